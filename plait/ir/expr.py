@@ -1,0 +1,347 @@
+"""Expressions, bindings, blocks and functions of the graph IR.
+
+All nodes are immutable.  Python ``==`` on expressions is identity (a ``Var`` is the
+same variable only if it is the same object); use :func:`plait.ir.structural_equal`
+to compare structure.  Every expression has a ``ty`` (its type, ``None`` until the
+block builder infers it) and an optional ``span`` saying where it came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .attrs import EMPTY_ATTRS, Attrs
+from .types import (
+    FuncType,
+    ObjectType,
+    PrimType,
+    ShapeType,
+    TensorType,
+    Type,
+    check_dtype,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Where a node came from: a source name, a line and column, and a free note
+    (for example the ONNX node name the binding was imported from)."""
+
+    source: str = ""
+    line: int = 0
+    col: int = 0
+    note: str = ""
+
+    def __str__(self) -> str:
+        parts = []
+        if self.source:
+            parts.append(self.source)
+        if self.line:
+            parts.append(f"line {self.line}, column {self.col}")
+        if self.note:
+            parts.append(self.note)
+        return ", ".join(parts)
+
+
+_NODE = dict(frozen=True, eq=False, slots=True, repr=False)
+
+
+@dataclass(**_NODE)
+class Node:
+    """Base of every IR node."""
+
+    def __repr__(self) -> str:
+        from .printer import node_repr
+
+        return node_repr(self)
+
+
+@dataclass(**_NODE)
+class Expr(Node):
+    """Base of expressions.  ``ty`` is the checked type, ``span`` the origin."""
+
+    ty: Type | None = field(default=None, kw_only=True)
+    span: Span | None = field(default=None, kw_only=True)
+
+
+@dataclass(**_NODE, init=False)
+class Var(Expr):
+    """A variable bound by a function parameter or a binding: ``Var(name, ty)``."""
+
+    name_hint: str = "v"
+
+    def __init__(self, name_hint: str = "v", ty: Type | None = None, *, span: Span | None = None):
+        object.__setattr__(self, "name_hint", name_hint)
+        object.__setattr__(self, "ty", ty)
+        object.__setattr__(self, "span", span)
+
+
+@dataclass(**_NODE, init=False)
+class DataflowVar(Var):
+    """A variable local to a dataflow block (not visible after it)."""
+
+
+@dataclass(**_NODE)
+class Constant(Expr):
+    """A constant tensor.  The array is kept read-only; ``ty`` is derived from it."""
+
+    data: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        data = self.data
+        if not isinstance(data, np.ndarray):
+            data = np.asarray(data)
+        if data.flags.writeable:
+            data = data.view()
+            data.flags.writeable = False
+        object.__setattr__(self, "data", data)
+        if self.ty is None:
+            object.__setattr__(self, "ty", TensorType(tuple(data.shape), data.dtype.name))
+
+
+@dataclass(**_NODE)
+class Op(Expr):
+    """A registered operator used as the callee of a :class:`Call`.
+
+    Op nodes are interned: ``Op.get(name)`` always returns the same object.  The
+    definitions (attribute schema, type inference, ...) live in
+    :mod:`plait.op.registry`, which fills ``Op.definitions``.
+    """
+
+    name: str = ""
+
+    definitions: ClassVar[dict[str, Any]] = {}
+    _interned: ClassVar[dict[str, Op]] = {}
+
+    @staticmethod
+    def get(name: str) -> Op:
+        op = Op._interned.get(name)
+        if op is None:
+            op = Op(name)
+            Op._interned[name] = op
+        return op
+
+    @property
+    def is_registered(self) -> bool:
+        return self.name in Op.definitions
+
+    @property
+    def definition(self) -> Any:
+        """The registered ``OpDef``; raises a ``KeyError`` with close matches if unknown."""
+        d = Op.definitions.get(self.name)
+        if d is None:
+            import difflib
+
+            close = difflib.get_close_matches(self.name, list(Op.definitions), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise KeyError(f"operator {self.name!r} is not registered{hint}")
+        return d
+
+
+@dataclass(**_NODE)
+class GlobalVar(Expr):
+    """A reference to a function or kernel of the module, by name."""
+
+    name_hint: str = ""
+
+
+@dataclass(**_NODE)
+class ExternFunc(Expr):
+    """A packed function of the runtime, by its global symbol."""
+
+    symbol: str = ""
+
+    def __post_init__(self) -> None:
+        if self.ty is None:
+            object.__setattr__(self, "ty", ObjectType())
+
+
+@dataclass(**_NODE)
+class Call(Expr):
+    """A call of an op, a global function/kernel, an extern function or a variable."""
+
+    op: Expr = None  # type: ignore[assignment]
+    args: tuple[Expr, ...] = ()
+    attrs: Attrs = EMPTY_ATTRS
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.args, tuple):
+            object.__setattr__(self, "args", tuple(self.args))
+        if not isinstance(self.attrs, Attrs):
+            object.__setattr__(self, "attrs", Attrs(self.attrs))
+
+
+@dataclass(**_NODE)
+class Tuple(Expr):
+    """A tuple of values."""
+
+    fields: tuple[Expr, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.fields, tuple):
+            object.__setattr__(self, "fields", tuple(self.fields))
+
+
+@dataclass(**_NODE)
+class TupleGetItem(Expr):
+    """Field ``index`` of a tuple value."""
+
+    tuple_value: Expr = None  # type: ignore[assignment]
+    index: int = 0
+
+
+@dataclass(**_NODE)
+class ShapeExpr(Expr):
+    """A shape value: a tuple of ints and symbolic sizes."""
+
+    values: tuple[int | str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.values, tuple):
+            object.__setattr__(self, "values", tuple(self.values))
+        if self.ty is None:
+            object.__setattr__(self, "ty", ShapeType(len(self.values)))
+
+
+@dataclass(**_NODE)
+class PrimValue(Expr):
+    """A scalar value outside any tensor."""
+
+    value: int | float | bool = 0
+    dtype: str = "int64"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", check_dtype(self.dtype))
+        if self.ty is None:
+            object.__setattr__(self, "ty", PrimType(self.dtype))
+
+
+@dataclass(**_NODE)
+class StringImm(Expr):
+    """A string value."""
+
+    value: str = ""
+
+    def __post_init__(self) -> None:
+        if self.ty is None:
+            object.__setattr__(self, "ty", ObjectType())
+
+
+# ---------------------------------------------------------------- bindings
+
+
+@dataclass(**_NODE)
+class Binding(Node):
+    """Base of bindings: ``var`` is bound to the value of the binding."""
+
+    var: Var = None  # type: ignore[assignment]
+    value: Expr = None  # type: ignore[assignment]
+
+
+@dataclass(**_NODE)
+class VarBinding(Binding):
+    """``var = value``."""
+
+
+@dataclass(**_NODE)
+class MatchCast(Binding):
+    """``var = match_cast(value, ty)``: binds ``var`` with the refined type ``ty``,
+    checked at run time."""
+
+    cast_ty: Type = None  # type: ignore[assignment]
+
+
+@dataclass(**_NODE)
+class BindingBlock(Node):
+    """A sequence of bindings, which may have side effects."""
+
+    bindings: tuple[Binding, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.bindings, tuple):
+            object.__setattr__(self, "bindings", tuple(self.bindings))
+
+
+@dataclass(**_NODE)
+class DataflowBlock(BindingBlock):
+    """A block of pure, control-free bindings."""
+
+
+@dataclass(**_NODE)
+class SeqExpr(Expr):
+    """Blocks of bindings followed by a result expression."""
+
+    blocks: tuple[BindingBlock, ...] = ()
+    body: Expr = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.blocks, tuple):
+            object.__setattr__(self, "blocks", tuple(self.blocks))
+
+
+@dataclass(**_NODE)
+class If(Expr):
+    """``then_branch`` if ``cond`` (a boolean scalar tensor or prim) else ``else_branch``."""
+
+    cond: Expr = None  # type: ignore[assignment]
+    then_branch: Expr = None  # type: ignore[assignment]
+    else_branch: Expr = None  # type: ignore[assignment]
+
+
+# ---------------------------------------------------------------- functions
+
+
+@dataclass(**_NODE)
+class BaseFunc(Expr):
+    """Base of everything an IRModule holds by name: graph functions and kernels."""
+
+    attrs: Attrs = field(default=EMPTY_ATTRS, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.attrs, Attrs):
+            object.__setattr__(self, "attrs", Attrs(self.attrs))
+
+    def with_attrs(self, **kwargs: Any) -> BaseFunc:
+        """A copy with the given attributes set (a value of None removes the key)."""
+        import dataclasses
+
+        attrs = dict(self.attrs)
+        for k, v in kwargs.items():
+            if v is None:
+                attrs.pop(k, None)
+            else:
+                attrs[k] = v
+        return dataclasses.replace(self, attrs=Attrs(attrs))
+
+
+@dataclass(**_NODE)
+class Function(BaseFunc):
+    """A graph function: parameters, a body (normally a :class:`SeqExpr`) and the
+    declared return type.  ``pure`` is False for functions with side effects."""
+
+    params: tuple[Var, ...] = ()
+    body: Expr = None  # type: ignore[assignment]
+    ret_ty: Type | None = None
+    pure: bool = True
+
+    def __post_init__(self) -> None:
+        BaseFunc.__post_init__(self)
+        if not isinstance(self.params, tuple):
+            object.__setattr__(self, "params", tuple(self.params))
+        if self.ty is None and all(p.ty is not None for p in self.params):
+            ret = self.ret_ty if self.ret_ty is not None else getattr(self.body, "ty", None)
+            if ret is not None:
+                object.__setattr__(self, "ty", FuncType(tuple(p.ty for p in self.params), ret))
+
+    @property
+    def compiler(self) -> str | None:
+        """The external codegen this function belongs to, if any."""
+        return self.attrs.get("compiler")
+
+
+def const(value: Any, dtype: str | None = None) -> Constant:
+    """A :class:`Constant` from a Python or numpy value."""
+    return Constant(np.asarray(value, dtype=dtype))

@@ -1,0 +1,331 @@
+"""Iterative traversal of the graph IR: visitors, mutators and post-order walks.
+
+None of these recurse on the depth of the graph: a chain of 100,000 bindings or an
+expression nested 100,000 calls deep is walked with an explicit stack.  (Nesting of
+*functions* inside functions is the only recursion, and it is bounded by how deeply
+the source nests lambdas.)
+
+* :func:`post_order` yields every node after its children, each node once.
+* :class:`ExprVisitor` calls a hook ``visit_<kind>(node)`` (``visit_call``,
+  ``visit_var`` for uses, ``visit_var_def`` for definitions, ``visit_binding``,
+  ``visit_function``...) for every node in pre-order; a hook returning :data:`SKIP`
+  stops the walk from entering that node's children.
+* :class:`ExprMutator` rebuilds expressions bottom-up: a hook ``rewrite_<kind>(node)``
+  receives the node with its children already rewritten and returns its replacement.
+  Nodes whose children did not change are returned as the very same objects, so an
+  unchanged function comes back identical (``is``).  Hooks may emit extra bindings
+  through ``self.builder`` (they land before the binding being rewritten), and
+  :meth:`ExprMutator.visit_binding` can be overridden to drop or replace bindings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import replace
+from functools import cache
+from typing import Any
+
+from .builder import BlockBuilder, is_atom
+from .expr import (
+    BaseFunc,
+    Binding,
+    BindingBlock,
+    Call,
+    DataflowBlock,
+    Expr,
+    Function,
+    If,
+    MatchCast,
+    Node,
+    Op,
+    SeqExpr,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
+from .module import IRModule
+from .node_fields import def_fields, node_fields
+
+SKIP = object()
+"""Returned by an :class:`ExprVisitor` hook to skip the node's children."""
+
+
+@cache
+def _snake(cls: type) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
+
+
+def _children(node: Node) -> Iterator[tuple[Any, bool]]:
+    """(child, is_definition) pairs of a node, in field order."""
+    cls = type(node)
+    defs = def_fields(cls)
+    for name in node_fields(cls):
+        if name == "ty" or name == "attrs":
+            continue
+        v = getattr(node, name)
+        if isinstance(v, Node):
+            yield v, name in defs
+        elif isinstance(v, tuple):
+            for item in v:
+                if isinstance(item, Node):
+                    yield item, name in defs
+
+
+def post_order(root: Node) -> Iterator[Node]:
+    """Every node under ``root`` (itself included), children before parents, each
+    distinct node once."""
+    seen: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            yield node
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        kids = [c for c, _ in _children(node)]
+        for c in reversed(kids):
+            if id(c) not in seen:
+                stack.append((c, False))
+
+
+class ExprVisitor:
+    """Pre-order visitor with per-kind hooks; see the module docstring."""
+
+    def visit(self, node: Node | IRModule) -> None:
+        """Walk ``node`` (an expression, binding, block, function or module)."""
+        if isinstance(node, IRModule):
+            for _, f in node.items():
+                self.visit(f)
+            return
+        hooks = self._hooks()
+        stack: list[tuple[Node, bool]] = [(node, False)]
+        while stack:
+            n, is_def = stack.pop()
+            cls = type(n)
+            key = (cls, is_def)
+            hook = hooks.get(key, _MISSING)
+            if hook is _MISSING:
+                hook = self._find_hook(cls, is_def)
+                hooks[key] = hook
+            if hook is not None and hook(n) is SKIP:
+                continue
+            kids = list(_children(n))
+            for c in reversed(kids):
+                stack.append(c)
+
+    def _hooks(self) -> dict:
+        try:
+            return self.__dict__["_hook_cache"]
+        except KeyError:
+            cache_: dict = {}
+            self.__dict__["_hook_cache"] = cache_
+            return cache_
+
+    def _find_hook(self, cls: type, is_def: bool) -> Any:
+        for klass in cls.__mro__:
+            if klass is object:
+                break
+            name = "visit_" + _snake(klass) + ("_def" if is_def else "")
+            hook = getattr(self, name, None)
+            if hook is not None:
+                return hook
+        return getattr(self, "visit_node", None)
+
+
+_MISSING = object()
+
+
+class ExprMutator:
+    """Bottom-up rewriter with per-kind hooks; see the module docstring."""
+
+    def __init__(self, mod: IRModule | None = None) -> None:
+        self.mod = mod
+        self.builder = BlockBuilder(mod)
+        self.var_remap: dict[Var, Expr] = {}
+        self._rewrite_cache: dict[type, Any] = {}
+
+    # ------------------------------------------------------------ modules
+    def visit_module(self, mod: IRModule) -> IRModule:
+        """Rewrite every graph function; returns ``mod`` itself if nothing changed."""
+        changed: dict[str, BaseFunc] = {}
+        for name, f in mod.graph_functions():
+            nf = self.visit_function(f)
+            if nf is not f:
+                changed[name] = nf
+        return mod.with_functions(changed) if changed else mod
+
+    # ------------------------------------------------------------ functions
+    def visit_function(self, func: Function) -> Function:
+        params = tuple(self.visit_var_def(p) for p in func.params)
+        body = self.visit_body(func.body)
+        if body is func.body and all(a is b for a, b in zip(params, func.params)):
+            return func
+        ret_ty = func.ret_ty
+        if ret_ty is not None and body.ty is not None and body.ty != ret_ty:
+            from .builder import types_compatible
+
+            if not types_compatible(ret_ty, body.ty):
+                ret_ty = body.ty
+        return Function(params, body, ret_ty, func.pure, attrs=func.attrs, span=func.span)
+
+    def visit_var_def(self, var: Var) -> Var:
+        """Hook for a variable definition (parameter); default keeps it."""
+        return var
+
+    def visit_body(self, body: Expr) -> Expr:
+        if isinstance(body, SeqExpr):
+            return self.visit_seq(body)
+        return self.visit_expr(body)
+
+    def visit_seq(self, seq: SeqExpr) -> SeqExpr:
+        blocks = []
+        changed = False
+        for block in seq.blocks:
+            nb = self.visit_block(block)
+            changed |= nb is not block
+            if nb.bindings or not block.bindings:
+                blocks.append(nb)
+            else:
+                changed = True
+        self.builder.begin_scope(False)
+        body = self.visit_expr(seq.body)
+        if not is_atom(body):
+            body = self.builder.emit(body, "lv")
+        extra = self.builder.end_scope()
+        if extra:
+            blocks.append(BindingBlock(tuple(extra)))
+            changed = True
+        if not changed and body is seq.body:
+            return seq
+        return SeqExpr(tuple(blocks), body, ty=body.ty, span=seq.span)
+
+    def visit_block(self, block: BindingBlock) -> BindingBlock:
+        self.builder.begin_scope(isinstance(block, DataflowBlock))
+        for b in block.bindings:
+            self.visit_binding(b)
+        bindings = self.builder.end_scope()
+        if len(bindings) == len(block.bindings) and all(
+            x is y for x, y in zip(bindings, block.bindings)
+        ):
+            return block
+        return type(block)(tuple(bindings))
+
+    def visit_binding(self, binding: Binding) -> None:
+        """Rewrite one binding and emit the result into ``self.builder``.  Override to
+        drop a binding (emit nothing) or to emit several."""
+        bb = self.builder
+        prev = bb.current_binding
+        bb.current_binding = binding.var.name_hint
+        try:
+            value = self.visit_expr(binding.value)
+        finally:
+            bb.current_binding = prev
+        self.emit_rewritten(binding, value)
+
+    def emit_rewritten(self, binding: Binding, value: Expr) -> None:
+        """Emit ``binding`` with its value replaced by ``value`` (normalized), giving
+        the variable a new type (and recording the substitution) if needed."""
+        bb = self.builder
+        if value is binding.value:
+            bb.emit_binding(binding)
+            return
+        prev = bb.current_binding
+        bb.current_binding = binding.var.name_hint
+        try:
+            value = bb.normalize(value)
+        finally:
+            bb.current_binding = prev
+        var = binding.var
+        if not isinstance(binding, MatchCast) and value.ty is not None and value.ty != var.ty:
+            var = replace(var, ty=value.ty)
+            self.var_remap[binding.var] = var
+        bb.emit_binding(replace(binding, var=var, value=value))
+
+    # ------------------------------------------------------------ expressions
+    def visit_expr(self, expr: Expr) -> Expr:
+        """Rewrite ``expr`` bottom-up, iteratively."""
+        done: dict[int, Expr] = {}
+        stack: list[tuple[Expr, bool]] = [(expr, False)]
+        while stack:
+            e, expanded = stack.pop()
+            if not expanded:
+                if id(e) in done:
+                    continue
+                kids = _expr_children(e)
+                if not kids:
+                    done[id(e)] = self._rewrite_leaf(e)
+                    continue
+                stack.append((e, True))
+                for k in reversed(kids):
+                    if id(k) not in done:
+                        stack.append((k, False))
+                continue
+            done[id(e)] = self._rewrite(self._rebuild(e, done))
+        return done[id(expr)]
+
+    def _rewrite_leaf(self, e: Expr) -> Expr:
+        if isinstance(e, Var):
+            new = self.var_remap.get(e)
+            if new is not None:
+                return new
+        elif isinstance(e, Function):
+            return self._rewrite(self.visit_function(e))
+        elif isinstance(e, SeqExpr):
+            return self._rewrite(self.visit_seq(e))
+        return self._rewrite(e)
+
+    def _rebuild(self, e: Expr, done: dict[int, Expr]) -> Expr:
+        if isinstance(e, Call):
+            op = done.get(id(e.op), e.op)
+            args = tuple(done[id(a)] for a in e.args)
+            if op is not e.op or any(x is not y for x, y in zip(args, e.args)):
+                return replace(e, op=op, args=args, ty=None if isinstance(op, Op) else e.ty)
+            return e
+        if isinstance(e, Tuple):
+            fields = tuple(done[id(f)] for f in e.fields)
+            if any(x is not y for x, y in zip(fields, e.fields)):
+                return replace(e, fields=fields, ty=None)
+            return e
+        if isinstance(e, TupleGetItem):
+            tv = done[id(e.tuple_value)]
+            return e if tv is e.tuple_value else replace(e, tuple_value=tv, ty=None)
+        if isinstance(e, If):
+            cond = done[id(e.cond)]
+            then_b = self.visit_body(e.then_branch)
+            else_b = self.visit_body(e.else_branch)
+            if cond is e.cond and then_b is e.then_branch and else_b is e.else_branch:
+                return e
+            return replace(e, cond=cond, then_branch=then_b, else_branch=else_b, ty=None)
+        return e
+
+    def _rewrite(self, e: Expr) -> Expr:
+        cls = type(e)
+        hook = self._rewrite_cache.get(cls, _MISSING)
+        if hook is _MISSING:
+            hook = None
+            for klass in cls.__mro__:
+                h = getattr(self, "rewrite_" + _snake(klass), None)
+                if h is not None:
+                    hook = h
+                    break
+            self._rewrite_cache[cls] = hook
+        return e if hook is None else hook(e)
+
+
+def _expr_children(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, Call):
+        return (e.op, *e.args)
+    if isinstance(e, Tuple):
+        return e.fields
+    if isinstance(e, TupleGetItem):
+        return (e.tuple_value,)
+    if isinstance(e, If):
+        return (e.cond,)
+    return ()
+
+
+__all__ = ["SKIP", "ExprMutator", "ExprVisitor", "post_order"]
