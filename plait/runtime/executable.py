@@ -88,7 +88,7 @@ def decode_value(data: Any, *, allow_dict: bool = False) -> Any:
     if isinstance(data, list):
         return [decode_value(v, allow_dict=allow_dict) for v in data]
     if isinstance(data, dict) and len(data) == 1:
-        (tag, inner), = data.items()
+        ((tag, inner),) = data.items()
         if tag == "tuple" and isinstance(inner, list):
             return tuple(decode_value(v, allow_dict=allow_dict) for v in inner)
         if tag == "float" and inner in ("nan", "inf", "-inf"):
@@ -152,7 +152,7 @@ def _arg_to_json(arg: Arg) -> dict[str, Any]:
 
 def _arg_from_json(data: Any) -> Arg:
     if isinstance(data, dict) and len(data) == 1:
-        (tag, inner), = data.items()
+        ((tag, inner),) = data.items()
         if tag == "reg":
             return Reg(inner)
         if tag == "const":
@@ -195,20 +195,31 @@ class Call(Instr):
 
     kind: ClassVar[str] = "call"
     schema: ClassVar[dict[str, str]] = {
-        "func": "func", "args": "args", "dst": "reg?", "kwargs": "kwargs"
+        "func": "func",
+        "args": "args",
+        "dst": "reg?",
+        "kwargs": "kwargs",
     }
 
     def __post_init__(self) -> None:
+        if not isinstance(self.kwargs, dict):
+            raise TypeError(
+                f"call {self.func}: kwargs must be a dict, got {type(self.kwargs).__name__}"
+            )
         self.kwargs = {
-            k: v.value if isinstance(v, Imm) else v if isinstance(v, Reg | Const)
+            k: v.value
+            if isinstance(v, Imm)
+            else v
+            if isinstance(v, Reg | Const)
             else normalize_value(v, where=f"keyword argument {k!r} of call {self.func}")
             for k, v in self.kwargs.items()
         }
 
     def __str__(self) -> str:
         parts = [str(a) for a in self.args]
-        parts += [f"{k}={v if isinstance(v, Reg | Const) else repr(v)}"
-                  for k, v in self.kwargs.items()]
+        parts += [
+            f"{k}={v if isinstance(v, Reg | Const) else repr(v)}" for k, v in self.kwargs.items()
+        ]
         call = f"call {self.func}({', '.join(parts)})"
         return call if self.dst is None else f"%{self.dst} = {call}"
 
@@ -282,7 +293,11 @@ class AllocTensor(Instr):
 
     kind: ClassVar[str] = "alloc_tensor"
     schema: ClassVar[dict[str, str]] = {
-        "dst": "reg", "shape": "shape", "dtype": "dtype", "storage": "reg?", "offset": "nat"
+        "dst": "reg",
+        "shape": "shape",
+        "dtype": "dtype",
+        "storage": "reg?",
+        "offset": "nat",
     }
 
     def __str__(self) -> str:
@@ -355,9 +370,12 @@ class VMFunction:
         return out
 
 
-@dataclass
+@dataclass(eq=False)
 class Executable:
-    """A VM program: functions, constants, JSON-able attributes and native libraries."""
+    """A VM program: functions, constants, JSON-able attributes and native libraries.
+
+    Compared by identity (constants are arrays); compare ``functions``, ``attrs`` and
+    ``libs`` directly, or the bytes of :meth:`to_bytes`."""
 
     functions: dict[str, VMFunction]
     constants: list[np.ndarray] = field(default_factory=list)
@@ -380,7 +398,10 @@ class Executable:
     @classmethod
     def from_bytes(cls, data: bytes) -> Executable:
         """Load an executable from the bytes of its zip file (see :meth:`load`)."""
-        exe = _read_zip(io.BytesIO(data))
+        try:
+            exe = _read_zip(io.BytesIO(data))
+        except RecursionError:
+            raise ExecutableFormatError("manifest.json is nested too deeply") from None
         exe.validate()
         return exe
 
@@ -448,7 +469,6 @@ class Executable:
         return "\n".join(lines) + "\n"
 
 
-
 # ------------------------------------------------------------------------ validation
 
 
@@ -480,8 +500,7 @@ def _check_shape(shape: Any, where: str, symbols: list[str] | None = None) -> No
                 _fail(where, f"symbolic size {d!r} is not an identifier")
             if symbols is not None and d not in symbols:
                 bound = ", ".join(symbols) or "none"
-                _fail(where, f"symbolic size {d!r} is not bound by any parameter "
-                             f"(bound: {bound})")
+                _fail(where, f"symbolic size {d!r} is not bound by any parameter (bound: {bound})")
         elif not _is_int(d) or d < 0:
             _fail(where, f"shape entry {_short(d)} is neither an int >= 0 nor a name")
 
@@ -493,8 +512,10 @@ def _check_param(p: Any, where: str) -> None:
         _fail(where, f"parameter name must be a non-empty string, got {_short(p.name)}")
     where = f"{where} {p.name!r}"
     if p.kind not in PARAM_KINDS:
-        _fail(where, f"unknown parameter kind {_short(p.kind)}; expected one of "
-                     f"{', '.join(PARAM_KINDS)}")
+        _fail(
+            where,
+            f"unknown parameter kind {_short(p.kind)}; expected one of {', '.join(PARAM_KINDS)}",
+        )
     if p.shape is not None:
         if p.kind not in ("tensor", "shape"):
             _fail(where, f"a {p.kind} parameter has no shape")
@@ -528,15 +549,21 @@ def _check_index(value: Any, limit: int, where: str, what: str, plural: str) -> 
 
 
 def _check_field(
-    ftype: str, name: str, value: Any, where: str, fn: VMFunction, nconst: int,
+    ftype: str,
+    name: str,
+    value: Any,
+    where: str,
+    fn: VMFunction,
+    nconst: int,
     symbols: list[str],
 ) -> None:
     nreg = fn.num_registers
     if ftype == "reg" or (ftype == "reg?" and value is not None):
         _check_index(value, nreg, f"{where} field {name!r}", "register", "registers")
     elif ftype == "pc":
-        _check_index(value, len(fn.instructions), f"{where} field {name!r}",
-                     "jump target", "instructions")
+        _check_index(
+            value, len(fn.instructions), f"{where} field {name!r}", "jump target", "instructions"
+        )
     elif ftype == "nat":
         if not _is_int(value) or value < 0:
             _fail(where, f"field {name!r} must be an int >= 0, got {_short(value)}")
@@ -589,8 +616,11 @@ def _check_function(fn: VMFunction, nconst: int) -> None:
     if dup:
         _fail(where, f"duplicate parameter name(s) {', '.join(map(repr, dup))}")
     if not _is_int(fn.num_registers) or fn.num_registers < len(fn.params):
-        _fail(where, f"num_registers must be an int >= the number of parameters "
-                     f"({len(fn.params)}), got {_short(fn.num_registers)}")
+        _fail(
+            where,
+            f"num_registers must be an int >= the number of parameters "
+            f"({len(fn.params)}), got {_short(fn.num_registers)}",
+        )
     if not isinstance(fn.instructions, list | tuple) or not fn.instructions:
         _fail(where, "instructions must be a non-empty list")
     symbols = fn.symbols()
@@ -598,12 +628,11 @@ def _check_function(fn: VMFunction, nconst: int) -> None:
     for pc, ins in enumerate(fn.instructions):
         if type(ins) not in known:
             _fail(f"{where}, pc {pc}", f"unknown instruction {type(ins).__name__}")
-        at = f"{where}, pc {pc} ({_describe(ins)})"
+        at = f"{where}, pc {pc} (`{_describe(ins)}`)"
         for fname, ftype, value in instr_fields(ins):
             _check_field(ftype, fname, value, at, fn, nconst, symbols)
     if not isinstance(fn.instructions[-1], Ret | Goto):
-        _fail(where, "the last instruction must be ret or goto (execution would run off "
-                     "the end)")
+        _fail(where, "the last instruction must be ret or goto (execution would run off the end)")
 
 
 def _validate_executable(exe: Executable) -> None:
@@ -620,8 +649,10 @@ def _validate_executable(exe: Executable) -> None:
         if not isinstance(fn, VMFunction):
             _fail(f"function {key!r}", f"must be a VMFunction, got {type(fn).__name__}")
         if fn.name != key:
-            _fail(f"function {key!r}", f"is stored under the name {key!r} but is named "
-                                       f"{_short(fn.name)}")
+            _fail(
+                f"function {key!r}",
+                f"is stored under the name {key!r} but is named {_short(fn.name)}",
+            )
         _check_function(fn, len(exe.constants))
     if not isinstance(exe.attrs, dict) or not all(isinstance(k, str) for k in exe.attrs):
         _fail("executable", "attrs must be a dict with string keys")
@@ -636,3 +667,257 @@ def _validate_executable(exe: Executable) -> None:
             _fail("executable", f"library name must be a non-empty string, got {_short(name)}")
         if not isinstance(blob, bytes | bytearray):
             _fail(f"library {name!r}", f"must be bytes, got {type(blob).__name__}")
+
+
+def instr_fields(ins: Instr) -> list[tuple[str, str, Any]]:
+    """``(field name, field type, value)`` for each field of an instruction."""
+    return [(f.name, ins.schema[f.name], getattr(ins, f.name)) for f in fields(ins)]
+
+
+# --------------------------------------------------------------------- serialization
+
+_MANIFEST = "manifest.json"
+_MANIFEST_KEYS = {"format", "version", "attrs", "functions", "constants", "libs"}
+_FUNCTION_KEYS = {"name", "params", "num_registers", "instructions"}
+_PARAM_KEYS = {"name", "kind", "shape", "dtype"}
+
+
+def _instr_to_json(ins: Instr) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": ins.kind}
+    for name, ftype, value in instr_fields(ins):
+        if ftype == "args":
+            value = [_arg_to_json(a) for a in value]
+        elif ftype == "kwargs":
+            value = {
+                k: _arg_to_json(v if isinstance(v, Reg | Const) else Imm(v))
+                for k, v in value.items()
+            }
+        elif ftype == "shape":
+            value = list(value)
+        out[name] = value
+    return out
+
+
+def _function_to_json(fn: VMFunction) -> dict[str, Any]:
+    return {
+        "name": fn.name,
+        "params": [
+            {
+                "name": p.name,
+                "kind": p.kind,
+                "shape": None if p.shape is None else list(p.shape),
+                "dtype": p.dtype,
+            }
+            for p in fn.params
+        ],
+        "num_registers": fn.num_registers,
+        "instructions": [_instr_to_json(ins) for ins in fn.instructions],
+    }
+
+
+def _c_order(array: np.ndarray) -> np.ndarray:
+    """``array`` if C-contiguous, else a C-ordered copy (keeps 0-d arrays 0-d, unlike
+    ``np.ascontiguousarray``)."""
+    return array if array.flags.c_contiguous else array.copy(order="C")
+
+
+def _write_member(zf: zipfile.ZipFile, name: str, data: bytes, compress: bool) -> None:
+    info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
+    info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    zf.writestr(info, data)
+
+
+def _write_zip(exe: Executable, fileobj: io.BytesIO) -> None:
+    const_members = [f"constants/{i}.npy" for i in range(len(exe.constants))]
+    lib_members = [f"libs/{i}" for i in range(len(exe.libs))]
+    manifest = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "attrs": encode_value(normalize_value(exe.attrs, allow_dict=True)),
+        "functions": [_function_to_json(fn) for fn in exe.functions.values()],
+        "constants": const_members,
+        "libs": [{"name": n, "member": m} for n, m in zip(exe.libs, lib_members)],
+    }
+    text = json.dumps(manifest, indent=1, allow_nan=False)
+    with zipfile.ZipFile(fileobj, "w") as zf:
+        _write_member(zf, _MANIFEST, text.encode("utf-8"), compress=True)
+        for member, array in zip(const_members, exe.constants):
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, _c_order(array), allow_pickle=False)
+            _write_member(zf, member, buf.getvalue(), compress=False)
+        for member, blob in zip(lib_members, exe.libs.values()):
+            _write_member(zf, member, bytes(blob), compress=False)
+
+
+def _expect(cond: bool, where: str, message: str) -> None:
+    if not cond:
+        _fail(where, message)
+
+
+def _expect_keys(data: Any, keys: set[str], where: str) -> None:
+    _expect(isinstance(data, dict), where, f"expected a JSON object, got {_short(data)}")
+    missing, extra = keys - set(data), set(data) - keys
+    _expect(not missing, where, f"missing field(s) {', '.join(sorted(missing))}")
+    _expect(not extra, where, f"unknown field(s) {', '.join(sorted(map(str, extra)))}")
+
+
+def _instr_from_json(data: Any, where: str) -> Instr:
+    _expect(isinstance(data, dict), where, f"expected a JSON object, got {_short(data)}")
+    kind = data.get("kind")
+    if kind not in INSTRUCTIONS:
+        _fail(
+            where,
+            f"unknown instruction kind {_short(kind)}; known kinds: {', '.join(INSTRUCTIONS)}",
+        )
+    cls = INSTRUCTIONS[kind]
+    _expect_keys(data, {"kind", *cls.schema}, f"{where} ({kind})")
+    kw: dict[str, Any] = {}
+    try:
+        for name, ftype in cls.schema.items():
+            value = data[name]
+            if ftype == "args":
+                _expect(isinstance(value, list), where, f"field {name!r} must be a list")
+                value = [_arg_from_json(a) for a in value]
+            elif ftype == "kwargs":
+                _expect(isinstance(value, dict), where, f"field {name!r} must be an object")
+                value = {k: _arg_from_json(v) for k, v in value.items()}
+            elif ftype == "shape":
+                _expect(isinstance(value, list), where, f"field {name!r} must be a list")
+            kw[name] = value
+        return cls(**kw)
+    except ExecutableFormatError as e:
+        msg = str(e)
+        raise ExecutableFormatError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+    except TypeError as e:
+        raise ExecutableFormatError(f"{where}: {e}") from None
+
+
+def _function_from_json(data: Any, where: str) -> VMFunction:
+    _expect_keys(data, _FUNCTION_KEYS, where)
+    where = f"{where} ({_short(data['name'])})"
+    _expect(isinstance(data["params"], list), where, "params must be a list")
+    _expect(isinstance(data["instructions"], list), where, "instructions must be a list")
+    params = []
+    for i, p in enumerate(data["params"]):
+        _expect_keys(p, _PARAM_KEYS, f"{where} parameter {i}")
+        shape = p["shape"]
+        _expect(
+            shape is None or isinstance(shape, list),
+            f"{where} parameter {i}",
+            "shape must be a list or null",
+        )
+        params.append(ParamSig(p["name"], p["kind"], shape, p["dtype"]))
+    instructions = [
+        _instr_from_json(ins, f"{where}, pc {pc}") for pc, ins in enumerate(data["instructions"])
+    ]
+    return VMFunction(data["name"], params, data["num_registers"], instructions)
+
+
+def _read_member(zf: zipfile.ZipFile, name: Any) -> bytes:
+    _expect(isinstance(name, str), "manifest", f"member name must be a string, got {_short(name)}")
+    try:
+        return zf.read(name)
+    except KeyError:
+        raise ExecutableFormatError(f"the archive has no member {name!r}") from None
+    except Exception as e:  # CRC errors, bad compression, encryption, truncation
+        raise ExecutableFormatError(f"cannot read member {name!r}: {e}") from None
+
+
+def _read_array(zf: zipfile.ZipFile, member: Any, where: str) -> np.ndarray:
+    data = _read_member(zf, member)
+    try:
+        array = np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
+    except Exception as e:
+        raise ExecutableFormatError(
+            f"{where}: member {member!r} is not a .npy array without Python objects: {e}"
+        ) from None
+    if array.dtype.hasobject or array.dtype.kind not in _ARRAY_KINDS:
+        _fail(where, f"dtype {array.dtype} is not allowed (numeric and bool only)")
+    return _c_order(array)
+
+
+def _read_zip(fileobj: io.BytesIO) -> Executable:
+    try:
+        zf = zipfile.ZipFile(fileobj)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        raise ExecutableFormatError(
+            "not a plait executable: the file is not a zip archive"
+        ) from None
+    with zf:
+        names = set(zf.namelist())
+        if _MANIFEST not in names:
+            raise ExecutableFormatError(f"not a plait executable: no {_MANIFEST} in the archive")
+        try:
+            manifest = json.loads(_read_member(zf, _MANIFEST).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+            raise ExecutableFormatError(f"{_MANIFEST} is not valid JSON: {e}") from None
+        _expect(isinstance(manifest, dict), _MANIFEST, "expected a JSON object")
+        _expect(
+            manifest.get("format") == FORMAT_NAME,
+            _MANIFEST,
+            f"format is {_short(manifest.get('format'))}, expected {FORMAT_NAME!r}",
+        )
+        if "version" not in manifest:
+            _fail(_MANIFEST, "missing format version")
+        if manifest["version"] != FORMAT_VERSION:
+            _fail(
+                _MANIFEST,
+                f"unsupported format version {_short(manifest['version'])} "
+                f"(this plait reads version {FORMAT_VERSION})",
+            )
+        _expect_keys(manifest, _MANIFEST_KEYS, _MANIFEST)
+        _expect(isinstance(manifest["functions"], list), _MANIFEST, "functions must be a list")
+        _expect(isinstance(manifest["constants"], list), _MANIFEST, "constants must be a list")
+        _expect(isinstance(manifest["libs"], list), _MANIFEST, "libs must be a list")
+        functions: dict[str, VMFunction] = {}
+        for i, data in enumerate(manifest["functions"]):
+            fn = _function_from_json(data, f"{_MANIFEST}: functions[{i}]")
+            _expect(
+                isinstance(fn.name, str) and fn.name not in functions,
+                _MANIFEST,
+                f"function name {_short(fn.name)} is invalid or duplicated",
+            )
+            functions[fn.name] = fn
+        constants = [
+            _read_array(zf, m, f"constant {i}") for i, m in enumerate(manifest["constants"])
+        ]
+        attrs = decode_value(manifest["attrs"], allow_dict=True)
+        _expect(isinstance(attrs, dict), _MANIFEST, "attrs must be an object")
+        libs: dict[str, bytes] = {}
+        for i, entry in enumerate(manifest["libs"]):
+            _expect_keys(entry, {"name", "member"}, f"{_MANIFEST}: libs[{i}]")
+            _expect(
+                isinstance(entry["name"], str) and entry["name"] not in libs,
+                f"{_MANIFEST}: libs[{i}]",
+                "library name is invalid or duplicated",
+            )
+            libs[entry["name"]] = _read_member(zf, entry["member"])
+    return Executable(functions, constants, attrs, libs)
+
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "INSTRUCTIONS",
+    "PARAM_KINDS",
+    "AllocStorage",
+    "AllocTensor",
+    "Arg",
+    "Call",
+    "Const",
+    "Executable",
+    "ExecutableFormatError",
+    "Goto",
+    "If",
+    "Imm",
+    "Instr",
+    "Move",
+    "ParamSig",
+    "Reg",
+    "Ret",
+    "VMFunction",
+    "decode_value",
+    "encode_value",
+    "instr_fields",
+    "normalize_value",
+]

@@ -30,9 +30,7 @@ class PackedFuncNotFoundError(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-def register_func(
-    name: str, fn: PackedFunc | None = None, *, override: bool = False
-) -> Any:
+def register_func(name: str, fn: PackedFunc | None = None, *, override: bool = False) -> Any:
     """Register ``fn`` as the packed function ``name``.
 
     Usable directly, ``register_func("my.add", add)``, or as a decorator,
@@ -47,8 +45,7 @@ def register_func(
             raise TypeError(f"packed function {name!r} must be callable, got {type(f).__name__}")
         if name in _REGISTRY and not override:
             raise ValueError(
-                f"packed function {name!r} is already registered; "
-                "pass override=True to replace it"
+                f"packed function {name!r} is already registered; pass override=True to replace it"
             )
         _REGISTRY[name] = f
         return f

@@ -1,0 +1,279 @@
+"""Lower a build-phase IRModule to a VM :class:`~plait.runtime.Executable`.
+
+Each graph function becomes a VM function: parameters occupy the first registers,
+every bound variable gets a register, constants go to the executable's constant
+pool, and each binding becomes one instruction:
+
+==========================================  =======================================
+binding value                               instruction
+==========================================  =======================================
+``builtin.alloc_storage(nbytes=n)``         ``AllocStorage``
+``builtin.alloc_tensor`` / ``tensor_from_storage``  ``AllocTensor``
+``builtin.call_dps(f, (ins), (outs))``      ``Call(f, ins + outs)``, attrs as kwargs
+``builtin.call_alloc(f, (ins))``            ``Call(f + "@alloc", ins) -> dst``
+a call of a module function                 ``Call(name, args) -> dst``
+``(a, b)`` / ``t[i]``                       ``vm.builtin.tuple`` / ``tuple_getitem``
+``match_cast(x, T)``                        ``vm.builtin.check_tensor``
+``if c: ... else: ...``                     ``If`` / ``Goto``
+a variable                                  ``Move``
+==========================================  =======================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..ir.expr import (
+    Call,
+    Constant,
+    Expr,
+    ExternFunc,
+    Function,
+    GlobalVar,
+    If,
+    MatchCast,
+    Op,
+    PrimValue,
+    SeqExpr,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
+from ..ir.module import IRModule
+from ..ir.types import PrimType, ShapeType, TensorType, TupleType, Type
+from ..runtime import executable as rx
+
+
+class VMCodegenError(TypeError):
+    """The module cannot be lowered to VM code (it is not in the build phase, or a
+    binding has a form the VM has no instruction for)."""
+
+
+def _param_sig(var: Var) -> rx.ParamSig:
+    ty = var.ty
+    if isinstance(ty, TensorType):
+        return rx.ParamSig(var.name_hint, "tensor", ty.shape, ty.dtype)
+    if isinstance(ty, TupleType):
+        return rx.ParamSig(var.name_hint, "tuple", None, None)
+    if isinstance(ty, PrimType):
+        return rx.ParamSig(var.name_hint, "prim", None, ty.dtype)
+    if isinstance(ty, ShapeType):
+        return rx.ParamSig(var.name_hint, "shape", None, None)
+    return rx.ParamSig(var.name_hint, "object", None, None)
+
+
+def _attr_value(v: Any) -> Any:
+    if isinstance(v, Type):
+        return str(v)
+    if isinstance(v, tuple):
+        return tuple(_attr_value(x) for x in v)
+    return v
+
+
+class _FunctionLowering:
+    def __init__(self, name: str, func: Function, consts: list[np.ndarray], const_ids: dict) -> None:
+        self.name = name
+        self.func = func
+        self.consts = consts
+        self.const_ids = const_ids
+        self.regs: dict[Var, int] = {}
+        self.code: list[rx.Instr] = []
+        for p in func.params:
+            self.reg(p)
+
+    def reg(self, var: Var) -> int:
+        r = self.regs.get(var)
+        if r is None:
+            r = self.regs[var] = len(self.regs)
+        return r
+
+    def fresh(self) -> int:
+        tmp = Var("_tmp")
+        return self.reg(tmp)
+
+    def fail(self, binding: str, message: str) -> VMCodegenError:
+        return VMCodegenError(f"in function {self.name!r}, binding {binding!r}: {message}")
+
+    def arg(self, e: Expr, where: str) -> rx.Arg:
+        if isinstance(e, Var):
+            if e not in self.regs:
+                raise self.fail(where, f"variable {e.name_hint!r} is used before it is defined")
+            return rx.Reg(self.regs[e])
+        if isinstance(e, Constant):
+            key = id(e.data)
+            idx = self.const_ids.get(key)
+            if idx is None:
+                idx = self.const_ids[key] = len(self.consts)
+                self.consts.append(np.ascontiguousarray(e.data))
+            return rx.Const(idx)
+        if isinstance(e, PrimValue):
+            return rx.Imm(e.value)
+        if isinstance(e, StringImm):
+            return rx.Imm(e.value)
+        if isinstance(e, ShapeExpr):
+            return rx.Imm(tuple(e.values))
+        if isinstance(e, Tuple):
+            dst = self.fresh()
+            args = [self.arg(f, where) for f in e.fields]
+            self.code.append(rx.Call("vm.builtin.tuple", args, dst))
+            return rx.Reg(dst)
+        raise self.fail(where, f"cannot pass a {type(e).__name__} as a VM argument")
+
+    def lower(self) -> rx.VMFunction:
+        body = self.func.body
+        seq = body if isinstance(body, SeqExpr) else SeqExpr((), body)
+        result = self.lower_seq(seq)
+        self.code.append(rx.Ret(result))
+        return rx.VMFunction(
+            self.name, [_param_sig(p) for p in self.func.params], len(self.regs), self.code
+        )
+
+    def lower_seq(self, seq: SeqExpr) -> int:
+        for block in seq.blocks:
+            for b in block.bindings:
+                self.lower_binding(b.var, b.value, isinstance(b, MatchCast), b)
+        res = self.arg(seq.body, "<return>")
+        if isinstance(res, rx.Reg):
+            return res.index
+        dst = self.fresh()
+        self.code.append(rx.Call("vm.builtin.identity", [res], dst))
+        return dst
+
+    def lower_binding(self, var: Var, value: Expr, is_cast: bool, binding: Any) -> None:
+        where = var.name_hint
+        if is_cast:
+            ty = binding.cast_ty
+            src = self.arg(value, where)
+            shape = list(ty.shape) if isinstance(ty, TensorType) and ty.shape is not None else None
+            dtype = ty.dtype if isinstance(ty, TensorType) else None
+            self.code.append(
+                rx.Call(
+                    "vm.builtin.check_tensor",
+                    [src, rx.Imm(shape), rx.Imm(dtype), rx.Imm(where)],
+                    self.reg(var),
+                )
+            )
+            return
+        if isinstance(value, Call):
+            self.lower_call(var, value, where)
+        elif isinstance(value, Var):
+            self.code.append(rx.Move(self.reg(var), self.arg(value, where).index))  # type: ignore[union-attr]
+        elif isinstance(value, Tuple):
+            args = [self.arg(f, where) for f in value.fields]
+            self.code.append(rx.Call("vm.builtin.tuple", args, self.reg(var)))
+        elif isinstance(value, TupleGetItem):
+            t = self.arg(value.tuple_value, where)
+            self.code.append(
+                rx.Call("vm.builtin.tuple_getitem", [t, rx.Imm(value.index)], self.reg(var))
+            )
+        elif isinstance(value, Constant | PrimValue | StringImm | ShapeExpr):
+            self.code.append(rx.Call("vm.builtin.identity", [self.arg(value, where)], self.reg(var)))
+        elif isinstance(value, If):
+            self.lower_if(var, value, where)
+        else:
+            raise self.fail(where, f"the VM has no instruction for a {type(value).__name__}")
+
+    def lower_if(self, var: Var, value: If, where: str) -> None:
+        cond = self.arg(value.cond, where)
+        if not isinstance(cond, rx.Reg):
+            dst = self.fresh()
+            self.code.append(rx.Call("vm.builtin.identity", [cond], dst))
+            cond = rx.Reg(dst)
+        dst = self.reg(var)
+        branch = rx.If(cond.index, -1)
+        self.code.append(branch)
+        then_res = self.lower_seq(_seq(value.then_branch))
+        self.code.append(rx.Move(dst, then_res))
+        jump = rx.Goto(-1)
+        self.code.append(jump)
+        branch.else_target = len(self.code)
+        else_res = self.lower_seq(_seq(value.else_branch))
+        self.code.append(rx.Move(dst, else_res))
+        jump.target = len(self.code)
+
+    def lower_call(self, var: Var, call: Call, where: str) -> None:
+        op = call.op
+        dst = self.reg(var)
+        if isinstance(op, Op):
+            name, attrs = op.name, call.attrs
+            if name == "builtin.alloc_storage":
+                self.code.append(rx.AllocStorage(dst, int(attrs["nbytes"])))
+            elif name == "builtin.alloc_tensor":
+                self.code.append(rx.AllocTensor(dst, list(attrs["shape"]), attrs["dtype"]))
+            elif name == "builtin.tensor_from_storage":
+                storage = self.arg(call.args[0], where)
+                self.code.append(
+                    rx.AllocTensor(
+                        dst, list(attrs["shape"]), attrs["dtype"], storage.index, attrs["offset"]  # type: ignore[union-attr]
+                    )
+                )
+            elif name in ("builtin.call_dps", "builtin.call_alloc"):
+                callee = call.args[0]
+                fname = callee.symbol if isinstance(callee, ExternFunc) else callee.name_hint  # type: ignore[attr-defined]
+                args: list[rx.Arg] = []
+                for tup in call.args[1:]:
+                    if not isinstance(tup, Tuple):
+                        raise self.fail(where, f"{name} needs literal tuples of arguments")
+                    args.extend(self.arg(a, where) for a in tup.fields)
+                extra = attrs.get("attrs") or {}
+                kwargs = {k: _attr_value(v) for k, v in dict(extra).items()}
+                if name == "builtin.call_alloc":
+                    fname = fname + "@alloc"
+                self.code.append(
+                    rx.Call(fname, args, dst if name == "builtin.call_alloc" else None, kwargs)
+                )
+            else:
+                raise self.fail(
+                    where,
+                    f"op {name!r} is still present; the module must be fully lowered "
+                    "(run the default pipeline up to the build phase)",
+                )
+            return
+        if isinstance(op, GlobalVar):
+            args = [self.arg(a, where) for a in call.args]
+            self.code.append(rx.Call(op.name_hint, args, dst))
+            return
+        if isinstance(op, ExternFunc):
+            args = [self.arg(a, where) for a in call.args]
+            self.code.append(rx.Call(op.symbol, args, dst))
+            return
+        raise self.fail(where, f"cannot call a {type(op).__name__}")
+
+
+def _seq(e: Expr) -> SeqExpr:
+    return e if isinstance(e, SeqExpr) else SeqExpr((), e)
+
+
+def vm_codegen(mod: IRModule) -> rx.Executable:
+    """The executable for a module in the build phase."""
+    if mod.phase != "build":
+        raise VMCodegenError(
+            f"vm_codegen needs a module in the build phase, got phase {mod.phase!r}; "
+            "run the default pipeline (plait.build does) first"
+        )
+    consts: list[np.ndarray] = []
+    const_ids: dict[int, int] = {}
+    functions: dict[str, rx.VMFunction] = {}
+    planned = naive = 0
+    for name, f in mod.graph_functions():
+        if f.attrs.get("compiler"):
+            continue
+        functions[name] = _FunctionLowering(name, f, consts, const_ids).lower()
+        planned += int(f.attrs.get("planned_bytes", 0))
+        naive += int(f.attrs.get("naive_bytes", 0))
+    target = mod.attrs.get("target")
+    attrs: dict[str, Any] = {
+        "target": getattr(target, "kind", target) if target is not None else None,
+        "planned_peak_bytes": planned,
+        "naive_peak_bytes": naive,
+        "constant_bytes": int(sum(c.nbytes for c in consts)),
+    }
+    libs = dict(mod.attrs.get("native_libs") or {})
+    extra = mod.attrs.get("runtime_attrs")
+    if extra:
+        attrs.update(dict(extra))
+    return rx.Executable(functions, consts, attrs, {k: bytes(v) for k, v in libs.items()})

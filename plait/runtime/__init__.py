@@ -1,0 +1,83 @@
+"""The plait runtime: executables, the virtual machine and packed functions.
+
+Depends on numpy only, so a built model runs without the compiler::
+
+    from plait.runtime import Executable, VirtualMachine
+
+    vm = VirtualMachine(Executable.load("model.plx"))
+    y = vm["main"](x)
+"""
+
+from plait.runtime.builtins import BUILTINS
+from plait.runtime.executable import (
+    FORMAT_VERSION,
+    INSTRUCTIONS,
+    PARAM_KINDS,
+    AllocStorage,
+    AllocTensor,
+    Arg,
+    Call,
+    Const,
+    Executable,
+    ExecutableFormatError,
+    Goto,
+    If,
+    Imm,
+    Instr,
+    Move,
+    ParamSig,
+    Reg,
+    Ret,
+    VMFunction,
+)
+from plait.runtime.packed import (
+    PackedFuncNotFoundError,
+    get_func,
+    has_func,
+    list_funcs,
+    register_func,
+    register_native_loader,
+    unregister_native_loader,
+)
+from plait.runtime.vm import (
+    ProfileEntry,
+    VirtualMachine,
+    VMError,
+    VMFunctionNotFoundError,
+    VMInputError,
+)
+
+__all__ = [
+    "BUILTINS",
+    "FORMAT_VERSION",
+    "INSTRUCTIONS",
+    "PARAM_KINDS",
+    "AllocStorage",
+    "AllocTensor",
+    "Arg",
+    "Call",
+    "Const",
+    "Executable",
+    "ExecutableFormatError",
+    "Goto",
+    "If",
+    "Imm",
+    "Instr",
+    "Move",
+    "PackedFuncNotFoundError",
+    "ParamSig",
+    "ProfileEntry",
+    "Reg",
+    "Ret",
+    "VMError",
+    "VMFunction",
+    "VMFunctionNotFoundError",
+    "VMInputError",
+    "VirtualMachine",
+    "get_func",
+    "has_func",
+    "list_funcs",
+    "register_func",
+    "register_native_loader",
+    "unregister_native_loader",
+]

@@ -1,0 +1,575 @@
+"""The virtual machine: runs an :class:`Executable` on numpy arrays.
+
+Construction validates the executable, resolves every ``Call`` to a Python callable once
+(a VM function of the executable, a packed function, or a function of a native library)
+and pre-decodes instructions into tuples, so the interpreter loop only indexes registers
+and calls.  Calls between VM functions push frames on an explicit stack: VM recursion
+never uses Python recursion.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import operator
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import plait.runtime.builtins  # noqa: F401  (registers the vm.builtin.* functions)
+from plait.runtime.executable import (
+    AllocStorage,
+    AllocTensor,
+    Call,
+    Const,
+    Executable,
+    Goto,
+    If,
+    Imm,
+    Instr,
+    Move,
+    ParamSig,
+    Reg,
+    Ret,
+    VMFunction,
+)
+from plait.runtime.packed import close_func_names, get_func, has_func, load_native_func
+
+MAX_CALL_DEPTH = 10_000
+STORAGE_ALIGNMENT = 64
+
+_CALL, _CALL_KW, _ALLOC_TENSOR, _ALLOC_STORAGE, _RET, _VMCALL, _IF, _GOTO, _MOVE = range(9)
+_UINT8 = np.dtype(np.uint8)
+
+
+class VMError(RuntimeError):
+    """An error while running (or linking) VM code.
+
+    ``function``, ``pc`` and ``instruction`` locate the failing instruction when known;
+    the original exception is chained as ``__cause__``."""
+
+    def __init__(
+        self,
+        message: str,
+        function: str | None = None,
+        pc: int | None = None,
+        instruction: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.function = function
+        self.pc = pc
+        self.instruction = instruction
+
+
+class VMInputError(VMError, ValueError):
+    """The arguments given to a VM function do not match its signature."""
+
+
+class VMFunctionNotFoundError(VMError, KeyError):
+    """``vm[name]`` or ``vm.invoke(name)`` for a function the executable lacks."""
+
+    def __str__(self) -> str:  # KeyError would repr-quote the message
+        return str(self.args[0])
+
+
+@dataclass
+class ProfileEntry:
+    """Time spent in one call instruction during :meth:`VirtualMachine.profile`."""
+
+    function: str
+    pc: int
+    instruction: str
+    callee: str
+    calls: int
+    seconds: float
+
+    def __str__(self) -> str:
+        return (
+            f"{self.seconds * 1e3:10.3f} ms {self.calls:6d}x  "
+            f"{self.function}[{self.pc}] {self.instruction}"
+        )
+
+
+def aligned_storage(nbytes: int, alignment: int = STORAGE_ALIGNMENT) -> np.ndarray:
+    """A 1-D uint8 buffer of ``nbytes`` bytes whose data address is ``alignment``-aligned."""
+    raw = np.empty(nbytes + alignment, dtype=_UINT8)
+    start = -raw.ctypes.data % alignment
+    return raw[start : start + nbytes]
+
+
+# ----------------------------------------------------------------- argument checking
+
+
+def _fmt_shape(shape: Sequence[Any]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+class _Binder:
+    """Checks the arguments of one call against a parameter list and binds symbols."""
+
+    def __init__(self, fn: VMFunction) -> None:
+        self.fname = fn.name
+        self.params = list(fn.params)
+        self.dtypes = [None if p.dtype is None else np.dtype(p.dtype) for p in fn.params]
+        self.num_registers = fn.num_registers
+        names = ", ".join(p.name for p in fn.params)
+        self.signature = f"{fn.name}({names})"
+
+    def bind(self, args: Sequence[Any]) -> tuple[list[Any], dict[str, int]]:
+        """Registers with the (checked, contiguous) arguments in place, and the symbols."""
+        if len(args) != len(self.params):
+            n = len(self.params)
+            raise VMInputError(
+                f"{self.signature} takes {n} argument{'s' * (n != 1)} "
+                f"but {len(args)} {'was' if len(args) == 1 else 'were'} given",
+                self.fname,
+            )
+        regs: list[Any] = [None] * self.num_registers
+        syms: dict[str, int] = {}
+        bound_by: dict[str, str] = {}
+        for i, (p, a) in enumerate(zip(self.params, args)):
+            regs[i] = self._check(p, self.dtypes[i], a, syms, bound_by)
+        return regs, syms
+
+    def _error(self, p: ParamSig, message: str) -> VMInputError:
+        return VMInputError(f"calling {self.fname!r}: parameter {p.name!r}: {message}", self.fname)
+
+    def _bind_dims(
+        self, p: ParamSig, got: Sequence[int], syms: dict[str, int], bound_by: dict[str, str]
+    ) -> None:
+        assert p.shape is not None
+        for axis, (want, size) in enumerate(zip(p.shape, got)):
+            if isinstance(want, str):
+                have = syms.get(want)
+                if have is None:
+                    syms[want] = size
+                    bound_by[want] = p.name
+                elif have != size:
+                    raise self._error(
+                        p,
+                        f"dimension {axis} is {size} but symbolic size {want!r} was bound "
+                        f"to {have} by parameter {bound_by[want]!r}",
+                    )
+            elif want != size:
+                raise self._error(
+                    p,
+                    f"dimension {axis} is {size}, expected {want} "
+                    f"(expected shape {_fmt_shape(p.shape)}, got {_fmt_shape(got)})",
+                )
+
+    def _check(
+        self,
+        p: ParamSig,
+        dtype: np.dtype | None,
+        a: Any,
+        syms: dict[str, int],
+        bound_by: dict[str, str],
+    ) -> Any:
+        kind = p.kind
+        if kind == "tensor":
+            if not isinstance(a, np.ndarray):
+                if not isinstance(a, np.generic):
+                    raise self._error(
+                        p,
+                        f"expected a tensor (numpy.ndarray), got {type(a).__name__}; "
+                        "convert it with numpy.asarray(value, dtype=...)",
+                    )
+                a = np.asarray(a)
+            if p.shape is not None:
+                if a.ndim != len(p.shape):
+                    raise self._error(
+                        p,
+                        f"expected rank {len(p.shape)} (shape {_fmt_shape(p.shape)}), "
+                        f"got rank {a.ndim} (shape {_fmt_shape(a.shape)})",
+                    )
+                self._bind_dims(p, a.shape, syms, bound_by)
+            if dtype is not None and a.dtype != dtype:
+                raise self._error(p, f"expected dtype {dtype.name}, got {a.dtype.name}")
+            if not a.flags.c_contiguous:
+                a = a.copy(order="C")
+            return a
+        if kind == "tuple":
+            if not isinstance(a, tuple | list):
+                raise self._error(p, f"expected a tuple, got {type(a).__name__}")
+            return tuple(a)
+        if kind == "prim":
+            if isinstance(a, np.ndarray) and a.ndim == 0:
+                return a
+            if not isinstance(a, bool | int | float | np.generic):
+                raise self._error(p, f"expected a scalar, got {type(a).__name__}")
+            return a
+        if kind == "shape":
+            if not isinstance(a, tuple | list) or not all(
+                isinstance(d, int | np.integer) and not isinstance(d, bool) for d in a
+            ):
+                raise self._error(p, f"expected a shape (tuple of ints), got {a!r}")
+            a = tuple(int(d) for d in a)
+            if p.shape is not None:
+                if len(a) != len(p.shape):
+                    raise self._error(
+                        p,
+                        f"expected a shape of {len(p.shape)} entries "
+                        f"{_fmt_shape(p.shape)}, got {_fmt_shape(a)}",
+                    )
+                self._bind_dims(p, a, syms, bound_by)
+            return a
+        return a  # object
+
+
+# ------------------------------------------------------------------------- decoding
+
+
+class _Code:
+    """A decoded VM function."""
+
+    __slots__ = ("name", "fn", "binder", "instrs")
+
+    def __init__(self, fn: VMFunction) -> None:
+        self.name = fn.name
+        self.fn = fn
+        self.binder = _Binder(fn)
+        self.instrs: list[tuple[Any, ...]] = []
+
+
+def _no_args(regs: list[Any]) -> tuple[()]:
+    return ()
+
+
+def _args_getter(args: Sequence[Any], constants: list[np.ndarray]) -> Callable[[list[Any]], Any]:
+    """A function from the registers to the argument values of a call (a C-level
+    ``itemgetter`` in the common case where every argument is a register)."""
+    if not args:
+        return _no_args
+    if all(isinstance(a, Reg) for a in args):
+        if len(args) >= 2:
+            return operator.itemgetter(*(a.index for a in args))
+        only = args[0].index
+        return lambda regs: (regs[only],)
+    template: list[Any] = []
+    slots = []
+    for pos, a in enumerate(args):
+        if isinstance(a, Reg):
+            slots.append((pos, a.index))
+            template.append(None)
+        elif isinstance(a, Const):
+            template.append(constants[a.index])
+        else:
+            template.append(a.value)
+
+    def mixed(regs: list[Any]) -> list[Any]:
+        argv = template.copy()
+        for pos, r in slots:
+            argv[pos] = regs[r]
+        return argv
+
+    return mixed
+
+
+def _decode_kwargs(
+    kwargs: dict[str, Any], constants: list[np.ndarray]
+) -> tuple[dict[str, Any], tuple[tuple[str, int], ...]]:
+    static: dict[str, Any] = {}
+    regs = []
+    for k, v in kwargs.items():
+        if isinstance(v, Reg):
+            regs.append((k, v.index))
+        elif isinstance(v, Const):
+            static[k] = constants[v.index]
+        else:
+            static[k] = v.value if isinstance(v, Imm) else v
+    return static, tuple(regs)
+
+
+def _timed(fn: Callable[..., Any], record: list[float]) -> Callable[..., Any]:
+    perf = time.perf_counter
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        start = perf()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            record[0] += 1
+            record[1] += perf() - start
+
+    return run
+
+
+# --------------------------------------------------------------------------- the VM
+
+
+class VirtualMachine:
+    """Runs the functions of an executable.
+
+    ``vm["main"](*arrays)`` and ``vm.invoke("main", *arrays)`` return an ndarray or a tuple
+    (the value the function returns).  Construction raises ``ExecutableFormatError`` for a
+    malformed executable and ``VMError`` for a call to a function that cannot be resolved.
+    """
+
+    def __init__(self, exe: Executable) -> None:
+        exe.validate()
+        self.executable = exe
+        self._constants = []
+        for c in exe.constants:
+            view = c.view()
+            view.flags.writeable = False  # kernels must not write into constants
+            self._constants.append(view)
+        self._code = self._decode()
+        self._profiled: dict[str, _Code] | None = None
+        self._records: dict[tuple[str, int], list[float]] = {}
+
+    # ----------------------------------------------------------------- public API
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        """A callable running VM function ``name``: positional arguments, or arguments by
+        parameter name.  Unknown ``name`` raises ``KeyError`` (with close matches)."""
+        code = self._lookup(name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._run(code, self._positional(code, args, kwargs))
+
+        call.__name__ = name
+        call.__doc__ = f"Run VM function {code.binder.signature}."
+        return call
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._code
+
+    def function_names(self) -> list[str]:
+        """The names of the executable's VM functions."""
+        return list(self._code)
+
+    def invoke(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Run VM function ``name`` on ``args`` (and arguments given by parameter name)
+        and return its result."""
+        code = self._lookup(name)
+        return self._run(code, self._positional(code, args, kwargs))
+
+    def profile(self, name: str, *args: Any) -> tuple[Any, list[ProfileEntry]]:
+        """Run ``name`` once, timing every call instruction (packed and native functions;
+        a nested VM call is accounted in its callee's instructions).  Returns the result and
+        the entries of the instructions that ran, in program order."""
+        self._lookup(name)
+        if self._profiled is None:
+            self._profiled = self._decode(timed=True)
+        for record in self._records.values():
+            record[0] = record[1] = 0.0
+        result = self._run(self._profiled[name], args)
+        entries = []
+        for (fname, pc), (calls, seconds) in self._records.items():
+            if calls:
+                ins = self.executable.functions[fname].instructions[pc]
+                assert isinstance(ins, Call)
+                entries.append(ProfileEntry(fname, pc, str(ins), ins.func, int(calls), seconds))
+        return result, entries
+
+    # ------------------------------------------------------------------- decoding
+    def _lookup(self, name: str) -> _Code:
+        code = self._code.get(name)
+        if code is None:
+            close = difflib.get_close_matches(name, list(self._code), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            known = ", ".join(self._code) or "none"
+            raise VMFunctionNotFoundError(
+                f"the executable has no function {name!r} (functions: {known}){hint}", name
+            )
+        return code
+
+    @staticmethod
+    def _positional(code: _Code, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Sequence[Any]:
+        if not kwargs:
+            return args
+        names = [p.name for p in code.fn.params]
+        out = list(args) + [None] * (len(names) - len(args))
+        filled = [True] * len(args) + [False] * (len(names) - len(args))
+        for key, value in kwargs.items():
+            if key not in names:
+                raise VMInputError(f"{code.binder.signature} has no parameter {key!r}", code.name)
+            i = names.index(key)
+            if filled[i]:
+                raise VMInputError(
+                    f"{code.binder.signature} got parameter {key!r} twice", code.name
+                )
+            out[i], filled[i] = value, True
+        missing = [n for n, f in zip(names, filled) if not f]
+        if missing:
+            raise VMInputError(
+                f"{code.binder.signature} is missing argument(s) {', '.join(map(repr, missing))}",
+                code.name,
+            )
+        return out
+
+    def _decode(self, timed: bool = False) -> dict[str, _Code]:
+        exe = self.executable
+        codes = {name: _Code(fn) for name, fn in exe.functions.items()}
+        for code in codes.values():
+            for pc, ins in enumerate(code.fn.instructions):
+                code.instrs.append(self._decode_instr(ins, code, pc, codes, timed))
+        return codes
+
+    def _decode_instr(
+        self, ins: Instr, code: _Code, pc: int, codes: dict[str, _Code], timed: bool
+    ) -> tuple[Any, ...]:
+        if isinstance(ins, Call):
+            getter = _args_getter(ins.args, self._constants)
+            callee = codes.get(ins.func)
+            if callee is not None:
+                self._check_vm_call(ins, code, pc, callee)
+                return (_VMCALL, callee, getter, ins.dst)
+            fn = self._resolve(ins, code, pc)
+            if timed:
+                record = self._records.setdefault((code.name, pc), [0.0, 0.0])
+                fn = _timed(fn, record)
+            if not ins.kwargs:
+                return (_CALL, fn, getter, ins.dst)
+            kw, kwregs = _decode_kwargs(ins.kwargs, self._constants)
+            return (_CALL_KW, fn, getter, ins.dst, kw, kwregs)
+        if isinstance(ins, AllocTensor):
+            dtype = np.dtype(ins.dtype)
+            spec = tuple(ins.shape)
+            static = None if any(isinstance(d, str) for d in spec) else spec
+            nbytes = None if static is None else dtype.itemsize * math.prod(static)
+            return (_ALLOC_TENSOR, ins.dst, static, spec, dtype, ins.storage, ins.offset, nbytes)
+        if isinstance(ins, AllocStorage):
+            return (_ALLOC_STORAGE, ins.dst, ins.nbytes)
+        if isinstance(ins, Ret):
+            return (_RET, ins.src)
+        if isinstance(ins, If):
+            return (_IF, ins.cond, ins.else_target)
+        if isinstance(ins, Goto):
+            return (_GOTO, ins.target)
+        assert isinstance(ins, Move)
+        return (_MOVE, ins.dst, ins.src)
+
+    @staticmethod
+    def _check_vm_call(ins: Call, code: _Code, pc: int, callee: _Code) -> None:
+        problem = None
+        if ins.kwargs:
+            problem = f"VM function {callee.name!r} takes no keyword arguments"
+        elif len(ins.args) != len(callee.fn.params):
+            problem = (
+                f"VM function {callee.binder.signature} takes {len(callee.fn.params)} "
+                f"argument(s), the call passes {len(ins.args)}"
+            )
+        if problem:
+            raise VMError(
+                f"VM function {code.name!r}, pc {pc} (`{ins}`): {problem}", code.name, pc, str(ins)
+            )
+
+    def _resolve(self, ins: Call, code: _Code, pc: int) -> Callable[..., Any]:
+        if has_func(ins.func):
+            return get_func(ins.func)
+        native = load_native_func(self.executable, ins.func)
+        if native is not None:
+            return native
+        close = close_func_names(ins.func, list(self.executable.functions))
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        where = "not a VM function of the executable, not a registered packed function"
+        if self.executable.libs:
+            where += ", and no native loader provides it from the executable's libraries"
+        raise VMError(
+            f"VM function {code.name!r}, pc {pc} (`{ins}`): unknown function "
+            f"{ins.func!r}: {where}{hint}",
+            code.name,
+            pc,
+            str(ins),
+        )
+
+    # ---------------------------------------------------------------- interpreter
+    def _run(self, code: _Code, args: Sequence[Any]) -> Any:
+        regs, syms = code.binder.bind(args)
+        instrs = code.instrs
+        stack: list[tuple[_Code, list[tuple[Any, ...]], list[Any], dict[str, int], int]] = []
+        pc = 0
+        try:
+            while True:
+                ins = instrs[pc]
+                op = ins[0]
+                if op == _CALL:
+                    _, fn, getter, dst = ins
+                    result = fn(*getter(regs))
+                    if dst is not None:
+                        regs[dst] = result
+                    pc += 1
+                elif op == _CALL_KW:
+                    _, fn, getter, dst, kw, kwregs = ins
+                    if kwregs:
+                        kw = dict(kw)
+                        for key, r in kwregs:
+                            kw[key] = regs[r]
+                    result = fn(*getter(regs), **kw)
+                    if dst is not None:
+                        regs[dst] = result
+                    pc += 1
+                elif op == _ALLOC_TENSOR:
+                    _, dst, shape, spec, dtype, storage, offset, nbytes = ins
+                    if shape is None:
+                        shape = tuple(syms[d] if isinstance(d, str) else d for d in spec)
+                        nbytes = dtype.itemsize * math.prod(shape)
+                    if storage is None:
+                        regs[dst] = np.empty(shape, dtype)
+                    else:
+                        buf = regs[storage]
+                        end = offset + nbytes
+                        if (
+                            not isinstance(buf, np.ndarray)
+                            or buf.dtype is not _UINT8
+                            or buf.ndim != 1
+                            or end > buf.shape[0]
+                        ):
+                            raise ValueError(_storage_problem(buf, offset, nbytes))
+                        regs[dst] = buf[offset:end].view(dtype).reshape(shape)
+                    pc += 1
+                elif op == _ALLOC_STORAGE:
+                    regs[ins[1]] = aligned_storage(ins[2])
+                    pc += 1
+                elif op == _RET:
+                    value = regs[ins[1]]
+                    if not stack:
+                        return value
+                    code, instrs, regs, syms, pc = stack.pop()
+                    dst = instrs[pc][3]
+                    if dst is not None:
+                        regs[dst] = value
+                    pc += 1
+                elif op == _VMCALL:
+                    _, callee, getter, dst = ins
+                    if len(stack) >= MAX_CALL_DEPTH:
+                        raise RecursionError(f"VM call depth exceeds {MAX_CALL_DEPTH}")
+                    new_regs, new_syms = callee.binder.bind(getter(regs))
+                    stack.append((code, instrs, regs, syms, pc))
+                    code, instrs, regs, syms, pc = callee, callee.instrs, new_regs, new_syms, 0
+                elif op == _IF:
+                    pc = pc + 1 if regs[ins[1]] else ins[2]
+                elif op == _GOTO:
+                    pc = ins[1]
+                else:  # _MOVE
+                    regs[ins[1]] = regs[ins[2]]
+                    pc += 1
+        except Exception as e:
+            raise _located_error(e, code, pc, stack) from e
+
+
+def _storage_problem(buf: Any, offset: int, nbytes: int) -> str:
+    if not isinstance(buf, np.ndarray) or buf.dtype != _UINT8 or buf.ndim != 1:
+        desc = (
+            type(buf).__name__
+            if not isinstance(buf, np.ndarray)
+            else f"a {buf.dtype} array of shape {buf.shape}"
+        )
+        return f"the storage register holds {desc}, not a storage buffer"
+    return (
+        f"tensor of {nbytes} bytes at offset {offset} does not fit in a storage of "
+        f"{buf.shape[0]} bytes"
+    )
+
+
+def _located_error(e: Exception, code: _Code, pc: int, stack: list[tuple[Any, ...]]) -> VMError:
+    ins = str(code.fn.instructions[pc])
+    lines = [f"VM function {code.name!r}, pc {pc} (`{ins}`): {type(e).__name__}: {e}"]
+    for caller, _instrs, _regs, _syms, call_pc in reversed(stack):
+        lines.append(
+            f"  called from {caller.name!r}, pc {call_pc} (`{caller.fn.instructions[call_pc]}`)"
+        )
+    return VMError("\n".join(lines), code.name, pc, ins)

@@ -1,0 +1,89 @@
+"""FoldConstant: evaluate op calls whose inputs are all constants.
+
+A call of a pure registered op with a numpy reference implementation, whose
+arguments are constants (or tuples of constants), is replaced by a constant holding
+its value, as long as the result has at most ``max_size`` elements (the pass context
+config ``transform.fold_constant.max_size``).  Variables bound to constants are
+substituted where they are used, so chains of constant computations fold in one pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..ir.expr import Binding, Call, Constant, Expr, Function, Op, Tuple, VarBinding
+from ..ir.types import TensorType, TupleType
+from ..ir.visitor import ExprMutator
+
+DEFAULT_MAX_SIZE = 1 << 22
+
+
+def _constant_value(e: Expr) -> Any:
+    """The numpy value of a constant (or a tuple of constants), else None."""
+    if isinstance(e, Constant):
+        return e.data
+    if isinstance(e, Tuple):
+        vals = [_constant_value(f) for f in e.fields]
+        if any(v is None for v in vals):
+            return None
+        return tuple(vals)
+    return None
+
+
+def _result_size(ty: Any) -> int | None:
+    if isinstance(ty, TensorType):
+        if not ty.is_static:
+            return None
+        return int(np.prod(ty.shape, dtype=np.int64))
+    if isinstance(ty, TupleType):
+        sizes = [_result_size(f) for f in ty.fields]
+        return None if any(s is None for s in sizes) else sum(sizes)  # type: ignore[misc]
+    return None
+
+
+class _Folder(ExprMutator):
+    def __init__(self, max_size: int) -> None:
+        super().__init__()
+        self.max_size = max_size
+
+    def rewrite_call(self, call: Call) -> Expr:
+        op = call.op
+        if not isinstance(op, Op) or not op.is_registered:
+            return call
+        opdef = op.definition
+        if not opdef.pure or opdef.reference is None:
+            return call
+        args = [_constant_value(a) for a in call.args]
+        if any(a is None for a in args):
+            return call
+        typed = self.builder.normalize(call)
+        size = _result_size(typed.ty)
+        if size is None or size > self.max_size:
+            return call
+        result = opdef.reference(*args, **dict(typed.attrs))
+        return _to_expr(result, typed.ty)
+
+    def visit_binding(self, binding: Binding) -> None:
+        value = self.visit_expr(binding.value)
+        if isinstance(binding, VarBinding) and _constant_value(value) is not None:
+            self.var_remap[binding.var] = value
+        self.emit_rewritten(binding, value)
+
+
+def _to_expr(value: Any, ty: Any) -> Expr:
+    if isinstance(value, tuple):
+        assert isinstance(ty, TupleType)
+        return Tuple(tuple(_to_expr(v, t) for v, t in zip(value, ty.fields)), ty=ty)
+    arr = np.asarray(value)
+    if isinstance(ty, TensorType) and ty.dtype is not None and arr.dtype.name != ty.dtype:
+        arr = arr.astype(ty.dtype)
+    if isinstance(ty, TensorType) and ty.shape is not None and arr.shape != ty.shape:
+        arr = arr.reshape(ty.shape)
+    return Constant(np.ascontiguousarray(arr))
+
+
+def fold_constant(func: Function, max_size: int = DEFAULT_MAX_SIZE) -> Function:
+    """``func`` with constant op calls evaluated (see the module docstring)."""
+    return _Folder(max_size).visit_function(func)

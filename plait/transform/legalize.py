@@ -1,0 +1,119 @@
+"""LegalizeOps: lower every remaining high-level op call for the module's target.
+
+Legalizations are registered per op and target kind:
+
+    @register_legalize("softmax", "c")
+    def softmax_c(bb, call, target):
+        ...           # return an expression (call_kernel / call_extern ...); may emit
+                      # bindings with bb.emit and add kernels with bb.add_func
+
+``op="*"`` registers a fallback for every op of a target kind (the ``numpy`` target
+turns every op into ``call_extern`` of its numpy library function that way).  Lookup
+walks the target kind and its ancestors: ``(op, kind)`` then ``("*", kind)`` for each,
+then ``(op, None)`` (a legalization that fits every target).  An op with no
+legalization is an error naming the op, the target and this registry.
+
+Target dispatch passes run before this pass and rewrite the ops they care about;
+dialect legalizations run before it too; LegalizeOps covers the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..ir.builder import BlockBuilder
+from ..ir.expr import Call, Expr, Function, Op
+from ..ir.module import IRModule
+from ..ir.visitor import ExprMutator
+from ..op.lowlevel import LOWERED_OPS
+
+LegalizeFn = Callable[[BlockBuilder, Call, Any], Expr]
+
+LEGALIZATIONS: dict[tuple[str, str | None], LegalizeFn] = {}
+
+
+class LegalizeError(TypeError):
+    """An op has no legalization for the target."""
+
+
+def register_legalize(
+    op: str, target_kind: str | None = None, fn: LegalizeFn | None = None, *, override: bool = False
+) -> Any:
+    """Register ``fn(bb, call, target) -> Expr`` as the legalization of ``op`` (or of
+    every op, with ``op="*"``) for ``target_kind`` (None: every target).  Usable as a
+    decorator."""
+
+    def deco(f: LegalizeFn) -> LegalizeFn:
+        key = (op, target_kind)
+        if key in LEGALIZATIONS and not override:
+            raise ValueError(
+                f"a legalization of {op!r} for target {target_kind!r} is already registered "
+                "(pass override=True)"
+            )
+        LEGALIZATIONS[key] = f
+        return f
+
+    return deco(fn) if fn is not None else deco
+
+
+def find_legalization(op: str, target: Any) -> LegalizeFn | None:
+    """The legalization of ``op`` for ``target`` (a Target), or None."""
+    kinds = [k.name for k in target.kind_info.chain()] if target is not None else []
+    for kind in kinds:
+        for key in ((op, kind), ("*", kind)):
+            fn = LEGALIZATIONS.get(key)
+            if fn is not None:
+                return fn
+    return LEGALIZATIONS.get((op, None))
+
+
+class _Legalizer(ExprMutator):
+    def __init__(self, mod: IRModule, target: Any, function_name: str) -> None:
+        super().__init__(mod)
+        self.target = target
+        self.function_name = function_name
+
+    def rewrite_call(self, call: Call) -> Expr:
+        op = call.op
+        if not isinstance(op, Op) or op.name in LOWERED_OPS:
+            return call
+        fn = find_legalization(op.name, self.target)
+        if fn is None:
+            tname = self.target.kind if self.target is not None else "<none>"
+            chain = (
+                ", ".join(k.name for k in self.target.kind_info.chain())
+                if self.target is not None
+                else "no target set"
+            )
+            raise LegalizeError(
+                f"op {op.name!r} (in function {self.function_name!r}, binding "
+                f"{self.builder.current_binding!r}) has no legalization for target {tname!r} "
+                f"(kinds tried: {chain}); register one with "
+                "plait.transform.register_legalize(op, target_kind, fn) "
+                "(plait/transform/legalize.py), or build for target 'numpy'"
+            )
+        typed = self.builder.normalize(call)
+        return fn(self.builder, typed, self.target)
+
+
+def legalize_module(mod: IRModule, target: Any, skip: Callable[[Function], bool]) -> IRModule:
+    """Legalize every graph function of ``mod`` for which ``skip`` is false; kernels the
+    legalizations add go into the module."""
+    funcs: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    current = mod
+    for name, f in mod.graph_functions():
+        if skip(f):
+            continue
+        lz = _Legalizer(current, target, name)
+        nf = lz.visit_function(f)
+        added = {k: v for k, v in lz.builder._functions.items() if k not in current}
+        if added:
+            extra.update(added)
+            current = current.with_functions(added)
+        if nf is not f:
+            funcs[name] = nf
+    if not funcs and not extra:
+        return mod
+    return current.with_functions(funcs)

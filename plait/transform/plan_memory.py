@@ -1,0 +1,140 @@
+"""PlanMemory: place intermediate tensors of static size in one shared arena.
+
+For each function, every ``builtin.alloc_tensor`` with a static shape whose tensor
+does not escape the function (is not returned, directly or inside a tuple) gets a
+byte offset in a single storage buffer, allocated once at the start of the function.
+Two tensors share bytes only if their lifetimes (from allocation to last use,
+following tuples and tuple items) do not overlap.  Offsets are assigned greedily,
+largest tensor first, at the lowest offset that fits (64-byte aligned).
+
+The function gets the attributes ``planned_bytes`` (arena size plus the static
+allocations that were not planned) and ``naive_bytes`` (the sum of every static
+allocation, what a plan-free run would hold at once in the worst case).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..ir.expr import (
+    BindingBlock,
+    Call,
+    Function,
+    Op,
+    SeqExpr,
+    Tuple,
+    TupleGetItem,
+    Var,
+    VarBinding,
+)
+from ..ir.types import ObjectType, TensorType
+from ..ir.visitor import post_order
+from ..op.registry import make_call
+
+ALIGNMENT = 64
+
+
+def _nbytes(ty: TensorType) -> int:
+    assert ty.shape is not None and ty.dtype is not None
+    n = int(np.prod([int(d) for d in ty.shape], dtype=np.int64)) if ty.shape else 1
+    return n * np.dtype(ty.dtype).itemsize
+
+
+def _align(n: int) -> int:
+    return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+def _is_alloc(value: object) -> bool:
+    return (
+        isinstance(value, Call)
+        and isinstance(value.op, Op)
+        and value.op.name == "builtin.alloc_tensor"
+    )
+
+
+def plan_function(func: Function) -> Function:
+    """``func`` with its static intermediate tensors placed in one arena."""
+    body = func.body
+    if not isinstance(body, SeqExpr) or len(body.blocks) != 1:
+        return func
+    bindings = body.blocks[0].bindings
+    # Which allocation(s) each variable holds (tensors flow through tuples/items).
+    holds: dict[Var, set[Var]] = {}
+    static_allocs: dict[Var, int] = {}
+    naive = 0
+    for b in bindings:
+        v = b.value
+        if isinstance(b, VarBinding) and _is_alloc(v):
+            ty = b.var.ty
+            if isinstance(ty, TensorType) and ty.is_static:
+                size = _nbytes(ty)
+                naive += size
+                static_allocs[b.var] = size
+                holds[b.var] = {b.var}
+        elif isinstance(v, Tuple | TupleGetItem | Var):
+            held: set[Var] = set()
+            for n in post_order(v):
+                if isinstance(n, Var):
+                    held |= holds.get(n, set())
+            if held:
+                holds[b.var] = held
+    if not static_allocs:
+        return func
+    # Lifetimes: [index of allocation, index of last use].
+    start = {v: i for i, b in enumerate(bindings) if b.var in static_allocs for v in [b.var]}
+    end = dict(start)
+    for i, b in enumerate(bindings):
+        for n in post_order(b.value):
+            if isinstance(n, Var):
+                for a in holds.get(n, ()):
+                    end[a] = max(end[a], i)
+    escaping: set[Var] = set()
+    for n in post_order(body.body):
+        if isinstance(n, Var):
+            escaping |= holds.get(n, set())
+    planned = [v for v in static_allocs if v not in escaping]
+    offsets: dict[Var, int] = {}
+    placed: list[tuple[int, int, int, int]] = []  # (offset, size, start, end)
+    for v in sorted(planned, key=lambda x: (-static_allocs[x], start[x])):
+        size = _align(static_allocs[v])
+        overlapping = sorted(
+            (o, s) for o, s, b0, b1 in placed if not (b1 < start[v] or end[v] < b0)
+        )
+        offset = 0
+        for o, s in overlapping:
+            if offset + size <= o:
+                break
+            offset = max(offset, o + s)
+        offsets[v] = offset
+        placed.append((offset, size, start[v], end[v]))
+    arena = max((o + s for o, s, _, _ in placed), default=0)
+    unplanned = sum(size for v, size in static_allocs.items() if v not in offsets)
+    if not offsets:
+        return func.with_attrs(planned_bytes=unplanned, naive_bytes=naive)  # type: ignore[return-value]
+    storage = Var("storage", ObjectType())
+    new_bindings = [VarBinding(storage, _typed_storage_call(arena))]
+    for b in bindings:
+        if b.var in offsets:
+            ty = b.var.ty
+            assert isinstance(ty, TensorType)
+            call = make_call(
+                "builtin.tensor_from_storage",
+                storage,
+                offset=offsets[b.var],
+                shape=ty.shape,
+                dtype=ty.dtype,
+            )
+            new_bindings.append(VarBinding(b.var, replace(call, ty=ty)))
+        else:
+            new_bindings.append(b)
+    new_body = SeqExpr((BindingBlock(tuple(new_bindings)),), body.body, ty=body.ty, span=body.span)
+    out = Function(func.params, new_body, func.ret_ty, func.pure, attrs=func.attrs, span=func.span)
+    return out.with_attrs(  # type: ignore[return-value]
+        planned_bytes=arena + unplanned, naive_bytes=naive
+    )
+
+
+def _typed_storage_call(nbytes: int) -> Call:
+    return replace(make_call("builtin.alloc_storage", nbytes=nbytes), ty=ObjectType())
