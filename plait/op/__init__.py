@@ -1,6 +1,7 @@
 """Operators: the registry and the core operator set."""
 
-from . import elementwise, linalg, manipulate, reduce  # noqa: F401  (register the ops)
+# importing the op modules registers the ops
+from . import create, elementwise, index, linalg, lowlevel, manipulate, nn, reduce  # noqa: F401
 from .registry import (
     AttrSpec,
     InferContext,

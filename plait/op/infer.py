@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..ir.types import Dim, TensorType, TupleType, Type
-from .registry import InferContext
+from .registry import InferContext, InferFn
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -150,3 +150,215 @@ def dim_product(dims: tuple[Dim, ...]) -> Dim:
             return "?"
         p *= d
     return p
+
+
+# ------------------------------------------------------------------ dtype classes
+
+NUMERIC_DTYPES = INT_DTYPES + FLOAT_DTYPES
+
+DTYPE_CLASSES: dict[str, tuple[str, ...]] = {
+    "any": ("bool",) + NUMERIC_DTYPES,
+    "numeric": NUMERIC_DTYPES,
+    "float": FLOAT_DTYPES,
+    "int": INT_DTYPES,
+    "bool": ("bool",),
+    "int_or_bool": ("bool",) + INT_DTYPES,
+}
+"""Named sets of dtypes an op argument may have."""
+
+_DTYPE_CLASS_TEXT = {
+    "any": "any dtype",
+    "numeric": "a numeric dtype (an int or float type, not bool)",
+    "float": "a floating-point dtype (float16, float32, float64)",
+    "int": "an integer dtype",
+    "bool": "dtype bool",
+    "int_or_bool": "an integer or bool dtype",
+}
+
+
+def check_dtype_class(ctx: InferContext, i: int, t: TensorType, cls: str) -> None:
+    """Fail unless argument ``i`` (of type ``t``) has a dtype of class ``cls`` (a key of
+    :data:`DTYPE_CLASSES`); an unknown dtype passes."""
+    if t.dtype is not None and t.dtype not in DTYPE_CLASSES[cls]:
+        ctx.fail(
+            f"{ctx.op.name}: argument {i} ({ctx.op.input_name(i)}) must have "
+            f"{_DTYPE_CLASS_TEXT[cls]}, got {t.dtype}",
+            arg=i,
+        )
+
+
+def infer_elemwise(cls: str = "any", out_dtype: str | None = None) -> InferFn:
+    """An inference function for a unary elementwise op: the argument must have a dtype
+    of class ``cls``; the result has its shape and ``out_dtype`` (default: its dtype)."""
+
+    def infer(ctx: InferContext) -> Type:
+        t = tensor_arg(ctx, 0)
+        check_dtype_class(ctx, 0, t, cls)
+        return TensorType(t.shape, out_dtype or t.dtype)
+
+    infer.__doc__ = f"Unary elementwise over {_DTYPE_CLASS_TEXT[cls]}."
+    return infer
+
+
+def infer_broadcast_of(cls: str = "any", out_dtype: str | None = None) -> InferFn:
+    """An inference function for a broadcasting op over arguments of one dtype of class
+    ``cls``; the result dtype is ``out_dtype`` (default: the arguments' dtype)."""
+
+    def infer(ctx: InferContext) -> Type:
+        ts = [tensor_arg(ctx, i) for i in range(len(ctx.types))]
+        for i, t in enumerate(ts):
+            check_dtype_class(ctx, i, t, cls)
+        dtype = same_dtype(ctx, ts)
+        return TensorType(broadcast_shapes(ctx, [t.shape for t in ts]), out_dtype or dtype)
+
+    infer.__doc__ = f"Broadcasting over {_DTYPE_CLASS_TEXT[cls]}."
+    return infer
+
+
+# ------------------------------------------------------------- attribute helpers
+
+
+def attr_ints(ctx: InferContext, key: str, n: int, minimum: int | None = None) -> tuple[int, ...]:
+    """An ``int_or_ints`` attribute as exactly ``n`` ints (an int or a 1-tuple is
+    repeated); each must be at least ``minimum`` if given."""
+    v = ctx.attrs[key]
+    if isinstance(v, int):
+        out = (v,) * n
+    elif len(v) == 1:
+        out = tuple(v) * n
+    elif len(v) == n:
+        out = tuple(v)
+    else:
+        ctx.fail(f"{ctx.op.name}: attribute {key!r} must have 1 or {n} values, got {v}")
+    if minimum is not None and any(x < minimum for x in out):
+        ctx.fail(f"{ctx.op.name}: attribute {key!r} must be >= {minimum}, got {v}")
+    return out
+
+
+def attr_padding(ctx: InferContext, key: str, n: int) -> tuple[int, ...]:
+    """A padding attribute as ``2n`` non-negative ints, the ``n`` befores then the ``n``
+    afters (``(top, left, bottom, right)`` in 2-D): an int or 1-tuple pads every side,
+    ``n`` values pad both sides of each axis."""
+    v = ctx.attrs[key]
+    if isinstance(v, int):
+        out = (v,) * (2 * n)
+    elif len(v) == 2 * n:
+        out = tuple(v)
+    elif len(v) == 1:
+        out = tuple(v) * (2 * n)
+    elif len(v) == n:
+        out = tuple(v) * 2
+    else:
+        ctx.fail(f"{ctx.op.name}: attribute {key!r} must have 1, {n} or {2 * n} values, got {v}")
+    if any(x < 0 for x in out):
+        ctx.fail(f"{ctx.op.name}: attribute {key!r} must not be negative, got {v}")
+    return out
+
+
+# ------------------------------------------------------------ symbolic dimensions
+
+
+def add_dim(d: Dim, delta: int) -> Dim | None:
+    """``d + delta``: exact for a static size, the name itself for ``delta == 0``, else
+    None (not representable)."""
+    if isinstance(d, int):
+        return d + delta
+    return d if delta == 0 else None
+
+
+def mul_dim(d: Dim, k: int) -> Dim | None:
+    """``d * k``, or None when ``d`` is symbolic and ``k != 1``."""
+    if isinstance(d, int):
+        return d * k
+    return d if k == 1 else None
+
+
+def merge_dims(dims: tuple[Dim, ...] | list[Dim]) -> Dim | None:
+    """The product of dims: an int if all are static, the name if exactly one is symbolic
+    and the others multiply to 1, else None."""
+    static = 1
+    names = []
+    for d in dims:
+        if isinstance(d, int):
+            static *= d
+        else:
+            names.append(d)
+    if not names:
+        return static
+    if len(names) == 1 and static == 1:
+        return names[0]
+    return None
+
+
+def window_out_dim(
+    d: Dim, kernel: int, stride: int, pad_before: int, pad_after: int, dilation: int,
+    ceil_mode: bool = False,
+) -> Dim | None:  # fmt: skip
+    """Output length of a sliding window (convolution or pooling) along one axis.  For a
+    symbolic input length the result is the same name when the window preserves the
+    length (stride 1, padding == dilated kernel - 1), else None.  A static result may be
+    < 1: the caller reports that the window does not fit."""
+    eff = dilation * (kernel - 1) + 1
+    if not isinstance(d, int):
+        return d if stride == 1 and pad_before + pad_after == eff - 1 else None
+    num = d + pad_before + pad_after - eff
+    if not ceil_mode or num < 0:
+        return num // stride + 1
+    out = -(-num // stride) + 1
+    if (out - 1) * stride >= d + pad_before:
+        out -= 1
+    return out
+
+
+def shape_or_none(dims: list[Dim | None]) -> tuple[Dim, ...] | None:
+    """``tuple(dims)``, or None (rank unknown) if any dim is not representable."""
+    if any(d is None for d in dims):
+        return None
+    return tuple(dims)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ convenience
+
+
+def infer_op_type(name: str, *arg_types: Type, **attrs: object) -> Type:
+    """The result type of a call of op ``name`` on arguments of the given types (checks
+    arity and attributes like :func:`~plait.op.registry.make_call`).  Handy for
+    frontends and tests that have types but no expressions."""
+    from ..ir.expr import Var
+    from .registry import check_arity, get_op, normalize_attrs
+
+    opdef = get_op(name)
+    check_arity(opdef, len(arg_types))
+    args = tuple(Var(f"arg{i}", ty=t) for i, t in enumerate(arg_types))
+    ctx = InferContext(opdef, args, tuple(arg_types), normalize_attrs(opdef, attrs))
+    return opdef.infer_type(ctx)
+
+
+# ------------------------------------------------------------------------ layouts
+
+
+def split_layout(
+    shape: tuple[Dim, ...], layout: str, first: str = "N", second: str = "C"
+) -> tuple[Dim, Dim, list[Dim]]:
+    """The dims of ``shape`` at the letters ``first`` and ``second`` of ``layout``, and the
+    other (spatial) dims in layout order: ``split_layout((1, 8, 8, 3), "NHWC")`` is
+    ``(1, 3, [8, 8])``."""
+    spatial = [shape[i] for i, ch in enumerate(layout) if ch not in (first, second)]
+    return shape[layout.index(first)], shape[layout.index(second)], spatial
+
+
+def join_layout(
+    a: Dim | None, b: Dim | None, spatial: list[Dim | None], layout: str,
+    first: str = "N", second: str = "C",
+) -> list[Dim | None]:  # fmt: skip
+    """The inverse of :func:`split_layout`: dims in ``layout`` order."""
+    rest = iter(spatial)
+    return [a if ch == first else b if ch == second else next(rest) for ch in layout]
+
+
+def shape_str(shape: tuple[Dim, ...] | None) -> str:
+    """A shape as written in the IR text, for messages: ``(n, 3, 224, 224)``."""
+    if shape is None:
+        return "(unknown rank)"
+    inner = ", ".join(str(d) for d in shape)
+    return f"({inner},)" if len(shape) == 1 else f"({inner})"
