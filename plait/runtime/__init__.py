@@ -8,6 +8,7 @@ Depends on numpy only, so a built model runs without the compiler::
     y = vm["main"](x)
 """
 
+import plait.runtime.native  # noqa: F401  (loads native libraries embedded in executables)
 from plait.runtime.builtins import BUILTINS
 from plait.runtime.executable import (
     FORMAT_VERSION,

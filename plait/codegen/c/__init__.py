@@ -1,0 +1,29 @@
+"""The C code generator: kernels to C99, compiled by the system C compiler into a shared
+library (cached on disk), loaded with ctypes.  See ``docs/kernels.md``.
+
+Importing it registers the runtime's native loader (:mod:`plait.runtime.native`), so
+executables whose ``libs`` hold these libraries run their functions.
+"""
+
+from .compiler import (
+    BuildOptions,
+    CCompileError,
+    CompilerInfo,
+    NativeUnavailableError,
+    compile_shared,
+    compile_stats,
+    default_cache_dir,
+    find_compiler,
+    openmp_available,
+    resolve_cache_dir,
+)
+from .emit import CFunction, CodegenError, CSource, EmittedLibrary, emit_kernel, emit_library
+from .library import NativeLibrary, compile_c_source, compile_kernels
+
+__all__ = [
+    "BuildOptions", "CCompileError", "CompilerInfo", "NativeUnavailableError",
+    "compile_shared", "compile_stats", "default_cache_dir", "find_compiler",
+    "openmp_available", "resolve_cache_dir", "CFunction", "CodegenError", "CSource",
+    "EmittedLibrary", "emit_kernel", "emit_library", "NativeLibrary", "compile_c_source",
+    "compile_kernels",
+]

@@ -1,0 +1,347 @@
+"""Invoking the system C compiler, with a disk cache of the shared libraries it builds.
+
+* The compiler is ``$CC`` (which may carry arguments, e.g. ``"ccache gcc"``) or ``cc``;
+  none found raises :class:`NativeUnavailableError`, which points to ``target="numpy"``.
+* Flags: ``-O3 -fPIC -shared -fno-math-errno`` (+ ``-fopenmp`` when the compiler
+  supports OpenMP and it is not turned off, + ``-march=native`` only when asked: a
+  cached library may be loaded on another machine, so the default code is portable).
+* The cache directory is the ``cache_dir`` argument, else ``$PLAIT_CACHE_DIR``, else
+  ``$XDG_CACHE_HOME/plait`` or ``~/.cache/plait``; libraries live in its ``c/``
+  folder, named by a SHA-256 of the sources, the flags, the compiler's path and version
+  (and the CPU model with ``-march=native``).  Every file is written to a temporary
+  name and moved into place with ``os.replace``, so processes building the same
+  library at once each produce a complete file and the last rename wins.
+* A failed compilation raises :class:`CCompileError` with the compiler's message and
+  the source lines around the first error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from plait.runtime.native import ABI_VERSION, LIB_SUFFIX
+
+COMPILE_TIMEOUT = 600.0
+"""Seconds a single compiler run may take."""
+
+_STATS = {"compiles": 0, "cache_hits": 0, "openmp_probes": 0}
+_STATS_LOCK = threading.Lock()
+
+
+def compile_stats() -> dict[str, int]:
+    """Counters of this process: compiler runs (``compiles``), libraries found in the
+    cache (``cache_hits``) and OpenMP probes."""
+    with _STATS_LOCK:
+        return dict(_STATS)
+
+
+def _count(key: str) -> None:
+    with _STATS_LOCK:
+        _STATS[key] += 1
+
+
+class NativeUnavailableError(RuntimeError):
+    """No usable C compiler: native code cannot be built here."""
+
+
+class CCompileError(RuntimeError):
+    """The C compiler rejected the generated (or user) source.
+
+    ``stderr`` is the compiler's output, ``file``/``line`` the first error's position,
+    ``kernel`` the kernel whose code holds it (when known), ``excerpt`` the numbered
+    source lines around it and ``command`` the compiler command line.
+    """
+
+    def __init__(self, message: str, *, stderr: str, command: list[str], file: str | None,
+                 line: int | None, kernel: str | None, excerpt: str, source_path: str | None):
+        super().__init__(message)
+        self.stderr, self.command = stderr, command
+        self.file, self.line, self.kernel = file, line, kernel
+        self.excerpt, self.source_path = excerpt, source_path
+
+
+@dataclass(frozen=True)
+class CompilerInfo:
+    """A C compiler: the command (``argv`` prefix), its resolved path and version."""
+
+    argv: tuple[str, ...]
+    path: str
+    version: str
+
+    @property
+    def ident(self) -> str:
+        """What identifies the compiler in cache keys."""
+        return f"{self.path}\n{self.version}"
+
+
+_VERSIONS: dict[tuple[str, float], str] = {}
+
+
+def find_compiler() -> CompilerInfo:
+    """The C compiler to use: ``$CC`` or ``cc`` on ``PATH``.
+
+    Raises :class:`NativeUnavailableError` saying what was looked for and what to do.
+    """
+    env_cc = os.environ.get("CC", "").strip()
+    argv = shlex.split(env_cc) if env_cc else ["cc"]
+    path = shutil.which(argv[0]) if argv else None
+    if path is None:
+        if env_cc:
+            why = f"$CC is {env_cc!r}, but {argv[0]!r} is not an executable on PATH"
+        else:
+            why = "$CC is not set and no `cc` is on PATH"
+        raise NativeUnavailableError(
+            f"cannot build native code: no C compiler found ({why}). Install a C compiler "
+            "(gcc or clang) or point $CC at one, or build for target=\"numpy\", which needs "
+            "no compiler. A model built for \"c\" elsewhere still runs here: its executable "
+            "embeds the compiled library."
+        )
+    try:
+        key = (path, os.path.getmtime(path))
+    except OSError:
+        key = (path, 0.0)
+    version = _VERSIONS.get(key)
+    if version is None:
+        try:
+            out = subprocess.run([*argv, "--version"], capture_output=True, text=True,
+                                 timeout=60)
+            version = (out.stdout or out.stderr).strip().splitlines()[0] if (
+                out.stdout or out.stderr).strip() else "unknown"
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise NativeUnavailableError(
+                f"cannot build native code: the C compiler {path} does not run ({exc}); "
+                "fix it or set $CC, or build for target=\"numpy\""
+            ) from None
+        _VERSIONS[key] = version
+    return CompilerInfo(tuple([path, *argv[1:]]), path, version)
+
+
+def default_cache_dir() -> Path:
+    """``$PLAIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/plait``, else ``~/.cache/plait``."""
+    env = os.environ.get("PLAIT_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "plait"
+
+
+def resolve_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The directory holding compiled libraries (``<cache>/c``), created if needed.
+    Falls back to a per-user temporary directory (with a warning) when the configured
+    one cannot be created."""
+    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    d = root / "c"
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+    except OSError as exc:
+        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
+        fallback = Path(tempfile.gettempdir()) / f"plait-cache-{user}" / "c"
+        warnings.warn(f"plait cache directory {d} is not usable ({exc}); using {fallback}",
+                      stacklevel=2)
+        fallback.mkdir(parents=True, exist_ok=True)
+        return fallback
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How to compile: optimization level, OpenMP (``None`` = when available),
+    ``-march=native`` and extra flags."""
+
+    opt_level: int = 3
+    openmp: bool | None = None
+    march_native: bool = False
+    extra_flags: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+_OPENMP: dict[str, bool] = {}
+_PROBE = "#include <omp.h>\nint plait_openmp_probe(void) { return omp_get_max_threads(); }\n"
+
+
+def openmp_available(cc: CompilerInfo, cache_dir: Path | None = None) -> bool:
+    """True when ``cc -fopenmp`` builds a shared library (probed once per compiler and
+    remembered in the cache directory)."""
+    got = _OPENMP.get(cc.ident)
+    if got is not None:
+        return got
+    d = cache_dir or resolve_cache_dir()
+    marker = d / f"openmp-{hashlib.sha256(cc.ident.encode()).hexdigest()[:16]}.txt"
+    try:
+        got = marker.read_text().strip() == "1"
+    except OSError:
+        _count("openmp_probes")
+        with tempfile.TemporaryDirectory(prefix="probe-", dir=d) as tmp:
+            src = Path(tmp) / "probe.c"
+            src.write_text(_PROBE)
+            try:
+                r = subprocess.run([*cc.argv, "-fopenmp", "-fPIC", "-shared", "-o",
+                                    str(Path(tmp) / f"probe{LIB_SUFFIX}"), str(src)],
+                                   capture_output=True, timeout=COMPILE_TIMEOUT)
+                got = r.returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                got = False
+        _atomic_write(marker, b"1" if got else b"0")
+    _OPENMP[cc.ident] = got
+    return got
+
+
+def _cpu_ident() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = [ln for ln in f if ln.startswith(("model name", "flags", "Features"))]
+        return "".join(sorted(set(lines)))
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine()
+
+
+def build_flags(cc: CompilerInfo, options: BuildOptions, cache_dir: Path) -> tuple[list[str], bool]:
+    """The compiler flags for ``options`` and whether OpenMP is on."""
+    flags = [f"-O{options.opt_level}", "-fPIC", "-shared", "-fno-math-errno"]
+    use_omp = options.openmp
+    if use_omp is None:
+        use_omp = openmp_available(cc, cache_dir)
+    if use_omp:
+        flags.append("-fopenmp")
+    if options.march_native:
+        flags.append("-march=native")
+    flags += list(options.extra_flags)
+    return flags, bool(use_omp)
+
+
+def cache_key(files: dict[str, str], cc: CompilerInfo, flags: list[str]) -> str:
+    """The SHA-256 naming a library built from ``files`` with ``flags`` by ``cc``."""
+    h = hashlib.sha256()
+    h.update(f"plait-c-abi-{ABI_VERSION}\0{cc.ident}\0{' '.join(flags)}\0".encode())
+    if "-march=native" in flags:
+        h.update(_cpu_ident().encode())
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    return h.hexdigest()
+
+
+_ERROR_RE = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:(?P<col>\d+):)? (?:fatal )?error:",
+                       re.M)
+
+
+def _excerpt(source: str, line: int, context: int = 4) -> str:
+    lines = source.splitlines()
+    lo, hi = max(1, line - context), min(len(lines), line + context)
+    width = len(str(hi))
+    out = []
+    for n in range(lo, hi + 1):
+        mark = ">" if n == line else " "
+        out.append(f"  {mark} {n:>{width}} | {lines[n - 1]}")
+    return "\n".join(out)
+
+
+def _kernel_at(source: str, line: int) -> str | None:
+    lines = source.splitlines()
+    for n in range(min(line, len(lines)) - 1, -1, -1):
+        m = re.match(r"/\* kernel: (.*) \*/$", lines[n])
+        if m:
+            return m.group(1)
+        m = re.match(r"/\* (\S+): \S+ from ", lines[n])
+        if m:
+            return m.group(1)
+    return None
+
+
+def _compile_error(stderr: str, files: dict[str, str], command: list[str], returncode: int,
+                   failed_path: str | None) -> CCompileError:
+    m = _ERROR_RE.search(stderr)
+    file = line = kernel = None
+    excerpt = ""
+    if m:
+        file = os.path.basename(m.group("file"))
+        line = int(m.group("line"))
+        if file in files:
+            excerpt = _excerpt(files[file], line)
+            kernel = _kernel_at(files[file], line) if file == "plait_kernels.c" else None
+    where = f" in kernel {kernel!r}" if kernel else ""
+    msg_lines = [line_ for line_ in stderr.strip().splitlines() if line_.strip()][:25]
+    parts = [f"C compilation failed{where} (exit status {returncode}):"]
+    parts += ["  " + ln for ln in msg_lines]
+    if excerpt:
+        parts.append(f"source around {file} line {line}:")
+        parts.append(excerpt)
+    parts.append("command: " + " ".join(shlex.quote(c) for c in command))
+    if failed_path:
+        parts.append(f"full generated source: {failed_path}")
+    return CCompileError("\n".join(parts), stderr=stderr, command=command, file=file,
+                         line=line, kernel=kernel, excerpt=excerpt, source_path=failed_path)
+
+
+def compile_shared(
+    files: dict[str, str],
+    options: BuildOptions | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    flags: tuple[list[str], bool] | None = None,
+) -> Path:
+    """Compile the C ``files`` (name -> source) into a shared library and return its
+    path in the cache, running the compiler only when the cache does not have it yet."""
+    cc = find_compiler()
+    d = resolve_cache_dir(cache_dir)
+    flag_list, _ = flags if flags is not None else build_flags(cc, options or BuildOptions(), d)
+    key = cache_key(files, cc, flag_list)
+    final = d / f"lib-{key[:32]}{LIB_SUFFIX}"
+    if final.exists():
+        _count("cache_hits")
+        return final
+    _count("compiles")
+    tmpdir = tempfile.mkdtemp(prefix=f"build-{key[:12]}-", dir=d)
+    try:
+        for name, text in files.items():
+            Path(tmpdir, name).write_text(text)
+        out = Path(tmpdir, f"out{LIB_SUFFIX}")
+        command = [*cc.argv, *flag_list, "-o", out.name, *files.keys(), "-lm"]
+        try:
+            r = subprocess.run(command, cwd=tmpdir, capture_output=True, text=True,
+                               timeout=COMPILE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise CCompileError(
+                f"C compilation timed out after {COMPILE_TIMEOUT:.0f}s: {' '.join(command)}",
+                stderr="", command=command, file=None, line=None, kernel=None, excerpt="",
+                source_path=None) from None
+        if r.returncode != 0 or not out.exists():
+            failed = None
+            main = next(iter(files))
+            try:
+                failed_path = d / f"failed-{key[:32]}-{main}"
+                _atomic_write(failed_path, files[main].encode())
+                failed = str(failed_path)
+            except OSError:
+                pass
+            raise _compile_error(r.stderr or r.stdout, files, command, r.returncode, failed)
+        _atomic_write(d / f"lib-{key[:32]}.c", "\n".join(
+            f"/* ==== {n} ==== */\n{t}" for n, t in files.items()).encode())
+        os.replace(out, final)
+        return final
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)

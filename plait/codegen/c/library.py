@@ -1,0 +1,129 @@
+"""Compiling kernels (and user C) into a native library, and loading libraries.
+
+::
+
+    lib = compile_kernels({"add": add_kernel})
+    out = lib.get("add")(a, b)          # allocates the output; or pass it: f(a, b, out)
+    blob = lib.data                     # the shared library's bytes, for an executable
+    same = NativeLibrary.from_bytes(blob)   # no compiler needed
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from plait.kernel.ir import Kernel
+from plait.kernel.verify import KernelVerifyError, verify_kernel
+from plait.runtime.native import (
+    NativeFunction,
+    NativeModule,
+    load_library,
+    load_library_bytes,
+)
+
+from .compiler import BuildOptions, build_flags, compile_shared, find_compiler, resolve_cache_dir
+from .emit import CFunction, CSource, emit_library
+
+
+class NativeLibrary:
+    """A compiled (or loaded) native library: functions by name, and its bytes.
+
+    ``get(name)`` returns a :class:`~plait.runtime.native.NativeFunction` (callable on
+    numpy arrays); ``data`` the library file's bytes (what an executable embeds);
+    ``sources`` the C sources it was built from (when compiled here).
+    """
+
+    def __init__(self, module: NativeModule, path: Path | None = None, data: bytes | None = None,
+                 sources: dict[str, str] | None = None) -> None:
+        self.module = module
+        self.path = path
+        self._data = data
+        self.sources = dict(sources or {})
+
+    @property
+    def names(self) -> list[str]:
+        """The exported function names."""
+        return self.module.names
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The library's ABI description (data only)."""
+        return self.module.manifest
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.module
+
+    def get(self, name: str) -> NativeFunction:
+        """The function ``name``; a ``KeyError`` lists the functions there are."""
+        return self.module.get(name)
+
+    @property
+    def data(self) -> bytes:
+        """The shared library's bytes."""
+        if self._data is None:
+            if self.path is None:
+                raise ValueError("this native library has neither bytes nor a path")
+            self._data = Path(self.path).read_bytes()
+        return self._data
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> NativeLibrary:
+        """Load a library from its bytes (no compiler needed)."""
+        return cls(load_library_bytes(data), None, bytes(data))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> NativeLibrary:
+        """Load the library file at ``path``."""
+        return cls(load_library(path), Path(path))
+
+    def __repr__(self) -> str:
+        where = f" {self.path}" if self.path else ""
+        return f"<NativeLibrary{where} functions={self.names}>"
+
+
+def compile_kernels(
+    kernels: Mapping[str, Kernel],
+    *,
+    c_sources: Sequence[CSource] = (),
+    cache_dir: str | os.PathLike[str] | None = None,
+    openmp: bool | None = None,
+    opt_level: int = 3,
+    march_native: bool = False,
+    extra_flags: Sequence[str] = (),
+    verify: bool = True,
+) -> NativeLibrary:
+    """Compile ``kernels`` (name -> kernel) and the user ``c_sources`` into one shared
+    library, or take it from the disk cache, and load it.
+
+    Kernels are verified first (``verify=False`` skips it).  Raises
+    :class:`~plait.kernel.verify.KernelVerifyError`,
+    :class:`~plait.codegen.c.compiler.NativeUnavailableError` (no compiler),
+    :class:`~plait.codegen.c.emit.CodegenError` or
+    :class:`~plait.codegen.c.compiler.CCompileError`.
+    """
+    if verify:
+        errors = [m for name, k in kernels.items() for m in verify_kernel(k, name)]
+        if errors:
+            raise KernelVerifyError(errors)
+    cc = find_compiler()
+    d = resolve_cache_dir(cache_dir)
+    options = BuildOptions(opt_level, openmp, march_native, tuple(extra_flags))
+    flags, use_omp = build_flags(cc, options, d)
+    emitted = emit_library(kernels, c_sources, openmp=use_omp)
+    path = compile_shared(emitted.files, options, cache_dir, flags=(flags, use_omp))
+    return NativeLibrary(load_library(path), path, sources=emitted.files)
+
+
+def compile_c_source(
+    code: str,
+    functions: Sequence[CFunction],
+    *,
+    name: str = "user.c",
+    **options: Any,
+) -> NativeLibrary:
+    """Compile user-written C ``code`` exporting ``functions`` into a library (the
+    keyword options are those of :func:`compile_kernels`)."""
+    return compile_kernels({}, c_sources=[CSource(code, tuple(functions), name)], **options)

@@ -1,0 +1,496 @@
+"""The compute DSL: build kernels from tensor index expressions.
+
+::
+
+    from plait.kernel import dsl
+
+    n = dsl.size_var("n")
+    a = dsl.placeholder((n, 64), "float32", "a")
+    b = dsl.placeholder((64, 32), "float32", "b")
+    k = dsl.reduce_axis(64, "k")
+    c = dsl.compute((n, 32), lambda i, j: dsl.sum(a[i, k] * b[k, j], axis=[k]), "c")
+    kern = dsl.create_kernel([a, b, c], name="matmul")
+
+Each :func:`compute` is a *stage*: a loop nest over its output shape that stores the
+body's value at every index; a stage whose body is a reduction (:func:`sum`,
+:func:`max`, :func:`min`, :func:`prod` over :func:`reduce_axis` axes) accumulates in a
+local scalar.  :func:`create_kernel` lowers the stages that the outputs need, in
+dependence order, into one :class:`~plait.kernel.ir.Kernel`; stages that are not
+arguments become local scratch buffers.  The default schedule: the outermost loop of a
+stage is ``parallel`` (unless the stage is known to be small), the innermost loop of an
+elementwise stage is ``vectorized`` when every access is contiguous along it; index
+arithmetic is simplified and the kernel verified.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import math
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from plait.ir.types import check_dtype
+
+from .intrin import (  # noqa: F401  (re-exported for DSL users)
+    INTRINSICS,
+    abs,
+    call_intrin,
+    cast,
+    ceil,
+    cos,
+    erf,
+    exp,
+    floor,
+    isnan,
+    log,
+    logical_and,
+    logical_not,
+    logical_or,
+    maximum,
+    minimum,
+    pow,
+    round,
+    rsqrt,
+    select,
+    sigmoid,
+    sin,
+    sqrt,
+    tanh,
+)
+from .ir import (
+    _NODE,
+    Add,
+    Allocate,
+    BinaryOp,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Cast,
+    For,
+    IntImm,
+    Kernel,
+    Max,
+    Min,
+    Mul,
+    Not,
+    PrimExpr,
+    Select,
+    Stmt,
+    Sub,
+    Var,
+    as_expr,
+    const,
+    is_float_dtype,
+    is_int_dtype,
+    seq,
+)
+from .rewrite import substitute
+from .simplify import simplify_kernel
+from .verify import check_kernel
+
+PARALLEL_MIN_WORK = 4096
+"""Stages with fewer (statically known) scalar operations than this keep their outer
+loop serial: starting threads would cost more than it saves."""
+
+_SIZE_VARS: dict[str, Var] = {}
+_TENSORS: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+_recording = threading.local()
+
+
+def size_var(name: str) -> Var:
+    """The int64 size variable called ``name`` (the same object for the same name, so
+    shapes written with ``"n"`` or ``size_var("n")`` agree)."""
+    if not name.isidentifier():
+        raise ValueError(f"size variable name must be an identifier, got {name!r}")
+    v = _SIZE_VARS.get(name)
+    if v is None:
+        v = _SIZE_VARS[name] = Var(name, "int64")
+    return v
+
+
+def _shape(shape: Sequence[int | str | Var] | int, what: str) -> tuple[int | Var, ...]:
+    if isinstance(shape, int | str | Var):
+        shape = (shape,)
+    dims: list[int | Var] = []
+    for d in shape:
+        if isinstance(d, str):
+            dims.append(size_var(d))
+        elif isinstance(d, Var) or isinstance(d, int) and not isinstance(d, bool) and d >= 0:
+            dims.append(d)
+        elif isinstance(d, np.integer):
+            dims.append(int(d))
+        else:
+            raise TypeError(f"{what}: a dimension must be a non-negative int or a size "
+                            f"variable, got {d!r}")
+    return tuple(dims)
+
+
+# ---------------------------------------------------------------- tensors
+
+
+@dataclass(eq=False)
+class Tensor:
+    """A placeholder (an input) or the result of a :func:`compute` stage.  Index it
+    (``t[i, j]``) inside compute bodies."""
+
+    name: str
+    shape: tuple[int | Var, ...]
+    dtype: str
+    buffer: Buffer
+    op: ComputeOp | None = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_placeholder(self) -> bool:
+        return self.op is None
+
+    def __getitem__(self, indices: Any) -> BufferLoad:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        if len(indices) != self.ndim:
+            raise IndexError(f"tensor {self.name!r} has rank {self.ndim}, indexed with "
+                             f"{len(indices)} index(es)")
+        stack = getattr(_recording, "stack", None)
+        if stack:
+            stack[-1].append(self)
+        exprs = []
+        for ix in indices:
+            e = as_expr(ix, "int64")
+            if not is_int_dtype(e.dtype):
+                raise TypeError(f"index of tensor {self.name!r} must be an integer, got "
+                                f"{e.dtype} (`{e!r}`)")
+            exprs.append(e)
+        return BufferLoad(self.buffer, tuple(exprs))
+
+    def __repr__(self) -> str:
+        dims = ", ".join(d.name_hint if isinstance(d, Var) else str(d) for d in self.shape)
+        kind = "placeholder" if self.op is None else "compute"
+        return f"<{kind} {self.name}: ({dims}) {self.dtype}>"
+
+
+@dataclass(eq=False)
+class ComputeOp:
+    """The definition of a compute stage: its index variables, its body and the tensors
+    the body reads."""
+
+    axis: tuple[Var, ...]
+    body: PrimExpr
+    inputs: tuple[Tensor, ...]
+
+
+@dataclass(**_NODE, init=False)
+class ReduceAxis(Var):
+    """A reduction variable ranging over ``[0, extent)``; made by :func:`reduce_axis`."""
+
+    extent: PrimExpr = None  # type: ignore[assignment]
+
+    def __init__(self, extent: int | PrimExpr, name: str = "k") -> None:
+        Var.__init__(self, name, "int64")
+        object.__setattr__(self, "extent", as_expr(extent, "int64"))
+
+
+@dataclass(**_NODE)
+class Reduce(PrimExpr):
+    """A reduction of ``source`` over ``axis`` with ``combiner`` (``sum``, ``prod``,
+    ``max`` or ``min``).  Only valid as the whole body of a :func:`compute`."""
+
+    combiner: str
+    source: PrimExpr
+    axis: tuple[ReduceAxis, ...]
+
+    def __post_init__(self) -> None:
+        self._set_dtype(self.source.dtype)
+
+
+def placeholder(shape: Sequence[int | str | Var] | int, dtype: str = "float32",
+                name: str = "placeholder") -> Tensor:
+    """An input tensor of the given shape (ints, size-variable names or size Vars)."""
+    shp = _shape(shape, f"placeholder {name!r}")
+    dtype = check_dtype(dtype, f"placeholder {name!r}")  # type: ignore[assignment]
+    t = Tensor(name, shp, dtype, Buffer(name, shp, dtype))
+    _TENSORS[id(t.buffer)] = t
+    return t
+
+
+def reduce_axis(extent: int | str | PrimExpr, name: str = "k") -> ReduceAxis:
+    """A reduction axis over ``[0, extent)`` for :func:`sum`, :func:`max`, :func:`min`."""
+    if isinstance(extent, str):
+        extent = size_var(extent)
+    return ReduceAxis(extent, name)
+
+
+def _reduce(combiner: str, expr: Any, axis: Any) -> Reduce:
+    axes = tuple(axis) if isinstance(axis, list | tuple) else (axis,)
+    if not axes:
+        raise ValueError(f"{combiner}() needs at least one reduce_axis")
+    for a in axes:
+        if not isinstance(a, ReduceAxis):
+            raise TypeError(f"{combiner}(): axis entries must come from reduce_axis(), "
+                            f"got {a!r}")
+    src = as_expr(expr)
+    if src.dtype == "bool":
+        raise TypeError(f"{combiner}() of bool values; cast them to a number first")
+    return Reduce(combiner, src, axes)
+
+
+def sum(expr: Any, axis: Any) -> Reduce:  # noqa: A001
+    """The sum of ``expr`` over the reduction axes ``axis``."""
+    return _reduce("sum", expr, axis)
+
+
+def prod(expr: Any, axis: Any) -> Reduce:
+    """The product of ``expr`` over the reduction axes ``axis``."""
+    return _reduce("prod", expr, axis)
+
+
+def max(expr: Any, axis: Any) -> Reduce:  # noqa: A001
+    """The maximum of ``expr`` over the reduction axes ``axis`` (NaN propagates)."""
+    return _reduce("max", expr, axis)
+
+
+def min(expr: Any, axis: Any) -> Reduce:  # noqa: A001
+    """The minimum of ``expr`` over the reduction axes ``axis`` (NaN propagates)."""
+    return _reduce("min", expr, axis)
+
+
+def _axis_names(fcompute: Callable[..., Any], ndim: int) -> list[str]:
+    try:
+        params = list(inspect.signature(fcompute).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    if params and builtins.all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                               for p in params):
+        if len(params) != ndim:
+            raise TypeError(f"the compute function takes {len(params)} index(es) but the "
+                            f"shape has rank {ndim}")
+        return [p.name for p in params]
+    return [f"i{k}" for k in range(ndim)]
+
+
+def _children(e: PrimExpr) -> tuple[PrimExpr, ...]:
+    if isinstance(e, BinaryOp):
+        return (e.a, e.b)
+    if isinstance(e, BufferLoad | Call):
+        return e.indices if isinstance(e, BufferLoad) else e.args
+    if isinstance(e, Not):
+        return (e.a,)
+    if isinstance(e, Select):
+        return (e.cond, e.true_value, e.false_value)
+    if isinstance(e, Cast):
+        return (e.value,)
+    if isinstance(e, Reduce):
+        return (e.source,)
+    return ()
+
+
+def _walk(e: PrimExpr) -> list[PrimExpr]:
+    out, stack = [], [e]
+    while stack:
+        x = stack.pop()
+        out.append(x)
+        stack.extend(_children(x))
+    return out
+
+
+def compute(shape: Sequence[int | str | Var] | int, fcompute: Callable[..., Any],
+            name: str = "compute") -> Tensor:
+    """A stage computing ``fcompute(*indices)`` at every index of ``shape``.
+
+    The body may be a reduction (``sum``/``prod``/``max``/``min``) as a whole; a
+    reduction nested inside a larger expression is an error (compute it in its own
+    stage).  The dtype is the body's.
+    """
+    shp = _shape(shape, f"compute {name!r}")
+    axis = tuple(Var(n, "int64") for n in _axis_names(fcompute, len(shp)))
+    stack = getattr(_recording, "stack", None)
+    if stack is None:
+        stack = _recording.stack = []
+    stack.append([])
+    try:
+        body = as_expr(fcompute(*axis))
+    finally:
+        used = stack.pop()
+    for x in _walk(body.source if isinstance(body, Reduce) else body):
+        if isinstance(x, Reduce):
+            raise ValueError(
+                f"compute {name!r}: a reduction must be the whole body, not part of "
+                f"`{body!r}`; compute the reduction in a stage of its own and use it here"
+            )
+    inputs: dict[int, Tensor] = {}
+    for t in used:
+        inputs.setdefault(id(t.buffer), t)
+    for x in _walk(body):
+        if isinstance(x, BufferLoad) and id(x.buffer) not in inputs:
+            t = _TENSORS.get(id(x.buffer))
+            if t is None:
+                raise ValueError(f"compute {name!r} reads buffer {x.buffer.name_hint!r}, "
+                                 "which is not a placeholder or compute tensor")
+            inputs[id(x.buffer)] = t
+    buf = Buffer(name, shp, body.dtype)
+    t = Tensor(name, shp, body.dtype, buf, ComputeOp(axis, body, tuple(inputs.values())))
+    _TENSORS[id(buf)] = t
+    return t
+
+
+# ---------------------------------------------------------------- lowering
+
+
+def _reduce_init(combiner: str, dtype: str) -> PrimExpr:
+    if combiner == "sum":
+        return const(0, dtype)
+    if combiner == "prod":
+        return const(1, dtype)
+    if is_float_dtype(dtype):
+        return const(-math.inf if combiner == "max" else math.inf, dtype)
+    info = np.iinfo(dtype)
+    return const(info.min if combiner == "max" else info.max, dtype)
+
+
+_COMBINE: dict[str, type[BinaryOp]] = {"sum": Add, "prod": Mul, "max": Max, "min": Min}
+
+
+def _static_product(dims: Sequence[PrimExpr | int | Var]) -> int | None:
+    total = 1
+    for d in dims:
+        if isinstance(d, int):
+            total *= d
+        elif isinstance(d, IntImm):
+            total *= d.value
+        else:
+            return None
+    return total
+
+
+def _stride_one(body: PrimExpr, var: Var) -> bool:
+    """True when every load in ``body`` is contiguous (or invariant) along ``var``."""
+    for x in _walk(body):
+        if isinstance(x, BufferLoad):
+            for k, ix in enumerate(x.indices):
+                coef = _coef(ix, var)
+                if coef is None or (k < len(x.indices) - 1 and coef != 0) or coef not in (0, 1):
+                    return False
+    return True
+
+
+def _coef(e: PrimExpr, var: Var) -> int | None:
+    """The coefficient of ``var`` in ``e`` if ``e`` is affine in it, else None."""
+    if e is var:
+        return 1
+    if isinstance(e, Add):
+        a, b = _coef(e.a, var), _coef(e.b, var)
+        return None if a is None or b is None else a + b
+    if isinstance(e, Sub):
+        a, b = _coef(e.a, var), _coef(e.b, var)
+        return None if a is None or b is None else a - b
+    if isinstance(e, Mul):
+        a, b = _coef(e.a, var), _coef(e.b, var)
+        if a is None or b is None:
+            return None
+        if a == 0 and b == 0:
+            return 0
+        other = e.a if a == 0 else e.b if b == 0 else None
+        if isinstance(other, IntImm):
+            return (a or b) * other.value
+        return None
+    return 0 if not builtins.any(x is var for x in _walk(e)) else None
+
+
+def _lower_stage(t: Tensor) -> Stmt:
+    op = t.op
+    assert op is not None
+    body = op.body
+    out_idx = op.axis
+    work = _static_product(t.shape)
+    if isinstance(body, Reduce):
+        loop_vars = {ax: Var(ax.name_hint, "int64") for ax in body.axis}
+        src = substitute(body.source, loop_vars)
+        acc = Buffer(f"{t.name}_acc", (1,), t.dtype)
+        zero = (IntImm(0),)
+        update = BufferStore(acc, zero, _COMBINE[body.combiner](BufferLoad(acc, zero), src))
+        for ax in reversed(body.axis):
+            update = For(loop_vars[ax], ax.extent, update)
+        inner: Stmt = Allocate(acc, seq(
+            BufferStore(acc, zero, _reduce_init(body.combiner, t.dtype)),
+            update,
+            BufferStore(t.buffer, out_idx, BufferLoad(acc, zero)),
+        ))
+        rwork = _static_product([ax.extent for ax in body.axis])
+        work = None if work is None or rwork is None else work * rwork
+        vectorize = False
+    else:
+        inner = BufferStore(t.buffer, out_idx, body)
+        vectorize = bool(out_idx) and _stride_one(body, out_idx[-1])
+    nloops = len(out_idx)
+    for k in range(nloops - 1, -1, -1):
+        kind = "serial"
+        extent = t.shape[k]
+        if k == 0 and (work is None or work >= PARALLEL_MIN_WORK) and extent != 1:
+            kind = "parallel"
+        elif k == nloops - 1 and vectorize:
+            kind = "vectorized"
+        inner = For(out_idx[k], as_expr(extent, "int64"), inner, kind)
+    return inner
+
+
+def create_kernel(args: Sequence[Tensor], name: str = "kernel",
+                  attrs: dict[str, Any] | None = None) -> Kernel:
+    """Lower the stages that the outputs in ``args`` need into one kernel.
+
+    ``args`` lists the kernel's parameters in order: the placeholders it reads, then the
+    compute tensors it produces (its outputs).  Every placeholder the outputs read must be
+    listed; compute stages that are not listed become local scratch.  The result is
+    simplified and verified (``name`` is used in messages).
+    """
+    args = list(args)
+    for a in args:
+        if not isinstance(a, Tensor):
+            raise TypeError(f"create_kernel {name!r}: arguments must be DSL tensors, got {a!r}")
+    outputs = [a for a in args if not a.is_placeholder]
+    n_in = len(args) - len(outputs)
+    if any(not a.is_placeholder for a in args[:n_in]):
+        raise ValueError(f"create_kernel {name!r}: list the placeholders (inputs) first, then "
+                         "the compute tensors (outputs)")
+    if len({id(a) for a in args}) != len(args):
+        raise ValueError(f"create_kernel {name!r}: a tensor is listed twice")
+    # dependence order by an iterative depth-first walk from the outputs
+    order: list[Tensor] = []
+    state: dict[int, int] = {}
+    for out in outputs:
+        stack: list[tuple[Tensor, bool]] = [(out, False)]
+        while stack:
+            t, done = stack.pop()
+            if done:
+                state[id(t)] = 2
+                order.append(t)
+                continue
+            if state.get(id(t)) == 2:
+                continue
+            state[id(t)] = 1
+            stack.append((t, True))
+            for inp in t.op.inputs if t.op else ():
+                if inp.op is not None and state.get(id(inp)) is None:
+                    stack.append((inp, False))
+    arg_ids = {id(a) for a in args}
+    for t in order:
+        for inp in t.op.inputs if t.op else ():
+            if inp.op is None and id(inp) not in arg_ids:
+                raise ValueError(f"create_kernel {name!r}: placeholder {inp.name!r} is read by "
+                                 f"{t.name!r} but is not among the arguments")
+    body = seq(*(_lower_stage(t) for t in order))
+    for t in reversed(order):
+        if id(t) not in arg_ids:
+            body = Allocate(t.buffer, body)
+    kern = Kernel(tuple(a.buffer for a in args), body, len(outputs), attrs=attrs or {})
+    kern = simplify_kernel(kern)
+    check_kernel(kern, name)
+    return kern

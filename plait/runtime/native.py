@@ -1,0 +1,420 @@
+"""Native libraries: load a shared library built by the C code generator (from a path or
+from the bytes an executable embeds) and call its functions on numpy arrays.
+
+numpy and ctypes only: a built model runs on a machine without a compiler.
+
+Every library carries its own ABI description: it exports
+``const char* plait_manifest(void)`` returning JSON (data only)::
+
+    {"abi": 1, "functions": [{"name": "add", "symbol": "plait_k_add",
+      "params": [{"name": "a", "shape": [4, "n"], "dtype": "float32"}, ...],
+      "num_outputs": 1, "size_vars": ["n"]}]}
+
+and, for every function, ``int32_t <symbol>(void* const* args, const int64_t* sizes)``:
+``args[i]`` is the data pointer of parameter ``i`` (a C-contiguous array of the declared
+dtype), ``sizes[j]`` the value of size variable ``j``; the result is 0 on success.
+
+Importing this module registers :func:`native_loader` with the VM, so a ``Call``
+instruction naming a function of a library in ``exe.libs`` runs it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from plait.runtime.packed import register_native_loader
+
+if TYPE_CHECKING:
+    from plait.runtime.executable import Executable
+
+ABI_VERSION = 1
+"""Version of the manifest format and calling convention."""
+MANIFEST_SYMBOL = "plait_manifest"
+STATUS_MESSAGES = {1: "out of memory while allocating a scratch buffer"}
+
+if sys.platform == "win32":
+    LIB_SUFFIX = ".dll"
+elif sys.platform == "darwin":
+    LIB_SUFFIX = ".dylib"
+else:
+    LIB_SUFFIX = ".so"
+
+_MAGICS = (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe", b"\xca\xfe\xba\xbe", b"MZ")
+
+
+class NativeLoadError(RuntimeError):
+    """A native library could not be loaded or has no valid manifest."""
+
+
+class NativeCallError(RuntimeError):
+    """A native function returned a non-zero status."""
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One buffer parameter of a native function."""
+
+    name: str
+    shape: tuple[int | str, ...]
+    dtype: np.dtype
+    is_output: bool
+
+    def text(self) -> str:
+        dims = ", ".join(str(d) for d in self.shape)
+        return f"{self.name}: ({dims}{',' if len(self.shape) == 1 else ''}) {self.dtype.name}"
+
+
+def _data_pointer(a: np.ndarray) -> int:
+    """The address of ``a``'s first element (fast path through the buffer protocol)."""
+    if a.flags.writeable and a.nbytes:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    return a.__array_interface__["data"][0]
+
+
+class NativeFunction:
+    """A function of a native library, callable on numpy arrays.
+
+    ``f(*inputs, *outputs)`` writes the outputs in place and returns None
+    (destination-passing style, as the VM calls it); ``f(*inputs)`` allocates the outputs
+    and returns them (one array, or a tuple when there are several).  Size variables are
+    inferred from the arrays' shapes; dtypes, ranks, static dimensions and the agreement
+    of symbolic dimensions are checked, and every mismatch names the parameter.
+    """
+
+    def __init__(self, name: str, cfunc: Any, spec: dict[str, Any], module: NativeModule):
+        self.name = name
+        self.module = module
+        self._cfunc = cfunc
+        self.params = tuple(
+            ParamSpec(p["name"], tuple(p["shape"]), np.dtype(p["dtype"]),
+                      i >= len(spec["params"]) - spec["num_outputs"])
+            for i, p in enumerate(spec["params"])
+        )
+        self.num_outputs = int(spec["num_outputs"])
+        self.num_inputs = len(self.params) - self.num_outputs
+        self.size_vars = tuple(spec["size_vars"])
+        self._size_index = {s: k for k, s in enumerate(self.size_vars)}
+        self._nargs = len(self.params)
+        self._argv_type = ctypes.c_void_p * max(1, self._nargs)
+        self._sizes_type = ctypes.c_int64 * max(1, len(self.size_vars))
+        # (dtype, shape when fully static, is_output) for the fast path of __call__
+        self._fast = tuple(
+            (p.dtype, p.shape if all(isinstance(d, int) for d in p.shape) else None,
+             p.is_output)
+            for p in self.params
+        )
+        # (rank, ((axis, dim or ~size_index), ...)) for the symbolic shapes
+        self._dims = tuple(
+            (len(p.shape), tuple((ax, d if isinstance(d, int) else ~self._size_index[d])
+                                 for ax, d in enumerate(p.shape)))
+            for p in self.params
+        )
+
+    @property
+    def signature(self) -> str:
+        """``name(a: (4, n) float32, ...) -> (out: ...)``."""
+        ins = ", ".join(p.text() for p in self.params[: self.num_inputs])
+        outs = ", ".join(p.text() for p in self.params[self.num_inputs :])
+        return f"{self.name}({ins}) -> ({outs})"
+
+    def _fail(self, i: int, message: str, exc: type[Exception] = ValueError) -> None:
+        p = self.params[i]
+        raise exc(f"native function {self.name!r}: argument {i} ({p.name!r}, "
+                  f"{p.text().split(': ', 1)[1]}): {message}")
+
+    def _check_shape(self, i: int, a: np.ndarray, sizes: list[int | None]) -> None:
+        p = self.params[i]
+        if a.ndim != len(p.shape):
+            self._fail(i, f"rank is {a.ndim} (shape {a.shape}), expected {len(p.shape)}")
+        for axis, (got, want) in enumerate(zip(a.shape, p.shape)):
+            if isinstance(want, int):
+                if got != want:
+                    self._fail(i, f"dimension {axis} is {got}, expected {want}")
+            else:
+                k = self._size_index[want]
+                bound = sizes[k]
+                if bound is None:
+                    sizes[k] = got
+                elif bound != got:
+                    self._fail(i, f"dimension {axis} is {got}, but {want} = {bound} from an "
+                                  "earlier argument")
+
+    def _prepare(self, i: int, a: Any) -> np.ndarray:
+        """``a`` as an array fit for parameter ``i`` (slow path: conversions, errors)."""
+        p = self.params[i]
+        if not isinstance(a, np.ndarray):
+            if p.is_output:
+                self._fail(i, f"an output must be a numpy array, got {type(a).__name__}",
+                           TypeError)
+            a = np.asarray(a, dtype=p.dtype)
+        if a.dtype != p.dtype:
+            self._fail(i, f"dtype is {a.dtype.name}, expected {p.dtype.name}", TypeError)
+        if not a.flags.c_contiguous:
+            if p.is_output:
+                self._fail(i, "an output must be C-contiguous")
+            a = np.ascontiguousarray(a)
+        if p.is_output and not a.flags.writeable:
+            self._fail(i, "an output must be writeable")
+        return a
+
+    def __call__(self, *args: Any) -> Any:
+        n = len(args)
+        allocate = n == self.num_inputs and self.num_outputs > 0
+        if n != self._nargs and not allocate:
+            raise TypeError(
+                f"native function {self.signature} takes {self.num_inputs} input(s) and "
+                f"{self.num_outputs} output(s); called with {n} argument(s)"
+            )
+        sizes: list[int | None] = [None] * len(self.size_vars)
+        ptrs: list[int] = []
+        arrays: list[np.ndarray] = []
+        for i, a in enumerate(args):
+            dtype, static_shape, is_output = self._fast[i]
+            if not (type(a) is np.ndarray and a.dtype == dtype and a.flags.c_contiguous
+                    and (not is_output or a.flags.writeable)):
+                a = self._prepare(i, a)
+            if static_shape is not None:
+                if a.shape != static_shape:
+                    self._check_shape(i, a, sizes)
+            else:
+                shp = a.shape
+                ndim, dims = self._dims[i]
+                if len(shp) != ndim:
+                    self._check_shape(i, a, sizes)
+                for axis, want in dims:
+                    got = shp[axis]
+                    if want >= 0:
+                        if got != want:
+                            self._check_shape(i, a, sizes)
+                    else:
+                        bound = sizes[~want]
+                        if bound is None:
+                            sizes[~want] = got
+                        elif bound != got:
+                            self._check_shape(i, a, sizes)
+            arrays.append(a)  # keeps converted copies alive during the call
+            ptrs.append(_data_pointer(a))
+        outs: list[np.ndarray] = []
+        if allocate:
+            for p in self.params[self.num_inputs :]:
+                shape = []
+                for d in p.shape:
+                    if isinstance(d, str):
+                        v = sizes[self._size_index[d]]
+                        if v is None:
+                            raise TypeError(
+                                f"native function {self.signature}: size {d!r} of output "
+                                f"{p.name!r} is not determined by the inputs; pass the outputs"
+                            )
+                        shape.append(v)
+                    else:
+                        shape.append(d)
+                out = np.empty(tuple(shape), p.dtype)
+                outs.append(out)
+                ptrs.append(_data_pointer(out))
+        status = self._cfunc(self._argv_type(*ptrs),
+                             self._sizes_type(*[s or 0 for s in sizes]))
+        if status != 0:
+            why = STATUS_MESSAGES.get(status, "see the function's documentation")
+            raise NativeCallError(f"native function {self.name!r} failed with status {status}: "
+                                  f"{why}")
+        if allocate:
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        return None
+
+    def __repr__(self) -> str:
+        return f"<NativeFunction {self.signature}>"
+
+
+class NativeModule:
+    """A loaded native library: its manifest and its functions by name."""
+
+    def __init__(self, path: str, handle: ctypes.CDLL, manifest: dict[str, Any]) -> None:
+        self.path = path
+        self.handle = handle
+        self.manifest = manifest
+        self.functions: dict[str, NativeFunction] = {}
+        for spec in manifest["functions"]:
+            try:
+                cfunc = handle[spec["symbol"]]
+            except AttributeError:
+                raise NativeLoadError(
+                    f"native library {path}: the manifest lists {spec['symbol']!r}, which the "
+                    "library does not export"
+                ) from None
+            cfunc.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+            cfunc.restype = ctypes.c_int32
+            self.functions[spec["name"]] = NativeFunction(spec["name"], cfunc, spec, self)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.functions)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.functions
+
+    def get(self, name: str) -> NativeFunction:
+        """The function ``name``; ``KeyError`` naming the functions there are."""
+        try:
+            return self.functions[name]
+        except KeyError:
+            raise KeyError(f"native library has no function {name!r}; it has "
+                           f"{', '.join(self.functions) or 'none'}") from None
+
+    def __repr__(self) -> str:
+        return f"<NativeModule {self.path} functions={self.names}>"
+
+
+def _read_manifest(handle: ctypes.CDLL, path: str) -> dict[str, Any]:
+    try:
+        fn = handle[MANIFEST_SYMBOL]
+    except AttributeError:
+        raise NativeLoadError(f"{path} is not a plait native library (it does not export "
+                              f"{MANIFEST_SYMBOL})") from None
+    fn.argtypes = []
+    fn.restype = ctypes.c_char_p
+    raw = fn()
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError) as exc:
+        raise NativeLoadError(f"{path}: unreadable manifest ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("abi") != ABI_VERSION:
+        raise NativeLoadError(
+            f"{path}: manifest ABI {manifest.get('abi') if isinstance(manifest, dict) else '?'}"
+            f" is not the supported version {ABI_VERSION}; rebuild the library"
+        )
+    return manifest
+
+
+def _dlopen(path: str) -> ctypes.CDLL:
+    try:
+        return ctypes.CDLL(path)
+    except OSError as exc:
+        msg = str(exc)
+        hint = ""
+        if "gomp" in msg or "omp" in msg:
+            hint = (" The library was built with OpenMP and needs its runtime (libgomp); "
+                    "install it (e.g. `apt install libgomp1`) or rebuild with openmp=False.")
+        raise NativeLoadError(f"cannot load native library {path}: {msg}.{hint}") from None
+
+
+_LOADED: dict[str, NativeModule] = {}
+_LOCK = threading.Lock()
+
+
+def load_library(path: str | os.PathLike[str]) -> NativeModule:
+    """Load the native library at ``path`` (cached per path for the process)."""
+    key = "path:" + os.path.realpath(path)
+    with _LOCK:
+        mod = _LOADED.get(key)
+        if mod is None:
+            handle = _dlopen(str(path))
+            mod = _LOADED[key] = NativeModule(str(path), handle, _read_manifest(handle, str(path)))
+        return mod
+
+
+def is_native_library(data: bytes) -> bool:
+    """True when ``data`` starts like a shared library (ELF, Mach-O or PE)."""
+    return any(data.startswith(m) for m in _MAGICS)
+
+
+def _scratch_dirs() -> list[str]:
+    dirs = [tempfile.gettempdir()]
+    base = os.environ.get("PLAIT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "plait",
+    )
+    dirs.append(os.path.join(base, "loaded"))
+    return dirs
+
+
+def _dir_problem(message: str) -> bool:
+    """True when a load failure looks caused by the directory (e.g. mounted noexec)."""
+    return any(w in message for w in ("map segment", "ermission", "Operation not permitted"))
+
+
+def load_library_bytes(data: bytes) -> NativeModule:
+    """Load a native library from its bytes (written to a private temporary file, which
+    is removed once loaded where the platform allows).  Cached per content."""
+    if not is_native_library(data):
+        raise NativeLoadError("the bytes are not a shared library (no ELF, Mach-O or PE header)")
+    digest = hashlib.sha256(data).hexdigest()
+    key = "sha256:" + digest
+    with _LOCK:
+        mod = _LOADED.get(key)
+        if mod is not None:
+            return mod
+        first_error: Exception | None = None
+        for d in _scratch_dirs():
+            try:
+                os.makedirs(d, exist_ok=True)
+                fd, path = tempfile.mkstemp(prefix=f"plait-{digest[:12]}-", suffix=LIB_SUFFIX,
+                                            dir=d)
+            except OSError as exc:
+                first_error = first_error or exc
+                continue
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                handle = _dlopen(path)
+                mod = NativeModule(path, handle, _read_manifest(handle, path))
+            except (OSError, NativeLoadError) as exc:
+                first_error = first_error or exc
+                mod = None
+                if not _dir_problem(str(exc)):
+                    break  # the library itself is at fault: another directory will not help
+            finally:
+                if sys.platform != "win32":
+                    try:
+                        os.unlink(path)
+                    except OSError:
+                        pass
+            if mod is not None:
+                _LOADED[key] = mod
+                return mod
+        if isinstance(first_error, NativeLoadError):
+            raise first_error
+        raise NativeLoadError(f"cannot load a native library from bytes: {first_error}")
+
+
+def library_functions(data: bytes) -> list[str]:
+    """The function names a native library (given as bytes) provides."""
+    return load_library_bytes(data).names
+
+
+def is_plait_library(data: bytes) -> bool:
+    """True when ``data`` is a shared library exporting the plait manifest (libraries
+    of other producers are left to their own loaders)."""
+    return is_native_library(data) and MANIFEST_SYMBOL.encode() in data
+
+
+def native_loader(exe: Executable, name: str) -> NativeFunction | None:
+    """The VM's hook: ``name`` from the plait native libraries in ``exe.libs``, or None.
+    A plait library that cannot be loaded raises :class:`NativeLoadError` saying why."""
+    for blob in exe.libs.values():
+        if not isinstance(blob, bytes | bytearray) or not is_plait_library(bytes(blob)):
+            continue
+        mod = load_library_bytes(bytes(blob))
+        if name in mod.functions:
+            return mod.functions[name]
+    return None
+
+
+register_native_loader(native_loader)
+
+__all__ = [
+    "ABI_VERSION", "LIB_SUFFIX", "MANIFEST_SYMBOL", "NativeCallError", "NativeFunction",
+    "NativeLoadError", "NativeModule", "ParamSpec", "is_native_library", "is_plait_library",
+    "library_functions",
+    "load_library", "load_library_bytes", "native_loader",
+]

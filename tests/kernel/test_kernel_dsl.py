@@ -1,0 +1,85 @@
+"""The compute DSL: stages, reductions, the default schedule, errors."""
+
+import pytest
+
+from plait.kernel import Allocate, For, Kernel, dsl, print_kernel, verify_kernel
+
+
+def _loops(k: Kernel) -> list[tuple[str, str]]:
+    out, stack = [], [k.body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, For):
+            out.append((s.var.name_hint, s.kind))
+        for f in ("body", "stmts", "then_body", "else_body"):
+            v = getattr(s, f, None)
+            if isinstance(v, tuple):
+                stack.extend(reversed(v))
+            elif v is not None:
+                stack.append(v)
+    return out
+
+
+def test_elementwise_schedule() -> None:
+    a = dsl.placeholder(("n", 64), "float32", "a")
+    b = dsl.placeholder((64,), "float32", "b")
+    c = dsl.compute(("n", 64), lambda i, j: a[i, j] + b[j], "c")
+    k = dsl.create_kernel([a, b, c], "badd")
+    assert _loops(k) == [("i", "parallel"), ("j", "vectorized")]
+    assert verify_kernel(k) == []
+    assert [p.name for p in k.params] == ["a", "b", "c"] and k.num_outputs == 1
+
+
+def test_small_static_stage_stays_serial_and_transposed_access_is_not_vectorized() -> None:
+    a = dsl.placeholder((4, 4), "float32", "a")
+    t = dsl.compute((4, 4), lambda i, j: a[j, i], "t")
+    k = dsl.create_kernel([a, t])
+    assert _loops(k) == [("i", "serial"), ("j", "serial")]
+
+
+def test_reduction_stage_uses_local_accumulator() -> None:
+    a = dsl.placeholder(("n", "k"), "float32", "a")
+    b = dsl.placeholder(("k", "m"), "float32", "b")
+    r = dsl.reduce_axis("k", "r")
+    c = dsl.compute(("n", "m"), lambda i, j: dsl.sum(a[i, r] * b[r, j], axis=[r]), "c")
+    k = dsl.create_kernel([a, b, c], "matmul")
+    text = print_kernel("matmul", k)
+    assert "c_acc = alloc((1,), \"float32\")" in text
+    assert "c_acc[0] = c_acc[0] + a[i, r] * b[r, j]" in text
+    assert _loops(k) == [("i", "parallel"), ("j", "serial"), ("r", "serial")]
+
+
+def test_intermediate_stages_become_scratch() -> None:
+    x = dsl.placeholder(("n",), "float32", "x")
+    y = dsl.compute(("n",), lambda i: x[i] * 2.0, "y")
+    z = dsl.compute(("n",), lambda i: y[i] + 1.0, "z")
+    k = dsl.create_kernel([x, z])
+    assert isinstance(k.body, Allocate) and k.body.buffer is y.buffer
+
+
+def test_errors() -> None:
+    x = dsl.placeholder((4,), "float32", "x")
+    r = dsl.reduce_axis(4, "r")
+    with pytest.raises(ValueError, match="a reduction must be the whole body"):
+        dsl.compute((4,), lambda i: dsl.sum(x[r], axis=[r]) + 1.0, "bad")
+    y = dsl.compute((4,), lambda i: x[i] + 1.0, "y")
+    with pytest.raises(ValueError, match="placeholder 'x' is read by 'y' but is not among"):
+        dsl.create_kernel([y])
+    with pytest.raises(ValueError, match="placeholders .* first"):
+        dsl.create_kernel([y, x])
+    with pytest.raises(IndexError, match="tensor 'x' has rank 1, indexed with 2"):
+        dsl.compute((4,), lambda i: x[i, i])
+    with pytest.raises(TypeError, match="compute function takes 2 index"):
+        dsl.compute((4,), lambda i, j: x[i])
+    with pytest.raises(TypeError, match="axis entries must come from reduce_axis"):
+        dsl.sum(x[0], axis=[0])
+
+
+def test_min_max_prod_and_integer_reductions() -> None:
+    x = dsl.placeholder((3, 5), "int32", "x")
+    r = dsl.reduce_axis(5, "r")
+    lo = dsl.compute((3,), lambda i: dsl.min(x[i, r], axis=r), "lo")
+    k = dsl.create_kernel([x, lo])
+    assert "lo_acc[0] = 2147483647" in print_kernel("k", k)
+    p = dsl.compute((3,), lambda i: dsl.prod(x[i, r], axis=[r]), "p")
+    assert "p_acc[0] = 1" in print_kernel("k", dsl.create_kernel([x, p]))
