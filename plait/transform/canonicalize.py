@@ -20,6 +20,7 @@ from ..ir.expr import (
     VarBinding,
 )
 from ..ir.visitor import ExprMutator
+from .pass_base import function_pass
 
 
 class _Canonicalizer(ExprMutator):
@@ -59,3 +60,11 @@ class _Canonicalizer(ExprMutator):
 def canonicalize_bindings(func: Function) -> Function:
     """``func`` with trivial bindings removed (see the module docstring)."""
     return _Canonicalizer().visit_function(func)
+
+
+@function_pass(phases=("optimization",))
+class CanonicalizeBindings:
+    """Remove alias bindings, items of literal tuples, and inline bound constants."""
+
+    def transform_function(self, func, mod, ctx):  # type: ignore[no-untyped-def]
+        return canonicalize_bindings(func)

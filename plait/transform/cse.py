@@ -25,6 +25,7 @@ from ..ir.expr import (
 )
 from ..ir.structural import structural_hash
 from ..ir.visitor import ExprMutator
+from .pass_base import function_pass
 
 
 def _arg_key(e: Expr) -> Any:
@@ -75,3 +76,11 @@ class _CSE(ExprMutator):
 def eliminate_common_subexpr(func: Function) -> Function:
     """``func`` with repeated pure computations in dataflow blocks shared."""
     return _CSE().visit_function(func)
+
+
+@function_pass(phases=("optimization",))
+class EliminateCommonSubexpr:
+    """Share repeated pure computations within each dataflow block."""
+
+    def transform_function(self, func, mod, ctx):  # type: ignore[no-untyped-def]
+        return eliminate_common_subexpr(func)

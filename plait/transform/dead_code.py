@@ -27,6 +27,7 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.visitor import post_order
+from .pass_base import function_pass
 
 
 def _is_pure(value: Expr) -> bool:
@@ -92,3 +93,11 @@ def dead_code_elimination(func: Function) -> Function:
     if body is func.body:
         return func
     return Function(func.params, body, func.ret_ty, func.pure, attrs=func.attrs, span=func.span)
+
+
+@function_pass(phases=("optimization", "lowering"))
+class DeadCodeElimination:
+    """Remove bindings whose values are unused and free of side effects."""
+
+    def transform_function(self, func, mod, ctx):  # type: ignore[no-untyped-def]
+        return dead_code_elimination(func)

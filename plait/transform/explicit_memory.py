@@ -20,6 +20,7 @@ from ..ir.expr import Binding, Call, Expr, Function, Op, Tuple, Var, VarBinding
 from ..ir.types import TensorType, TupleType, Type
 from ..ir.visitor import ExprMutator
 from ..op.registry import make_call
+from .pass_base import function_pass
 
 
 def _allocatable(ty: Type | None) -> bool:
@@ -81,3 +82,9 @@ def explicit_memory(func: Function) -> Function:
     return _ExplicitMemory().visit_function(func)
 
 
+@function_pass(phases=("lowering",), transition="build", requires=("ToNonDataflow",))
+class ExplicitMemory:
+    """Allocate every result explicitly and call kernels/externs in DPS (enters build)."""
+
+    def transform_function(self, func, mod, ctx):  # type: ignore[no-untyped-def]
+        return explicit_memory(func)

@@ -16,6 +16,8 @@ import numpy as np
 from ..ir.expr import Binding, Call, Constant, Expr, Function, Op, Tuple, VarBinding
 from ..ir.types import TensorType, TupleType
 from ..ir.visitor import ExprMutator
+from .context import register_config
+from .pass_base import function_pass
 
 DEFAULT_MAX_SIZE = 1 << 22
 
@@ -87,3 +89,26 @@ def _to_expr(value: Any, ty: Any) -> Expr:
 def fold_constant(func: Function, max_size: int = DEFAULT_MAX_SIZE) -> Function:
     """``func`` with constant op calls evaluated (see the module docstring)."""
     return _Folder(max_size).visit_function(func)
+
+
+register_config(
+    "transform.fold_constant.max_size",
+    int,
+    DEFAULT_MAX_SIZE,
+    "largest result (in elements) FoldConstant will compute at compile time",
+)
+
+
+@function_pass(phases=("optimization",))
+class FoldConstant:
+    """Evaluate op calls whose arguments are all constants (up to a size cap)."""
+
+    def __init__(self, max_size: int | None = None, **kwargs):  # type: ignore[no-untyped-def]
+        super().__init__(**kwargs)
+        self.max_size = max_size
+
+    def transform_function(self, func, mod, ctx):  # type: ignore[no-untyped-def]
+        cap = self.max_size
+        if cap is None:
+            cap = ctx.get_config("transform.fold_constant.max_size")
+        return fold_constant(func, cap)

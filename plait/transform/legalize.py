@@ -27,6 +27,7 @@ from ..ir.expr import Call, Expr, Function, Op
 from ..ir.module import IRModule
 from ..ir.visitor import ExprMutator
 from ..op.lowlevel import LOWERED_OPS
+from .pass_base import module_pass
 
 LegalizeFn = Callable[[BlockBuilder, Call, Any], Expr]
 
@@ -108,7 +109,7 @@ def legalize_module(mod: IRModule, target: Any, skip: Callable[[Function], bool]
             continue
         lz = _Legalizer(current, target, name)
         nf = lz.visit_function(f)
-        added = {k: v for k, v in lz.builder._functions.items() if k not in current}
+        added = {k: v for k, v in lz.builder.get().items() if k not in current}
         if added:
             extra.update(added)
             current = current.with_functions(added)
@@ -117,3 +118,21 @@ def legalize_module(mod: IRModule, target: Any, skip: Callable[[Function], bool]
     if not funcs and not extra:
         return mod
     return current.with_functions(funcs)
+
+
+@module_pass(phases=("optimization",), transition="lowering")
+class LegalizeOps:
+    """Lower every remaining op for the module's target (optimization -> lowering)."""
+
+    def transform_module(self, mod, ctx):  # type: ignore[no-untyped-def]
+        from .external import enabled_codegens
+
+        target = mod.target
+        if isinstance(target, str):
+            from ..target import Target
+
+            target = Target(target)
+        enabled = enabled_codegens(self, ctx)
+        return legalize_module(
+            mod, target, lambda f: bool(f.compiler) and f.compiler not in enabled
+        )

@@ -32,6 +32,7 @@ from ..ir.expr import (
 from ..ir.types import ObjectType, TensorType
 from ..ir.visitor import post_order
 from ..op.registry import make_call
+from .pass_base import function_pass
 
 ALIGNMENT = 64
 
@@ -138,3 +139,11 @@ def plan_function(func: Function) -> Function:
 
 def _typed_storage_call(nbytes: int) -> Call:
     return replace(make_call("builtin.alloc_storage", nbytes=nbytes), ty=ObjectType())
+
+
+@function_pass(phases=("build",), requires=("ExplicitMemory",))
+class PlanMemory:
+    """Place static intermediate tensors in one arena, sharing bytes between lifetimes."""
+
+    def transform_function(self, func, mod, ctx):  # type: ignore[no-untyped-def]
+        return plan_function(func)

@@ -15,6 +15,7 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.visitor import ExprMutator
+from .pass_base import function_pass
 
 
 class _ToNonDataflow(ExprMutator):
@@ -47,3 +48,11 @@ class _ToNonDataflow(ExprMutator):
 def to_non_dataflow(func: Function) -> Function:
     """``func`` with no dataflow blocks."""
     return _ToNonDataflow().visit_function(func)
+
+
+@function_pass(phases=("lowering",))
+class ToNonDataflow:
+    """Turn dataflow blocks into ordinary blocks (first step of the build)."""
+
+    def transform_function(self, func, mod, ctx):  # type: ignore[no-untyped-def]
+        return to_non_dataflow(func)

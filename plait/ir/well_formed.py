@@ -1,0 +1,644 @@
+"""Well-formedness: the invariants of each phase of a module.
+
+``well_formed(mod)`` returns every :class:`Violation` of the invariants of the module's
+phase *and of every phase before it*; ``check_well_formed(mod)`` raises a
+:class:`WellFormedError` listing them all.  The invariants (design guide, "Phases"):
+
+``ingestion``
+    well-typed where types are known: the type of every binding's value is inferred
+    again from its operands and must fit the variable's declared type; every call of a
+    registered op must type-check when its argument types are known; a function's
+    body must fit its declared return type.
+``optimization``
+    A-normal form (call arguments, tuple fields and conditions are atoms; a binding's
+    value is a call, tuple, tuple item, ``If`` or atom); every parameter and binding
+    is typed; no nested functions; every op is registered; every ``GlobalVar`` names
+    a function of the module; dataflow blocks hold only pure calls and no ``If``;
+    ``DataflowVar`` s are bound only in dataflow blocks and not used outside the block
+    that binds them; every variable is defined before use and defined once.
+``lowering``
+    no op other than those in :data:`plait.op.lowlevel.LOWERED_OPS` is called (in the
+    build phase the explicit-memory builtins of :data:`plait.op.lowlevel.BUILD_OPS`
+    are allowed too).
+``build``
+    no dataflow blocks.
+
+More checks plug in with :func:`register_phase_check` (the build phase's explicit-memory
+invariants are registered by the passes that establish them).  Kernels (non-graph
+functions) are left to the checks their own layer registers.
+
+Everything is iterative: a function of 100,000 bindings is checked without recursion.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from .builder import is_atom, join_types, types_compatible
+from .expr import (
+    Binding,
+    BindingBlock,
+    Call,
+    Constant,
+    DataflowBlock,
+    DataflowVar,
+    Expr,
+    ExternFunc,
+    Function,
+    GlobalVar,
+    If,
+    MatchCast,
+    Op,
+    PrimValue,
+    SeqExpr,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
+from .module import PHASES, IRModule
+from .types import FuncType, PrimType, TensorType, TupleType, Type
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken invariant: the phase whose rule it breaks, where (function and
+    binding, when known) and what is wrong (with the fix, when there is one)."""
+
+    phase: str
+    function: str | None
+    binding: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = []
+        if self.function is not None:
+            where.append(f"function {self.function!r}")
+        if self.binding is not None:
+            where.append(f"binding {self.binding!r}")
+        place = ", ".join(where) if where else "module"
+        return f"[{self.phase}] {place}: {self.message}"
+
+
+class WellFormedError(ValueError):
+    """A module violates the invariants of its phase; ``violations`` lists them all."""
+
+    MAX_LISTED = 50
+
+    def __init__(self, violations: Iterable[Violation], phase: str | None = None) -> None:
+        self.violations = list(violations)
+        self.phase = phase
+        head = "the module is not well formed"
+        if phase is not None:
+            head += f" for phase {phase}"
+        super().__init__(f"{head} ({len(self.violations)} violations):\n"
+                         + self.format_violations(self.violations))
+
+    @staticmethod
+    def format_violations(violations: list[Violation]) -> str:
+        lines = [f"  {v}" for v in violations[: WellFormedError.MAX_LISTED]]
+        if len(violations) > WellFormedError.MAX_LISTED:
+            lines.append(f"  ... and {len(violations) - WellFormedError.MAX_LISTED} more")
+        return "\n".join(lines)
+
+
+PhaseCheck = Callable[[IRModule], Iterable["Violation | tuple[str | None, str | None, str]"]]
+"""An extra check for a phase: yields violations, or ``(function, binding, message)``."""
+
+_EXTRA_CHECKS: dict[str, list[tuple[str, PhaseCheck]]] = {p: [] for p in PHASES}
+
+
+def register_phase_check(phase: str, check: PhaseCheck, name: str | None = None) -> None:
+    """Add ``check`` to the invariants of ``phase`` (and so of every later phase).
+
+    ``check(mod)`` yields :class:`Violation` s or ``(function, binding, message)``
+    tuples.  Registering a check under a name already used replaces it.
+    """
+    if phase not in PHASES:
+        close = difflib.get_close_matches(str(phase), PHASES, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown phase {phase!r}{hint} (phases: {', '.join(PHASES)})")
+    key = name or getattr(check, "__qualname__", repr(check))
+    checks = _EXTRA_CHECKS[phase]
+    checks[:] = [(k, c) for k, c in checks if k != key]
+    checks.append((key, check))
+
+
+def phase_checks(phase: str) -> list[str]:
+    """Names of the extra checks registered for ``phase`` (for documentation)."""
+    return [k for k, _ in _EXTRA_CHECKS[phase]]
+
+
+def well_formed(mod: IRModule, phase: str | None = None) -> list[Violation]:
+    """Every violation of the invariants of ``phase`` (default: the module's phase)
+    and of every phase before it.  An empty list means the module is well formed."""
+    phase = mod.phase if phase is None else phase
+    if phase not in PHASES:
+        raise ValueError(f"unknown phase {phase!r}; expected one of {', '.join(PHASES)}")
+    level = PHASES.index(phase)
+    out: list[Violation] = []
+    gtypes = {n: f.ty for n, f in mod.items() if f.ty is not None}
+    for name, func in mod.graph_functions():
+        _check_types(name, func, gtypes, out)
+        if level >= 1:
+            _StructureCheck(name, func, mod, out).run()
+        if level >= 2:
+            _check_lowered(name, func, out, build=level >= 3)
+        if level >= 3:
+            _check_no_dataflow(name, func, out)
+    for p in PHASES[: level + 1]:
+        for key, check in _EXTRA_CHECKS[p]:
+            for v in check(mod):
+                if isinstance(v, Violation):
+                    out.append(v)
+                else:
+                    fn, binding, msg = v
+                    out.append(Violation(p, fn, binding, f"{msg} (check {key})"))
+    return out
+
+
+def check_well_formed(mod: IRModule, phase: str | None = None) -> IRModule:
+    """Raise :class:`WellFormedError` listing every violation; return ``mod`` if none."""
+    violations = well_formed(mod, phase)
+    if violations:
+        raise WellFormedError(violations, mod.phase if phase is None else phase)
+    return mod
+
+
+# ------------------------------------------------------------------ traversal helpers
+
+
+def iter_bindings(func: Function, into_functions: bool = True) -> Iterator[tuple[Binding, bool]]:
+    """Every binding of ``func`` in order, with whether its block is a dataflow block,
+    including bindings of ``If`` branches and (if ``into_functions``) of nested
+    functions.  Iterative."""
+    stack: list[Expr] = [func.body]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, SeqExpr):
+            pending: list[Expr] = []
+            for block in e.blocks:
+                df = isinstance(block, DataflowBlock)
+                for b in block.bindings:
+                    yield b, df
+                    pending.extend(_nested_bodies(b.value, into_functions))
+            pending.extend(_nested_bodies(e.body, into_functions))
+            stack.extend(reversed(pending))
+        else:
+            stack.extend(reversed(_nested_bodies(e, into_functions)))
+
+
+def _nested_bodies(e: Expr, into_functions: bool) -> list[Expr]:
+    """SeqExprs and function bodies nested inside expression ``e`` (not crossing them)."""
+    out: list[Expr] = []
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, SeqExpr):
+            out.append(x)
+        elif isinstance(x, Function):
+            if into_functions:
+                out.append(x.body)
+        elif isinstance(x, If):
+            stack.extend((x.cond, x.then_branch, x.else_branch))
+        elif isinstance(x, Call):
+            stack.append(x.op)
+            stack.extend(x.args)
+        elif isinstance(x, Tuple):
+            stack.extend(x.fields)
+        elif isinstance(x, TupleGetItem):
+            stack.append(x.tuple_value)
+    return out
+
+
+def _functions_in(func: Function) -> Iterator[Function]:
+    """``func`` and every function nested inside it (at any depth)."""
+    yield func
+    for b, _ in iter_bindings(func):
+        stack: list[Expr] = [b.value]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, Function):
+                yield x
+            elif isinstance(x, Call):
+                stack.extend(x.args)
+            elif isinstance(x, Tuple):
+                stack.extend(x.fields)
+
+
+# ------------------------------------------------------------------ ingestion: types
+
+
+_INFER_ERRORS = (TypeError, ValueError, KeyError, IndexError)
+
+
+def _check_types(fname: str, func: Function, gtypes: dict[str, Type], out: list[Violation]) -> None:
+    for b, _ in iter_bindings(func):
+        name = b.var.name_hint
+        found: list[str] = []
+        ty = _infer(b.value, gtypes, found)
+        for msg in found:
+            out.append(Violation("ingestion", fname, name, msg))
+        if isinstance(b, MatchCast):
+            continue
+        if ty is not None and not types_compatible(b.var.ty, ty):
+            out.append(Violation(
+                "ingestion", fname, name,
+                f"the variable is declared {b.var.ty} but its value has type {ty}",
+            ))
+    for f in _functions_in(func):
+        body_ty = _seq_type(f.body)
+        if f.ret_ty is not None and not types_compatible(f.ret_ty, body_ty):
+            out.append(Violation(
+                "ingestion", fname, None,
+                f"the function body has type {body_ty}, but the declared return type "
+                f"is {f.ret_ty}",
+            ))
+
+
+def _seq_type(e: Expr) -> Type | None:
+    if e.ty is not None:
+        return e.ty
+    if isinstance(e, SeqExpr) and e.body is not None:
+        return e.body.ty
+    return None
+
+
+def _expr_children(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, Call):
+        return (e.op, *e.args)
+    if isinstance(e, Tuple):
+        return e.fields
+    if isinstance(e, TupleGetItem):
+        return (e.tuple_value,)
+    if isinstance(e, If):
+        return (e.cond,)
+    return ()
+
+
+def _infer(expr: Expr, gtypes: dict[str, Type], found: list[str]) -> Type | None:
+    """The type of ``expr`` inferred bottom-up from the known types of its leaves;
+    problems are appended to ``found``.  None when it cannot be known."""
+    types: dict[int, Type | None] = {}
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        e, expanded = stack.pop()
+        if id(e) in types:
+            continue
+        kids = _expr_children(e)
+        if kids and not expanded:
+            stack.append((e, True))
+            stack.extend((k, False) for k in reversed(kids) if id(k) not in types)
+            continue
+        ty = _infer_one(e, [types.get(id(k)) for k in kids], gtypes, found)
+        if e.ty is not None and ty is not None and not types_compatible(e.ty, ty):
+            found.append(f"{_describe(e)} is annotated {e.ty} but its type is {ty}")
+        types[id(e)] = ty if ty is not None else (e.ty if not isinstance(e, Op) else None)
+    return types[id(expr)]
+
+
+def _describe(e: Expr) -> str:
+    if isinstance(e, Call):
+        callee = e.op
+        if isinstance(callee, Op):
+            return f"the call of op {callee.name!r}"
+        if isinstance(callee, GlobalVar):
+            return f"the call of function {callee.name_hint!r}"
+        return "a call"
+    return f"a {type(e).__name__}"
+
+
+def _infer_one(
+    e: Expr, kid_types: list[Type | None], gtypes: dict[str, Type], found: list[str]
+) -> Type | None:
+    if isinstance(e, GlobalVar):
+        return e.ty if e.ty is not None else gtypes.get(e.name_hint)
+    if isinstance(e, Var | Constant | ShapeExpr | PrimValue | StringImm | ExternFunc | Function):
+        return e.ty
+    if isinstance(e, Op):
+        return None
+    if isinstance(e, SeqExpr):
+        return _seq_type(e)
+    if isinstance(e, Call):
+        callee = e.op
+        arg_types = tuple(kid_types[1:])
+        if isinstance(callee, Op):
+            opdef = Op.definitions.get(callee.name)
+            if opdef is None or any(t is None for t in arg_types):
+                return None
+            try:
+                ty, _ = opdef.infer_call(e, arg_types)
+            except _INFER_ERRORS as err:
+                found.append(f"the call of op {callee.name!r} is ill-typed: {err}")
+                return None
+            return ty
+        fty = kid_types[0]
+        if isinstance(fty, FuncType):
+            cname = getattr(callee, "name_hint", "function")
+            if len(fty.params) != len(arg_types):
+                found.append(
+                    f"the call of {cname!r} passes {len(arg_types)} arguments, "
+                    f"it takes {len(fty.params)}"
+                )
+                return fty.ret
+            for i, (p, a) in enumerate(zip(fty.params, arg_types)):
+                if not types_compatible(p, a):
+                    found.append(f"argument {i} of the call of {cname!r} has type {a}, "
+                                 f"expected {p}")
+            return fty.ret
+        return None
+    if isinstance(e, Tuple):
+        if any(t is None for t in kid_types):
+            return None
+        return TupleType(tuple(kid_types))  # type: ignore[arg-type]
+    if isinstance(e, TupleGetItem):
+        t = kid_types[0]
+        if t is None:
+            return None
+        if not isinstance(t, TupleType):
+            found.append(f"tuple item {e.index} taken from a value of type {t}, not a tuple")
+            return None
+        if not -len(t.fields) <= e.index < len(t.fields):
+            found.append(f"tuple index {e.index} is out of range for {t}")
+            return None
+        return t.fields[e.index]
+    if isinstance(e, If):
+        ct = kid_types[0]
+        if isinstance(ct, TensorType) and ct.shape not in (None, ()):
+            found.append(f"the condition of if must be a scalar, got {ct}")
+        elif ct is not None and not isinstance(ct, TensorType | PrimType):
+            found.append(f"the condition of if must be a boolean scalar, got {ct}")
+        return join_types(_seq_type(e.then_branch), _seq_type(e.else_branch))
+    return e.ty
+
+
+# ------------------------------------------------------------------ optimization: structure
+
+
+_VALUE_KINDS = (Call, Tuple, TupleGetItem, If)
+
+
+class _StructureCheck:
+    """The optimization-phase invariants of one function, in one scope-aware walk."""
+
+    def __init__(self, fname: str, func: Function, mod: IRModule, out: list[Violation]) -> None:
+        self.fname = fname
+        self.func = func
+        self.mod = mod
+        self.out = out
+        self.binding: str | None = None
+        self.live: set[int] = set()
+        self.ever: set[int] = set()
+        self.dataflow_dead: set[int] = set()
+        # scopes: ("lexical" | "dataflow", list of var ids defined in it)
+        self.scopes: list[tuple[str, list[int]]] = []
+
+    def report(self, message: str) -> None:
+        self.out.append(Violation("optimization", self.fname, self.binding, message))
+
+    # -------------------------------------------------------------- scopes
+    def define(self, var: Var, in_dataflow: bool) -> None:
+        if id(var) in self.ever:
+            self.report(f"variable {var.name_hint!r} is defined more than once; "
+                        "every binding must define a fresh variable")
+        self.ever.add(id(var))
+        self.live.add(id(var))
+        if isinstance(var, DataflowVar) and in_dataflow:
+            self.scopes[-1][1].append(id(var))
+        else:
+            for kind, ids in reversed(self.scopes):
+                if kind == "lexical":
+                    ids.append(id(var))
+                    break
+
+    def close_scope(self) -> None:
+        kind, ids = self.scopes.pop()
+        for i in ids:
+            self.live.discard(i)
+            if kind == "dataflow":
+                self.dataflow_dead.add(i)
+
+    def use(self, var: Var) -> None:
+        if id(var) in self.live:
+            return
+        if id(var) in self.dataflow_dead:
+            self.report(f"dataflow variable {var.name_hint!r} is used outside the dataflow "
+                        "block that defines it; bind it with emit_output (a Var) instead")
+        elif id(var) in self.ever:
+            self.report(f"variable {var.name_hint!r} is used outside the scope (an if "
+                        "branch) that defines it")
+        else:
+            self.report(f"variable {var.name_hint!r} is used before it is defined "
+                        "(or is not defined in this function)")
+
+    def use_atom(self, e: Expr, what: str) -> None:
+        """Check that ``e`` is an atom and record the variables it uses."""
+        if not is_atom(e):
+            self.report(f"{what} is a nested {type(e).__name__}, not an atom: the function "
+                        "is not in A-normal form; run Normalize")
+            return
+        stack = [e]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, Tuple):
+                stack.extend(x.fields)
+            elif isinstance(x, Var):
+                self.use(x)
+            elif isinstance(x, GlobalVar):
+                self.check_global(x)
+            elif isinstance(x, Op):
+                self.check_op(x)
+
+    def check_global(self, gv: GlobalVar) -> None:
+        if gv.name_hint not in self.mod:
+            close = difflib.get_close_matches(gv.name_hint, list(self.mod), n=3)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            self.report(f"GlobalVar {gv.name_hint!r} names no function of the module{hint}")
+
+    def check_op(self, op: Op) -> bool:
+        if op.is_registered:
+            return True
+        close = difflib.get_close_matches(op.name, list(Op.definitions), n=3)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        self.report(f"op {op.name!r} is not registered{hint}")
+        return False
+
+    # -------------------------------------------------------------- walk
+    def run(self) -> None:
+        func = self.func
+        self.scopes.append(("lexical", []))
+        for p in func.params:
+            self.binding = None
+            if isinstance(p, DataflowVar):
+                self.report(f"parameter {p.name_hint!r} is a DataflowVar; parameters are Vars")
+            if p.ty is None:
+                self.report(f"parameter {p.name_hint!r} has no type")
+            self.define(p, False)
+        if not isinstance(func.body, SeqExpr):
+            self.report("the function body is not a SeqExpr of binding blocks; run Normalize")
+            self.use_atom(func.body, "the function result")
+            return
+        # Tasks: ("seq", SeqExpr) | ("binding", Binding, dataflow) | ("define", Var, df)
+        #        | ("close",) | ("open", kind) | ("result", Expr) | ("block", BindingBlock)
+        tasks: list[tuple] = [("close",), ("seq", func.body)]
+        while tasks:
+            task = tasks.pop()
+            kind = task[0]
+            if kind == "binding":
+                self.check_binding(task[1], task[2], tasks)
+            elif kind == "seq":
+                seq: SeqExpr = task[1]
+                tasks.append(("close",))
+                tasks.append(("result", seq.body))
+                for block in reversed(seq.blocks):
+                    df = isinstance(block, DataflowBlock)
+                    if df:
+                        tasks.append(("close",))
+                    for b in reversed(block.bindings):
+                        tasks.append(("binding", b, df))
+                    if df:
+                        tasks.append(("open", "dataflow"))
+                    tasks.append(("block", block))
+                tasks.append(("open", "lexical"))
+            elif kind == "open":
+                self.scopes.append((task[1], []))
+            elif kind == "close":
+                self.close_scope()
+            elif kind == "define":
+                self.binding = task[1].name_hint
+                self.define(task[1], task[2])
+            elif kind == "result":
+                self.binding = None
+                self.use_atom(task[1], "the result of a sequence")
+            elif kind == "block":
+                block = task[1]
+                if not isinstance(block, BindingBlock):
+                    self.binding = None
+                    self.report(f"a SeqExpr holds a {type(block).__name__}, not a binding block")
+
+    def check_binding(self, b: Binding, in_dataflow: bool, tasks: list[tuple]) -> None:
+        var, value = b.var, b.value
+        self.binding = var.name_hint
+        if var.ty is None:
+            self.report("the binding has no type; run Normalize (or give the inputs types)")
+        if isinstance(var, DataflowVar) and not in_dataflow:
+            self.report("a DataflowVar is bound outside a dataflow block")
+        if isinstance(b, MatchCast):
+            self.use_atom(value, "the value of match_cast")
+            self.define(var, in_dataflow)
+            return
+        if isinstance(value, Function):
+            self.report("a nested function; run LambdaLift to lift it to the module")
+            self.define(var, in_dataflow)
+            return
+        if isinstance(value, Call):
+            self.check_call(value, in_dataflow)
+        elif isinstance(value, Tuple):
+            for i, f in enumerate(value.fields):
+                self.use_atom(f, f"tuple field {i}")
+        elif isinstance(value, TupleGetItem):
+            self.use_atom(value.tuple_value, "the tuple of a tuple item")
+        elif isinstance(value, If):
+            if in_dataflow:
+                self.report("an if inside a dataflow block; dataflow blocks are control-free")
+            self.use_atom(value.cond, "the condition of if")
+            tasks.append(("define", var, in_dataflow))
+            for branch in (value.else_branch, value.then_branch):
+                if isinstance(branch, SeqExpr):
+                    tasks.append(("seq", branch))
+                else:
+                    self.report("an if branch is not a SeqExpr; run Normalize")
+            return
+        elif is_atom(value):
+            self.use_atom(value, "the value")
+        else:
+            self.report(f"the value is a {type(value).__name__}; in A-normal form a binding "
+                        "holds a call, tuple, tuple item, if or atom; run Normalize")
+        self.define(var, in_dataflow)
+
+    def check_call(self, call: Call, in_dataflow: bool) -> None:
+        callee = call.op
+        pure: bool | None = None
+        if isinstance(callee, Op):
+            if self.check_op(callee):
+                pure = callee.definition.pure
+        elif isinstance(callee, GlobalVar):
+            self.check_global(callee)
+            target = self.mod.functions.get(callee.name_hint)
+            pure = getattr(target, "pure", True) if target is not None else None
+        elif isinstance(callee, Var):
+            self.use(callee)
+        elif isinstance(callee, ExternFunc):
+            pure = False
+        else:
+            self.report(f"the callee is a nested {type(callee).__name__}, not an atom; "
+                        "run Normalize")
+        for i, a in enumerate(call.args):
+            self.use_atom(a, f"argument {i} of the call")
+        if in_dataflow and pure is False:
+            what = callee.name if isinstance(callee, Op) else getattr(
+                callee, "name_hint", getattr(callee, "symbol", "callee"))
+            self.report(f"the impure call of {what!r} is inside a dataflow block; move it "
+                        "to an ordinary binding block")
+        elif in_dataflow and isinstance(callee, Var):
+            self.report(f"a call of variable {callee.name_hint!r} inside a dataflow block; "
+                        "its purity is unknown, move it to an ordinary binding block")
+
+
+# ------------------------------------------------------------------ lowering, build
+
+
+def _check_lowered(fname: str, func: Function, out: list[Violation], build: bool) -> None:
+    from ..op.lowlevel import BUILD_OPS, LOWERED_OPS
+
+    allowed = LOWERED_OPS | BUILD_OPS if build else LOWERED_OPS
+    for b, _ in iter_bindings(func):
+        stack: list[Expr] = [b.value]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, Call):
+                if isinstance(x.op, Op) and x.op.name not in allowed:
+                    out.append(Violation(
+                        "lowering", fname, b.var.name_hint,
+                        f"op {x.op.name!r} is left after legalization; only "
+                        f"{', '.join(sorted(allowed))} may be called in the "
+                        f"{'build' if build else 'lowering'} phase (run LegalizeOps, or "
+                        "register a legalization for the op)",
+                    ))
+                stack.extend(x.args)
+            elif isinstance(x, Tuple):
+                stack.extend(x.fields)
+
+
+def _check_no_dataflow(fname: str, func: Function, out: list[Violation]) -> None:
+    stack: list[Expr] = [func.body]
+    while stack:
+        e = stack.pop()
+        if not isinstance(e, SeqExpr):
+            stack.extend(_nested_bodies(e, True))
+            continue
+        for block in e.blocks:
+            if isinstance(block, DataflowBlock):
+                first = block.bindings[0].var.name_hint if block.bindings else None
+                out.append(Violation(
+                    "build", fname, first,
+                    "a dataflow block is left in the build phase; the pass that leaves "
+                    "dataflow form must run before this point",
+                ))
+            for b in block.bindings:
+                stack.extend(_nested_bodies(b.value, True))
+        stack.extend(_nested_bodies(e.body, True))
+
+
+__all__ = [
+    "Violation",
+    "WellFormedError",
+    "check_well_formed",
+    "iter_bindings",
+    "phase_checks",
+    "register_phase_check",
+    "well_formed",
+]

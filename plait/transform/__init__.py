@@ -1,0 +1,148 @@
+"""The pass infrastructure and the passes.
+
+A pass is an ``IRModule -> IRModule`` function with declarations (:class:`PassInfo`:
+name, opt_level, the phases it accepts, the transition it makes, the passes it
+requires before it).  Passes compose into :class:`Sequential` pipelines that are
+checked against the module's phase before anything runs, print, edit by name and
+round-trip through a textual form.  A :class:`PassContext` sets opt_level, required
+and disabled passes, registered config keys and instruments; the instruments see
+every pass.  Failures become :class:`PassError` s naming the pass, phase and function,
+with an optional reproducer that :func:`replay` reruns.
+
+Every module of this package is imported here, so a pass file registers its passes
+just by being in the package (one file per pass or family).  See
+``docs/writing_a_pass.md`` and ``docs/passes.md``.
+"""
+
+import importlib as _importlib
+import pkgutil as _pkgutil
+
+from ..ir.well_formed import (
+    Violation,
+    WellFormedError,
+    check_well_formed,
+    register_phase_check,
+    well_formed,
+)
+from .context import ConfigOption, PassContext, config_options, register_config
+from .errors import (
+    ConfigError,
+    ImmutabilityError,
+    InstrumentError,
+    PassCheckError,
+    PassError,
+    PassWellFormedError,
+    PhaseError,
+    PipelineError,
+    ReplayError,
+    TransformError,
+)
+from .external import (
+    enabled_codegens,
+    external_codegens,
+    extract_external,
+    merge_external,
+    register_external_passes,
+    unregister_external_passes,
+)
+from .instruments import (
+    DumpIR,
+    ImmutabilityCheck,
+    PassInstrument,
+    PassTiming,
+    PrintIfChanged,
+    PrintIR,
+    TimingEntry,
+    WellFormedCheck,
+)
+from .lambda_lift import LambdaLift, LambdaLiftError, lambda_lift
+from .normalize import Normalize
+from .pass_base import (
+    ANY_PHASE,
+    DataflowBlockPass,
+    FunctionPass,
+    ModulePass,
+    Pass,
+    PassInfo,
+    dataflow_block_pass,
+    function_pass,
+    module_pass,
+)
+from .phases import describe_route, transition_route
+from .registry import (
+    get_pass_class,
+    is_registered,
+    list_passes,
+    make_pass,
+    pass_info,
+    register_pass,
+    unregister_pass,
+)
+from .replay import load_reproducer, replay
+from .sequential import PlanStep, Sequential, parse_pipeline
+
+for _m in sorted(m.name for m in _pkgutil.iter_modules(__path__) if not m.name.startswith("_")):
+    _importlib.import_module(f"{__name__}.{_m}")
+
+__all__ = [
+    "ANY_PHASE",
+    "ConfigError",
+    "ConfigOption",
+    "DataflowBlockPass",
+    "DumpIR",
+    "FunctionPass",
+    "ImmutabilityCheck",
+    "ImmutabilityError",
+    "InstrumentError",
+    "LambdaLift",
+    "LambdaLiftError",
+    "ModulePass",
+    "Normalize",
+    "Pass",
+    "PassCheckError",
+    "PassContext",
+    "PassError",
+    "PassInfo",
+    "PassInstrument",
+    "PassTiming",
+    "PassWellFormedError",
+    "PhaseError",
+    "PipelineError",
+    "PlanStep",
+    "PrintIR",
+    "PrintIfChanged",
+    "ReplayError",
+    "Sequential",
+    "TimingEntry",
+    "TransformError",
+    "Violation",
+    "WellFormedCheck",
+    "WellFormedError",
+    "check_well_formed",
+    "config_options",
+    "dataflow_block_pass",
+    "describe_route",
+    "enabled_codegens",
+    "external_codegens",
+    "extract_external",
+    "function_pass",
+    "get_pass_class",
+    "is_registered",
+    "lambda_lift",
+    "list_passes",
+    "load_reproducer",
+    "make_pass",
+    "merge_external",
+    "module_pass",
+    "parse_pipeline",
+    "pass_info",
+    "register_config",
+    "register_external_passes",
+    "register_pass",
+    "register_phase_check",
+    "replay",
+    "transition_route",
+    "unregister_external_passes",
+    "unregister_pass",
+    "well_formed",
+]

@@ -1,0 +1,194 @@
+"""Reproducers: a failing pass's input, written so the failure can be rerun alone.
+
+With ``config={"transform.reproducer_dir": "some/dir"}``, a pass that raises (or whose
+result fails a check made right after it) writes a directory
+``some/dir/NNN_<pass>/`` holding
+
+* ``module.py`` -- the module the pass received, in the text format (loadable with
+  ``plait.parse``);
+* ``reproducer.json`` -- the pass in the pipeline text format, the context it ran
+  under (opt_level, required, disabled, JSON-serializable config), the check that
+  failed if any, the enclosing pipeline and the error.
+
+``plait.transform.replay(path)`` loads both and reruns the pass, which raises the same
+error; once the bug is fixed it returns the resulting module.  A pass that is not
+registered under its name is found again through the Python path recorded with it
+(``module:qualname``), so define passes at module level to make them replayable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..ir.module import IRModule
+from .errors import ReplayError
+
+if TYPE_CHECKING:
+    from .context import PassContext
+    from .pass_base import Pass
+
+FORMAT = "plait-reproducer"
+VERSION = 1
+_SKIPPED_CONFIG = ("transform.reproducer_dir",)
+
+
+def module_text(mod: IRModule) -> str:
+    """``mod`` in the text format."""
+    return mod.script()
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _python_path(p: Pass) -> str:
+    cls = type(p)
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def write_reproducer(
+    directory: str | Path,
+    pass_: Pass,
+    mod: IRModule,
+    ctx: PassContext,
+    error: BaseException,
+    *,
+    function: str | None = None,
+    check: str | None = None,
+    text: str | None = None,
+) -> Path:
+    """Write a reproducer of ``pass_`` failing on ``mod`` under ``ctx``; return its
+    directory.  ``check`` names the check that failed after the pass, if any
+    (``well_formed``, ``transition`` or ``immutability``); ``text`` is the module's
+    text saved before the pass ran (a pass that mutated ``mod`` changed what it shows)."""
+    from .sequential import running_pipelines
+
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", pass_.info.name)
+    n = len([d for d in root.iterdir() if re.match(r"\d{3}_", d.name)])
+    while True:
+        path = root / f"{n:03d}_{safe}"
+        try:
+            path.mkdir()
+            break
+        except FileExistsError:
+            n += 1
+    (path / "module.py").write_text((text if text is not None else module_text(mod)) + "\n")
+    config = {}
+    skipped = []
+    for k, v in ctx.config.items():
+        if k in _SKIPPED_CONFIG:
+            continue
+        (config.__setitem__(k, v) if _jsonable(v) else skipped.append(k))
+    pipelines = running_pipelines()
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "pass": pass_.to_text(),
+        "python": _python_path(pass_),
+        "phase": mod.phase,
+        "function": function,
+        "check": check,
+        "context": {
+            "opt_level": ctx.opt_level,
+            "required": sorted(ctx.required),
+            "disabled": sorted(set(ctx.disabled) - {pass_.info.name}),
+            "config": config,
+            "config_not_saved": skipped,
+        },
+        "pipeline": pipelines[0].to_text() if pipelines else None,
+        "module_file": "module.py",
+        "error": {
+            "type": f"{type(error).__module__}.{type(error).__qualname__}",
+            "message": str(error),
+        },
+        "replay": f"python -c \"import plait; plait.transform.replay({str(path)!r})\"",
+    }
+    (path / "reproducer.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return path
+
+
+def load_reproducer(path: str | Path) -> tuple[IRModule, Pass, dict[str, Any]]:
+    """The module, the pass and the metadata of the reproducer at ``path`` (its
+    directory or its ``reproducer.json``)."""
+    p = Path(path)
+    meta_path = p if p.suffix == ".json" else p / "reproducer.json"
+    if not meta_path.is_file():
+        raise ReplayError(f"no reproducer at {path}: {meta_path} does not exist")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except json.JSONDecodeError as e:
+        raise ReplayError(f"{meta_path} is not valid JSON: {e}") from None
+    if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        raise ReplayError(f"{meta_path} is not a plait reproducer (version {VERSION})")
+    from ..ir.parser import parse
+
+    text = (meta_path.parent / meta["module_file"]).read_text()
+    mod = parse(text)
+    if mod.phase != meta["phase"]:
+        mod = mod.with_phase(meta["phase"])
+    return mod, _load_pass(meta), meta
+
+
+def _load_pass(meta: dict[str, Any]) -> Pass:
+    from .registry import get_pass_class, is_registered
+    from .sequential import split_pass_text
+
+    name, params = split_pass_text(meta["pass"])
+    if is_registered(name):
+        cls: Any = get_pass_class(name)
+    else:
+        module, _, qualname = meta.get("python", "").partition(":")
+        if "<locals>" in qualname or not module:
+            raise ReplayError(
+                f"pass {name!r} is not registered and was defined inside a function "
+                f"({module}:{qualname}); define it at module level (or register it) and "
+                "import its module before replay"
+            )
+        import importlib
+
+        try:
+            obj: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as e:
+            raise ReplayError(f"cannot find pass {name!r} at {module}:{qualname}: {e}") from e
+        cls = obj if isinstance(obj, type) else type(obj)
+    return cls(**params)
+
+
+def replay(path: str | Path, *, instruments: list[Any] | None = None) -> IRModule:
+    """Rerun the reproducer at ``path``: the recorded pass on the recorded module,
+    under the recorded context (plus ``instruments``).  Raises the error the pass
+    raises -- the original one while the bug is there -- or returns the result."""
+    from .context import PassContext
+    from .instruments import ImmutabilityCheck, WellFormedCheck
+
+    mod, pass_, meta = load_reproducer(path)
+    c = meta["context"]
+    insts = list(instruments or [])
+    if meta.get("check") == "well_formed":
+        insts.append(WellFormedCheck())
+    elif meta.get("check") == "immutability":
+        insts.append(ImmutabilityCheck())
+    ctx = PassContext(
+        opt_level=c["opt_level"],
+        required=c["required"],
+        disabled=c["disabled"],
+        config=c["config"],
+        instruments=insts,
+        inherit=False,
+    )
+    with ctx:
+        return pass_(mod)
+
+
+__all__ = ["load_reproducer", "module_text", "replay", "write_reproducer"]
