@@ -1,0 +1,105 @@
+"""The default pipeline, assembled from the registries' extension points.
+
+``default_pipeline(target)`` returns the :class:`~plait.transform.Sequential` that
+``plait.build`` runs: one nested Sequential per extension point of the design guide,
+in order, each filled from the registries (dialects, the target kind and its
+ancestors, registered external codegens) — this module names none of them.
+
+    ingestion     dialect canonicalizations, target hooks, Normalize, LambdaLift
+    optimization  CanonicalizeBindings, FoldConstant, EliminateCommonSubexpr,
+                  DeadCodeElimination, dialect and target passes, user passes
+    dispatch      the target's dispatch passes (custom kernels, library calls)
+    legalize      dialect legalizations, then LegalizeOps for the rest
+    lowering      dialect and target kernel passes
+    build         target codegen passes, ToNonDataflow, ExplicitMemory, PlanMemory
+
+Print it, edit it by name (``insert_after``, ``remove``, ``replace``) and hand it back
+to ``plait.build(mod, target, pipeline=...)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .dialects import dialect_passes
+from .ir.module import PHASES
+from .target import Target
+from .target import numpy_target as _numpy_target  # noqa: F401  (registers the numpy kind)
+from .transform import Sequential, make_pass
+
+STAGES = ("ingestion", "optimization", "dispatch", "legalize", "lowering", "build")
+"""The extension points of the default pipeline, in order."""
+
+STAGE_PHASE = {
+    "ingestion": "ingestion",
+    "optimization": "optimization",
+    "dispatch": "optimization",
+    "legalize": "optimization",
+    "lowering": "lowering",
+    "build": "lowering",
+}
+"""The phase a module is in when each stage starts."""
+
+USER_PASSES: list[Any] = []
+"""Passes added to the optimization stage of every default pipeline, by
+:func:`register_user_pass` (in order)."""
+
+
+def register_user_pass(p: Any) -> None:
+    """Add pass ``p`` (an instance) to the optimization stage of the default pipeline."""
+    USER_PASSES.append(p)
+
+
+def _stage_passes(stage: str, target: Target) -> list[Any]:
+    if stage == "ingestion":
+        return [
+            *dialect_passes("ingestion", target),
+            *target.hook_passes("ingestion"),
+            make_pass("Normalize"),
+            make_pass("LambdaLift"),
+        ]
+    if stage == "optimization":
+        return [
+            make_pass("CanonicalizeBindings"),
+            make_pass("FoldConstant"),
+            make_pass("EliminateCommonSubexpr"),
+            make_pass("DeadCodeElimination"),
+            *dialect_passes("optimization", target),
+            *target.hook_passes("optimization"),
+            *USER_PASSES,
+        ]
+    if stage == "dispatch":
+        return target.hook_passes("dispatch")
+    if stage == "legalize":
+        return [*dialect_passes("legalize", target), *target.hook_passes("legalize"),
+                make_pass("LegalizeOps")]
+    if stage == "lowering":
+        return [*dialect_passes("lowering", target), *target.hook_passes("lowering")]
+    if stage == "build":
+        return [
+            *target.hook_passes("build"),
+            make_pass("ToNonDataflow"),
+            make_pass("ExplicitMemory"),
+            make_pass("PlanMemory"),
+        ]
+    raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(STAGES)}")
+
+
+def default_pipeline(target: Target | str = "numpy", *, from_phase: str = "ingestion") -> Sequential:
+    """The pipeline ``plait.build`` runs for ``target``, starting with the first stage
+    that accepts a module in ``from_phase`` (so a module already optimized skips
+    ingestion)."""
+    t = Target.from_any(target)
+    if from_phase not in PHASES:
+        raise ValueError(f"unknown phase {from_phase!r}; phases are {', '.join(PHASES)}")
+    start = PHASES.index(from_phase)
+    stages = []
+    for stage in STAGES:
+        if PHASES.index(STAGE_PHASE[stage]) < start:
+            continue
+        if from_phase == "build" and stage == "build":
+            continue
+        passes = _stage_passes(stage, t)
+        if passes:
+            stages.append(Sequential(passes, name=stage))
+    return Sequential(stages, name="default")
