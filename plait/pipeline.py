@@ -71,8 +71,11 @@ def _stage_passes(stage: str, target: Target) -> list[Any]:
     if stage == "dispatch":
         return target.hook_passes("dispatch")
     if stage == "legalize":
-        return [*dialect_passes("legalize", target), *target.hook_passes("legalize"),
-                make_pass("LegalizeOps")]
+        return [
+            *dialect_passes("legalize", target),
+            *target.hook_passes("legalize"),
+            make_pass("LegalizeOps"),
+        ]
     if stage == "lowering":
         return [*dialect_passes("lowering", target), *target.hook_passes("lowering")]
     if stage == "build":
@@ -85,7 +88,9 @@ def _stage_passes(stage: str, target: Target) -> list[Any]:
     raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(STAGES)}")
 
 
-def default_pipeline(target: Target | str = "numpy", *, from_phase: str = "ingestion") -> Sequential:
+def default_pipeline(
+    target: Target | str = "numpy", *, from_phase: str = "ingestion"
+) -> Sequential:
     """The pipeline ``plait.build`` runs for ``target``, starting with the first stage
     that accepts a module in ``from_phase`` (so a module already optimized skips
     ingestion)."""

@@ -75,7 +75,9 @@ def _attr_value(v: Any) -> Any:
 
 
 class _FunctionLowering:
-    def __init__(self, name: str, func: Function, consts: list[np.ndarray], const_ids: dict) -> None:
+    def __init__(
+        self, name: str, func: Function, consts: list[np.ndarray], const_ids: dict
+    ) -> None:
         self.name = name
         self.func = func
         self.consts = consts
@@ -171,7 +173,9 @@ class _FunctionLowering:
                 rx.Call("vm.builtin.tuple_getitem", [t, rx.Imm(value.index)], self.reg(var))
             )
         elif isinstance(value, Constant | PrimValue | StringImm | ShapeExpr):
-            self.code.append(rx.Call("vm.builtin.identity", [self.arg(value, where)], self.reg(var)))
+            self.code.append(
+                rx.Call("vm.builtin.identity", [self.arg(value, where)], self.reg(var))
+            )
         elif isinstance(value, If):
             self.lower_if(var, value, where)
         else:
@@ -208,7 +212,11 @@ class _FunctionLowering:
                 storage = self.arg(call.args[0], where)
                 self.code.append(
                     rx.AllocTensor(
-                        dst, list(attrs["shape"]), attrs["dtype"], storage.index, attrs["offset"]  # type: ignore[union-attr]
+                        dst,
+                        list(attrs["shape"]),
+                        attrs["dtype"],
+                        storage.index,
+                        attrs["offset"],  # type: ignore[union-attr]
                     )
                 )
             elif name in ("builtin.call_dps", "builtin.call_alloc"):

@@ -36,7 +36,9 @@ class Dialect:
 DIALECTS: dict[str, Dialect] = {}
 
 
-def register_dialect(name: str, *, doc: str = "", override: bool = False, **hooks: HookFn) -> Dialect:
+def register_dialect(
+    name: str, *, doc: str = "", override: bool = False, **hooks: HookFn
+) -> Dialect:
     """Register a dialect and the passes it contributes (``point=fn(target) -> passes``)."""
     if name in DIALECTS and not override:
         raise ValueError(f"dialect {name!r} is already registered (pass override=True)")

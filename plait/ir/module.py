@@ -141,5 +141,3 @@ class IRModule:
 
     def __repr__(self) -> str:
         return f"<IRModule {', '.join(self._functions)} attrs={dict(self._attrs)}>"
-
-

@@ -43,9 +43,7 @@ def check_dtype(dtype: str | None, where: str = "") -> str | None:
             dtype = str(dtype)
     if dtype not in DTYPES:
         place = f" in {where}" if where else ""
-        raise TypeError(
-            f"unknown dtype {dtype!r}{place}; expected one of {', '.join(DTYPES)}"
-        )
+        raise TypeError(f"unknown dtype {dtype!r}{place}; expected one of {', '.join(DTYPES)}")
     return dtype
 
 
@@ -166,7 +164,9 @@ class FuncType(Type):
 OBJECT = ObjectType()
 
 
-def tensor(shape: tuple[Dim, ...] | list[Dim] | None = None, dtype: str | None = None) -> TensorType:
+def tensor(
+    shape: tuple[Dim, ...] | list[Dim] | None = None, dtype: str | None = None
+) -> TensorType:
     """Shorthand for ``TensorType(shape, dtype)``."""
     return TensorType(None if shape is None else tuple(shape), dtype)
 

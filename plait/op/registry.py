@@ -272,7 +272,9 @@ def normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> Attrs:
                 )
             out[key] = v
         elif spec.default is REQUIRED:
-            raise OpAttrError(f"op {opdef.name!r} requires attribute {key!r} ({spec.doc or spec.kind})")
+            raise OpAttrError(
+                f"op {opdef.name!r} requires attribute {key!r} ({spec.doc or spec.kind})"
+            )
         else:
             out[key] = spec.default
     return Attrs(out)

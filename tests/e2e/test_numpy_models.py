@@ -195,7 +195,9 @@ class M:
         return out
 """
     exe = plait.build(plait.parse(text), "numpy")
-    calls = [i for i in exe.functions["main"].instructions if getattr(i, "func", "").startswith("numpy.")]
+    calls = [
+        i for i in exe.functions["main"].instructions if getattr(i, "func", "").startswith("numpy.")
+    ]
     # the constant add folded away; the two identical multiplies became one
     assert [c.func for c in calls] == ["numpy.multiply", "numpy.add"]
     x = randn(4)
