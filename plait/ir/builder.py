@@ -60,6 +60,8 @@ from .types import (
 ATOM_TYPES = (Var, Constant, GlobalVar, Op, ExternFunc, ShapeExpr, PrimValue, StringImm)
 """Expressions that may appear as call arguments in A-normal form (plus tuples of them)."""
 
+_SIMPLE_LEAVES = frozenset({Var, DataflowVar, Constant, ShapeExpr, PrimValue, StringImm})
+
 
 class IRTypeError(TypeError):
     """A type error found while building or normalizing IR.  The message names the
@@ -172,7 +174,11 @@ def infer_type(expr: Expr, global_types: dict[str, Type] | None = None) -> tuple
                 except KeyError as e:
                     raise IRTypeError(str(e.args[0])) from None
             opdef = op.definition
-            if any(t is None for t in arg_types):
+            # A GlobalVar naming a kernel has no type; ops that take one (call_kernel,
+            # builtin.call_dps) use it by reference only, so it does not block inference.
+            if any(
+                t is None and not isinstance(a, GlobalVar) for t, a in zip(arg_types, expr.args)
+            ):
                 return None, expr
             from_op = _op_error_types()
             try:
@@ -195,7 +201,9 @@ def infer_type(expr: Expr, global_types: dict[str, Type] | None = None) -> tuple
             for i, (p, a) in enumerate(zip(fty.params, arg_types)):
                 if not types_compatible(p, a):
                     name = getattr(op, "name_hint", "function")
-                    raise IRTypeError(f"argument {i} of call to {name!r} has type {a}, expected {p}")
+                    raise IRTypeError(
+                        f"argument {i} of call to {name!r} has type {a}, expected {p}"
+                    )
             return fty.ret, expr
         if expr.ty is not None:
             return expr.ty, expr
@@ -277,6 +285,7 @@ class BlockBuilder:
         self.current_span: Span | None = None
         self.var_remap: dict[Var, Var] = {}
         """Variables replaced while normalizing (old -> new); uses are substituted."""
+        self._infer_cache: dict[tuple, tuple[Type, Attrs]] = {}
 
     # ---------------------------------------------------------------- module
     def get(self) -> IRModule:
@@ -328,13 +337,16 @@ class BlockBuilder:
     ) -> Iterator[None]:
         """Build function ``name``; finish it with :meth:`emit_func_output`."""
         frame = _FuncFrame(name, list(params), dict(attrs or {}), pure, ret_ty, span)
+        funcs_depth, frames_depth = len(self._funcs), len(self._frames)
         self._funcs.append(frame)
         self._frames.append(_Frame(dataflow=False))
         try:
             yield
         except BaseException:
-            self._funcs.pop()
-            self._frames.pop()
+            # Unwind to the state before this function, however far the error got
+            # (emit_func_output may already have popped the block frame).
+            del self._funcs[funcs_depth:]
+            del self._frames[frames_depth:]
             raise
         if frame.result is None:
             self._funcs.pop()
@@ -392,8 +404,13 @@ class BlockBuilder:
     def _close_block(self, frame: _FuncFrame) -> None:
         cur = self._frames[-1]
         if cur.bindings:
-            block_cls = DataflowBlock if cur.dataflow else BindingBlock
-            frame.blocks.append(block_cls(tuple(cur.bindings)))
+            blocks = frame.blocks
+            if not cur.dataflow and blocks and type(blocks[-1]) is BindingBlock:
+                # an empty dataflow block between two plain blocks: keep one block
+                blocks[-1] = BindingBlock(blocks[-1].bindings + tuple(cur.bindings))
+            else:
+                block_cls = DataflowBlock if cur.dataflow else BindingBlock
+                blocks.append(block_cls(tuple(cur.bindings)))
             cur.bindings = []
 
     def begin_scope(self, dataflow: bool = False) -> None:
@@ -422,6 +439,15 @@ class BlockBuilder:
 
         Inside a dataflow block the variable is a :class:`DataflowVar` unless
         ``is_output``; ``ty`` is a declared type the inferred type must fit."""
+        if ty is None and type(value) is Call:
+            # Fast path for the common binding: an op applied to typed leaves.
+            typed = self._simple_call(value)
+            if typed is not None:
+                frame = self._frames[-1]
+                var_cls = DataflowVar if frame.dataflow and not is_output else Var
+                var = var_cls(name_hint, ty=typed.ty, span=span)
+                frame.bindings.append(VarBinding(var, typed))
+                return var
         prev = self.current_binding, self.current_span
         self.current_binding, self.current_span = name_hint, span or value.span
         try:
@@ -467,6 +493,45 @@ class BlockBuilder:
             span=self.current_span,
         )
 
+    def _simple_call(self, call: Call) -> Call | None:
+        """``call`` typed, if it is a call of a registered op on typed leaves
+        (variables, constants...) and inference succeeds; else None, and the
+        general path (which reports errors with their context) takes over."""
+        op = call.op
+        if type(op) is not Op:
+            return None
+        opdef = Op.definitions.get(op.name)  # type: ignore[attr-defined]
+        if opdef is None:
+            return None
+        args = call.args
+        remap = self.var_remap
+        only_vars = True
+        for a in args:
+            t = type(a)
+            if t not in _SIMPLE_LEAVES or a.ty is None or (remap and a in remap):
+                return None
+            if t is not Var and t is not DataflowVar:
+                only_vars = False
+        types = tuple([a.ty for a in args])
+        # When every argument is a variable, inference sees nothing but the types and
+        # the attributes, so its result is cached (long chains repeat the same types).
+        key = (op, types, call.attrs) if only_vars else None
+        hit = self._infer_cache.get(key) if key is not None else None
+        if hit is not None:
+            ty, attrs = hit
+        else:
+            try:
+                ty, attrs = opdef.infer_call(call, types)
+            except Exception:
+                return None
+            if key is not None:
+                self._infer_cache[key] = (ty, attrs)
+        if ty is None or (call.ty is not None and not types_compatible(call.ty, ty)):
+            return None
+        if attrs is call.attrs and call.ty == ty:
+            return call
+        return Call(op, args, attrs, ty=ty, span=call.span)
+
     def normalize_arg(self, expr: Expr) -> Expr:
         """Normalize ``expr`` and bind it unless it is an atom."""
         expr = self.normalize(expr)
@@ -479,6 +544,10 @@ class BlockBuilder:
         (emitted before it) and every type filled in."""
         if isinstance(expr, ATOM_TYPES) and not isinstance(expr, GlobalVar | Var):
             return expr
+        if type(expr) is Call:
+            typed = self._simple_call(expr)
+            if typed is not None:
+                return typed
         done: dict[int, Expr] = {}
         stack: list[tuple[Expr, bool]] = [(expr, False)]
         while stack:
@@ -618,7 +687,9 @@ def _as_seq(e: Expr) -> SeqExpr:
 
 def _arg_children(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, Call):
-        return ((e.op,) if not isinstance(e.op, ATOM_TYPES) else ()) + e.args
+        # The callee is normalized too (unless it is an op or an extern function), so
+        # a called GlobalVar gets its type and a called variable its remapped version.
+        return ((e.op,) if not isinstance(e.op, Op | ExternFunc) else ()) + e.args
     if isinstance(e, Tuple):
         return e.fields
     if isinstance(e, TupleGetItem):

@@ -15,7 +15,28 @@ from typing import Any
 import numpy as np
 
 from .attrs import Attrs
-from .expr import Node
+from .expr import (
+    BindingBlock,
+    Call,
+    Constant,
+    DataflowBlock,
+    DataflowVar,
+    ExternFunc,
+    Function,
+    GlobalVar,
+    If,
+    MatchCast,
+    Node,
+    Op,
+    PrimValue,
+    SeqExpr,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+    TupleGetItem,
+    Var,
+    VarBinding,
+)
 from .module import IRModule
 from .node_fields import def_fields, is_var_class, node_fields
 from .types import Type
@@ -32,7 +53,12 @@ class StructuralMismatch(AssertionError):
 
 
 def _short(x: Any) -> str:
-    s = repr(x) if not isinstance(x, Node) else _node_text(x)
+    if isinstance(x, Node):
+        s = _node_text(x)
+    elif isinstance(x, Type):
+        s = str(x)  # the text-format spelling, as in the printed module
+    else:
+        s = repr(x)
     return s if len(s) < 300 else s[:297] + "..."
 
 
@@ -62,7 +88,9 @@ def _arrays_equal(a: np.ndarray, b: np.ndarray) -> bool:
     )
 
 
-def _compare(lhs: Any, rhs: Any, root: str, map_free_vars: bool) -> tuple[str, Any, Any, str] | None:
+def _compare(
+    lhs: Any, rhs: Any, root: str, map_free_vars: bool
+) -> tuple[str, Any, Any, str] | None:
     """Return None if equal, else (path, lhs, rhs, reason) of the first difference."""
     fwd: dict[int, Any] = {}
     bwd: dict[int, Any] = {}
@@ -152,15 +180,373 @@ def _leaf_equal(a: Any, b: Any) -> bool:
     return a == b
 
 
+# ---------------------------------------------------------------- fast paths
+#
+# The generic walks above handle every node class through its dataclass fields and
+# keep a path for the error message.  The fast paths below know the graph IR's own
+# classes, keep no path and allocate nothing per node; they give the same answer.
+# Meeting any other node class (kernel IR) they raise _Unsupported, and the generic
+# walk runs instead.  assert_structural_equal reruns the generic walk on a mismatch
+# to name the path.
+
+
+class _Unsupported(Exception):
+    pass
+
+
+(
+    _E_VAR,
+    _E_CALL,
+    _E_BINDING,
+    _E_MATCH_CAST,
+    _E_BLOCK,
+    _E_SEQ,
+    _E_FUNCTION,
+    _E_TUPLE,
+    _E_ITEM,
+    _E_IF,
+    _E_CONST,
+    _E_OP,
+    _E_GLOBAL,
+    _E_EXTERN,
+    _E_SHAPE,
+    _E_PRIM,
+    _E_STRING,
+) = range(17)
+_KINDS: dict[type, int] = {
+    Var: _E_VAR,
+    DataflowVar: _E_VAR,
+    Call: _E_CALL,
+    VarBinding: _E_BINDING,
+    MatchCast: _E_MATCH_CAST,
+    BindingBlock: _E_BLOCK,
+    DataflowBlock: _E_BLOCK,
+    SeqExpr: _E_SEQ,
+    Function: _E_FUNCTION,
+    Tuple: _E_TUPLE,
+    TupleGetItem: _E_ITEM,
+    If: _E_IF,
+    Constant: _E_CONST,
+    Op: _E_OP,
+    GlobalVar: _E_GLOBAL,
+    ExternFunc: _E_EXTERN,
+    ShapeExpr: _E_SHAPE,
+    PrimValue: _E_PRIM,
+    StringImm: _E_STRING,
+}
+_VAR_CLASSES = (Var, DataflowVar)
+
+
+def _fast_equal(lhs: Any, rhs: Any, map_free_vars: bool) -> bool:
+    fwd: dict[Any, Any] = {}
+    bwd: dict[Any, Any] = {}
+    stack: list[Any] = [lhs, rhs]
+    pop, push = stack.pop, stack.append
+    kinds = _KINDS
+
+    def define(a: Any, b: Any) -> bool:
+        if a.__class__ is not b.__class__:
+            return False
+        if (a in fwd or b in bwd) and fwd.get(a) is not b:
+            return False
+        fwd[a] = b
+        bwd[b] = a
+        ta, tb = a.ty, b.ty
+        return ta is tb or (ta.__class__ is tb.__class__ and ta == tb)
+
+    while stack:
+        b = pop()
+        a = pop()
+        if a is b:
+            if a.__class__ in _VAR_CLASSES:
+                m = fwd.get(a)
+                if m is not None and m is not b:
+                    return False
+            continue
+        cls = a.__class__
+        if cls is not b.__class__:
+            return False
+        k = kinds.get(cls)
+        if k is None:
+            if cls is tuple:
+                if len(a) != len(b):
+                    return False
+                for i in range(len(a) - 1, -1, -1):
+                    push(a[i])
+                    push(b[i])
+            elif cls is Attrs:
+                ad, bd = a._d, b._d
+                if ad.keys() != bd.keys():
+                    return False
+                for key, value in ad.items():
+                    push(value)
+                    push(bd[key])
+            elif cls is IRModule:
+                if set(a.functions) != set(b.functions):
+                    return False
+                push(a.attrs)
+                push(b.attrs)
+                for name in a.functions:
+                    push(a.functions[name])
+                    push(b.functions[name])
+            elif isinstance(a, Node):
+                raise _Unsupported
+            elif not _leaf_equal(a, b):
+                return False
+            continue
+        if k != _E_BINDING and k != _E_MATCH_CAST and k != _E_BLOCK:
+            ta, tb = a.ty, b.ty
+            if ta is not tb and (ta.__class__ is not tb.__class__ or ta != tb):
+                return False
+        if k == _E_VAR:
+            m = fwd.get(a)
+            if m is None:
+                if b in bwd or not map_free_vars:
+                    return False
+                fwd[a] = b
+                bwd[b] = a
+            elif m is not b:
+                return False
+        elif k == _E_CALL:
+            aa, ba = a.args, b.args
+            if len(aa) != len(ba):
+                return False
+            if a.attrs is not b.attrs and (a.attrs._d or b.attrs._d):
+                push(a.attrs)
+                push(b.attrs)
+            for i in range(len(aa) - 1, -1, -1):
+                push(aa[i])
+                push(ba[i])
+            push(a.op)
+            push(b.op)
+        elif k == _E_BINDING or k == _E_MATCH_CAST:
+            if k == _E_MATCH_CAST and not _leaf_equal(a.cast_ty, b.cast_ty):
+                return False
+            if not define(a.var, b.var):
+                return False
+            push(a.value)
+            push(b.value)
+        elif k == _E_BLOCK:
+            ab, bb = a.bindings, b.bindings
+            if len(ab) != len(bb):
+                return False
+            for i in range(len(ab) - 1, -1, -1):
+                push(ab[i])
+                push(bb[i])
+        elif k == _E_SEQ:
+            ab, bb = a.blocks, b.blocks
+            if len(ab) != len(bb):
+                return False
+            push(a.body)
+            push(b.body)
+            for i in range(len(ab) - 1, -1, -1):
+                push(ab[i])
+                push(bb[i])
+        elif k == _E_FUNCTION:
+            if len(a.params) != len(b.params) or a.pure != b.pure:
+                return False
+            if not _leaf_equal(a.ret_ty, b.ret_ty) and a.ret_ty is not b.ret_ty:
+                return False
+            for pa, pb in zip(a.params, b.params):
+                if not define(pa, pb):
+                    return False
+            push(a.body)
+            push(b.body)
+            push(a.attrs)
+            push(b.attrs)
+        elif k == _E_TUPLE:
+            af, bf = a.fields, b.fields
+            if len(af) != len(bf):
+                return False
+            for i in range(len(af) - 1, -1, -1):
+                push(af[i])
+                push(bf[i])
+        elif k == _E_ITEM:
+            if a.index != b.index:
+                return False
+            push(a.tuple_value)
+            push(b.tuple_value)
+        elif k == _E_IF:
+            push(a.else_branch)
+            push(b.else_branch)
+            push(a.then_branch)
+            push(b.then_branch)
+            push(a.cond)
+            push(b.cond)
+        elif k == _E_CONST:
+            if not _arrays_equal(a.data, b.data):
+                return False
+        elif k == _E_OP:
+            if a.name != b.name:
+                return False
+        elif k == _E_GLOBAL:
+            if a.name_hint != b.name_hint:
+                return False
+        elif k == _E_EXTERN:
+            if a.symbol != b.symbol:
+                return False
+        elif k == _E_SHAPE:
+            push(a.values)
+            push(b.values)
+        elif k == _E_PRIM:
+            if a.dtype != b.dtype or not _leaf_equal(a.value, b.value):
+                return False
+        elif k == _E_STRING:
+            if a.value != b.value:
+                return False
+    return True
+
+
+def _fast_hash(node: Any, map_free_vars: bool) -> int:
+    toks: list[str] = []
+    app = toks.append
+    var_ids: dict[Any, int] = {}
+    type_text: dict[int, str] = {}
+    stack: list[Any] = [node]
+    pop, push = stack.pop, stack.append
+    kinds = _KINDS
+
+    def ty_tok(t: Any) -> str:
+        # keyed by id: every type object stays alive (held by its node) meanwhile
+        text = type_text.get(id(t))
+        if text is None:
+            text = type_text[id(t)] = "~" if t is None else str(t)
+        return text
+
+    def define(v: Any) -> None:
+        var_ids[v] = len(var_ids)
+        app("D" + v.__class__.__name__)
+        app(ty_tok(v.ty))
+
+    while stack:
+        x = pop()
+        cls = x.__class__
+        k = kinds.get(cls)
+        if k is None:
+            if cls is tuple:
+                app(f"({len(x)}")
+                for i in range(len(x) - 1, -1, -1):
+                    push(x[i])
+            elif cls is Attrs:
+                keys = sorted(x)
+                app("{" + repr(keys))
+                for key in reversed(keys):
+                    push(x[key])
+            elif cls is IRModule:
+                names = sorted(x.functions)
+                app("M" + repr(names))
+                push(x.attrs)
+                for name in reversed(names):
+                    push(x.functions[name])
+            elif isinstance(x, Node):
+                raise _Unsupported
+            elif cls is np.ndarray:
+                data = hashlib.blake2b(np.ascontiguousarray(x).tobytes(), digest_size=16)
+                app(f"A{x.dtype.name}{x.shape}{data.hexdigest()}")
+            elif isinstance(x, Type):
+                app(ty_tok(x))
+            elif cls is float and x != x:
+                app("nan")
+            else:
+                app(cls.__name__ + repr(x))
+            continue
+        if k == _E_VAR:
+            idx = var_ids.get(x)
+            if idx is None:
+                if map_free_vars:
+                    idx = var_ids[x] = len(var_ids)
+                    app(f"v{idx}")
+                else:
+                    app(f"free{id(x)}")
+            else:
+                app(f"v{idx}")
+            app(ty_tok(x.ty))
+        elif k == _E_CALL:
+            args = x.args
+            app(f"C{len(args)}")
+            app(ty_tok(x.ty))
+            push(x.attrs)
+            for i in range(len(args) - 1, -1, -1):
+                push(args[i])
+            push(x.op)
+        elif k == _E_BINDING or k == _E_MATCH_CAST:
+            app("B" if k == _E_BINDING else "MC" + ty_tok(x.cast_ty))
+            define(x.var)
+            push(x.value)
+        elif k == _E_BLOCK:
+            app(f"K{cls.__name__}{len(x.bindings)}")
+            bindings = x.bindings
+            for i in range(len(bindings) - 1, -1, -1):
+                push(bindings[i])
+        elif k == _E_SEQ:
+            blocks = x.blocks
+            app(f"S{len(blocks)}")
+            app(ty_tok(x.ty))
+            push(x.body)
+            for i in range(len(blocks) - 1, -1, -1):
+                push(blocks[i])
+        elif k == _E_FUNCTION:
+            app(f"F{len(x.params)}{x.pure}")
+            app(ty_tok(x.ty))
+            app(ty_tok(x.ret_ty))
+            for p in x.params:
+                define(p)
+            push(x.body)
+            push(x.attrs)
+        elif k == _E_TUPLE:
+            fields = x.fields
+            app(f"T{len(fields)}")
+            app(ty_tok(x.ty))
+            for i in range(len(fields) - 1, -1, -1):
+                push(fields[i])
+        elif k == _E_ITEM:
+            app(f"I{x.index}")
+            app(ty_tok(x.ty))
+            push(x.tuple_value)
+        elif k == _E_IF:
+            app("?")
+            app(ty_tok(x.ty))
+            push(x.else_branch)
+            push(x.then_branch)
+            push(x.cond)
+        elif k == _E_CONST:
+            app("c" + ty_tok(x.ty))
+            push(x.data)
+        elif k == _E_OP:
+            app("o" + x.name)
+        elif k == _E_GLOBAL:
+            app("g" + x.name_hint)
+            app(ty_tok(x.ty))
+        elif k == _E_EXTERN:
+            app("e" + x.symbol)
+        elif k == _E_SHAPE:
+            app("s" + repr(x.values))
+        elif k == _E_PRIM:
+            app("p" + x.dtype)
+            push(x.value)
+        elif k == _E_STRING:
+            app("t" + repr(x.value))
+    digest = hashlib.blake2b("\x1f".join(toks).encode("utf-8", "surrogatepass"), digest_size=8)
+    return int.from_bytes(digest.digest(), "little", signed=True)
+
+
 def structural_equal(lhs: Any, rhs: Any, map_free_vars: bool = False) -> bool:
     """True if ``lhs`` and ``rhs`` (nodes, modules, types, tuples...) are equal up to
     renaming of bound variables.  With ``map_free_vars`` free variables are matched
     by position too."""
-    return _compare(lhs, rhs, "", map_free_vars) is None
+    try:
+        return _fast_equal(lhs, rhs, map_free_vars)
+    except _Unsupported:
+        return _compare(lhs, rhs, "", map_free_vars) is None
 
 
 def assert_structural_equal(lhs: Any, rhs: Any, map_free_vars: bool = False) -> None:
     """Raise :class:`StructuralMismatch` naming the path of the first difference."""
+    try:
+        if _fast_equal(lhs, rhs, map_free_vars):
+            return
+    except _Unsupported:
+        pass
     diff = _compare(lhs, rhs, "", map_free_vars)
     if diff is not None:
         raise StructuralMismatch(*diff)
@@ -169,6 +555,13 @@ def assert_structural_equal(lhs: Any, rhs: Any, map_free_vars: bool = False) -> 
 def structural_hash(node: Any, map_free_vars: bool = False) -> int:
     """A hash consistent with :func:`structural_equal`: bound variables hash by the
     order in which they are defined, not by name."""
+    try:
+        return _fast_hash(node, map_free_vars)
+    except _Unsupported:
+        return _generic_hash(node, map_free_vars)
+
+
+def _generic_hash(node: Any, map_free_vars: bool) -> int:
     h = hashlib.blake2b(digest_size=8)
     update = h.update
     var_ids: dict[int, int] = {}

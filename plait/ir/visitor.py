@@ -32,17 +32,25 @@ from .expr import (
     Binding,
     BindingBlock,
     Call,
+    Constant,
     DataflowBlock,
+    DataflowVar,
     Expr,
+    ExternFunc,
     Function,
+    GlobalVar,
     If,
     MatchCast,
     Node,
     Op,
+    PrimValue,
     SeqExpr,
+    ShapeExpr,
+    StringImm,
     Tuple,
     TupleGetItem,
     Var,
+    VarBinding,
 )
 from .module import IRModule
 from .node_fields import def_fields, node_fields
@@ -102,20 +110,78 @@ class ExprVisitor:
                 self.visit(f)
             return
         hooks = self._hooks()
-        stack: list[tuple[Node, bool]] = [(node, False)]
+        # The graph IR's own classes are expanded inline (a definition's hook runs
+        # as soon as its binding or function is entered, which is where the
+        # generic walk would visit it too); other classes (kernel IR) take the
+        # generic field walk, with definitions wrapped in _Def.
+        stack: list[Any] = [node]
+        pop, push, extend = stack.pop, stack.append, stack.extend
         while stack:
-            n, is_def = stack.pop()
-            cls = type(n)
-            key = (cls, is_def)
-            hook = hooks.get(key, _MISSING)
-            if hook is _MISSING:
-                hook = self._find_hook(cls, is_def)
-                hooks[key] = hook
+            n = pop()
+            cls = n.__class__
+            entry = hooks.get(cls)
+            if entry is None:
+                if cls is _Def:
+                    self._visit_def(n.node, stack)
+                    continue
+                entry = hooks[cls] = self._entry(cls)
+            hook, kind, _ = entry
             if hook is not None and hook(n) is SKIP:
                 continue
-            kids = list(_children(n))
-            for c in reversed(kids):
-                stack.append(c)
+            if kind == _K_LEAF:
+                continue
+            if kind == _K_CALL:
+                args = n.args
+                if args:
+                    extend(args[::-1])
+                push(n.op)
+            elif kind == _K_BINDING:
+                var = n.var
+                ventry = hooks.get(var.__class__)
+                if ventry is None or ventry[1] != _K_LEAF:
+                    push(n.value)
+                    self._visit_def(var, stack)
+                    continue
+                push(n.value)
+                dhook = ventry[2]
+                if dhook is not None:
+                    dhook(var)
+            elif kind == _K_BLOCK:
+                extend(n.bindings[::-1])
+            elif kind == _K_SEQ:
+                push(n.body)
+                extend(n.blocks[::-1])
+            elif kind == _K_TUPLE:
+                extend(n.fields[::-1])
+            elif kind == _K_ITEM:
+                push(n.tuple_value)
+            elif kind == _K_IF:
+                push(n.else_branch)
+                push(n.then_branch)
+                push(n.cond)
+            elif kind == _K_FUNCTION:
+                push(n.body)
+                for p in reversed(n.params):
+                    push(_Def(p))
+            else:
+                for c, is_def in reversed(list(_children(n))):
+                    push(_Def(c) if is_def else c)
+
+    def _entry(self, cls: type) -> tuple:
+        kind = _KINDS.get(cls, _K_GENERIC)
+        return (self._find_hook(cls, False), kind, self._find_hook(cls, True))
+
+    def _visit_def(self, n: Node, stack: list[Any]) -> None:
+        """Visit a definition: its ``_def`` hook, then its children."""
+        hooks = self._hooks()
+        entry = hooks.get(n.__class__)
+        if entry is None:
+            entry = hooks[n.__class__] = self._entry(n.__class__)
+        hook = entry[2]
+        if hook is not None and hook(n) is SKIP:
+            return
+        for c, is_def in reversed(list(_children(n))):
+            stack.append(_Def(c) if is_def else c)
 
     def _hooks(self) -> dict:
         try:
@@ -137,6 +203,41 @@ class ExprVisitor:
 
 
 _MISSING = object()
+
+
+class _Def:
+    """A definition waiting on the visitor's stack."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+
+_K_LEAF, _K_CALL, _K_BINDING, _K_BLOCK, _K_SEQ, _K_TUPLE, _K_ITEM, _K_IF, _K_FUNCTION = range(9)
+_K_GENERIC = -1
+_KINDS: dict[type, int] = {
+    Var: _K_LEAF,
+    DataflowVar: _K_LEAF,
+    Constant: _K_LEAF,
+    Op: _K_LEAF,
+    GlobalVar: _K_LEAF,
+    ExternFunc: _K_LEAF,
+    ShapeExpr: _K_LEAF,
+    PrimValue: _K_LEAF,
+    StringImm: _K_LEAF,
+    Call: _K_CALL,
+    VarBinding: _K_BINDING,
+    MatchCast: _K_BINDING,
+    BindingBlock: _K_BLOCK,
+    DataflowBlock: _K_BLOCK,
+    SeqExpr: _K_SEQ,
+    Tuple: _K_TUPLE,
+    TupleGetItem: _K_ITEM,
+    If: _K_IF,
+    Function: _K_FUNCTION,
+}
+"""Exact classes the visitor expands inline; the kind says how."""
 
 
 class ExprMutator:
