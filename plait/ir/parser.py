@@ -122,6 +122,17 @@ FuncParser = Callable[[ast.FunctionDef, "ParseContext"], BaseFunc]
 _FUNC_PARSERS: dict[str, FuncParser] = {}
 
 
+VALUE_CONSTRUCTORS: dict[str, Callable[..., Any]] = {}
+"""Constructors allowed in attribute values, by name (``Target("c", opt=3)``)."""
+
+
+def register_value_constructor(name: str, ctor: Callable[..., Any]) -> None:
+    """Allow ``name(literal args...)`` in attribute values of the text format; the
+    parser calls ``ctor`` with the literal arguments (it never evaluates code).  The
+    printer side is :func:`plait.ir.printer.register_value_printer`."""
+    VALUE_CONSTRUCTORS[name] = ctor
+
+
 def register_func_parser(decorator_name: str, fn: FuncParser) -> None:
     """Parse ``def``s of a module class decorated with ``@decorator_name`` (or
     ``@decorator_name(...)``) with ``fn(node, ctx) -> BaseFunc``."""
@@ -292,6 +303,9 @@ class ParseContext:
                 return self._plan_type(node)
             if fname == "const":
                 return self._plan_const(node, as_expr=False)
+            ctor = VALUE_CONSTRUCTORS.get(fname)
+            if ctor is not None:
+                return self._plan_constructor(node, fname, ctor)
             if fname == "opaque":
                 self.error(
                     node,
@@ -299,6 +313,18 @@ class ParseContext:
                     "(it was printed from an object of Python); replace it by a literal",
                 )
         self.error(node, "expected a literal value (number, string, None, tuple, dict or type)")
+
+    def _plan_constructor(self, node: ast.Call, fname: str, ctor: Callable[..., Any]) -> tuple:
+        names = [kw.arg for kw in node.keywords]
+        if None in names:
+            self.error(node, f"** is not allowed in {fname}(...)")
+        nargs = len(node.args)
+        kids = [(a, _VALUE) for a in node.args] + [(kw.value, _VALUE) for kw in node.keywords]
+
+        def build(vals: list[Any]) -> Any:
+            return ctor(*vals[:nargs], **dict(zip(names, vals[nargs:])))  # type: ignore[arg-type]
+
+        return (kids, build)
 
     def _plan_float(self, node: ast.Call) -> tuple:
         if (

@@ -131,6 +131,16 @@ FuncPrinter = Callable[[str, BaseFunc, "Printer"], str]
 _FUNC_PRINTERS: dict[type, FuncPrinter] = {}
 
 
+VALUE_PRINTERS: dict[type, Callable[[Any, Any], str]] = {}
+"""Printers of attribute values that are objects (a ``Target``), by class."""
+
+
+def register_value_printer(cls: type, fn: Callable[[Any, Any], str]) -> None:
+    """Print attribute values of class ``cls`` as ``fn(value, printer)``: a call of a
+    constructor registered with :func:`plait.ir.parser.register_value_constructor`."""
+    VALUE_PRINTERS[cls] = fn
+
+
 def register_func_printer(cls: type, fn: FuncPrinter) -> None:
     """Print module entries of class ``cls`` (a :class:`BaseFunc` subclass) with
     ``fn(name, func, printer) -> str``, the full text of the decorated ``def``."""
@@ -340,6 +350,9 @@ class Printer:
             return const_text(v)
         if isinstance(v, np.generic):
             return self.value_text(v.item())
+        for cls, fn in VALUE_PRINTERS.items():
+            if isinstance(v, cls):
+                return fn(v, self)
         return "opaque(" + _str_lit(repr(v)) + ")"
 
     # ------------------------------------------------------------ expressions

@@ -154,3 +154,26 @@ class Target:
             return f"Target({self.kind!r})"
         args = ", ".join(f"{k}={v!r}" for k, v in self.attrs.items())
         return f"Target({self.kind!r}, {args})"
+
+
+def _target_text(t: Target, printer: Any) -> str:
+    args = [printer.value_text(t.kind)]
+    kind = t.kind_info
+    defaults: dict[str, Any] = {}
+    for k in reversed(kind.chain()):
+        defaults.update(k.defaults)
+    for key, value in t.attrs.items():
+        if key not in defaults or defaults[key] != value:
+            args.append(f"{key}={printer.value_text(value)}")
+    return "Target(" + ", ".join(args) + ")"
+
+
+def _register_text_format() -> None:
+    from ..ir.parser import register_value_constructor
+    from ..ir.printer import register_value_printer
+
+    register_value_printer(Target, _target_text)
+    register_value_constructor("Target", Target)
+
+
+_register_text_format()
