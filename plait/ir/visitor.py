@@ -104,9 +104,11 @@ class ExprVisitor:
     """Pre-order visitor with per-kind hooks; see the module docstring."""
 
     def visit(self, node: Node | IRModule) -> None:
-        """Walk ``node`` (an expression, binding, block, function or module)."""
+        """Walk ``node`` (an expression, binding, block, function or module).  For a
+        module, the graph functions are walked (kernels have their own IR; visit one
+        explicitly to walk it)."""
         if isinstance(node, IRModule):
-            for _, f in node.items():
+            for _, f in node.graph_functions():
                 self.visit(f)
             return
         hooks = self._hooks()
