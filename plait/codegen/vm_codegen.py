@@ -110,7 +110,8 @@ class _FunctionLowering:
             idx = self.const_ids.get(key)
             if idx is None:
                 idx = self.const_ids[key] = len(self.consts)
-                self.consts.append(np.ascontiguousarray(e.data))
+                data = e.data  # (np.ascontiguousarray would turn a 0-d constant into 1-d)
+                self.consts.append(data if data.flags.c_contiguous else data.copy(order="C"))
             return rx.Const(idx)
         if isinstance(e, PrimValue):
             return rx.Imm(e.value)

@@ -1,5 +1,6 @@
 """Targets, target kinds and their hooks."""
 
+from . import c  # noqa: F401  (registers the "c" target kind)
 from .target import (
     EXTENSION_POINTS,
     TARGET_KINDS,

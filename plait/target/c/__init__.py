@@ -1,0 +1,91 @@
+"""The ``c`` target: native code generated from the model.
+
+* **dispatch** — :class:`DispatchLibrary` sends float ``matmul``, ``linear`` and
+  ``conv2d`` to BLAS-backed library functions (``blas.*``, :mod:`plait.runtime.blas_ops`);
+* **legalize** — ``FuseOps`` and ``FuseKernels`` (unless ``fuse=False``) turn groups of
+  fusable ops into single kernels composed from the ops' computes; then every other op
+  becomes a kernel generated from its compute
+  (:mod:`plait.target.c.compute`), added to the module and called with
+  ``call_kernel``; an op without a compute (or a call its compute declines) becomes
+  the numpy library call (:func:`coverage`, :func:`library_calls`);
+* **build** — :class:`CompileKernels` compiles all the module's kernels (and user C
+  sources, :func:`add_c_source`) with one compiler run into one shared library that
+  the executable embeds.
+
+Target attributes: ``blas`` (default True; False keeps matmul/linear/conv2d as
+generated kernels), ``fuse`` (default True: kernel fusion), ``opt_level`` (3),
+``openmp`` (None: when available),
+``march_native`` (False).  Derive a target of your own with
+``register_target_kind("mycpu", parent="c", dispatch=[...])``; see docs/targets.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plait.runtime import blas_ops as _blas_ops  # noqa: F401  (registers blas.*)
+from plait.transform.fuse_kernels import fusion_passes, register_kernel_fusion
+from plait.transform.legalize import register_legalize
+
+from .. import numpy_target as _numpy_target  # noqa: F401  (numpy.<op>@alloc for fallbacks)
+from ..target import Target, register_target_kind
+from .build import (
+    C_SOURCES_ATTR,
+    LIBRARY_NAME,
+    CompileKernels,
+    add_c_source,
+    c_sources,
+    module_kernels,
+)
+from .compute import (
+    ComputeUnsupported,
+    compute_note,
+    get_compute,
+    list_computes,
+    register_compute,
+)
+from .dispatch import DispatchLibrary, RewriteFn, library_rewrite, rewrite_ops
+from .legalize import (
+    KERNEL_DTYPES,
+    add_kernel,
+    coverage,
+    coverage_table,
+    extern_calls,
+    flatten_args,
+    legalize_to_kernel,
+    library_call,
+    library_calls,
+    op_kernel,
+)
+
+
+def _dispatch(target: Target) -> list[Any]:
+    return [DispatchLibrary()] if target.attrs.get("blas", True) else []
+
+
+def _build(target: Target) -> list[Any]:
+    return [CompileKernels()]
+
+
+def _legalize(target: Target) -> list[Any]:
+    return fusion_passes(target)  # FuseOps, FuseKernels (none with fuse=False)
+
+
+register_target_kind(
+    "c",
+    defaults={"blas": True, "fuse": True, "opt_level": 3, "march_native": False},
+    doc="generated C kernels compiled by the system C compiler; BLAS for matmul/linear/conv2d",
+    dispatch=_dispatch,
+    legalize=_legalize,
+    build=_build,
+)
+register_legalize("*", "c", legalize_to_kernel)
+register_kernel_fusion("c", get_compute, dtypes=KERNEL_DTYPES)
+
+__all__ = [
+    "C_SOURCES_ATTR", "LIBRARY_NAME", "CompileKernels", "ComputeUnsupported",
+    "DispatchLibrary", "RewriteFn", "add_c_source", "add_kernel", "c_sources",
+    "compute_note", "coverage", "coverage_table", "extern_calls", "flatten_args", "get_compute",
+    "legalize_to_kernel", "library_call", "library_calls", "library_rewrite",
+    "list_computes", "module_kernels", "op_kernel", "register_compute", "rewrite_ops",
+]

@@ -1,0 +1,141 @@
+"""The ``c`` target's build hook: compile the module's kernels into one native library.
+
+:class:`CompileKernels` (``c.CompileKernels``, build stage, before ``ToNonDataflow``)
+collects every kernel of the module and the user C sources recorded in the module
+attribute ``c_sources`` (:func:`add_c_source`), compiles them with one compiler run
+into one shared library (or takes it from the disk cache), and stores the library's
+bytes in the module attribute ``native_libs`` under :data:`LIBRARY_NAME`.  The VM code
+generator embeds ``native_libs`` in the executable, whose calls of kernels (and of the
+user C functions) then run the library's functions — on any machine, compiler or not.
+
+Compiler options come from the target's attributes: ``opt_level`` (default 3),
+``openmp`` (None: when the compiler supports it), ``march_native`` (default False).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from plait.codegen.c import CFunction, CSource, compile_kernels
+from plait.ir.module import IRModule
+from plait.kernel.ir import Kernel, Var
+from plait.transform.pass_base import module_pass
+
+LIBRARY_NAME = "c"
+"""The key of the compiled library in ``mod.attrs["native_libs"]``."""
+
+C_SOURCES_ATTR = "c_sources"
+"""The module attribute holding user C sources (as literal dicts, so the module
+still prints and parses)."""
+
+
+class LibraryBlob:
+    """The bytes of a compiled library held in ``mod.attrs["native_libs"]``: compares
+    and hashes by content, prints as a one-line summary (the module printer shows it
+    as ``opaque("<native library ...>")`` instead of a megabyte of escapes), and
+    ``bytes(blob)`` gives the data (what the VM code generator embeds)."""
+
+    __slots__ = ("data", "_digest")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = bytes(data)
+        self._digest = hashlib.sha256(self.data).hexdigest()
+
+    def __bytes__(self) -> bytes:
+        return self.data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LibraryBlob) and other._digest == self._digest
+
+    def __hash__(self) -> int:
+        return hash(self._digest)
+
+    def __repr__(self) -> str:
+        return f"<native library {len(self.data)} bytes sha256:{self._digest[:12]}>"
+
+
+def _function_literal(f: CFunction) -> dict[str, Any]:
+    params = tuple(
+        (tuple(d.name_hint if isinstance(d, Var) else int(d) for d in b.shape), b.dtype)
+        for b in f.params
+    )
+    return {"name": f.name, "params": params, "num_outputs": f.num_outputs,
+            "symbol": f.c_symbol, "returns": f.returns, "abi": f.abi}
+
+
+def source_literal(src: CSource) -> dict[str, Any]:
+    """A user C source as a literal dict (what :data:`C_SOURCES_ATTR` holds)."""
+    return {"name": src.name, "code": src.code,
+            "functions": tuple(_function_literal(f) for f in src.functions)}
+
+
+def source_from_literal(lit: Mapping[str, Any]) -> CSource:
+    """The :class:`CSource` of a literal dict made by :func:`source_literal`."""
+    funcs = tuple(
+        CFunction(f["name"], tuple((tuple(s), d) for s, d in f["params"]), f["num_outputs"],
+                  f["symbol"], f["returns"], f["abi"])
+        for f in lit["functions"]
+    )
+    return CSource(lit["code"], funcs, lit["name"])
+
+
+def add_c_source(mod: IRModule, src: CSource) -> IRModule:
+    """``mod`` with the user C source ``src`` recorded for the native library (a source
+    of the same name and text is recorded once).  Its :class:`CFunction` s are called
+    from graph functions with ``call_extern(extern("<name>"), ...)``."""
+    lit = source_literal(src)
+    current = tuple(mod.attrs.get(C_SOURCES_ATTR) or ())
+    for old in current:
+        if old["name"] == lit["name"]:
+            if old["code"] == lit["code"] and tuple(old["functions"]) == lit["functions"]:
+                return mod
+            raise ValueError(f"the module already has a different C source named {src.name!r}")
+    return mod.with_attrs(**{C_SOURCES_ATTR: (*current, lit)})
+
+
+def c_sources(mod: IRModule) -> list[CSource]:
+    """The user C sources recorded in ``mod``."""
+    return [source_from_literal(lit) for lit in mod.attrs.get(C_SOURCES_ATTR) or ()]
+
+
+def module_kernels(mod: IRModule) -> dict[str, Kernel]:
+    """The kernels of ``mod`` by name."""
+    return {name: f for name, f in mod.items() if isinstance(f, Kernel)}
+
+
+def _target_options(mod: IRModule) -> dict[str, Any]:
+    target = mod.target
+    attrs: Mapping[str, Any] = getattr(target, "attrs", {}) or {}
+    opts: dict[str, Any] = {}
+    if attrs.get("opt_level") is not None:
+        opts["opt_level"] = int(attrs["opt_level"])
+    if attrs.get("openmp") is not None:
+        opts["openmp"] = bool(attrs["openmp"])
+    if attrs.get("march_native"):
+        opts["march_native"] = True
+    return opts
+
+
+@module_pass(name="c.CompileKernels", phases=("lowering",))
+class CompileKernels:
+    """Compile the module's kernels and C sources into one native library (native_libs)."""
+
+    def __init__(self, extra_flags: Sequence[str] = ()) -> None:
+        super().__init__()
+        self.extra_flags = tuple(extra_flags)
+
+    def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
+        kernels = module_kernels(mod)
+        sources = c_sources(mod)
+        if not kernels and not sources:
+            return mod
+        lib = compile_kernels(kernels, c_sources=sources, extra_flags=self.extra_flags,
+                              **_target_options(mod))
+        libs = dict(mod.attrs.get("native_libs") or {})
+        libs[LIBRARY_NAME] = LibraryBlob(lib.data)
+        return mod.with_attrs(native_libs=libs)
