@@ -578,6 +578,8 @@ class BlockBuilder:
             return replace(e, ty=self.global_types[e.name_hint])
         if isinstance(e, Call) and not e.args:
             return self._typed(e)
+        if isinstance(e, Tuple) and not e.fields and e.ty is None:
+            return replace(e, ty=TupleType(()))
         return e
 
     def _rebuild(self, e: Expr, done: dict[int, Expr], top: bool) -> Expr:

@@ -235,3 +235,22 @@ class M:
             ),
             "bare_test_target",
         )
+
+
+def test_ops_without_inputs_run_when_not_folded() -> None:
+    text = """
+@module
+class M:
+    @function
+    def main(x: Tensor((2, 3), "float32")) -> Tensor((2, 3), "float32"):
+        with dataflow():
+            f = full(shape=(2, 3), fill_value=2.0, dtype="float32")
+            y = add(x, f)
+            output(y)
+        return y
+"""
+    pipe = plait.default_pipeline("numpy").remove("FoldConstant")
+    exe = plait.build(plait.parse(text), "numpy", pipeline=pipe)
+    assert any(getattr(i, "func", "") == "numpy.full" for i in exe.functions["main"].instructions)
+    x = randn(2, 3)
+    np.testing.assert_array_equal(VirtualMachine(exe)["main"](x), x + np.float32(2.0))
