@@ -24,7 +24,7 @@ def freeze_value(value: Any) -> Any:
 class Attrs(Mapping[str, Any]):
     """A frozen string-keyed mapping; values are frozen with :func:`freeze_value`."""
 
-    __slots__ = ("_d", "_hash")
+    __slots__ = ("_d", "_hash", "checked_by")
 
     def __init__(self, items: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         d: dict[str, Any] = {}
@@ -35,6 +35,18 @@ class Attrs(Mapping[str, Any]):
             d[k] = freeze_value(v)
         self._d = d
         self._hash: int | None = None
+        self.checked_by: object = None
+        """The op definition whose schema these attributes were checked against
+        (set by :func:`plait.op.registry.normalize_attrs`, so a check runs once)."""
+
+    @classmethod
+    def frozen(cls, d: dict[str, Any]) -> Attrs:
+        """Attrs over ``d``, whose values are already frozen (no copy, no check)."""
+        a = cls.__new__(cls)
+        a._d = d
+        a._hash = None
+        a.checked_by = None
+        return a
 
     def __getitem__(self, key: str) -> Any:
         return self._d[key]

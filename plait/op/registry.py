@@ -243,6 +243,8 @@ _KIND_TEXT = {
 
 def normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> Attrs:
     """Check ``attrs`` against the op's schema and fill in defaults."""
+    if isinstance(attrs, Attrs) and attrs.checked_by is opdef:
+        return attrs
     given = {k: freeze_value(v) for k, v in (attrs or {}).items()}
     out: dict[str, Any] = {}
     for key in given:
@@ -277,7 +279,9 @@ def normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> Attrs:
             )
         else:
             out[key] = spec.default
-    return Attrs(out)
+    checked = Attrs.frozen(out)
+    checked.checked_by = opdef
+    return checked
 
 
 def check_arity(opdef: OpDef, nargs: int) -> None:

@@ -97,20 +97,27 @@ def plan_function(func: Function) -> Function:
             escaping |= holds.get(n, set())
     planned = [v for v in static_allocs if v not in escaping]
     offsets: dict[Var, int] = {}
-    placed: list[tuple[int, int, int, int]] = []  # (offset, size, start, end)
+    placed: list[tuple[int, int]] = []  # (offset, size) of each placed tensor
+    # live[t]: indices into `placed` of tensors alive at binding t, so finding the
+    # tensors whose lifetimes overlap a new one costs its lifetime's length, not the
+    # number of tensors placed so far (the plan stays linear on long chains).
+    live: list[list[int]] = [[] for _ in range(len(bindings))]
     for v in sorted(planned, key=lambda x: (-static_allocs[x], start[x])):
         size = _align(static_allocs[v])
-        overlapping = sorted(
-            (o, s) for o, s, b0, b1 in placed if not (b1 < start[v] or end[v] < b0)
-        )
+        seen: set[int] = set()
+        for t in range(start[v], end[v] + 1):
+            seen.update(live[t])
+        overlapping = sorted(placed[i] for i in seen)
         offset = 0
         for o, s in overlapping:
             if offset + size <= o:
                 break
             offset = max(offset, o + s)
         offsets[v] = offset
-        placed.append((offset, size, start[v], end[v]))
-    arena = max((o + s for o, s, _, _ in placed), default=0)
+        for t in range(start[v], end[v] + 1):
+            live[t].append(len(placed))
+        placed.append((offset, size))
+    arena = max((o + s for o, s in placed), default=0)
     unplanned = sum(size for v, size in static_allocs.items() if v not in offsets)
     if not offsets:
         return func.with_attrs(planned_bytes=unplanned, naive_bytes=naive)  # type: ignore[return-value]

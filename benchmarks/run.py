@@ -1,0 +1,288 @@
+"""Side-by-side benchmark of plait against onnxruntime and PyTorch eager.
+
+    python benchmarks/run.py                       # everything (a few minutes)
+    python benchmarks/run.py --models mlp --runs 30 --out /tmp/bench
+
+Each (model, backend) pair runs in its own process with 2 threads everywhere
+(OMP_NUM_THREADS / onnxruntime intra-op threads / torch.set_num_threads), measures
+the median of at least 30 runs after warm-up, its compile time (ONNX import, the
+pipeline, C compilation, separately) and the process's peak memory.  Before a latency
+is reported, the backend's outputs are compared with onnxruntime's on the same inputs;
+a model whose outputs disagree is refused (reported as an error, no latency).
+
+Also measured: compile-time scaling of the default pipeline on synthetic modules of
+1k, 10k and 100k bindings (time per binding).
+
+Writes ``results.md`` (a Markdown table with the ratio of each plait backend to
+onnxruntime) and ``results.json`` (every figure) into ``--out`` (default
+``benchmarks/results``), and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+THREADS = 2
+MODELS = {
+    # name: (export name in examples/export_models.py, input shape)
+    "mlp": ("mlp", (64, 784)),
+    "cnn": ("cnn", (1, 3, 224, 224)),
+    "transformer": ("transformer", (1, 128, 256)),
+}
+BACKENDS = ("onnxruntime", "torch", "plait-numpy", "plait-c")
+RTOL, ATOL = 1e-3, 1e-4
+
+
+# ------------------------------------------------------------------ worker side
+
+
+def _set_threads() -> None:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(THREADS)
+
+
+def _time_runs(fn: Any, runs: int, warmup: int) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def worker(model: str, backend: str, onnx_path: str, input_path: str, runs: int) -> dict:
+    """Run one backend on one model; returns the measurements (and the output)."""
+    import numpy as np
+
+    x = np.load(input_path)
+    result: dict[str, Any] = {"model": model, "backend": backend}
+    if backend == "onnxruntime":
+        import onnxruntime as ort
+
+        t0 = time.perf_counter()
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = THREADS
+        opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        sess = ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
+        result["compile_s"] = {"total": time.perf_counter() - t0}
+        name = sess.get_inputs()[0].name
+
+        def fn() -> Any:
+            return sess.run(None, {name: x})[0]
+
+    elif backend == "torch":
+        import torch
+
+        sys.path.insert(0, str(ROOT / "examples"))
+        from export_models import MODELS as TORCH_MODELS  # noqa: PLC0415
+        from export_models import _randomize_batch_norm  # noqa: PLC0415
+
+        torch.set_num_threads(THREADS)
+        t0 = time.perf_counter()
+        torch.manual_seed(0)
+        net = TORCH_MODELS[MODELS[model][0]][0]().eval()
+        _randomize_batch_norm(net, 0)
+        result["compile_s"] = {"total": time.perf_counter() - t0}
+        xt = torch.from_numpy(x)
+
+        def fn() -> Any:
+            with torch.no_grad():
+                return net(xt).numpy()
+
+    else:
+        import plait
+        from plait.frontend import from_onnx
+        from plait.runtime import VirtualMachine
+        from plait.transform import PassContext, PassTiming
+
+        target = backend.split("-", 1)[1]
+        t0 = time.perf_counter()
+        mod = from_onnx(onnx_path, shapes={"input": x.shape})
+        t1 = time.perf_counter()
+        timing = PassTiming()
+        with PassContext(instruments=[timing]):
+            exe = plait.build(mod, target)
+        t2 = time.perf_counter()
+        native = sum(
+            e.seconds for e in timing.entries if "compile" in e.name.lower() or "Build" in e.name
+        )
+        result["compile_s"] = {
+            "import": t1 - t0,
+            "pipeline": t2 - t1 - native,
+            "c_compile": native,
+            "total": t2 - t0,
+        }
+        vm = VirtualMachine(exe)
+        main = vm["main"]
+        result["planned_peak_bytes"] = exe.attrs.get("planned_peak_bytes")
+
+        def fn() -> Any:
+            return main(x)
+
+    out = fn()
+    if isinstance(out, tuple):
+        out = out[0]
+    times = _time_runs(fn, runs, warmup=max(3, runs // 10))
+    result["median_ms"] = statistics.median(times) * 1e3
+    result["p10_ms"] = sorted(times)[len(times) // 10] * 1e3
+    result["runs"] = runs
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    np.save(input_path + f".{backend}.out.npy", np.asarray(out))
+    return result
+
+
+# ------------------------------------------------------------------ driver side
+
+
+def _export(model: str, workdir: Path) -> str:
+    sys.path.insert(0, str(ROOT / "examples"))
+    from export_models import export  # noqa: PLC0415
+
+    return export(MODELS[model][0], str(workdir), dynamic_batch=False, shape=MODELS[model][1])
+
+
+def _run_worker(args: list[str]) -> dict:
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(THREADS)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        return {"error": lines[-1] if lines else f"exit code {proc.returncode}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def pipeline_scaling(sizes: tuple[int, ...]) -> list[dict]:
+    """Seconds per binding of the default pipeline (numpy target) on chains of
+    elementwise ops."""
+    import plait
+    from plait.ir import BlockBuilder, TensorType, Var
+    from plait.op import make_call
+
+    rows = []
+    for n in sizes:
+        x = Var("x", TensorType((4, 4), "float32"))
+        bb = BlockBuilder()
+        with bb.function("main", [x]):
+            with bb.dataflow():
+                v = x
+                for i in range(n):
+                    v = bb.emit(make_call("add" if i % 2 else "multiply", v, x))
+                out = bb.emit_output(v)
+            bb.emit_func_output(out)
+        mod = bb.get()
+        t = time.perf_counter()
+        plait.build(mod, "numpy")
+        dt = time.perf_counter() - t
+        rows.append({"bindings": n, "seconds": dt, "us_per_binding": dt / n * 1e6})
+    return rows
+
+
+def _fmt(v: Any, spec: str = ".2f") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def report(results: list[dict], scaling: list[dict]) -> str:
+    lines = ["| model | backend | median ms | ratio to onnxruntime | compile s (import / "
+             "pipeline / C) | peak RSS MB |", "|---|---|---|---|---|---|"]
+    base = {r["model"]: r.get("median_ms") for r in results if r["backend"] == "onnxruntime"}
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['backend']} | error: {r['error']} | | | |")
+            continue
+        ratio = r["median_ms"] / base[r["model"]] if base.get(r["model"]) else None
+        c = r.get("compile_s", {})
+        comp = (
+            f"{_fmt(c.get('import'))} / {_fmt(c.get('pipeline'))} / {_fmt(c.get('c_compile'))}"
+            if "import" in c
+            else _fmt(c.get("total"))
+        )
+        lines.append(
+            f"| {r['model']} | {r['backend']} | {r['median_ms']:.3f} | {_fmt(ratio)} | "
+            f"{comp} | {r['peak_rss_mb']:.0f} |"
+        )
+    lines += ["", "| bindings | pipeline seconds | µs per binding |", "|---|---|---|"]
+    for s in scaling:
+        lines.append(f"| {s['bindings']} | {s['seconds']:.2f} | {s['us_per_binding']:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--backends", default=",".join(BACKENDS))
+    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--scaling", default="1000,10000,100000")
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    p.add_argument("--worker", nargs=5, metavar=("MODEL", "BACKEND", "ONNX", "INPUT", "RUNS"))
+    args = p.parse_args(argv)
+    if args.worker:
+        model, backend, onnx_path, input_path, runs = args.worker
+        _set_threads()
+        print(json.dumps(worker(model, backend, onnx_path, input_path, int(runs))))
+        return 0
+    if args.runs < 30:
+        print("--runs must be at least 30 (the median of 30 runs is the reported figure)")
+        return 2
+    import numpy as np
+
+    results: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for model in args.models.split(","):
+            onnx_path = _export(model, work)
+            inp = str(work / f"{model}.input.npy")
+            np.save(inp, np.random.default_rng(0).standard_normal(MODELS[model][1]).astype("float32"))
+            ref = None
+            for backend in args.backends.split(","):
+                r = _run_worker([model, backend, onnx_path, inp, str(args.runs)])
+                r.setdefault("model", model)
+                r.setdefault("backend", backend)
+                out_file = Path(inp + f".{backend}.out.npy")
+                if "error" not in r and out_file.exists():
+                    out = np.load(out_file)
+                    if backend == "onnxruntime":
+                        ref = out
+                    elif ref is not None and not np.allclose(out, ref, rtol=RTOL, atol=ATOL):
+                        err = float(np.max(np.abs(out - ref)))
+                        r = {"model": model, "backend": backend,
+                             "error": f"outputs disagree with onnxruntime (max abs {err:.2e})"}
+                results.append(r)
+                print(f"{model:12s} {backend:12s} "
+                      + (r["error"] if "error" in r else f"{r['median_ms']:.3f} ms"), flush=True)
+    scaling = pipeline_scaling(tuple(int(s) for s in args.scaling.split(",") if s))
+    table = report(results, scaling)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.md").write_text(table + "\n")
+    (out / "results.json").write_text(json.dumps({"results": results, "scaling": scaling},
+                                                 indent=2))
+    print()
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
