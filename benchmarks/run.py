@@ -254,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         for model in args.models.split(","):
             onnx_path = _export(model, work)
             inp = str(work / f"{model}.input.npy")
-            np.save(inp, np.random.default_rng(0).standard_normal(MODELS[model][1]).astype("float32"))
+            data = np.random.default_rng(0).standard_normal(MODELS[model][1])
+            np.save(inp, data.astype("float32"))
             ref = None
             for backend in args.backends.split(","):
                 r = _run_worker([model, backend, onnx_path, inp, str(args.runs)])

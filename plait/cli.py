@@ -1,0 +1,489 @@
+"""The ``plait`` command.
+
+    plait run model.onnx [--input name=file.npy ...] [--shape name=1,3,224,224 ...]
+                         [--target numpy|c] [--compare onnxruntime] [--seed N]
+    plait run model.plx            # an executable saved by ``plait compile``
+    plait run module.plait.py      # a module in the text format (function ``main``)
+    plait compile model.onnx -o model.plx [--shape ...] [--target ...]
+    plait check module.plait.py    # parse, check well-formedness, print
+
+Inputs not given with ``--input`` are random (seeded); their symbolic sizes come from
+``--shape`` or default to 1.  Errors are one line on stderr and exit code 2; a failed
+``--compare`` exits with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+class CliError(Exception):
+    """A problem to report in one line (exit code 2)."""
+
+
+# ------------------------------------------------------------------ argument parsing
+
+
+def _parse_shape(spec: str) -> tuple[str, tuple[int, ...]]:
+    name, sep, dims = spec.rpartition("=")
+    if not sep or not name:
+        raise CliError(f"--shape expects name=d0,d1,..., got {spec!r}")
+    try:
+        shape = tuple(int(d) for d in dims.replace("x", ",").split(",") if d.strip())
+    except ValueError:
+        raise CliError(f"--shape {spec!r}: the sizes must be integers") from None
+    if any(d < 0 for d in shape):
+        raise CliError(f"--shape {spec!r}: sizes must not be negative")
+    return name, shape
+
+
+def _parse_input(spec: str) -> tuple[str, np.ndarray]:
+    name, sep, path = spec.partition("=")
+    if not sep or not name or not path:
+        raise CliError(f"--input expects name=file.npy, got {spec!r}")
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise CliError(f"--input {name}: no such file {path!r}") from None
+    except Exception as e:
+        raise CliError(f"--input {name}: cannot read {path!r} as a .npy file ({e})") from None
+    if not isinstance(arr, np.ndarray):
+        raise CliError(f"--input {name}: {path!r} holds several arrays; save one array per file")
+    return name, arr
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="plait", description="plait: a deep-learning compiler.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    sub = p.add_subparsers(dest="command", metavar="command")
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--shape", action="append", default=[], metavar="NAME=D0,D1,...",
+            help="the shape of an input (fixes its symbolic sizes)",
+        )  # fmt: skip
+        sp.add_argument("--target", default="numpy", help="target to build for (numpy or c)")
+
+    run = sub.add_parser("run", help="compile and run a model on (random) inputs")
+    run.add_argument("model", help="a .onnx model, a .plx executable or a .plait.py module")
+    common(run)
+    run.add_argument(
+        "--input", action="append", default=[], metavar="NAME=FILE.npy",
+        help="the value of an input (others are random)",
+    )  # fmt: skip
+    run.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    run.add_argument(
+        "--compare", choices=["onnxruntime"], default=None,
+        help="also run the ONNX model with onnxruntime and compare the outputs",
+    )  # fmt: skip
+    run.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance of --compare")
+    run.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of --compare")
+    run.add_argument("--repeat", type=int, default=1, help="run this many times (timing)")
+
+    comp = sub.add_parser("compile", help="compile a model into an executable file")
+    comp.add_argument("model", help="a .onnx model or a .plait.py module")
+    comp.add_argument("-o", "--output", required=True, help="the executable to write (.plx)")
+    common(comp)
+
+    check = sub.add_parser("check", help="parse a .plait.py module, check it and print it")
+    check.add_argument("module", help="a module in the text format")
+    return p
+
+
+# --------------------------------------------------------------------- model loading
+
+
+def _kind(path: str) -> str:
+    low = path.lower()
+    if low.endswith(".onnx"):
+        return "onnx"
+    if low.endswith(".plx"):
+        return "plx"
+    if low.endswith(".py"):
+        return "text"
+    raise CliError(
+        f"{path}: unknown file kind; expected a .onnx model, a .plx executable or a "
+        ".plait.py module"
+    )
+
+
+def _require_file(path: str) -> None:
+    if not os.path.exists(path):
+        raise CliError(f"no such file: {path}")
+
+
+def _onnx_graph_inputs(path: str) -> list[tuple[str, int, list[Any]]]:
+    """(name, element type, dims) of the graph inputs that are not initializers."""
+    import onnx
+
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception as e:
+        raise CliError(f"{path}: not a readable ONNX model ({str(e).splitlines()[0]})") from None
+    inits = {i.name for i in model.graph.initializer}
+    out = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        dims: list[Any] = [
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim
+        ]
+        out.append((vi.name, tt.elem_type, dims))
+    return out
+
+
+def _import_onnx(
+    path: str, shapes: dict[str, tuple[int, ...]], given: dict[str, np.ndarray], static: bool
+) -> tuple[Any, dict[str, np.ndarray]]:
+    """Import ``path``; with ``static`` every input shape is fixed (given arrays, --shape,
+    else symbolic sizes 1).  Inputs the model needs at compile time are frozen from
+    ``given``.  Returns the module and the frozen inputs."""
+    from .frontend.onnx import NeedsConstantError, OnnxImportError, from_onnx
+
+    if static:
+        shapes = dict(shapes)
+        for name, _elem, dims in _onnx_graph_inputs(path):
+            if name in given:
+                shapes[name] = tuple(given[name].shape)
+            elif name not in shapes:
+                shapes[name] = tuple(d if isinstance(d, int) and d > 0 else 1 for d in dims)
+    constants: dict[str, np.ndarray] = {}
+    while True:
+        try:
+            return from_onnx(path, shapes=shapes, constants=constants), constants
+        except NeedsConstantError as e:
+            missing = [n for n in e.needs_constants if n not in constants]
+            unknown = [n for n in missing if n not in given]
+            if not missing or unknown:
+                raise CliError(
+                    f"{e}; give {', '.join(repr(n) for n in unknown or e.needs_constants)} "
+                    "with --input NAME=FILE.npy"
+                ) from None
+            for n in missing:
+                constants[n] = given[n]
+                shapes.pop(n, None)
+        except OnnxImportError as e:
+            raise CliError(str(e)) from None
+
+
+# ------------------------------------------------------------------------ inputs
+
+
+def _random_input(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return rng.standard_normal(shape).astype(dt)
+    if dt.kind == "b":
+        return rng.random(shape) < 0.5
+    if dt.kind in "iu":
+        return rng.integers(0, 10, size=shape).astype(dt)
+    raise CliError(f"cannot make a random input of dtype {dtype}")
+
+
+def _params_of(vm: Any) -> list[Any]:
+    return list(vm.executable.functions["main"].params)
+
+
+def _make_inputs(
+    params: Sequence[Any], given: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]],
+    seed: int,
+) -> list[np.ndarray]:  # fmt: skip
+    rng = np.random.default_rng(seed)
+    sizes: dict[str, int] = {}
+    for p in params:  # sizes fixed by the given arrays
+        if p.name in given and p.shape is not None:
+            for d, v in zip(p.shape, given[p.name].shape):
+                if isinstance(d, str):
+                    sizes.setdefault(d, int(v))
+    args = []
+    for p in params:
+        if p.name in given:
+            arr = given[p.name]
+            if p.dtype is not None and arr.dtype.name != p.dtype:
+                raise CliError(
+                    f"--input {p.name}: the array has dtype {arr.dtype.name}, the model expects "
+                    f"{p.dtype}"
+                )
+            args.append(arr)
+            continue
+        if p.kind != "tensor":
+            raise CliError(f"input {p.name!r} is a {p.kind}; give it with --input")
+        if p.shape is None:
+            if p.name not in shapes:
+                raise CliError(f"input {p.name!r} has an unknown rank; give it with --shape")
+            shape = shapes[p.name]
+        elif p.name in shapes:
+            shape = shapes[p.name]
+            if len(shape) != len(p.shape):
+                raise CliError(
+                    f"--shape {p.name}: rank {len(shape)}, the input has rank {len(p.shape)}"
+                )
+        else:
+            shape = tuple(d if isinstance(d, int) else sizes.setdefault(d, 1) for d in p.shape)
+        args.append(_random_input(rng, tuple(shape), p.dtype or "float32"))
+    return args
+
+
+# ------------------------------------------------------------------------ output
+
+
+def _summary(a: np.ndarray) -> str:
+    if a.size == 0:
+        return "empty"
+    flat = a.reshape(-1)
+    if a.dtype.kind in "fiub":
+        v = flat.astype(np.float64)
+        head = ", ".join(f"{x:.4g}" for x in v[:4]) + (", ..." if flat.size > 4 else "")
+        return f"min {v.min():.4g}  max {v.max():.4g}  mean {v.mean():.4g}  [{head}]"
+    return str(flat[:4])
+
+
+def _as_list(result: Any) -> list[np.ndarray]:
+    if isinstance(result, tuple | list):
+        out: list[np.ndarray] = []
+        for r in result:
+            out.extend(_as_list(r))
+        return out
+    return [np.asarray(result)]
+
+
+def _compare(
+    outs: list[np.ndarray], ref: list[np.ndarray], names: list[str], rtol: float, atol: float
+) -> bool:
+    ok = True
+    if len(outs) != len(ref):
+        print(f"FAIL: plait returned {len(outs)} outputs, onnxruntime {len(ref)}")
+        return False
+    for name, a, b in zip(names, outs, ref):
+        b = np.asarray(b)
+        if a.shape != b.shape:
+            print(f"  {name}: FAIL shape {a.shape} vs onnxruntime {b.shape}")
+            ok = False
+            continue
+        if a.size == 0:
+            print(f"  {name}: PASS (empty)")
+            continue
+        af, bf = a.astype(np.float64), b.astype(np.float64)
+        diff = np.abs(af - bf)
+        max_abs = float(np.nanmax(diff)) if diff.size else 0.0
+        rel = diff / np.maximum(np.abs(bf), np.finfo(np.float64).tiny)
+        max_rel = float(np.nanmax(np.where(diff == 0, 0.0, rel)))
+        good = bool(np.allclose(af, bf, rtol=rtol, atol=atol, equal_nan=True))
+        ok &= good
+        print(
+            f"  {name}: {'PASS' if good else 'FAIL'}  max abs error {max_abs:.3g}  "
+            f"max rel error {max_rel:.3g}  (rtol {rtol:g}, atol {atol:g})"
+        )
+    return ok
+
+
+# ---------------------------------------------------------------------- commands
+
+
+def _build(mod: Any, target: str) -> Any:
+    from .build import build
+
+    try:
+        return build(mod, target=target)
+    except Exception as e:
+        raise CliError(f"cannot build for target {target!r}: {_first_line(e)}") from None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .runtime import Executable, VirtualMachine
+
+    _require_file(args.model)
+    kind = _kind(args.model)
+    shapes = dict(_parse_shape(s) for s in args.shape)
+    given = dict(_parse_input(s) for s in args.input)
+    names: list[str] = []
+    frozen: dict[str, np.ndarray] = {}
+    t0 = time.perf_counter()
+    if kind == "onnx":
+        mod, frozen = _import_onnx(args.model, shapes, given, static=True)
+        import onnx
+
+        names = [o.name for o in onnx.load(args.model, load_external_data=False).graph.output]
+        exe = _build(mod, args.target)
+    elif kind == "plx":
+        try:
+            exe = Executable.load(args.model)
+        except Exception as e:
+            raise CliError(f"{args.model}: cannot load the executable: {_first_line(e)}") from None
+    else:
+        exe = _build(_parse_text(args.model), args.target)
+    t_compile = time.perf_counter() - t0
+    if args.compare and kind != "onnx":
+        raise CliError("--compare onnxruntime needs an ONNX model")
+    vm = VirtualMachine(exe)
+    if "main" not in exe.functions:
+        raise CliError(f"{args.model}: there is no function 'main' to run")
+    params = _params_of(vm)
+    unknown = sorted(set(given) - {p.name for p in params} - set(frozen))
+    if unknown:
+        raise CliError(
+            f"--input {unknown[0]}: the model has no such input; its inputs are "
+            + ", ".join(p.name for p in params)
+        )
+    inputs = _make_inputs(params, given, shapes, args.seed)
+    times = []
+    result: Any = None
+    for _ in range(max(args.repeat, 1)):
+        t1 = time.perf_counter()
+        try:
+            result = vm["main"](*inputs)
+        except Exception as e:
+            raise CliError(f"running {args.model}: {_first_line(e)}") from None
+        times.append(time.perf_counter() - t1)
+    outs = _as_list(result)
+    if not names or len(names) != len(outs):
+        names = [f"output{i}" for i in range(len(outs))]
+    print(f"{args.model}: target {args.target}, {len(params)} inputs, {len(outs)} outputs")
+    for p, a in zip(params, inputs):
+        print(f"  input  {p.name}: {a.dtype} {tuple(a.shape)}")
+    for n, a in zip(names, outs):
+        print(f"  output {n}: {a.dtype} {tuple(a.shape)}  {_summary(a)}")
+    best = min(times)
+    print(
+        f"time: compile {t_compile * 1e3:.1f} ms, run {best * 1e3:.3f} ms"
+        + (f" (best of {len(times)})" if len(times) > 1 else "")
+    )
+    if args.compare == "onnxruntime":
+        feeds = {p.name: a for p, a in zip(params, inputs)}
+        feeds.update(frozen)
+        ref = _run_onnxruntime(args.model, feeds)
+        print("compare with onnxruntime:")
+        if not _compare(outs, ref, names, args.rtol, args.atol):
+            print("FAIL")
+            return 1
+        print("PASS")
+    return 0
+
+
+def _run_onnxruntime(path: str, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise CliError(
+            "--compare onnxruntime needs the onnxruntime package (pip install onnxruntime)"
+        ) from None
+    try:
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        wanted = {i.name for i in sess.get_inputs()}
+        return [
+            np.asarray(r) for r in sess.run(None, {k: v for k, v in feeds.items() if k in wanted})
+        ]
+    except Exception as e:
+        raise CliError(f"onnxruntime failed: {_first_line(e)}") from None
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    _require_file(args.model)
+    kind = _kind(args.model)
+    shapes = dict(_parse_shape(s) for s in args.shape)
+    t0 = time.perf_counter()
+    if kind == "onnx":
+        mod, _ = _import_onnx(args.model, shapes, {}, static=False)
+    elif kind == "text":
+        mod = _parse_text(args.model)
+    else:
+        raise CliError(f"{args.model} is already an executable")
+    exe = _build(mod, args.target)
+    try:
+        exe.save(args.output)
+    except OSError as e:
+        raise CliError(f"cannot write {args.output}: {e.strerror or e}") from None
+    size = os.path.getsize(args.output)
+    print(
+        f"compiled {args.model} for target {args.target} into {args.output} "
+        f"({size / 1024:.1f} KiB, {(time.perf_counter() - t0) * 1e3:.0f} ms)"
+    )
+    return 0
+
+
+def _parse_text(path: str) -> Any:
+    from . import parse
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise CliError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        return parse(text)
+    except Exception as e:
+        raise CliError(f"{path}: {_first_line(e)}") from None
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .ir.well_formed import well_formed
+
+    _require_file(args.module)
+    mod = _parse_text(args.module)
+    try:
+        problems = well_formed(mod)
+    except Exception as e:
+        raise CliError(f"{args.module}: cannot check the module: {_first_line(e)}") from None
+    print(mod.script())
+    if problems:
+        print(
+            f"{args.module}: {len(problems)} well-formedness problem(s) in phase {mod.phase}:",
+            file=sys.stderr,
+        )
+        for v in problems:
+            print(f"  {v}", file=sys.stderr)
+        return 1
+    print(f"# {args.module}: well-formed (phase {mod.phase})", file=sys.stderr)
+    return 0
+
+
+def _first_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(e).__name__
+    return (
+        "; ".join(lines)
+        if len(lines) <= 6
+        else "; ".join(lines[:6]) + f"; ... ({len(lines) - 6} more)"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``plait`` command; returns the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "compile":
+            return cmd_compile(args)
+        return cmd_check(args)
+    except CliError as e:
+        print(f"plait: error: {e}".replace("\n", "; "), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # an internal error: still one line, with where to report it
+        print(
+            f"plait: internal error: {type(e).__name__}: {_first_line(e)} "
+            "(please report it with the model)",
+            file=sys.stderr,
+        )
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

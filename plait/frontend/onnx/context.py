@@ -1,0 +1,426 @@
+"""What a converter sees: :class:`NodeContext`, one ONNX node being converted.
+
+A converter reads its inputs (``x(i)`` for the IR expression, ``const(i)`` for a value
+that must be known at compile time, ``dims(i)`` for a shape-like input that may hold
+symbolic sizes), its attributes (``attr_int("axis", 0)``, ...), builds IR with
+``call(op, *args, **attrs)`` and returns the node's output(s).  ``call`` type-checks
+at once (an error names the node) and folds calls whose arguments are all constants.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, NodeProto, numpy_helper
+
+from ...ir.builder import IRTypeError, is_atom
+from ...ir.expr import Constant, Expr, Span, Tuple, TupleGetItem, Var
+from ...ir.types import TensorType, TupleType, Type
+from ...op.registry import OpError, get_op, make_call
+from .dtypes import onnx_type_name, to_dtype
+from .errors import NeedsConstantError, OnnxImportError, describe_node
+from .values import EMPTY, Value, sym_array, sym_is_static
+
+if TYPE_CHECKING:
+    from .importer import GraphImporter
+
+_MISSING = object()
+
+FOLD_LIMIT = 1 << 20
+"""Calls on constants whose result has at most this many elements are evaluated at
+import time."""
+
+
+class ConversionError(OnnxImportError):
+    """A node could not be converted (bad attribute value, unsupported case, ...)."""
+
+
+class NodeContext:
+    """One ONNX node under conversion, with helpers to read it and to build IR."""
+
+    def __init__(
+        self, importer: GraphImporter, node: NodeProto, opset: int, runtime: bool = False
+    ) -> None:
+        self.importer = importer
+        self.node = node
+        self.op_type = node.op_type
+        self.name = node.name
+        self.opset = opset
+        self.runtime = runtime
+        """True when a symbolic value is being turned into run-time computations: the
+        converter must not produce a symbolic value again."""
+        self.inputs: list[Value | None] = [importer.lookup(n) if n else None for n in node.input]
+        self.attrs = {a.name: a for a in node.attribute}
+        label = node.name or f"<unnamed {node.op_type}>"
+        self.span = Span(importer.source, note=f"{label} ({node.op_type})")
+        self._hint = node.output[0] if node.output and node.output[0] else node.op_type.lower()
+        self._deps: frozenset[str] | None = None
+
+    @property
+    def deps(self) -> frozenset[str]:
+        """The graph inputs whose data the node's inputs are computed from."""
+        if self._deps is None:
+            sets = {id(v.deps): v.deps for v in self.inputs if v is not None and v.deps}
+            if not sets:
+                self._deps = EMPTY
+            elif len(sets) == 1:
+                self._deps = next(iter(sets.values()))
+            else:
+                self._deps = frozenset().union(*sets.values())
+        return self._deps
+
+    # ------------------------------------------------------------------ messages
+    def describe(self) -> str:
+        return describe_node(self.name, self.op_type, self.opset, self.node.domain)
+
+    def fail(self, message: str, attribute: str | None = None) -> NoReturn:
+        """Raise a :class:`ConversionError` naming the node (and the attribute)."""
+        where = self.describe() + (f", attribute {attribute!r}" if attribute else "")
+        raise ConversionError(f"{where}: {message}", source=self.importer.source)
+
+    def unsupported(self, what: str, attribute: str | None = None) -> NoReturn:
+        """Raise: this use of the op is not supported (says what is)."""
+        self.fail(f"{what} is not supported", attribute)
+
+    # -------------------------------------------------------------------- inputs
+    @property
+    def n_inputs(self) -> int:
+        """The number of inputs, trailing omitted optional ones not counted."""
+        n = len(self.node.input)
+        while n and not self.node.input[n - 1]:
+            n -= 1
+        return n
+
+    def has(self, i: int) -> bool:
+        """True if optional input ``i`` is given."""
+        return i < len(self.inputs) and self.inputs[i] is not None and not self.inputs[i].is_none  # type: ignore[union-attr]
+
+    def value(self, i: int) -> Value:
+        if not self.has(i):
+            self.fail(f"input {i} is required")
+        return self.inputs[i]  # type: ignore[return-value]
+
+    def x(self, i: int) -> Expr:
+        """The IR expression of input ``i``."""
+        return self.importer.materialize(self.value(i))
+
+    def ty(self, i: int) -> TensorType:
+        """The tensor type of input ``i``."""
+        v = self.value(i)
+        if v.seq is not None:
+            self.fail(f"input {i} ({self.node.input[i]!r}) is a sequence, expected a tensor")
+        t = v.ty
+        if not isinstance(t, TensorType):
+            self.fail(f"input {i} ({self.node.input[i]!r}) has type {t}, expected a tensor")
+        return t
+
+    def shape(self, i: int) -> tuple[int | str, ...]:
+        """The shape of input ``i``; the rank must be known."""
+        t = self.ty(i)
+        if t.shape is None:
+            self.fail(
+                f"the rank of input {i} ({self.node.input[i]!r}) is unknown; give the graph "
+                "inputs a shape (from_onnx(..., shapes={...}))"
+            )
+        return t.shape
+
+    def rank(self, i: int) -> int:
+        return len(self.shape(i))
+
+    def static_shape(self, i: int) -> tuple[int, ...]:
+        """The shape of input ``i``, which must be fully static."""
+        s = self.shape(i)
+        if not all(isinstance(d, int) for d in s):
+            self.fail(
+                f"input {i} ({self.node.input[i]!r}) has the symbolic shape {s}; this "
+                "conversion needs static sizes (fix them with from_onnx(..., shapes={...}))"
+            )
+        return s  # type: ignore[return-value]
+
+    def dtype(self, i: int) -> str:
+        d = self.ty(i).dtype
+        if d is None:
+            self.fail(f"the dtype of input {i} ({self.node.input[i]!r}) is unknown")
+        return d
+
+    def maybe_const(self, i: int) -> np.ndarray | None:
+        """The value of input ``i`` if it is known at import time."""
+        if not self.has(i):
+            return None
+        v = self.inputs[i]
+        assert v is not None
+        if v.const is not None:
+            return v.const
+        if v.sym is not None and sym_is_static(v.sym):
+            return np.asarray(v.sym.astype(np.int64))
+        return None
+
+    def const(self, i: int, what: str | None = None) -> np.ndarray:
+        """The value of input ``i``, which must be known at import time."""
+        c = self.maybe_const(i)
+        if c is not None:
+            return c
+        self.need_constant(i, what)
+
+    def need_constant(self, i: int, what: str | None = None) -> NoReturn:
+        v = self.value(i)
+        name = self.node.input[i]
+        what = what or f"input {i}"
+        if v.deps:
+            inputs = ", ".join(repr(d) for d in sorted(v.deps))
+            raise NeedsConstantError(
+                f"{self.describe()}: {what} ({name!r}) must be known at compile time, but it "
+                f"is computed from the graph input(s) {inputs}; give their values with "
+                "from_onnx(..., constants={...})",
+                source=self.importer.source,
+                needs_constants=v.deps,
+            )
+        self.fail(
+            f"{what} ({name!r}) must be known at compile time, but it is computed at run time"
+            + (
+                " from symbolic sizes; fix the input shapes with from_onnx(..., shapes={...})"
+                if v.sym is not None or v.lazy is not None
+                else ""
+            )
+        )
+
+    def const_ints(self, i: int, what: str | None = None) -> list[int]:
+        return [int(v) for v in self.const(i, what).reshape(-1)]
+
+    def sym(self, i: int) -> np.ndarray | None:
+        """Input ``i`` as a symbolic object array (ints, dimension names, None), if it is
+        a constant or a shape-derived value; None otherwise."""
+        if not self.has(i):
+            return None
+        v = self.inputs[i]
+        assert v is not None
+        if v.const is not None:
+            if v.const.dtype.kind in "iub" and v.const.size <= 4096:
+                return sym_array(v.const.astype(object) if v.const.dtype.kind != "b" else v.const)
+            return None
+        if self.runtime:
+            return None
+        return v.sym
+
+    def dims(self, i: int, what: str | None = None) -> list[int | str | None]:
+        """A shape-like 1-D input: ints, symbolic names and None (known at run time)."""
+        s = self.sym(i)
+        if s is None:
+            self.need_constant(i, what)
+        return list(s.reshape(-1))
+
+    def symbolic(self, entries: Any, dtype: str = "int64") -> Value:
+        """A symbolic output (a constant if every entry is an int)."""
+        arr = sym_array(entries)
+        if sym_is_static(arr):
+            return Value.of_const(arr.astype(dtype), self.deps)
+        return Value(ty=TensorType(tuple(arr.shape), dtype), sym=arr, deps=self.deps)
+
+    # ---------------------------------------------------------------- attributes
+    def has_attr(self, name: str) -> bool:
+        return name in self.attrs
+
+    def attr(self, name: str, default: Any = _MISSING) -> Any:
+        """The attribute ``name`` as a Python value (strings decoded, tensors as numpy
+        arrays, lists for repeated values)."""
+        a = self.attrs.get(name)
+        if a is None:
+            if default is _MISSING:
+                self.fail("the required attribute is missing", name)
+            return default
+        if a.ref_attr_name:
+            self.fail("refers to an attribute of an enclosing function", name)
+        if a.type == AttributeProto.TENSOR:
+            return self.tensor_value(a.t, name)
+        if a.type == AttributeProto.TENSORS:
+            return [self.tensor_value(t, name) for t in a.tensors]
+        if a.type == AttributeProto.SPARSE_TENSOR:
+            return self.sparse_value(a.sparse_tensor, name)
+        v = onnx.helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            return v.decode("utf-8", "replace")
+        if isinstance(v, list) and v and isinstance(v[0], bytes):
+            return [s.decode("utf-8", "replace") for s in v]
+        if isinstance(v, list):
+            return list(v)
+        return v
+
+    def attr_int(self, name: str, default: Any = _MISSING) -> int:
+        v = self.attr(name, default)
+        if v is not None and not isinstance(v, int | np.integer):
+            self.fail(f"must be an int, got {v!r}", name)
+        return v if v is None else int(v)
+
+    def attr_float(self, name: str, default: Any = _MISSING) -> float:
+        v = self.attr(name, default)
+        if v is not None and not isinstance(v, float | int):
+            self.fail(f"must be a float, got {v!r}", name)
+        return v if v is None else float(v)
+
+    def attr_str(self, name: str, default: Any = _MISSING) -> str:
+        v = self.attr(name, default)
+        if v is not None and not isinstance(v, str):
+            self.fail(f"must be a string, got {v!r}", name)
+        return v
+
+    def attr_ints(self, name: str, default: Any = _MISSING) -> list[int] | None:
+        v = self.attr(name, default)
+        if v is None:
+            return None
+        if isinstance(v, int):
+            return [v]
+        return [int(x) for x in v]
+
+    def attr_floats(self, name: str, default: Any = _MISSING) -> list[float] | None:
+        v = self.attr(name, default)
+        return None if v is None else [float(x) for x in v]
+
+    def tensor_value(self, t: onnx.TensorProto, what: str) -> np.ndarray:
+        if to_dtype(t.data_type) is None:
+            self.fail(
+                f"the tensor has element type {onnx_type_name(t.data_type)}, which plait does "
+                "not support",
+                what,
+            )
+        try:
+            return np.asarray(numpy_helper.to_array(t))
+        except Exception as e:
+            self.fail(f"cannot read the tensor: {e}", what)
+
+    def sparse_value(self, sp: onnx.SparseTensorProto, what: str) -> np.ndarray:
+        """A sparse tensor as a dense array."""
+        values = self.tensor_value(sp.values, what)
+        idx = np.asarray(numpy_helper.to_array(sp.indices), dtype=np.int64)
+        dense = np.zeros(tuple(sp.dims), dtype=values.dtype)
+        if idx.ndim == 1:
+            dense.reshape(-1)[idx] = values
+        else:
+            dense[tuple(idx.T)] = values
+        return dense
+
+    def choice(self, name: str, default: str, allowed: Sequence[str]) -> str:
+        """A string attribute that must be one of ``allowed``."""
+        v = self.attr_str(name, default)
+        if v not in allowed:
+            self.fail(
+                f"{v!r} is not supported (plait supports {', '.join(map(repr, allowed))})", name
+            )
+        return v
+
+    # ------------------------------------------------------------------ building
+    def atom(self, a: Any) -> Expr:
+        """``a`` (a Value, an array, an expression) as an atom, emitting it if needed."""
+        if isinstance(a, Value):
+            return self.importer.materialize(a)
+        if isinstance(a, np.ndarray):
+            return Constant(a)
+        if isinstance(a, Tuple):
+            fields = tuple(self.atom(f) for f in a.fields)
+            if any(x is not y for x, y in zip(fields, a.fields)) or a.ty is None:
+                return self.normalize(Tuple(fields))
+            return a
+        if isinstance(a, Expr):
+            return a if is_atom(a) else self.emit(a)
+        raise TypeError(f"cannot use {type(a).__name__} as an IR argument")
+
+    def normalize(self, expr: Expr) -> Expr:
+        try:
+            return self.importer.bb.normalize(expr)
+        except IRTypeError as e:
+            self.fail(e.detail)  # the node is named by fail(); the IR location adds nothing
+        except (OpError, TypeError, ValueError) as e:
+            self.fail(str(e))
+
+    def call(self, op: str, *args: Any, **attrs: Any) -> Expr:
+        """A typed call of op ``op`` (folded to a constant when every argument is one)."""
+        atoms = [self.atom(a) for a in args]
+        try:
+            c = make_call(op, *atoms, span=self.span, **attrs)
+        except (OpError, TypeError, ValueError, KeyError) as e:
+            self.fail(f"cannot build {op}: {e}")
+        typed = self.normalize(c)
+        folded = fold(typed)
+        return folded if folded is not None else typed
+
+    def emit(self, expr: Expr, suffix: str = "") -> Expr:
+        """Bind ``expr`` to a fresh variable named after the node's output."""
+        if is_atom(expr) and isinstance(expr, Var | Constant):
+            return expr
+        return self.importer.emit(expr, self._hint + (f"_{suffix}" if suffix else ""), self.span)
+
+    def match_cast(self, expr: Expr, ty: TensorType) -> Expr:
+        """Bind ``expr`` with the refined type ``ty`` (checked at run time)."""
+        value = self.atom(expr)
+        return self.importer.bb.emit_match_cast(value, ty, self.importer.unique(self._hint))
+
+    def item(self, expr: Expr, i: int) -> Expr:
+        """Field ``i`` of a tuple-valued expression."""
+        if isinstance(expr, Tuple):
+            return expr.fields[i]
+        v = self.emit(expr)
+        return self.normalize(TupleGetItem(v, i))
+
+    def constant(self, value: Any, dtype: str | None = None) -> Constant:
+        """A constant of the given value and dtype."""
+        return Constant(np.asarray(value, dtype=dtype))
+
+    def scalar_like(self, value: Any, i_or_dtype: int | str) -> Constant:
+        """A 0-d constant with the dtype of input ``i`` (or the given dtype)."""
+        dtype = self.dtype(i_or_dtype) if isinstance(i_or_dtype, int) else i_or_dtype
+        with np.errstate(all="ignore"):
+            return Constant(np.asarray(value).astype(dtype))
+
+    def type_of(self, expr: Expr) -> TensorType:
+        t = expr.ty
+        if not isinstance(t, TensorType):
+            self.fail(f"expected a tensor, got {t}")
+        return t
+
+
+def fold(expr: Expr) -> Expr | None:
+    """``expr`` evaluated if it is a call of an op with a numpy reference on constant
+    arguments and a small static result; else None."""
+    from ...ir.expr import Call, Op
+
+    if not isinstance(expr, Call) or not isinstance(expr.op, Op):
+        return None
+    arrays: list[Any] = []
+    for a in expr.args:
+        if isinstance(a, Constant):
+            arrays.append(a.data)
+        elif isinstance(a, Tuple) and all(isinstance(f, Constant) for f in a.fields):
+            arrays.append([f.data for f in a.fields])  # type: ignore[union-attr]
+        else:
+            return None
+    if not _small_static(expr.ty):
+        return None
+    ref = get_op(expr.op.name).reference
+    if ref is None:
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            result = ref(*arrays, **dict(expr.attrs))
+    except Exception:
+        return None  # left for run time, which reports the problem with its location
+    if isinstance(result, tuple):
+        fields = tuple(Constant(np.asarray(r)) for r in result)
+        return Tuple(fields, ty=TupleType(tuple(f.ty for f in fields)))  # type: ignore[misc]
+    out = Constant(np.asarray(result))
+    if out.ty != expr.ty:
+        return None
+    return out
+
+
+def _small_static(t: Type | None) -> bool:
+    if isinstance(t, TensorType):
+        return t.is_static and math.prod(t.shape) <= FOLD_LIMIT  # type: ignore[arg-type]
+    if isinstance(t, TupleType):
+        return all(_small_static(f) for f in t.fields)
+    return False
+
+
+__all__ = ["ConversionError", "NodeContext", "Value", "fold", "EMPTY"]

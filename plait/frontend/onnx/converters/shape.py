@@ -1,0 +1,551 @@
+"""Shape ops: ``Shape``, ``Reshape``, ``Concat``, ``Slice``, ``Expand``, ``Pad``, ... and
+``Constant``.  Where an input is a symbolic value (computed from shapes) the result is
+computed at import time, symbolically if needed, so shape subgraphs fold away."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ....ir.expr import Expr
+from ....op.index import TO_END
+from ..context import NodeContext
+from ..registry import converter
+from ..values import EMPTY, SYM_BINOPS, Value
+from .common import cast, norm_axes, norm_axis, reshape, scalar, select
+
+# ------------------------------------------------------------------------- shape
+
+
+@converter("Shape", since=1)
+def convert_shape(ctx: NodeContext) -> Value | Expr:
+    """The input's shape, known at import time (symbolically for symbolic sizes);
+    ``shape_of`` only when it is used as data and sizes are unknown."""
+    t = ctx.ty(0)
+    start, end = ctx.attr_int("start", 0), ctx.attr_int("end", None)
+    if t.shape is not None and not ctx.runtime:
+        v = ctx.symbolic(list(t.shape)[slice(start, end)])
+        v.deps = EMPTY
+        if v.const is not None:
+            return Value.of_const(v.const)
+        return v
+    y = ctx.call("shape_of", ctx.x(0))
+    if start != 0 or end is not None:
+        y = ctx.call(
+            "strided_slice", y, axes=(0,), begin=(start,), end=(TO_END if end is None else end,)
+        )
+    return y
+
+
+@converter("Size", since=1)
+def convert_size(ctx: NodeContext) -> Value | Expr:
+    """The number of elements, at import time when the shape is known."""
+    t = ctx.ty(0)
+    if t.shape is not None and not ctx.runtime:
+        acc: object = 1
+        for d in t.shape:
+            acc = SYM_BINOPS["mul"](acc, d)
+        v = ctx.symbolic(np.asarray(acc, dtype=object))
+        v.deps = EMPTY
+        if v.const is not None:
+            return Value.of_const(v.const)
+        return v
+    return ctx.call("prod", ctx.call("shape_of", ctx.x(0)))
+
+
+@converter("Constant", since=1)
+def convert_constant(ctx: NodeContext) -> Value:
+    """The attribute's value as a constant."""
+    for key in ("value", "sparse_value"):
+        if ctx.has_attr(key):
+            return Value.of_const(np.asarray(ctx.attr(key)))
+    if ctx.has_attr("value_float"):
+        return Value.of_const(np.asarray(ctx.attr_float("value_float"), np.float32))
+    if ctx.has_attr("value_floats"):
+        return Value.of_const(np.asarray(ctx.attr_floats("value_floats"), np.float32))
+    if ctx.has_attr("value_int"):
+        return Value.of_const(np.asarray(ctx.attr_int("value_int"), np.int64))
+    if ctx.has_attr("value_ints"):
+        return Value.of_const(np.asarray(ctx.attr_ints("value_ints"), np.int64))
+    if ctx.has_attr("value_string") or ctx.has_attr("value_strings"):
+        ctx.unsupported("a string constant")
+    ctx.fail("the node has no value attribute")
+
+
+# ------------------------------------------------------------------------ reshape
+
+
+@converter("Reshape", since=5)
+def convert_reshape(ctx: NodeContext) -> Value | Expr:
+    """``reshape``; the target shape must be known at import time (sizes that are only
+    known at run time become -1 when there is one)."""
+    dims = ctx.dims(1, "the target shape")
+    allowzero = ctx.attr_int("allowzero", 0)
+    s = ctx.sym(0)
+    if s is not None and s.dtype == object and all(isinstance(d, int) for d in dims):
+        if not allowzero:
+            dims = [s.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+        return ctx.symbolic(s.reshape(dims), ctx.dtype(0))
+    shape = ctx.shape(0) if (0 in dims and not allowzero) else None
+    out: list[int | str | None] = []
+    for i, d in enumerate(dims):
+        if d == 0 and not allowzero:
+            assert shape is not None
+            if i >= len(shape):
+                ctx.fail(
+                    f"the target shape {dims} copies axis {i}, but the input has rank {len(shape)}"
+                )
+            out.append(shape[i])
+        else:
+            out.append(d)
+    unknown = [i for i, d in enumerate(out) if d is None]
+    if unknown:
+        if len(unknown) > 1 or -1 in out:
+            ctx.fail(
+                f"the target shape has {len(unknown) + (-1 in out)} sizes that are only known at "
+                "run time; plait needs all but one of them at compile time (fix the input "
+                "shapes with from_onnx(..., shapes={...}))"
+            )
+        out[unknown[0]] = -1
+    return reshape(ctx, ctx.x(0), out)  # type: ignore[arg-type]
+
+
+@converter("Flatten", since=1)
+def convert_flatten(ctx: NodeContext) -> Expr:
+    """A 2-D reshape: the axes before ``axis`` and the axes from it merged."""
+    shape = ctx.shape(0)
+    r = len(shape)
+    axis = ctx.attr_int("axis", 1)
+    if not -r <= axis <= r:
+        ctx.fail(f"axis {axis} is out of range for rank {r}", "axis")
+    axis = axis % r if axis < 0 else axis
+    x = ctx.x(0)
+    lead, rest = shape[:axis], shape[axis:]
+    if all(isinstance(d, int) for d in shape):
+        return ctx.call("reshape", x, shape=(math.prod(lead), math.prod(rest)))  # type: ignore[arg-type]
+    a, b = _product(lead), _product(rest)
+    if a is None and b is not None:  # e.g. (n, 3, 4) with axis 2: (-1, 4), rank kept
+        return reshape(ctx, x, [-1, b])
+    if b is None and a is not None:
+        return reshape(ctx, x, [a, -1])
+    if axis == 0:
+        return ctx.call("expand_dims", ctx.call("flatten", x), axis=0)
+    if axis == r:
+        return ctx.call("expand_dims", ctx.call("flatten", x), axis=1)
+    y = ctx.call("flatten", x, start_dim=axis, end_dim=-1) if axis < r - 1 else x
+    return ctx.call("flatten", y, start_dim=0, end_dim=axis - 1) if axis > 1 else y
+
+
+def _product(dims: tuple) -> int | str | None:
+    """The product of dims as an int, a single symbolic name, or None."""
+    static, names = 1, []
+    for d in dims:
+        if isinstance(d, int):
+            static *= d
+        else:
+            names.append(d)
+    if not names:
+        return static
+    return names[0] if len(names) == 1 and static == 1 else None
+
+
+@converter("Transpose", since=1)
+def convert_transpose(ctx: NodeContext) -> Expr | Value:
+    """``permute_dims`` (reversed axes without ``perm``)."""
+    perm = ctx.attr_ints("perm", None)
+    r = ctx.rank(0)
+    if perm is not None:
+        if sorted(norm_axes(ctx, perm, r, "perm")) != list(range(r)):
+            ctx.fail(f"{perm} is not a permutation of {r} axes", "perm")
+    s = ctx.sym(0)
+    if s is not None and s.dtype == object:
+        return ctx.symbolic(np.transpose(s, perm), ctx.dtype(0))
+    if perm == list(range(r)):
+        return ctx.x(0)
+    return ctx.call("permute_dims", ctx.x(0), axes=None if perm is None else tuple(perm))
+
+
+def _axes_input_or_attr(ctx: NodeContext, since_input: int) -> list[int] | None:
+    if ctx.opset >= since_input:
+        if not ctx.has(1):
+            return None
+        return ctx.const_ints(1, "the axes")
+    return ctx.attr_ints("axes", None)
+
+
+@converter("Squeeze", since=1)
+def convert_squeeze(ctx: NodeContext) -> Expr | Value:
+    """``squeeze`` (the size-1 axes of a static shape when no axes are given)."""
+    shape = ctx.shape(0)
+    axes = _axes_input_or_attr(ctx, 13)
+    if axes is None:
+        if not all(isinstance(d, int) for d in shape):
+            ctx.fail(f"squeezing every size-1 axis needs a static shape, got {shape}")
+        axes = [i for i, d in enumerate(shape) if d == 1]
+    axes = norm_axes(ctx, axes, len(shape))
+    for a in axes:
+        if isinstance(shape[a], int) and shape[a] != 1:
+            ctx.fail(f"axis {a} has size {shape[a]}, only size-1 axes can be squeezed")
+    s = ctx.sym(0)
+    if s is not None and s.dtype == object:
+        return ctx.symbolic(np.squeeze(s, axis=tuple(axes)) if axes else s, ctx.dtype(0))
+    if not axes:
+        return ctx.x(0)
+    return ctx.call("squeeze", ctx.x(0), axis=tuple(axes))
+
+
+@converter("Unsqueeze", since=1)
+def convert_unsqueeze(ctx: NodeContext) -> Expr | Value:
+    """``expand_dims`` at the given positions of the result."""
+    axes = _axes_input_or_attr(ctx, 13)
+    if axes is None:
+        ctx.fail("the axes are missing")
+    r = ctx.rank(0) + len(axes)
+    axes = sorted(norm_axes(ctx, axes, r))
+    s = ctx.sym(0)
+    if s is not None and s.dtype == object:
+        out = s
+        for a in axes:
+            out = np.expand_dims(out, a)
+        return ctx.symbolic(out, ctx.dtype(0))
+    return ctx.call("expand_dims", ctx.x(0), axis=tuple(axes))
+
+
+@converter("Concat", since=4)
+def convert_concat(ctx: NodeContext) -> Expr | Value:
+    """``concat`` (at import time for shape values)."""
+    n = ctx.n_inputs
+    r = ctx.rank(0)
+    axis = norm_axis(ctx, ctx.attr_int("axis"), r)
+    syms = [ctx.sym(i) for i in range(n)]
+    if all(s is not None for s in syms) and any(s.dtype == object for s in syms):  # type: ignore[union-attr]
+        return ctx.symbolic(np.concatenate(syms, axis=axis), ctx.dtype(0))  # type: ignore[arg-type]
+    xs = [ctx.x(i) for i in range(n)]
+    if len(xs) == 1:
+        return xs[0]
+    from ....ir.expr import Tuple
+
+    return ctx.call("concat", Tuple(tuple(xs)), axis=axis)
+
+
+@converter("Split", since=2)
+def convert_split(ctx: NodeContext) -> list[Expr | Value]:
+    """``split`` into the given sizes, or into equal parts (the last one smaller)."""
+    shape = ctx.shape(0)
+    axis = norm_axis(ctx, ctx.attr_int("axis", 0), len(shape))
+    n_out = len(ctx.node.output)
+    if ctx.opset >= 13:
+        sizes = ctx.const_ints(1, "the split sizes") if ctx.has(1) else None
+    else:
+        sizes = ctx.attr_ints("split", None)
+    if sizes is None and ctx.opset >= 18 and ctx.has_attr("num_outputs"):
+        n_out = ctx.attr_int("num_outputs")
+    if sizes is not None:
+        if len(sizes) != n_out:
+            ctx.fail(f"{len(sizes)} split sizes for {n_out} outputs")
+        points = list(np.cumsum(sizes)[:-1]) if sizes else []
+        d = shape[axis]
+        if isinstance(d, int) and sum(sizes) != d:
+            ctx.fail(f"the split sizes {sizes} do not add up to the axis size {d}")
+        ios: int | tuple[int, ...] = tuple(int(p) for p in points)
+    else:
+        ios = n_out
+    s = ctx.sym(0)
+    if s is not None and s.dtype == object:
+        parts = np.split(s, ios if isinstance(ios, int) else list(ios), axis=axis)
+        return [ctx.symbolic(p, ctx.dtype(0)) for p in parts]
+    if (isinstance(ios, int) and ios == 1) or ios == ():
+        return [ctx.x(0)]
+    y = ctx.call("split", ctx.x(0), indices_or_sections=ios, axis=axis)
+    return [ctx.item(y, i) for i in range(n_out)]
+
+
+# -------------------------------------------------------------------------- slice
+
+
+@converter("Slice", since=1)
+def convert_slice(ctx: NodeContext) -> Expr | Value:
+    """``strided_slice``; starts, ends, axes and steps must be known at import time."""
+    shape = ctx.shape(0)
+    r = len(shape)
+    if ctx.opset < 10:
+        starts = ctx.attr_ints("starts")
+        ends = ctx.attr_ints("ends")
+        axes = ctx.attr_ints("axes", list(range(len(starts))))  # type: ignore[arg-type]
+        steps = [1] * len(starts)  # type: ignore[arg-type]
+    else:
+        starts = ctx.dims(1, "the starts")  # type: ignore[assignment]
+        ends = ctx.dims(2, "the ends")  # type: ignore[assignment]
+        axes = ctx.const_ints(3, "the axes") if ctx.has(3) else list(range(len(starts)))  # type: ignore[arg-type]
+        steps = ctx.const_ints(4, "the steps") if ctx.has(4) else [1] * len(starts)  # type: ignore[arg-type]
+    if not len(starts) == len(ends) == len(axes) == len(steps):  # type: ignore[arg-type]
+        ctx.fail("starts, ends, axes and steps must have the same length")
+    axes = norm_axes(ctx, axes, r)
+    begin, end = [], []
+    for a, b, e, st in zip(axes, starts, ends, steps):  # type: ignore[arg-type]
+        if st == 0:
+            ctx.fail("a step cannot be 0")
+        begin.append(_bound(ctx, b, shape[a], st, "start"))
+        end.append(_bound(ctx, e, shape[a], st, "end"))
+    s = ctx.sym(0)
+    if s is not None and s.dtype == object:
+        index = [slice(None)] * r
+        for a, b, e, st in zip(axes, begin, end, steps):
+            index[a] = slice(b, e, st)
+        return ctx.symbolic(s[tuple(index)], ctx.dtype(0))
+    if not axes:
+        return ctx.x(0)
+    return ctx.call(
+        "strided_slice", ctx.x(0), axes=tuple(axes), begin=tuple(begin), end=tuple(end),
+        strides=tuple(int(x) for x in steps),
+    )  # fmt: skip
+
+
+def _bound(ctx: NodeContext, v: int | str | None, dim: int | str, step: int, what: str) -> int:
+    if isinstance(v, int):
+        return v
+    if v is not None and v == dim:
+        # the whole axis length: the end for a forward slice, past the start backward
+        return TO_END
+    ctx.fail(f"the slice {what} is only known at run time; plait needs it at compile time")
+
+
+# ------------------------------------------------------------------------ gather
+
+
+@converter("Gather", since=1)
+def convert_gather(ctx: NodeContext) -> Expr | Value:
+    """``take`` (at import time on shape values)."""
+    r = ctx.rank(0)
+    axis = norm_axis(ctx, ctx.attr_int("axis", 0), r)
+    s = ctx.sym(0)
+    idx = ctx.maybe_const(1)
+    if s is not None and s.dtype == object and idx is not None:
+        return ctx.symbolic(np.take(s, idx.astype(np.int64), axis=axis), ctx.dtype(0))
+    if idx is not None and idx.ndim == 0:
+        i = int(idx)
+        d = ctx.shape(0)[axis]
+        if isinstance(d, int) and not -d <= i < d:
+            ctx.fail(f"index {i} is out of range for axis {axis} of size {d}")
+        return select(ctx, ctx.x(0), i, axis)
+    return ctx.call("take", ctx.x(0), ctx.x(1), axis=axis)
+
+
+# ------------------------------------------------------------------------- expand
+
+
+@converter("Expand", since=8)
+def convert_expand(ctx: NodeContext) -> Expr:
+    """``broadcast_to`` the bidirectional broadcast of the input shape and the target."""
+    dims = ctx.dims(1, "the target shape")
+    shape = ctx.shape(0)
+    n = max(len(dims), len(shape))
+    a = [1] * (n - len(shape)) + list(shape)
+    b = [1] * (n - len(dims)) + list(dims)
+    out: list[int | str] = []
+    for i, (p, q) in enumerate(zip(a, b)):
+        if q is None:
+            if p == 1:
+                ctx.fail(f"axis {i} of the target shape is only known at run time")
+            out.append(p)  # type: ignore[arg-type]
+        elif q == 1 or p == q:
+            out.append(p)  # type: ignore[arg-type]
+        elif p == 1:
+            out.append(q)
+        elif isinstance(p, int) and isinstance(q, int):
+            ctx.fail(f"cannot broadcast shape {tuple(shape)} to {tuple(dims)}")
+        else:
+            out.append(p if isinstance(p, int) else q)  # type: ignore[arg-type]
+    if tuple(out) == tuple(shape):
+        return ctx.x(0)
+    return ctx.call("broadcast_to", ctx.x(0), shape=tuple(out))
+
+
+@converter("Tile", since=6)
+def convert_tile(ctx: NodeContext) -> Expr:
+    """``tile``; the repeats must be known at import time."""
+    reps = ctx.const_ints(1, "the repeats")
+    if len(reps) != ctx.rank(0):
+        ctx.fail(f"{len(reps)} repeats for a tensor of rank {ctx.rank(0)}")
+    return ctx.call("tile", ctx.x(0), repeats=tuple(reps))
+
+
+@converter("ConstantOfShape", since=9)
+def convert_constant_of_shape(ctx: NodeContext) -> Expr:
+    """``full`` of the attribute value (float32 0 by default)."""
+    dims = ctx.dims(0, "the shape")
+    if any(d is None for d in dims):
+        ctx.fail("the shape is only known at run time")
+    value = ctx.attr("value", None)
+    arr = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    if arr.size != 1:
+        ctx.fail(f"must hold one element, got {arr.size}", "value")
+    fill = arr[0].item()
+    return ctx.call("full", shape=tuple(dims), fill_value=fill, dtype=arr.dtype.name)
+
+
+@converter("Range", since=11)
+def convert_range(ctx: NodeContext) -> Expr:
+    """A constant ``arange`` when start, limit and delta are known at import time;
+    ``0, 1, ..., n - 1`` for a symbolic size ``n`` of a graph input as a running sum of
+    ones along that input's axis."""
+    dtype = ctx.dtype(0)
+    lim = ctx.sym(1)
+    if lim is not None and lim.size == 1 and isinstance(lim.reshape(-1)[0], str):
+        start, delta = ctx.maybe_const(0), ctx.maybe_const(2)
+        if start is not None and delta is not None and delta.reshape(-1)[0] == 1:
+            n = ctx.importer.sym_axis(lim.reshape(-1)[0])
+            if n is not None:
+                return _symbolic_range(ctx, n, int(start.reshape(-1)[0]), dtype)
+    start, limit, delta = (
+        ctx.const(i, w).reshape(-1)[0] for i, w in enumerate(("start", "limit", "delta"))
+    )
+    if delta == 0:
+        ctx.fail("delta cannot be 0")
+    stash = ctx.attr_int("stash_type", None)
+    compute = {1: "float32", 11: "float64"}.get(stash, dtype) if dtype == "float16" else dtype
+    out = np.arange(
+        np.asarray(start).astype(compute).item(), limit.item(), delta.item(), dtype=compute
+    ).astype(dtype)
+    return ctx.constant(out)
+
+
+def _symbolic_range(ctx: NodeContext, source: tuple, start: int, dtype: str) -> Expr:
+    """``start, start + 1, ...`` with the length of axis ``axis`` of ``var``."""
+    var, axis = source
+    shape = ctx.type_of(var).shape
+    assert shape is not None
+    others = [a for a in range(len(shape)) if a != axis]
+    line = var
+    if others:
+        line = ctx.call(
+            "strided_slice",
+            var,
+            axes=tuple(others),
+            begin=(0,) * len(others),
+            end=(1,) * len(others),
+        )
+    line = ctx.call("flatten", line)
+    steps = ctx.call("cumsum", ctx.call("ones_like", line, dtype="int64"), axis=0, exclusive=True)
+    if start:
+        steps = ctx.call("add", steps, scalar(ctx, start, "int64"))
+    return cast(ctx, steps, dtype)
+
+
+@converter("EyeLike", since=9)
+def convert_eye_like(ctx: NodeContext) -> Expr:
+    """A constant identity-like matrix (the input shape must be static)."""
+    shape = ctx.static_shape(0)
+    if len(shape) != 2:
+        ctx.fail(f"the input must be 2-D, got shape {shape}")
+    from .common import onnx_dtype
+
+    dtype = (
+        onnx_dtype(ctx, ctx.attr_int("dtype"), "dtype") if ctx.has_attr("dtype") else ctx.dtype(0)
+    )
+    return ctx.constant(np.eye(shape[0], shape[1], k=ctx.attr_int("k", 0), dtype=dtype))
+
+
+# ---------------------------------------------------------------------------- pad
+
+
+@converter("Pad", since=2, attr_choices={"mode": ("constant", "reflect", "edge", "wrap")})
+def convert_pad(ctx: NodeContext) -> Expr:
+    """``pad`` (constant, reflect, edge, wrap); negative pads crop."""
+    r = ctx.rank(0)
+    mode = ctx.attr_str("mode", "constant")
+    if ctx.opset < 11:
+        pads = ctx.attr_ints("pads" if ctx.has_attr("pads") else "paddings")
+        value: float | None = ctx.attr_float("value", 0.0)
+        value_expr = None
+        axes = list(range(r))
+    else:
+        pads = ctx.const_ints(1, "the pads")
+        value, value_expr = 0.0, None
+        if ctx.has(2):
+            c = ctx.maybe_const(2)
+            if c is not None:
+                value = float(c.reshape(-1)[0]) if c.size else 0.0
+            else:
+                value, value_expr = None, ctx.x(2)
+        axes = norm_axes(ctx, ctx.const_ints(3, "the axes"), r) if ctx.has(3) else list(range(r))
+    assert pads is not None
+    if len(pads) != 2 * len(axes):
+        ctx.fail(f"{len(pads)} pads for {len(axes)} axes (need a begin and an end per axis)")
+    width = [0] * (2 * r)
+    for k, a in enumerate(axes):
+        width[2 * a] = pads[k]
+        width[2 * a + 1] = pads[k + len(axes)]
+    x = ctx.x(0)
+    if all(w == 0 for w in width):
+        return x
+    if value_expr is None:
+        return ctx.call("pad", x, pad_width=tuple(width), pad_mode=mode, pad_value=value or 0.0)
+    padded = ctx.call("pad", x, pad_width=tuple(width), pad_mode=mode, pad_value=0.0)
+    inside = ctx.call(
+        "pad", ctx.call("ones_like", x, dtype="bool"), pad_width=tuple(width), pad_value=0.0
+    )
+    return ctx.call("where", inside, padded, ctx.call("cast", value_expr, dtype=ctx.dtype(0)))
+
+
+# ------------------------------------------------------------- depth and space
+
+
+@converter("DepthToSpace", since=1, attr_choices={"mode": ("DCR", "CRD")})
+def convert_depth_to_space(ctx: NodeContext) -> Expr:
+    """Reshape, transpose and reshape (modes DCR and CRD)."""
+    b, c, h, w = _nchw(ctx)
+    bs = ctx.attr_int("blocksize")
+    if not isinstance(c, int) or c % (bs * bs):
+        ctx.fail(f"the channels ({c}) must be a multiple of blocksize**2 ({bs * bs})")
+    x = ctx.x(0)
+    if ctx.attr_str("mode", "DCR") == "DCR":
+        t = reshape(ctx, x, [b, bs, bs, c // (bs * bs), h, w])
+        t = ctx.call("permute_dims", t, axes=(0, 3, 4, 1, 5, 2))
+    else:
+        t = reshape(ctx, x, [b, c // (bs * bs), bs, bs, h, w])
+        t = ctx.call("permute_dims", t, axes=(0, 1, 4, 2, 5, 3))
+    return reshape(ctx, t, [b, c // (bs * bs), _mul(ctx, h, bs), _mul(ctx, w, bs)])
+
+
+@converter("SpaceToDepth", since=1, attr_choices={"mode": ("DCR", "CRD")})
+def convert_space_to_depth(ctx: NodeContext) -> Expr:
+    """Reshape, transpose and reshape (modes DCR and CRD)."""
+    b, c, h, w = _nchw(ctx)
+    bs = ctx.attr_int("blocksize")
+    if not (isinstance(h, int) and isinstance(w, int)) or h % bs or w % bs:
+        ctx.fail(f"the spatial sizes ({h}, {w}) must be static multiples of the blocksize {bs}")
+    t = reshape(ctx, ctx.x(0), [b, c, h // bs, bs, w // bs, bs])
+    perm = (0, 3, 5, 1, 2, 4) if ctx.attr_str("mode", "DCR") == "DCR" else (0, 1, 3, 5, 2, 4)
+    t = ctx.call("permute_dims", t, axes=perm)
+    return reshape(ctx, t, [b, _mul(ctx, c, bs * bs), h // bs, w // bs])
+
+
+def _nchw(ctx: NodeContext) -> tuple:
+    shape = ctx.shape(0)
+    if len(shape) != 4:
+        ctx.fail(f"the input must be 4-D (N, C, H, W), got shape {shape}")
+    return shape
+
+
+def _mul(ctx: NodeContext, d: int | str, k: int) -> int:
+    if not isinstance(d, int):
+        ctx.fail(f"the size {d!r} must be static")
+    return d * k
+
+
+# -------------------------------------------------------------------------- trilu
+
+
+@converter("Trilu", since=14)
+def convert_trilu(ctx: NodeContext) -> Expr:
+    """``where`` with a constant triangular mask (the last two sizes must be static)."""
+    shape = ctx.shape(0)
+    if len(shape) < 2 or not all(isinstance(d, int) for d in shape[-2:]):
+        ctx.fail(f"the last two sizes must be static, got shape {shape}")
+    k = int(ctx.const(1, "k").reshape(-1)[0]) if ctx.has(1) else 0
+    n, m = shape[-2], shape[-1]
+    ones = np.ones((n, m), dtype=bool)  # type: ignore[arg-type]
+    mask = np.triu(ones, k) if ctx.attr_int("upper", 1) else np.tril(ones, k)
+    return ctx.call("where", ctx.constant(mask), ctx.x(0), scalar(ctx, 0, ctx.dtype(0)))

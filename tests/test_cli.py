@@ -1,0 +1,211 @@
+"""The ``plait`` command: run, compile, check; errors are one line and exit code 2."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from plait import cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = os.path.join(ROOT, "examples", "models", "tiny_mlp.onnx")
+
+onnx = pytest.importorskip("onnx")
+
+
+@pytest.fixture()
+def reshape_model(tmp_path) -> str:
+    """y = Reshape(x, shape) + 1 with the target shape a graph input (a compile-time
+    input), x with a symbolic batch size."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [
+        helper.make_node("Reshape", ["x", "shape"], ["r"]),
+        helper.make_node("Add", ["r", "one"], ["y"]),
+    ]
+    g = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 6]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(1, np.float32), "one")],
+    )  # fmt: skip
+    path = str(tmp_path / "reshape.onnx")
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8  # onnxruntime reads IR versions up to 13
+    onnx.save(m, path)
+    return path
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_run_onnx_with_random_inputs_and_compare(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "run", TINY, "--compare", "onnxruntime", "--seed", "3")
+    assert code == 0, err
+    assert "input  input: float32 (1, 64)" in out
+    assert "output output: float32 (1, 10)" in out
+    assert "time: compile" in out
+    assert "output: PASS  max abs error" in out and out.rstrip().endswith("PASS")
+
+
+def test_run_with_shape_and_input_file(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    x = np.random.default_rng(0).standard_normal((3, 64)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    code, out, _ = _run(
+        capsys, "run", TINY, "--input", f"input={tmp_path / 'x.npy'}", "--compare", "onnxruntime"
+    )
+    assert code == 0 and "output output: float32 (3, 10)" in out
+    code, out, _ = _run(capsys, "run", TINY, "--shape", "input=5,64")
+    assert code == 0 and "output output: float32 (5, 10)" in out
+
+
+def test_compile_then_run_the_executable(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    plx = str(tmp_path / "tiny.plx")
+    code, out, err = _run(capsys, "compile", TINY, "-o", plx)
+    assert code == 0, err
+    assert os.path.getsize(plx) > 0 and "compiled" in out
+    code, out, err = _run(capsys, "run", plx, "--shape", "input=2,64")
+    assert code == 0, err
+    assert "output0: float32 (2, 10)" in out
+
+
+def test_compile_time_inputs_come_from_input_files(
+    capsys: pytest.CaptureFixture[str], tmp_path, reshape_model: str
+) -> None:
+    np.save(tmp_path / "shape.npy", np.array([3, 4], np.int64))
+    code, out, err = _run(
+        capsys, "run", reshape_model, "--shape", "x=2,6",
+        "--input", f"shape={tmp_path / 'shape.npy'}", "--compare", "onnxruntime",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "float32 (3, 4)" in out and "PASS" in out
+    code, _, err = _run(capsys, "run", reshape_model)
+    assert code == 2
+    assert "must be known at compile time" in err and "--input" in err
+
+
+def test_compare_failure_exits_1(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        cli, "_run_onnxruntime", lambda path, feeds: [np.ones((1, 10), np.float32) * 100]
+    )
+    code, out, _ = _run(capsys, "run", TINY, "--compare", "onnxruntime")
+    assert code == 1
+    assert "output: FAIL" in out and out.rstrip().endswith("FAIL")
+
+
+MODULE = textwrap.dedent(
+    """
+    @module
+    class Module:
+        @function
+        def main(x: Tensor((2, 3), "float32")) -> Tensor((2, 3), "float32"):
+            with dataflow():
+                y = relu(x)
+                z = add(y, x)
+                output(z)
+            return z
+    """
+)
+
+
+def test_check_and_run_a_text_module(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    path = tmp_path / "m.plait.py"
+    path.write_text(MODULE)
+    code, out, err = _run(capsys, "check", str(path))
+    assert code == 0, err
+    assert 'def main(x: Tensor((2, 3), "float32"))' in out and "well-formed" in err
+    code, out, err = _run(capsys, "run", str(path))
+    assert code == 0, err
+    assert "output0: float32 (2, 3)" in out
+
+
+def test_check_reports_ill_formed_modules(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    path = tmp_path / "bad.plait.py"
+    path.write_text(MODULE.replace('-> Tensor((2, 3), "float32")', '-> Tensor((2, 4), "float32")'))
+    code, _, err = _run(capsys, "check", str(path))
+    assert code in (1, 2)
+    assert err.strip() and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "missing.onnx"], "no such file: missing.onnx"),
+        (["run", TINY, "--shape", "input"], "--shape expects name=d0,d1,..."),
+        (["run", TINY, "--shape", "input=a,b"], "the sizes must be integers"),
+        (["run", TINY, "--input", "input=/nonexistent.npy"], "no such file"),
+        (["run", TINY, "--input", "nothing=/dev/null"], "cannot read"),
+        (["run", TINY, "--target", "tpu"], "cannot build for target 'tpu'"),
+        (["compile", TINY, "-o", "/nonexistent/dir/x.plx"], "cannot write"),
+        (["run", __file__.replace(".py", ".txt")], "no such file"),
+    ],
+)
+def test_errors_are_one_line_with_exit_code_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, _, err = _run(capsys, *argv)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("plait: error:"), err
+    assert message in lines[0]
+
+
+def test_unsupported_model_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph(
+        [helper.make_node("Det", ["x"], ["y"], name="det")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],
+    )  # fmt: skip
+    path = str(tmp_path / "det.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    code, _, err = _run(capsys, "run", path)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "unsupported operator Det (opset 17): nodes 'det'" in err
+
+
+def test_truncated_model_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    path = tmp_path / "cut.onnx"
+    with open(TINY, "rb") as f:
+        path.write_bytes(f.read()[:300])
+    code, _, err = _run(capsys, "run", str(path))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_the_installed_command(tmp_path) -> None:
+    exe = os.path.join(os.path.dirname(sys.executable), "plait")
+    cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "plait.cli"]
+    done = subprocess.run(
+        cmd + ["run", TINY, "--compare", "onnxruntime"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "PASS" in done.stdout
+    done = subprocess.run(
+        cmd + ["run", str(tmp_path / "nope.onnx")], capture_output=True, text=True
+    )
+    assert (
+        done.returncode == 2
+        and done.stderr.strip() == f"plait: error: no such file: {tmp_path / 'nope.onnx'}"
+    )
+
+
+@pytest.mark.skipif(
+    not any(shutil.which(c) for c in ("cc", "gcc", "clang")), reason="no C compiler"
+)
+def test_run_with_the_c_target(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "run", TINY, "--target", "c", "--compare", "onnxruntime")
+    assert code == 0, err
+    assert "target c" in out and out.rstrip().endswith("PASS")
