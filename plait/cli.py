@@ -476,6 +476,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (e.g. `plait check m.py | head`)
+        sys.stderr.close()
+        return 0
     except Exception as e:  # an internal error: still one line, with where to report it
         print(
             f"plait: internal error: {type(e).__name__}: {_first_line(e)} "
