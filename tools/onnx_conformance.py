@@ -25,10 +25,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPECTED = os.path.join(ROOT, "tests", "frontend", "onnx_expected_failures.txt")
 
 
+TARGET = "numpy"
+
+
 def _run(case: Any) -> Any:
     from plait.frontend.onnx.conformance import run_case
 
-    return run_case(case)
+    return run_case(case, TARGET)
 
 
 def _run_ort(case: Any) -> bool:
@@ -66,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         "-k", "--filter", default=None, help="only the cases whose name matches this regex"
     )
     p.add_argument("--failures", action="store_true", help="list the failing cases and why")
+    p.add_argument("--target", default="numpy", help="the target to build for (numpy or c)")
     p.add_argument(
         "--compare-onnxruntime", action="store_true",
         help="also run the cases with onnxruntime and print its count on the same cases",
@@ -75,6 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         help=f"rewrite {os.path.relpath(EXPECTED, ROOT)} with the failing cases",
     )  # fmt: skip
     args = p.parse_args(argv)
+    global TARGET
+    TARGET = args.target
+    if args.update_expected and TARGET != "numpy":
+        print("--update-expected records the numpy target's failures", file=sys.stderr)
+        return 2
 
     import onnx
 
@@ -102,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     n_special = sum(r.passed and r.specialized for r in results)
     n_common_special = sum(r.passed and r.specialized for r, k in zip(results, common) if k)
     print(f"onnx {onnx.__version__} node test suite: {len(cases)} cases ({elapsed:.0f} s)")
-    print(f"plait passes {n_pass} of {len(cases)}")
+    print(f"plait ({TARGET} target) passes {n_pass} of {len(cases)}")
     print(f"plait passes {n_common_pass} of {n_common} without float16/bfloat16/float8/4-bit types")
     print(
         f"compile-time inputs: {n_special} (resp. {n_common_special}) of those passing cases "

@@ -111,8 +111,9 @@ def _one_line(s: str, limit: int = 160) -> str:
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
-def run_case(case: Any) -> CaseResult:
-    """Import, build (numpy target), run and compare one node test case."""
+def run_case(case: Any, target: str = "numpy") -> CaseResult:
+    """Import, build (for ``target``, numpy by default), run and compare one node test
+    case."""
     from onnx.backend.test.runner import Runner
 
     from .backend import PlaitRep
@@ -128,7 +129,7 @@ def run_case(case: Any) -> CaseResult:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            rep = PlaitRep(case.model)
+            rep = PlaitRep(case.model, target=target)
             for inputs, outputs in case.data_sets:
                 got = rep.run([_normalize_tensor(i) for i in inputs])
                 Runner.assert_similar_outputs(
