@@ -86,6 +86,53 @@ class _FunctionLowering:
         self.code: list[rx.Instr] = []
         for p in func.params:
             self.reg(p)
+        # Symbolic sizes: those the VM binds from the parameters at entry, and the
+        # registers holding sizes as values (for attributes such as a reshape target
+        # and for sizes that match_cast introduces, which the VM does not bind).
+        self.entry_syms: dict[str, tuple[int, int]] = {}
+        for p in func.params:
+            if isinstance(p.ty, TensorType) and p.ty.shape is not None:
+                for axis, d in enumerate(p.ty.shape):
+                    if isinstance(d, str) and d not in self.entry_syms:
+                        self.entry_syms[d] = (self.regs[p], axis)
+        self.sym_regs: dict[str, int] = {}
+
+    def _load_entry_syms(self) -> None:
+        """Put every entry-bound symbolic size in a register (at function start, so
+        every branch sees them)."""
+        for name, (reg, axis) in self.entry_syms.items():
+            dst = self.fresh()
+            self.code.append(rx.Call("vm.builtin.dim", [rx.Reg(reg), rx.Imm(axis)], dst))
+            self.sym_regs[name] = dst
+
+    def is_sym(self, d: Any) -> bool:
+        return isinstance(d, str) and (d in self.sym_regs or d in self.entry_syms)
+
+    def dims_value(self, dims: tuple, where: str) -> rx.Arg:
+        """A tuple of sizes as an argument: an immediate if static, else a register
+        built at run time from the registers of its symbolic sizes."""
+        if not any(isinstance(d, str) for d in dims):
+            return rx.Imm(tuple(dims))
+        parts: list[rx.Arg] = []
+        for d in dims:
+            if isinstance(d, str):
+                if d not in self.sym_regs:
+                    raise self.fail(where, f"symbolic size {d!r} is not bound at this point")
+                parts.append(rx.Reg(self.sym_regs[d]))
+            else:
+                parts.append(rx.Imm(d))
+        dst = self.fresh()
+        self.code.append(rx.Call("vm.builtin.tuple", parts, dst))
+        return rx.Reg(dst)
+
+    def kwargs(self, extra: Any, where: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in dict(extra or {}).items():
+            if isinstance(v, tuple) and any(self.is_sym(d) for d in v):
+                out[k] = self.dims_value(v, where)
+            else:
+                out[k] = _attr_value(v)
+        return out
 
     def reg(self, var: Var) -> int:
         r = self.regs.get(var)
@@ -129,6 +176,8 @@ class _FunctionLowering:
     def lower(self) -> rx.VMFunction:
         body = self.func.body
         seq = body if isinstance(body, SeqExpr) else SeqExpr((), body)
+        if self.entry_syms and _uses_symbolic_values(seq):
+            self._load_entry_syms()
         result = self.lower_seq(seq)
         self.code.append(rx.Ret(result))
         return rx.VMFunction(
@@ -153,13 +202,19 @@ class _FunctionLowering:
             src = self.arg(value, where)
             shape = list(ty.shape) if isinstance(ty, TensorType) and ty.shape is not None else None
             dtype = ty.dtype if isinstance(ty, TensorType) else None
+            dst = self.reg(var)
             self.code.append(
                 rx.Call(
                     "vm.builtin.check_tensor",
                     [src, rx.Imm(shape), rx.Imm(dtype), rx.Imm(where)],
-                    self.reg(var),
+                    dst,
                 )
             )
+            for axis, d in enumerate(shape or ()):
+                if isinstance(d, str) and d not in self.sym_regs and d not in self.entry_syms:
+                    sreg = self.fresh()
+                    self.code.append(rx.Call("vm.builtin.dim", [rx.Reg(dst), rx.Imm(axis)], sreg))
+                    self.sym_regs[d] = sreg
             return
         if isinstance(value, Call):
             self.lower_call(var, value, where)
@@ -208,7 +263,15 @@ class _FunctionLowering:
             if name == "builtin.alloc_storage":
                 self.code.append(rx.AllocStorage(dst, int(attrs["nbytes"])))
             elif name == "builtin.alloc_tensor":
-                self.code.append(rx.AllocTensor(dst, list(attrs["shape"]), attrs["dtype"]))
+                shape = tuple(attrs["shape"])
+                if any(isinstance(d, str) and d not in self.entry_syms for d in shape):
+                    # a size only known after a match_cast: allocate from its register
+                    dims = self.dims_value(shape, where)
+                    self.code.append(
+                        rx.Call("vm.builtin.empty", [dims, rx.Imm(attrs["dtype"])], dst)
+                    )
+                else:
+                    self.code.append(rx.AllocTensor(dst, list(shape), attrs["dtype"]))
             elif name == "builtin.tensor_from_storage":
                 storage = self.arg(call.args[0], where)
                 self.code.append(
@@ -228,8 +291,7 @@ class _FunctionLowering:
                     if not isinstance(tup, Tuple):
                         raise self.fail(where, f"{name} needs literal tuples of arguments")
                     args.extend(self.arg(a, where) for a in tup.fields)
-                extra = attrs.get("attrs") or {}
-                kwargs = {k: _attr_value(v) for k, v in dict(extra).items()}
+                kwargs = self.kwargs(attrs.get("attrs"), where)
                 if name == "builtin.call_alloc":
                     fname = fname + "@alloc"
                 self.code.append(
@@ -251,6 +313,24 @@ class _FunctionLowering:
             self.code.append(rx.Call(op.symbol, args, dst))
             return
         raise self.fail(where, f"cannot call a {type(op).__name__}")
+
+
+def _uses_symbolic_values(seq: SeqExpr) -> bool:
+    """True if some call passes a symbolic size as an attribute value or a match_cast
+    introduces sizes (so sizes are needed as register values)."""
+    from ..ir.visitor import post_order
+
+    for node in post_order(seq):
+        if isinstance(node, MatchCast):
+            return True
+        if isinstance(node, Call) and isinstance(node.op, Op):
+            extra = node.attrs.get("attrs")
+            if extra and any(
+                isinstance(v, tuple) and any(isinstance(d, str) for d in v)
+                for v in dict(extra).values()
+            ):
+                return True
+    return False
 
 
 def _seq(e: Expr) -> SeqExpr:

@@ -46,6 +46,12 @@ def identity(x: Any) -> Any:
     return x
 
 
+@register_func("vm.builtin.dim")
+def dim(x: np.ndarray, axis: int) -> int:
+    """Size ``axis`` of ``x`` as a Python int (a symbolic size's value)."""
+    return int(np.shape(x)[int(axis)])
+
+
 @register_func("vm.builtin.shape_of")
 def shape_of(x: np.ndarray) -> tuple[int, ...]:
     """The shape of ``x`` as a tuple of Python ints."""
@@ -120,6 +126,7 @@ BUILTINS = (
     "vm.builtin.tuple",
     "vm.builtin.tuple_getitem",
     "vm.builtin.identity",
+    "vm.builtin.dim",
     "vm.builtin.shape_of",
     "vm.builtin.copy",
     "vm.builtin.reshape_view",

@@ -254,3 +254,27 @@ class M:
     assert any(getattr(i, "func", "") == "numpy.full" for i in exe.functions["main"].instructions)
     x = randn(2, 3)
     np.testing.assert_array_equal(VirtualMachine(exe)["main"](x), x + np.float32(2.0))
+
+
+def test_symbolic_sizes_in_attributes_and_from_match_cast_are_bound_at_run_time() -> None:
+    text = """
+@module
+class M:
+    @function
+    def main(x: Tensor((n, 8), "float32")) -> Tensor((n, 2, 4), "float32"):
+        with dataflow():
+            r = reshape(x, shape=("n", 2, 4))
+            f = flatten(r, start_dim=0, end_dim=1)
+            m = match_cast(f, Tensor((m2, 4), "float32"))
+            e = exp(m)
+            back = reshape(e, shape=("n", 2, 4))
+            output(back)
+        return back
+"""
+    for target in ("numpy", "c"):
+        vm = VirtualMachine(plait.build(plait.parse(text), target))
+        for n in (1, 3):
+            x = randn(n, 8)
+            np.testing.assert_allclose(
+                vm["main"](x), np.exp(x).reshape(n, 2, 4), rtol=1e-6, err_msg=target
+            )
