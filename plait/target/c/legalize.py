@@ -279,6 +279,19 @@ def library_call(call: Call, target_kind: str = "c") -> Expr:
                      out=call.ty, attrs=dict(call.attrs) or None, span=call.span)
 
 
+def _has_empty_tensor(types: list[Any]) -> bool:
+    """True if a tensor among ``types`` (tuples included) has a static size of 0: a
+    kernel over zero elements has no loop to run, so such calls use the library."""
+    stack = list(types)
+    while stack:
+        t = stack.pop()
+        if isinstance(t, TupleType):
+            stack.extend(t.fields)
+        elif isinstance(t, TensorType) and t.shape is not None and 0 in t.shape:
+            return True
+    return False
+
+
 def legalize_to_kernel(bb: BlockBuilder, call: Call, target: Any) -> Expr:
     """The ``c`` target's legalization of any op (registered for ``"*"``): a generated
     kernel when the op has a compute that handles the call, else the library call."""
@@ -292,6 +305,10 @@ def legalize_to_kernel(bb: BlockBuilder, call: Call, target: Any) -> Expr:
     if hit is not None:
         return make_call("call_kernel", hit[0][1], args_tuple(flatten_args(bb, call.args)),
                          out=call.ty, span=call.span)
+    if _has_empty_tensor([*arg_types, call.ty]):
+        _LOG.info("op %r (binding %r) has an empty tensor; a library call on target %r",
+                  op.name, bb.current_binding, kind)
+        return library_call(call, kind)
     try:
         kernel = op_kernel(op.name, arg_types, call.attrs, call.ty)  # type: ignore[arg-type]
     except ComputeUnsupported as why:
