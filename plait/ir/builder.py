@@ -108,7 +108,7 @@ def is_atom(expr: Expr) -> bool:
 def types_compatible(declared: Type | None, inferred: Type | None) -> bool:
     """True when a value of type ``inferred`` may be bound to ``declared``: unknown
     parts on either side are compatible, known parts must agree."""
-    if declared is None or inferred is None:
+    if declared is None or inferred is None or declared is inferred:
         return True
     if isinstance(declared, ObjectType):
         return True
@@ -506,12 +506,33 @@ class BlockBuilder:
         args = call.args
         remap = self.var_remap
         only_vars = True
-        for a in args:
+        new_args: list[Expr] | None = None
+        for i, a in enumerate(args):
             t = type(a)
-            if t not in _SIMPLE_LEAVES or a.ty is None or (remap and a in remap):
-                return None
-            if t is not Var and t is not DataflowVar:
+            if t in _SIMPLE_LEAVES:
+                if a.ty is None or (remap and a in remap):
+                    return None
+                if t is not Var and t is not DataflowVar:
+                    only_vars = False
+            elif t is ExternFunc:  # always typed (Object)
                 only_vars = False
+            elif t is GlobalVar:  # a kernel or function by reference (may be untyped)
+                if a.ty is None and a.name_hint in self.global_types:
+                    return None
+                only_vars = False
+            elif t is Tuple:  # call_kernel/call_extern/call_dps argument tuples
+                typed_tuple = self._simple_tuple(a)
+                if typed_tuple is None:
+                    return None
+                if typed_tuple is not a:
+                    if new_args is None:
+                        new_args = list(args)
+                    new_args[i] = typed_tuple
+                only_vars = False
+            else:
+                return None
+        if new_args is not None:
+            args = tuple(new_args)
         types = tuple([a.ty for a in args])
         # When every argument is a variable, inference sees nothing but the types and
         # the attributes, so its result is cached (long chains repeat the same types).
@@ -528,9 +549,28 @@ class BlockBuilder:
                 self._infer_cache[key] = (ty, attrs)
         if ty is None or (call.ty is not None and not types_compatible(call.ty, ty)):
             return None
-        if attrs is call.attrs and call.ty == ty:
+        if attrs is call.attrs and call.ty == ty and new_args is None:
             return call
         return Call(op, args, attrs, ty=ty, span=call.span)
+
+    def _simple_tuple(self, tup: Tuple) -> Tuple | None:
+        """``tup`` typed, if it is a non-empty tuple of typed simple leaves whose
+        annotation (if any) fits; else None (the general path takes over)."""
+        fields = tup.fields
+        if not fields:
+            return None
+        remap = self.var_remap
+        for f in fields:
+            if type(f) not in _SIMPLE_LEAVES or f.ty is None or (remap and f in remap):
+                return None
+        tt = TupleType(tuple([f.ty for f in fields]))
+        if tup.ty is None:
+            return replace(tup, ty=tt)
+        if tup.ty == tt:
+            return tup
+        if types_compatible(tup.ty, tt):
+            return replace(tup, ty=tt)
+        return None
 
     def normalize_arg(self, expr: Expr) -> Expr:
         """Normalize ``expr`` and bind it unless it is an atom."""

@@ -35,6 +35,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from .builder import is_atom, join_types, types_compatible
 from .expr import (
@@ -191,12 +192,30 @@ def iter_bindings(func: Function, into_functions: bool = True) -> Iterator[tuple
             stack.extend(reversed(_nested_bodies(e, into_functions)))
 
 
+_LEAVES = frozenset({Var, DataflowVar, Constant, ShapeExpr, PrimValue, StringImm, ExternFunc})
+"""Expression classes whose type is their annotation and that hold no expressions."""
+
+_NO_BODY = _LEAVES | {GlobalVar, Op}
+"""Expression classes with no nested sequence or function inside."""
+
+
 def _nested_bodies(e: Expr, into_functions: bool) -> list[Expr]:
     """SeqExprs and function bodies nested inside expression ``e`` (not crossing them)."""
     out: list[Expr] = []
     stack = [e]
     while stack:
         x = stack.pop()
+        t = type(x)
+        if t is Call:  # fast path: push only what may hold a body (same order)
+            if type(x.op) not in _NO_BODY:
+                stack.append(x.op)
+            stack.extend([a for a in x.args if type(a) not in _NO_BODY])
+            continue
+        if t is Tuple:
+            stack.extend([f for f in x.fields if type(f) not in _NO_BODY])
+            continue
+        if t in _NO_BODY:
+            continue
         if isinstance(x, SeqExpr):
             out.append(x)
         elif isinstance(x, Function):
@@ -221,6 +240,8 @@ def _functions_in(func: Function) -> Iterator[Function]:
         stack: list[Expr] = [b.value]
         while stack:
             x = stack.pop()
+            if type(x) in _NO_BODY:
+                continue
             if isinstance(x, Function):
                 yield x
             elif isinstance(x, Call):
@@ -279,9 +300,58 @@ def _expr_children(e: Expr) -> tuple[Expr, ...]:
     return ()
 
 
+_SLOW = object()
+
+
+def _leaf_type(a: Expr, gtypes: dict[str, Type]) -> Any:
+    """The type :func:`_infer` gives the leaf ``a`` (``_SLOW`` when ``a`` is no leaf)."""
+    t = type(a)
+    if t in _LEAVES:
+        return a.ty
+    if t is GlobalVar:
+        return a.ty if a.ty is not None else gtypes.get(a.name_hint)
+    return _SLOW
+
+
+def _infer_flat_call(e: Expr, gtypes: dict[str, Type], found: list[str]) -> Any:
+    """:func:`_infer` of the common binding value of A-normal form — an op called on
+    leaves and tuples of leaves — without the general walk (the same result and the
+    same messages), or ``_SLOW`` for anything else."""
+    if type(e) is not Call or type(e.op) is not Op:
+        return _SLOW
+    kid_types: list[Type | None] = [None]  # the callee, an op: no type
+    seen: dict[int, Type | None] = {}
+    for a in e.args:
+        ty = _leaf_type(a, gtypes)
+        if ty is _SLOW:
+            if type(a) is not Tuple:
+                return _SLOW
+            if id(a) in seen:
+                ty = seen[id(a)]
+            else:
+                fields = []
+                for f in a.fields:
+                    ft = _leaf_type(f, gtypes)
+                    if ft is _SLOW:
+                        return _SLOW
+                    fields.append(ft)
+                tt = None if any(x is None for x in fields) else TupleType(tuple(fields))
+                if a.ty is not None and tt is not None and not types_compatible(a.ty, tt):
+                    found.append(f"{_describe(a)} is annotated {a.ty} but its type is {tt}")
+                ty = seen[id(a)] = tt if tt is not None else a.ty
+        kid_types.append(ty)
+    ty = _infer_one(e, kid_types, gtypes, found)
+    if e.ty is not None and ty is not None and not types_compatible(e.ty, ty):
+        found.append(f"{_describe(e)} is annotated {e.ty} but its type is {ty}")
+    return ty if ty is not None else e.ty
+
+
 def _infer(expr: Expr, gtypes: dict[str, Type], found: list[str]) -> Type | None:
     """The type of ``expr`` inferred bottom-up from the known types of its leaves;
     problems are appended to ``found``.  None when it cannot be known."""
+    fast = _infer_flat_call(expr, gtypes, found)
+    if fast is not _SLOW:
+        return fast  # type: ignore[no-any-return]
     types: dict[int, Type | None] = {}
     stack: list[tuple[Expr, bool]] = [(expr, False)]
     while stack:

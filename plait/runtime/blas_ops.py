@@ -13,6 +13,8 @@ known at run time.  numpy only: part of the runtime.
 
 from __future__ import annotations
 
+import math
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,7 +39,7 @@ def _out(name: str, out: Any, shape: tuple[int, ...]) -> np.ndarray:
 
 def matmul(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
     """``out = x @ y`` (numpy matmul semantics) computed into ``out``."""
-    np.matmul(x, y, out=_out("matmul", out, _matmul_shape(x.shape, y.shape)))
+    numpy_ops.matmul_into(x, y, _out("matmul", out, _matmul_shape(x.shape, y.shape)))
 
 
 def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -54,7 +56,7 @@ def linear(x: np.ndarray, weight: np.ndarray, *rest: np.ndarray) -> None:
         raise TypeError(f"blas.linear: expected (x, weight, [bias,] out), got {2 + len(rest)} "
                         "arrays")
     out = _out("linear", rest[-1], x.shape[:-1] + (weight.shape[0],))
-    np.matmul(x, weight.T, out=out)
+    numpy_ops.matmul_into(x, weight.T, out)
     if len(rest) == 2:
         np.add(out, rest[0], out=out)
 
@@ -77,21 +79,44 @@ def _conv2d_nchw(x: np.ndarray, w: np.ndarray, out: np.ndarray, strides: Sequenc
         xp[:, :, pt:pt + h, pl:pl + wd] = x
     else:
         xp = x
+    k = cg * kh * kw
     for g in range(groups):
         xg = xp[:, g * cg:(g + 1) * cg]
         if pointwise:
             cols = xg.reshape(n, cg, h * wd)
         else:
-            win = sliding_window_view(xg, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
-            win = win[:, :, ::sh, ::sw, ::dh, ::dw][:, :, :oh, :ow]
-            # (N, Cg, OH, OW, KH, KW) -> (N, Cg, KH, KW, OH, OW) -> (N, Cg*KH*KW, P)
-            cols = np.ascontiguousarray(win.transpose(0, 1, 4, 5, 2, 3)).reshape(
-                n, cg * kh * kw, oh * ow)
-        wm = w[g * og:(g + 1) * og].reshape(og, cg * kh * kw)
+            cols = _im2col(xg, kh, kw, oh, ow, sh, sw, dh, dw).reshape(n, k, oh * ow)
+        wm = w[g * og:(g + 1) * og].reshape(og, k)
         if groups == 1:
             np.matmul(wm, cols, out=out3)
         else:
-            out3[:, g * og:(g + 1) * og] = np.matmul(wm, cols)
+            np.matmul(wm, cols, out=out3[:, g * og:(g + 1) * og])
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An uninitialized array of ``shape`` in this thread's scratch buffer, which grows
+    to the largest im2col matrix asked for and is reused by every later call (a fresh
+    multi-megabyte ``np.empty`` per convolution costs its page faults each time).  The
+    result is only valid until the next call in the same thread."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.nbytes < nbytes:
+        buf = _SCRATCH.buf = np.empty(nbytes, np.uint8)
+    return buf[:nbytes].view(dtype).reshape(shape)
+
+
+def _im2col(x: np.ndarray, kh: int, kw: int, oh: int, ow: int, sh: int, sw: int, dh: int,
+            dw: int) -> np.ndarray:
+    """The (N, C, KH, KW, OH, OW) patches of the (already padded) ``x``, contiguous, in
+    the thread's scratch buffer (valid until the next ``_im2col`` in this thread)."""
+    win = sliding_window_view(x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
+    win = win[:, :, ::sh, ::sw, ::dh, ::dw][:, :, :oh, :ow]
+    cols = _scratch((*x.shape[:2], kh, kw, oh, ow), x.dtype)
+    np.copyto(cols, win.transpose(0, 1, 4, 5, 2, 3))
+    return cols
 
 
 def conv2d(data: np.ndarray, weight: np.ndarray, out: np.ndarray, *,

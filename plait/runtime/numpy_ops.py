@@ -753,16 +753,35 @@ def shape_of(x: np.ndarray) -> np.ndarray:
 # =========================================================================== linalg
 
 
+def matmul_into(x: np.ndarray, y: np.ndarray, out: np.ndarray | None = None,
+                **kwargs: Any) -> np.ndarray:
+    """``np.matmul(x, y, out=out, **kwargs)``, but a stack of matrices times one matrix
+    — ``(..., M, K) @ (K, N)`` — is computed as a single ``(prod(...) * M, K) @ (K, N)``
+    product.  numpy would call BLAS once per leading index instead: for a
+    ``(128, 1, 256) @ (256, 768)`` projection, 128 matrix-vector products, ~4x slower
+    than one matrix product."""
+    if x.ndim > 2 and y.ndim == 2 and (out is None or out.flags.c_contiguous):
+        m = math.prod(x.shape[:-1])
+        x2 = x.reshape(m, x.shape[-1])
+        shape = x.shape[:-1] + y.shape[-1:]
+        if out is None:
+            return np.matmul(x2, y, **kwargs).reshape(shape)
+        if out.shape == shape:
+            np.matmul(x2, y, out=out.reshape(m, y.shape[-1]), **kwargs)
+            return out
+    return np.matmul(x, y, out=out, **kwargs)
+
+
 @_impl(ufunc=np.matmul)
 def matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Matrix product with numpy semantics."""
-    return np.asarray(np.matmul(x, y))
+    return np.asarray(matmul_into(np.asarray(x), np.asarray(y)))
 
 
 @_impl()
 def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     """``x @ weight.T + bias`` with weight of shape (out_features, in_features)."""
-    y = np.matmul(x, weight.T)
+    y = matmul_into(np.asarray(x), np.asarray(weight).T)
     if bias is not None:
         y = y + bias
     return np.asarray(y)
@@ -1343,7 +1362,10 @@ def make_ufunc_dps(name: str, ufunc: np.ufunc) -> Callable[..., None]:
             shape = np.broadcast_shapes(*(a.shape for a in ins))
         _check_out(name, 0, out, shape)
         with np.errstate(all="ignore"):
-            ufunc(*ins, out=out, casting="same_kind")
+            if ufunc is np.matmul:
+                matmul_into(ins[0], ins[1], out, casting="same_kind")
+            else:
+                ufunc(*ins, out=out, casting="same_kind")
 
     dps.__name__ = dps.__qualname__ = f"dps_{name}"
     dps.__doc__ = f"Destination-passing ``{ufunc.__name__}(*inputs, out=output)``."

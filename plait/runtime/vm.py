@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import math
 import operator
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,14 @@ from plait.runtime.executable import (
     VMFunction,
 )
 from plait.runtime.packed import close_func_names, get_func, has_func, load_native_func
+
+# Native kernels use OpenMP while library calls (numpy's BLAS) run their own thread
+# pool.  With OpenMP's default wait policy, its idle workers keep spinning after every
+# parallel region and compete with BLAS's threads for the cores: on two cores an MLP on
+# the ``c`` target ran 10-50x slower than on ``numpy``.  Idle OpenMP workers that sleep
+# cost a wake-up (microseconds) per parallel region instead.  libgomp reads this once,
+# when it is loaded (with the first native library); a value set by the user wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 MAX_CALL_DEPTH = 10_000
 STORAGE_ALIGNMENT = 64

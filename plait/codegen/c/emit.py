@@ -71,9 +71,12 @@ from plait.runtime.native import ABI_VERSION, MANIFEST_SYMBOL
 
 STACK_BYTES = 16384
 """Local buffers with a static size up to this many bytes are stack arrays."""
-PARALLEL_MIN_WORK = 32768
+PARALLEL_MIN_WORK = 262144
 """A parallel loop nest runs on one thread when it has fewer iterations than this (an
-``if`` clause on the OpenMP pragma, checked at run time)."""
+``if`` clause on the OpenMP pragma, checked at run time).  Waking the OpenMP workers
+costs tens of microseconds (they sleep between regions, see ``OMP_WAIT_POLICY`` in
+:mod:`plait.runtime.vm`); a nest of a few hundred thousand simple iterations is where
+a second thread starts to pay."""
 
 C_TYPES = {
     "bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
