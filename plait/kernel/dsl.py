@@ -16,10 +16,10 @@ body's value at every index; a stage whose body is a reduction (:func:`sum`,
 :func:`max`, :func:`min`, :func:`prod` over :func:`reduce_axis` axes) accumulates in a
 local scalar.  :func:`create_kernel` lowers the stages that the outputs need, in
 dependence order, into one :class:`~plait.kernel.ir.Kernel`; stages that are not
-arguments become local scratch buffers.  The default schedule: the outermost loop of a
-stage is ``parallel`` (unless the stage is known to be small), the innermost loop of an
-elementwise stage is ``vectorized`` when every access is contiguous along it; index
-arithmetic is simplified and the kernel verified.
+arguments become local scratch buffers.  The default schedule: in each stage the
+outermost loop with more than one iteration is ``parallel`` (unless the stage is known
+to be small), the innermost loop of an elementwise stage is ``vectorized`` when every
+access is contiguous along it; index arithmetic is simplified and the kernel verified.
 """
 
 from __future__ import annotations
@@ -431,10 +431,13 @@ def _lower_stage(t: Tensor) -> Stmt:
         inner = BufferStore(t.buffer, out_idx, body)
         vectorize = bool(out_idx) and _stride_one(body, out_idx[-1])
     nloops = len(out_idx)
+    # the outermost loop that has more than one iteration runs in parallel (at batch
+    # size 1 that is the channel or row loop, not the batch loop)
+    par = next((k for k in range(nloops) if t.shape[k] != 1), None)
     for k in range(nloops - 1, -1, -1):
         kind = "serial"
         extent = t.shape[k]
-        if k == 0 and (work is None or work >= PARALLEL_MIN_WORK) and extent != 1:
+        if k == par and (work is None or work >= PARALLEL_MIN_WORK):
             kind = "parallel"
         elif k == nloops - 1 and vectorize:
             kind = "vectorized"

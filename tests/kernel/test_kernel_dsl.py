@@ -30,6 +30,13 @@ def test_elementwise_schedule() -> None:
     assert [p.name for p in k.params] == ["a", "b", "c"] and k.num_outputs == 1
 
 
+def test_batch_one_parallelizes_the_first_loop_with_more_than_one_iteration() -> None:
+    a = dsl.placeholder((1, 64, 128), "float32", "a")
+    c = dsl.compute((1, 64, 128), lambda n, i, j: a[n, i, j] * 2.0, "c")
+    kinds = dict(_loops(dsl.create_kernel([a, c], "scale")))
+    assert kinds == {"i": "parallel", "j": "vectorized"}  # the batch loop is gone
+
+
 def test_small_static_stage_stays_serial_and_transposed_access_is_not_vectorized() -> None:
     a = dsl.placeholder((4, 4), "float32", "a")
     t = dsl.compute((4, 4), lambda i, j: a[j, i], "t")
