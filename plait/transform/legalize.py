@@ -102,8 +102,7 @@ def legalize_module(mod: IRModule, target: Any, skip: Callable[[Function], bool]
     """Legalize every graph function of ``mod`` for which ``skip`` is false; kernels the
     legalizations add go into the module."""
     funcs: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
-    current = mod
+    current = mod  # grows by the kernels each function's legalization adds
     for name, f in mod.graph_functions():
         if skip(f):
             continue
@@ -111,11 +110,10 @@ def legalize_module(mod: IRModule, target: Any, skip: Callable[[Function], bool]
         nf = lz.visit_function(f)
         added = {k: v for k, v in lz.builder.get().items() if k not in current}
         if added:
-            extra.update(added)
             current = current.with_functions(added)
         if nf is not f:
             funcs[name] = nf
-    if not funcs and not extra:
+    if not funcs and current is mod:
         return mod
     return current.with_functions(funcs)
 
