@@ -8,7 +8,9 @@ Depends on numpy only, so a built model runs without the compiler::
     y = vm["main"](x)
 """
 
+import plait.runtime.blas_ops  # noqa: F401  (blas.* library functions of the c target)
 import plait.runtime.native  # noqa: F401  (loads native libraries embedded in executables)
+import plait.runtime.numpy_ops  # noqa: F401  (numpy.* library functions)
 from plait.runtime.builtins import BUILTINS
 from plait.runtime.executable import (
     FORMAT_VERSION,

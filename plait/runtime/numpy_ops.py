@@ -1387,3 +1387,5 @@ for _name, _fn in IMPLS.items():
     DPS[_name] = make_ufunc_dps(_name, _uf) if _uf is not None else make_dps(_name, _fn)
     if register_func is not None:
         register_func(f"numpy.{_name}", DPS[_name], override=True)
+        # value-returning form, for results whose shape is only known at run time
+        register_func(f"numpy.{_name}@alloc", _fn, override=True)

@@ -15,14 +15,9 @@ from typing import Any
 from ..ir.builder import BlockBuilder
 from ..ir.expr import Call, Expr, ExternFunc, Tuple
 from ..op.registry import make_call
-from ..runtime import numpy_ops
-from ..runtime.packed import has_func, register_func
+from ..runtime.packed import has_func
 from ..transform.legalize import LegalizeError, register_legalize
 from .target import register_target_kind
-
-for _name, _impl in numpy_ops.IMPLS.items():
-    if not has_func(f"numpy.{_name}@alloc"):
-        register_func(f"numpy.{_name}@alloc", _impl)
 
 
 def legalize_to_numpy_call(bb: BlockBuilder, call: Call, target: Any) -> Expr:
