@@ -24,7 +24,6 @@ from typing import Any
 from .dialects import dialect_passes
 from .ir.module import PHASES
 from .target import Target
-from .target import numpy_target as _numpy_target  # noqa: F401  (registers the numpy kind)
 from .transform import Sequential, make_pass
 
 STAGES = ("ingestion", "optimization", "dispatch", "legalize", "lowering", "build")

@@ -1,6 +1,6 @@
 """Targets, target kinds and their hooks."""
 
-from . import c  # noqa: F401  (registers the "c" target kind)
+from . import c, numpy_target  # noqa: F401  (register the "c" and "numpy" target kinds)
 from .target import (
     EXTENSION_POINTS,
     TARGET_KINDS,

@@ -27,7 +27,6 @@ from plait.runtime import blas_ops as _blas_ops  # noqa: F401  (registers blas.*
 from plait.transform.fuse_kernels import fusion_passes, register_kernel_fusion
 from plait.transform.legalize import register_legalize
 
-from .. import numpy_target as _numpy_target  # noqa: F401  (numpy.<op>@alloc for fallbacks)
 from ..target import Target, register_target_kind
 from .build import (
     C_SOURCES_ATTR,
