@@ -72,6 +72,38 @@ def test_second_compile_is_a_cache_hit(monkeypatch: pytest.MonkeyPatch) -> None:
     np.testing.assert_allclose(lib2.get("scale")(np.ones(3, np.float32)), 6.5)
 
 
+def test_a_source_shared_by_two_libraries_is_compiled_once(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each file of a multi-file library is an object cached by its text: a second
+    library with the same user source recompiles only the generated kernels."""
+    shared = CSource("float twice(float x) { return 2.0f * x; }\n", (), "shared.c")
+    user = CSource("float twice(float x);\n"
+                   "void dbl(const float* a, float* o) { for (int i = 0; i < 4; ++i) "
+                   "o[i] = twice(a[i]); }\n",
+                   (CFunction("dbl", (((4,), "float32"), ((4,), "float32"))),), "user.c")
+    commands: list[list[str]] = []
+    real_popen = subprocess.Popen
+
+    def spy(cmd, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if "-c" in cmd:
+            commands.append(list(cmd))
+        return real_popen(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(compiler_mod.subprocess, "Popen", spy)
+    before = compile_stats()
+    lib1 = compile_kernels(_scale(7.0), c_sources=[shared, user], cache_dir=tmp_path)
+    first = [c[-1] for c in commands]
+    assert sorted(first) == ["plait_kernels.c", "shared.c", "user.c"]
+    commands.clear()
+    lib2 = compile_kernels(_scale(8.0), c_sources=[shared, user], cache_dir=tmp_path)
+    assert [c[-1] for c in commands] == ["plait_kernels.c"]   # only the new kernels
+    assert compile_stats()["object_hits"] == before["object_hits"] + 2
+    assert lib1.path != lib2.path
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_allclose(lib2.get("dbl")(x), 2 * x)
+    np.testing.assert_allclose(lib2.get("scale")(x), x * 8.0 + 1.0)
+
+
 def test_cache_dir_argument_and_atomic_files(tmp_path: Path) -> None:
     lib = compile_kernels(_scale(7.0), cache_dir=tmp_path)
     files = sorted(p.name for p in (tmp_path / "c").iterdir())

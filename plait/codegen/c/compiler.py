@@ -34,13 +34,14 @@ from plait.runtime.native import ABI_VERSION, LIB_SUFFIX
 COMPILE_TIMEOUT = 600.0
 """Seconds a single compiler run may take."""
 
-_STATS = {"compiles": 0, "cache_hits": 0, "openmp_probes": 0}
+_STATS = {"compiles": 0, "cache_hits": 0, "object_hits": 0, "openmp_probes": 0}
 _STATS_LOCK = threading.Lock()
 
 
 def compile_stats() -> dict[str, int]:
-    """Counters of this process: compiler runs (``compiles``), libraries found in the
-    cache (``cache_hits``) and OpenMP probes."""
+    """Counters of this process: libraries built (``compiles``), libraries found in the
+    cache (``cache_hits``), objects of multi-file libraries found in the cache
+    (``object_hits``) and OpenMP probes."""
     with _STATS_LOCK:
         return dict(_STATS)
 
@@ -298,6 +299,75 @@ def _compile_error(stderr: str, files: dict[str, str], command: list[str], retur
                          line=line, kernel=kernel, excerpt=excerpt, source_path=failed_path)
 
 
+def _run_compiler(command: list[str], cwd: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(command, cwd=cwd, capture_output=True, text=True,
+                              timeout=COMPILE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise CCompileError(
+            f"C compilation timed out after {COMPILE_TIMEOUT:.0f}s: {' '.join(command)}",
+            stderr="", command=command, file=None, line=None, kernel=None, excerpt="",
+            source_path=None) from None
+
+
+def _failure(r: subprocess.CompletedProcess[str], files: dict[str, str], command: list[str],
+             d: Path, key: str, main: str | None = None) -> CCompileError:
+    """The error of a failed compiler run; the failing (or first) source is kept in the
+    cache directory for inspection."""
+    failed = None
+    main = main or next(iter(files))
+    try:
+        failed_path = d / f"failed-{key[:32]}-{main}"
+        _atomic_write(failed_path, files[main].encode())
+        failed = str(failed_path)
+    except OSError:
+        pass
+    return _compile_error(r.stderr or r.stdout, files, command, r.returncode, failed)
+
+
+def _compile_objects(cc: CompilerInfo, flag_list: list[str], files: dict[str, str],
+                     tmpdir: str, d: Path, key: str) -> list[str]:
+    """Compile every file to an object (``-c``), taking objects from the cache (named
+    by the file's name, text, the flags and the compiler) and compiling the missing
+    ones concurrently.  Returns the objects' paths."""
+    cflags = [f for f in flag_list if f != "-shared"]
+    paths: list[str] = []
+    pending: list[tuple[str, Path, list[str], subprocess.Popen[str]]] = []
+    for name, text in files.items():
+        okey = cache_key({name: text}, cc, cflags)
+        obj = d / f"obj-{okey[:32]}.o"
+        paths.append(str(obj))
+        if obj.exists():
+            _count("object_hits")
+            continue
+        tmp_obj = Path(tmpdir, f"{name}.o")
+        command = [*cc.argv, *cflags, "-c", "-o", tmp_obj.name, name]
+        proc = subprocess.Popen(command, cwd=tmpdir, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        pending.append((name, obj, command, proc))
+    error = None
+    for name, obj, command, proc in pending:
+        try:
+            out, err = proc.communicate(timeout=COMPILE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise CCompileError(
+                f"C compilation timed out after {COMPILE_TIMEOUT:.0f}s: {' '.join(command)}",
+                stderr="", command=command, file=None, line=None, kernel=None, excerpt="",
+                source_path=None) from None
+        tmp_obj = Path(tmpdir, f"{name}.o")
+        if proc.returncode != 0 or not tmp_obj.exists():
+            if error is None:
+                r = subprocess.CompletedProcess(command, proc.returncode, out, err)
+                error = _failure(r, files, command, d, key, main=name)
+            continue
+        os.replace(tmp_obj, obj)
+    if error is not None:
+        raise error
+    return paths
+
+
 def compile_shared(
     files: dict[str, str],
     options: BuildOptions | None = None,
@@ -320,25 +390,17 @@ def compile_shared(
         for name, text in files.items():
             Path(tmpdir, name).write_text(text)
         out = Path(tmpdir, f"out{LIB_SUFFIX}")
-        command = [*cc.argv, *flag_list, "-o", out.name, *files.keys(), "-lm"]
-        try:
-            r = subprocess.run(command, cwd=tmpdir, capture_output=True, text=True,
-                               timeout=COMPILE_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            raise CCompileError(
-                f"C compilation timed out after {COMPILE_TIMEOUT:.0f}s: {' '.join(command)}",
-                stderr="", command=command, file=None, line=None, kernel=None, excerpt="",
-                source_path=None) from None
+        if len(files) > 1:
+            # each file becomes an object of its own, cached by its text: a library
+            # source shared by many models (plait_gemm.c) is compiled once, and only the
+            # model's generated kernels are compiled again
+            objects = _compile_objects(cc, flag_list, files, tmpdir, d, key)
+            command = [*cc.argv, *flag_list, "-o", out.name, *objects, "-lm"]
+        else:
+            command = [*cc.argv, *flag_list, "-o", out.name, *files.keys(), "-lm"]
+        r = _run_compiler(command, tmpdir)
         if r.returncode != 0 or not out.exists():
-            failed = None
-            main = next(iter(files))
-            try:
-                failed_path = d / f"failed-{key[:32]}-{main}"
-                _atomic_write(failed_path, files[main].encode())
-                failed = str(failed_path)
-            except OSError:
-                pass
-            raise _compile_error(r.stderr or r.stdout, files, command, r.returncode, failed)
+            raise _failure(r, files, command, d, key)
         _atomic_write(d / f"lib-{key[:32]}.c", "\n".join(
             f"/* ==== {n} ==== */\n{t}" for n, t in files.items()).encode())
         os.replace(out, final)
