@@ -44,6 +44,7 @@ from .compute import (
     register_compute,
 )
 from .dispatch import DispatchLibrary, RewriteFn, library_rewrite, rewrite_ops
+from .gemm import DispatchGemm, dispatch_gemm
 from .legalize import (
     KERNEL_DTYPES,
     add_kernel,
@@ -59,7 +60,12 @@ from .legalize import (
 
 
 def _dispatch(target: Target) -> list[Any]:
-    return [DispatchLibrary()] if target.attrs.get("blas", True) else []
+    passes: list[Any] = []
+    if target.attrs.get("gemm", True):
+        passes.append(DispatchGemm())
+    if target.attrs.get("blas", True):
+        passes.append(DispatchLibrary())
+    return passes
 
 
 def _build(target: Target) -> list[Any]:
@@ -72,7 +78,7 @@ def _legalize(target: Target) -> list[Any]:
 
 register_target_kind(
     "c",
-    defaults={"blas": True, "fuse": True, "opt_level": 3, "march_native": False},
+    defaults={"gemm": True, "blas": True, "fuse": True, "opt_level": 3, "march_native": False},
     doc="generated C kernels compiled by the system C compiler; BLAS for matmul/linear/conv2d",
     dispatch=_dispatch,
     legalize=_legalize,
@@ -83,8 +89,8 @@ register_kernel_fusion("c", get_compute, dtypes=KERNEL_DTYPES)
 
 __all__ = [
     "C_SOURCES_ATTR", "LIBRARY_NAME", "CompileKernels", "ComputeUnsupported",
-    "DispatchLibrary", "RewriteFn", "add_c_source", "add_kernel", "c_sources",
-    "compute_note", "coverage", "coverage_table", "extern_calls", "flatten_args", "get_compute",
+    "DispatchGemm", "DispatchLibrary", "RewriteFn", "add_c_source", "add_kernel", "c_sources",
+    "compute_note", "coverage", "coverage_table", "dispatch_gemm", "extern_calls", "flatten_args", "get_compute",
     "legalize_to_kernel", "library_call", "library_calls", "library_rewrite",
     "list_computes", "module_kernels", "op_kernel", "register_compute", "rewrite_ops",
 ]

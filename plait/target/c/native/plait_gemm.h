@@ -1,0 +1,55 @@
+/* plait_gemm.h: the interface of plait_gemm.c (matrix product and convolution),
+ * shared by the library and the per-model call wrappers. */
+#ifndef PLAIT_GEMM_H
+#define PLAIT_GEMM_H
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define PLAIT_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define PLAIT_HIDDEN
+#endif
+
+enum { PLAIT_A_PACKED = 0, PLAIT_A_STRIDED = 1 };
+enum { PLAIT_B_PACKED = 0, PLAIT_B_STRIDED = 1, PLAIT_B_CONV = 2 };
+enum { PLAIT_BIAS_NONE = 0, PLAIT_BIAS_ROW = 1, PLAIT_BIAS_COL = 2 };
+
+typedef struct {
+    /* the convolution whose im2col matrix is B: padded input [C][HP][WP] */
+    int64_t C, HP, WP, KH, KW, SH, SW, DH, DW, OH, OW;
+} plait_conv_geom;
+
+typedef struct {
+    int64_t M, N, K;
+    int a_kind;               /* PLAIT_A_* */
+    const float* a;           /* packed panels, or A[i*lda_r + k*lda_c] */
+    int64_t lda_r, lda_c;
+    int b_kind;               /* PLAIT_B_* */
+    const float* b;           /* packed panels, B[k*ldb_r + j*ldb_c], or padded input */
+    int64_t ldb_r, ldb_c;
+    const plait_conv_geom* conv;
+    float* c;                 /* C[i*ldc + j] */
+    int64_t ldc;
+    int bias_kind;            /* PLAIT_BIAS_* */
+    const float* bias;
+    const float* res;         /* residual, res[i*ldc + j], or NULL */
+    int relu;
+    /* batch: matrix b of the batch is at a + b*a_bs, b + b*b_bs, c (and res) + b*c_bs */
+    int64_t batch, a_bs, b_bs, c_bs;
+} plait_gemm_problem;
+
+typedef struct {
+    int64_t N, C, H, W, O, KH, KW, SH, SW, DH, DW, PT, PL, PB, PR, OH, OW;
+} plait_conv2d_desc;
+
+/* C = epilogue(A @ B) as described by p; 0 on success, 1 out of memory. */
+PLAIT_HIDDEN int plait_gemm(const plait_gemm_problem* p);
+
+/* out[N][O][OH][OW] = relu?(conv2d(x, w) + bias[O] + res), NCHW, the weights packed in
+ * 6-row panels ([ceil(O/6)][C*KH*KW][6]); bias and res may be NULL.  0 on success, 1
+ * out of memory. */
+PLAIT_HIDDEN int plait_conv2d(const plait_conv2d_desc* d, const float* x,
+                              const float* apacked, const float* bias, const float* res,
+                              int relu, float* out);
+#endif
