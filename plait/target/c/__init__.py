@@ -90,7 +90,8 @@ register_kernel_fusion("c", get_compute, dtypes=KERNEL_DTYPES)
 __all__ = [
     "C_SOURCES_ATTR", "LIBRARY_NAME", "CompileKernels", "ComputeUnsupported",
     "DispatchGemm", "DispatchLibrary", "RewriteFn", "add_c_source", "add_kernel", "c_sources",
-    "compute_note", "coverage", "coverage_table", "dispatch_gemm", "extern_calls", "flatten_args", "get_compute",
+    "compute_note", "coverage", "coverage_table", "dispatch_gemm", "extern_calls",
+    "flatten_args", "get_compute",
     "legalize_to_kernel", "library_call", "library_calls", "library_rewrite",
     "list_computes", "module_kernels", "op_kernel", "register_compute", "rewrite_ops",
 ]
