@@ -179,6 +179,10 @@ CONVS = [
     ((2, 32, 14, 14), (64, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # pointwise
     ((1, 32, 14, 14), (64, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1)),  # strided 1x1
     ((1, 5, 11, 7), (9, 5, 3), (3, 2), (2, 1, 2, 1), (1, 1)),
+    # Winograd F(2x2, 3x3): 3x3, stride 1, >= 16 channels in and out
+    ((2, 16, 15, 21), (22, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # odd sizes, O % 6 != 0
+    ((1, 128, 28, 28), (128, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((1, 24, 6, 40), (16, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1)),   # no padding
 ]
 
 
@@ -207,7 +211,14 @@ def test_conv2d_matches_torch(xshape, wshape, strides, padding, dilation, epilog
     mod = _build_graph({"x": x.shape, "r": r.shape}, body)
     lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
     assert len(_externs(lowered)) == 1 and _ops(lowered) == []
+    wino = (kh, kw, strides, dilation) == (3, 3, (1, 1), (1, 1)) and min(xshape[1], o) >= 16
+    code = "".join(src["code"] for src in lowered.attrs["c_sources"])
+    assert ("plait_conv2d_winograd(&d" in code) == wino
     np.testing.assert_allclose(_build_and_run(mod, x, r), ref, rtol=RTOL, atol=ATOL)
+    if wino:  # the direct product gives the same result
+        direct = plait.build(mod, plait.Target("c", winograd=False))
+        np.testing.assert_allclose(VirtualMachine(direct)["main"](x, r), ref, rtol=RTOL,
+                                   atol=ATOL)
 
 
 def test_conv2d_it_cannot_take_stays_for_blas() -> None:

@@ -62,7 +62,7 @@ from .legalize import (
 def _dispatch(target: Target) -> list[Any]:
     passes: list[Any] = []
     if target.attrs.get("gemm", True):
-        passes.append(DispatchGemm())
+        passes.append(DispatchGemm(winograd=bool(target.attrs.get("winograd", True))))
     if target.attrs.get("blas", True):
         passes.append(DispatchLibrary())
     return passes
@@ -78,7 +78,7 @@ def _legalize(target: Target) -> list[Any]:
 
 register_target_kind(
     "c",
-    defaults={"gemm": True, "blas": True, "fuse": True, "opt_level": 3, "march_native": False},
+    defaults={"gemm": True, "winograd": True, "blas": True, "fuse": True, "opt_level": 3, "march_native": False},
     doc="generated C kernels compiled by the system C compiler; BLAS for matmul/linear/conv2d",
     dispatch=_dispatch,
     legalize=_legalize,

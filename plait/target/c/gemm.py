@@ -111,6 +111,28 @@ def pack_b(b: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(full.reshape(k, np_ // NR, NR).transpose(1, 0, 2))
 
 
+WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+"""The weight transform of Winograd F(2x2, 3x3): U = G g G^T."""
+
+
+def winograd_weights(w: np.ndarray) -> np.ndarray:
+    """The ``O x C x 3 x 3`` weights transformed (``G g G^T``, in float64, rounded once)
+    and packed per transform element: ``[16][ceil(O/MR)][C][MR]`` (what
+    ``plait_conv2d_winograd`` reads)."""
+    o, c = w.shape[:2]
+    u = np.einsum("ij,ocjk,lk->ocil", WINOGRAD_G, w.astype(np.float64), WINOGRAD_G)
+    u = u.reshape(o, c, 16).transpose(2, 0, 1).astype(np.float32)
+    return np.ascontiguousarray(np.stack([pack_a(u[xi]) for xi in range(16)]))
+
+
+def winograd_applies(desc: dict[str, int]) -> bool:
+    """Whether a convolution goes through Winograd F(2x2, 3x3): 3x3 kernel, stride 1,
+    dilation 1, at least 16 input and output channels (below that the transforms cost
+    more than they save) and at most 512 input channels (one register-tile pass)."""
+    return (desc["KH"] == desc["KW"] == 3 and desc["SH"] == desc["SW"] == 1
+            and desc["DH"] == desc["DW"] == 1 and 16 <= desc["C"] <= 512 and desc["O"] >= 16)
+
+
 # ------------------------------------------------------------ call plans
 
 
@@ -137,6 +159,7 @@ class _Plan:
     bias: Expr | None = None
     res: Expr | None = None
     relu: bool = False
+    winograd: bool = False
     members: list[int] = field(default_factory=list)
 
     def can_take_bias(self) -> bool:
@@ -156,8 +179,9 @@ class _Plan:
             fields = ", ".join(str(d[k]) for k in (
                 "N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "DH", "DW",
                 "PT", "PL", "PB", "PR", "OH", "OW"))
+            fn = "plait_conv2d_winograd" if self.winograd else "plait_conv2d"
             body = (f"    static const plait_conv2d_desc d = {{{fields}}};\n"
-                    f"    return plait_conv2d(&d, in0, in1, {bias}, {res}, {int(self.relu)}, "
+                    f"    return {fn}(&d, in0, in1, {bias}, {res}, {int(self.relu)}, "
                     "out);\n")
         else:
             bias_kind = "PLAIT_BIAS_COL" if self.bias is not None else "PLAIT_BIAS_NONE"
@@ -181,8 +205,8 @@ class _Plan:
         if self.res is not None:
             params.append((self.out_shape, "float32"))
         params.append((self.out_shape, "float32"))
-        key = repr((self.kind, sorted(d.items()), params, self.bias is not None,
-                    self.res is not None, self.relu))
+        key = repr((self.kind, self.winograd, sorted(d.items()), params,
+                    self.bias is not None, self.res is not None, self.relu))
         name = f"plait_{self.kind}_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
         code = f"int {name}({', '.join(args)}) {{\n{body}}}\n"
         return name, code, CFunction(name, tuple(params), 1, name, "int")
@@ -200,7 +224,7 @@ def _const_data(e: Expr) -> np.ndarray | None:
     return e.data if isinstance(e, Constant) else None
 
 
-def _plan_conv2d(call: Call) -> _Plan | None:
+def _plan_conv2d(call: Call, winograd: bool) -> _Plan | None:
     x, w = call.args
     xs, ws, os_ = _static_shape(x), _static_shape(w), _static_shape(call)
     wd = _const_data(w)
@@ -218,11 +242,17 @@ def _plan_conv2d(call: Call) -> _Plan | None:
     o, cw, kh, kw = ws
     if cw != c or 0 in xs or 0 in os_:
         return None
-    packed = Constant(pack_a(np.asarray(wd, np.float32).reshape(o, c * kh * kw)))
     desc = dict(N=n, C=c, H=h, W=wdt, O=o, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw,
                 PT=pt, PL=pl, PB=pb, PR=pr, OH=os_[2], OW=os_[3])
-    return _Plan("conv2d", [x, packed], [(xs, "float32"), (packed.data.shape, "float32")],
+    wino = winograd and winograd_applies(desc)
+    if wino:
+        packed = Constant(winograd_weights(np.asarray(wd, np.float32)))
+    else:
+        packed = Constant(pack_a(np.asarray(wd, np.float32).reshape(o, c * kh * kw)))
+    plan = _Plan("conv2d", [x, packed], [(xs, "float32"), (packed.data.shape, "float32")],
                  desc, os_, "row", o)
+    plan.winograd = wino
+    return plan
 
 
 def _plan_gemm(call: Call, op: str) -> _Plan | None:
@@ -294,12 +324,12 @@ def _plan_gemm(call: Call, op: str) -> _Plan | None:
     return plan
 
 
-def _plan(call: Call, ops: Sequence[str]) -> _Plan | None:
+def _plan(call: Call, ops: Sequence[str], winograd: bool) -> _Plan | None:
     op = call.op
     if not isinstance(op, Op) or op.name not in ops:
         return None
     if op.name == "conv2d":
-        return _plan_conv2d(call)
+        return _plan_conv2d(call, winograd)
     return _plan_gemm(call, op.name)
 
 
@@ -352,7 +382,7 @@ def _is_op(value: Expr, name: str) -> bool:
 
 def _rewrite_block(block: BindingBlock, counts: dict[Var, int],
                    wrappers: dict[str, tuple[str, CFunction]],
-                   ops: Sequence[str]) -> BindingBlock:
+                   ops: Sequence[str], winograd: bool) -> BindingBlock:
     bindings = block.bindings
     plans: dict[int, _Plan] = {}      # index of the last member -> plan
     tail: dict[Var, _Plan] = {}       # current result var of an open plan -> plan
@@ -384,7 +414,7 @@ def _rewrite_block(block: BindingBlock, counts: dict[Var, int],
                     plans[i] = plan
                     tail[b.var] = plan
                     continue
-        plan = _plan(value, ops)
+        plan = _plan(value, ops, winograd)
         if plan is not None:
             plan.members.append(i)
             plans[i] = plan
@@ -410,14 +440,16 @@ def _rewrite_block(block: BindingBlock, counts: dict[Var, int],
 
 
 def _rewrite_seq(seq: SeqExpr, counts: dict[Var, int],
-                 wrappers: dict[str, tuple[str, CFunction]], ops: Sequence[str]) -> SeqExpr:
-    blocks = tuple(_rewrite_block(blk, counts, wrappers, ops) for blk in seq.blocks)
+                 wrappers: dict[str, tuple[str, CFunction]], ops: Sequence[str],
+                 winograd: bool) -> SeqExpr:
+    blocks = tuple(_rewrite_block(blk, counts, wrappers, ops, winograd) for blk in seq.blocks)
     if all(a is b for a, b in zip(blocks, seq.blocks)):
         return seq
     return SeqExpr(blocks, seq.body, ty=seq.ty, span=seq.span)
 
 
-def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS) -> IRModule:
+def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
+                  winograd: bool = True) -> IRModule:
     """``mod`` with float32 conv2d/linear/matmul (and their epilogues) rewritten into
     calls of ``plait_gemm.c`` (see the module docstring); functions for which ``skip``
     is true (default: those of external codegens) are left alone."""
@@ -430,7 +462,7 @@ def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS) -> 
         if skip(f) or not isinstance(f.body, SeqExpr):
             continue
         # bindings inside If branches are left alone; the top-level blocks are rewritten
-        body = _rewrite_seq(f.body, _use_counts(f), wrappers, ops)
+        body = _rewrite_seq(f.body, _use_counts(f), wrappers, ops, winograd)
         if body is not f.body:
             funcs[name] = Function(f.params, body, f.ret_ty, f.pure, attrs=f.attrs, span=f.span)
     if not funcs:
@@ -449,9 +481,10 @@ class DispatchGemm:
     """Send float32 conv2d/linear/matmul, with bias, residual and relu epilogues, to
     plait_gemm.c (weights packed at compile time)."""
 
-    def __init__(self, ops: Sequence[str] = OPS, *,
+    def __init__(self, ops: Sequence[str] = OPS, *, winograd: bool = True,
                  codegens: Sequence[str] | None = None) -> None:
         super().__init__(codegens=codegens)  # type: ignore[call-arg]
+        self.winograd = winograd
         unknown = [o for o in ops if o not in OPS]
         if unknown:
             raise ValueError(f"c.DispatchGemm: cannot dispatch {unknown}; it takes "
@@ -463,4 +496,5 @@ class DispatchGemm:
 
         enabled = enabled_codegens(self, ctx)  # type: ignore[arg-type]
         return dispatch_gemm(mod, skip=lambda f: bool(f.attrs.get("compiler"))
-                             and f.attrs.get("compiler") not in enabled, ops=self.ops)
+                             and f.attrs.get("compiler") not in enabled, ops=self.ops,
+                             winograd=self.winograd)

@@ -38,6 +38,15 @@
 
 typedef float plait_v8 __attribute__((vector_size(32)));
 typedef float plait_v8u __attribute__((vector_size(32), aligned(4)));
+#if defined(__clang__)
+#define PLAIT_INTERLEAVE_LO(a, b) __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11)
+#define PLAIT_INTERLEAVE_HI(a, b) __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15)
+#else
+#define PLAIT_INTERLEAVE_LO(a, b) \
+    __builtin_shuffle(a, b, (plait_vi8){0, 8, 1, 9, 2, 10, 3, 11})
+#define PLAIT_INTERLEAVE_HI(a, b) \
+    __builtin_shuffle(a, b, (plait_vi8){4, 12, 5, 13, 6, 14, 7, 15})
+#endif
 #define PLAIT_BCAST(x) ((plait_v8){(x), (x), (x), (x), (x), (x), (x), (x)})
 typedef int32_t plait_vi8 __attribute__((vector_size(32)));
 
@@ -285,22 +294,29 @@ static void gemm_thread_avx2(const plait_gemm_problem* p, int64_t nc_block, int 
 typedef void (*plait_gemm_thread_fn)(const plait_gemm_problem*, int64_t, int, int, float*,
                                      float*);
 
-/* PLAIT_GEMM_ISA=baseline in the environment forces the portable variant (tests). */
-static plait_gemm_thread_fn plait_gemm_variant(void) {
-    static plait_gemm_thread_fn chosen;
-    if (chosen) return chosen;
-    plait_gemm_thread_fn fn = gemm_thread_base;
+/* Whether to run the AVX2+FMA variants: PLAIT_GEMM_ISA=baseline in the environment
+ * forces the portable ones (tests). */
+static int plait_use_avx2(void) {
+    static int chosen = -1;
+    if (chosen >= 0) return chosen;
+    int use = 0;
     const char* isa = getenv("PLAIT_GEMM_ISA");
 #ifdef PLAIT_X86_DISPATCH
     __builtin_cpu_init();
-    if (!(isa && strcmp(isa, "baseline") == 0) && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma"))
-        fn = gemm_thread_avx2;
+    use = !(isa && strcmp(isa, "baseline") == 0) && __builtin_cpu_supports("avx2") &&
+          __builtin_cpu_supports("fma");
 #else
     (void)isa;
 #endif
-    chosen = fn;
-    return fn;
+    chosen = use;
+    return use;
+}
+
+static plait_gemm_thread_fn plait_gemm_variant(void) {
+#ifdef PLAIT_X86_DISPATCH
+    if (plait_use_avx2()) return gemm_thread_avx2;
+#endif
+    return gemm_thread_base;
 }
 
 int plait_gemm(const plait_gemm_problem* p) {
@@ -442,4 +458,282 @@ int plait_conv2d(const plait_conv2d_desc* d, const float* x, const float* apacke
     p.conv = &g;
     p.b_bs = d->C * HP * WP;
     return plait_gemm(&p);
+}
+
+/* ------------------------------------------------ conv2d 3x3 by Winograd F(2x2, 3x3) */
+
+/* Y = A^T [ (G g G^T) * (B^T d B) ] A per 2x2 output tile: 16 element-wise products per
+ * tile instead of 36 multiply-adds, i.e. 2.25x fewer multiplications.  The 16 products
+ * over the channels are 16 matrix products U[xi] (O x C) @ V[xi] (C x tiles): U is the
+ * weight transform, done at compile time and packed in PLAIT_MR-row panels
+ * ([16][ceil(O/MR)][C][MR]); V is the input transform, written straight into the
+ * micro-kernel's B panels.  Tiles are processed in blocks small enough for V and the
+ * products to stay in the L2 cache, each block by one thread, so the transformed data
+ * never goes to memory.  Tile rows are padded to a multiple of 8 tiles so that 8
+ * neighbouring tiles always share a row (contiguous vector loads and stores).
+ *
+ * The input is zero-padded and de-interleaved: each padded row holds its even columns,
+ * then its odd columns, so that d[r][s] of 8 neighbouring tiles is one vector load. */
+
+typedef struct {
+    const plait_conv2d_desc* d;
+    int64_t TH, TWp, T, HP, RL, tb;
+    const float* img;    /* de-interleaved padded input [N][C][HP][RL] */
+    const float* u;      /* packed transformed weights */
+    const float* bias;
+    const float* res;
+    int relu;
+    float* out;
+} plait_wino;
+
+/* The strides between the 16 transform elements in the V ([16][tb/NR][C][NR]) and
+ * product ([16][O][tb]) buffers, one cache line more than the data: a power-of-two
+ * stride would put all 16 in the same cache set. */
+#define PLAIT_WINO_VS(w) ((w)->tb * (w)->d->C + 16)
+#define PLAIT_WINO_MS(w) ((w)->tb * (w)->d->O + 16)
+
+static inline __attribute__((always_inline)) void
+wino_input(const plait_wino* w, int64_t n, int64_t t0, float* v) {
+    const plait_conv2d_desc* d = w->d;
+    const int64_t C = d->C, tb = w->tb, half = w->TWp + 1;
+    /* v: [16][panels][C][NR] */
+    for (int64_t g = 0; g < tb; g += 8) {
+        int64_t t = t0 + g;
+        int64_t panel = g / PLAIT_NR, lane = g % PLAIT_NR;
+        if (t >= w->T) {
+            for (int64_t xi = 0; xi < 16; ++xi)
+                for (int64_t c = 0; c < C; ++c)
+                    *(plait_v8u*)(v + xi * PLAIT_WINO_VS(w) + (panel * C + c) * PLAIT_NR + lane) =
+                        (plait_v8){0};
+            continue;
+        }
+        int64_t th = t / w->TWp, tw = t % w->TWp;
+        for (int64_t c = 0; c < C; ++c) {
+            const float* base = w->img + ((n * C + c) * w->HP + 2 * th) * w->RL + tw;
+            plait_v8 dd[4][4];
+            for (int r = 0; r < 4; ++r) {
+                const float* row = base + r * w->RL;
+                dd[r][0] = *(const plait_v8u*)row;
+                dd[r][1] = *(const plait_v8u*)(row + half);
+                dd[r][2] = *(const plait_v8u*)(row + 1);
+                dd[r][3] = *(const plait_v8u*)(row + half + 1);
+            }
+            plait_v8 tt[4][4];   /* B^T d */
+            for (int s2 = 0; s2 < 4; ++s2) {
+                tt[0][s2] = dd[0][s2] - dd[2][s2];
+                tt[1][s2] = dd[1][s2] + dd[2][s2];
+                tt[2][s2] = dd[2][s2] - dd[1][s2];
+                tt[3][s2] = dd[1][s2] - dd[3][s2];
+            }
+            float* vc = v + (panel * C + c) * PLAIT_NR + lane;
+            const int64_t xs = PLAIT_WINO_VS(w);   /* stride between xi */
+            for (int r = 0; r < 4; ++r) {                /* (B^T d) B */
+                *(plait_v8u*)(vc + (r * 4 + 0) * xs) = tt[r][0] - tt[r][2];
+                *(plait_v8u*)(vc + (r * 4 + 1) * xs) = tt[r][1] + tt[r][2];
+                *(plait_v8u*)(vc + (r * 4 + 2) * xs) = tt[r][2] - tt[r][1];
+                *(plait_v8u*)(vc + (r * 4 + 3) * xs) = tt[r][1] - tt[r][3];
+            }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+wino_output(const plait_wino* w, int64_t n, int64_t t0, const float* m) {
+    const plait_conv2d_desc* d = w->d;
+    const int64_t O = d->O, tb = w->tb, OH = d->OH, OW = d->OW;
+    /* m: [16][O][tb] */
+    for (int64_t o = 0; o < O; ++o) {
+        const float bo = w->bias ? w->bias[o] : 0.0f;
+        float* outo = w->out + (n * O + o) * OH * OW;
+        const float* reso = w->res ? w->res + (n * O + o) * OH * OW : NULL;
+        for (int64_t g = 0; g < tb; g += 8) {
+            int64_t t = t0 + g;
+            if (t >= w->T) break;
+            const float* mg = m + o * tb + g;
+            plait_v8 mm[16];
+            for (int xi = 0; xi < 16; ++xi) mm[xi] = *(const plait_v8u*)(mg + xi * PLAIT_WINO_MS(w));
+            plait_v8 s0[4], s1[4];   /* A^T M: rows 0 and 1, per column */
+            for (int c2 = 0; c2 < 4; ++c2) {
+                s0[c2] = mm[0 * 4 + c2] + mm[1 * 4 + c2] + mm[2 * 4 + c2];
+                s1[c2] = mm[1 * 4 + c2] - mm[2 * 4 + c2] - mm[3 * 4 + c2];
+            }
+            float y[4][8] __attribute__((aligned(32)));
+            *(plait_v8*)y[0] = s0[0] + s0[1] + s0[2] + bo;
+            *(plait_v8*)y[1] = s0[1] - s0[2] - s0[3] + bo;
+            *(plait_v8*)y[2] = s1[0] + s1[1] + s1[2] + bo;
+            *(plait_v8*)y[3] = s1[1] - s1[2] - s1[3] + bo;
+            int64_t th = t / w->TWp, tw = t % w->TWp;
+            if (2 * th + 2 <= OH && 2 * tw + 16 <= OW) {
+                /* all 8 tiles inside: rows of 16 outputs, even and odd columns
+                 * interleaved */
+                for (int r = 0; r < 2; ++r) {
+                    plait_v8 e = *(plait_v8*)y[2 * r], od = *(plait_v8*)y[2 * r + 1];
+                    plait_v8 lo = PLAIT_INTERLEAVE_LO(e, od), hi = PLAIT_INTERLEAVE_HI(e, od);
+                    int64_t off = (2 * th + r) * OW + 2 * tw;
+                    if (reso) {
+                        lo += *(const plait_v8u*)(reso + off);
+                        hi += *(const plait_v8u*)(reso + off + 8);
+                    }
+                    if (w->relu) {
+                        plait_v8 zero = {0};
+                        lo = (plait_v8)((plait_vi8)lo & (lo > zero));
+                        hi = (plait_v8)((plait_vi8)hi & (hi > zero));
+                    }
+                    *(plait_v8u*)(outo + off) = lo;
+                    *(plait_v8u*)(outo + off + 8) = hi;
+                }
+                continue;
+            }
+            for (int r = 0; r < 2; ++r) {
+                int64_t oh = 2 * th + r;
+                if (oh >= OH) break;
+                float* orow = outo + oh * OW;
+                const float* rrow = reso ? reso + oh * OW : NULL;
+                for (int k = 0; k < 8; ++k) {
+                    int64_t ow = 2 * (tw + k);
+                    for (int cc = 0; cc < 2 && ow + cc < OW; ++cc) {
+                        float val = y[2 * r + cc][k];
+                        if (rrow) val += rrow[ow + cc];
+                        if (w->relu && val < 0.0f) val = 0.0f;
+                        orow[ow + cc] = val;
+                    }
+                }
+            }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+wino_thread(const plait_wino* w, int tid, int nthreads, float* v, float* m) {
+    const plait_conv2d_desc* d = w->d;
+    const int64_t C = d->C, O = d->O, tb = w->tb;
+    const int64_t blocks = (w->T + tb - 1) / tb;
+    const int64_t jobs = d->N * blocks;
+    const int64_t apanels = (O + PLAIT_MR - 1) / PLAIT_MR;
+    for (int64_t job = tid; job < jobs; job += nthreads) {
+        int64_t n = job / blocks, t0 = (job % blocks) * tb;
+        wino_input(w, n, t0, v);
+        for (int64_t xi = 0; xi < 16; ++xi) {
+            const float* uxi = w->u + xi * apanels * C * PLAIT_MR;
+            const float* vxi = v + xi * PLAIT_WINO_VS(w);
+            float* mxi = m + xi * PLAIT_WINO_MS(w);
+            for (int64_t jr = 0; jr < tb; jr += PLAIT_NR) {
+                for (int64_t ir = 0; ir < O; ir += PLAIT_MR) {
+                    int64_t mr = O - ir < PLAIT_MR ? O - ir : PLAIT_MR;
+                    micro_kernel(C, uxi + (ir / PLAIT_MR) * C * PLAIT_MR,
+                                 vxi + (jr / PLAIT_NR) * C * PLAIT_NR, mxi + ir * tb + jr, tb,
+                                 mr, PLAIT_NR, 1, 0, NULL, 0, 0, NULL);
+                }
+            }
+        }
+        wino_output(w, n, t0, m);
+    }
+}
+
+static void wino_thread_base(const plait_wino* w, int tid, int nthreads, float* v, float* m) {
+    wino_thread(w, tid, nthreads, v, m);
+}
+
+#ifdef PLAIT_X86_DISPATCH
+__attribute__((target("avx2,fma")))
+static void wino_thread_avx2(const plait_wino* w, int tid, int nthreads, float* v, float* m) {
+    wino_thread(w, tid, nthreads, v, m);
+}
+#endif
+
+int plait_conv2d_winograd(const plait_conv2d_desc* d, const float* x, const float* u,
+                          const float* bias, const float* res, int relu, float* out) {
+    plait_wino w;
+    w.d = d;
+    w.TH = (d->OH + 1) / 2;
+    w.TWp = ((d->OW + 1) / 2 + 7) / 8 * 8;
+    w.T = w.TH * w.TWp;
+    w.HP = 2 * w.TH + 2;
+    w.RL = 2 * (w.TWp + 1);
+    /* tiles per block: V and the products (16 x (C + O) x tb floats) near 256 KB, half
+     * the L2 cache; a multiple of NR */
+    int64_t tb = 4096 / (d->C + d->O);
+    tb = tb / PLAIT_NR * PLAIT_NR;
+    if (tb < PLAIT_NR) tb = PLAIT_NR;
+    if (tb > 256) tb = 256;
+    w.tb = tb;
+    w.u = u;
+    w.bias = bias;
+    w.res = res;
+    w.relu = relu;
+    w.out = out;
+    const int64_t planes = d->N * d->C, half = w.TWp + 1;
+    size_t need = (size_t)(planes * w.HP * w.RL);
+    if (need > plait_pad_cap) {
+        free(plait_pad_buf);
+        plait_pad_buf = NULL;
+        plait_pad_cap = 0;
+        if (posix_memalign((void**)&plait_pad_buf, 64, need * sizeof(float))) return 1;
+        plait_pad_cap = need;
+    }
+    float* img = plait_pad_buf;
+    int nthreads = 1;
+#ifdef _OPENMP
+    nthreads = omp_get_max_threads();
+#endif
+    /* zero-pad and de-interleave: padded row r, column q (input row r - PT, column
+     * q - PL) goes to [r][q / 2] (even q) or [r][half + q / 2] (odd q) */
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nthreads) if (nthreads > 1 && need > 262144)
+#endif
+    for (int64_t pl = 0; pl < planes; ++pl) {
+        float* o = img + pl * w.HP * w.RL;
+        const float* src = x + pl * d->H * d->W;
+        for (int64_t r = 0; r < w.HP; ++r) {
+            float* row = o + r * w.RL;
+            int64_t ih = r - d->PT;
+            if (ih < 0 || ih >= d->H) {
+                memset(row, 0, sizeof(float) * (size_t)w.RL);
+                continue;
+            }
+            const float* in = src + ih * d->W;
+            /* even padded columns 2j hold input column 2j - PL, odd ones 2j + 1 - PL */
+            memset(row, 0, sizeof(float) * (size_t)w.RL);
+            int64_t e0 = (d->PL + 1) / 2, e1 = (d->W - 1 + d->PL) / 2 + 1;
+            int64_t o0 = d->PL / 2;
+            int64_t o1 = d->W - 2 + d->PL >= 0 ? (d->W - 2 + d->PL) / 2 + 1 : 0;
+            if (e1 > half) e1 = half;
+            if (o1 > half) o1 = half;
+            for (int64_t j = e0; j < e1; ++j) row[j] = in[2 * j - d->PL];
+            for (int64_t j = o0; j < o1; ++j) row[half + j] = in[2 * j + 1 - d->PL];
+        }
+    }
+    w.img = img;
+    const int64_t blocks = d->N * ((w.T + tb - 1) / tb);
+    if (blocks < nthreads) nthreads = (int)blocks;
+    void (*run)(const plait_wino*, int, int, float*, float*) = wino_thread_base;
+#ifdef PLAIT_X86_DISPATCH
+    if (plait_use_avx2()) run = wino_thread_avx2;
+#endif
+    int status = 0;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
+#endif
+    {
+        int tid = 0, nt = 1;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+        nt = omp_get_num_threads();
+#endif
+        float* v = NULL;
+        float* m = NULL;
+        int ok = posix_memalign((void**)&v, 64, sizeof(float) * 16 * (size_t)PLAIT_WINO_VS(&w)) == 0;
+        ok &= posix_memalign((void**)&m, 64, sizeof(float) * 16 * (size_t)PLAIT_WINO_MS(&w)) == 0;
+        if (ok) {
+            run(&w, tid, nt, v, m);
+        } else {
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+            status = 1;
+        }
+        free(v);
+        free(m);
+    }
+    return status;
 }

@@ -52,4 +52,10 @@ PLAIT_HIDDEN int plait_gemm(const plait_gemm_problem* p);
 PLAIT_HIDDEN int plait_conv2d(const plait_conv2d_desc* d, const float* x,
                               const float* apacked, const float* bias, const float* res,
                               int relu, float* out);
+
+/* The same for 3x3, stride 1, dilation 1 by Winograd F(2x2, 3x3): the weights are
+ * transformed (G g G^T) and packed as [16][ceil(O/6)][C][6]. */
+PLAIT_HIDDEN int plait_conv2d_winograd(const plait_conv2d_desc* d, const float* x,
+                                       const float* u, const float* bias, const float* res,
+                                       int relu, float* out);
 #endif
