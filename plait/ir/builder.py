@@ -114,6 +114,8 @@ def types_compatible(declared: Type | None, inferred: Type | None) -> bool:
         return True
     if type(declared) is not type(inferred):
         return False
+    if declared == inferred:  # equal types fit (unknown parts equal unknown parts)
+        return True
     if isinstance(declared, TensorType):
         assert isinstance(inferred, TensorType)
         if declared.dtype and inferred.dtype and declared.dtype != inferred.dtype:
@@ -285,7 +287,6 @@ class BlockBuilder:
         self.current_span: Span | None = None
         self.var_remap: dict[Var, Var] = {}
         """Variables replaced while normalizing (old -> new); uses are substituted."""
-        self._infer_cache: dict[tuple, tuple[Type, Attrs]] = {}
 
     # ---------------------------------------------------------------- module
     def get(self) -> IRModule:
@@ -505,21 +506,17 @@ class BlockBuilder:
             return None
         args = call.args
         remap = self.var_remap
-        only_vars = True
         new_args: list[Expr] | None = None
         for i, a in enumerate(args):
             t = type(a)
             if t in _SIMPLE_LEAVES:
                 if a.ty is None or (remap and a in remap):
                     return None
-                if t is not Var and t is not DataflowVar:
-                    only_vars = False
             elif t is ExternFunc:  # always typed (Object)
-                only_vars = False
+                pass
             elif t is GlobalVar:  # a kernel or function by reference (may be untyped)
                 if a.ty is None and a.name_hint in self.global_types:
                     return None
-                only_vars = False
             elif t is Tuple:  # call_kernel/call_extern/call_dps argument tuples
                 typed_tuple = self._simple_tuple(a)
                 if typed_tuple is None:
@@ -528,28 +525,20 @@ class BlockBuilder:
                     if new_args is None:
                         new_args = list(args)
                     new_args[i] = typed_tuple
-                only_vars = False
             else:
                 return None
         if new_args is not None:
             args = tuple(new_args)
         types = tuple([a.ty for a in args])
-        # When every argument is a variable, inference sees nothing but the types and
-        # the attributes, so its result is cached (long chains repeat the same types).
-        key = (op, types, call.attrs) if only_vars else None
-        hit = self._infer_cache.get(key) if key is not None else None
-        if hit is not None:
-            ty, attrs = hit
-        else:
-            try:
-                ty, attrs = opdef.infer_call(call, types)
-            except Exception:
-                return None
-            if key is not None:
-                self._infer_cache[key] = (ty, attrs)
+        # Inference is cached by the op (see OpDef.infer_call) when it can only see
+        # the argument types and the attributes.
+        try:
+            ty, attrs = opdef.infer_call(call, types)
+        except Exception:
+            return None
         if ty is None or (call.ty is not None and not types_compatible(call.ty, ty)):
             return None
-        if attrs is call.attrs and call.ty == ty and new_args is None:
+        if attrs is call.attrs and (call.ty is ty or call.ty == ty) and new_args is None:
             return call
         return Call(op, args, attrs, ty=ty, span=call.span)
 
@@ -565,11 +554,11 @@ class BlockBuilder:
                 return None
         tt = TupleType(tuple([f.ty for f in fields]))
         if tup.ty is None:
-            return replace(tup, ty=tt)
+            return Tuple(fields, ty=tt, span=tup.span)
         if tup.ty == tt:
             return tup
         if types_compatible(tup.ty, tt):
-            return replace(tup, ty=tt)
+            return Tuple(fields, ty=tt, span=tup.span)
         return None
 
     def normalize_arg(self, expr: Expr) -> Expr:

@@ -216,6 +216,27 @@ class _Def:
         self.node = node
 
 
+_FLAT_LEAVES = frozenset(
+    {Var, DataflowVar, Constant, Op, GlobalVar, ExternFunc, ShapeExpr, PrimValue, StringImm}
+)
+"""Exact classes :meth:`ExprMutator.visit_expr` treats as leaves on its fast path."""
+
+
+def _leaves_only(fields: tuple[Expr, ...]) -> bool:
+    for f in fields:
+        if type(f) not in _FLAT_LEAVES:
+            return False
+    return True
+
+
+def with_type(var: Var, ty: Any) -> Var:
+    """A copy of variable ``var`` (same class, name and span) with type ``ty``."""
+    cls = type(var)
+    if cls is Var or cls is DataflowVar:
+        return cls(var.name_hint, ty, span=var.span)
+    return replace(var, ty=ty)
+
+
 _K_LEAF, _K_CALL, _K_BINDING, _K_BLOCK, _K_SEQ, _K_TUPLE, _K_ITEM, _K_IF, _K_FUNCTION = range(9)
 _K_GENERIC = -1
 _KINDS: dict[type, int] = {
@@ -343,15 +364,48 @@ class ExprMutator:
         finally:
             bb.current_binding = prev
         var = binding.var
-        if not isinstance(binding, MatchCast) and value.ty is not None and value.ty != var.ty:
-            var = replace(var, ty=value.ty)
+        vty = value.ty
+        if (
+            vty is not None
+            and vty is not var.ty
+            and vty != var.ty
+            and not isinstance(binding, MatchCast)
+        ):
+            var = with_type(var, vty)
             self.var_remap[binding.var] = var
-        bb.emit_binding(replace(binding, var=var, value=value))
+        if type(binding) is VarBinding:
+            bb.emit_binding(VarBinding(var, value))
+        else:
+            bb.emit_binding(replace(binding, var=var, value=value))
 
     # ------------------------------------------------------------ expressions
     def visit_expr(self, expr: Expr) -> Expr:
         """Rewrite ``expr`` bottom-up, iteratively."""
-        done: dict[int, Expr] = {}
+        if type(expr) is Call:
+            # Fast path for the binding value of A-normal form, a call on leaves: the
+            # same hooks in the same order as the general walk below, without the stack.
+            # Arguments may be tuples of leaves (call_extern, call_kernel, call_dps).
+            op = expr.op
+            if type(op) in _FLAT_LEAVES:
+                args = expr.args
+                for a in args:
+                    ta = type(a)
+                    if ta not in _FLAT_LEAVES and not (ta is Tuple and _leaves_only(a.fields)):
+                        break
+                else:
+                    done = {id(op): self._rewrite_leaf(op)}
+                    for a in args:
+                        if id(a) in done:
+                            continue
+                        if type(a) is Tuple:
+                            for f in a.fields:
+                                if id(f) not in done:
+                                    done[id(f)] = self._rewrite_leaf(f)
+                            done[id(a)] = self._rewrite(self._rebuild(a, done))
+                        else:
+                            done[id(a)] = self._rewrite_leaf(a)
+                    return self._rewrite(self._rebuild(expr, done))
+        done = {}
         stack: list[tuple[Expr, bool]] = [(expr, False)]
         while stack:
             e, expanded = stack.pop()
@@ -371,27 +425,41 @@ class ExprMutator:
         return done[id(expr)]
 
     def _rewrite_leaf(self, e: Expr) -> Expr:
-        if isinstance(e, Var):
-            new = self.var_remap.get(e)
+        cls = type(e)
+        if cls is Var or cls is DataflowVar or isinstance(e, Var):
+            new = self.var_remap.get(e)  # type: ignore[arg-type]
             if new is not None:
                 return new
-        elif isinstance(e, Function):
-            return self._rewrite(self.visit_function(e))
-        elif isinstance(e, SeqExpr):
-            return self._rewrite(self.visit_seq(e))
+        elif cls is Function or isinstance(e, Function):
+            return self._rewrite(self.visit_function(e))  # type: ignore[arg-type]
+        elif cls is SeqExpr or isinstance(e, SeqExpr):
+            return self._rewrite(self.visit_seq(e))  # type: ignore[arg-type]
         return self._rewrite(e)
 
     def _rebuild(self, e: Expr, done: dict[int, Expr]) -> Expr:
         if isinstance(e, Call):
             op = done.get(id(e.op), e.op)
-            args = tuple(done[id(a)] for a in e.args)
-            if op is not e.op or any(x is not y for x, y in zip(args, e.args)):
-                return replace(e, op=op, args=args, ty=None if isinstance(op, Op) else e.ty)
-            return e
+            old = e.args
+            args = tuple([done[id(a)] for a in old])
+            changed = op is not e.op
+            if not changed:
+                for x, y in zip(args, old):
+                    if x is not y:
+                        changed = True
+                        break
+            if not changed:
+                return e
+            ty = None if isinstance(op, Op) else e.ty
+            if type(e) is Call:
+                return Call(op, args, e.attrs, ty=ty, span=e.span)
+            return replace(e, op=op, args=args, ty=ty)
         if isinstance(e, Tuple):
-            fields = tuple(done[id(f)] for f in e.fields)
-            if any(x is not y for x, y in zip(fields, e.fields)):
-                return replace(e, fields=fields, ty=None)
+            fields = tuple([done[id(f)] for f in e.fields])
+            for x, y in zip(fields, e.fields):
+                if x is not y:
+                    if type(e) is Tuple:
+                        return Tuple(fields, span=e.span)
+                    return replace(e, fields=fields, ty=None)
             return e
         if isinstance(e, TupleGetItem):
             tv = done[id(e.tuple_value)]

@@ -143,11 +143,12 @@ def well_formed(mod: IRModule, phase: str | None = None) -> list[Violation]:
     out: list[Violation] = []
     gtypes = {n: f.ty for n, f in mod.items() if f.ty is not None}
     for name, func in mod.graph_functions():
-        _check_types(name, func, gtypes, out)
+        bindings = list(iter_bindings(func))
+        _check_types(name, func, gtypes, out, bindings)
         if level >= 1:
             _StructureCheck(name, func, mod, out).run()
         if level >= 2:
-            _check_lowered(name, func, out, build=level >= 3)
+            _check_lowered(name, func, out, build=level >= 3, bindings=bindings)
         if level >= 3:
             _check_no_dataflow(name, func, out)
     for p in PHASES[: level + 1]:
@@ -185,7 +186,9 @@ def iter_bindings(func: Function, into_functions: bool = True) -> Iterator[tuple
                 df = isinstance(block, DataflowBlock)
                 for b in block.bindings:
                     yield b, df
-                    pending.extend(_nested_bodies(b.value, into_functions))
+                    v = b.value
+                    if not _is_flat(v):
+                        pending.extend(_nested_bodies(v, into_functions))
             pending.extend(_nested_bodies(e.body, into_functions))
             stack.extend(reversed(pending))
         else:
@@ -197,6 +200,26 @@ _LEAVES = frozenset({Var, DataflowVar, Constant, ShapeExpr, PrimValue, StringImm
 
 _NO_BODY = _LEAVES | {GlobalVar, Op}
 """Expression classes with no nested sequence or function inside."""
+
+
+def _is_flat(e: Expr) -> bool:
+    """True if ``e`` is a leaf, or a call of a leaf on leaves and tuples of leaves
+    (nothing nested inside: no sequence, function or If)."""
+    t = type(e)
+    if t is Call:
+        if type(e.op) not in _NO_BODY:
+            return False
+        for a in e.args:
+            ta = type(a)
+            if ta in _NO_BODY:
+                continue
+            if ta is not Tuple:
+                return False
+            for f in a.fields:
+                if type(f) not in _NO_BODY:
+                    return False
+        return True
+    return t in _NO_BODY
 
 
 def _nested_bodies(e: Expr, into_functions: bool) -> list[Expr]:
@@ -233,10 +256,15 @@ def _nested_bodies(e: Expr, into_functions: bool) -> list[Expr]:
     return out
 
 
-def _functions_in(func: Function) -> Iterator[Function]:
-    """``func`` and every function nested inside it (at any depth)."""
+def _functions_in(
+    func: Function, bindings: list[tuple[Binding, bool]] | None = None
+) -> Iterator[Function]:
+    """``func`` and every function nested inside it (at any depth); ``bindings`` is
+    ``list(iter_bindings(func))`` if the caller has it."""
     yield func
-    for b, _ in iter_bindings(func):
+    for b, _ in iter_bindings(func) if bindings is None else bindings:
+        if _is_flat(b.value):
+            continue
         stack: list[Expr] = [b.value]
         while stack:
             x = stack.pop()
@@ -256,21 +284,32 @@ def _functions_in(func: Function) -> Iterator[Function]:
 _INFER_ERRORS = (TypeError, ValueError, KeyError, IndexError)
 
 
-def _check_types(fname: str, func: Function, gtypes: dict[str, Type], out: list[Violation]) -> None:
-    for b, _ in iter_bindings(func):
-        name = b.var.name_hint
-        found: list[str] = []
+def _check_types(
+    fname: str,
+    func: Function,
+    gtypes: dict[str, Type],
+    out: list[Violation],
+    bindings: list[tuple[Binding, bool]] | None = None,
+) -> None:
+    if bindings is None:
+        bindings = list(iter_bindings(func))
+    found: list[str] = []
+    for b, _ in bindings:
         ty = _infer(b.value, gtypes, found)
-        for msg in found:
-            out.append(Violation("ingestion", fname, name, msg))
+        if found:
+            name = b.var.name_hint
+            for msg in found:
+                out.append(Violation("ingestion", fname, name, msg))
+            found = []
         if isinstance(b, MatchCast):
             continue
         if ty is not None and not types_compatible(b.var.ty, ty):
+            name = b.var.name_hint
             out.append(Violation(
                 "ingestion", fname, name,
                 f"the variable is declared {b.var.ty} but its value has type {ty}",
             ))
-    for f in _functions_in(func):
+    for f in _functions_in(func, bindings):
         body_ty = _seq_type(f.body)
         if f.ret_ty is not None and not types_compatible(f.ret_ty, body_ty):
             out.append(Violation(
@@ -317,16 +356,22 @@ def _infer_flat_call(e: Expr, gtypes: dict[str, Type], found: list[str]) -> Any:
     """:func:`_infer` of the common binding value of A-normal form — an op called on
     leaves and tuples of leaves — without the general walk (the same result and the
     same messages), or ``_SLOW`` for anything else."""
-    if type(e) is not Call or type(e.op) is not Op:
+    if type(e) is not Call:
         return _SLOW
-    kid_types: list[Type | None] = [None]  # the callee, an op: no type
-    seen: dict[int, Type | None] = {}
+    op = e.op
+    if type(op) is not Op:
+        return _SLOW
+    arg_types: list[Type | None] = []
+    known = True
+    seen: dict[int, Type | None] | None = None
     for a in e.args:
-        ty = _leaf_type(a, gtypes)
-        if ty is _SLOW:
-            if type(a) is not Tuple:
-                return _SLOW
-            if id(a) in seen:
+        t = type(a)
+        if t in _LEAVES:
+            ty = a.ty
+        elif t is GlobalVar:
+            ty = a.ty if a.ty is not None else gtypes.get(a.name_hint)
+        elif t is Tuple:
+            if seen is not None and id(a) in seen:
                 ty = seen[id(a)]
             else:
                 fields = []
@@ -338,12 +383,28 @@ def _infer_flat_call(e: Expr, gtypes: dict[str, Type], found: list[str]) -> Any:
                 tt = None if any(x is None for x in fields) else TupleType(tuple(fields))
                 if a.ty is not None and tt is not None and not types_compatible(a.ty, tt):
                     found.append(f"{_describe(a)} is annotated {a.ty} but its type is {tt}")
-                ty = seen[id(a)] = tt if tt is not None else a.ty
-        kid_types.append(ty)
-    ty = _infer_one(e, kid_types, gtypes, found)
-    if e.ty is not None and ty is not None and not types_compatible(e.ty, ty):
-        found.append(f"{_describe(e)} is annotated {e.ty} but its type is {ty}")
-    return ty if ty is not None else e.ty
+                ty = tt if tt is not None else a.ty
+                if seen is None:
+                    seen = {}
+                seen[id(a)] = ty
+        else:
+            return _SLOW
+        if ty is None:
+            known = False
+        arg_types.append(ty)
+    # _infer_one of a call of an op
+    ty = None
+    opdef = Op.definitions.get(op.name)
+    if opdef is not None and known:
+        try:
+            ty, _ = opdef.infer_call(e, tuple(arg_types))
+        except _INFER_ERRORS as err:
+            found.append(f"the call of op {op.name!r} is ill-typed: {err}")
+            ty = None
+    ety = e.ty
+    if ety is not None and ty is not None and not types_compatible(ety, ty):
+        found.append(f"{_describe(e)} is annotated {ety} but its type is {ty}")
+    return ty if ty is not None else ety
 
 
 def _infer(expr: Expr, gtypes: dict[str, Type], found: list[str]) -> Type | None:
@@ -450,6 +511,9 @@ def _infer_one(
 
 _VALUE_KINDS = (Call, Tuple, TupleGetItem, If)
 
+_PLAIN_ATOMS = frozenset({Constant, ShapeExpr, PrimValue, StringImm, ExternFunc})
+"""Atoms that use no variable and name no function or op (nothing to check)."""
+
 
 class _StructureCheck:
     """The optimization-phase invariants of one function, in one scope-aware walk."""
@@ -506,6 +570,13 @@ class _StructureCheck:
 
     def use_atom(self, e: Expr, what: str) -> None:
         """Check that ``e`` is an atom and record the variables it uses."""
+        t = type(e)
+        if t is Var or t is DataflowVar:  # fast path for the common atom
+            if id(e) not in self.live:
+                self.use(e)
+            return
+        if t in _PLAIN_ATOMS:
+            return
         if not is_atom(e):
             self.report(f"{what} is a nested {type(e).__name__}, not an atom: the function "
                         "is not in A-normal form; run Normalize")
@@ -559,6 +630,19 @@ class _StructureCheck:
             kind = task[0]
             if kind == "binding":
                 self.check_binding(task[1], task[2], tasks)
+            elif kind == "bindings":
+                # ("bindings", block, start, dataflow): check the bindings from
+                # ``start`` on; an If stops the run (its branches are checked
+                # before the bindings after it, which are pushed as a new task).
+                bindings, df = task[1].bindings, task[3]
+                for i in range(task[2], len(bindings)):
+                    b = bindings[i]
+                    if isinstance(b.value, If):
+                        if i + 1 < len(bindings):
+                            tasks.append(("bindings", task[1], i + 1, df))
+                        self.check_binding(b, df, tasks)
+                        break
+                    self.check_binding(b, df, tasks)
             elif kind == "seq":
                 seq: SeqExpr = task[1]
                 tasks.append(("close",))
@@ -567,8 +651,11 @@ class _StructureCheck:
                     df = isinstance(block, DataflowBlock)
                     if df:
                         tasks.append(("close",))
-                    for b in reversed(block.bindings):
-                        tasks.append(("binding", b, df))
+                    if isinstance(block, BindingBlock) and block.bindings:
+                        tasks.append(("bindings", block, 0, df))
+                    else:
+                        for b in reversed(block.bindings):
+                            tasks.append(("binding", b, df))
                     if df:
                         tasks.append(("open", "dataflow"))
                     tasks.append(("block", block))
@@ -661,12 +748,32 @@ class _StructureCheck:
 # ------------------------------------------------------------------ lowering, build
 
 
-def _check_lowered(fname: str, func: Function, out: list[Violation], build: bool) -> None:
+def _check_lowered(
+    fname: str,
+    func: Function,
+    out: list[Violation],
+    build: bool,
+    bindings: list[tuple[Binding, bool]] | None = None,
+) -> None:
     from ..op.lowlevel import BUILD_OPS, LOWERED_OPS
 
     allowed = LOWERED_OPS | BUILD_OPS if build else LOWERED_OPS
-    for b, _ in iter_bindings(func):
-        stack: list[Expr] = [b.value]
+    for b, _ in iter_bindings(func) if bindings is None else bindings:
+        v = b.value
+        if type(v) is Call:  # fast path: an allowed op on leaves
+            op = v.op
+            if type(op) is Op and op.name in allowed:
+                for a in v.args:
+                    ta = type(a)
+                    if ta is Call:
+                        break
+                    if ta is Tuple and not all(
+                        type(f) is not Call and type(f) is not Tuple for f in a.fields
+                    ):
+                        break
+                else:
+                    continue
+        stack: list[Expr] = [v]
         while stack:
             x = stack.pop()
             if isinstance(x, Call):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from ..ir.attrs import Attrs, freeze_value
-from ..ir.expr import Call, Expr, Op
+from ..ir.expr import Call, DataflowVar, Expr, ExternFunc, GlobalVar, Op, Tuple, Var
 from ..ir.types import DTYPES, Type
 
 REQUIRED = object()
@@ -114,6 +114,15 @@ class OpDef:
     doc: str = ""
     namespace: str = "core"
     extra: dict[str, Any] = field(default_factory=dict)
+    _attrs_cache: dict[tuple, Attrs] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Checked attributes by the (type-tagged) attributes given: see :func:`normalize_attrs`."""
+    _infer_cache: dict[tuple, tuple] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Inferred types of calls whose inference sees only types: see :meth:`infer_call`."""
+    _arity: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def op(self) -> Op:
@@ -131,15 +140,70 @@ class OpDef:
 
     def infer_call(self, call: Call, types: tuple[Type | None, ...]) -> tuple[Type, Attrs]:
         """Check a call's arity and attributes and infer its type.  Returns the type
-        and the attributes with defaults filled in."""
+        and the attributes with defaults filled in.
+
+        The result is cached when the inference function can see nothing but the
+        argument types and the attributes: the attributes were already checked
+        against this op (so they are returned as they are) and every argument is a
+        variable, an extern function, a global function or a tuple of variables (the
+        key holds each argument's class, type and name, never a constant's value).
+        Failures are not cached, so errors are raised afresh with their message."""
+        attrs = call.attrs
+        key = None
+        if attrs.checked_by is self:
+            sig = _arg_signature(call.args)
+            if sig is not None:
+                key = (id(attrs), types, sig)
+                hit = self._infer_cache.get(key)
+                if hit is not None and hit[0] is attrs and hit[1] is self.infer_type:
+                    return hit[2], attrs
         check_arity(self, len(call.args))
-        attrs = normalize_attrs(self, call.attrs)
-        return self.infer_type(InferContext(self, call.args, types, attrs)), attrs
+        attrs = normalize_attrs(self, attrs)
+        fn = self.infer_type
+        ty = fn(InferContext(self, call.args, types, attrs))
+        if key is not None:
+            cache = self._infer_cache
+            if len(cache) >= _CACHE_MAX:
+                cache.clear()
+            # The attributes are kept alive by the entry, so their id is not reused.
+            cache[key] = (attrs, fn, ty)
+        return ty, attrs
 
     def input_name(self, i: int) -> str:
         if i < len(self.inputs):
             return self.inputs[i].rstrip("?").lstrip("*")
         return self.inputs[-1].lstrip("*") if self.inputs else f"arg{i}"
+
+
+_CACHE_MAX = 4096
+"""Entries per op in each of its caches (a full cache is emptied)."""
+
+
+def _arg_signature(args: tuple[Expr, ...]) -> tuple | None:
+    """What an inference function can learn about ``args`` besides their types: each
+    argument's class (and the name of an extern or global function; for a tuple, the
+    classes of its fields), or None when an argument carries a value (a constant, a
+    shape, a nested expression) that inference might read."""
+    sig = []
+    for a in args:
+        t = type(a)
+        if t is Var or t is DataflowVar:
+            sig.append(t)
+        elif t is ExternFunc:
+            sig.append((t, a.symbol))
+        elif t is GlobalVar:
+            sig.append((t, a.name_hint))
+        elif t is Tuple:
+            fields = []
+            for f in a.fields:
+                ft = type(f)
+                if ft is not Var and ft is not DataflowVar:
+                    return None
+                fields.append(ft)
+            sig.append((t, a.ty, tuple(fields)))
+        else:
+            return None
+    return tuple(sig)
 
 
 def register_op(
@@ -242,9 +306,74 @@ _KIND_TEXT = {
 
 
 def normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> Attrs:
-    """Check ``attrs`` against the op's schema and fill in defaults."""
+    """Check ``attrs`` against the op's schema and fill in defaults.
+
+    The result for attributes made of plain values (None, bools, ints, floats,
+    strings, types, and tuples and mappings of them) is cached per op, keyed on the
+    values *and their Python types* (so ``1``, ``1.0`` and ``True`` never share an
+    entry); the cached :class:`Attrs` is immutable and shared."""
     if isinstance(attrs, Attrs) and attrs.checked_by is opdef:
         return attrs
+    key = _attrs_key(attrs) if attrs else ()
+    if key is not None:
+        hit = opdef._attrs_cache.get(key)
+        if hit is not None:
+            return hit
+    checked = _normalize_attrs(opdef, attrs)
+    if key is not None:
+        cache = opdef._attrs_cache
+        if len(cache) >= _CACHE_MAX:
+            cache.clear()
+        cache[key] = checked
+    return checked
+
+
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
+def _attrs_key(attrs: Mapping[str, Any]) -> tuple | None:
+    """A hashable key for ``attrs`` that two mappings share only if their items are
+    the same keys, in the same order, with equal values of the same Python types
+    (nested in tuples, lists and mappings); None if some value is of another kind."""
+    out = []
+    for k, v in attrs.items():
+        vk = _value_key(v, 0)
+        if vk is None:
+            return None
+        out.append((k, vk))
+    return tuple(out)
+
+
+def _value_key(v: Any, depth: int) -> Any:
+    t = type(v)
+    if t in _PLAIN:
+        return (t, v)
+    if t is float:
+        return (t, v.hex())  # tells 0.0 from -0.0; nan keys equal
+    if depth > 8:
+        return None
+    if t is tuple or t is list:
+        items = []
+        for x in v:
+            xk = _value_key(x, depth + 1)
+            if xk is None:
+                return None
+            items.append(xk)
+        return (t, tuple(items))
+    if t is Attrs or t is dict:
+        items = []
+        for k, x in v.items():
+            xk = _value_key(x, depth + 1)
+            if xk is None or type(k) is not str:
+                return None
+            items.append((k, xk))
+        return (t, tuple(items))
+    if isinstance(v, Type):
+        return (t, v)  # types are immutable values; equal types are interchangeable
+    return None
+
+
+def _normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> Attrs:
     given = {k: freeze_value(v) for k, v in (attrs or {}).items()}
     out: dict[str, Any] = {}
     for key in given:
@@ -286,7 +415,12 @@ def normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> Attrs:
 
 def check_arity(opdef: OpDef, nargs: int) -> None:
     """Raise an :class:`OpTypeError` if ``nargs`` does not fit the op's inputs."""
-    lo, hi = opdef.min_inputs, opdef.max_inputs
+    arity = opdef._arity
+    if arity is None or arity[0] is not opdef.inputs:
+        arity = opdef._arity = (opdef.inputs, opdef.min_inputs, opdef.max_inputs)
+    lo, hi = arity[1], arity[2]
+    if lo <= nargs and (hi is None or nargs <= hi):
+        return
     if nargs < lo or (hi is not None and nargs > hi):
         want = f"{lo}" if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
         names = ", ".join(opdef.inputs)
