@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..ir.attrs import Attrs
 from ..ir.expr import Binding, Call, Expr, Function, Op, Tuple, Var, VarBinding
 from ..ir.types import TensorType, TupleType, Type
 from ..ir.visitor import ExprMutator
@@ -34,6 +35,11 @@ def _allocatable(ty: Type | None) -> bool:
 
 
 class _ExplicitMemory(ExprMutator):
+    def __init__(self) -> None:
+        super().__init__()
+        # (shape, dtype) -> the checked attributes of its alloc_tensor call
+        self._alloc_attrs: dict[tuple, Attrs] = {}
+
     def visit_binding(self, binding: Binding) -> None:
         value = self.visit_expr(binding.value)
         if (
@@ -72,9 +78,17 @@ class _ExplicitMemory(ExprMutator):
 
     def _alloc(self, ty: Type, name: str) -> Var:
         assert isinstance(ty, TensorType)
-        return self.builder.emit(
-            make_call("builtin.alloc_tensor", shape=ty.shape, dtype=ty.dtype), name
-        )
+        key = (ty.shape, ty.dtype)
+        attrs = self._alloc_attrs.get(key)
+        if attrs is None:
+            call = make_call("builtin.alloc_tensor", shape=ty.shape, dtype=ty.dtype)
+            self._alloc_attrs[key] = call.attrs
+        else:
+            call = Call(_ALLOC, (), attrs)
+        return self.builder.emit(call, name)
+
+
+_ALLOC = Op.get("builtin.alloc_tensor")
 
 
 def explicit_memory(func: Function) -> Function:

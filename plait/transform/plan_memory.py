@@ -21,9 +21,17 @@ import numpy as np
 from ..ir.expr import (
     BindingBlock,
     Call,
+    Constant,
+    DataflowVar,
+    Expr,
+    ExternFunc,
     Function,
+    GlobalVar,
     Op,
+    PrimValue,
     SeqExpr,
+    ShapeExpr,
+    StringImm,
     Tuple,
     TupleGetItem,
     Var,
@@ -37,10 +45,59 @@ from .pass_base import function_pass
 ALIGNMENT = 64
 
 
+_ITEMSIZE: dict[str, int] = {}
+
+
 def _nbytes(ty: TensorType) -> int:
     assert ty.shape is not None and ty.dtype is not None
-    n = int(np.prod([int(d) for d in ty.shape], dtype=np.int64)) if ty.shape else 1
-    return n * np.dtype(ty.dtype).itemsize
+    n = 1
+    for d in ty.shape:
+        n *= int(d)
+    size = _ITEMSIZE.get(ty.dtype)
+    if size is None:
+        size = _ITEMSIZE[ty.dtype] = np.dtype(ty.dtype).itemsize
+    return n * size
+
+
+def _vars_used(value: Expr) -> list[Var]:
+    """The distinct variables used in ``value`` (fast for a call on leaves and tuples
+    of leaves, the general post-order walk otherwise)."""
+    t = type(value)
+    if t is Var or t is DataflowVar:
+        return [value]  # type: ignore[list-item]
+    if t is Call:
+        out: list[Var] = []
+        op = value.op  # type: ignore[attr-defined]
+        if isinstance(op, Var):
+            out.append(op)
+        elif type(op) not in _LEAVES:
+            return _vars_slow(value)
+        for a in value.args:  # type: ignore[attr-defined]
+            ta = type(a)
+            if ta is Var or ta is DataflowVar:
+                out.append(a)
+            elif ta is Tuple:
+                for f in a.fields:
+                    tf = type(f)
+                    if tf is Var or tf is DataflowVar:
+                        out.append(f)
+                    elif tf not in _LEAVES:
+                        return _vars_slow(value)
+            elif ta not in _LEAVES:
+                return _vars_slow(value)
+        return out
+    if t in _LEAVES:
+        return []
+    return _vars_slow(value)
+
+
+def _vars_slow(value: Expr) -> list[Var]:
+    return [n for n in post_order(value) if isinstance(n, Var)]
+
+
+_LEAVES = frozenset(
+    {Var, DataflowVar, Constant, Op, GlobalVar, ExternFunc, ShapeExpr, PrimValue, StringImm}
+)
 
 
 def _align(n: int) -> int:
@@ -76,9 +133,8 @@ def plan_function(func: Function) -> Function:
                 holds[b.var] = {b.var}
         elif isinstance(v, Tuple | TupleGetItem | Var):
             held: set[Var] = set()
-            for n in post_order(v):
-                if isinstance(n, Var):
-                    held |= holds.get(n, set())
+            for n in _vars_used(v):
+                held |= holds.get(n, set())
             if held:
                 holds[b.var] = held
     if not static_allocs:
@@ -87,14 +143,15 @@ def plan_function(func: Function) -> Function:
     start = {v: i for i, b in enumerate(bindings) if b.var in static_allocs for v in [b.var]}
     end = dict(start)
     for i, b in enumerate(bindings):
-        for n in post_order(b.value):
-            if isinstance(n, Var):
-                for a in holds.get(n, ()):
-                    end[a] = max(end[a], i)
+        for n in _vars_used(b.value):
+            held_by = holds.get(n)
+            if held_by is not None:
+                for a in held_by:
+                    if end[a] < i:
+                        end[a] = i
     escaping: set[Var] = set()
-    for n in post_order(body.body):
-        if isinstance(n, Var):
-            escaping |= holds.get(n, set())
+    for n in _vars_used(body.body):
+        escaping |= holds.get(n, set())
     planned = [v for v in static_allocs if v not in escaping]
     offsets: dict[Var, int] = {}
     placed: list[tuple[int, int]] = []  # (offset, size) of each placed tensor
@@ -123,18 +180,23 @@ def plan_function(func: Function) -> Function:
         return func.with_attrs(planned_bytes=unplanned, naive_bytes=naive)  # type: ignore[return-value]
     storage = Var("storage", ObjectType())
     new_bindings = [VarBinding(storage, _typed_storage_call(arena))]
+    placed_attrs: dict[tuple, Call] = {}  # (offset, shape, dtype) -> a call to copy
     for b in bindings:
         if b.var in offsets:
             ty = b.var.ty
             assert isinstance(ty, TensorType)
-            call = make_call(
-                "builtin.tensor_from_storage",
-                storage,
-                offset=offsets[b.var],
-                shape=ty.shape,
-                dtype=ty.dtype,
-            )
-            new_bindings.append(VarBinding(b.var, replace(call, ty=ty)))
+            key = (offsets[b.var], ty.shape, ty.dtype)
+            proto = placed_attrs.get(key)
+            if proto is None:
+                proto = placed_attrs[key] = make_call(
+                    "builtin.tensor_from_storage",
+                    storage,
+                    offset=offsets[b.var],
+                    shape=ty.shape,
+                    dtype=ty.dtype,
+                )
+            call = Call(proto.op, proto.args, proto.attrs, ty=ty, span=proto.span)
+            new_bindings.append(VarBinding(b.var, call))
         else:
             new_bindings.append(b)
     new_body = SeqExpr((BindingBlock(tuple(new_bindings)),), body.body, ty=body.ty, span=body.span)

@@ -6,13 +6,26 @@ adjacent blocks are merged into one.  The first step of the build phase.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..ir.expr import (
     BindingBlock,
+    Call,
+    Constant,
     DataflowBlock,
     DataflowVar,
+    Expr,
+    ExternFunc,
     Function,
+    GlobalVar,
+    Op,
+    PrimValue,
     SeqExpr,
+    ShapeExpr,
+    StringImm,
+    Tuple,
     Var,
+    VarBinding,
 )
 from ..ir.visitor import ExprMutator
 from .pass_base import function_pass
@@ -21,19 +34,23 @@ from .pass_base import function_pass
 class _ToNonDataflow(ExprMutator):
     def visit_block(self, block: BindingBlock) -> BindingBlock:
         self.builder.begin_scope(False)
+        remap = self.var_remap
+        emit = self.builder.emit_binding
         for b in block.bindings:
-            value = self.visit_expr(b.value)
+            value = _substitute_flat(b.value, remap)
+            if value is None:
+                value = self.visit_expr(b.value)
             var = b.var
             if isinstance(var, DataflowVar):
                 new = Var(var.name_hint, var.ty, span=var.span)
-                self.var_remap[var] = new
+                remap[var] = new
                 var = new
             if var is b.var and value is b.value:
-                self.builder.emit_binding(b)
+                emit(b)
+            elif type(b) is VarBinding:
+                emit(VarBinding(var, value))
             else:
-                from dataclasses import replace
-
-                self.builder.emit_binding(replace(b, var=var, value=value))
+                emit(replace(b, var=var, value=value))
         return BindingBlock(tuple(self.builder.end_scope()))
 
     def visit_seq(self, seq: SeqExpr) -> SeqExpr:
@@ -43,6 +60,58 @@ class _ToNonDataflow(ExprMutator):
         merged = tuple(b for blk in out.blocks for b in blk.bindings)
         blocks = (BindingBlock(merged),) if merged else ()
         return SeqExpr(blocks, out.body, ty=out.ty, span=out.span)
+
+
+_LEAVES = frozenset(
+    {Var, DataflowVar, Constant, Op, GlobalVar, ExternFunc, ShapeExpr, PrimValue, StringImm}
+)
+
+
+def _substitute_flat(value: Expr, remap: dict) -> Expr | None:
+    """``value`` with the variables of ``remap`` replaced, if it is a leaf or a call of
+    a leaf on leaves and tuples of leaves (else None: the mutator's general walk).
+    Every replacement is a Var of the same type as the DataflowVar it replaces, so
+    the types of the call and of its tuples stay as they are."""
+    t = type(value)
+    if t is Var or t is DataflowVar:
+        return remap.get(value, value)
+    if t is not Call:
+        return value if t in _LEAVES else None
+    op = value.op
+    if type(op) not in _LEAVES:
+        return None
+    new_op = remap.get(op, op) if isinstance(op, Var) else op
+    changed = new_op is not op
+    args = []
+    for a in value.args:
+        ta = type(a)
+        if ta is Var or ta is DataflowVar:
+            na = remap.get(a, a)
+        elif ta is Tuple:
+            fields = []
+            fchanged = False
+            for f in a.fields:
+                tf = type(f)
+                if tf is Var or tf is DataflowVar:
+                    nf = remap.get(f, f)
+                    fchanged |= nf is not f
+                elif tf not in _LEAVES:
+                    return None
+                else:
+                    nf = f
+                fields.append(nf)
+            na = Tuple(tuple(fields), ty=a.ty, span=a.span) if fchanged else a
+        elif ta in _LEAVES:
+            na = a
+        else:
+            return None
+        changed |= na is not a
+        args.append(na)
+    if not changed:
+        return value
+    if type(value) is Call:
+        return Call(new_op, tuple(args), value.attrs, ty=value.ty, span=value.span)
+    return replace(value, op=new_op, args=tuple(args))
 
 
 def to_non_dataflow(func: Function) -> Function:
