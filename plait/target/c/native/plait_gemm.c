@@ -20,6 +20,10 @@
  */
 #include <stdlib.h>
 #include "plait_gemm.h"
+#if defined(__GNUC__) && !defined(__clang__)
+/* vectors passed between always-inline helpers never cross an ABI boundary */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -136,6 +140,34 @@ static inline void pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t 
 
 /* ------------------------------------------------------------- micro-kernel */
 
+/* Row i of a full tile (lo: columns 0-7, hi: 8-15) into C: accumulated onto C unless
+ * first, and with the epilogue when last. */
+static inline __attribute__((always_inline)) void
+store_row(float* restrict c, plait_v8 lo, plait_v8 hi, int first, int last,
+          const plait_gemm_problem* p, int64_t i, plait_v8 blo, plait_v8 bhi,
+          const float* res) {
+    plait_v8u* row = (plait_v8u*)c;
+    if (!first) { lo += row[0]; hi += row[1]; }
+    if (last) {
+        if (p->bias_kind == PLAIT_BIAS_ROW) {
+            float bv = p->bias[i];
+            lo += bv; hi += bv;
+        } else {
+            lo += blo; hi += bhi;
+        }
+        if (res) {
+            const plait_v8u* rr = (const plait_v8u*)res;
+            lo += rr[0]; hi += rr[1];
+        }
+        if (p->relu) {
+            plait_v8 zero = {0};
+            lo = (plait_v8)((plait_vi8)lo & (lo > zero));
+            hi = (plait_v8)((plait_vi8)hi & (hi > zero));
+        }
+    }
+    row[0] = lo; row[1] = hi;
+}
+
 static inline __attribute__((always_inline)) void
 micro_kernel(int64_t kc, const float* restrict a, const float* restrict b, float* restrict c,
              int64_t ldc, int64_t mr, int64_t nr, int first, int last,
@@ -160,6 +192,25 @@ micro_kernel(int64_t kc, const float* restrict a, const float* restrict b, float
         a += PLAIT_MR;
         b += PLAIT_NR;
     }
+    if (mr == PLAIT_MR && nr == PLAIT_NR) {
+        /* a full tile: straight from the registers */
+        plait_v8 blo = {0}, bhi = {0};
+        if (last && p->bias_kind == PLAIT_BIAS_COL) {
+            blo = *(const plait_v8u*)(p->bias + j0);
+            bhi = *(const plait_v8u*)(p->bias + j0 + 8);
+        }
+        store_row(c, c00, c01, first, last, p, i0, blo, bhi, res);
+        store_row(c + ldc, c10, c11, first, last, p, i0 + 1, blo, bhi, res ? res + ldc : NULL);
+        store_row(c + 2 * ldc, c20, c21, first, last, p, i0 + 2, blo, bhi,
+                  res ? res + 2 * ldc : NULL);
+        store_row(c + 3 * ldc, c30, c31, first, last, p, i0 + 3, blo, bhi,
+                  res ? res + 3 * ldc : NULL);
+        store_row(c + 4 * ldc, c40, c41, first, last, p, i0 + 4, blo, bhi,
+                  res ? res + 4 * ldc : NULL);
+        store_row(c + 5 * ldc, c50, c51, first, last, p, i0 + 5, blo, bhi,
+                  res ? res + 5 * ldc : NULL);
+        return;
+    }
     float t[PLAIT_MR][PLAIT_NR] __attribute__((aligned(32)));
     *(plait_v8*)&t[0][0] = c00; *(plait_v8*)&t[0][8] = c01;
     *(plait_v8*)&t[1][0] = c10; *(plait_v8*)&t[1][8] = c11;
@@ -167,37 +218,6 @@ micro_kernel(int64_t kc, const float* restrict a, const float* restrict b, float
     *(plait_v8*)&t[3][0] = c30; *(plait_v8*)&t[3][8] = c31;
     *(plait_v8*)&t[4][0] = c40; *(plait_v8*)&t[4][8] = c41;
     *(plait_v8*)&t[5][0] = c50; *(plait_v8*)&t[5][8] = c51;
-    if (mr == PLAIT_MR && nr == PLAIT_NR) {
-        plait_v8 blo = {0}, bhi = {0};
-        if (last && p->bias_kind == PLAIT_BIAS_COL) {
-            blo = *(const plait_v8u*)(p->bias + j0);
-            bhi = *(const plait_v8u*)(p->bias + j0 + 8);
-        }
-        for (int64_t i = 0; i < PLAIT_MR; ++i) {
-            plait_v8u* row = (plait_v8u*)(c + i * ldc);
-            plait_v8 lo = *(plait_v8*)&t[i][0], hi = *(plait_v8*)&t[i][8];
-            if (!first) { lo += row[0]; hi += row[1]; }
-            if (last) {
-                if (p->bias_kind == PLAIT_BIAS_ROW) {
-                    float bv = p->bias[i0 + i];
-                    lo += bv; hi += bv;
-                } else {
-                    lo += blo; hi += bhi;
-                }
-                if (res) {
-                    const plait_v8u* rr = (const plait_v8u*)(res + i * ldc);
-                    lo += rr[0]; hi += rr[1];
-                }
-                if (p->relu) {
-                    plait_v8 zero = {0};
-                    lo = (plait_v8)((plait_vi8)lo & (lo > zero));
-                    hi = (plait_v8)((plait_vi8)hi & (hi > zero));
-                }
-            }
-            row[0] = lo; row[1] = hi;
-        }
-        return;
-    }
     for (int64_t i = 0; i < mr; ++i) {
         float* row = c + i * ldc;
         for (int64_t j = 0; j < nr; ++j) {
