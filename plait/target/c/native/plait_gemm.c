@@ -20,10 +20,6 @@
  */
 #include <stdlib.h>
 #include "plait_gemm.h"
-#if defined(__GNUC__) && !defined(__clang__)
-/* vectors passed between always-inline helpers never cross an ABI boundary */
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -143,17 +139,18 @@ static inline void pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t 
 /* Row i of a full tile (lo: columns 0-7, hi: 8-15) into C: accumulated onto C unless
  * first, and with the epilogue when last. */
 static inline __attribute__((always_inline)) void
-store_row(float* restrict c, plait_v8 lo, plait_v8 hi, int first, int last,
-          const plait_gemm_problem* p, int64_t i, plait_v8 blo, plait_v8 bhi,
+store_row(float* restrict c, const plait_v8* vlo, const plait_v8* vhi, int first, int last,
+          const plait_gemm_problem* p, int64_t i, const plait_v8* blo, const plait_v8* bhi,
           const float* res) {
     plait_v8u* row = (plait_v8u*)c;
+    plait_v8 lo = *vlo, hi = *vhi;
     if (!first) { lo += row[0]; hi += row[1]; }
     if (last) {
         if (p->bias_kind == PLAIT_BIAS_ROW) {
             float bv = p->bias[i];
             lo += bv; hi += bv;
         } else {
-            lo += blo; hi += bhi;
+            lo += *blo; hi += *bhi;
         }
         if (res) {
             const plait_v8u* rr = (const plait_v8u*)res;
@@ -199,15 +196,15 @@ micro_kernel(int64_t kc, const float* restrict a, const float* restrict b, float
             blo = *(const plait_v8u*)(p->bias + j0);
             bhi = *(const plait_v8u*)(p->bias + j0 + 8);
         }
-        store_row(c, c00, c01, first, last, p, i0, blo, bhi, res);
-        store_row(c + ldc, c10, c11, first, last, p, i0 + 1, blo, bhi, res ? res + ldc : NULL);
-        store_row(c + 2 * ldc, c20, c21, first, last, p, i0 + 2, blo, bhi,
+        store_row(c, &c00, &c01, first, last, p, i0, &blo, &bhi, res);
+        store_row(c + ldc, &c10, &c11, first, last, p, i0 + 1, &blo, &bhi, res ? res + ldc : NULL);
+        store_row(c + 2 * ldc, &c20, &c21, first, last, p, i0 + 2, &blo, &bhi,
                   res ? res + 2 * ldc : NULL);
-        store_row(c + 3 * ldc, c30, c31, first, last, p, i0 + 3, blo, bhi,
+        store_row(c + 3 * ldc, &c30, &c31, first, last, p, i0 + 3, &blo, &bhi,
                   res ? res + 3 * ldc : NULL);
-        store_row(c + 4 * ldc, c40, c41, first, last, p, i0 + 4, blo, bhi,
+        store_row(c + 4 * ldc, &c40, &c41, first, last, p, i0 + 4, &blo, &bhi,
                   res ? res + 4 * ldc : NULL);
-        store_row(c + 5 * ldc, c50, c51, first, last, p, i0 + 5, blo, bhi,
+        store_row(c + 5 * ldc, &c50, &c51, first, last, p, i0 + 5, &blo, &bhi,
                   res ? res + 5 * ldc : NULL);
         return;
     }
