@@ -363,7 +363,8 @@ def coverage_table() -> str:
     for n, v in cov.items():
         notes = []
         if n in DISPATCHED:
-            notes.append(f"float: dispatched to `{DISPATCHED[n]}`")
+            notes.append(f"float32: plait's matrix product (`c.DispatchGemm`); other "
+                         f"floats: `{DISPATCHED[n]}`")
         note = compute_note(n)
         if note:
             notes.append(note)
