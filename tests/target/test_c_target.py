@@ -207,7 +207,8 @@ def test_coverage_of_the_core_ops() -> None:
     assert all(get_compute(n) is not None for n, v in cov.items() if v == "kernel")
     table = coverage_table()
     assert f"{len(core) - 2} of {len(core)} core ops have a compute" in table
-    assert "| `conv2d` | kernel | float: dispatched to `blas.conv2d` |" in table
+    assert ("| `conv2d` | kernel | float32: plait's matrix product (`c.DispatchGemm`); other "
+            "floats: `blas.conv2d` |") in table
     assert "| `topk` | library call |" in table
 
 
