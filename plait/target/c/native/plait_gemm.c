@@ -231,6 +231,29 @@ micro_kernel(int64_t kc, const float* restrict a, const float* restrict b, float
     }
 }
 
+/* ----------------------------------------------------------------- scratch */
+
+/* Per-thread scratch buffers that only grow: packing and transform buffers are asked
+ * for on every call, and a fresh multi-hundred-kilobyte allocation would cost its page
+ * faults (or an mmap/munmap pair) each time.  OpenMP's worker threads persist, so each
+ * keeps its buffers.  NULL when out of memory. */
+#define PLAIT_SCRATCH_SLOTS 3
+static __thread float* plait_scratch_buf[PLAIT_SCRATCH_SLOTS];
+static __thread size_t plait_scratch_cap[PLAIT_SCRATCH_SLOTS];
+
+static float* plait_scratch(int slot, size_t floats) {
+    if (floats > plait_scratch_cap[slot]) {
+        free(plait_scratch_buf[slot]);
+        plait_scratch_buf[slot] = NULL;
+        plait_scratch_cap[slot] = 0;
+        void* p = NULL;
+        if (posix_memalign(&p, 64, floats * sizeof(float))) return NULL;
+        plait_scratch_buf[slot] = (float*)p;
+        plait_scratch_cap[slot] = floats;
+    }
+    return plait_scratch_buf[slot];
+}
+
 /* ------------------------------------------------------------------ driver */
 
 /* The part of the product that thread `tid` of `nthreads` computes: it takes the
@@ -380,12 +403,14 @@ int plait_gemm(const plait_gemm_problem* p) {
         float* apack = NULL;
         float* bpack = NULL;
         int ok = 1;
-        if (p->a_kind != PLAIT_A_PACKED)
-            ok &= posix_memalign((void**)&apack, 64,
-                                 sizeof(float) * PLAIT_MC * PLAIT_KC) == 0;
-        if (p->b_kind != PLAIT_B_PACKED)
-            ok &= posix_memalign((void**)&bpack, 64,
-                                 sizeof(float) * (size_t)nc_block * PLAIT_KC) == 0;
+        if (p->a_kind != PLAIT_A_PACKED) {
+            apack = plait_scratch(0, (size_t)PLAIT_MC * PLAIT_KC);
+            ok &= apack != NULL;
+        }
+        if (p->b_kind != PLAIT_B_PACKED) {
+            bpack = plait_scratch(1, (size_t)nc_block * PLAIT_KC);
+            ok &= bpack != NULL;
+        }
         if (ok) {
             run(p, nc_block, tid, nt, apack, bpack);
         } else {
@@ -394,8 +419,6 @@ int plait_gemm(const plait_gemm_problem* p) {
 #endif
             status = 1;
         }
-        free(apack);
-        free(bpack);
     }
     return status;
 }
@@ -737,11 +760,9 @@ int plait_conv2d_winograd(const plait_conv2d_desc* d, const float* x, const floa
         tid = omp_get_thread_num();
         nt = omp_get_num_threads();
 #endif
-        float* v = NULL;
-        float* m = NULL;
-        int ok = posix_memalign((void**)&v, 64, sizeof(float) * 16 * (size_t)PLAIT_WINO_VS(&w)) == 0;
-        ok &= posix_memalign((void**)&m, 64, sizeof(float) * 16 * (size_t)PLAIT_WINO_MS(&w)) == 0;
-        if (ok) {
+        float* v = plait_scratch(1, 16 * (size_t)PLAIT_WINO_VS(&w));
+        float* m = plait_scratch(2, 16 * (size_t)PLAIT_WINO_MS(&w));
+        if (v && m) {
             run(&w, tid, nt, v, m);
         } else {
 #ifdef _OPENMP
@@ -749,8 +770,6 @@ int plait_conv2d_winograd(const plait_conv2d_desc* d, const float* x, const floa
 #endif
             status = 1;
         }
-        free(v);
-        free(m);
     }
     return status;
 }
