@@ -552,6 +552,13 @@ class BlockBuilder:
         for f in fields:
             if type(f) not in _SIMPLE_LEAVES or f.ty is None or (remap and f in remap):
                 return None
+        ty = tup.ty
+        if type(ty) is TupleType and len(ty.fields) == len(fields):
+            for a, f in zip(ty.fields, fields):
+                if a is not f.ty:
+                    break
+            else:
+                return tup  # already typed with its fields' very types
         tt = TupleType(tuple([f.ty for f in fields]))
         if tup.ty is None:
             return Tuple(fields, ty=tt, span=tup.span)

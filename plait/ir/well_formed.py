@@ -380,7 +380,11 @@ def _infer_flat_call(e: Expr, gtypes: dict[str, Type], found: list[str]) -> Any:
                     if ft is _SLOW:
                         return _SLOW
                     fields.append(ft)
-                tt = None if any(x is None for x in fields) else TupleType(tuple(fields))
+                aty = a.ty
+                if type(aty) is TupleType and _same_objects(aty.fields, fields):
+                    tt = aty  # annotated with its fields' very types
+                else:
+                    tt = None if any(x is None for x in fields) else TupleType(tuple(fields))
                 if a.ty is not None and tt is not None and not types_compatible(a.ty, tt):
                     found.append(f"{_describe(a)} is annotated {a.ty} but its type is {tt}")
                 ty = tt if tt is not None else a.ty
@@ -405,6 +409,15 @@ def _infer_flat_call(e: Expr, gtypes: dict[str, Type], found: list[str]) -> Any:
     if ety is not None and ty is not None and not types_compatible(ety, ty):
         found.append(f"{_describe(e)} is annotated {ety} but its type is {ty}")
     return ty if ty is not None else ety
+
+
+def _same_objects(a: tuple, b: list) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x is not y:
+            return False
+    return True
 
 
 def _infer(expr: Expr, gtypes: dict[str, Type], found: list[str]) -> Type | None:
@@ -577,6 +590,20 @@ class _StructureCheck:
             return
         if t in _PLAIN_ATOMS:
             return
+        if t is Tuple:  # fast path: a tuple of variables and plain atoms
+            live = self.live
+            for f in e.fields:  # type: ignore[attr-defined]
+                tf = type(f)
+                if tf is Var or tf is DataflowVar:
+                    continue
+                if tf not in _PLAIN_ATOMS:
+                    break
+            else:
+                # (in the order of the general walk below: last field first)
+                for f in reversed(e.fields):  # type: ignore[attr-defined]
+                    if id(f) not in live and (type(f) is Var or type(f) is DataflowVar):
+                        self.use(f)
+                return
         if not is_atom(e):
             self.report(f"{what} is a nested {type(e).__name__}, not an atom: the function "
                         "is not in A-normal form; run Normalize")
@@ -806,7 +833,8 @@ def _check_no_dataflow(fname: str, func: Function, out: list[Violation]) -> None
                     "dataflow form must run before this point",
                 ))
             for b in block.bindings:
-                stack.extend(_nested_bodies(b.value, True))
+                if not _is_flat(b.value):
+                    stack.extend(_nested_bodies(b.value, True))
         stack.extend(_nested_bodies(e.body, True))
 
 

@@ -151,7 +151,7 @@ class OpDef:
         attrs = call.attrs
         key = None
         if attrs.checked_by is self:
-            sig = _arg_signature(call.args)
+            sig = _arg_signature(call.args, types)
             if sig is not None:
                 key = (id(attrs), types, sig)
                 hit = self._infer_cache.get(key)
@@ -179,13 +179,14 @@ _CACHE_MAX = 4096
 """Entries per op in each of its caches (a full cache is emptied)."""
 
 
-def _arg_signature(args: tuple[Expr, ...]) -> tuple | None:
-    """What an inference function can learn about ``args`` besides their types: each
-    argument's class (and the name of an extern or global function; for a tuple, the
-    classes of its fields), or None when an argument carries a value (a constant, a
-    shape, a nested expression) that inference might read."""
+def _arg_signature(args: tuple[Expr, ...], types: tuple) -> tuple | None:
+    """What an inference function can learn about ``args`` besides their ``types``:
+    each argument's class (and the name of an extern or global function; for a
+    tuple, the classes of its fields and its annotation when that is not the type
+    given), or None when an argument carries a value (a constant, a shape, a nested
+    expression) that inference might read."""
     sig = []
-    for a in args:
+    for i, a in enumerate(args):
         t = type(a)
         if t is Var or t is DataflowVar:
             sig.append(t)
@@ -200,10 +201,14 @@ def _arg_signature(args: tuple[Expr, ...]) -> tuple | None:
                 if ft is not Var and ft is not DataflowVar:
                     return None
                 fields.append(ft)
-            sig.append((t, a.ty, tuple(fields)))
+            ty = a.ty
+            sig.append((t, _SAME if i < len(types) and ty is types[i] else ty, tuple(fields)))
         else:
             return None
     return tuple(sig)
+
+
+_SAME = "<the type given>"
 
 
 def register_op(

@@ -12,6 +12,7 @@ from ..ir.expr import (
     BindingBlock,
     Call,
     Constant,
+    DataflowVar,
     Expr,
     ExternFunc,
     Function,
@@ -46,7 +47,27 @@ def _used_vars(e: Expr) -> list[Var]:
         return [e]
     if isinstance(e, GlobalVar | ExternFunc | Constant):
         return []
+    if type(e) is Call:  # fast path: a call of a leaf on leaves and tuples of leaves
+        out: list[Var] = []
+        for a in (e.op, *e.args):
+            ta = type(a)
+            if ta is Var or ta is DataflowVar:
+                out.append(a)
+            elif ta is Tuple:
+                for f in a.fields:
+                    tf = type(f)
+                    if tf is Var or tf is DataflowVar:
+                        out.append(f)
+                    elif tf not in _LEAVES:
+                        return [n for n in post_order(e) if isinstance(n, Var)]
+            elif ta not in _LEAVES:
+                return [n for n in post_order(e) if isinstance(n, Var)]
+        return out
     return [n for n in post_order(e) if isinstance(n, Var)]
+
+
+_LEAVES = frozenset({Constant, Op, GlobalVar, ExternFunc, ShapeExpr, PrimValue, StringImm})
+"""Leaves that are not variables."""
 
 
 def _dce_seq(seq: SeqExpr, live: set[Var]) -> SeqExpr:

@@ -17,10 +17,26 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.attrs import Attrs
-from ..ir.expr import Binding, Call, Expr, Function, Op, Tuple, Var, VarBinding
-from ..ir.types import TensorType, TupleType, Type
+from ..ir.expr import (
+    Binding,
+    Call,
+    Constant,
+    DataflowVar,
+    Expr,
+    ExternFunc,
+    Function,
+    GlobalVar,
+    Op,
+    PrimValue,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+    Var,
+    VarBinding,
+)
+from ..ir.types import OBJECT, TensorType, TupleType, Type
 from ..ir.visitor import ExprMutator
-from ..op.registry import make_call
+from ..op.registry import make_call, normalize_attrs
 from .pass_base import function_pass
 
 
@@ -39,22 +55,68 @@ class _ExplicitMemory(ExprMutator):
         super().__init__()
         # (shape, dtype) -> the checked attributes of its alloc_tensor call
         self._alloc_attrs: dict[tuple, Attrs] = {}
+        # id(tensor type) -> (the type, the tuple type of one output of that type)
+        self._out_tuple_types: dict[int, tuple[Type, TupleType]] = {}
 
     def visit_binding(self, binding: Binding) -> None:
-        value = self.visit_expr(binding.value)
+        value = binding.value
+        if type(binding) is VarBinding and type(value) is Call:
+            # Fast path: a lowered call on a tuple of leaves (the usual binding);
+            # substituting variables by hand is all visit_expr would do here.
+            op = value.op
+            if type(op) is Op and op.name in _LOWERED and len(value.args) == 2:
+                callee, args = value.args
+                if type(callee) is ExternFunc or type(callee) is GlobalVar:
+                    new_args = self._substitute_args(args)
+                    if new_args is not None:
+                        self._lower(binding, value, (callee, new_args))
+                        return
+        value = self.visit_expr(value)
         if (
             isinstance(binding, VarBinding)
             and isinstance(value, Call)
             and isinstance(value.op, Op)
-            and value.op.name in ("call_extern", "call_kernel")
+            and value.op.name in _LOWERED
         ):
-            self._lower(binding, value)
+            self._lower(binding, value, value.args)
             return
         self.emit_rewritten(binding, value)
 
-    def _lower(self, binding: Binding, call: Call) -> None:
+    def _substitute_args(self, args: Expr) -> Expr | None:
+        """``args`` (a variable or a tuple of leaves) with the variables replaced by
+        their allocations, or None for any other argument."""
+        remap = self.var_remap
+        t = type(args)
+        if t is Var or t is DataflowVar:
+            return remap.get(args, args)  # type: ignore[arg-type]
+        if t is not Tuple:
+            return None
+        fields = []
+        changed = False
+        same_types = True
+        for f in args.fields:  # type: ignore[attr-defined]
+            tf = type(f)
+            if tf is Var or tf is DataflowVar:
+                nf = remap.get(f, f)
+                if nf is not f:
+                    changed = True
+                    if nf.ty is not f.ty:
+                        same_types = False
+            elif tf in _LEAVES:
+                nf = f
+            else:
+                return None
+            fields.append(nf)
+        if not changed:
+            return args
+        # The tuple keeps its type when every field kept its type (the builder
+        # types an untyped tuple when the call is emitted).
+        ty = args.ty if same_types else None
+        return Tuple(tuple(fields), ty=ty, span=args.span)
+
+    def _lower(self, binding: Binding, call: Call, call_args: tuple[Expr, ...]) -> None:
         bb = self.builder
-        callee, args = call.args
+        callee, args = call_args
         out_ty = call.attrs.get("out")
         extra = call.attrs.get("attrs")
         name = binding.var.name_hint
@@ -65,16 +127,30 @@ class _ExplicitMemory(ExprMutator):
         if isinstance(out_ty, TupleType):
             outs = [self._alloc(f, f"{name}_{i}") for i, f in enumerate(out_ty.fields)]
             result: Expr = Tuple(tuple(outs))
+            outs_ty = TupleType(tuple(v.ty for v in outs))  # type: ignore[misc]
         else:
             outs = [self._alloc(out_ty, name)]
             result = outs[0]
-        bb.emit(make_call("builtin.call_dps", callee, args, Tuple(tuple(outs)), attrs=extra), "_")
+            outs_ty = self._out_tuple_type(outs[0].ty)
+        dps_attrs = normalize_attrs(_DPS.definition, {"attrs": extra})
+        # The builder checks the type given here against inference (and replaces it
+        # if they differ), so it only saves building the call a second time.
+        dps = Call(_DPS, (callee, args, Tuple(tuple(outs), ty=outs_ty)), dps_attrs, ty=OBJECT)
+        bb.emit(dps, "_")
         if isinstance(result, Var):
             self.var_remap[binding.var] = result
         else:
             var = replace(binding.var, ty=out_ty)
             bb.emit_binding(VarBinding(var, bb.normalize(result)))
             self.var_remap[binding.var] = var
+
+    def _out_tuple_type(self, ty: Type) -> TupleType:
+        hit = self._out_tuple_types.get(id(ty))
+        if hit is not None and hit[0] is ty:
+            return hit[1]
+        tt = TupleType((ty,))
+        self._out_tuple_types[id(ty)] = (ty, tt)  # keeps ty alive: its id is not reused
+        return tt
 
     def _alloc(self, ty: Type, name: str) -> Var:
         assert isinstance(ty, TensorType)
@@ -84,10 +160,17 @@ class _ExplicitMemory(ExprMutator):
             call = make_call("builtin.alloc_tensor", shape=ty.shape, dtype=ty.dtype)
             self._alloc_attrs[key] = call.attrs
         else:
-            call = Call(_ALLOC, (), attrs)
+            # typed already: inference (cached) gives an equal type, so the builder
+            # keeps this call
+            call = Call(_ALLOC, (), attrs, ty=ty)
         return self.builder.emit(call, name)
 
 
+_LOWERED = ("call_extern", "call_kernel")
+_LEAVES = frozenset(
+    {Var, DataflowVar, Constant, GlobalVar, ExternFunc, ShapeExpr, PrimValue, StringImm}
+)
+_DPS = Op.get("builtin.call_dps")
 _ALLOC = Op.get("builtin.alloc_tensor")
 
 

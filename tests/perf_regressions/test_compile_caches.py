@@ -202,3 +202,17 @@ def test_build_of_a_long_chain_still_runs() -> None:
     got = VirtualMachine(exe)["main"](data)
     np.testing.assert_allclose(got, expected, rtol=1e-6)
     assert isinstance(TupleType((T,)), TupleType)
+
+
+def test_structure_check_reports_tuple_uses_in_the_general_order() -> None:
+    """The tuple fast path of the A-normal-form check reports undefined variables in
+    the order of the general walk (last field first)."""
+    from plait.ir import BindingBlock, Function, IRModule, SeqExpr, VarBinding
+    from plait.ir.well_formed import well_formed
+
+    a, b, z = Var("a", T), Var("b", T), Var("z", T)
+    call = make_call("concat", Tuple((a, b)), axis=0)
+    body = SeqExpr((BindingBlock((VarBinding(z, call),)),), z, ty=T)
+    mod = IRModule({"main": Function((), body, T)}, {"phase": "optimization"})
+    msgs = [v.message for v in well_formed(mod) if "before it is defined" in v.message]
+    assert [m.split("'")[1] for m in msgs] == ["b", "a"]
