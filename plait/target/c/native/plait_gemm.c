@@ -103,7 +103,9 @@ static inline void pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t 
     for (int64_t k = 0; k < kc; ++k) {
         int64_t kk = k0 + k;
         int64_t c = kk / khw, r = kk % khw;
-        koff[k] = c * g->HP * g->WP + (r / g->KW) * g->DH * g->WP + (r % g->KW) * g->DW;
+        int64_t q = (r % g->KW) * g->DW;   /* the tap's column offset */
+        koff[k] = c * g->HP * g->RL + (r / g->KW) * g->DH * g->RL + (q % g->SW) * g->WPP +
+                  q / g->SW;
     }
     for (int64_t jr = 0; jr < nc; jr += PLAIT_NR) {
         int64_t nr = nc - jr < PLAIT_NR ? nc - jr : PLAIT_NR;
@@ -111,10 +113,10 @@ static inline void pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t 
         int64_t oh = jstart / g->OW, ow = jstart % g->OW;
         int64_t pix[PLAIT_NR];
         for (int64_t j = 0; j < nr; ++j) {
-            pix[j] = oh * g->SH * g->WP + ow * g->SW;
+            pix[j] = oh * g->SH * g->RL + ow;
             if (++ow == g->OW) { ow = 0; ++oh; }
         }
-        if (nr == PLAIT_NR && g->SW == 1 && pix[PLAIT_NR - 1] - pix[0] == PLAIT_NR - 1) {
+        if (nr == PLAIT_NR && pix[PLAIT_NR - 1] - pix[0] == PLAIT_NR - 1) {
             const float* base = img + pix[0];
             for (int64_t k = 0; k < kc; ++k) {
                 const float* src = base + koff[k];
@@ -434,8 +436,9 @@ static __thread size_t plait_pad_cap;
 int plait_conv2d(const plait_conv2d_desc* d, const float* x, const float* apacked,
                         const float* bias, const float* res, int relu, float* out) {
     const int64_t HP = d->H + d->PT + d->PB, WP = d->W + d->PL + d->PR;
+    const int64_t WPP = (WP + d->SW - 1) / d->SW, RL = WPP * d->SW;
     const float* img = x;
-    plait_conv_geom g = {d->C, HP, WP, d->KH, d->KW, d->SH, d->SW, d->DH, d->DW,
+    plait_conv_geom g = {d->C, HP, RL, WPP, d->KH, d->KW, d->SH, d->SW, d->DH, d->DW,
                          d->OH, d->OW};
     plait_gemm_problem p;
     memset(&p, 0, sizeof p);
@@ -462,8 +465,11 @@ int plait_conv2d(const plait_conv2d_desc* d, const float* x, const float* apacke
         p.b_bs = d->C * d->H * d->W;
         return plait_gemm(&p);
     }
-    if (d->PT | d->PL | d->PB | d->PR) {
-        size_t need = (size_t)(d->N * d->C * HP * WP);
+    if (d->PT | d->PL | d->PB | d->PR | (d->SW > 1)) {
+        /* zero-padded, and with a column stride the columns split into SW phases:
+         * padded column q of a row goes to [q % SW][q / SW], so the NR pixels of an
+         * output row read NR neighbouring values for every kernel tap */
+        size_t need = (size_t)(d->N * d->C * HP * RL);
         if (need > plait_pad_cap) {
             free(plait_pad_buf);
             plait_pad_buf = NULL;
@@ -477,26 +483,37 @@ int plait_conv2d(const plait_conv2d_desc* d, const float* x, const float* apacke
         float* dst = plait_pad_buf;
         const int64_t planes = d->N * d->C;
 #ifdef _OPENMP
-#pragma omp parallel for if (planes * HP * WP > 262144)
+#pragma omp parallel for if (planes * HP * RL > 262144)
 #endif
         for (int64_t pl = 0; pl < planes; ++pl) {
-            float* o = dst + pl * HP * WP;
+            float* o = dst + pl * HP * RL;
             const float* s = x + pl * d->H * d->W;
-            memset(o, 0, sizeof(float) * (size_t)(d->PT * WP));
+            memset(o, 0, sizeof(float) * (size_t)(HP * RL));
             for (int64_t h = 0; h < d->H; ++h) {
-                float* row = o + (d->PT + h) * WP;
-                memset(row, 0, sizeof(float) * (size_t)d->PL);
-                memcpy(row + d->PL, s + h * d->W, sizeof(float) * (size_t)d->W);
-                memset(row + d->PL + d->W, 0, sizeof(float) * (size_t)d->PR);
+                float* row = o + (d->PT + h) * RL;
+                const float* in = s + h * d->W;
+                if (d->SW == 1) {
+                    memcpy(row + d->PL, in, sizeof(float) * (size_t)d->W);
+                    continue;
+                }
+                for (int64_t ph = 0; ph < d->SW; ++ph) {
+                    /* padded columns q = j * SW + ph hold input column q - PL */
+                    float* dph = row + ph * WPP;
+                    int64_t j0 = d->PL > ph ? (d->PL - ph + d->SW - 1) / d->SW : 0;
+                    for (int64_t j = j0; j < WPP; ++j) {
+                        int64_t col = j * d->SW + ph - d->PL;
+                        if (col >= d->W) break;
+                        dph[j] = in[col];
+                    }
+                }
             }
-            memset(o + (d->PT + d->H) * WP, 0, sizeof(float) * (size_t)(d->PB * WP));
         }
         img = dst;
     }
     p.b_kind = PLAIT_B_CONV;
     p.b = img;
     p.conv = &g;
-    p.b_bs = d->C * HP * WP;
+    p.b_bs = d->C * HP * RL;
     return plait_gemm(&p);
 }
 

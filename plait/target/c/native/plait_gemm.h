@@ -16,8 +16,10 @@ enum { PLAIT_B_PACKED = 0, PLAIT_B_STRIDED = 1, PLAIT_B_CONV = 2 };
 enum { PLAIT_BIAS_NONE = 0, PLAIT_BIAS_ROW = 1, PLAIT_BIAS_COL = 2 };
 
 typedef struct {
-    /* the convolution whose im2col matrix is B: padded input [C][HP][WP] */
-    int64_t C, HP, WP, KH, KW, SH, SW, DH, DW, OH, OW;
+    /* the convolution whose im2col matrix is B: the zero-padded input [C][HP][RL], each
+     * row's columns split into SW phases of WPP values (padded column q at
+     * [q % SW][q / SW]; with SW == 1 a plain row, RL == WPP) */
+    int64_t C, HP, RL, WPP, KH, KW, SH, SW, DH, DW, OH, OW;
 } plait_conv_geom;
 
 typedef struct {
