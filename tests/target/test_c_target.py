@@ -43,8 +43,8 @@ def lower(mod: plait.IRModule, target: plait.Target | str = "c") -> plait.IRModu
 
 def test_c_target_kind_hooks_and_pipeline() -> None:
     t = plait.Target("c")
-    assert dict(t.attrs) == {"gemm": True, "winograd": True, "blas": True, "fuse": True, "opt_level": 3,
-                             "march_native": False}
+    assert dict(t.attrs) == {"gemm": True, "winograd": 4, "blas": True, "fuse": True,
+                             "opt_level": 3, "march_native": False}
     stages = {s.name: [p.name for p in s.passes] for s in plait.default_pipeline(t).passes}
     assert stages["dispatch"] == ["c.DispatchGemm", "c.DispatchLibrary"]
     assert stages["legalize"] == ["FuseOps", "FuseKernels", "LegalizeOps"]

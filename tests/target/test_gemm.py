@@ -213,12 +213,35 @@ def test_conv2d_matches_torch(xshape, wshape, strides, padding, dilation, epilog
     assert len(_externs(lowered)) == 1 and _ops(lowered) == []
     wino = (kh, kw, strides, dilation) == (3, 3, (1, 1), (1, 1)) and min(xshape[1], o) >= 16
     code = "".join(src["code"] for src in lowered.attrs["c_sources"])
-    assert ("plait_conv2d_winograd(&d" in code) == wino
-    np.testing.assert_allclose(_build_and_run(mod, x, r), ref, rtol=RTOL, atol=ATOL)
-    if wino:  # the direct product gives the same result
-        direct = plait.build(mod, plait.Target("c", winograd=False))
-        np.testing.assert_allclose(VirtualMachine(direct)["main"](x, r), ref, rtol=RTOL,
-                                   atol=ATOL)
+    assert ("plait_conv2d_winograd4(&d" in code) == wino   # F(4x4, 3x3) by default
+    # Winograd's error scales with the output's magnitude, not each element's: F(4x4, 3x3)
+    # is checked to 5e-5 of the largest output (F(2x2, 3x3) and the direct product to 1e-4)
+    atol = max(ATOL, 5e-5 * float(np.abs(ref).max())) if wino else ATOL
+    np.testing.assert_allclose(_build_and_run(mod, x, r), ref, rtol=RTOL, atol=atol)
+    if wino:  # F(2x2, 3x3) and the direct product give the same result
+        for variant in (2, False):
+            exe = plait.build(mod, plait.Target("c", winograd=variant))
+            np.testing.assert_allclose(VirtualMachine(exe)["main"](x, r), ref, rtol=RTOL,
+                                       atol=ATOL)
+
+
+def test_winograd_weight_transforms_reproduce_the_convolution() -> None:
+    """A^T [(G g G^T) * (B^T d B)] A is the 3x3 correlation of a tile, for both
+    transforms (checked in float64 against a direct sum)."""
+    from plait.target.c.gemm import WINOGRAD_G
+
+    bt = {2: np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]),
+          4: np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+                       [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]])}
+    at = {2: np.array([[1, 1, 1, 0], [0, 1, -1, -1]]),
+          4: np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
+                       [0, 1, -1, 8, -8, 1]])}
+    for m in (2, 4):
+        d, g = RNG.standard_normal((m + 2, m + 2)), RNG.standard_normal((3, 3))
+        ref = np.array([[np.sum(d[i:i + 3, j:j + 3] * g) for j in range(m)] for i in range(m)])
+        gm = WINOGRAD_G[m]
+        y = at[m] @ ((gm @ g @ gm.T) * (bt[m] @ d @ bt[m].T)) @ at[m].T
+        np.testing.assert_allclose(y, ref, rtol=1e-12, atol=1e-12)
 
 
 def test_conv2d_it_cannot_take_stays_for_blas() -> None:

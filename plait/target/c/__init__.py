@@ -62,7 +62,7 @@ from .legalize import (
 def _dispatch(target: Target) -> list[Any]:
     passes: list[Any] = []
     if target.attrs.get("gemm", True):
-        passes.append(DispatchGemm(winograd=bool(target.attrs.get("winograd", True))))
+        passes.append(DispatchGemm(winograd=target.attrs.get("winograd", 4)))
     if target.attrs.get("blas", True):
         passes.append(DispatchLibrary())
     return passes
@@ -78,8 +78,9 @@ def _legalize(target: Target) -> list[Any]:
 
 register_target_kind(
     "c",
-    defaults={"gemm": True, "winograd": True, "blas": True, "fuse": True, "opt_level": 3, "march_native": False},
-    doc="generated C kernels compiled by the system C compiler; BLAS for matmul/linear/conv2d",
+    defaults={"gemm": True, "winograd": 4, "blas": True, "fuse": True, "opt_level": 3,
+              "march_native": False},
+    doc="generated C kernels compiled by the system C compiler; plait's own GEMM/conv2d",
     dispatch=_dispatch,
     legalize=_legalize,
     build=_build,

@@ -111,22 +111,30 @@ def pack_b(b: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(full.reshape(k, np_ // NR, NR).transpose(1, 0, 2))
 
 
-WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
-"""The weight transform of Winograd F(2x2, 3x3): U = G g G^T."""
+WINOGRAD_G = {
+    2: np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]]),
+    4: np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                 [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]),
+}
+"""The weight transforms of Winograd F(2x2, 3x3) and F(4x4, 3x3): U = G g G^T."""
+
+WINOGRAD_FUNCTIONS = {2: "plait_conv2d_winograd", 4: "plait_conv2d_winograd4"}
 
 
-def winograd_weights(w: np.ndarray) -> np.ndarray:
-    """The ``O x C x 3 x 3`` weights transformed (``G g G^T``, in float64, rounded once)
-    and packed per transform element: ``[16][ceil(O/MR)][C][MR]`` (what
-    ``plait_conv2d_winograd`` reads)."""
+def winograd_weights(w: np.ndarray, m: int = 4) -> np.ndarray:
+    """The ``O x C x 3 x 3`` weights transformed for F(m x m, 3x3) (``G g G^T``, in
+    float64, rounded once) and packed per transform element: ``[(m+2)^2][ceil(O/MR)][C]
+    [MR]`` (what ``plait_conv2d_winograd`` / ``plait_conv2d_winograd4`` read)."""
+    g = WINOGRAD_G[m]
     o, c = w.shape[:2]
-    u = np.einsum("ij,ocjk,lk->ocil", WINOGRAD_G, w.astype(np.float64), WINOGRAD_G)
-    u = u.reshape(o, c, 16).transpose(2, 0, 1).astype(np.float32)
-    return np.ascontiguousarray(np.stack([pack_a(u[xi]) for xi in range(16)]))
+    a = m + 2
+    u = np.einsum("ij,ocjk,lk->ocil", g, w.astype(np.float64), g)
+    u = u.reshape(o, c, a * a).transpose(2, 0, 1).astype(np.float32)
+    return np.ascontiguousarray(np.stack([pack_a(u[xi]) for xi in range(a * a)]))
 
 
 def winograd_applies(desc: dict[str, int]) -> bool:
-    """Whether a convolution goes through Winograd F(2x2, 3x3): 3x3 kernel, stride 1,
+    """Whether a convolution goes through Winograd: 3x3 kernel, stride 1,
     dilation 1, at least 16 input and output channels (below that the transforms cost
     more than they save) and at most 512 input channels (one register-tile pass)."""
     return (desc["KH"] == desc["KW"] == 3 and desc["SH"] == desc["SW"] == 1
@@ -159,7 +167,7 @@ class _Plan:
     bias: Expr | None = None
     res: Expr | None = None
     relu: bool = False
-    winograd: bool = False
+    winograd: int = 0             # 0: direct; 2 or 4: Winograd F(m x m, 3x3)
     members: list[int] = field(default_factory=list)
 
     def can_take_bias(self) -> bool:
@@ -179,7 +187,7 @@ class _Plan:
             fields = ", ".join(str(d[k]) for k in (
                 "N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "DH", "DW",
                 "PT", "PL", "PB", "PR", "OH", "OW"))
-            fn = "plait_conv2d_winograd" if self.winograd else "plait_conv2d"
+            fn = WINOGRAD_FUNCTIONS.get(self.winograd, "plait_conv2d")
             body = (f"    static const plait_conv2d_desc d = {{{fields}}};\n"
                     f"    return {fn}(&d, in0, in1, {bias}, {res}, {int(self.relu)}, "
                     "out);\n")
@@ -224,7 +232,7 @@ def _const_data(e: Expr) -> np.ndarray | None:
     return e.data if isinstance(e, Constant) else None
 
 
-def _plan_conv2d(call: Call, winograd: bool) -> _Plan | None:
+def _plan_conv2d(call: Call, winograd: int) -> _Plan | None:
     x, w = call.args
     xs, ws, os_ = _static_shape(x), _static_shape(w), _static_shape(call)
     wd = _const_data(w)
@@ -244,9 +252,9 @@ def _plan_conv2d(call: Call, winograd: bool) -> _Plan | None:
         return None
     desc = dict(N=n, C=c, H=h, W=wdt, O=o, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw,
                 PT=pt, PL=pl, PB=pb, PR=pr, OH=os_[2], OW=os_[3])
-    wino = winograd and winograd_applies(desc)
+    wino = winograd if winograd and winograd_applies(desc) else 0
     if wino:
-        packed = Constant(winograd_weights(np.asarray(wd, np.float32)))
+        packed = Constant(winograd_weights(np.asarray(wd, np.float32), wino))
     else:
         packed = Constant(pack_a(np.asarray(wd, np.float32).reshape(o, c * kh * kw)))
     plan = _Plan("conv2d", [x, packed], [(xs, "float32"), (packed.data.shape, "float32")],
@@ -324,7 +332,7 @@ def _plan_gemm(call: Call, op: str) -> _Plan | None:
     return plan
 
 
-def _plan(call: Call, ops: Sequence[str], winograd: bool) -> _Plan | None:
+def _plan(call: Call, ops: Sequence[str], winograd: int) -> _Plan | None:
     op = call.op
     if not isinstance(op, Op) or op.name not in ops:
         return None
@@ -382,7 +390,7 @@ def _is_op(value: Expr, name: str) -> bool:
 
 def _rewrite_block(block: BindingBlock, counts: dict[Var, int],
                    wrappers: dict[str, tuple[str, CFunction]],
-                   ops: Sequence[str], winograd: bool) -> BindingBlock:
+                   ops: Sequence[str], winograd: int) -> BindingBlock:
     bindings = block.bindings
     plans: dict[int, _Plan] = {}      # index of the last member -> plan
     tail: dict[Var, _Plan] = {}       # current result var of an open plan -> plan
@@ -441,15 +449,27 @@ def _rewrite_block(block: BindingBlock, counts: dict[Var, int],
 
 def _rewrite_seq(seq: SeqExpr, counts: dict[Var, int],
                  wrappers: dict[str, tuple[str, CFunction]], ops: Sequence[str],
-                 winograd: bool) -> SeqExpr:
+                 winograd: int) -> SeqExpr:
     blocks = tuple(_rewrite_block(blk, counts, wrappers, ops, winograd) for blk in seq.blocks)
     if all(a is b for a, b in zip(blocks, seq.blocks)):
         return seq
     return SeqExpr(blocks, seq.body, ty=seq.ty, span=seq.span)
 
 
+def _winograd_m(winograd: int | bool) -> int:
+    """The Winograd variant asked for: False/0 none, 2 F(2x2, 3x3), True/4 F(4x4, 3x3)."""
+    if winograd is True:
+        return 4
+    if winograd is False or winograd == 0:
+        return 0
+    if winograd in (2, 4):
+        return int(winograd)
+    raise ValueError(f"winograd must be False, True, 2 or 4 (the output tile of F(m x m, "
+                     f"3x3)), got {winograd!r}")
+
+
 def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
-                  winograd: bool = True) -> IRModule:
+                  winograd: int | bool = 4) -> IRModule:
     """``mod`` with float32 conv2d/linear/matmul (and their epilogues) rewritten into
     calls of ``plait_gemm.c`` (see the module docstring); functions for which ``skip``
     is true (default: those of external codegens) are left alone."""
@@ -462,7 +482,7 @@ def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
         if skip(f) or not isinstance(f.body, SeqExpr):
             continue
         # bindings inside If branches are left alone; the top-level blocks are rewritten
-        body = _rewrite_seq(f.body, _use_counts(f), wrappers, ops, winograd)
+        body = _rewrite_seq(f.body, _use_counts(f), wrappers, ops, _winograd_m(winograd))
         if body is not f.body:
             funcs[name] = Function(f.params, body, f.ret_ty, f.pure, attrs=f.attrs, span=f.span)
     if not funcs:
@@ -481,10 +501,10 @@ class DispatchGemm:
     """Send float32 conv2d/linear/matmul, with bias, residual and relu epilogues, to
     plait_gemm.c (weights packed at compile time)."""
 
-    def __init__(self, ops: Sequence[str] = OPS, *, winograd: bool = True,
+    def __init__(self, ops: Sequence[str] = OPS, *, winograd: int | bool = 4,
                  codegens: Sequence[str] | None = None) -> None:
         super().__init__(codegens=codegens)  # type: ignore[call-arg]
-        self.winograd = winograd
+        self.winograd = _winograd_m(winograd)
         unknown = [o for o in ops if o not in OPS]
         if unknown:
             raise ValueError(f"c.DispatchGemm: cannot dispatch {unknown}; it takes "

@@ -790,3 +790,275 @@ int plait_conv2d_winograd(const plait_conv2d_desc* d, const float* x, const floa
     }
     return status;
 }
+
+/* ------------------------------------------------ conv2d 3x3 by Winograd F(4x4, 3x3) */
+
+/* As F(2x2, 3x3) above, with 4x4 output tiles from 6x6 input tiles: 36 products per 16
+ * outputs (4x fewer multiplications than the direct product).  The padded input rows
+ * are split into 4 column phases (padded column q at [q % 4][q / 4]) so that d[r][s] of
+ * 8 neighbouring tiles (input columns 4t + s) is one vector load.  The products of a
+ * tile block are computed for PLAIT_W4_OB output channels at a time, so the transformed
+ * input and the block's products fit the L2 cache together. */
+
+#define PLAIT_W4_OB 48
+#define PLAIT_W4_VS(w) ((w)->tb * (w)->d->C + 16)
+#define PLAIT_W4_MS(w) ((w)->tb * PLAIT_W4_OB + 16)
+
+static inline __attribute__((always_inline)) void
+wino4_input(const plait_wino* w, int64_t n, int64_t t0, float* v) {
+    const plait_conv2d_desc* d = w->d;
+    const int64_t C = d->C, tb = w->tb, ph = w->TWp + 1;   /* phase length */
+    const int64_t xs = PLAIT_W4_VS(w);
+    for (int64_t g = 0; g < tb; g += 8) {
+        int64_t t = t0 + g;
+        int64_t panel = g / PLAIT_NR, lane = g % PLAIT_NR;
+        if (t >= w->T) {
+            for (int64_t xi = 0; xi < 36; ++xi)
+                for (int64_t c = 0; c < C; ++c)
+                    *(plait_v8u*)(v + xi * xs + (panel * C + c) * PLAIT_NR + lane) =
+                        (plait_v8){0};
+            continue;
+        }
+        int64_t th = t / w->TWp, tw = t % w->TWp;
+        for (int64_t c = 0; c < C; ++c) {
+            const float* base = w->img + ((n * C + c) * w->HP + 4 * th) * w->RL + tw;
+            plait_v8 tt[6][6];   /* B^T d, column by column */
+            for (int s2 = 0; s2 < 6; ++s2) {
+                const float* col = base + (s2 % 4) * ph + s2 / 4;
+                plait_v8 d0 = *(const plait_v8u*)col;
+                plait_v8 d1 = *(const plait_v8u*)(col + w->RL);
+                plait_v8 d2 = *(const plait_v8u*)(col + 2 * w->RL);
+                plait_v8 d3 = *(const plait_v8u*)(col + 3 * w->RL);
+                plait_v8 d4 = *(const plait_v8u*)(col + 4 * w->RL);
+                plait_v8 d5 = *(const plait_v8u*)(col + 5 * w->RL);
+                tt[0][s2] = 4.0f * d0 - 5.0f * d2 + d4;
+                tt[1][s2] = -4.0f * (d1 + d2) + d3 + d4;
+                tt[2][s2] = 4.0f * (d1 - d2) - d3 + d4;
+                tt[3][s2] = 2.0f * (d3 - d1) - d2 + d4;
+                tt[4][s2] = 2.0f * (d1 - d3) - d2 + d4;
+                tt[5][s2] = 4.0f * d1 - 5.0f * d3 + d5;
+            }
+            float* vc = v + (panel * C + c) * PLAIT_NR + lane;
+            for (int r = 0; r < 6; ++r) {    /* (B^T d) B */
+                plait_v8 e0 = tt[r][0], e1 = tt[r][1], e2 = tt[r][2];
+                plait_v8 e3 = tt[r][3], e4 = tt[r][4], e5 = tt[r][5];
+                float* vr = vc + r * 6 * xs;
+                *(plait_v8u*)(vr) = 4.0f * e0 - 5.0f * e2 + e4;
+                *(plait_v8u*)(vr + xs) = -4.0f * (e1 + e2) + e3 + e4;
+                *(plait_v8u*)(vr + 2 * xs) = 4.0f * (e1 - e2) - e3 + e4;
+                *(plait_v8u*)(vr + 3 * xs) = 2.0f * (e3 - e1) - e2 + e4;
+                *(plait_v8u*)(vr + 4 * xs) = 2.0f * (e1 - e3) - e2 + e4;
+                *(plait_v8u*)(vr + 5 * xs) = 4.0f * e1 - 5.0f * e3 + e5;
+            }
+        }
+    }
+}
+
+/* The output transform of channels [o0, o0 + ob) of a tile block: m holds their
+ * products, [36][ob][tb] (stride PLAIT_W4_MS between transform elements). */
+static inline __attribute__((always_inline)) void
+wino4_output(const plait_wino* w, int64_t n, int64_t t0, int64_t o0, int64_t ob,
+             const float* m) {
+    const plait_conv2d_desc* d = w->d;
+    const int64_t O = d->O, tb = w->tb, OH = d->OH, OW = d->OW, ms = PLAIT_W4_MS(w);
+    for (int64_t oo = 0; oo < ob; ++oo) {
+        const int64_t o = o0 + oo;
+        const float bo = w->bias ? w->bias[o] : 0.0f;
+        float* outo = w->out + (n * O + o) * OH * OW;
+        const float* reso = w->res ? w->res + (n * O + o) * OH * OW : NULL;
+        for (int64_t g = 0; g < tb; g += 8) {
+            int64_t t = t0 + g;
+            if (t >= w->T) break;
+            const float* mg = m + oo * tb + g;
+            plait_v8 s[4][6];   /* A^T M, column by column */
+            for (int c2 = 0; c2 < 6; ++c2) {
+                plait_v8 m0 = *(const plait_v8u*)(mg + (0 * 6 + c2) * ms);
+                plait_v8 m1 = *(const plait_v8u*)(mg + (1 * 6 + c2) * ms);
+                plait_v8 m2 = *(const plait_v8u*)(mg + (2 * 6 + c2) * ms);
+                plait_v8 m3 = *(const plait_v8u*)(mg + (3 * 6 + c2) * ms);
+                plait_v8 m4 = *(const plait_v8u*)(mg + (4 * 6 + c2) * ms);
+                plait_v8 m5 = *(const plait_v8u*)(mg + (5 * 6 + c2) * ms);
+                plait_v8 p12 = m1 + m2, d12 = m1 - m2, p34 = m3 + m4, d34 = m3 - m4;
+                s[0][c2] = m0 + p12 + p34;
+                s[1][c2] = d12 + 2.0f * d34;
+                s[2][c2] = p12 + 4.0f * p34;
+                s[3][c2] = d12 + 8.0f * d34 + m5;
+            }
+            plait_v8 y[4][4];
+            for (int r = 0; r < 4; ++r) {
+                plait_v8 p12 = s[r][1] + s[r][2], d12 = s[r][1] - s[r][2];
+                plait_v8 p34 = s[r][3] + s[r][4], d34 = s[r][3] - s[r][4];
+                y[r][0] = s[r][0] + p12 + p34 + bo;
+                y[r][1] = d12 + 2.0f * d34 + bo;
+                y[r][2] = p12 + 4.0f * p34 + bo;
+                y[r][3] = d12 + 8.0f * d34 + s[r][5] + bo;
+            }
+            int64_t th = t / w->TWp, tw = t % w->TWp;
+            if (4 * th + 4 <= OH && 4 * tw + 32 <= OW) {
+                for (int r = 0; r < 4; ++r) {
+                    /* rows of 32 outputs: the 4 columns of 8 tiles interleaved */
+                    plait_v8 alo = PLAIT_INTERLEAVE_LO(y[r][0], y[r][2]);
+                    plait_v8 ahi = PLAIT_INTERLEAVE_HI(y[r][0], y[r][2]);
+                    plait_v8 blo = PLAIT_INTERLEAVE_LO(y[r][1], y[r][3]);
+                    plait_v8 bhi = PLAIT_INTERLEAVE_HI(y[r][1], y[r][3]);
+                    plait_v8 q[4] = {PLAIT_INTERLEAVE_LO(alo, blo), PLAIT_INTERLEAVE_HI(alo, blo),
+                                     PLAIT_INTERLEAVE_LO(ahi, bhi), PLAIT_INTERLEAVE_HI(ahi, bhi)};
+                    int64_t off = (4 * th + r) * OW + 4 * tw;
+                    for (int k = 0; k < 4; ++k) {
+                        plait_v8 val = q[k];
+                        if (reso) val += *(const plait_v8u*)(reso + off + 8 * k);
+                        if (w->relu) {
+                            plait_v8 zero = {0};
+                            val = (plait_v8)((plait_vi8)val & (val > zero));
+                        }
+                        *(plait_v8u*)(outo + off + 8 * k) = val;
+                    }
+                }
+                continue;
+            }
+            float yy[4][4][8] __attribute__((aligned(32)));
+            for (int r = 0; r < 4; ++r)
+                for (int cc = 0; cc < 4; ++cc) *(plait_v8*)yy[r][cc] = y[r][cc];
+            for (int r = 0; r < 4; ++r) {
+                int64_t oh = 4 * th + r;
+                if (oh >= OH) break;
+                float* orow = outo + oh * OW;
+                const float* rrow = reso ? reso + oh * OW : NULL;
+                for (int k = 0; k < 8; ++k) {
+                    int64_t ow = 4 * (tw + k);
+                    for (int cc = 0; cc < 4 && ow + cc < OW; ++cc) {
+                        float val = yy[r][cc][k];
+                        if (rrow) val += rrow[ow + cc];
+                        if (w->relu && val < 0.0f) val = 0.0f;
+                        orow[ow + cc] = val;
+                    }
+                }
+            }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+wino4_thread(const plait_wino* w, int tid, int nthreads, float* v, float* m) {
+    const plait_conv2d_desc* d = w->d;
+    const int64_t C = d->C, O = d->O, tb = w->tb;
+    const int64_t blocks = (w->T + tb - 1) / tb;
+    const int64_t jobs = d->N * blocks;
+    const int64_t apanels = (O + PLAIT_MR - 1) / PLAIT_MR;
+    const int64_t vs = PLAIT_W4_VS(w), ms = PLAIT_W4_MS(w);
+    for (int64_t job = tid; job < jobs; job += nthreads) {
+        int64_t n = job / blocks, t0 = (job % blocks) * tb;
+        wino4_input(w, n, t0, v);
+        for (int64_t o0 = 0; o0 < O; o0 += PLAIT_W4_OB) {
+            int64_t ob = O - o0 < PLAIT_W4_OB ? O - o0 : PLAIT_W4_OB;
+            for (int64_t xi = 0; xi < 36; ++xi) {
+                const float* uxi = w->u + xi * apanels * C * PLAIT_MR;
+                const float* vxi = v + xi * vs;
+                float* mxi = m + xi * ms;
+                for (int64_t jr = 0; jr < tb; jr += PLAIT_NR) {
+                    for (int64_t ir = 0; ir < ob; ir += PLAIT_MR) {
+                        int64_t mr = ob - ir < PLAIT_MR ? ob - ir : PLAIT_MR;
+                        micro_kernel(C, uxi + ((o0 + ir) / PLAIT_MR) * C * PLAIT_MR,
+                                     vxi + (jr / PLAIT_NR) * C * PLAIT_NR, mxi + ir * tb + jr,
+                                     tb, mr, PLAIT_NR, 1, 0, NULL, 0, 0, NULL);
+                    }
+                }
+            }
+            wino4_output(w, n, t0, o0, ob, m);
+        }
+    }
+}
+
+static void wino4_thread_base(const plait_wino* w, int tid, int nthreads, float* v, float* m) {
+    wino4_thread(w, tid, nthreads, v, m);
+}
+
+#ifdef PLAIT_X86_DISPATCH
+__attribute__((target("avx2,fma")))
+static void wino4_thread_avx2(const plait_wino* w, int tid, int nthreads, float* v, float* m) {
+    wino4_thread(w, tid, nthreads, v, m);
+}
+#endif
+
+int plait_conv2d_winograd4(const plait_conv2d_desc* d, const float* x, const float* u,
+                           const float* bias, const float* res, int relu, float* out) {
+    plait_wino w;
+    w.d = d;
+    w.TH = (d->OH + 3) / 4;
+    w.TWp = ((d->OW + 3) / 4 + 7) / 8 * 8;
+    w.T = w.TH * w.TWp;
+    w.HP = 4 * w.TH + 2;
+    const int64_t ph = w.TWp + 1;   /* values per column phase */
+    w.RL = 4 * ph;
+    /* tiles per block: the transformed input (36 x C x tb floats) near 200 KB */
+    int64_t tb = 1408 / (d->C > 0 ? d->C : 1);
+    tb = tb / PLAIT_NR * PLAIT_NR;
+    if (tb < PLAIT_NR) tb = PLAIT_NR;
+    w.tb = tb;
+    w.u = u;
+    w.bias = bias;
+    w.res = res;
+    w.relu = relu;
+    w.out = out;
+    const int64_t planes = d->N * d->C;
+    size_t need = (size_t)(planes * w.HP * w.RL);
+    if (need > plait_pad_cap) {
+        free(plait_pad_buf);
+        plait_pad_buf = NULL;
+        plait_pad_cap = 0;
+        if (posix_memalign((void**)&plait_pad_buf, 64, need * sizeof(float))) return 1;
+        plait_pad_cap = need;
+    }
+    float* img = plait_pad_buf;
+    int nthreads = 1;
+#ifdef _OPENMP
+    nthreads = omp_get_max_threads();
+#endif
+    /* zero-pad, split each row into 4 column phases: padded column q (input column
+     * q - PL of input row r - PT) goes to [r][q % 4][q / 4] */
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nthreads) if (nthreads > 1 && need > 262144)
+#endif
+    for (int64_t pl = 0; pl < planes; ++pl) {
+        float* o = img + pl * w.HP * w.RL;
+        const float* src = x + pl * d->H * d->W;
+        for (int64_t r = 0; r < w.HP; ++r) {
+            float* row = o + r * w.RL;
+            int64_t ih = r - d->PT;
+            memset(row, 0, sizeof(float) * (size_t)w.RL);
+            if (ih < 0 || ih >= d->H) continue;
+            const float* in = src + ih * d->W;
+            for (int64_t q = d->PL; q < d->PL + d->W && q < 4 * ph; ++q)
+                row[(q % 4) * ph + q / 4] = in[q - d->PL];
+        }
+    }
+    w.img = img;
+    const int64_t blocks = d->N * ((w.T + tb - 1) / tb);
+    if (blocks < nthreads) nthreads = (int)blocks;
+    void (*run)(const plait_wino*, int, int, float*, float*) = wino4_thread_base;
+#ifdef PLAIT_X86_DISPATCH
+    if (plait_use_avx2()) run = wino4_thread_avx2;
+#endif
+    int status = 0;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
+#endif
+    {
+        int tid = 0, nt = 1;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+        nt = omp_get_num_threads();
+#endif
+        float* v = plait_scratch(1, 36 * (size_t)PLAIT_W4_VS(&w));
+        float* m = plait_scratch(2, 36 * (size_t)PLAIT_W4_MS(&w));
+        if (v && m) {
+            run(&w, tid, nt, v, m);
+        } else {
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+            status = 1;
+        }
+    }
+    return status;
+}

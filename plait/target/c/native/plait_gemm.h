@@ -60,4 +60,10 @@ PLAIT_HIDDEN int plait_conv2d(const plait_conv2d_desc* d, const float* x,
 PLAIT_HIDDEN int plait_conv2d_winograd(const plait_conv2d_desc* d, const float* x,
                                        const float* u, const float* bias, const float* res,
                                        int relu, float* out);
+
+/* The same by Winograd F(4x4, 3x3): the weights transformed (G g G^T, 6x6) and packed as
+ * [36][ceil(O/6)][C][6]. */
+PLAIT_HIDDEN int plait_conv2d_winograd4(const plait_conv2d_desc* d, const float* x,
+                                        const float* u, const float* bias, const float* res,
+                                        int relu, float* out);
 #endif
