@@ -224,3 +224,73 @@ def test_argument_checks_name_the_parameter(lib: NativeLibrary) -> None:
     big = np.random.default_rng(5).standard_normal((3, 128)).astype(np.float32)
     np.testing.assert_array_equal(f(big[:, ::2], big[0, ::2]), big[:, ::2] + big[0, ::2])
     assert "badd(a: (n, 64) float32, b: (64,) float32) -> (c: (n, 64) float32)" == f.signature
+
+
+def _exp_kernel(dtype: str = "float32") -> Kernel:
+    x = dsl.placeholder(("n",), dtype, "x")
+    y = dsl.compute(("n",), lambda i: dsl.exp(x[i]), "y")
+    return dsl.create_kernel([x, y], "vexp")
+
+
+def test_float32_exp_is_within_one_ulp_and_handles_special_values() -> None:
+    """float32 ``exp`` is plait's own vectorizable expf (``emit.EXP_F32``): within 1 ulp
+    of the exact value over every 997th float of its range, inf/0 beyond it, NaN kept,
+    subnormal results within one subnormal step."""
+    f = compile_kernels({"vexp": _exp_kernel()}).get("vexp")
+    bits = np.arange(0, 2**32, 997, dtype=np.uint64).astype(np.uint32)
+    x = bits.view(np.float32)
+    x = x[np.isfinite(x) & (np.abs(x) < 110)]
+    got = f(x).astype(np.float64)
+    exact = np.exp(x.astype(np.float64))
+    normal = (exact >= np.finfo(np.float32).tiny) & (exact <= np.finfo(np.float32).max)
+    ulp = np.spacing(exact[normal].astype(np.float32)).astype(np.float64)
+    assert np.max(np.abs(got[normal] - exact[normal]) / ulp) <= 1.0
+    sub = (exact > 0) & (exact < np.finfo(np.float32).tiny)
+    assert np.max(np.abs(got[sub] - exact[sub])) <= 2.0**-149
+    special = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 88.72283, 88.7229, -103.98, -200.0,
+                        1e-30, 1.0], np.float32)
+    with np.errstate(over="ignore"):
+        want = np.exp(special.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(f(special)[:-1], want[:-1])
+    assert abs(float(f(special)[-1]) - math.e) <= 2.4e-7
+
+
+def test_kernel_clones_compute_the_same_bits() -> None:
+    """With ``target_clones`` (GCC, x86-64, glibc) the library holds an AVX2 and a
+    portable version of each kernel; without contraction into FMAs, and with reductions
+    in a fixed lane order, both give bit-identical results."""
+    x = dsl.placeholder(("m", "n"), "float32", "x")
+    r = dsl.reduce_axis("n", "r")
+    mx = dsl.compute(("m",), lambda i: dsl.max(x[i, r], axis=[r]), "mx")
+    e = dsl.compute(("m", "n"), lambda i, j: dsl.exp(x[i, j] - mx[i]), "e")
+    r2 = dsl.reduce_axis("n", "r2")
+    s = dsl.compute(("m",), lambda i: dsl.sum(e[i, r2] * x[i, r2] + 0.5, axis=[r2]), "s")
+    k = dsl.create_kernel([x, s], "k")
+    a = compile_kernels({"k": k}).get("k")
+    b = compile_kernels({"k": k}, extra_flags=["-DPLAIT_NO_CLONES"]).get("k")
+    data = np.random.default_rng(3).standard_normal((37, 1001)).astype(np.float32)
+    np.testing.assert_array_equal(a(data), b(data))
+    ref = (np.exp(data - data.max(1, keepdims=True)) * data + 0.5).sum(1)
+    np.testing.assert_allclose(a(data), ref, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 31, 32, 33, 1000])
+def test_lane_reductions_of_any_length(n: int) -> None:
+    x = dsl.placeholder(("m", "n"), "float32", "x")
+    r = dsl.reduce_axis("n", "r")
+    s = dsl.compute(("m",), lambda i: dsl.sum(x[i, r], axis=[r]), "s")
+    mx = dsl.compute(("m",), lambda i: dsl.max(x[i, r], axis=[r]), "mx")
+    mn = dsl.compute(("m",), lambda i: dsl.min(x[i, r], axis=[r]), "mn")
+    f = compile_kernels({"k": dsl.create_kernel([x, s, mx, mn], "k")}).get("k")
+    data = np.random.default_rng(n).standard_normal((3, n)).astype(np.float32)
+    s, mx, mn = f(data)
+    np.testing.assert_allclose(s, data.sum(1), rtol=1e-5, atol=1e-5)
+    if n:
+        np.testing.assert_array_equal(mx, data.max(1))
+        np.testing.assert_array_equal(mn, data.min(1))
+        data[1, n // 2] = np.nan
+        s, mx, mn = f(data)
+        assert np.isnan(s[1]) and np.isnan(mx[1]) and np.isnan(mn[1])
+        assert not np.isnan(mx[0])
+    else:
+        assert np.all(mx == -np.inf) and np.all(mn == np.inf) and np.all(s == 0)
