@@ -264,7 +264,9 @@ class _FunctionLowering:
                 self.code.append(rx.AllocStorage(dst, int(attrs["nbytes"])))
             elif name == "builtin.alloc_tensor":
                 shape = tuple(attrs["shape"])
-                if any(isinstance(d, str) and d not in self.entry_syms for d in shape):
+                if any(type(d) is not int for d in shape) and any(
+                    isinstance(d, str) and d not in self.entry_syms for d in shape
+                ):
                     # a size only known after a match_cast: allocate from its register
                     dims = self.dims_value(shape, where)
                     self.code.append(
@@ -287,10 +289,15 @@ class _FunctionLowering:
                 callee = call.args[0]
                 fname = callee.symbol if isinstance(callee, ExternFunc) else callee.name_hint  # type: ignore[attr-defined]
                 args: list[rx.Arg] = []
+                regs = self.regs
                 for tup in call.args[1:]:
                     if not isinstance(tup, Tuple):
                         raise self.fail(where, f"{name} needs literal tuples of arguments")
-                    args.extend(self.arg(a, where) for a in tup.fields)
+                    for a in tup.fields:
+                        if type(a) is Var and a in regs:  # the common argument
+                            args.append(rx.Reg(regs[a]))
+                        else:
+                            args.append(self.arg(a, where))
                 kwargs = self.kwargs(attrs.get("attrs"), where)
                 if name == "builtin.call_alloc":
                     fname = fname + "@alloc"

@@ -74,12 +74,17 @@ class _Legalizer(ExprMutator):
         super().__init__(mod)
         self.target = target
         self.function_name = function_name
+        self._found: dict[str, LegalizeFn | None] = {}  # op name -> its legalization
 
     def rewrite_call(self, call: Call) -> Expr:
         op = call.op
         if not isinstance(op, Op) or op.name in LOWERED_OPS:
             return call
-        fn = find_legalization(op.name, self.target)
+        found = self._found
+        if op.name in found:
+            fn = found[op.name]
+        else:
+            fn = found[op.name] = find_legalization(op.name, self.target)
         if fn is None:
             tname = self.target.kind if self.target is not None else "<none>"
             chain = (
