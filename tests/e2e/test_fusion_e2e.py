@@ -7,7 +7,6 @@ are each a single kernel with a single loop nest."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -31,14 +30,6 @@ try:
 except Exception:  # no C compiler: the c target cannot build
     HAVE_CC = False
 pytestmark = pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Compile into a private cache, never the user's."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PLAIT_CACHE_DIR", str(tmp_path_factory.mktemp("plait-cache")))
-        yield
 
 
 def randn(*shape: int, scale: float = 1.0) -> np.ndarray:

@@ -79,24 +79,6 @@ LIBRARY_SYMBOLIC = {
 BLAS = {"matmul", "linear", "conv2d"}
 
 
-def _shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory all pytest-xdist workers of this run share (the base temp's parent
-    under xdist), so a library one worker compiled is a cache hit for the others."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _module_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One compiled-library cache for this module's run (nothing goes to the user's
-    cache), shared by the xdist workers."""
-    d = _shared_root(tmp_path_factory) / "plait-cache-ops-c"
-    d.mkdir(exist_ok=True)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PLAIT_CACHE_DIR", str(d))
-        yield d
-
-
 @contextlib.contextmanager
 def _exclusive(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (so two workers do not compile the same
@@ -215,6 +197,9 @@ def _lowering(exe: Executable, func: str) -> str:
         return "library"
     if calls[0].startswith("blas."):
         return "blas"
+    if calls[0].startswith(("plait_gemm_", "plait_conv2d_")):
+        assert calls[0] in library_functions(exe.libs["c"]), calls
+        return "gemm"
     assert calls[0] in library_functions(exe.libs["c"]), calls  # a kernel of the library
     return "kernel"
 
@@ -222,17 +207,19 @@ def _lowering(exe: Executable, func: str) -> str:
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 def test_op_built_for_c_matches_reference(name: str, variant: str,
-                                          _module_cache_dir: Path) -> None:
+                                          plait_cache_dir: Path) -> None:
     inputs, attrs = SAMPLES[name]
     want = numpy_ops.IMPLS[name](*inputs, **attrs)
     symbolic = VARIANTS[variant]
-    exe, vm, args = _built_for(name, symbolic, _module_cache_dir)
+    exe, vm, args = _built_for(name, symbolic, plait_cache_dir)
     got = vm[f"op_{name}"](*args)
     _compare(got, want, *TOLERANCE.get(name, EXACT))
     if name in LIBRARY or (symbolic and name in LIBRARY_SYMBOLIC):
         expected = "library"
     elif name in BLAS:
-        expected = "blas"
+        # static float32 matmul/linear go to plait's own product (c.DispatchGemm); symbolic
+        # shapes, and conv2d whose weight is a parameter (not a constant), to BLAS
+        expected = "blas" if symbolic or name == "conv2d" else "gemm"
     else:
         expected = "kernel"
     assert _lowering(exe, f"op_{name}") == expected
