@@ -278,3 +278,38 @@ def test_the_baseline_code_path_gives_the_same_results() -> None:
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_views_around_a_product_cost_no_copy() -> None:
+    """A unit-axis transpose feeding a linear is read through (no copy), and a reshape
+    plus unit-axis transpose of its result before a residual add are written directly:
+    the transformer's attention output projection becomes one call."""
+    x, w, b = _rand(1, 12, 16), _rand(16, 16), _rand(16)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        t = _call(bb, "permute_dims", p[0], axes=(1, 0, 2))          # (12, 1, 16): a view
+        y = _call(bb, "linear", t, _c(w), _c(b))                     # (12, 1, 16)
+        y = _call(bb, "reshape", y, shape=(12, 16))
+        y = _call(bb, "permute_dims", _call(bb, "reshape", y, shape=(12, 1, 16)),
+                  axes=(1, 0, 2))                                    # (1, 12, 16)
+        return _call(bb, "add", y, p[0])
+
+    mod = _build_graph({"x": x.shape}, body)
+    lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
+    assert len(_externs(lowered)) == 1 and _ops(lowered) == []
+    ref = x.astype(np.float64) @ w.T.astype(np.float64) + b + x
+    np.testing.assert_allclose(_build_and_run(mod, x), ref, rtol=RTOL, atol=ATOL)
+
+
+def test_a_real_transpose_is_not_taken_for_a_view() -> None:
+    x, w = _rand(3, 4, 8), _rand(5, 3)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        t = _call(bb, "permute_dims", p[0], axes=(2, 1, 0))          # (8, 4, 3): moves data
+        return _call(bb, "linear", t, _c(w))
+
+    mod = _build_graph({"x": x.shape}, body)
+    lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
+    assert _ops(lowered) == ["permute_dims"]
+    ref = x.transpose(2, 1, 0).astype(np.float64) @ w.T.astype(np.float64)
+    np.testing.assert_allclose(_build_and_run(mod, x), ref, rtol=RTOL, atol=ATOL)

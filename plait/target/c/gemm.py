@@ -167,11 +167,12 @@ class _Plan:
     bias: Expr | None = None
     res: Expr | None = None
     relu: bool = False
+    viewed: bool = False          # the output was reshaped (no more bias: its axis moved)
     winograd: int = 0             # 0: direct; 2 or 4: Winograd F(m x m, 3x3)
     members: list[int] = field(default_factory=list)
 
     def can_take_bias(self) -> bool:
-        return self.bias is None and self.res is None and not self.relu
+        return self.bias is None and self.res is None and not self.relu and not self.viewed
 
     def symbol_and_code(self) -> tuple[str, str, CFunction]:
         args = [f"const float* in{i}" for i in range(len(self.inputs))]
@@ -388,16 +389,58 @@ def _is_op(value: Expr, name: str) -> bool:
     return isinstance(value, Call) and isinstance(value.op, Op) and value.op.name == name
 
 
+VIEW_OPS = ("reshape", "expand_dims", "squeeze", "flatten", "permute_dims")
+
+
+def _view_source(value: Expr) -> Expr | None:
+    """The input of ``value`` when ``value`` only reinterprets its shape — a reshape (or
+    expand_dims, squeeze, flatten) of static shape, or a permute_dims that moves only
+    axes of size 1 — so the two hold the same elements in the same order; else None."""
+    if not isinstance(value, Call) or not isinstance(value.op, Op):
+        return None
+    name = value.op.name
+    if name not in VIEW_OPS or len(value.args) != 1:
+        return None
+    src = value.args[0]
+    ss, vs = _static_shape(src), _static_shape(value)
+    if ss is None or vs is None or int(np.prod(ss)) != int(np.prod(vs)):
+        return None
+    if name == "permute_dims":
+        axes = value.attrs.get("axes")
+        order = list(range(len(ss)))[::-1] if axes is None else [int(a) % len(ss) for a in axes]
+        moved = [a for a in order if ss[a] != 1]
+        if moved != sorted(moved):
+            return None
+    return src
+
+
 def _rewrite_block(block: BindingBlock, counts: dict[Var, int],
                    wrappers: dict[str, tuple[str, CFunction]],
                    ops: Sequence[str], winograd: int) -> BindingBlock:
     bindings = block.bindings
     plans: dict[int, _Plan] = {}      # index of the last member -> plan
     tail: dict[Var, _Plan] = {}       # current result var of an open plan -> plan
+    views: dict[Var, tuple[int, Expr]] = {}   # var bound to a view -> (index, its source)
+    dead: set[int] = set()            # views no one reads any more
     for i, b in enumerate(bindings):
         if not isinstance(b, VarBinding) or not isinstance(b.value, Call):
             continue
         value = b.value
+        src_view = _view_source(value)
+        if src_view is not None:
+            views[b.var] = (i, src_view)
+            src = src_view if isinstance(src_view, Var) and src_view in tail else None
+            if src is not None and counts.get(src, 0) == 1:
+                # a view of a product's result: the product writes it directly
+                plan = tail.pop(src)
+                del plans[plan.members[-1]]
+                plan.members.append(i)
+                plan.out_shape = _static_shape(value) or plan.out_shape
+                plan.viewed = True
+                plans[i] = plan
+                tail[b.var] = plan
+                del views[b.var]      # bound by the product now, not a view to read through
+            continue
         if _is_op(value, "relu") or _is_op(value, "add"):
             src = [a for a in value.args if isinstance(a, Var) and a in tail]
             if src and counts.get(src[0], 0) == 1 and value.ty == src[0].ty:
@@ -424,12 +467,21 @@ def _rewrite_block(block: BindingBlock, counts: dict[Var, int],
                     continue
         plan = _plan(value, ops, winograd)
         if plan is not None:
+            x = plan.inputs[0]
+            if isinstance(x, Var) and x in views:
+                # the product reads the view's source: the same elements, no copy
+                j, source = views[x]
+                plan.inputs[0] = source
+                plan.params[0] = (_static_shape(source) or plan.params[0][0], "float32")
+                counts[x] = counts.get(x, 0) - 1
+                if counts[x] == 0:
+                    dead.add(j)
             plan.members.append(i)
             plans[i] = plan
             tail[b.var] = plan
     if not plans:
         return block
-    drop = {m for p in plans.values() for m in p.members[:-1]}
+    drop = {m for p in plans.values() for m in p.members[:-1]} | dead
     bb = BlockBuilder()
     out = []
     for i, b in enumerate(bindings):
