@@ -14,6 +14,7 @@ import math
 import operator
 import os
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -102,9 +103,15 @@ class ProfileEntry:
         )
 
 
+_STORAGE_ROOTS: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+"""The arrays behind storage buffers this module allocated, by id (only those are
+reused)."""
+
+
 def aligned_storage(nbytes: int, alignment: int = STORAGE_ALIGNMENT) -> np.ndarray:
     """A 1-D uint8 buffer of ``nbytes`` bytes whose data address is ``alignment``-aligned."""
     raw = np.empty(nbytes + alignment, dtype=_UINT8)
+    _STORAGE_ROOTS[id(raw)] = raw
     start = -raw.ctypes.data % alignment
     return raw[start : start + nbytes]
 
@@ -234,13 +241,49 @@ class _Binder:
 class _Code:
     """A decoded VM function."""
 
-    __slots__ = ("name", "fn", "binder", "instrs")
+    __slots__ = ("name", "fn", "binder", "instrs", "storages")
 
     def __init__(self, fn: VMFunction) -> None:
         self.name = fn.name
         self.fn = fn
         self.binder = _Binder(fn)
         self.instrs: list[tuple[Any, ...]] = []
+        # (register, free buffers) of every AllocStorage: see _release_storages
+        self.storages: list[tuple[int, int, list[np.ndarray]]] = []
+
+
+STORAGE_POOL_SIZE = 2
+"""Free storage buffers kept per AllocStorage instruction (more than one only matters
+for recursive or concurrent calls of the same function)."""
+
+
+def _root(a: Any) -> Any:
+    while isinstance(a, np.ndarray) and a.base is not None:
+        a = a.base
+    return a
+
+
+def _holds(value: Any, root: Any) -> bool:
+    """Whether ``value`` (an array, or tuples of them) has memory of buffer ``root``."""
+    if isinstance(value, np.ndarray):
+        return _root(value) is root
+    if isinstance(value, tuple):
+        return any(_holds(v, root) for v in value)
+    return False
+
+
+def _release_storages(code: _Code, regs: list[Any], value: Any) -> None:
+    """At a function's return, give its storage buffers back for the next call: an
+    arena is allocated (and its pages faulted in) once, not on every call.  A buffer the
+    returned value still uses — which memory planning never does on its own, but a
+    callee returning its argument could — is not reused."""
+    for reg, nbytes, pool in code.storages:
+        buf = regs[reg]
+        if (isinstance(buf, np.ndarray) and len(pool) < STORAGE_POOL_SIZE
+                and buf.dtype is _UINT8 and buf.shape == (nbytes,)):
+            root = _root(buf)
+            if _STORAGE_ROOTS.get(id(root)) is root and not _holds(value, root):
+                pool.append(buf)
 
 
 def _no_args(regs: list[Any]) -> tuple[()]:
@@ -441,7 +484,9 @@ class VirtualMachine:
             nbytes = None if static is None else dtype.itemsize * math.prod(static)
             return (_ALLOC_TENSOR, ins.dst, static, spec, dtype, ins.storage, ins.offset, nbytes)
         if isinstance(ins, AllocStorage):
-            return (_ALLOC_STORAGE, ins.dst, ins.nbytes)
+            pool: list[np.ndarray] = []
+            code.storages.append((ins.dst, ins.nbytes, pool))
+            return (_ALLOC_STORAGE, ins.dst, ins.nbytes, pool)
         if isinstance(ins, Ret):
             return (_RET, ins.src)
         if isinstance(ins, If):
@@ -531,10 +576,13 @@ class VirtualMachine:
                         regs[dst] = buf[offset:end].view(dtype).reshape(shape)
                     pc += 1
                 elif op == _ALLOC_STORAGE:
-                    regs[ins[1]] = aligned_storage(ins[2])
+                    pool = ins[3]
+                    regs[ins[1]] = pool.pop() if pool else aligned_storage(ins[2])
                     pc += 1
                 elif op == _RET:
                     value = regs[ins[1]]
+                    if code.storages:
+                        _release_storages(code, regs, value)
                     if not stack:
                         return value
                     code, instrs, regs, syms, pc = stack.pop()

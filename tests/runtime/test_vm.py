@@ -133,6 +133,46 @@ def test_storage_reuse_with_offsets():
     assert out.base is t1.base  # both are views of the one storage buffer
 
 
+def _arena_function(returns_arena: bool) -> VMFunction:
+    # t = x + x in a storage; returns t itself, or t * x in a fresh tensor
+    body = [
+        AllocStorage(1, 64),
+        AllocTensor(2, [4], "float32", storage=1, offset=0),
+        Call("test.vm.add", [Reg(0), Reg(0), Reg(2)], None),
+    ]
+    if returns_arena:
+        body.append(Ret(2))
+    else:
+        body += [AllocTensor(3, [4], "float32"), Call("test.vm.mul", [Reg(2), Reg(0), Reg(3)],
+                                                     None), Ret(3)]
+    return VMFunction("main", [tensor("x", (4,))], 4, body)
+
+
+def test_an_arena_is_reused_by_the_next_call():
+    vm = single(_arena_function(returns_arena=False))
+    code = vm._code["main"]
+    x = np.arange(4, dtype=np.float32)
+    first = vm["main"](x)
+    (_reg, _nbytes, pool), = code.storages
+    assert len(pool) == 1
+    kept = pool[0]
+    second = vm["main"](x + 1)
+    assert pool == [kept]                       # the same buffer went out and came back
+    np.testing.assert_array_equal(first, 2 * x * x)   # results are never in the arena
+    np.testing.assert_array_equal(second, 2 * (x + 1) * (x + 1))
+
+
+def test_an_arena_the_result_lives_in_is_not_reused():
+    vm = single(_arena_function(returns_arena=True))
+    x = np.arange(4, dtype=np.float32)
+    first = vm["main"](x)
+    second = vm["main"](x + 10)
+    assert not np.shares_memory(first, second)
+    np.testing.assert_array_equal(first, 2 * x)  # not overwritten by the second call
+    np.testing.assert_array_equal(second, 2 * (x + 10))
+    assert vm._code["main"].storages[0][2] == []
+
+
 def test_storage_is_aligned_and_overflow_is_reported():
     vm = single(
         VMFunction(
