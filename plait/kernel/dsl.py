@@ -37,6 +37,7 @@ import numpy as np
 
 from plait.ir.types import check_dtype
 
+from .indexsimp import Range, divisors_used, simplify_loads
 from .intrin import (  # noqa: F401  (re-exported for DSL users)
     INTRINSICS,
     abs,
@@ -73,6 +74,8 @@ from .ir import (
     BufferStore,
     Call,
     Cast,
+    FloorDiv,
+    FloorMod,
     For,
     IntImm,
     Kernel,
@@ -405,31 +408,171 @@ def _coef(e: PrimExpr, var: Var) -> int | None:
     return 0 if not builtins.any(x is var for x in _walk(e)) else None
 
 
+REDUCE_LANES_BYTES = 64
+"""A reduction whose innermost axis is contiguous in memory accumulates in this many
+bytes of independent partial results (16 float32 lanes, 8 float64), which the C compiler
+keeps in vector registers; the lanes are combined pairwise at the end."""
+REDUCE_LANES_MIN = 32
+"""Innermost reduction axes with fewer (static) elements than this accumulate serially."""
+
+
+def _reduce_lanes(body: Reduce, src: PrimExpr, rvar: Var, dtype: str) -> int:
+    """The number of accumulator lanes for reduction ``body`` (1: serial)."""
+    lanes = builtins.max(1, REDUCE_LANES_BYTES // np.dtype(dtype).itemsize)
+    lanes = builtins.min(lanes, 16)
+    extent = body.axis[-1].extent
+    if isinstance(extent, IntImm):
+        if extent.value < builtins.max(REDUCE_LANES_MIN, 2 * lanes):
+            return 1
+    elif not isinstance(extent, Var):
+        return 1
+    if not _stride_one(src, rvar) or not builtins.any(
+            isinstance(x, BufferLoad) and builtins.any(x2 is rvar for x2 in _walk(x))
+            for x in _walk(src)):
+        return 1
+    return lanes
+
+
+def _lower_reduce(t: Tensor, body: Reduce, out_idx: tuple[Var, ...]) -> Stmt:
+    """The loop nest of reduction stage ``t`` at output index ``out_idx``.
+
+    Serial form: ``acc[0] = init; for r...: acc[0] = acc[0] (+) src; out = acc[0]``.
+    When the innermost reduction axis is contiguous in memory (and long enough), it is
+    split into ``lanes`` interleaved partial results: ``acc[l]`` combines the elements
+    ``r = lanes * q + l``, a ``vectorized`` loop over ``l`` (no loop-carried
+    dependence, so it becomes SIMD code), the remainder goes to ``acc[0]``, and the
+    lanes are combined as a balanced tree.  For floats this sums in a different order
+    than index order; the error bound of the tree is smaller than the serial one."""
+    loop_vars = {ax: Var(ax.name_hint, "int64") for ax in body.axis}
+    src = substitute(body.source, loop_vars)
+    comb = _COMBINE[body.combiner]
+    init = _reduce_init(body.combiner, t.dtype)
+    rlast = body.axis[-1]
+    rvar = loop_vars[rlast]
+    lanes = _reduce_lanes(body, src, rvar, t.dtype)
+    acc = Buffer(f"{t.name}_acc", (lanes,), t.dtype)
+    zero = (IntImm(0),)
+    if lanes == 1:
+        update: Stmt = BufferStore(acc, zero, comb(BufferLoad(acc, zero), src))
+        for ax in reversed(body.axis):
+            update = For(loop_vars[ax], ax.extent, update)
+        return Allocate(acc, seq(
+            BufferStore(acc, zero, init),
+            update,
+            BufferStore(t.buffer, out_idx, BufferLoad(acc, zero)),
+        ))
+    n = rlast.extent
+    L = IntImm(lanes)
+    lane = Var("lane", "int64")
+    q = Var(f"{rvar.name_hint}_o", "int64")
+    rt = Var(f"{rvar.name_hint}_t", "int64")
+    full = FloorDiv(n, L) if not isinstance(n, IntImm) else IntImm(n.value // lanes)
+    rest = FloorMod(n, L) if not isinstance(n, IntImm) else IntImm(n.value % lanes)
+    main = For(q, full, For(lane, L, BufferStore(
+        acc, (lane,), comb(BufferLoad(acc, (lane,)), substitute(src, {rvar: q * L + lane}))),
+        "vectorized"))
+    tail = For(rt, rest, BufferStore(
+        acc, zero, comb(BufferLoad(acc, zero), substitute(src, {rvar: full * L + rt}))))
+    update = seq(main, tail)
+    for ax in reversed(body.axis[:-1]):
+        update = For(loop_vars[ax], ax.extent, update)
+    tree: list[Stmt] = []
+    width = lanes // 2
+    while width >= 1:
+        lw = Var("lane", "int64")
+        tree.append(For(lw, IntImm(width), BufferStore(
+            acc, (lw,), comb(BufferLoad(acc, (lw,)), BufferLoad(acc, (lw + IntImm(width),)))),
+            "vectorized"))
+        width //= 2
+    li = Var("lane", "int64")
+    return Allocate(acc, seq(
+        For(li, L, BufferStore(acc, (li,), init), "vectorized"),
+        update,
+        *tree,
+        BufferStore(t.buffer, out_idx, BufferLoad(acc, zero)),
+    ))
+
+
+SPLIT_MIN = 8
+"""An innermost loop whose loads split its variable with ``// c`` and ``% c`` (a
+reshape feeding a transpose) is split in two loops, the inner one of ``c >= SPLIT_MIN``
+iterations, when that makes every load contiguous along the inner one."""
+
+
+def _ranges(t: Tensor, extra: Sequence[tuple[Var, PrimExpr | int]] = ()) -> dict[Var, Range]:
+    """The value ranges of the loop variables of stage ``t`` (and of ``extra`` loops)
+    and of the size variables of its shapes, for index simplification."""
+    op = t.op
+    assert op is not None
+    ranges: dict[Var, Range] = {}
+    loops = list(zip(op.axis, t.shape)) + list(extra)
+    if isinstance(op.body, Reduce):
+        loops += [(ax, ax.extent) for ax in op.body.axis]
+    for v, extent in loops:
+        if isinstance(extent, int):
+            ranges[v] = (0, builtins.max(extent - 1, 0))
+        elif isinstance(extent, IntImm):
+            ranges[v] = (0, builtins.max(extent.value - 1, 0))
+        else:
+            ranges[v] = (0, None)
+    stack = [op.body]
+    while stack:  # size variables (of any extent or index) are >= 0
+        for x in _walk(stack.pop()):
+            if isinstance(x, BufferLoad):
+                for d in x.buffer.shape:
+                    if isinstance(d, Var):
+                        ranges.setdefault(d, (0, None))
+            if isinstance(x, ReduceAxis) and isinstance(x.extent, Var):
+                ranges.setdefault(x.extent, (0, None))
+    for d in t.shape:
+        if isinstance(d, Var):
+            ranges.setdefault(d, (0, None))
+    return ranges
+
+
+def _split_innermost(t: Tensor, body: PrimExpr) -> tuple[Var, Var, int, PrimExpr] | None:
+    """``(outer, inner, c, body)`` when splitting the innermost loop of elementwise stage
+    ``t`` by ``c`` makes its loads contiguous along the inner loop."""
+    v = t.op.axis[-1]  # type: ignore[union-attr]
+    extent = t.shape[-1]
+    if not isinstance(extent, int) or _stride_one(body, v):
+        return None
+    for c in sorted(divisors_used(body, v)):
+        if c < SPLIT_MIN or c >= extent or extent % c:
+            continue
+        vo = Var(f"{v.name_hint}_o", "int64")
+        vi = Var(f"{v.name_hint}_i", "int64")
+        ranges = _ranges(t, [(vo, extent // c), (vi, c)])
+        split = simplify_loads(substitute(body, {v: vo * IntImm(c) + vi}), ranges)
+        if _stride_one(split, vi):
+            return vo, vi, c, split
+    return None
+
+
 def _lower_stage(t: Tensor) -> Stmt:
     op = t.op
     assert op is not None
     body = op.body
     out_idx = op.axis
     work = _static_product(t.shape)
+    split = None
     if isinstance(body, Reduce):
-        loop_vars = {ax: Var(ax.name_hint, "int64") for ax in body.axis}
-        src = substitute(body.source, loop_vars)
-        acc = Buffer(f"{t.name}_acc", (1,), t.dtype)
-        zero = (IntImm(0),)
-        update = BufferStore(acc, zero, _COMBINE[body.combiner](BufferLoad(acc, zero), src))
-        for ax in reversed(body.axis):
-            update = For(loop_vars[ax], ax.extent, update)
-        inner: Stmt = Allocate(acc, seq(
-            BufferStore(acc, zero, _reduce_init(body.combiner, t.dtype)),
-            update,
-            BufferStore(t.buffer, out_idx, BufferLoad(acc, zero)),
-        ))
+        body = Reduce(body.combiner, simplify_loads(body.source, _ranges(t)), body.axis)
+        inner: Stmt = _lower_reduce(t, body, out_idx)
         rwork = _static_product([ax.extent for ax in body.axis])
         work = None if work is None or rwork is None else work * rwork
         vectorize = False
     else:
-        inner = BufferStore(t.buffer, out_idx, body)
-        vectorize = bool(out_idx) and _stride_one(body, out_idx[-1])
+        body = simplify_loads(body, _ranges(t))
+        split = _split_innermost(t, body) if out_idx else None
+        if split is not None:
+            vo, vi, c, sbody = split
+            inner = For(vi, IntImm(c), BufferStore(
+                t.buffer, (*out_idx[:-1], vo * IntImm(c) + vi), sbody), "vectorized")
+            vectorize = False
+        else:
+            inner = BufferStore(t.buffer, out_idx, body)
+            vectorize = bool(out_idx) and _stride_one(body, out_idx[-1])
     nloops = len(out_idx)
     # the outermost loop that has more than one iteration runs in parallel (at batch
     # size 1 that is the channel or row loop, not the batch loop)
@@ -437,11 +580,14 @@ def _lower_stage(t: Tensor) -> Stmt:
     for k in range(nloops - 1, -1, -1):
         kind = "serial"
         extent = t.shape[k]
+        var = out_idx[k]
+        if split is not None and k == nloops - 1:
+            var, extent = split[0], extent // split[2]
         if k == par and (work is None or work >= PARALLEL_MIN_WORK):
             kind = "parallel"
         elif k == nloops - 1 and vectorize:
             kind = "vectorized"
-        inner = For(out_idx[k], as_expr(extent, "int64"), inner, kind)
+        inner = For(var, as_expr(extent, "int64"), inner, kind)
     return inner
 
 

@@ -90,3 +90,36 @@ def test_min_max_prod_and_integer_reductions() -> None:
     assert "lo_acc[0] = 2147483647" in print_kernel("k", k)
     p = dsl.compute((3,), lambda i: dsl.prod(x[i, r], axis=[r]), "p")
     assert "p_acc[0] = 1" in print_kernel("k", dsl.create_kernel([x, p]))
+
+
+def test_contiguous_reduction_accumulates_in_lanes() -> None:
+    x = dsl.placeholder(("m", "n"), "float32", "x")
+    r = dsl.reduce_axis("n", "r")
+    s = dsl.compute(("m",), lambda i: dsl.sum(x[i, r], axis=[r]), "s")
+    k = dsl.create_kernel([x, s], "rowsum")
+    text = print_kernel("rowsum", k)
+    assert 's_acc = alloc((16,), "float32")' in text
+    assert "for r_o in range(n // 16):" in text
+    assert "s_acc[lane_1] = s_acc[lane_1] + x[i, r_o * 16 + lane_1]" in text
+    assert "for r_t in range(n % 16):" in text  # the remainder goes to lane 0
+    assert "s_acc[0] = s_acc[0] + s_acc[1]" in text  # the last step of the lane tree
+    assert _loops(k)[:4] == [("i", "parallel"), ("lane", "vectorized"), ("r_o", "serial"),
+                             ("lane", "vectorized")]
+    assert verify_kernel(k) == []
+
+
+def test_short_or_strided_reductions_stay_serial() -> None:
+    x = dsl.placeholder((8, 16), "float64", "x")
+    r = dsl.reduce_axis(16, "r")  # 16 < REDUCE_LANES_MIN
+    s = dsl.compute((8,), lambda i: dsl.max(x[i, r], axis=[r]), "s")
+    assert 's_acc = alloc((1,), "float64")' in print_kernel("k", dsl.create_kernel([x, s]))
+    y = dsl.placeholder((256, 8), "float32", "y")
+    c = dsl.reduce_axis(256, "c")  # down a column: not contiguous
+    t = dsl.compute((8,), lambda j: dsl.sum(y[c, j], axis=[c]), "t")
+    assert 't_acc = alloc((1,), "float32")' in print_kernel("k", dsl.create_kernel([y, t]))
+    z = dsl.placeholder((4, 100), "float64", "z")
+    q = dsl.reduce_axis(100, "q")
+    u = dsl.compute((4,), lambda i: dsl.min(z[i, q], axis=[q]), "u")
+    text = print_kernel("k", dsl.create_kernel([z, u]))
+    assert 'u_acc = alloc((8,), "float64")' in text  # 64 bytes of lanes
+    assert "for q_t in range(4):" in text  # 100 = 12 * 8 + 4

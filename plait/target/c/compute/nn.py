@@ -3,8 +3,9 @@
 ``resize2d`` (nearest and linear).
 
 Statistics are separate reduction stages (mean, then variance from the mean, like the
-numpy reference); float sums are accumulated in index order, so results differ from
-numpy's pairwise sums in the last bits."""
+numpy reference); float sums are accumulated in vector lanes (see
+:mod:`plait.target.c.compute.reduce`), so results differ from numpy's pairwise sums in
+the last bits."""
 
 from __future__ import annotations
 

@@ -2,9 +2,11 @@
 and ``cumsum``.
 
 A reduction is one stage accumulating over :func:`~plait.kernel.dsl.reduce_axis` axes
-in a local scalar, in index order.  numpy sums floats pairwise, so float sums differ
-from the reference in the last bits (tolerance stated by the tests); integer results
-are exact."""
+in local partial results: when the innermost reduced axis is contiguous, in 64 bytes of
+interleaved lanes combined as a tree at the end (vectorized, see
+:func:`plait.kernel.dsl._lower_reduce`), otherwise in one scalar in index order.  numpy
+sums floats pairwise, so float sums differ from the reference in the last bits
+(tolerance stated by the tests); integer results are exact."""
 
 from __future__ import annotations
 
