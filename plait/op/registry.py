@@ -150,11 +150,14 @@ class OpDef:
         Failures are not cached, so errors are raised afresh with their message."""
         attrs = call.attrs
         key = None
-        if attrs.checked_by is self:
+        if attrs.checked_by is self and type(types) is tuple:
             sig = _arg_signature(call.args, types)
             if sig is not None:
                 key = (id(attrs), types, sig)
-                hit = self._infer_cache.get(key)
+                try:
+                    hit = self._infer_cache.get(key)
+                except TypeError:  # a type that cannot be hashed: no caching
+                    hit = key = None
                 if hit is not None and hit[0] is attrs and hit[1] is self.infer_type:
                     return hit[2], attrs
         check_arity(self, len(call.args))
@@ -321,7 +324,10 @@ def normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> Attrs:
         return attrs
     key = _attrs_key(attrs) if attrs else ()
     if key is not None:
-        hit = opdef._attrs_cache.get(key)
+        try:
+            hit = opdef._attrs_cache.get(key)
+        except TypeError:  # a type attribute that cannot be hashed: no caching
+            hit = key = None
         if hit is not None:
             return hit
     checked = _normalize_attrs(opdef, attrs)
