@@ -57,12 +57,14 @@ from .legalize import (
     library_calls,
     op_kernel,
 )
+from .pool import DispatchPool, dispatch_pool
 
 
 def _dispatch(target: Target) -> list[Any]:
     passes: list[Any] = []
     if target.attrs.get("gemm", True):
         passes.append(DispatchGemm(winograd=target.attrs.get("winograd", 4)))
+        passes.append(DispatchPool())
     if target.attrs.get("blas", True):
         passes.append(DispatchLibrary())
     return passes
@@ -90,8 +92,9 @@ register_kernel_fusion("c", get_compute, dtypes=KERNEL_DTYPES)
 
 __all__ = [
     "C_SOURCES_ATTR", "LIBRARY_NAME", "CompileKernels", "ComputeUnsupported",
-    "DispatchGemm", "DispatchLibrary", "RewriteFn", "add_c_source", "add_kernel", "c_sources",
-    "compute_note", "coverage", "coverage_table", "dispatch_gemm", "extern_calls",
+    "DispatchGemm", "DispatchLibrary", "DispatchPool", "RewriteFn", "add_c_source",
+    "add_kernel", "c_sources",
+    "compute_note", "coverage", "coverage_table", "dispatch_gemm", "dispatch_pool", "extern_calls",
     "flatten_args", "get_compute",
     "legalize_to_kernel", "library_call", "library_calls", "library_rewrite",
     "list_computes", "module_kernels", "op_kernel", "register_compute", "rewrite_ops",

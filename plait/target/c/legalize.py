@@ -365,6 +365,8 @@ def coverage_table() -> str:
         if n in DISPATCHED:
             notes.append(f"float32: plait's matrix product (`c.DispatchGemm`); other "
                          f"floats: `{DISPATCHED[n]}`")
+        if n == "max_pool2d":
+            notes.append("float32 NCHW of static shape: plait_pool.c (`c.DispatchPool`)")
         note = compute_note(n)
         if note:
             notes.append(note)
