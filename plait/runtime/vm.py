@@ -40,13 +40,17 @@ from plait.runtime.executable import (
 )
 from plait.runtime.packed import close_func_names, get_func, has_func, load_native_func
 
-# Native kernels use OpenMP while library calls (numpy's BLAS) run their own thread
-# pool.  With OpenMP's default wait policy, its idle workers keep spinning after every
-# parallel region and compete with BLAS's threads for the cores: on two cores an MLP on
-# the ``c`` target ran 10-50x slower than on ``numpy``.  Idle OpenMP workers that sleep
-# cost a wake-up (microseconds) per parallel region instead.  libgomp reads this once,
-# when it is loaded (with the first native library); a value set by the user wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# How idle OpenMP workers wait between parallel regions.  Sleeping at once
+# (OMP_WAIT_POLICY=PASSIVE) makes every region pay a wake-up, which on a virtual machine
+# costs up to hundreds of microseconds: the MLP on ``c`` took 2.4 ms instead of 0.85 ms
+# at 2 threads.  libgomp's default spins for about 300,000 iterations first, long enough
+# to compete with numpy's BLAS threads when a library call follows a kernel.  A bounded
+# spin keeps the workers awake from one region to the next within an inference, then
+# lets them sleep.  libgomp reads this once, when it is loaded (with the first native
+# library); a value set by the user (GOMP_SPINCOUNT or OMP_WAIT_POLICY) wins.
+SPIN_COUNT = "30000"
+if "OMP_WAIT_POLICY" not in os.environ:
+    os.environ.setdefault("GOMP_SPINCOUNT", SPIN_COUNT)
 
 MAX_CALL_DEPTH = 10_000
 STORAGE_ALIGNMENT = 64

@@ -74,7 +74,7 @@ STACK_BYTES = 16384
 PARALLEL_MIN_WORK = 262144
 """A parallel loop nest runs on one thread when it has fewer iterations than this (an
 ``if`` clause on the OpenMP pragma, checked at run time).  Waking the OpenMP workers
-costs tens of microseconds (they sleep between regions, see ``OMP_WAIT_POLICY`` in
+costs tens of microseconds when they have gone to sleep (see ``GOMP_SPINCOUNT`` in
 :mod:`plait.runtime.vm`); a nest of a few hundred thousand simple iterations is where
 a second thread starts to pay."""
 
