@@ -367,7 +367,7 @@ int plait_gemm(const plait_gemm_problem* p) {
     int nthreads = 1;
 #ifdef _OPENMP
     nthreads = omp_get_max_threads();
-    if (work < 262144) nthreads = 1;
+    if (work < (1 << 20)) nthreads = 1;   /* ~2 MFLOP: a second thread costs more */
 #endif
     /* N blocks of at most PLAIT_NC columns (a multiple of NR), as many as it takes to
      * give every thread the same number of (batch, block) jobs */
@@ -377,6 +377,10 @@ int plait_gemm(const plait_gemm_problem* p) {
         nblocks += (nthreads - (p->batch * nblocks) % nthreads + p->batch - 1) / p->batch;
     int64_t nc_block = (p->N + nblocks - 1) / nblocks;
     nc_block = (nc_block + PLAIT_NR - 1) / PLAIT_NR * PLAIT_NR;
+    if (p->batch == 1 && (p->N + nc_block - 1) / nc_block < nthreads) {
+        /* too few columns for every thread to get a block */
+        nthreads = (int)((p->N + nc_block - 1) / nc_block);
+    }
     if (p->K == 0) {
         /* an empty sum: the epilogue of zero */
         for (int64_t bi = 0; bi < p->batch; ++bi)
