@@ -313,3 +313,44 @@ def test_a_real_transpose_is_not_taken_for_a_view() -> None:
     assert _ops(lowered) == ["permute_dims"]
     ref = x.transpose(2, 1, 0).astype(np.float64) @ w.T.astype(np.float64)
     np.testing.assert_allclose(_build_and_run(mod, x), ref, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("xshape,o", [((1, 3, 20, 32), 32), ((2, 5, 6, 16), 7)])
+def test_conv_relu_max_pool_is_one_call(xshape: tuple, o: int) -> None:
+    """conv2d -> bias -> relu -> 2x2/2 max pooling: the pooling is done on the product's
+    register tile (the full-resolution output is never written)."""
+    x, w, b = _rand(*xshape), _rand(o, xshape[1], 3, 3), _rand(o)
+    x.reshape(-1)[5] = np.nan
+    conv = torch.nn.functional.conv2d(torch.from_numpy(x).double(), torch.from_numpy(w).double(),
+                                      torch.from_numpy(b).double(), padding=1)
+    ref = torch.nn.functional.max_pool2d(torch.relu(conv), 2).numpy()
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        y = _call(bb, "conv2d", p[0], _c(w), padding=(1, 1, 1, 1))
+        y = _call(bb, "add", y, _c(b.reshape(o, 1, 1)))
+        y = _call(bb, "relu", y)
+        return _call(bb, "max_pool2d", y, pool_size=(2, 2), strides=(2, 2))
+
+    mod = _build_graph({"x": x.shape}, body)
+    lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
+    assert len(_externs(lowered)) == 1 and _ops(lowered) == []
+    code = "".join(src["code"] for src in lowered.attrs["c_sources"])
+    assert "plait_conv2d_pool(&d" in code
+    got = _build_and_run(mod, x)
+    assert np.isnan(got).any() and np.array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL)
+
+
+def test_pooling_that_does_not_fit_the_tile_stays_separate() -> None:
+    x, w = _rand(1, 3, 10, 12), _rand(4, 3, 3, 3)     # output width 12: not a multiple of 8
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        y = _call(bb, "conv2d", p[0], _c(w), padding=(1, 1, 1, 1))
+        return _call(bb, "max_pool2d", y, pool_size=(2, 2), strides=(2, 2))
+
+    mod = _build_graph({"x": x.shape}, body)
+    lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
+    assert _ops(lowered) == ["max_pool2d"]
+    conv = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1)
+    ref = torch.nn.functional.max_pool2d(conv, 2).numpy()
+    np.testing.assert_allclose(_build_and_run(mod, x), ref, rtol=RTOL, atol=ATOL)

@@ -168,11 +168,13 @@ class _Plan:
     res: Expr | None = None
     relu: bool = False
     viewed: bool = False          # the output was reshaped (no more bias: its axis moved)
+    pool: bool = False            # conv2d followed by a 2x2/2 max pooling
     winograd: int = 0             # 0: direct; 2 or 4: Winograd F(m x m, 3x3)
     members: list[int] = field(default_factory=list)
 
     def can_take_bias(self) -> bool:
-        return self.bias is None and self.res is None and not self.relu and not self.viewed
+        return (self.bias is None and self.res is None and not self.relu and not self.viewed
+                and not self.pool)
 
     def symbol_and_code(self) -> tuple[str, str, CFunction]:
         args = [f"const float* in{i}" for i in range(len(self.inputs))]
@@ -189,9 +191,11 @@ class _Plan:
                 "N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "DH", "DW",
                 "PT", "PL", "PB", "PR", "OH", "OW"))
             fn = WINOGRAD_FUNCTIONS.get(self.winograd, "plait_conv2d")
+            call = (f"plait_conv2d_pool(&d, in0, in1, {bias}, {int(self.relu)}, out)"
+                    if self.pool else
+                    f"{fn}(&d, in0, in1, {bias}, {res}, {int(self.relu)}, out)")
             body = (f"    static const plait_conv2d_desc d = {{{fields}}};\n"
-                    f"    return {fn}(&d, in0, in1, {bias}, {res}, {int(self.relu)}, "
-                    "out);\n")
+                    f"    return {call};\n")
         else:
             bias_kind = "PLAIT_BIAS_COL" if self.bias is not None else "PLAIT_BIAS_NONE"
             body = (
@@ -214,7 +218,7 @@ class _Plan:
         if self.res is not None:
             params.append((self.out_shape, "float32"))
         params.append((self.out_shape, "float32"))
-        key = repr((self.kind, self.winograd, sorted(d.items()), params,
+        key = repr((self.kind, self.winograd, self.pool, sorted(d.items()), params,
                     self.bias is not None, self.res is not None, self.relu))
         name = f"plait_{self.kind}_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
         code = f"int {name}({', '.join(args)}) {{\n{body}}}\n"
@@ -342,6 +346,31 @@ def _plan(call: Call, ops: Sequence[str], winograd: int) -> _Plan | None:
     return _plan_gemm(call, op.name)
 
 
+POOL_MAX_K = 384
+"""The longest reduction (C * KH * KW) a convolution fused with pooling may have: one
+block of ``plait_gemm.c`` (PLAIT_KC), since pooled outputs cannot hold partial sums."""
+
+
+def _can_pool(plan: _Plan, call: Call) -> bool:
+    """Whether the 2x2, stride-2 max pooling ``call`` of the plan's result can be fused
+    into its convolution (see ``plait_conv2d_pool``)."""
+    from plait.runtime.numpy_ops import _expand, _expand_padding
+
+    d = plan.desc
+    if plan.kind != "conv2d" or plan.winograd or plan.res is not None or plan.pool:
+        return False
+    if plan.viewed or d["C"] * d["KH"] * d["KW"] > POOL_MAX_K:
+        return False
+    if d["OH"] % 2 or d["OW"] % 8:
+        return False
+    a = call.attrs
+    return (tuple(_expand(a["pool_size"], 2)) == (2, 2)
+            and tuple(_expand(a["strides"], 2)) == (2, 2)
+            and tuple(_expand(a["dilation"], 2)) == (1, 1)
+            and not any(_expand_padding(a["padding"], 2))
+            and a.get("layout", "NCHW") == "NCHW" and not a.get("ceil_mode"))
+
+
 def _bias_of(plan: _Plan, other: Expr) -> Expr | None:
     """``other`` as the plan's bias vector (a constant broadcasting along the bias axis
     only), or None."""
@@ -441,6 +470,19 @@ def _rewrite_block(block: BindingBlock, counts: dict[Var, int],
                 tail[b.var] = plan
                 del views[b.var]      # bound by the product now, not a view to read through
             continue
+        if _is_op(value, "max_pool2d"):
+            src = value.args[0]
+            if isinstance(src, Var) and src in tail and counts.get(src, 0) == 1:
+                plan = tail[src]
+                if _can_pool(plan, value):
+                    del tail[src]
+                    del plans[plan.members[-1]]
+                    plan.pool = True
+                    plan.out_shape = _static_shape(value) or plan.out_shape
+                    plan.members.append(i)
+                    plans[i] = plan
+                    tail[b.var] = plan
+                    continue
         if _is_op(value, "relu") or _is_op(value, "add"):
             src = [a for a in value.args if isinstance(a, Var) and a in tail]
             if src and counts.get(src[0], 0) == 1 and value.ty == src[0].ty:
@@ -454,8 +496,8 @@ def _rewrite_block(block: BindingBlock, counts: dict[Var, int],
                     if bias is not None:
                         plan.bias = bias
                         took = True
-                    elif (plan.res is None and not plan.relu and other.ty == value.ty
-                          and not isinstance(other, Constant)):
+                    elif (plan.res is None and not plan.relu and not plan.pool
+                          and other.ty == value.ty and not isinstance(other, Constant)):
                         plan.res = other
                         took = True
                 if took:

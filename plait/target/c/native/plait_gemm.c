@@ -47,6 +47,15 @@ typedef float plait_v8u __attribute__((vector_size(32), aligned(4)));
 #define PLAIT_INTERLEAVE_HI(a, b) \
     __builtin_shuffle(a, b, (plait_vi8){4, 12, 5, 13, 6, 14, 7, 15})
 #endif
+/* relu that keeps NaN (like max(x, 0) in numpy) */
+#define PLAIT_RELU(v) ((plait_v8)((plait_vi8)(v) & (((v) > (plait_v8){0}) | ((v) != (v)))))
+#if defined(__clang__)
+#define PLAIT_SWAP_PAIRS(a) __builtin_shufflevector(a, a, 1, 0, 3, 2, 5, 4, 7, 6)
+#define PLAIT_EVEN_LANES(a) __builtin_shufflevector(a, a, 0, 2, 4, 6, 0, 2, 4, 6)
+#else
+#define PLAIT_SWAP_PAIRS(a) __builtin_shuffle(a, (plait_vi8){1, 0, 3, 2, 5, 4, 7, 6})
+#define PLAIT_EVEN_LANES(a) __builtin_shuffle(a, (plait_vi8){0, 2, 4, 6, 0, 2, 4, 6})
+#endif
 #define PLAIT_BCAST(x) ((plait_v8){(x), (x), (x), (x), (x), (x), (x), (x)})
 typedef int32_t plait_vi8 __attribute__((vector_size(32)));
 
@@ -110,11 +119,29 @@ static inline void pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t 
     for (int64_t jr = 0; jr < nc; jr += PLAIT_NR) {
         int64_t nr = nc - jr < PLAIT_NR ? nc - jr : PLAIT_NR;
         int64_t jstart = j0 + jr;
-        int64_t oh = jstart / g->OW, ow = jstart % g->OW;
         int64_t pix[PLAIT_NR];
-        for (int64_t j = 0; j < nr; ++j) {
-            pix[j] = oh * g->SH * g->RL + ow;
-            if (++ow == g->OW) { ow = 0; ++oh; }
+        if (p->pool) {
+            /* a patch of 2 rows x 8 columns (see plait_gemm_problem.pool) */
+            int64_t g16 = jstart / PLAIT_NR, tpr = g->OW / 8;
+            int64_t oh = 2 * (g16 / tpr), ow = 8 * (g16 % tpr);
+            for (int64_t j = 0; j < PLAIT_NR; ++j)
+                pix[j] = (oh + j / 8) * g->SH * g->RL + ow + j % 8;
+            if (pix[7] - pix[0] == 7 && pix[15] - pix[8] == 7) {
+                const float* b0 = img + pix[0];
+                const float* b1 = img + pix[8];
+                for (int64_t k = 0; k < kc; ++k) {
+                    *(plait_v8u*)dst = *(const plait_v8u*)(b0 + koff[k]);
+                    *(plait_v8u*)(dst + 8) = *(const plait_v8u*)(b1 + koff[k]);
+                    dst += PLAIT_NR;
+                }
+                continue;
+            }
+        } else {
+            int64_t oh = jstart / g->OW, ow = jstart % g->OW;
+            for (int64_t j = 0; j < nr; ++j) {
+                pix[j] = oh * g->SH * g->RL + ow;
+                if (++ow == g->OW) { ow = 0; ++oh; }
+            }
         }
         if (nr == PLAIT_NR && pix[PLAIT_NR - 1] - pix[0] == PLAIT_NR - 1) {
             const float* base = img + pix[0];
@@ -159,12 +186,35 @@ store_row(float* restrict c, const plait_v8* vlo, const plait_v8* vhi, int first
             lo += rr[0]; hi += rr[1];
         }
         if (p->relu) {
-            plait_v8 zero = {0};
-            lo = (plait_v8)((plait_vi8)lo & (lo > zero));
-            hi = (plait_v8)((plait_vi8)hi & (hi > zero));
+            lo = PLAIT_RELU(lo);
+            hi = PLAIT_RELU(hi);
         }
     }
     row[0] = lo; row[1] = hi;
+}
+
+/* max that propagates NaN (like numpy's maximum) */
+static inline float plait_fmax_nan(float a, float b) { return (a > b || a != a) ? a : b; }
+
+/* Pool mode: row i of a full tile (two output rows of 8 columns: lo, hi) + bias, relu,
+ * then the 2x2 maxima: 4 pooled values at c. */
+static inline __attribute__((always_inline)) void
+store_row_pool(float* restrict c, const plait_v8* vlo, const plait_v8* vhi,
+               const plait_gemm_problem* p, int64_t i) {
+    plait_v8 lo = *vlo, hi = *vhi;
+    if (p->bias_kind == PLAIT_BIAS_ROW) {
+        float bv = p->bias[i];
+        lo += bv; hi += bv;
+    }
+    if (p->relu) { lo = PLAIT_RELU(lo); hi = PLAIT_RELU(hi); }
+    /* m = max(lo, hi) lane by lane (a NaN wins), then neighbouring lanes */
+    plait_vi8 take = (lo > hi) | (lo != lo);
+    plait_v8 m = (plait_v8)(((plait_vi8)lo & take) | ((plait_vi8)hi & ~take));
+    plait_v8 n = PLAIT_SWAP_PAIRS(m);
+    take = (m > n) | (m != m);
+    m = (plait_v8)(((plait_vi8)m & take) | ((plait_vi8)n & ~take));
+    m = PLAIT_EVEN_LANES(m);     /* lanes 0, 2, 4, 6 first */
+    memcpy(c, &m, 4 * sizeof(float));
 }
 
 static inline __attribute__((always_inline)) void
@@ -190,6 +240,16 @@ micro_kernel(int64_t kc, const float* restrict a, const float* restrict b, float
         c50 += a5 * b0; c51 += a5 * b1;
         a += PLAIT_MR;
         b += PLAIT_NR;
+    }
+    if (last && p->pool) {
+        /* (no array of the accumulators: an indexed one would keep them in memory) */
+        store_row_pool(c, &c00, &c01, p, i0);
+        if (mr > 1) store_row_pool(c + ldc, &c10, &c11, p, i0 + 1);
+        if (mr > 2) store_row_pool(c + 2 * ldc, &c20, &c21, p, i0 + 2);
+        if (mr > 3) store_row_pool(c + 3 * ldc, &c30, &c31, p, i0 + 3);
+        if (mr > 4) store_row_pool(c + 4 * ldc, &c40, &c41, p, i0 + 4);
+        if (mr > 5) store_row_pool(c + 5 * ldc, &c50, &c51, p, i0 + 5);
+        return;
     }
     if (mr == PLAIT_MR && nr == PLAIT_NR) {
         /* a full tile: straight from the registers */
@@ -308,9 +368,14 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int tid, int nthreads
                     for (int64_t ir = 0; ir < mc; ir += PLAIT_MR) {
                         int64_t mr = mc - ir < PLAIT_MR ? mc - ir : PLAIT_MR;
                         int64_t i = i0 + ir, j = j0 + jr;
+                        int64_t coff = j;
+                        if (p->pool) {   /* the patch's 4 pooled outputs */
+                            int64_t g16 = j / PLAIT_NR, tpr = p->conv->OW / 8;
+                            coff = (g16 / tpr) * (p->conv->OW / 2) + 4 * (g16 % tpr);
+                        }
                         micro_kernel(kc, ap + (ir / PLAIT_MR) * apanel_stride, bpj,
-                                     cb + i * p->ldc + j, p->ldc, mr, nr, first, last, p, i, j,
-                                     rb ? rb + i * p->ldc + j : NULL);
+                                     cb + i * p->ldc + coff, p->ldc, mr, nr, first, last, p, i,
+                                     j, rb ? rb + i * p->ldc + j : NULL);
                     }
                 }
             }
@@ -437,8 +502,8 @@ int plait_gemm(const plait_gemm_problem* p) {
 static __thread float* plait_pad_buf;
 static __thread size_t plait_pad_cap;
 
-int plait_conv2d(const plait_conv2d_desc* d, const float* x, const float* apacked,
-                        const float* bias, const float* res, int relu, float* out) {
+static int conv2d_impl(const plait_conv2d_desc* d, const float* x, const float* apacked,
+                       const float* bias, const float* res, int relu, int pool, float* out) {
     const int64_t HP = d->H + d->PT + d->PB, WP = d->W + d->PL + d->PR;
     const int64_t WPP = (WP + d->SW - 1) / d->SW, RL = WPP * d->SW;
     const float* img = x;
@@ -459,7 +524,13 @@ int plait_conv2d(const plait_conv2d_desc* d, const float* x, const float* apacke
     p.relu = relu;
     p.batch = d->N;
     p.c_bs = d->O * p.N;
-    const int pointwise = d->KH == 1 && d->KW == 1 && d->SH == 1 && d->SW == 1 &&
+    if (pool) {
+        if (d->OH % 2 || d->OW % 8 || p.K > PLAIT_KC || res) return 2;
+        p.pool = 1;
+        p.ldc = (d->OH / 2) * (d->OW / 2);
+        p.c_bs = d->O * p.ldc;
+    }
+    const int pointwise = !pool && d->KH == 1 && d->KW == 1 && d->SH == 1 && d->SW == 1 &&
                           !(d->PT | d->PL | d->PB | d->PR);
     if (pointwise) {
         p.b_kind = PLAIT_B_STRIDED;
@@ -519,6 +590,16 @@ int plait_conv2d(const plait_conv2d_desc* d, const float* x, const float* apacke
     p.conv = &g;
     p.b_bs = d->C * HP * RL;
     return plait_gemm(&p);
+}
+
+int plait_conv2d(const plait_conv2d_desc* d, const float* x, const float* apacked,
+                 const float* bias, const float* res, int relu, float* out) {
+    return conv2d_impl(d, x, apacked, bias, res, relu, 0, out);
+}
+
+int plait_conv2d_pool(const plait_conv2d_desc* d, const float* x, const float* apacked,
+                      const float* bias, int relu, float* out) {
+    return conv2d_impl(d, x, apacked, bias, NULL, relu, 1, out);
 }
 
 /* ------------------------------------------------ conv2d 3x3 by Winograd F(2x2, 3x3) */
@@ -636,9 +717,8 @@ wino_output(const plait_wino* w, int64_t n, int64_t t0, const float* m) {
                         hi += *(const plait_v8u*)(reso + off + 8);
                     }
                     if (w->relu) {
-                        plait_v8 zero = {0};
-                        lo = (plait_v8)((plait_vi8)lo & (lo > zero));
-                        hi = (plait_v8)((plait_vi8)hi & (hi > zero));
+                        lo = PLAIT_RELU(lo);
+                        hi = PLAIT_RELU(hi);
                     }
                     *(plait_v8u*)(outo + off) = lo;
                     *(plait_v8u*)(outo + off + 8) = hi;
@@ -912,8 +992,7 @@ wino4_output(const plait_wino* w, int64_t n, int64_t t0, int64_t o0, int64_t ob,
                         plait_v8 val = q[k];
                         if (reso) val += *(const plait_v8u*)(reso + off + 8 * k);
                         if (w->relu) {
-                            plait_v8 zero = {0};
-                            val = (plait_v8)((plait_vi8)val & (val > zero));
+                            val = PLAIT_RELU(val);
                         }
                         *(plait_v8u*)(outo + off + 8 * k) = val;
                     }

@@ -37,6 +37,10 @@ typedef struct {
     const float* bias;
     const float* res;         /* residual, res[i*ldc + j], or NULL */
     int relu;
+    /* pool: then a 2x2, stride-2 max pooling (a convolution's B only; one K block): the
+     * N dimension runs over patches of 2 rows x 8 columns of the OH x OW output, and C
+     * holds the pooled OH/2 x OW/2 planes (ldc: their size) */
+    int pool;
     /* batch: matrix b of the batch is at a + b*a_bs, b + b*b_bs, c (and res) + b*c_bs */
     int64_t batch, a_bs, b_bs, c_bs;
 } plait_gemm_problem;
@@ -54,6 +58,12 @@ PLAIT_HIDDEN int plait_gemm(const plait_gemm_problem* p);
 PLAIT_HIDDEN int plait_conv2d(const plait_conv2d_desc* d, const float* x,
                               const float* apacked, const float* bias, const float* res,
                               int relu, float* out);
+
+/* The same followed by a 2x2, stride-2 max pooling: out[N][O][OH/2][OW/2] (OH even, OW a
+ * multiple of 8, C*KH*KW at most 384, no residual).  2 when those do not hold. */
+PLAIT_HIDDEN int plait_conv2d_pool(const plait_conv2d_desc* d, const float* x,
+                                   const float* apacked, const float* bias, int relu,
+                                   float* out);
 
 /* The same for 3x3, stride 1, dilation 1 by Winograd F(2x2, 3x3): the weights are
  * transformed (G g G^T) and packed as [16][ceil(O/6)][C][6]. */
