@@ -218,27 +218,30 @@ store_row_pool(float* restrict c, const plait_v8* vlo, const plait_v8* vhi,
 }
 
 static inline __attribute__((always_inline)) void
-micro_kernel(int64_t kc, const float* restrict a, const float* restrict b, float* restrict c,
+micro_kernel(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
+             const float* restrict b, float* restrict c,
              int64_t ldc, int64_t mr, int64_t nr, int first, int last,
              const plait_gemm_problem* p, int64_t i0, int64_t j0, const float* res) {
+    /* A's element (r, k) is a[r * a_rs + k * a_ks]: a packed panel (1, MR) or 6 rows of
+     * a row-major matrix (lda, 1) */
     plait_v8 c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
     plait_v8 c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
     for (int64_t k = 0; k < kc; ++k) {
         plait_v8 b0 = *(const plait_v8u*)b;
         plait_v8 b1 = *(const plait_v8u*)(b + 8);
-        plait_v8 a0 = PLAIT_BCAST(a[0]);
+        plait_v8 a0 = PLAIT_BCAST(a[0 * a_rs]);
         c00 += a0 * b0; c01 += a0 * b1;
-        plait_v8 a1 = PLAIT_BCAST(a[1]);
+        plait_v8 a1 = PLAIT_BCAST(a[1 * a_rs]);
         c10 += a1 * b0; c11 += a1 * b1;
-        plait_v8 a2 = PLAIT_BCAST(a[2]);
+        plait_v8 a2 = PLAIT_BCAST(a[2 * a_rs]);
         c20 += a2 * b0; c21 += a2 * b1;
-        plait_v8 a3 = PLAIT_BCAST(a[3]);
+        plait_v8 a3 = PLAIT_BCAST(a[3 * a_rs]);
         c30 += a3 * b0; c31 += a3 * b1;
-        plait_v8 a4 = PLAIT_BCAST(a[4]);
+        plait_v8 a4 = PLAIT_BCAST(a[4 * a_rs]);
         c40 += a4 * b0; c41 += a4 * b1;
-        plait_v8 a5 = PLAIT_BCAST(a[5]);
+        plait_v8 a5 = PLAIT_BCAST(a[5 * a_rs]);
         c50 += a5 * b0; c51 += a5 * b1;
-        a += PLAIT_MR;
+        a += a_ks;
         b += PLAIT_NR;
     }
     if (last && p->pool) {
@@ -354,9 +357,18 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int tid, int nthreads
                 int64_t mc = M - i0 < PLAIT_MC ? M - i0 : PLAIT_MC;
                 const float* ap;
                 int64_t apanel_stride;
+                /* a row-major A is read in place, 6 rows at a time (no packing); only
+                 * a last panel of fewer rows is packed (with zero rows) */
+                const int direct = p->a_kind == PLAIT_A_STRIDED && p->lda_c == 1;
+                const float* arows = p->a + bi * p->a_bs + i0 * p->lda_r + k0;
                 if (p->a_kind == PLAIT_A_PACKED) {
                     ap = p->a + bi * p->a_bs + (i0 / PLAIT_MR) * K * PLAIT_MR + k0 * PLAIT_MR;
                     apanel_stride = K * PLAIT_MR;
+                } else if (direct) {
+                    int64_t full = mc / PLAIT_MR * PLAIT_MR;
+                    if (full < mc) pack_a_strided(p, bi, i0 + full, mc - full, k0, kc, apack);
+                    ap = apack;            /* the tail panel, whatever its index */
+                    apanel_stride = 0;
                 } else {
                     pack_a_strided(p, bi, i0, mc, k0, kc, apack);
                     ap = apack;
@@ -373,9 +385,14 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int tid, int nthreads
                             int64_t g16 = j / PLAIT_NR, tpr = p->conv->OW / 8;
                             coff = (g16 / tpr) * (p->conv->OW / 2) + 4 * (g16 % tpr);
                         }
-                        micro_kernel(kc, ap + (ir / PLAIT_MR) * apanel_stride, bpj,
-                                     cb + i * p->ldc + coff, p->ldc, mr, nr, first, last, p, i,
-                                     j, rb ? rb + i * p->ldc + j : NULL);
+                        if (direct && mr == PLAIT_MR)
+                            micro_kernel(kc, arows + ir * p->lda_r, p->lda_r, 1, bpj,
+                                         cb + i * p->ldc + coff, p->ldc, mr, nr, first, last,
+                                         p, i, j, rb ? rb + i * p->ldc + j : NULL);
+                        else
+                            micro_kernel(kc, ap + (ir / PLAIT_MR) * apanel_stride, 1, PLAIT_MR,
+                                         bpj, cb + i * p->ldc + coff, p->ldc, mr, nr, first,
+                                         last, p, i, j, rb ? rb + i * p->ldc + j : NULL);
                     }
                 }
             }
@@ -761,7 +778,7 @@ wino_thread(const plait_wino* w, int tid, int nthreads, float* v, float* m) {
             for (int64_t jr = 0; jr < tb; jr += PLAIT_NR) {
                 for (int64_t ir = 0; ir < O; ir += PLAIT_MR) {
                     int64_t mr = O - ir < PLAIT_MR ? O - ir : PLAIT_MR;
-                    micro_kernel(C, uxi + (ir / PLAIT_MR) * C * PLAIT_MR,
+                    micro_kernel(C, uxi + (ir / PLAIT_MR) * C * PLAIT_MR, 1, PLAIT_MR,
                                  vxi + (jr / PLAIT_NR) * C * PLAIT_NR, mxi + ir * tb + jr, tb,
                                  mr, PLAIT_NR, 1, 0, NULL, 0, 0, NULL);
                 }
@@ -1041,8 +1058,8 @@ wino4_thread(const plait_wino* w, int tid, int nthreads, float* v, float* m) {
                 for (int64_t jr = 0; jr < tb; jr += PLAIT_NR) {
                     for (int64_t ir = 0; ir < ob; ir += PLAIT_MR) {
                         int64_t mr = ob - ir < PLAIT_MR ? ob - ir : PLAIT_MR;
-                        micro_kernel(C, uxi + ((o0 + ir) / PLAIT_MR) * C * PLAIT_MR,
-                                     vxi + (jr / PLAIT_NR) * C * PLAIT_NR, mxi + ir * tb + jr,
+                        micro_kernel(C, uxi + ((o0 + ir) / PLAIT_MR) * C * PLAIT_MR, 1,
+                                     PLAIT_MR, vxi + (jr / PLAIT_NR) * C * PLAIT_NR, mxi + ir * tb + jr,
                                      tb, mr, PLAIT_NR, 1, 0, NULL, 0, 0, NULL);
                     }
                 }
