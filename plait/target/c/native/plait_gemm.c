@@ -56,6 +56,10 @@ typedef float plait_v8u __attribute__((vector_size(32), aligned(4)));
 #define PLAIT_SWAP_PAIRS(a) __builtin_shuffle(a, (plait_vi8){1, 0, 3, 2, 5, 4, 7, 6})
 #define PLAIT_EVEN_LANES(a) __builtin_shuffle(a, (plait_vi8){0, 2, 4, 6, 0, 2, 4, 6})
 #endif
+/* Threads take (batch, block) jobs from a shared counter: a thread slowed down (by
+ * another process, or a hypervisor taking its CPU) does fewer jobs instead of making the
+ * others wait for it at the end. */
+#define PLAIT_NEXT_JOB(next) __atomic_fetch_add((next), 1, __ATOMIC_RELAXED)
 #define PLAIT_BCAST(x) ((plait_v8){(x), (x), (x), (x), (x), (x), (x), (x)})
 typedef int32_t plait_vi8 __attribute__((vector_size(32)));
 
@@ -324,12 +328,12 @@ static float* plait_scratch(int slot, size_t floats) {
 /* The part of the product that thread `tid` of `nthreads` computes: it takes the
  * (batch, N-block) jobs tid, tid + nthreads, ... */
 static inline __attribute__((always_inline)) void
-gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int tid, int nthreads,
-            float* apack, float* bpack) {
+gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t* next, float* apack,
+            float* bpack) {
     const int64_t M = p->M, N = p->N, K = p->K;
     const int64_t nblocks = (N + nc_block - 1) / nc_block;
     const int64_t jobs = p->batch * nblocks;
-    for (int64_t job = tid; job < jobs; job += nthreads) {
+    for (int64_t job = PLAIT_NEXT_JOB(next); job < jobs; job = PLAIT_NEXT_JOB(next)) {
         int64_t bi = job / nblocks;
         int64_t j0 = (job % nblocks) * nc_block;
         int64_t nc = N - j0 < nc_block ? N - j0 : nc_block;
@@ -402,20 +406,20 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int tid, int nthreads
 
 /* gemm_thread compiled for the baseline ISA and, on x86-64, for AVX2+FMA; the
  * variant is chosen at run time from the CPU's features. */
-static void gemm_thread_base(const plait_gemm_problem* p, int64_t nc_block, int tid,
-                             int nthreads, float* apack, float* bpack) {
-    gemm_thread(p, nc_block, tid, nthreads, apack, bpack);
+static void gemm_thread_base(const plait_gemm_problem* p, int64_t nc_block, int64_t* next,
+                             float* apack, float* bpack) {
+    gemm_thread(p, nc_block, next, apack, bpack);
 }
 
 #ifdef PLAIT_X86_DISPATCH
 __attribute__((target("avx2,fma")))
-static void gemm_thread_avx2(const plait_gemm_problem* p, int64_t nc_block, int tid,
-                             int nthreads, float* apack, float* bpack) {
-    gemm_thread(p, nc_block, tid, nthreads, apack, bpack);
+static void gemm_thread_avx2(const plait_gemm_problem* p, int64_t nc_block, int64_t* next,
+                             float* apack, float* bpack) {
+    gemm_thread(p, nc_block, next, apack, bpack);
 }
 #endif
 
-typedef void (*plait_gemm_thread_fn)(const plait_gemm_problem*, int64_t, int, int, float*,
+typedef void (*plait_gemm_thread_fn)(const plait_gemm_problem*, int64_t, int64_t*, float*,
                                      float*);
 
 /* Whether to run the AVX2+FMA variants: PLAIT_GEMM_ISA=baseline in the environment
@@ -454,9 +458,13 @@ int plait_gemm(const plait_gemm_problem* p) {
     /* N blocks of at most PLAIT_NC columns (a multiple of NR), as many as it takes to
      * give every thread the same number of (batch, block) jobs */
     int64_t nblocks = (p->N + PLAIT_NC - 1) / PLAIT_NC;
-    if (p->batch * nblocks < nthreads) nblocks = (nthreads + p->batch - 1) / p->batch;
-    else if (nthreads > 1 && (p->batch * nblocks) % nthreads)
-        nblocks += (nthreads - (p->batch * nblocks) % nthreads + p->batch - 1) / p->batch;
+    if (nthreads > 1 && p->batch * nblocks < 4 * nthreads) {
+        /* about 4 jobs per thread (taken dynamically), blocks of at least 4 panels */
+        int64_t want = (4 * nthreads + p->batch - 1) / p->batch;
+        int64_t most = (p->N + 4 * PLAIT_NR - 1) / (4 * PLAIT_NR);
+        nblocks = want < most ? want : most;
+        if (nblocks < 1) nblocks = 1;
+    }
     int64_t nc_block = (p->N + nblocks - 1) / nblocks;
     nc_block = (nc_block + PLAIT_NR - 1) / PLAIT_NR * PLAIT_NR;
     if (p->batch == 1 && (p->N + nc_block - 1) / nc_block < nthreads) {
@@ -478,16 +486,12 @@ int plait_gemm(const plait_gemm_problem* p) {
         return 0;
     }
     int status = 0;
+    int64_t next = 0;   /* the next job (see PLAIT_NEXT_JOB) */
     plait_gemm_thread_fn run = plait_gemm_variant();
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nthreads) if (nthreads > 1)
 #endif
     {
-        int tid = 0, nt = 1;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-        nt = omp_get_num_threads();
-#endif
         float* apack = NULL;
         float* bpack = NULL;
         int ok = 1;
@@ -500,7 +504,7 @@ int plait_gemm(const plait_gemm_problem* p) {
             ok &= bpack != NULL;
         }
         if (ok) {
-            run(p, nc_block, tid, nt, apack, bpack);
+            run(p, nc_block, &next, apack, bpack);
         } else {
 #ifdef _OPENMP
 #pragma omp atomic write
@@ -762,13 +766,13 @@ wino_output(const plait_wino* w, int64_t n, int64_t t0, const float* m) {
 }
 
 static inline __attribute__((always_inline)) void
-wino_thread(const plait_wino* w, int tid, int nthreads, float* v, float* m) {
+wino_thread(const plait_wino* w, int64_t* next, float* v, float* m) {
     const plait_conv2d_desc* d = w->d;
     const int64_t C = d->C, O = d->O, tb = w->tb;
     const int64_t blocks = (w->T + tb - 1) / tb;
     const int64_t jobs = d->N * blocks;
     const int64_t apanels = (O + PLAIT_MR - 1) / PLAIT_MR;
-    for (int64_t job = tid; job < jobs; job += nthreads) {
+    for (int64_t job = PLAIT_NEXT_JOB(next); job < jobs; job = PLAIT_NEXT_JOB(next)) {
         int64_t n = job / blocks, t0 = (job % blocks) * tb;
         wino_input(w, n, t0, v);
         for (int64_t xi = 0; xi < 16; ++xi) {
@@ -788,14 +792,14 @@ wino_thread(const plait_wino* w, int tid, int nthreads, float* v, float* m) {
     }
 }
 
-static void wino_thread_base(const plait_wino* w, int tid, int nthreads, float* v, float* m) {
-    wino_thread(w, tid, nthreads, v, m);
+static void wino_thread_base(const plait_wino* w, int64_t* next, float* v, float* m) {
+    wino_thread(w, next, v, m);
 }
 
 #ifdef PLAIT_X86_DISPATCH
 __attribute__((target("avx2,fma")))
-static void wino_thread_avx2(const plait_wino* w, int tid, int nthreads, float* v, float* m) {
-    wino_thread(w, tid, nthreads, v, m);
+static void wino_thread_avx2(const plait_wino* w, int64_t* next, float* v, float* m) {
+    wino_thread(w, next, v, m);
 }
 #endif
 
@@ -864,24 +868,20 @@ int plait_conv2d_winograd(const plait_conv2d_desc* d, const float* x, const floa
     w.img = img;
     const int64_t blocks = d->N * ((w.T + tb - 1) / tb);
     if (blocks < nthreads) nthreads = (int)blocks;
-    void (*run)(const plait_wino*, int, int, float*, float*) = wino_thread_base;
+    void (*run)(const plait_wino*, int64_t*, float*, float*) = wino_thread_base;
 #ifdef PLAIT_X86_DISPATCH
     if (plait_use_avx2()) run = wino_thread_avx2;
 #endif
     int status = 0;
+    int64_t next = 0;   /* the next job (see PLAIT_NEXT_JOB) */
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nthreads) if (nthreads > 1)
 #endif
     {
-        int tid = 0, nt = 1;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-        nt = omp_get_num_threads();
-#endif
         float* v = plait_scratch(1, 16 * (size_t)PLAIT_WINO_VS(&w));
         float* m = plait_scratch(2, 16 * (size_t)PLAIT_WINO_MS(&w));
         if (v && m) {
-            run(&w, tid, nt, v, m);
+            run(&w, &next, v, m);
         } else {
 #ifdef _OPENMP
 #pragma omp atomic write
@@ -1039,14 +1039,14 @@ wino4_output(const plait_wino* w, int64_t n, int64_t t0, int64_t o0, int64_t ob,
 }
 
 static inline __attribute__((always_inline)) void
-wino4_thread(const plait_wino* w, int tid, int nthreads, float* v, float* m) {
+wino4_thread(const plait_wino* w, int64_t* next, float* v, float* m) {
     const plait_conv2d_desc* d = w->d;
     const int64_t C = d->C, O = d->O, tb = w->tb;
     const int64_t blocks = (w->T + tb - 1) / tb;
     const int64_t jobs = d->N * blocks;
     const int64_t apanels = (O + PLAIT_MR - 1) / PLAIT_MR;
     const int64_t vs = PLAIT_W4_VS(w), ms = PLAIT_W4_MS(w);
-    for (int64_t job = tid; job < jobs; job += nthreads) {
+    for (int64_t job = PLAIT_NEXT_JOB(next); job < jobs; job = PLAIT_NEXT_JOB(next)) {
         int64_t n = job / blocks, t0 = (job % blocks) * tb;
         wino4_input(w, n, t0, v);
         for (int64_t o0 = 0; o0 < O; o0 += PLAIT_W4_OB) {
@@ -1069,14 +1069,14 @@ wino4_thread(const plait_wino* w, int tid, int nthreads, float* v, float* m) {
     }
 }
 
-static void wino4_thread_base(const plait_wino* w, int tid, int nthreads, float* v, float* m) {
-    wino4_thread(w, tid, nthreads, v, m);
+static void wino4_thread_base(const plait_wino* w, int64_t* next, float* v, float* m) {
+    wino4_thread(w, next, v, m);
 }
 
 #ifdef PLAIT_X86_DISPATCH
 __attribute__((target("avx2,fma")))
-static void wino4_thread_avx2(const plait_wino* w, int tid, int nthreads, float* v, float* m) {
-    wino4_thread(w, tid, nthreads, v, m);
+static void wino4_thread_avx2(const plait_wino* w, int64_t* next, float* v, float* m) {
+    wino4_thread(w, next, v, m);
 }
 #endif
 
@@ -1135,24 +1135,20 @@ int plait_conv2d_winograd4(const plait_conv2d_desc* d, const float* x, const flo
     w.img = img;
     const int64_t blocks = d->N * ((w.T + tb - 1) / tb);
     if (blocks < nthreads) nthreads = (int)blocks;
-    void (*run)(const plait_wino*, int, int, float*, float*) = wino4_thread_base;
+    void (*run)(const plait_wino*, int64_t*, float*, float*) = wino4_thread_base;
 #ifdef PLAIT_X86_DISPATCH
     if (plait_use_avx2()) run = wino4_thread_avx2;
 #endif
     int status = 0;
+    int64_t next = 0;   /* the next job (see PLAIT_NEXT_JOB) */
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nthreads) if (nthreads > 1)
 #endif
     {
-        int tid = 0, nt = 1;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-        nt = omp_get_num_threads();
-#endif
         float* v = plait_scratch(1, 36 * (size_t)PLAIT_W4_VS(&w));
         float* m = plait_scratch(2, 36 * (size_t)PLAIT_W4_MS(&w));
         if (v && m) {
-            run(&w, tid, nt, v, m);
+            run(&w, &next, v, m);
         } else {
 #ifdef _OPENMP
 #pragma omp atomic write
