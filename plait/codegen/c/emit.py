@@ -71,12 +71,14 @@ from plait.runtime.native import ABI_VERSION, MANIFEST_SYMBOL
 
 STACK_BYTES = 16384
 """Local buffers with a static size up to this many bytes are stack arrays."""
-PARALLEL_MIN_WORK = 262144
+PARALLEL_MIN_WORK = 16384
 """A parallel loop nest runs on one thread when it has fewer iterations than this (an
-``if`` clause on the OpenMP pragma, checked at run time).  Waking the OpenMP workers
-costs tens of microseconds when they have gone to sleep (see ``GOMP_SPINCOUNT`` in
-:mod:`plait.runtime.vm`); a nest of a few hundred thousand simple iterations is where
-a second thread starts to pay."""
+``if`` clause on the OpenMP pragma, checked at run time).  The OpenMP workers spin a
+while between regions (``GOMP_SPINCOUNT`` in :mod:`plait.runtime.vm`), so starting a
+region costs a microsecond or two; it was 262144 while they slept after every region
+(tens of microseconds per wake-up).  At 16384 the transformer's softmax, layer norms and
+layout kernels run on both threads (median 2.66 -> 2.44 ms and 2.28 -> 2.10 ms in two
+alternating pairs of runs)."""
 
 C_TYPES = {
     "bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
