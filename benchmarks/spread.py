@@ -16,13 +16,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from run import MODELS, THREADS, _export  # noqa: E402
+from run import MODELS, THREADS, _export, _time_runs  # noqa: E402
 
 PERCENTILES = (0, 10, 50, 90, 99)
 
@@ -52,14 +51,7 @@ def worker(model: str, backend: str, onnx_path: str, runs: int) -> dict[str, Any
 
         def fn() -> Any:
             return main(x)
-    for _ in range(10):
-        fn()
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    ts = np.sort(np.array(times)) * 1e3
+    ts = np.sort(np.array(_time_runs(fn, runs, warmup=10))) * 1e3
     return {str(q): float(ts[int(q / 100 * (len(ts) - 1))]) for q in PERCENTILES}
 
 

@@ -306,7 +306,7 @@ micro_kernel(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
  * for on every call, and a fresh multi-hundred-kilobyte allocation would cost its page
  * faults (or an mmap/munmap pair) each time.  OpenMP's worker threads persist, so each
  * keeps its buffers.  NULL when out of memory. */
-#define PLAIT_SCRATCH_SLOTS 3
+#define PLAIT_SCRATCH_SLOTS 4   /* 0: A panels, 1: B panels or V, 2: products, 3: padded input */
 static __thread float* plait_scratch_buf[PLAIT_SCRATCH_SLOTS];
 static __thread size_t plait_scratch_cap[PLAIT_SCRATCH_SLOTS];
 
@@ -518,10 +518,6 @@ int plait_gemm(const plait_gemm_problem* p) {
 /* --------------------------------------------------------------- conv2d */
 
 
-/* A growing buffer per thread for the zero-padded input (never shrunk, so a model's
- * convolutions pay the page faults once). */
-static __thread float* plait_pad_buf;
-static __thread size_t plait_pad_cap;
 
 static int conv2d_impl(const plait_conv2d_desc* d, const float* x, const float* apacked,
                        const float* bias, const float* res, int relu, int pool, float* out) {
@@ -566,17 +562,8 @@ static int conv2d_impl(const plait_conv2d_desc* d, const float* x, const float* 
          * padded column q of a row goes to [q % SW][q / SW], so the NR pixels of an
          * output row read NR neighbouring values for every kernel tap */
         size_t need = (size_t)(d->N * d->C * HP * RL);
-        if (need > plait_pad_cap) {
-            free(plait_pad_buf);
-            plait_pad_buf = NULL;
-            plait_pad_cap = 0;
-            if (posix_memalign((void**)&plait_pad_buf, 64, need * sizeof(float))) {
-                plait_pad_buf = NULL;
-                return 1;
-            }
-            plait_pad_cap = need;
-        }
-        float* dst = plait_pad_buf;
+        float* dst = plait_scratch(3, need);
+        if (!dst) return 1;
         const int64_t planes = d->N * d->C;
 #ifdef _OPENMP
 #pragma omp parallel for if (planes * HP * RL > 262144)
@@ -803,6 +790,42 @@ static void wino_thread_avx2(const plait_wino* w, int64_t* next, float* v, float
 }
 #endif
 
+typedef void (*plait_wino_fn)(const plait_wino*, int64_t*, float*, float*);
+
+#ifdef PLAIT_X86_DISPATCH
+#define PLAIT_AVX2_OR(avx2, base) (avx2)
+#else
+#define PLAIT_AVX2_OR(avx2, base) (base)
+#endif
+
+/* Run a Winograd convolution's tile-block jobs on nthreads threads, each with its own
+ * transformed-input (vfloats) and product (mfloats) buffers; 0, or 1 out of memory. */
+static int wino_run(const plait_wino* w, int nthreads, size_t vfloats, size_t mfloats,
+                    plait_wino_fn base, plait_wino_fn avx2) {
+    const plait_conv2d_desc* d = w->d;
+    const int64_t blocks = d->N * ((w->T + w->tb - 1) / w->tb);
+    if (blocks < nthreads) nthreads = (int)blocks;
+    plait_wino_fn run = plait_use_avx2() ? avx2 : base;
+    int status = 0;
+    int64_t next = 0;   /* the next job (see PLAIT_NEXT_JOB) */
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
+#endif
+    {
+        float* v = plait_scratch(1, vfloats);
+        float* m = plait_scratch(2, mfloats);
+        if (v && m) {
+            run(w, &next, v, m);
+        } else {
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+            status = 1;
+        }
+    }
+    return status;
+}
+
 int plait_conv2d_winograd(const plait_conv2d_desc* d, const float* x, const float* u,
                           const float* bias, const float* res, int relu, float* out) {
     plait_wino w;
@@ -826,14 +849,8 @@ int plait_conv2d_winograd(const plait_conv2d_desc* d, const float* x, const floa
     w.out = out;
     const int64_t planes = d->N * d->C, half = w.TWp + 1;
     size_t need = (size_t)(planes * w.HP * w.RL);
-    if (need > plait_pad_cap) {
-        free(plait_pad_buf);
-        plait_pad_buf = NULL;
-        plait_pad_cap = 0;
-        if (posix_memalign((void**)&plait_pad_buf, 64, need * sizeof(float))) return 1;
-        plait_pad_cap = need;
-    }
-    float* img = plait_pad_buf;
+    float* img = plait_scratch(3, need);   /* the padded input, this thread's */
+    if (!img) return 1;
     int nthreads = 1;
 #ifdef _OPENMP
     nthreads = omp_get_max_threads();
@@ -866,30 +883,9 @@ int plait_conv2d_winograd(const plait_conv2d_desc* d, const float* x, const floa
         }
     }
     w.img = img;
-    const int64_t blocks = d->N * ((w.T + tb - 1) / tb);
-    if (blocks < nthreads) nthreads = (int)blocks;
-    void (*run)(const plait_wino*, int64_t*, float*, float*) = wino_thread_base;
-#ifdef PLAIT_X86_DISPATCH
-    if (plait_use_avx2()) run = wino_thread_avx2;
-#endif
-    int status = 0;
-    int64_t next = 0;   /* the next job (see PLAIT_NEXT_JOB) */
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
-#endif
-    {
-        float* v = plait_scratch(1, 16 * (size_t)PLAIT_WINO_VS(&w));
-        float* m = plait_scratch(2, 16 * (size_t)PLAIT_WINO_MS(&w));
-        if (v && m) {
-            run(&w, &next, v, m);
-        } else {
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-            status = 1;
-        }
-    }
-    return status;
+    return wino_run(&w, nthreads, 16 * (size_t)PLAIT_WINO_VS(&w),
+                    16 * (size_t)PLAIT_WINO_MS(&w), wino_thread_base,
+                    PLAIT_AVX2_OR(wino_thread_avx2, wino_thread_base));
 }
 
 /* ------------------------------------------------ conv2d 3x3 by Winograd F(4x4, 3x3) */
@@ -1102,14 +1098,8 @@ int plait_conv2d_winograd4(const plait_conv2d_desc* d, const float* x, const flo
     w.out = out;
     const int64_t planes = d->N * d->C;
     size_t need = (size_t)(planes * w.HP * w.RL);
-    if (need > plait_pad_cap) {
-        free(plait_pad_buf);
-        plait_pad_buf = NULL;
-        plait_pad_cap = 0;
-        if (posix_memalign((void**)&plait_pad_buf, 64, need * sizeof(float))) return 1;
-        plait_pad_cap = need;
-    }
-    float* img = plait_pad_buf;
+    float* img = plait_scratch(3, need);   /* the padded input, this thread's */
+    if (!img) return 1;
     int nthreads = 1;
 #ifdef _OPENMP
     nthreads = omp_get_max_threads();
@@ -1133,28 +1123,7 @@ int plait_conv2d_winograd4(const plait_conv2d_desc* d, const float* x, const flo
         }
     }
     w.img = img;
-    const int64_t blocks = d->N * ((w.T + tb - 1) / tb);
-    if (blocks < nthreads) nthreads = (int)blocks;
-    void (*run)(const plait_wino*, int64_t*, float*, float*) = wino4_thread_base;
-#ifdef PLAIT_X86_DISPATCH
-    if (plait_use_avx2()) run = wino4_thread_avx2;
-#endif
-    int status = 0;
-    int64_t next = 0;   /* the next job (see PLAIT_NEXT_JOB) */
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
-#endif
-    {
-        float* v = plait_scratch(1, 36 * (size_t)PLAIT_W4_VS(&w));
-        float* m = plait_scratch(2, 36 * (size_t)PLAIT_W4_MS(&w));
-        if (v && m) {
-            run(&w, &next, v, m);
-        } else {
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-            status = 1;
-        }
-    }
-    return status;
+    return wino_run(&w, nthreads, 36 * (size_t)PLAIT_W4_VS(&w),
+                    36 * (size_t)PLAIT_W4_MS(&w), wino4_thread_base,
+                    PLAIT_AVX2_OR(wino4_thread_avx2, wino4_thread_base));
 }
