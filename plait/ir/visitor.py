@@ -100,6 +100,40 @@ def post_order(root: Node) -> Iterator[Node]:
                 stack.append((c, False))
 
 
+
+_NON_VAR_LEAVES = frozenset(
+    {Constant, Op, GlobalVar, ExternFunc, ShapeExpr, PrimValue, StringImm}
+)
+
+
+def used_vars(e: Expr) -> list[Var]:
+    """The variables ``e`` uses.  A call of a leaf on leaves and tuples of leaves (the
+    A-normal-form binding) is read directly, in argument order (a variable used twice
+    is listed twice); anything else is the :func:`post_order` walk (each variable
+    once)."""
+    t = type(e)
+    if t is Var or t is DataflowVar:
+        return [e]  # type: ignore[list-item]
+    if t in _NON_VAR_LEAVES:
+        return []
+    if t is Call:
+        out: list[Var] = []
+        for a in (e.op, *e.args):  # type: ignore[attr-defined]
+            ta = type(a)
+            if ta is Var or ta is DataflowVar:
+                out.append(a)
+            elif ta is Tuple:
+                for f in a.fields:
+                    tf = type(f)
+                    if tf is Var or tf is DataflowVar:
+                        out.append(f)
+                    elif tf not in _NON_VAR_LEAVES:
+                        return [n for n in post_order(e) if isinstance(n, Var)]
+            elif ta not in _NON_VAR_LEAVES:
+                return [n for n in post_order(e) if isinstance(n, Var)]
+        return out
+    return [n for n in post_order(e) if isinstance(n, Var)]
+
 class ExprVisitor:
     """Pre-order visitor with per-kind hooks; see the module docstring."""
 

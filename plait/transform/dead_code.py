@@ -12,11 +12,8 @@ from ..ir.expr import (
     BindingBlock,
     Call,
     Constant,
-    DataflowVar,
     Expr,
-    ExternFunc,
     Function,
-    GlobalVar,
     If,
     Op,
     PrimValue,
@@ -27,7 +24,7 @@ from ..ir.expr import (
     TupleGetItem,
     Var,
 )
-from ..ir.visitor import post_order
+from ..ir.visitor import used_vars
 from .pass_base import function_pass
 
 
@@ -42,36 +39,10 @@ def _is_pure(value: Expr) -> bool:
     )
 
 
-def _used_vars(e: Expr) -> list[Var]:
-    if isinstance(e, Var):
-        return [e]
-    if isinstance(e, GlobalVar | ExternFunc | Constant):
-        return []
-    if type(e) is Call:  # fast path: a call of a leaf on leaves and tuples of leaves
-        out: list[Var] = []
-        for a in (e.op, *e.args):
-            ta = type(a)
-            if ta is Var or ta is DataflowVar:
-                out.append(a)
-            elif ta is Tuple:
-                for f in a.fields:
-                    tf = type(f)
-                    if tf is Var or tf is DataflowVar:
-                        out.append(f)
-                    elif tf not in _LEAVES:
-                        return [n for n in post_order(e) if isinstance(n, Var)]
-            elif ta not in _LEAVES:
-                return [n for n in post_order(e) if isinstance(n, Var)]
-        return out
-    return [n for n in post_order(e) if isinstance(n, Var)]
-
-
-_LEAVES = frozenset({Constant, Op, GlobalVar, ExternFunc, ShapeExpr, PrimValue, StringImm})
-"""Leaves that are not variables."""
 
 
 def _dce_seq(seq: SeqExpr, live: set[Var]) -> SeqExpr:
-    live.update(_used_vars(seq.body))
+    live.update(used_vars(seq.body))
     new_blocks: list[BindingBlock] = []
     changed = False
     for block in reversed(seq.blocks):
@@ -84,14 +55,14 @@ def _dce_seq(seq: SeqExpr, live: set[Var]) -> SeqExpr:
             if isinstance(value, If):
                 then_b = _dce_seq(_seq(value.then_branch), live)
                 else_b = _dce_seq(_seq(value.else_branch), live)
-                live.update(_used_vars(value.cond))
+                live.update(used_vars(value.cond))
                 if then_b is not value.then_branch or else_b is not value.else_branch:
                     from dataclasses import replace
 
                     b = replace(b, value=replace(value, then_branch=then_b, else_branch=else_b))
                     changed = True
             else:
-                live.update(_used_vars(value))
+                live.update(used_vars(value))
             kept.append(b)
         if len(kept) != len(block.bindings):
             changed = True

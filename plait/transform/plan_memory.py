@@ -21,24 +21,16 @@ import numpy as np
 from ..ir.expr import (
     BindingBlock,
     Call,
-    Constant,
-    DataflowVar,
-    Expr,
-    ExternFunc,
     Function,
-    GlobalVar,
     Op,
-    PrimValue,
     SeqExpr,
-    ShapeExpr,
-    StringImm,
     Tuple,
     TupleGetItem,
     Var,
     VarBinding,
 )
 from ..ir.types import ObjectType, TensorType
-from ..ir.visitor import post_order
+from ..ir.visitor import used_vars
 from ..op.registry import make_call
 from .pass_base import function_pass
 
@@ -59,45 +51,6 @@ def _nbytes(ty: TensorType) -> int:
     return n * size
 
 
-def _vars_used(value: Expr) -> list[Var]:
-    """The distinct variables used in ``value`` (fast for a call on leaves and tuples
-    of leaves, the general post-order walk otherwise)."""
-    t = type(value)
-    if t is Var or t is DataflowVar:
-        return [value]  # type: ignore[list-item]
-    if t is Call:
-        out: list[Var] = []
-        op = value.op  # type: ignore[attr-defined]
-        if isinstance(op, Var):
-            out.append(op)
-        elif type(op) not in _LEAVES:
-            return _vars_slow(value)
-        for a in value.args:  # type: ignore[attr-defined]
-            ta = type(a)
-            if ta is Var or ta is DataflowVar:
-                out.append(a)
-            elif ta is Tuple:
-                for f in a.fields:
-                    tf = type(f)
-                    if tf is Var or tf is DataflowVar:
-                        out.append(f)
-                    elif tf not in _LEAVES:
-                        return _vars_slow(value)
-            elif ta not in _LEAVES:
-                return _vars_slow(value)
-        return out
-    if t in _LEAVES:
-        return []
-    return _vars_slow(value)
-
-
-def _vars_slow(value: Expr) -> list[Var]:
-    return [n for n in post_order(value) if isinstance(n, Var)]
-
-
-_LEAVES = frozenset(
-    {Var, DataflowVar, Constant, Op, GlobalVar, ExternFunc, ShapeExpr, PrimValue, StringImm}
-)
 
 
 def _align(n: int) -> int:
@@ -133,7 +86,7 @@ def plan_function(func: Function) -> Function:
                 holds[b.var] = {b.var}
         elif isinstance(v, Tuple | TupleGetItem | Var):
             held: set[Var] = set()
-            for n in _vars_used(v):
+            for n in used_vars(v):
                 held |= holds.get(n, set())
             if held:
                 holds[b.var] = held
@@ -143,14 +96,14 @@ def plan_function(func: Function) -> Function:
     start = {v: i for i, b in enumerate(bindings) if b.var in static_allocs for v in [b.var]}
     end = dict(start)
     for i, b in enumerate(bindings):
-        for n in _vars_used(b.value):
+        for n in used_vars(b.value):
             held_by = holds.get(n)
             if held_by is not None:
                 for a in held_by:
                     if end[a] < i:
                         end[a] = i
     escaping: set[Var] = set()
-    for n in _vars_used(body.body):
+    for n in used_vars(body.body):
         escaping |= holds.get(n, set())
     planned = [v for v in static_allocs if v not in escaping]
     offsets: dict[Var, int] = {}

@@ -31,10 +31,9 @@ from plait.ir import (
     const,
 )
 from plait.ir import visitor as vis
-from plait.ir.visitor import ExprMutator, post_order
+from plait.ir.visitor import ExprMutator, post_order, used_vars
 from plait.op import make_call
 from plait.op.registry import OpAttrError, OpTypeError, get_op, normalize_attrs
-from plait.transform import plan_memory
 
 T = TensorType((2, 3), "float32")
 
@@ -164,7 +163,9 @@ def test_to_non_dataflow_keeps_call_types() -> None:
     assert block.bindings[1].value.args[0] is block.bindings[0].var
 
 
-def test_plan_memory_variable_scan_matches_post_order() -> None:
+def test_used_vars_fast_path_matches_post_order() -> None:
+    """``used_vars`` (DeadCodeElimination's and PlanMemory's scan) reads a flat call
+    directly; it must find the variables the general walk finds."""
     x, y, d = Var("x", T), Var("y", T), DataflowVar("d", T)
     values = [
         x,
@@ -177,7 +178,7 @@ def test_plan_memory_variable_scan_matches_post_order() -> None:
         const(1.0),
     ]
     for v in values:
-        fast = {id(n) for n in plan_memory._vars_used(v)}
+        fast = {id(n) for n in used_vars(v)}
         slow = {id(n) for n in post_order(v) if isinstance(n, Var)}
         assert fast == slow, v
 
