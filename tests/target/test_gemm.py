@@ -354,3 +354,12 @@ def test_pooling_that_does_not_fit_the_tile_stays_separate() -> None:
     conv = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1)
     ref = torch.nn.functional.max_pool2d(conv, 2).numpy()
     np.testing.assert_allclose(_build_and_run(mod, x), ref, rtol=RTOL, atol=ATOL)
+
+
+def test_bad_options_name_the_pass_and_the_choices() -> None:
+    with pytest.raises(ValueError, match=r"c.DispatchGemm: cannot dispatch \['softmax'\]"):
+        DispatchGemm(ops=["softmax"])
+    with pytest.raises(ValueError, match="winograd must be False, True, 2 or 4"):
+        DispatchGemm(winograd=3)
+    with pytest.raises(ValueError, match="winograd must be False, True, 2 or 4"):
+        plait.default_pipeline(plait.Target("c", winograd="fast"))
