@@ -60,6 +60,11 @@ typedef float plait_v8u __attribute__((vector_size(32), aligned(4)));
  * another process, or a hypervisor taking its CPU) does fewer jobs instead of making the
  * others wait for it at the end. */
 #define PLAIT_NEXT_JOB(next) __atomic_fetch_add((next), 1, __ATOMIC_RELAXED)
+#if defined(__clang__)
+#define PLAIT_SHUF2(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define PLAIT_SHUF2(a, b, ...) __builtin_shuffle(a, b, (plait_vi8){__VA_ARGS__})
+#endif
 #define PLAIT_BCAST(x) ((plait_v8){(x), (x), (x), (x), (x), (x), (x), (x)})
 typedef int32_t plait_vi8 __attribute__((vector_size(32)));
 
@@ -628,7 +633,8 @@ int plait_conv2d_pool(const plait_conv2d_desc* d, const float* x, const float* a
 typedef struct {
     const plait_conv2d_desc* d;
     int64_t TH, TWp, T, HP, RL, tb;
-    const float* img;    /* de-interleaved padded input [N][C][HP][RL] */
+    const float* img;    /* F(2x2): the de-interleaved padded input [N][C][HP][RL];
+                          * F(4x4): the input itself [N][C][H][W] */
     const float* u;      /* packed transformed weights */
     const float* bias;
     const float* res;
@@ -891,9 +897,10 @@ int plait_conv2d_winograd(const plait_conv2d_desc* d, const float* x, const floa
 /* ------------------------------------------------ conv2d 3x3 by Winograd F(4x4, 3x3) */
 
 /* As F(2x2, 3x3) above, with 4x4 output tiles from 6x6 input tiles: 36 products per 16
- * outputs (4x fewer multiplications than the direct product).  The padded input rows
- * are split into 4 column phases (padded column q at [q % 4][q / 4]) so that d[r][s] of
- * 8 neighbouring tiles (input columns 4t + s) is one vector load.  The products of a
+ * outputs (4x fewer multiplications than the direct product).  The input is read in
+ * place, with no padded copy: 40 floats of a row cover 8 neighbouring tiles (input
+ * columns 4t + s) and are de-interleaved by 4 in registers (wino4_row); rows and columns
+ * in the padding read as zero.  The products of a
  * tile block are computed for PLAIT_W4_OB output channels at a time, so the transformed
  * input and the block's products fit the L2 cache together. */
 
@@ -901,10 +908,44 @@ int plait_conv2d_winograd(const plait_conv2d_desc* d, const float* x, const floa
 #define PLAIT_W4_VS(w) ((w)->tb * (w)->d->C + 16)
 #define PLAIT_W4_MS(w) ((w)->tb * PLAIT_W4_OB + 16)
 
+/* The 6 columns d[.][s] (s = 0..5) of one input row for 8 neighbouring tiles: the
+ * tiles' input columns are 4k + s from col0 (k = 0..7), so 40 floats from col0 are
+ * de-interleaved by 4 in registers.  Columns outside [0, W) (the padding) and a NULL
+ * row (a padding row) read as zero. */
+static inline __attribute__((always_inline)) void
+wino4_row(const float* row, int64_t col0, int64_t W, plait_v8 out[6]) {
+    if (!row) {
+        for (int s2 = 0; s2 < 6; ++s2) out[s2] = (plait_v8){0};
+        return;
+    }
+    float tmp[40];
+    const float* b = row + col0;
+    if (col0 < 0 || col0 + 40 > W) {
+        for (int i = 0; i < 40; ++i) {
+            int64_t q = col0 + i;
+            tmp[i] = q >= 0 && q < W ? row[q] : 0.0f;
+        }
+        b = tmp;
+    }
+    plait_v8 v0 = *(const plait_v8u*)b, v1 = *(const plait_v8u*)(b + 8);
+    plait_v8 v2 = *(const plait_v8u*)(b + 16), v3 = *(const plait_v8u*)(b + 24);
+    plait_v8 v4 = *(const plait_v8u*)(b + 32);
+    plait_v8 t0 = PLAIT_SHUF2(v0, v1, 0, 4, 8, 12, 1, 5, 9, 13);
+    plait_v8 t1 = PLAIT_SHUF2(v0, v1, 2, 6, 10, 14, 3, 7, 11, 15);
+    plait_v8 t2 = PLAIT_SHUF2(v2, v3, 0, 4, 8, 12, 1, 5, 9, 13);
+    plait_v8 t3 = PLAIT_SHUF2(v2, v3, 2, 6, 10, 14, 3, 7, 11, 15);
+    out[0] = PLAIT_SHUF2(t0, t2, 0, 1, 2, 3, 8, 9, 10, 11);
+    out[1] = PLAIT_SHUF2(t0, t2, 4, 5, 6, 7, 12, 13, 14, 15);
+    out[2] = PLAIT_SHUF2(t1, t3, 0, 1, 2, 3, 8, 9, 10, 11);
+    out[3] = PLAIT_SHUF2(t1, t3, 4, 5, 6, 7, 12, 13, 14, 15);
+    out[4] = PLAIT_SHUF2(out[0], v4, 1, 2, 3, 4, 5, 6, 7, 8);
+    out[5] = PLAIT_SHUF2(out[1], v4, 1, 2, 3, 4, 5, 6, 7, 9);
+}
+
 static inline __attribute__((always_inline)) void
 wino4_input(const plait_wino* w, int64_t n, int64_t t0, float* v) {
     const plait_conv2d_desc* d = w->d;
-    const int64_t C = d->C, tb = w->tb, ph = w->TWp + 1;   /* phase length */
+    const int64_t C = d->C, tb = w->tb;
     const int64_t xs = PLAIT_W4_VS(w);
     for (int64_t g = 0; g < tb; g += 8) {
         int64_t t = t0 + g;
@@ -917,17 +958,18 @@ wino4_input(const plait_wino* w, int64_t n, int64_t t0, float* v) {
             continue;
         }
         int64_t th = t / w->TWp, tw = t % w->TWp;
+        int64_t row0 = 4 * th - d->PT, col0 = 4 * tw - d->PL;
         for (int64_t c = 0; c < C; ++c) {
-            const float* base = w->img + ((n * C + c) * w->HP + 4 * th) * w->RL + tw;
+            const float* plane = w->img + (n * C + c) * d->H * d->W;
+            plait_v8 dd[6][6];   /* dd[r][s]: input row r, column s of the 8 tiles */
+            for (int r = 0; r < 6; ++r) {
+                int64_t ih = row0 + r;
+                wino4_row(ih >= 0 && ih < d->H ? plane + ih * d->W : NULL, col0, d->W, dd[r]);
+            }
             plait_v8 tt[6][6];   /* B^T d, column by column */
             for (int s2 = 0; s2 < 6; ++s2) {
-                const float* col = base + (s2 % 4) * ph + s2 / 4;
-                plait_v8 d0 = *(const plait_v8u*)col;
-                plait_v8 d1 = *(const plait_v8u*)(col + w->RL);
-                plait_v8 d2 = *(const plait_v8u*)(col + 2 * w->RL);
-                plait_v8 d3 = *(const plait_v8u*)(col + 3 * w->RL);
-                plait_v8 d4 = *(const plait_v8u*)(col + 4 * w->RL);
-                plait_v8 d5 = *(const plait_v8u*)(col + 5 * w->RL);
+                plait_v8 d0 = dd[0][s2], d1 = dd[1][s2], d2 = dd[2][s2];
+                plait_v8 d3 = dd[3][s2], d4 = dd[4][s2], d5 = dd[5][s2];
                 tt[0][s2] = 4.0f * d0 - 5.0f * d2 + d4;
                 tt[1][s2] = -4.0f * (d1 + d2) + d3 + d4;
                 tt[2][s2] = 4.0f * (d1 - d2) - d3 + d4;
@@ -1083,9 +1125,7 @@ int plait_conv2d_winograd4(const plait_conv2d_desc* d, const float* x, const flo
     w.TH = (d->OH + 3) / 4;
     w.TWp = ((d->OW + 3) / 4 + 7) / 8 * 8;
     w.T = w.TH * w.TWp;
-    w.HP = 4 * w.TH + 2;
-    const int64_t ph = w.TWp + 1;   /* values per column phase */
-    w.RL = 4 * ph;
+    w.HP = w.RL = 0;   /* the input is read in place (see wino4_row): no padded copy */
     /* tiles per block: the transformed input (36 x C x tb floats) near 200 KB */
     int64_t tb = 1408 / (d->C > 0 ? d->C : 1);
     tb = tb / PLAIT_NR * PLAIT_NR;
@@ -1096,33 +1136,11 @@ int plait_conv2d_winograd4(const plait_conv2d_desc* d, const float* x, const flo
     w.res = res;
     w.relu = relu;
     w.out = out;
-    const int64_t planes = d->N * d->C;
-    size_t need = (size_t)(planes * w.HP * w.RL);
-    float* img = plait_scratch(3, need);   /* the padded input, this thread's */
-    if (!img) return 1;
+    w.img = x;
     int nthreads = 1;
 #ifdef _OPENMP
     nthreads = omp_get_max_threads();
 #endif
-    /* zero-pad, split each row into 4 column phases: padded column q (input column
-     * q - PL of input row r - PT) goes to [r][q % 4][q / 4] */
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nthreads) if (nthreads > 1 && need > 262144)
-#endif
-    for (int64_t pl = 0; pl < planes; ++pl) {
-        float* o = img + pl * w.HP * w.RL;
-        const float* src = x + pl * d->H * d->W;
-        for (int64_t r = 0; r < w.HP; ++r) {
-            float* row = o + r * w.RL;
-            int64_t ih = r - d->PT;
-            memset(row, 0, sizeof(float) * (size_t)w.RL);
-            if (ih < 0 || ih >= d->H) continue;
-            const float* in = src + ih * d->W;
-            for (int64_t q = d->PL; q < d->PL + d->W && q < 4 * ph; ++q)
-                row[(q % 4) * ph + q / 4] = in[q - d->PL];
-        }
-    }
-    w.img = img;
     return wino_run(&w, nthreads, 36 * (size_t)PLAIT_W4_VS(&w),
                     36 * (size_t)PLAIT_W4_MS(&w), wino4_thread_base,
                     PLAIT_AVX2_OR(wino4_thread_avx2, wino4_thread_base));
