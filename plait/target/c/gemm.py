@@ -451,6 +451,15 @@ def _rewrite_block(block: BindingBlock, counts: dict[Var, int],
     tail: dict[Var, _Plan] = {}       # current result var of an open plan -> plan
     views: dict[Var, tuple[int, Expr]] = {}   # var bound to a view -> (index, its source)
     dead: set[int] = set()            # views no one reads any more
+
+    def extend(plan: _Plan, old: Var, i: int, var: Var) -> None:
+        """Binding ``i`` (of ``var``) becomes the plan's last member, replacing ``old``."""
+        del tail[old]
+        del plans[plan.members[-1]]
+        plan.members.append(i)
+        plans[i] = plan
+        tail[var] = plan
+
     for i, b in enumerate(bindings):
         if not isinstance(b, VarBinding) or not isinstance(b.value, Call):
             continue
@@ -461,13 +470,10 @@ def _rewrite_block(block: BindingBlock, counts: dict[Var, int],
             src = src_view if isinstance(src_view, Var) and src_view in tail else None
             if src is not None and counts.get(src, 0) == 1:
                 # a view of a product's result: the product writes it directly
-                plan = tail.pop(src)
-                del plans[plan.members[-1]]
-                plan.members.append(i)
+                plan = tail[src]
                 plan.out_shape = _static_shape(value) or plan.out_shape
                 plan.viewed = True
-                plans[i] = plan
-                tail[b.var] = plan
+                extend(plan, src, i, b.var)
                 del views[b.var]      # bound by the product now, not a view to read through
             continue
         if _is_op(value, "max_pool2d"):
@@ -475,13 +481,9 @@ def _rewrite_block(block: BindingBlock, counts: dict[Var, int],
             if isinstance(src, Var) and src in tail and counts.get(src, 0) == 1:
                 plan = tail[src]
                 if _can_pool(plan, value):
-                    del tail[src]
-                    del plans[plan.members[-1]]
                     plan.pool = True
                     plan.out_shape = _static_shape(value) or plan.out_shape
-                    plan.members.append(i)
-                    plans[i] = plan
-                    tail[b.var] = plan
+                    extend(plan, src, i, b.var)
                     continue
         if _is_op(value, "relu") or _is_op(value, "add"):
             src = [a for a in value.args if isinstance(a, Var) and a in tail]
@@ -501,11 +503,7 @@ def _rewrite_block(block: BindingBlock, counts: dict[Var, int],
                         plan.res = other
                         took = True
                 if took:
-                    del tail[src[0]]
-                    del plans[plan.members[-1]]
-                    plan.members.append(i)
-                    plans[i] = plan
-                    tail[b.var] = plan
+                    extend(plan, src[0], i, b.var)
                     continue
         plan = _plan(value, ops, winograd)
         if plan is not None:
