@@ -179,7 +179,7 @@ CONVS = [
     ((2, 32, 14, 14), (64, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # pointwise
     ((1, 32, 14, 14), (64, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1)),  # strided 1x1
     ((1, 5, 11, 7), (9, 5, 3), (3, 2), (2, 1, 2, 1), (1, 1)),
-    # Winograd F(2x2, 3x3): 3x3, stride 1, >= 16 channels in and out
+    # Winograd (F(4x4, 3x3), and F(2x2, 3x3) checked too): 3x3, stride 1, >= 16 channels
     ((2, 16, 15, 21), (22, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # odd sizes, O % 6 != 0
     ((1, 128, 28, 28), (128, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
     ((1, 24, 6, 40), (16, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1)),   # no padding
@@ -258,7 +258,8 @@ def test_conv2d_it_cannot_take_stays_for_blas() -> None:
 
 
 def test_the_baseline_code_path_gives_the_same_results() -> None:
-    """PLAIT_GEMM_ISA=baseline forces the portable (non-AVX2) micro-kernel."""
+    """PLAIT_GEMM_ISA=baseline forces the portable (non-AVX2) variants: products,
+    strided and Winograd convolutions and pooling on the tile give the same results."""
     code = (
         "import numpy as np, plait, sys\n"
         "from plait.runtime import VirtualMachine\n"
@@ -271,6 +272,14 @@ def test_the_baseline_code_path_gives_the_same_results() -> None:
         "y = VirtualMachine(plait.build(plait.parse(t), 'c'))['main'](a, b)\n"
         "ref = np.matmul(a.astype(np.float64), b.astype(np.float64))\n"
         "np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)\n"
+        # the convolution paths: direct (strided), Winograd F(4x4) and F(2x2) through
+        # the same test, and pooling on the tile
+        "from test_gemm import CONVS, test_conv2d_matches_torch, "
+        "test_conv_relu_max_pool_is_one_call, test_linear_with_bias_and_relu_is_one_fused_call\n"
+        "for case in (CONVS[1], CONVS[6], CONVS[7]):\n"
+        "    test_conv2d_matches_torch(*case, 'bias_res_relu')\n"
+        "test_conv_relu_max_pool_is_one_call((1, 3, 20, 32), 32)\n"
+        "test_linear_with_bias_and_relu_is_one_fused_call(5, 3, 17)\n"
         "print('ok')\n"
     )
     env = dict(os.environ, PLAIT_GEMM_ISA="baseline")
