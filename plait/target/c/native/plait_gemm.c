@@ -648,6 +648,29 @@ typedef struct {
 #define PLAIT_WINO_VS(w) ((w)->tb * (w)->d->C + 16)
 #define PLAIT_WINO_MS(w) ((w)->tb * (w)->d->O + 16)
 
+/* The outputs of 8 neighbouring m x m tiles that reach past the output's edge, one by
+ * one with bounds: y[r * m + c][k] is row r, column c of tile k (tiles from (th, tw)),
+ * bias included; the residual and relu are applied here. */
+static inline void wino_store_edge(const plait_wino* w, float* outo, const float* reso,
+                                   int64_t th, int64_t tw, int m, const float (*y)[8]) {
+    const int64_t OH = w->d->OH, OW = w->d->OW;
+    for (int r = 0; r < m; ++r) {
+        int64_t oh = m * th + r;
+        if (oh >= OH) break;
+        float* orow = outo + oh * OW;
+        const float* rrow = reso ? reso + oh * OW : NULL;
+        for (int k = 0; k < 8; ++k) {
+            int64_t ow = m * (tw + k);
+            for (int cc = 0; cc < m && ow + cc < OW; ++cc) {
+                float val = y[r * m + cc][k];
+                if (rrow) val += rrow[ow + cc];
+                if (w->relu && val < 0.0f) val = 0.0f;
+                orow[ow + cc] = val;
+            }
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void
 wino_input(const plait_wino* w, int64_t n, int64_t t0, float* v) {
     const plait_conv2d_desc* d = w->d;
@@ -739,21 +762,7 @@ wino_output(const plait_wino* w, int64_t n, int64_t t0, const float* m) {
                 }
                 continue;
             }
-            for (int r = 0; r < 2; ++r) {
-                int64_t oh = 2 * th + r;
-                if (oh >= OH) break;
-                float* orow = outo + oh * OW;
-                const float* rrow = reso ? reso + oh * OW : NULL;
-                for (int k = 0; k < 8; ++k) {
-                    int64_t ow = 2 * (tw + k);
-                    for (int cc = 0; cc < 2 && ow + cc < OW; ++cc) {
-                        float val = y[2 * r + cc][k];
-                        if (rrow) val += rrow[ow + cc];
-                        if (w->relu && val < 0.0f) val = 0.0f;
-                        orow[ow + cc] = val;
-                    }
-                }
-            }
+            wino_store_edge(w, outo, reso, th, tw, 2, y);
         }
     }
 }
@@ -1057,21 +1066,7 @@ wino4_output(const plait_wino* w, int64_t n, int64_t t0, int64_t o0, int64_t ob,
             float yy[4][4][8] __attribute__((aligned(32)));
             for (int r = 0; r < 4; ++r)
                 for (int cc = 0; cc < 4; ++cc) *(plait_v8*)yy[r][cc] = y[r][cc];
-            for (int r = 0; r < 4; ++r) {
-                int64_t oh = 4 * th + r;
-                if (oh >= OH) break;
-                float* orow = outo + oh * OW;
-                const float* rrow = reso ? reso + oh * OW : NULL;
-                for (int k = 0; k < 8; ++k) {
-                    int64_t ow = 4 * (tw + k);
-                    for (int cc = 0; cc < 4 && ow + cc < OW; ++cc) {
-                        float val = yy[r][cc][k];
-                        if (rrow) val += rrow[ow + cc];
-                        if (w->relu && val < 0.0f) val = 0.0f;
-                        orow[ow + cc] = val;
-                    }
-                }
-            }
+            wino_store_edge(w, outo, reso, th, tw, 4, &yy[0][0]);
         }
     }
 }
