@@ -10,12 +10,9 @@ tile, K beyond one 384-deep block, batches, strides, dilation, asymmetric paddin
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
+from graph_helpers import build_graph, const, emit, passes_with_baseline_isa  # tests/target
 
 import plait
 from plait.ir.expr import Call, ExternFunc
@@ -95,29 +92,7 @@ def test_matmul_runtime_operands_match_numpy(ashape: tuple, bshape: tuple) -> No
     np.testing.assert_allclose(_run(text, a, b), ref, rtol=RTOL, atol=ATOL)
 
 
-def _build_graph(inputs: dict[str, tuple[int, ...]], fn) -> plait.IRModule:  # type: ignore[no-untyped-def]
-    """A module ``main(*inputs)`` whose dataflow block ``fn(bb, vars)`` emits."""
-    from plait.ir import BlockBuilder, TensorType, Var
-
-    params = [Var(n, TensorType(s, "float32")) for n, s in inputs.items()]
-    bb = BlockBuilder()
-    with bb.function("main", params):
-        with bb.dataflow():
-            out = bb.emit_output(fn(bb, params))
-        bb.emit_func_output(out)
-    return bb.get()
-
-
-def _call(bb, name: str, *args, **attrs):  # type: ignore[no-untyped-def]
-    from plait.op import make_call
-
-    return bb.emit(make_call(name, *args, **attrs))
-
-
-def _c(arr: np.ndarray):  # type: ignore[no-untyped-def]
-    from plait.ir.expr import Constant
-
-    return Constant(arr)
+_build_graph, _call, _c = build_graph, emit, const
 
 
 def _build_and_run(mod: plait.IRModule, *args: np.ndarray) -> np.ndarray:
@@ -261,9 +236,8 @@ def test_the_baseline_code_path_gives_the_same_results() -> None:
     """PLAIT_GEMM_ISA=baseline forces the portable (non-AVX2) variants: products,
     strided and Winograd convolutions and pooling on the tile give the same results."""
     code = (
-        "import numpy as np, plait, sys\n"
+        "import numpy as np, plait\n"
         "from plait.runtime import VirtualMachine\n"
-        f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
         "from test_gemm import MATMUL\n"
         "r = np.random.default_rng(1)\n"
         "a = r.uniform(-1, 1, (2, 37, 300)).astype(np.float32)\n"
@@ -282,11 +256,7 @@ def test_the_baseline_code_path_gives_the_same_results() -> None:
         "test_linear_with_bias_and_relu_is_one_fused_call(5, 3, 17)\n"
         "print('ok')\n"
     )
-    env = dict(os.environ, PLAIT_GEMM_ISA="baseline")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+    passes_with_baseline_isa(code)
 
 
 def test_views_around_a_product_cost_no_copy() -> None:

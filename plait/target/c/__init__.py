@@ -28,6 +28,7 @@ from plait.transform.fuse_kernels import fusion_passes, register_kernel_fusion
 from plait.transform.legalize import register_legalize
 
 from ..target import Target, register_target_kind
+from .attention import DispatchAttention, dispatch_attention
 from .build import (
     C_SOURCES_ATTR,
     LIBRARY_NAME,
@@ -63,6 +64,8 @@ from .pool import DispatchPool, dispatch_pool
 def _dispatch(target: Target) -> list[Any]:
     passes: list[Any] = []
     if target.attrs.get("gemm", True):
+        if target.attrs.get("attention", True):
+            passes.append(DispatchAttention())
         passes.append(DispatchGemm(winograd=target.attrs.get("winograd", 4)))
         passes.append(DispatchPool())
     if target.attrs.get("blas", True):
@@ -80,8 +83,8 @@ def _legalize(target: Target) -> list[Any]:
 
 register_target_kind(
     "c",
-    defaults={"gemm": True, "winograd": 4, "blas": True, "fuse": True, "opt_level": 3,
-              "march_native": False},
+    defaults={"gemm": True, "attention": True, "winograd": 4, "blas": True, "fuse": True,
+              "opt_level": 3, "march_native": False},
     doc="generated C kernels compiled by the system C compiler; plait's own GEMM/conv2d",
     dispatch=_dispatch,
     legalize=_legalize,
@@ -91,11 +94,10 @@ register_legalize("*", "c", legalize_to_kernel)
 register_kernel_fusion("c", get_compute, dtypes=KERNEL_DTYPES)
 
 __all__ = [
-    "C_SOURCES_ATTR", "LIBRARY_NAME", "CompileKernels", "ComputeUnsupported",
-    "DispatchGemm", "DispatchLibrary", "DispatchPool", "RewriteFn", "add_c_source",
-    "add_kernel", "c_sources",
-    "compute_note", "coverage", "coverage_table", "dispatch_gemm", "dispatch_pool", "extern_calls",
-    "flatten_args", "get_compute",
-    "legalize_to_kernel", "library_call", "library_calls", "library_rewrite",
+    "C_SOURCES_ATTR", "CompileKernels", "ComputeUnsupported", "DispatchAttention",
+    "DispatchGemm", "DispatchLibrary", "DispatchPool", "LIBRARY_NAME", "RewriteFn",
+    "add_c_source", "add_kernel", "c_sources", "compute_note", "coverage", "coverage_table",
+    "dispatch_attention", "dispatch_gemm", "dispatch_pool", "extern_calls", "flatten_args",
+    "get_compute", "legalize_to_kernel", "library_call", "library_calls", "library_rewrite",
     "list_computes", "module_kernels", "op_kernel", "register_compute", "rewrite_ops",
 ]

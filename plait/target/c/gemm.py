@@ -79,8 +79,11 @@ def native_header_text() -> str:
 
 def native_source_text() -> str:
     """The library ``plait_gemm.c`` as one self-contained C file (its header inlined)."""
-    return _native_file("plait_gemm.c").replace('#include "plait_gemm.h"\n',
-                                                native_header_text())
+    from plait.codegen.c.emit import EXP_F32
+
+    return (_native_file("plait_gemm.c")
+            .replace('#include "plait_gemm.h"\n', native_header_text())
+            .replace('#include "plait_exp_f32.h"\n', EXP_F32 + "\n"))
 
 
 NATIVE_SOURCE_NAME = "plait_gemm.c"
@@ -560,29 +563,43 @@ def _winograd_m(winograd: int | bool) -> int:
                      f"3x3)), got {winograd!r}")
 
 
+def functions_to_rewrite(mod: IRModule, skip: Any = None) -> list[tuple[str, Function]]:
+    """The graph functions of ``mod`` (name, function) with a block body and for which
+    ``skip`` is false (default: all but those of external codegens)."""
+    if skip is None:
+        def skip(f: Function) -> bool:
+            return bool(f.attrs.get("compiler"))
+    return [(name, f) for name, f in mod.graph_functions()
+            if not skip(f) and isinstance(f.body, SeqExpr)]
+
+
 def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
                   winograd: int | bool = 4) -> IRModule:
     """``mod`` with float32 conv2d/linear/matmul (and their epilogues) rewritten into
     calls of ``plait_gemm.c`` (see the module docstring); functions for which ``skip``
     is true (default: those of external codegens) are left alone."""
-    if skip is None:
-        def skip(f: Function) -> bool:
-            return bool(f.attrs.get("compiler"))
     wrappers: dict[str, tuple[str, CFunction]] = {}
     funcs: dict[str, Function] = {}
-    for name, f in mod.graph_functions():
-        if skip(f) or not isinstance(f.body, SeqExpr):
-            continue
+    for name, f in functions_to_rewrite(mod, skip):
+        assert isinstance(f.body, SeqExpr)
         # bindings inside If branches are left alone; the top-level blocks are rewritten
         body = _rewrite_seq(f.body, _use_counts(f), wrappers, ops, _winograd_m(winograd))
         if body is not f.body:
             funcs[name] = Function(f.params, body, f.ret_ty, f.pure, attrs=f.attrs, span=f.span)
+    return with_native_calls(mod, funcs, wrappers, "plait_gemm_calls")
+
+
+def with_native_calls(mod: IRModule, funcs: dict[str, Function],
+                      wrappers: dict[str, tuple[str, CFunction]], prefix: str) -> IRModule:
+    """``mod`` with the rewritten functions ``funcs``, the library source
+    (``plait_gemm.c``) and the call wrappers (``{name: (C code, CFunction)}``, one file
+    ``<prefix>_<digest>.c``) recorded; ``mod`` itself when nothing was rewritten."""
     if not funcs:
         return mod
     names = sorted(wrappers)
     code = native_header_text() + "\n" + "\n".join(wrappers[n][0] for n in names)
     digest = hashlib.sha256(code.encode()).hexdigest()[:12]
-    calls = CSource(code, tuple(wrappers[n][1] for n in names), f"plait_gemm_calls_{digest}.c")
+    calls = CSource(code, tuple(wrappers[n][1] for n in names), f"{prefix}_{digest}.c")
     out = add_c_source(mod.with_functions(funcs), CSource(native_source_text(), (),
                                                           NATIVE_SOURCE_NAME))
     return add_c_source(out, calls)

@@ -76,4 +76,20 @@ PLAIT_HIDDEN int plait_conv2d_winograd(const plait_conv2d_desc* d, const float* 
 PLAIT_HIDDEN int plait_conv2d_winograd4(const plait_conv2d_desc* d, const float* x,
                                         const float* u, const float* bias, const float* res,
                                         int relu, float* out);
+/* One (multi-head) attention: out = softmax(scale * Q @ K^T) @ V for every batch b and
+ * head h.  Element (b, h, i, e) of Q is q[q_off + b*q_sb + h*q_sh + i*q_ss + e*q_sd]
+ * (i < SQ, e < D); K (b, h, j, e) and V (b, h, j, c) likewise (j < SK, c < DV); out
+ * (b, h, i, c) is out[b*o_sb + h*o_sh + i*o_ss + c] (its last axis contiguous). */
+typedef struct {
+    int64_t B, H, SQ, SK, D, DV;
+    int64_t q_off, q_sb, q_sh, q_ss, q_sd;
+    int64_t k_off, k_sb, k_sh, k_ss, k_sd;
+    int64_t v_off, v_sb, v_sh, v_ss, v_sd;
+    int64_t o_sb, o_sh, o_ss;
+    float scale;
+} plait_attention_desc;
+
+/* 0 on success, 1 out of memory, 2 an empty key sequence or head dimension. */
+PLAIT_HIDDEN int plait_attention(const plait_attention_desc* d, const float* q,
+                                 const float* k, const float* v, float* out);
 #endif

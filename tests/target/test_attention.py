@@ -1,0 +1,240 @@
+"""c.DispatchAttention: softmax(scale * Q @ K^T) @ V as one plait_attention call.
+
+Results are checked against numpy in float64 (a max-subtracted softmax) at rtol 2e-5 /
+atol 2e-5: the outputs are convex combinations of values in [-1, 1], the scores float32
+sums of up to 64 products, the exponential within 1 ulp.  Shapes are chosen to hit the
+kernel's edges: query rows that are not a multiple of the 6-row tile, key lengths and
+head sizes that are not multiples of the 16-column panel, one head, batches, keys
+shared by all heads (a broadcast: stride 0), and queries and keys of different lengths.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+from graph_helpers import build_graph, const, emit, passes_with_baseline_isa  # tests/target
+
+import plait
+from plait.ir.expr import Call, ExternFunc
+from plait.ir.visitor import post_order
+from plait.runtime import VirtualMachine
+from plait.target.c import DispatchAttention
+
+RTOL = ATOL = 2e-5
+RNG = np.random.default_rng(11)
+
+
+def _rand(*shape: int) -> np.ndarray:
+    return RNG.uniform(-1, 1, shape).astype(np.float32)
+
+
+_build_graph, _call = build_graph, emit
+
+
+def _scalar(v: float):  # type: ignore[no-untyped-def]
+    return const(np.array([v], np.float32))
+
+
+def _dispatched(mod: plait.IRModule) -> tuple[list[str], list[str]]:
+    """(extern symbols, other ops) of main after c.DispatchAttention."""
+    out = DispatchAttention()(mod.with_attrs(phase="optimization"))
+    nodes = [n for n in post_order(out["main"].body) if isinstance(n, Call)]
+    externs = [n.args[0].symbol for n in nodes if isinstance(n.args[0], ExternFunc)
+               and getattr(n.op, "name", "") == "call_extern"]
+    ops = [n.op.name for n in nodes if getattr(n.op, "name", "") != "call_extern"]
+    return externs, ops
+
+
+def _run(mod: plait.IRModule, *args: np.ndarray, target: str | plait.Target = "c") -> np.ndarray:
+    return VirtualMachine(plait.build(mod, target))["main"](*args)
+
+
+def _softmax(s: np.ndarray) -> np.ndarray:
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _ref_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> np.ndarray:
+    """softmax(scale * q @ k^T) @ v in float64 (q: (..., SQ, D), k and v: (..., SK, *))."""
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    return _softmax(scale * (q @ np.swapaxes(k, -1, -2))) @ v
+
+
+def _fused_qkv(s: int, h: int, d: int):  # type: ignore[no-untyped-def]
+    """The graph PyTorch's MultiheadAttention exports (batch first, batch 1): one QKV
+    projection output (s, 3*h*d) split by slicing, heads by reshape and transpose, the
+    scale as sqrt on both Q and K^T, and the heads merged back by a transpose."""
+    e = h * d
+    c = float(d) ** -0.25
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        x = _call(bb, "reshape", p[0], shape=(s, 3, e))
+        x = _call(bb, "permute_dims", x, axes=(1, 0, 2))        # (3, s, e): a view
+        heads = []
+        for i in range(3):
+            t = _call(bb, "strided_slice", x, axes=(0,), begin=(i,), end=(i + 1,))
+            t = _call(bb, "squeeze", t, axis=0)
+            t = _call(bb, "reshape", t, shape=(s, h, d))
+            heads.append(_call(bb, "permute_dims", t, axes=(1, 0, 2)))   # (h, s, d)
+        q = _call(bb, "multiply", heads[0], _scalar(c))
+        kt = _call(bb, "permute_dims", heads[1], axes=(0, 2, 1))         # (h, d, s)
+        kt = _call(bb, "multiply", kt, _scalar(c))
+        scores = _call(bb, "matmul", q, kt)
+        probs = _call(bb, "softmax", scores, axis=2)
+        o = _call(bb, "matmul", probs, heads[2])                         # (h, s, d)
+        o = _call(bb, "permute_dims", o, axes=(1, 0, 2))                 # (s, h, d)
+        return _call(bb, "reshape", o, shape=(s, e))
+
+    return body
+
+
+def _fused_qkv_ref(qkv: np.ndarray, s: int, h: int, d: int) -> np.ndarray:
+    heads = qkv.reshape(s, 3, h, d).transpose(1, 2, 0, 3)               # (3, h, s, d)
+    o = _ref_attention(heads[0], heads[1], heads[2], 1.0 / np.sqrt(d))
+    return o.transpose(1, 0, 2).reshape(s, h * d)
+
+
+@pytest.mark.parametrize("s,h,d", [(128, 4, 64), (13, 3, 20), (7, 1, 5), (40, 2, 16)])
+def test_fused_qkv_heads_are_read_in_place(s: int, h: int, d: int) -> None:
+    """The heads are views of the QKV tensor and the output is written head-merged: one
+    call, no slicing, transposing, scaling or softmax left."""
+    qkv = _rand(s, 3 * h * d)
+    mod = _build_graph({"qkv": qkv.shape}, _fused_qkv(s, h, d))
+    externs, ops = _dispatched(mod)
+    assert len(externs) == 1 and externs[0].startswith("plait_attention_")
+    assert ops == ["reshape"]                      # only the final (free) reshape remains
+    np.testing.assert_allclose(_run(mod, qkv), _fused_qkv_ref(qkv, s, h, d),
+                               rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("b,h,sq,sk,d,dv", [(2, 3, 9, 21, 8, 24), (1, 1, 1, 1, 1, 1),
+                                             (1, 2, 50, 33, 64, 17)])
+def test_separate_q_k_v_with_a_divided_score(b: int, h: int, sq: int, sk: int, d: int,
+                                             dv: int) -> None:
+    """Queries and keys of different lengths, V of another width, the scale as a
+    division of the scores (the common hand-written form), batch and head axes."""
+    q, k, v = _rand(b, h, sq, d), _rand(b, h, sk, d), _rand(b, h, sk, dv)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        kt = _call(bb, "permute_dims", p[1], axes=(0, 1, 3, 2))
+        scores = _call(bb, "divide", _call(bb, "matmul", p[0], kt), _scalar(np.sqrt(d)))
+        return _call(bb, "matmul", _call(bb, "softmax", scores, axis=-1), p[2])
+
+    mod = _build_graph({"q": q.shape, "k": k.shape, "v": v.shape}, body)
+    externs, ops = _dispatched(mod)
+    assert len(externs) == 1 and ops == []
+    np.testing.assert_allclose(_run(mod, q, k, v), _ref_attention(q, k, v, 1 / np.sqrt(d)),
+                               rtol=RTOL, atol=ATOL)
+
+
+def test_keys_shared_by_all_heads_broadcast() -> None:
+    """Multi-query attention: K and V have one head, Q has four; the batch dimension
+    broadcasts (stride 0), as in matmul."""
+    q, k, v = _rand(4, 30, 16), _rand(1, 16, 30), _rand(1, 30, 16)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        probs = _call(bb, "softmax", _call(bb, "matmul", p[0], p[1]), axis=2)
+        return _call(bb, "matmul", probs, p[2])
+
+    mod = _build_graph({"q": q.shape, "kt": k.shape, "v": v.shape}, body)
+    externs, ops = _dispatched(mod)
+    assert len(externs) == 1 and ops == []
+    ref = _ref_attention(q, np.swapaxes(k, -1, -2), v, 1.0)
+    np.testing.assert_allclose(_run(mod, q, k, v), ref, rtol=RTOL, atol=ATOL)
+
+
+def test_large_scores_and_nan_behave_like_numpy() -> None:
+    """Scores far beyond exp's range (up to 512: exp overflows float32 past 88.7) are
+    made safe by subtracting the row's maximum; a NaN in a query row makes that row's
+    output NaN (numpy's softmax does the same).  Q and K are small integers, so the
+    float32 scores are exact and the float64 reference is comparable at 2e-5."""
+    q = RNG.integers(-8, 9, (2, 12, 8)).astype(np.float32)
+    k = RNG.integers(-8, 9, (2, 12, 8)).astype(np.float32)
+    v = _rand(2, 12, 8)
+    q[1, 5, 3] = np.nan
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        kt = _call(bb, "permute_dims", p[1], axes=(0, 2, 1))
+        probs = _call(bb, "softmax", _call(bb, "matmul", p[0], kt), axis=-1)
+        return _call(bb, "matmul", probs, p[2])
+
+    mod = _build_graph({"q": q.shape, "k": k.shape, "v": v.shape}, body)
+    assert len(_dispatched(mod)[0]) == 1
+    got = _run(mod, q, k, v)
+    ref = _ref_attention(q, k, v, 1.0)
+    assert np.isnan(got[1, 5]).all() and not np.isnan(np.delete(got[1], 5, axis=0)).any()
+    np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL)
+
+
+def _plain(bb, p, axis: int = -1, extra: bool = False, mask: bool = False):  # type: ignore[no-untyped-def]
+    kt = _call(bb, "permute_dims", p[1], axes=(0, 2, 1))
+    scores = _call(bb, "matmul", p[0], kt)
+    if mask:
+        scores = _call(bb, "add", scores, p[3])
+    probs = _call(bb, "softmax", scores, axis=axis)
+    out = _call(bb, "matmul", probs, p[2])
+    return _call(bb, "add", out, _call(bb, "sum", scores, axis=(2,), keepdims=True)) \
+        if extra else out
+
+
+@pytest.mark.parametrize("case", ["softmax_axis", "scores_used_twice", "mask"])
+def test_what_it_does_not_take_stays_correct(case: str) -> None:
+    """A softmax over another axis, scores used elsewhere and an additive mask are not
+    taken (they stay separate ops) and still compute the right thing."""
+    q, k, v, m = _rand(2, 6, 6), _rand(2, 6, 6), _rand(2, 6, 6), _rand(2, 6, 6)
+    kw = {"softmax_axis": dict(axis=1), "scores_used_twice": dict(extra=True),
+          "mask": dict(mask=True)}[case]
+    mod = _build_graph({"q": q.shape, "k": k.shape, "v": v.shape, "m": m.shape},
+                       lambda bb, p: _plain(bb, p, **kw))
+    externs, ops = _dispatched(mod)
+    assert externs == [] and "softmax" in ops
+    s = q.astype(np.float64) @ np.swapaxes(k, -1, -2)
+    if case == "mask":
+        s = s + m
+    axis = 1 if case == "softmax_axis" else -1
+    e = np.exp(s - s.max(axis=axis, keepdims=True))
+    ref = (e / e.sum(axis=axis, keepdims=True)) @ v
+    if case == "scores_used_twice":
+        ref = ref + s.sum(axis=2, keepdims=True)
+    np.testing.assert_allclose(_run(mod, q, k, v, m), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_target_attribute_turns_it_off() -> None:
+    assert "c.DispatchAttention" in plait.default_pipeline("c").names()
+    assert "c.DispatchAttention" not in plait.default_pipeline(
+        plait.Target("c", attention=False)).names()
+
+
+def test_exported_transformer_layer_matches_onnxruntime(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """PyTorch's TransformerEncoderLayer through ONNX: its attention becomes one call
+    (no softmax or head-splitting kernels left) and the layer matches onnxruntime."""
+    pytest.importorskip("torch")
+    ort = pytest.importorskip("onnxruntime")
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+    from export_models import export
+
+    from plait.frontend import from_onnx
+
+    path = export("transformer", str(tmp_path), dynamic_batch=False, shape=(1, 32, 256))
+    x = np.random.default_rng(3).standard_normal((1, 32, 256)).astype(np.float32)
+    exe = plait.build(from_onnx(path, shapes={"input": x.shape}), "c")
+    text = exe.as_text()
+    assert text.count("plait_attention_") == 1 and "softmax" not in text
+    assert "strided_slice" not in text and "permute_dims" not in text
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"input": x})
+    np.testing.assert_allclose(VirtualMachine(exe)["main"](x), ref[0], rtol=1e-4, atol=1e-4)
+
+
+def test_the_baseline_code_path_gives_the_same_results() -> None:
+    """PLAIT_GEMM_ISA=baseline forces the portable (non-AVX2) attention kernel."""
+    code = (
+        "import test_attention as t\n"
+        "t.test_fused_qkv_heads_are_read_in_place(13, 3, 20)\n"
+        "t.test_separate_q_k_v_with_a_divided_score(2, 3, 9, 21, 8, 24)\n"
+        "t.test_large_scores_and_nan_behave_like_numpy()\n"
+        "print('ok')\n"
+    )
+    passes_with_baseline_isa(code)
