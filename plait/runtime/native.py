@@ -225,12 +225,60 @@ class NativeFunction:
         status = self._cfunc(self._argv_type(*ptrs),
                              self._sizes_type(*[s or 0 for s in sizes]))
         if status != 0:
-            why = STATUS_MESSAGES.get(status, "see the function's documentation")
-            raise NativeCallError(f"native function {self.name!r} failed with status {status}: "
-                                  f"{why}")
+            self._raise_status(status)
         if allocate:
             return outs[0] if len(outs) == 1 else tuple(outs)
         return None
+
+    def with_fixed(self, fixed: dict[int, np.ndarray]) -> Any:
+        """``f(*rest)`` calling this function with the arrays of ``fixed`` (argument
+        position -> array, e.g. a model's constants) at their positions and ``rest`` in
+        the others, all buffers given (destination-passing style).
+
+        The fixed arrays are checked and their addresses taken once, here; each call
+        checks only the others' dtype, shape and layout, so it costs a few microseconds
+        less per fixed argument than :meth:`__call__` (for which a wrong argument falls
+        back, so errors read the same).  Functions with size variables, and fixed
+        arguments that need a conversion, get :meth:`__call__` back unchanged."""
+        if self.size_vars or not fixed or any(
+                not (type(a) is np.ndarray and a.dtype == self._fast[i][0]
+                     and a.shape == self._fast[i][1] and a.flags.c_contiguous
+                     and not self._fast[i][2])
+                for i, a in fixed.items()):
+            return self
+        n = self._nargs
+        template = [0] * n
+        kept = {i: a for i, a in fixed.items()}   # the arrays stay alive with the caller
+        for i, a in kept.items():
+            template[i] = _data_pointer(a)
+        slots = tuple((i, *self._fast[i]) for i in range(n) if i not in kept)
+        argv_type, sizes, cfunc = self._argv_type, self._sizes_type(), self._cfunc
+        slow = self
+
+        def call(*rest: Any) -> None:
+            ptrs = template.copy()
+            for (i, dtype, shape, is_output), a in zip(slots, rest):
+                if not (type(a) is np.ndarray and a.dtype == dtype and a.shape == shape
+                        and a.flags.c_contiguous and (not is_output or a.flags.writeable)):
+                    full = list(template)
+                    for (j, *_), b in zip(slots, rest):
+                        full[j] = b
+                    for j, b in kept.items():
+                        full[j] = b
+                    return slow(*full)   # converts, or raises the error naming the argument
+                ptrs[i] = _data_pointer(a)
+            status = cfunc(argv_type(*ptrs), sizes)
+            if status != 0:
+                slow._raise_status(status)
+            return None
+
+        call.native = self  # type: ignore[attr-defined]
+        return call
+
+    def _raise_status(self, status: int) -> None:
+        why = STATUS_MESSAGES.get(status, "see the function's documentation")
+        raise NativeCallError(f"native function {self.name!r} failed with status {status}: "
+                              f"{why}")
 
     def __repr__(self) -> str:
         return f"<NativeFunction {self.signature}>"

@@ -38,6 +38,7 @@ from plait.runtime.executable import (
     Ret,
     VMFunction,
 )
+from plait.runtime.native import NativeFunction
 from plait.runtime.packed import close_func_names, get_func, has_func, load_native_func
 
 # How idle OpenMP workers wait between parallel regions.  Sleeping at once
@@ -474,6 +475,17 @@ class VirtualMachine:
                 self._check_vm_call(ins, code, pc, callee)
                 return (_VMCALL, callee, getter, ins.dst)
             fn = self._resolve(ins, code, pc)
+            if isinstance(fn, NativeFunction) and not ins.kwargs and any(
+                    isinstance(a, Const) for a in ins.args):
+                # constants are checked and their addresses taken once, not per call
+                fixed = {i: self._constants[a.index] for i, a in enumerate(ins.args)
+                         if isinstance(a, Const)}
+                if len(fixed) + sum(isinstance(a, Reg) for a in ins.args) == len(ins.args):
+                    fast = fn.with_fixed(fixed)
+                    if fast is not fn:
+                        fn = fast
+                        regs_only = [a for a in ins.args if isinstance(a, Reg)]
+                        getter = _args_getter(regs_only, self._constants)
             if timed:
                 record = self._records.setdefault((code.name, pc), [0.0, 0.0])
                 fn = _timed(fn, record)

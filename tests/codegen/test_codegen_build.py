@@ -253,3 +253,35 @@ def test_vm_runs_native_kernel_from_saved_executable(tmp_path: Path,
     vm = VirtualMachine(loaded)
     out = vm["main"](np.array([1.0, 2.0], np.float32))
     np.testing.assert_allclose(out, [5.0, 9.0])
+
+
+def test_fixed_arguments_are_bound_once_and_errors_read_the_same() -> None:
+    """``with_fixed`` (what the VM uses for calls with constant arguments) computes the
+    same thing as a plain call; a wrong argument falls back to the plain call's checks
+    (the error names the argument) and a failing status raises the same error."""
+    code = r'''
+#include <stdint.h>
+int affine(const float* x, const float* w, const float* b, float* out) {
+    if (x[0] < -1000.0f) return 5;
+    for (int i = 0; i < 3; ++i) out[i] = w[i] * x[i] + b[i];
+    return 0;
+}
+'''
+    shape = ((3,), "float32")
+    src = CSource(code, (CFunction("affine", (shape,) * 4, returns="int"),), "affine.c")
+    f = compile_c_source(code, list(src.functions)).get("affine")
+    w, b = np.array([1.0, 2.0, 3.0], np.float32), np.array([0.5, 0.5, 0.5], np.float32)
+    w.flags.writeable = False   # as the VM's constants are
+    fast = f.with_fixed({1: w, 2: b})
+    assert fast is not f
+    x, out = np.array([1.0, 1.0, 2.0], np.float32), np.zeros(3, np.float32)
+    assert fast(x, out) is None
+    np.testing.assert_allclose(out, w * x + b)
+    with pytest.raises(ValueError, match=r"argument 0 \('p0'.*dimension 0 is 4, expected 3"):
+        fast(np.zeros(4, np.float32), out)
+    with pytest.raises(TypeError, match=r"argument 3 .*dtype is float64"):
+        fast(x, np.zeros(3))
+    with pytest.raises(RuntimeError, match="'affine' failed with status 5"):
+        fast(np.full(3, -2000.0, np.float32), out)
+    # a fixed argument that would need a conversion keeps the plain call
+    assert f.with_fixed({1: w.astype(np.float64)}) is f
