@@ -153,6 +153,9 @@ CONVS = [
     ((1, 8, 20, 20), (7, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),   # dilation
     ((2, 32, 14, 14), (64, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # pointwise
     ((1, 32, 14, 14), (64, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1)),  # strided 1x1
+    # unpadded with a column stride: patches gathered from the input in place
+    ((2, 6, 19, 23), (10, 3, 3), (2, 3), (0, 0, 0, 0), (2, 1)),
+    ((1, 16, 33, 40), (24, 1, 1), (1, 2), (0, 0, 0, 0), (1, 1)),
     ((1, 5, 11, 7), (9, 5, 3), (3, 2), (2, 1, 2, 1), (1, 1)),
     # Winograd (F(4x4, 3x3), and F(2x2, 3x3) checked too): 3x3, stride 1, >= 16 channels
     ((2, 16, 15, 21), (22, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # odd sizes, O % 6 != 0
@@ -250,7 +253,7 @@ def test_the_baseline_code_path_gives_the_same_results() -> None:
         # the same test, and pooling on the tile
         "from test_gemm import CONVS, test_conv2d_matches_torch, "
         "test_conv_relu_max_pool_is_one_call, test_linear_with_bias_and_relu_is_one_fused_call\n"
-        "for case in (CONVS[1], CONVS[6], CONVS[7]):\n"
+        "for case in (CONVS[1], CONVS[6], CONVS[8], CONVS[9]):\n"
         "    test_conv2d_matches_torch(*case, 'bias_res_relu')\n"
         "test_conv_relu_max_pool_is_one_call((1, 3, 20, 32), 32)\n"
         "test_linear_with_bias_and_relu_is_one_fused_call(5, 3, 17)\n"

@@ -134,7 +134,7 @@ static inline void pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t 
             int64_t g16 = jstart / PLAIT_NR, tpr = g->OW / 8;
             int64_t oh = 2 * (g16 / tpr), ow = 8 * (g16 % tpr);
             for (int64_t j = 0; j < PLAIT_NR; ++j)
-                pix[j] = (oh + j / 8) * g->SH * g->RL + ow + j % 8;
+                pix[j] = (oh + j / 8) * g->SH * g->RL + (ow + j % 8) * g->CS;
             if (pix[7] - pix[0] == 7 && pix[15] - pix[8] == 7) {
                 const float* b0 = img + pix[0];
                 const float* b1 = img + pix[8];
@@ -148,7 +148,7 @@ static inline void pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t 
         } else {
             int64_t oh = jstart / g->OW, ow = jstart % g->OW;
             for (int64_t j = 0; j < nr; ++j) {
-                pix[j] = oh * g->SH * g->RL + ow;
+                pix[j] = oh * g->SH * g->RL + ow * g->CS;
                 if (++ow == g->OW) { ow = 0; ++oh; }
             }
         }
@@ -530,7 +530,7 @@ static int conv2d_impl(const plait_conv2d_desc* d, const float* x, const float* 
     const int64_t WPP = (WP + d->SW - 1) / d->SW, RL = WPP * d->SW;
     const float* img = x;
     plait_conv_geom g = {d->C, HP, RL, WPP, d->KH, d->KW, d->SH, d->SW, d->DH, d->DW,
-                         d->OH, d->OW};
+                         d->OH, d->OW, 1};
     plait_gemm_problem p;
     memset(&p, 0, sizeof p);
     p.M = d->O;
@@ -562,7 +562,14 @@ static int conv2d_impl(const plait_conv2d_desc* d, const float* x, const float* 
         p.b_bs = d->C * d->H * d->W;
         return plait_gemm(&p);
     }
-    if (d->PT | d->PL | d->PB | d->PR | (d->SW > 1)) {
+    if (!(d->PT | d->PL | d->PB | d->PR) && d->SW > 1) {
+        /* unpadded with a column stride (a strided 1x1 shortcut, say): the patches are
+         * gathered from the input where it lies, rather than from a phase-split copy of
+         * all of it (of which such a convolution reads a fraction) */
+        g.RL = g.WPP = d->W;
+        g.SW = 1;
+        g.CS = d->SW;
+    } else if (d->PT | d->PL | d->PB | d->PR | (d->SW > 1)) {
         /* zero-padded, and with a column stride the columns split into SW phases:
          * padded column q of a row goes to [q % SW][q / SW], so the NR pixels of an
          * output row read NR neighbouring values for every kernel tap */
@@ -601,7 +608,7 @@ static int conv2d_impl(const plait_conv2d_desc* d, const float* x, const float* 
     p.b_kind = PLAIT_B_CONV;
     p.b = img;
     p.conv = &g;
-    p.b_bs = d->C * HP * RL;
+    p.b_bs = d->C * HP * g.RL;
     return plait_gemm(&p);
 }
 

@@ -20,6 +20,10 @@ typedef struct {
      * row's columns split into SW phases of WPP values (padded column q at
      * [q % SW][q / SW]; with SW == 1 a plain row, RL == WPP) */
     int64_t C, HP, RL, WPP, KH, KW, SH, SW, DH, DW, OH, OW;
+    /* CS: the distance between neighbouring output pixels' columns in the image: 1 in
+     * the phase-split layout; the stride when an unpadded input is read in place (then
+     * SW is 1 and RL == WPP == W) */
+    int64_t CS;
 } plait_conv_geom;
 
 typedef struct {
