@@ -226,12 +226,14 @@ store_row_pool(float* restrict c, const plait_v8* vlo, const plait_v8* vhi,
     memcpy(c, &m, 4 * sizeof(float));
 }
 
+/* The register tile: R (6, 4 or 2, a constant once inlined) rows of A times 16 columns
+ * of B, accumulated over kc, then stored (the first mr <= R rows, nr <= 16 columns). */
 static inline __attribute__((always_inline)) void
-micro_kernel(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
-             const float* restrict b, float* restrict c,
-             int64_t ldc, int64_t mr, int64_t nr, int first, int last,
-             const plait_gemm_problem* p, int64_t i0, int64_t j0, const float* res) {
-    /* A's element (r, k) is a[r * a_rs + k * a_ks]: a packed panel (1, MR) or 6 rows of
+micro_kernel_r(const int R, int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
+               const float* restrict b, float* restrict c,
+               int64_t ldc, int64_t mr, int64_t nr, int first, int last,
+               const plait_gemm_problem* p, int64_t i0, int64_t j0, const float* res) {
+    /* A's element (r, k) is a[r * a_rs + k * a_ks]: a packed panel (1, MR) or rows of
      * a row-major matrix (lda, 1) */
     plait_v8 c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
     plait_v8 c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
@@ -242,14 +244,18 @@ micro_kernel(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
         c00 += a0 * b0; c01 += a0 * b1;
         plait_v8 a1 = PLAIT_BCAST(a[1 * a_rs]);
         c10 += a1 * b0; c11 += a1 * b1;
-        plait_v8 a2 = PLAIT_BCAST(a[2 * a_rs]);
-        c20 += a2 * b0; c21 += a2 * b1;
-        plait_v8 a3 = PLAIT_BCAST(a[3 * a_rs]);
-        c30 += a3 * b0; c31 += a3 * b1;
-        plait_v8 a4 = PLAIT_BCAST(a[4 * a_rs]);
-        c40 += a4 * b0; c41 += a4 * b1;
-        plait_v8 a5 = PLAIT_BCAST(a[5 * a_rs]);
-        c50 += a5 * b0; c51 += a5 * b1;
+        if (R > 2) {
+            plait_v8 a2 = PLAIT_BCAST(a[2 * a_rs]);
+            c20 += a2 * b0; c21 += a2 * b1;
+            plait_v8 a3 = PLAIT_BCAST(a[3 * a_rs]);
+            c30 += a3 * b0; c31 += a3 * b1;
+        }
+        if (R > 4) {
+            plait_v8 a4 = PLAIT_BCAST(a[4 * a_rs]);
+            c40 += a4 * b0; c41 += a4 * b1;
+            plait_v8 a5 = PLAIT_BCAST(a[5 * a_rs]);
+            c50 += a5 * b0; c51 += a5 * b1;
+        }
         a += a_ks;
         b += PLAIT_NR;
     }
@@ -263,23 +269,29 @@ micro_kernel(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
         if (mr > 5) store_row_pool(c + 5 * ldc, &c50, &c51, p, i0 + 5);
         return;
     }
-    if (mr == PLAIT_MR && nr == PLAIT_NR) {
-        /* a full tile: straight from the registers */
+    if (nr == PLAIT_NR) {
+        /* whole rows of 16: straight from the registers */
         plait_v8 blo = {0}, bhi = {0};
         if (last && p->bias_kind == PLAIT_BIAS_COL) {
             blo = *(const plait_v8u*)(p->bias + j0);
             bhi = *(const plait_v8u*)(p->bias + j0 + 8);
         }
         store_row(c, &c00, &c01, first, last, p, i0, &blo, &bhi, res);
-        store_row(c + ldc, &c10, &c11, first, last, p, i0 + 1, &blo, &bhi, res ? res + ldc : NULL);
-        store_row(c + 2 * ldc, &c20, &c21, first, last, p, i0 + 2, &blo, &bhi,
-                  res ? res + 2 * ldc : NULL);
-        store_row(c + 3 * ldc, &c30, &c31, first, last, p, i0 + 3, &blo, &bhi,
-                  res ? res + 3 * ldc : NULL);
-        store_row(c + 4 * ldc, &c40, &c41, first, last, p, i0 + 4, &blo, &bhi,
-                  res ? res + 4 * ldc : NULL);
-        store_row(c + 5 * ldc, &c50, &c51, first, last, p, i0 + 5, &blo, &bhi,
-                  res ? res + 5 * ldc : NULL);
+        if (mr > 1)
+            store_row(c + ldc, &c10, &c11, first, last, p, i0 + 1, &blo, &bhi,
+                      res ? res + ldc : NULL);
+        if (mr > 2)
+            store_row(c + 2 * ldc, &c20, &c21, first, last, p, i0 + 2, &blo, &bhi,
+                      res ? res + 2 * ldc : NULL);
+        if (mr > 3)
+            store_row(c + 3 * ldc, &c30, &c31, first, last, p, i0 + 3, &blo, &bhi,
+                      res ? res + 3 * ldc : NULL);
+        if (mr > 4)
+            store_row(c + 4 * ldc, &c40, &c41, first, last, p, i0 + 4, &blo, &bhi,
+                      res ? res + 4 * ldc : NULL);
+        if (mr > 5)
+            store_row(c + 5 * ldc, &c50, &c51, first, last, p, i0 + 5, &blo, &bhi,
+                      res ? res + 5 * ldc : NULL);
         return;
     }
     float t[PLAIT_MR][PLAIT_NR] __attribute__((aligned(32)));
@@ -303,6 +315,22 @@ micro_kernel(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
             row[j] = v;
         }
     }
+}
+
+/* The tile for mr rows: the 6-row kernel, or for a last panel of 1 to 4 rows one that
+ * computes only 4 or 2 (a 128-row product's last 2 rows cost a third of a panel, not a
+ * whole one).  A must hold R readable rows (packed panels are zero-padded to 6). */
+static inline __attribute__((always_inline)) void
+micro_kernel(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
+             const float* restrict b, float* restrict c,
+             int64_t ldc, int64_t mr, int64_t nr, int first, int last,
+             const plait_gemm_problem* p, int64_t i0, int64_t j0, const float* res) {
+    if (mr > 4)
+        micro_kernel_r(6, kc, a, a_rs, a_ks, b, c, ldc, mr, nr, first, last, p, i0, j0, res);
+    else if (mr > 2)
+        micro_kernel_r(4, kc, a, a_rs, a_ks, b, c, ldc, mr, nr, first, last, p, i0, j0, res);
+    else
+        micro_kernel_r(2, kc, a, a_rs, a_ks, b, c, ldc, mr, nr, first, last, p, i0, j0, res);
 }
 
 /* ----------------------------------------------------------------- scratch */
