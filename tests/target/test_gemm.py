@@ -99,7 +99,9 @@ def _build_and_run(mod: plait.IRModule, *args: np.ndarray) -> np.ndarray:
     return VirtualMachine(plait.build(mod, "c"))["main"](*args)
 
 
-@pytest.mark.parametrize("m,k,n", [(64, 784, 512), (5, 3, 17), (128, 1024, 256), (1, 1, 1)])
+@pytest.mark.parametrize("m,k,n", [(64, 784, 512), (5, 3, 17), (128, 1024, 256), (1, 1, 1),
+                                   # narrow outputs: the rows are split between threads
+                                   (64, 512, 10), (101, 3000, 5)])
 def test_linear_with_bias_and_relu_is_one_fused_call(m: int, k: int, n: int) -> None:
     x, w, b = _rand(m, k), _rand(n, k), _rand(n)
 

@@ -31,6 +31,9 @@
 #ifndef PLAIT_NC
 #define PLAIT_NC 512
 #endif
+/* products of fewer multiply-adds run on one thread (about 6 us of work: waking a
+ * second one costs about as much as it saves below this) */
+#define PLAIT_GEMM_MIN_PARALLEL (1 << 18)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define PLAIT_X86_DISPATCH 1
@@ -361,14 +364,17 @@ static float* plait_scratch(int slot, size_t floats) {
 /* The part of the product that thread `tid` of `nthreads` computes: it takes the
  * (batch, N-block) jobs tid, tid + nthreads, ... */
 static inline __attribute__((always_inline)) void
-gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t* next, float* apack,
-            float* bpack) {
-    const int64_t M = p->M, N = p->N, K = p->K;
+gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int64_t* next,
+            float* apack, float* bpack) {
+    const int64_t N = p->N, K = p->K;
     const int64_t nblocks = (N + nc_block - 1) / nc_block;
-    const int64_t jobs = p->batch * nblocks;
+    const int64_t mblocks = (p->M + mc_rows - 1) / mc_rows;
+    const int64_t jobs = p->batch * nblocks * mblocks;
     for (int64_t job = PLAIT_NEXT_JOB(next); job < jobs; job = PLAIT_NEXT_JOB(next)) {
-        int64_t bi = job / nblocks;
-        int64_t j0 = (job % nblocks) * nc_block;
+        int64_t bi = job / (nblocks * mblocks);
+        int64_t j0 = (job / mblocks % nblocks) * nc_block;
+        int64_t m0 = job % mblocks * mc_rows;
+        const int64_t M = p->M - m0 < mc_rows ? p->M : m0 + mc_rows;   /* rows m0..M-1 */
         int64_t nc = N - j0 < nc_block ? N - j0 : nc_block;
         float* cb = p->c + bi * p->c_bs;
         const float* rb = p->res ? p->res + bi * p->c_bs : NULL;
@@ -390,7 +396,7 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t* next, float*
                 bpanel_stride = kc * PLAIT_NR;
             }
             int first = k0 == 0, last = k0 + kc == K;
-            for (int64_t i0 = 0; i0 < M; i0 += PLAIT_MC) {
+            for (int64_t i0 = m0; i0 < M; i0 += PLAIT_MC) {
                 int64_t mc = M - i0 < PLAIT_MC ? M - i0 : PLAIT_MC;
                 const float* ap;
                 int64_t apanel_stride;
@@ -439,21 +445,21 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t* next, float*
 
 /* gemm_thread compiled for the baseline ISA and, on x86-64, for AVX2+FMA; the
  * variant is chosen at run time from the CPU's features. */
-static void gemm_thread_base(const plait_gemm_problem* p, int64_t nc_block, int64_t* next,
-                             float* apack, float* bpack) {
-    gemm_thread(p, nc_block, next, apack, bpack);
+static void gemm_thread_base(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows,
+                             int64_t* next, float* apack, float* bpack) {
+    gemm_thread(p, nc_block, mc_rows, next, apack, bpack);
 }
 
 #ifdef PLAIT_X86_DISPATCH
 __attribute__((target("avx2,fma")))
-static void gemm_thread_avx2(const plait_gemm_problem* p, int64_t nc_block, int64_t* next,
-                             float* apack, float* bpack) {
-    gemm_thread(p, nc_block, next, apack, bpack);
+static void gemm_thread_avx2(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows,
+                             int64_t* next, float* apack, float* bpack) {
+    gemm_thread(p, nc_block, mc_rows, next, apack, bpack);
 }
 #endif
 
-typedef void (*plait_gemm_thread_fn)(const plait_gemm_problem*, int64_t, int64_t*, float*,
-                                     float*);
+typedef void (*plait_gemm_thread_fn)(const plait_gemm_problem*, int64_t, int64_t, int64_t*,
+                                     float*, float*);
 
 /* Whether to run the AVX2+FMA variants: PLAIT_GEMM_ISA=baseline in the environment
  * forces the portable ones (tests). */
@@ -486,7 +492,7 @@ int plait_gemm(const plait_gemm_problem* p) {
     int nthreads = 1;
 #ifdef _OPENMP
     nthreads = omp_get_max_threads();
-    if (work < (1 << 20)) nthreads = 1;   /* ~2 MFLOP: a second thread costs more */
+    if (work < PLAIT_GEMM_MIN_PARALLEL) nthreads = 1;
 #endif
     /* N blocks of at most PLAIT_NC columns (a multiple of NR), as many as it takes to
      * give every thread the same number of (batch, block) jobs */
@@ -500,10 +506,21 @@ int plait_gemm(const plait_gemm_problem* p) {
     }
     int64_t nc_block = (p->N + nblocks - 1) / nblocks;
     nc_block = (nc_block + PLAIT_NR - 1) / PLAIT_NR * PLAIT_NR;
-    if (p->batch == 1 && (p->N + nc_block - 1) / nc_block < nthreads) {
-        /* too few columns for every thread to get a block */
-        nthreads = (int)((p->N + nc_block - 1) / nc_block);
+    nblocks = (p->N + nc_block - 1) / nc_block;
+    /* too few column blocks for the threads (a narrow output, say 10 classes): the
+     * rows are split too, in blocks of at least 2 panels */
+    int64_t mc_rows = p->M;
+    if (nthreads > 1 && p->batch * nblocks < 2 * nthreads) {
+        int64_t want = (2 * nthreads + p->batch * nblocks - 1) / (p->batch * nblocks);
+        int64_t most = p->M / (2 * PLAIT_MR);
+        int64_t mblocks = want < most ? want : most;
+        if (mblocks > 1) {
+            mc_rows = (p->M + mblocks - 1) / mblocks;
+            mc_rows = (mc_rows + PLAIT_MR - 1) / PLAIT_MR * PLAIT_MR;
+        }
     }
+    const int64_t jobs = p->batch * nblocks * ((p->M + mc_rows - 1) / mc_rows);
+    if (jobs < nthreads) nthreads = (int)jobs;
     if (p->K == 0) {
         /* an empty sum: the epilogue of zero */
         for (int64_t bi = 0; bi < p->batch; ++bi)
@@ -537,7 +554,7 @@ int plait_gemm(const plait_gemm_problem* p) {
             ok &= bpack != NULL;
         }
         if (ok) {
-            run(p, nc_block, &next, apack, bpack);
+            run(p, nc_block, mc_rows, &next, apack, bpack);
         } else {
 #ifdef _OPENMP
 #pragma omp atomic write
