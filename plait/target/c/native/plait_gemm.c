@@ -15,8 +15,11 @@
  * The micro-kernel computes a PLAIT_MR x PLAIT_NR (6 x 16) tile in registers with GCC
  * vector extensions; on x86-64 the work function is compiled twice (AVX2+FMA and the
  * baseline) and the running CPU's features pick one, so the library stays portable
- * without -march=native.  Threads (OpenMP) split the N
- * dimension (and the batch) into blocks; each packs its own B block.
+ * without -march=native.  Threads (OpenMP) split the N dimension (and the batch) into
+ * blocks, and the M dimension too when there are fewer column blocks than threads; each
+ * job packs its own B block.  A last panel of fewer than 6 rows runs a 4- or 2-row tile.
+ * The same micro-kernel also serves the Winograd convolutions and the fused attention
+ * (at the end of this file).
  */
 #include <stdlib.h>
 #include "plait_gemm.h"
