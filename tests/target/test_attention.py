@@ -172,8 +172,8 @@ def test_large_scores_and_nan_behave_like_numpy() -> None:
 def _plain(bb, p, axis: int = -1, extra: bool = False, mask: bool = False):  # type: ignore[no-untyped-def]
     kt = _call(bb, "permute_dims", p[1], axes=(0, 2, 1))
     scores = _call(bb, "matmul", p[0], kt)
-    if mask:
-        scores = _call(bb, "add", scores, p[3])
+    if mask:   # two masks: one is taken, not two
+        scores = _call(bb, "add", _call(bb, "add", scores, p[3]), p[3])
     probs = _call(bb, "softmax", scores, axis=axis)
     out = _call(bb, "matmul", probs, p[2])
     return _call(bb, "add", out, _call(bb, "sum", scores, axis=(2,), keepdims=True)) \
@@ -182,7 +182,7 @@ def _plain(bb, p, axis: int = -1, extra: bool = False, mask: bool = False):  # t
 
 @pytest.mark.parametrize("case", ["softmax_axis", "scores_used_twice", "mask"])
 def test_what_it_does_not_take_stays_correct(case: str) -> None:
-    """A softmax over another axis, scores used elsewhere and an additive mask are not
+    """A softmax over another axis, scores used elsewhere and two additive masks are not
     taken (they stay separate ops) and still compute the right thing."""
     q, k, v, m = _rand(2, 6, 6), _rand(2, 6, 6), _rand(2, 6, 6), _rand(2, 6, 6)
     kw = {"softmax_axis": dict(axis=1), "scores_used_twice": dict(extra=True),
@@ -193,13 +193,62 @@ def test_what_it_does_not_take_stays_correct(case: str) -> None:
     assert externs == [] and "softmax" in ops
     s = q.astype(np.float64) @ np.swapaxes(k, -1, -2)
     if case == "mask":
-        s = s + m
+        s = s + 2 * m
     axis = 1 if case == "softmax_axis" else -1
     e = np.exp(s - s.max(axis=axis, keepdims=True))
     ref = (e / e.sum(axis=axis, keepdims=True)) @ v
     if case == "scores_used_twice":
         ref = ref + s.sum(axis=2, keepdims=True)
     np.testing.assert_allclose(_run(mod, q, k, v, m), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_padding_mask_of_a_bert_style_model() -> None:
+    """The additive padding mask of BERT-style models: (batch, keys), made (batch, 1, 1,
+    keys) by expand_dims (read in place: strides of 0 over heads and query rows), added
+    to the scaled scores."""
+    b, h, s, d = 2, 3, 20, 16
+    q, k, v = _rand(b, h, s, d), _rand(b, h, s, d), _rand(b, h, s, d)
+    mask = np.where(RNG.uniform(size=(b, s)) < 0.3, -10000.0, 0.0).astype(np.float32)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        kt = _call(bb, "permute_dims", p[1], axes=(0, 1, 3, 2))
+        scores = _call(bb, "divide", _call(bb, "matmul", p[0], kt), _scalar(np.sqrt(d)))
+        m = _call(bb, "expand_dims", p[3], axis=(1, 2))
+        scores = _call(bb, "add", scores, m)
+        return _call(bb, "matmul", _call(bb, "softmax", scores, axis=3), p[2])
+
+    mod = _build_graph({"q": q.shape, "k": k.shape, "v": v.shape, "m": mask.shape}, body)
+    externs, ops = _dispatched(mod)
+    assert len(externs) == 1 and ops == []
+    s64 = (q.astype(np.float64) @ np.swapaxes(k, -1, -2)) / np.sqrt(d) + mask[:, None, None]
+    np.testing.assert_allclose(_run(mod, q, k, v, mask), _softmax(s64) @ v,
+                               rtol=RTOL, atol=ATOL)
+
+
+def test_causal_mask_before_the_scale_and_a_fully_masked_row() -> None:
+    """A constant causal mask (-inf above the diagonal, a bias below it) added before the
+    scale, so the scale applies to it too; a row masked entirely gives NaN, as numpy's
+    softmax does."""
+    h, s, d = 2, 14, 8
+    q, k, v = _rand(h, s, d), _rand(h, s, d), _rand(h, s, d)
+    mask = np.triu(np.full((s, s), -np.inf, np.float32), 1) + _rand(s, s) * 3   # a bias too
+    mask[5] = -np.inf
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        kt = _call(bb, "permute_dims", p[1], axes=(0, 2, 1))
+        scores = _call(bb, "add", const(mask), _call(bb, "matmul", p[0], kt))
+        scores = _call(bb, "multiply", scores, _scalar(0.5))
+        return _call(bb, "matmul", _call(bb, "softmax", scores, axis=-1), p[2])
+
+    mod = _build_graph({"q": q.shape, "k": k.shape, "v": v.shape}, body)
+    externs, ops = _dispatched(mod)
+    assert len(externs) == 1 and ops == []
+    got = _run(mod, q, k, v)
+    s64 = 0.5 * (q.astype(np.float64) @ np.swapaxes(k, -1, -2) + mask)
+    with np.errstate(invalid="ignore"):
+        ref = _softmax(s64) @ v
+    assert np.isnan(got[:, 5]).all() and np.isnan(ref[:, 5]).all()
+    np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL)   # NaN where ref is NaN
 
 
 def test_target_attribute_turns_it_off() -> None:
@@ -235,6 +284,7 @@ def test_the_baseline_code_path_gives_the_same_results() -> None:
         "t.test_fused_qkv_heads_are_read_in_place(13, 3, 20)\n"
         "t.test_separate_q_k_v_with_a_divided_score(2, 3, 9, 21, 8, 24)\n"
         "t.test_large_scores_and_nan_behave_like_numpy()\n"
+        "t.test_padding_mask_of_a_bert_style_model()\n"
         "print('ok')\n"
     )
     passes_with_baseline_isa(code)

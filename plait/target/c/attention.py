@@ -5,6 +5,7 @@ stage) finds, in each dataflow block,
 
     s = matmul(q, k)              # q: (..., SQ, D), k: (..., D, SK)
     s = multiply(s, c)            # optional, any number: c a float32 scalar constant
+    s = add(s, m)                 # optional, once: a float32 mask broadcasting to s
     p = softmax(s, axis=-1)
     o = matmul(p, v)              # v: (..., SK, DV)
     y = permute_dims(o, axes)     # optional, when it keeps the last axis last
@@ -24,9 +25,14 @@ broadcast (a K shared by all heads is a stride of 0).  The stride arithmetic is 
 own: the view ops are replayed on a zero-copy strided stand-in array, so a reshape that
 would need a copy is recognized exactly as numpy recognizes it.
 
-Not taken (left to ``c.DispatchGemm`` and legalization): float64, masks or biases added
-to the scores, a softmax over another axis, ranks above 4, empty dimensions, dynamic
-shapes.
+The mask (a BERT-style padding mask of shape (batch, 1, 1, keys), a causal mask of
+(queries, keys) with -inf above the diagonal, a relative-position bias) is read as a
+strided view too, broadcast dimensions as strides of 0; the scales met between the mask
+and the softmax scale it as well.
+
+Not taken (left to ``c.DispatchGemm`` and legalization): float64, more than one tensor
+added to the scores, a softmax over another axis, ranks above 4, empty dimensions,
+dynamic shapes.
 """
 
 from __future__ import annotations
@@ -187,15 +193,47 @@ def _batched(op: _Operand, batch: tuple[int, ...], tail: tuple[int, int]) -> lis
     ``batch`` (at most 2 dimensions), or None when its shape does not fit."""
     if len(op.shape) < 2 or tuple(op.shape[-2:]) != tail:
         return None
+    return _broadcast_strides(op, batch + tail)
+
+
+def _leads_to_scores(e: Expr, bound: dict[Var, Expr], counts: dict[Var, int]) -> bool:
+    """Whether ``e`` is a matmul result used once, possibly through scalar scalings."""
+    while isinstance(e, Var) and counts.get(e, 0) == 1 and e in bound:
+        value = bound[e]
+        if _op_name(value) == "matmul":
+            return True
+        scaled = _scale_of(value)
+        if scaled is None:
+            return False
+        e = scaled[0]
+    return False
+
+
+def _mask_of(value: Expr, bound: dict[Var, Expr],
+             counts: dict[Var, int]) -> tuple[Var, Expr] | None:
+    """``(scores, mask)`` when ``value`` is ``add`` of the scores (a matmul result,
+    possibly scaled) and a float32 tensor that broadcasts to them; else None."""
+    if _op_name(value) != "add":
+        return None
+    assert isinstance(value, Call)
+    for s, m in (value.args, value.args[::-1]):
+        if (isinstance(s, Var) and s.ty == value.ty and _static_shape(m) is not None
+                and _leads_to_scores(s, bound, counts)):
+            return s, m
+    return None
+
+
+def _broadcast_strides(op: _Operand, shape: tuple[int, ...]) -> list[int] | None:
+    """The operand's strides broadcast to ``shape`` (rank 2 to 4), as 4 (b, h, row,
+    col), or None when it does not broadcast."""
     try:
         view = np.broadcast_to(
             np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape=op.shape,
                                             strides=tuple(s * _ITEM for s in op.strides)),
-            batch + tail)
+            shape)
     except ValueError:
         return None
-    strides = [s // _ITEM for s in view.strides]
-    return [0] * (2 - len(batch)) + strides
+    return [0] * (4 - len(shape)) + [s // _ITEM for s in view.strides]
 
 
 @dataclass
@@ -203,6 +241,7 @@ class _Attention:
     q: _Operand
     k: _Operand
     v: _Operand
+    mask: _Operand | None
     desc: dict[str, Any]
     out_ty: Any
     members: list[int]       # binding indices replaced (the last one gets the call)
@@ -210,23 +249,30 @@ class _Attention:
     def symbol_and_code(self) -> tuple[str, str, CFunction]:
         d = self.desc
         fields = ", ".join(
-            repr(d[k]) if k != "scale" else f"{float(np.float32(d[k])).hex()}f"
+            repr(d[k]) if "scale" not in k else f"{float(np.float32(d[k])).hex()}f"
             for k in ATTENTION_FIELDS)
-        params = [(_static_shape(x.base), "float32") for x in (self.q, self.k, self.v)]
+        params = [(_static_shape(x.base), "float32") for x in self.operands()]
         params.append((_static_shape_of_type(self.out_ty), "float32"))
         key = repr((sorted(d.items()), params))
         name = f"plait_attention_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-        code = (f"int {name}(const float* q, const float* k, const float* v, float* out) {{\n"
+        mask_param, mask_arg = ("const float* m, ", "m") if self.mask else ("", "NULL")
+        code = (f"int {name}(const float* q, const float* k, const float* v, {mask_param}"
+                f"float* out) {{\n"
                 f"    static const plait_attention_desc d = {{{fields}}};\n"
-                f"    return plait_attention(&d, q, k, v, out);\n}}\n")
+                f"    return plait_attention(&d, q, k, v, {mask_arg}, out);\n}}\n")
         return name, code, CFunction(name, tuple(params), 1, name, "int")
+
+    def operands(self) -> list[_Operand]:
+        """Q, K, V and the mask (when there is one), in the C function's order."""
+        return [self.q, self.k, self.v] + ([self.mask] if self.mask else [])
 
 
 ATTENTION_FIELDS = ("B", "H", "SQ", "SK", "D", "DV",
                     "q_off", "q_sb", "q_sh", "q_ss", "q_sd",
                     "k_off", "k_sb", "k_sh", "k_ss", "k_sd",
                     "v_off", "v_sb", "v_sh", "v_ss", "v_sd",
-                    "o_sb", "o_sh", "o_ss", "scale")
+                    "o_sb", "o_sh", "o_ss", "scale",
+                    "m_off", "m_sb", "m_sh", "m_si", "m_sj", "mask_scale")
 """The fields of ``plait_attention_desc``, in order."""
 
 
@@ -246,9 +292,10 @@ def _match(i: int, bindings: Sequence[Any], index: dict[Var, int], bound: dict[V
     if int(sm.attrs["axis"]) % len(shape) != len(shape) - 1:
         return None
     p = bindings[i].var
-    # the scores, through scalar multiplications
+    # the scores, through scalar multiplications and at most one additive mask: the
+    # scales met before the mask (nearer the softmax) apply to it too
     members = [i]
-    scale = 1.0
+    scale, mask, mask_scale = 1.0, None, 1.0
     s = sm.args[0]
     while True:
         if counts.get(s, 0) != 1 or s not in index:
@@ -256,6 +303,12 @@ def _match(i: int, bindings: Sequence[Any], index: dict[Var, int], bound: dict[V
         members.append(index[s])
         value = bound[s]
         scaled = _scale_of(value)
+        if scaled is None and mask is None:
+            masked = _mask_of(value, bound, counts)
+            if masked is not None:
+                s, mask = masked
+                mask_scale = scale
+                continue
         if scaled is None:
             break
         s2, c = scaled
@@ -298,6 +351,10 @@ def _match(i: int, bindings: Sequence[Any], index: dict[Var, int], bound: dict[V
     q, k, v = (_operand(e, bound) for e in (qe, ke, ve))
     if q is None or k is None or v is None:
         return None
+    m = _operand(mask, bound) if mask is not None else None
+    ms = _broadcast_strides(m, shape) if m is not None else [0, 0, 0, 0]
+    if mask is not None and (m is None or ms is None):
+        return None
     batch = tuple(o_shape[:-2])
     sq, dv = o_shape[-2:]
     sk = shape[-1]
@@ -320,10 +377,12 @@ def _match(i: int, bindings: Sequence[Any], index: dict[Var, int], bound: dict[V
                 k_off=k.offset, k_sb=ks[0], k_sh=ks[1], k_ss=ks[3], k_sd=ks[2],
                 v_off=v.offset, v_sb=vs[0], v_sh=vs[1], v_ss=vs[2], v_sd=vs[3],
                 o_sb=os_[0], o_sh=os_[1], o_ss=os_[2],
-                scale=float(np.float32(scale * q.scale * k.scale)))
-    if v.scale != 1.0:
+                scale=float(np.float32(scale * q.scale * k.scale)),
+                m_off=m.offset if m is not None else 0, m_sb=ms[0], m_sh=ms[1], m_si=ms[2],
+                m_sj=ms[3], mask_scale=float(np.float32(mask_scale * (m.scale if m else 1.0))))
+    if v.scale != 1.0 or not np.isfinite([desc["scale"], desc["mask_scale"]]).all():
         return None
-    return _Attention(q, k, v, desc, out_ty, sorted(members))
+    return _Attention(q, k, v, m, desc, out_ty, sorted(members))
 
 
 def _rewrite_block(block: BindingBlock, counts: dict[Var, int], bound: dict[Var, Expr],
@@ -347,7 +406,7 @@ def _rewrite_block(block: BindingBlock, counts: dict[Var, int], bound: dict[Var,
         name, code, cfn = att.symbol_and_code()
         wrappers.setdefault(name, (code, cfn))
         last = att.members[-1]
-        args = Tuple([att.q.base, att.k.base, att.v.base])
+        args = Tuple([x.base for x in att.operands()])
         replace[last] = bb.normalize(make_call("call_extern", ExternFunc(name), args,
                                                out=att.out_ty,
                                                span=bindings[last].value.span))
@@ -384,8 +443,9 @@ def dispatch_attention(mod: IRModule, skip: Any = None) -> IRModule:
 class DispatchAttention:
     """Send float32 attention, softmax(scale * Q @ K^T) @ V, to one fused native call.
 
-    Q, K and V are read as strided views of the tensors they slice or transpose, and
-    scalar multiplications of Q, K or the scores fold into the scale."""
+    Q, K, V and an additive mask are read as strided views of the tensors they slice,
+    broadcast or transpose, and scalar multiplications of Q, K or the scores fold into
+    the scale."""
 
     def __init__(self, *, codegens: Sequence[str] | None = None) -> None:
         super().__init__(codegens=codegens)  # type: ignore[call-arg]

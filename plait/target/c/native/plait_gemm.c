@@ -1198,13 +1198,14 @@ int plait_conv2d_winograd4(const plait_conv2d_desc* d, const float* x, const flo
 
 /* ------------------------------------------------------------ attention */
 
-/* out = softmax(scale * Q @ K^T) @ V per (batch, head), without the score matrix going
- * to memory: each job (one batch and head, a range of query rows) packs K^T and V of its
- * head into the micro-kernel's B panels once, then for every 6 query rows computes the
- * 6 x SK scores on the register tile into a scratch row block (in L1), applies the
- * softmax row by row (max, exp, sum: vectorized, a fixed order) and multiplies the
- * probabilities by V straight into the output rows.  Q, K, V and out are strided
- * views (the heads of one QKV projection are read where they lie). */
+/* out = softmax(scale * Q @ K^T + mask_scale * M) @ V per (batch, head), without the
+ * score matrix going to memory: each job (one batch and head, a range of query rows)
+ * packs K^T and V of its head into the micro-kernel's B panels once, then for every 6
+ * query rows computes the 6 x SK scores on the register tile into a scratch row block
+ * (in L1), adds the mask, applies the softmax row by row (max, exp, sum: vectorized, a
+ * fixed order) and multiplies the probabilities by V straight into the output rows.
+ * Q, K, V, the mask and out are strided views (the heads of one QKV projection are read
+ * where they lie; a mask broadcast over heads or query rows has strides of 0). */
 
 #include "plait_exp_f32.h"
 
@@ -1325,8 +1326,8 @@ static void attention_pack(const plait_attention_desc* d, const float* k, const 
 
 static inline __attribute__((always_inline)) void
 attention_thread(const plait_attention_desc* d, const float* q, const float* k,
-                 const float* v, float* out, int64_t chunks, int64_t* next, float* kt,
-                 float* s, float* qpad) {
+                 const float* v, const float* m, float* out, int64_t chunks, int64_t* next,
+                 float* kt, float* s, float* qpad) {
     const int64_t H = d->H, SK = d->SK, D = d->D;
     const int64_t skp = (SK + PLAIT_NR - 1) / PLAIT_NR, ldS = skp * PLAIT_NR;
     float* vp = kt + skp * D * PLAIT_NR;
@@ -1339,6 +1340,7 @@ attention_thread(const plait_attention_desc* d, const float* q, const float* k,
     for (int64_t job = PLAIT_NEXT_JOB(next); job < jobs; job = PLAIT_NEXT_JOB(next)) {
         int64_t bh = job / chunks, b = bh / H, h = bh % H;
         const float* qh = q + b * d->q_sb + h * d->q_sh;
+        const float* mh = m ? m + b * d->m_sb + h * d->m_sh : NULL;
         float* oh = out + b * d->o_sb + h * d->o_sh;
         if (packed != bh) {
             attention_pack(d, k + b * d->k_sb + h * d->k_sh, v + b * d->v_sb + h * d->v_sh,
@@ -1364,7 +1366,18 @@ attention_thread(const plait_attention_desc* d, const float* q, const float* k,
             for (int64_t jp = 0; jp < skp; ++jp)
                 micro_kernel(D, a, a_rs, a_ks, kt + jp * D * PLAIT_NR, s + jp * PLAIT_NR, ldS,
                              PLAIT_MR, PLAIT_NR, 1, 1, &p, 0, 0, NULL);
-            for (int64_t r = 0; r < PLAIT_MR; ++r) softmax_row(s + r * ldS, SK, d->scale);
+            if (mh) {
+                /* scale and mask the rows first; the tail's padding rows take row i's */
+                for (int64_t r = 0; r < PLAIT_MR; ++r) {
+                    float* row = s + r * ldS;
+                    const float* mrow = mh + (r < mr ? i + r : i) * d->m_si;
+                    for (int64_t j = 0; j < SK; ++j)
+                        row[j] = row[j] * d->scale + d->mask_scale * mrow[j * d->m_sj];
+                    softmax_row(row, SK, 1.0f);
+                }
+            } else {
+                for (int64_t r = 0; r < PLAIT_MR; ++r) softmax_row(s + r * ldS, SK, d->scale);
+            }
             /* probabilities @ V into the output rows */
             for (int64_t cp = 0; cp * PLAIT_NR < d->DV; ++cp) {
                 int64_t nr = d->DV - cp * PLAIT_NR < PLAIT_NR ? d->DV - cp * PLAIT_NR : PLAIT_NR;
@@ -1377,31 +1390,34 @@ attention_thread(const plait_attention_desc* d, const float* q, const float* k,
 }
 
 typedef void (*plait_attention_fn)(const plait_attention_desc*, const float*, const float*,
-                                   const float*, float*, int64_t, int64_t*, float*, float*,
-                                   float*);
+                                   const float*, const float*, float*, int64_t, int64_t*,
+                                   float*, float*, float*);
 
 static void attention_thread_base(const plait_attention_desc* d, const float* q,
-                                  const float* k, const float* v, float* out, int64_t chunks,
-                                  int64_t* next, float* kt, float* s, float* qpad) {
-    attention_thread(d, q, k, v, out, chunks, next, kt, s, qpad);
+                                  const float* k, const float* v, const float* m, float* out,
+                                  int64_t chunks, int64_t* next, float* kt, float* s,
+                                  float* qpad) {
+    attention_thread(d, q, k, v, m, out, chunks, next, kt, s, qpad);
 }
 
 #ifdef PLAIT_X86_DISPATCH
 __attribute__((target("avx2,fma")))
 static void attention_thread_avx2(const plait_attention_desc* d, const float* q,
-                                  const float* k, const float* v, float* out, int64_t chunks,
-                                  int64_t* next, float* kt, float* s, float* qpad) {
-    attention_thread(d, q, k, v, out, chunks, next, kt, s, qpad);
+                                  const float* k, const float* v, const float* m, float* out,
+                                  int64_t chunks, int64_t* next, float* kt, float* s,
+                                  float* qpad) {
+    attention_thread(d, q, k, v, m, out, chunks, next, kt, s, qpad);
 }
 #endif
 
 int plait_attention(const plait_attention_desc* d, const float* q, const float* k,
-                    const float* v, float* out) {
+                    const float* v, const float* m, float* out) {
     if (d->B <= 0 || d->H <= 0 || d->SQ <= 0 || d->DV <= 0) return 0;
     if (d->SK <= 0 || d->D <= 0) return 2;
     q += d->q_off;
     k += d->k_off;
     v += d->v_off;
+    if (m) m += d->m_off;
     const int64_t heads = d->B * d->H;
     int nthreads = 1;
 #ifdef _OPENMP
@@ -1433,7 +1449,7 @@ int plait_attention(const plait_attention_desc* d, const float* q, const float* 
         float* s = plait_scratch(2, sfloats);
         float* qpad = plait_scratch(0, (size_t)(d->D * PLAIT_MR));
         if (kt && s && qpad) {
-            run(d, q, k, v, out, chunks, &next, kt, s, qpad);
+            run(d, q, k, v, m, out, chunks, &next, kt, s, qpad);
         } else {
 #ifdef _OPENMP
 #pragma omp atomic write

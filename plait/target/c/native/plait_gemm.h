@@ -80,9 +80,11 @@ PLAIT_HIDDEN int plait_conv2d_winograd(const plait_conv2d_desc* d, const float* 
 PLAIT_HIDDEN int plait_conv2d_winograd4(const plait_conv2d_desc* d, const float* x,
                                         const float* u, const float* bias, const float* res,
                                         int relu, float* out);
-/* One (multi-head) attention: out = softmax(scale * Q @ K^T) @ V for every batch b and
- * head h.  Element (b, h, i, e) of Q is q[q_off + b*q_sb + h*q_sh + i*q_ss + e*q_sd]
- * (i < SQ, e < D); K (b, h, j, e) and V (b, h, j, c) likewise (j < SK, c < DV); out
+/* One (multi-head) attention: out = softmax(scale * Q @ K^T + mask_scale * M) @ V for
+ * every batch b and head h.  Element (b, h, i, e) of Q is
+ * q[q_off + b*q_sb + h*q_sh + i*q_ss + e*q_sd] (i < SQ, e < D); K (b, h, j, e) and
+ * V (b, h, j, c) likewise (j < SK, c < DV); the additive mask M (b, h, i, j) is
+ * m[m_off + b*m_sb + h*m_sh + i*m_si + j*m_sj] (strides of 0 broadcast); out
  * (b, h, i, c) is out[b*o_sb + h*o_sh + i*o_ss + c] (its last axis contiguous). */
 typedef struct {
     int64_t B, H, SQ, SK, D, DV;
@@ -91,9 +93,12 @@ typedef struct {
     int64_t v_off, v_sb, v_sh, v_ss, v_sd;
     int64_t o_sb, o_sh, o_ss;
     float scale;
+    int64_t m_off, m_sb, m_sh, m_si, m_sj;
+    float mask_scale;
 } plait_attention_desc;
 
-/* 0 on success, 1 out of memory, 2 an empty key sequence or head dimension. */
+/* m may be NULL (no mask).  0 on success, 1 out of memory, 2 an empty key sequence or
+ * head dimension. */
 PLAIT_HIDDEN int plait_attention(const plait_attention_desc* d, const float* q,
-                                 const float* k, const float* v, float* out);
+                                 const float* k, const float* v, const float* m, float* out);
 #endif
