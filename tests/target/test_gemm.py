@@ -159,6 +159,9 @@ CONVS = [
     ((2, 6, 19, 23), (10, 3, 3), (2, 3), (0, 0, 0, 0), (2, 1)),
     ((1, 16, 33, 40), (24, 1, 1), (1, 2), (0, 0, 0, 0), (1, 1)),
     ((1, 5, 11, 7), (9, 5, 3), (3, 2), (2, 1, 2, 1), (1, 1)),
+    # padded with a column stride of 2 and rows of 16 or more: the vectorized phase split
+    ((1, 8, 10, 37), (12, 3, 3), (2, 2), (1, 2, 0, 1), (1, 1)),   # even left padding
+    ((2, 5, 9, 40), (7, 3, 3), (1, 2), (1, 1, 1, 1), (1, 1)),     # odd left padding
     # Winograd (F(4x4, 3x3), and F(2x2, 3x3) checked too): 3x3, stride 1, >= 16 channels
     ((2, 16, 15, 21), (22, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # odd sizes, O % 6 != 0
     ((1, 128, 28, 28), (128, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
@@ -255,7 +258,7 @@ def test_the_baseline_code_path_gives_the_same_results() -> None:
         # the same test, and pooling on the tile
         "from test_gemm import CONVS, test_conv2d_matches_torch, "
         "test_conv_relu_max_pool_is_one_call, test_linear_with_bias_and_relu_is_one_fused_call\n"
-        "for case in (CONVS[1], CONVS[6], CONVS[8], CONVS[9]):\n"
+        "for case in (CONVS[1], CONVS[6], CONVS[9], CONVS[10], CONVS[11]):\n"
         "    test_conv2d_matches_torch(*case, 'bias_res_relu')\n"
         "test_conv_relu_max_pool_is_one_call((1, 3, 20, 32), 32)\n"
         "test_linear_with_bias_and_relu_is_one_fused_call(5, 3, 17)\n"
