@@ -248,7 +248,7 @@ class NativeFunction:
             return self
         n = self._nargs
         template = [0] * n
-        kept = {i: a for i, a in fixed.items()}   # the arrays stay alive with the caller
+        kept = dict(fixed)   # (the closure keeps the arrays alive)
         for i, a in kept.items():
             template[i] = _data_pointer(a)
         slots = tuple((i, *self._fast[i]) for i in range(n) if i not in kept)
@@ -272,7 +272,6 @@ class NativeFunction:
                 slow._raise_status(status)
             return None
 
-        call.native = self  # type: ignore[attr-defined]
         return call
 
     def _raise_status(self, status: int) -> None:

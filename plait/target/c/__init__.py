@@ -1,6 +1,9 @@
 """The ``c`` target: native code generated from the model.
 
-* **dispatch** — :class:`DispatchLibrary` sends float ``matmul``, ``linear`` and
+* **dispatch** — :class:`DispatchAttention` makes attention one fused call,
+  :class:`DispatchGemm` sends float32 ``matmul``, ``linear`` and ``conv2d`` (with their
+  epilogues) to plait's own matrix product, :class:`DispatchPool` max pooling to its
+  pooling, and :class:`DispatchLibrary` what is left of ``matmul``, ``linear`` and
   ``conv2d`` to BLAS-backed library functions (``blas.*``, :mod:`plait.runtime.blas_ops`);
 * **legalize** — ``FuseOps`` and ``FuseKernels`` (unless ``fuse=False``) turn groups of
   fusable ops into single kernels composed from the ops' computes; then every other op
@@ -12,11 +15,13 @@
   sources, :func:`add_c_source`) with one compiler run into one shared library that
   the executable embeds.
 
-Target attributes: ``blas`` (default True; False keeps matmul/linear/conv2d as
-generated kernels), ``fuse`` (default True: kernel fusion), ``opt_level`` (3),
-``openmp`` (None: when available),
-``march_native`` (False).  Derive a target of your own with
-``register_target_kind("mycpu", parent="c", dispatch=[...])``; see docs/targets.md.
+Target attributes: ``gemm`` (default True: plait's own matrix product, convolution and
+pooling, :mod:`.gemm`, :mod:`.pool`), ``attention`` (default True, with ``gemm``: fused
+attention, :mod:`.attention`), ``winograd`` (4, 2 or False), ``blas`` (default True;
+False keeps matmul/linear/conv2d as generated kernels), ``fuse`` (default True: kernel
+fusion), ``opt_level`` (3), ``openmp`` (None: when available), ``march_native``
+(False).  Derive a target of your own with ``register_target_kind("mycpu", parent="c",
+dispatch=[...])``; see docs/targets.md.
 """
 
 from __future__ import annotations
