@@ -339,6 +339,52 @@ micro_kernel(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
         micro_kernel_r(2, kc, a, a_rs, a_ks, b, c, ldc, mr, nr, first, last, p, i0, j0, res);
 }
 
+/* ------------------------------------------------------- parallel regions */
+
+/* Every parallel part of the library goes through plait_parallel: fn(arg) runs on up to
+ * nthreads threads (OpenMP's, OMP_NUM_THREADS), each taking its work from a counter in
+ * arg, so any thread may do any share.  (One place to change for another thread pool:
+ * see "What remains" in docs/performance.md.) */
+typedef void (*plait_task_fn)(void* arg);
+
+static void plait_parallel(plait_task_fn fn, void* arg, int nthreads) {
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
+    fn(arg);
+#else
+    (void)nthreads;
+    fn(arg);
+#endif
+}
+
+/* The number of threads a call may use: OpenMP's setting (OMP_NUM_THREADS). */
+static int plait_max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* body(ctx, i) for i in [0, n), the indices taken one by one from a shared counter. */
+typedef struct {
+    void (*body)(void* ctx, int64_t i);
+    void* ctx;
+    int64_t n, next;
+} plait_for_task;
+
+static void plait_for_run(void* arg) {
+    plait_for_task* t = (plait_for_task*)arg;
+    for (int64_t i = PLAIT_NEXT_JOB(&t->next); i < t->n; i = PLAIT_NEXT_JOB(&t->next))
+        t->body(t->ctx, i);
+}
+
+static void plait_parallel_for(int64_t n, void (*body)(void*, int64_t), void* ctx,
+                               int nthreads) {
+    plait_for_task t = {body, ctx, n, 0};
+    plait_parallel(plait_for_run, &t, n < nthreads ? (int)n : nthreads);
+}
+
 /* ----------------------------------------------------------------- scratch */
 
 /* Per-thread scratch buffers that only grow: packing and transform buffers are asked
@@ -489,14 +535,37 @@ static plait_gemm_thread_fn plait_gemm_variant(void) {
     return gemm_thread_base;
 }
 
+typedef struct {
+    const plait_gemm_problem* p;
+    int64_t nc_block, mc_rows;
+    int64_t next;                 /* the next job (see PLAIT_NEXT_JOB) */
+    plait_gemm_thread_fn run;
+    int status;                   /* 1: a thread was out of memory */
+} plait_gemm_task;
+
+static void plait_gemm_task_run(void* arg) {
+    plait_gemm_task* t = (plait_gemm_task*)arg;
+    const plait_gemm_problem* p = t->p;
+    float* apack = NULL;
+    float* bpack = NULL;
+    int ok = 1;
+    if (p->a_kind != PLAIT_A_PACKED) {
+        apack = plait_scratch(0, (size_t)PLAIT_MC * PLAIT_KC);
+        ok &= apack != NULL;
+    }
+    if (p->b_kind != PLAIT_B_PACKED) {
+        bpack = plait_scratch(1, (size_t)t->nc_block * PLAIT_KC);
+        ok &= bpack != NULL;
+    }
+    if (ok) t->run(p, t->nc_block, t->mc_rows, &t->next, apack, bpack);
+    else __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
+}
+
 int plait_gemm(const plait_gemm_problem* p) {
     if (p->M <= 0 || p->N <= 0 || p->batch <= 0) return 0;
     const int64_t work = p->M * p->N * (p->K > 0 ? p->K : 1) * p->batch;
-    int nthreads = 1;
-#ifdef _OPENMP
-    nthreads = omp_get_max_threads();
+    int nthreads = plait_max_threads();
     if (work < PLAIT_GEMM_MIN_PARALLEL) nthreads = 1;
-#endif
     /* N blocks of at most PLAIT_NC columns (a multiple of NR), as many as it takes to
      * give every thread the same number of (batch, block) jobs */
     int64_t nblocks = (p->N + PLAIT_NC - 1) / PLAIT_NC;
@@ -538,34 +607,9 @@ int plait_gemm(const plait_gemm_problem* p) {
                 }
         return 0;
     }
-    int status = 0;
-    int64_t next = 0;   /* the next job (see PLAIT_NEXT_JOB) */
-    plait_gemm_thread_fn run = plait_gemm_variant();
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
-#endif
-    {
-        float* apack = NULL;
-        float* bpack = NULL;
-        int ok = 1;
-        if (p->a_kind != PLAIT_A_PACKED) {
-            apack = plait_scratch(0, (size_t)PLAIT_MC * PLAIT_KC);
-            ok &= apack != NULL;
-        }
-        if (p->b_kind != PLAIT_B_PACKED) {
-            bpack = plait_scratch(1, (size_t)nc_block * PLAIT_KC);
-            ok &= bpack != NULL;
-        }
-        if (ok) {
-            run(p, nc_block, mc_rows, &next, apack, bpack);
-        } else {
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-            status = 1;
-        }
-    }
-    return status;
+    plait_gemm_task task = {p, nc_block, mc_rows, 0, plait_gemm_variant(), 0};
+    plait_parallel(plait_gemm_task_run, &task, nthreads);
+    return task.status;
 }
 
 /* --------------------------------------------------------------- conv2d */
@@ -589,6 +633,48 @@ static void split_row2(const float* in, int64_t W, int64_t PL, float* row, int64
         *(plait_v8u*)(phase[1] + idx) = PLAIT_SHUF2(v0, v1, 1, 3, 5, 7, 9, 11, 13, 15);
     }
     for (; c < W; ++c) phase[(c + PL) % 2][(c + PL) / 2] = in[c];
+}
+
+/* Plane pl of a convolution's input into its zero-padded, phase-split copy (see
+ * conv2d_impl). */
+typedef struct {
+    const plait_conv2d_desc* d;
+    const float* x;
+    float* dst;
+    int64_t HP, RL, WPP;
+} plait_pad_task;
+
+static void plait_pad_plane(void* arg, int64_t pl) {
+    const plait_pad_task* c = (const plait_pad_task*)arg;
+    const plait_conv2d_desc* d = c->d;
+    const int64_t HP = c->HP, RL = c->RL, WPP = c->WPP;
+    float* dst = c->dst;
+    const float* x = c->x;
+    float* o = dst + pl * HP * RL;
+    const float* s = x + pl * d->H * d->W;
+    memset(o, 0, sizeof(float) * (size_t)(HP * RL));
+    for (int64_t h = 0; h < d->H; ++h) {
+        float* row = o + (d->PT + h) * RL;
+        const float* in = s + h * d->W;
+        if (d->SW == 1) {
+            memcpy(row + d->PL, in, sizeof(float) * (size_t)d->W);
+            continue;
+        }
+        if (d->SW == 2) {
+            split_row2(in, d->W, d->PL, row, WPP);
+            continue;
+        }
+        for (int64_t ph = 0; ph < d->SW; ++ph) {
+            /* padded columns q = j * SW + ph hold input column q - PL */
+            float* dph = row + ph * WPP;
+            int64_t j0 = d->PL > ph ? (d->PL - ph + d->SW - 1) / d->SW : 0;
+            for (int64_t j = j0; j < WPP; ++j) {
+                int64_t col = j * d->SW + ph - d->PL;
+                if (col >= d->W) break;
+                dph[j] = in[col];
+            }
+        }
+    }
 }
 
 static int conv2d_impl(const plait_conv2d_desc* d, const float* x, const float* apacked,
@@ -644,36 +730,9 @@ static int conv2d_impl(const plait_conv2d_desc* d, const float* x, const float* 
         float* dst = plait_scratch(3, need);
         if (!dst) return 1;
         const int64_t planes = d->N * d->C;
-#ifdef _OPENMP
-#pragma omp parallel for if (planes * HP * RL > 262144)
-#endif
-        for (int64_t pl = 0; pl < planes; ++pl) {
-            float* o = dst + pl * HP * RL;
-            const float* s = x + pl * d->H * d->W;
-            memset(o, 0, sizeof(float) * (size_t)(HP * RL));
-            for (int64_t h = 0; h < d->H; ++h) {
-                float* row = o + (d->PT + h) * RL;
-                const float* in = s + h * d->W;
-                if (d->SW == 1) {
-                    memcpy(row + d->PL, in, sizeof(float) * (size_t)d->W);
-                    continue;
-                }
-                if (d->SW == 2) {
-                    split_row2(in, d->W, d->PL, row, WPP);
-                    continue;
-                }
-                for (int64_t ph = 0; ph < d->SW; ++ph) {
-                    /* padded columns q = j * SW + ph hold input column q - PL */
-                    float* dph = row + ph * WPP;
-                    int64_t j0 = d->PL > ph ? (d->PL - ph + d->SW - 1) / d->SW : 0;
-                    for (int64_t j = j0; j < WPP; ++j) {
-                        int64_t col = j * d->SW + ph - d->PL;
-                        if (col >= d->W) break;
-                        dph[j] = in[col];
-                    }
-                }
-            }
-        }
+        plait_pad_task pad = {d, x, dst, HP, RL, WPP};
+        plait_parallel_for(planes, plait_pad_plane, &pad,
+                           planes * HP * RL > 262144 ? plait_max_threads() : 1);
         img = dst;
     }
     p.b_kind = PLAIT_B_CONV;
@@ -891,6 +950,22 @@ typedef void (*plait_wino_fn)(const plait_wino*, int64_t*, float*, float*);
 #define PLAIT_AVX2_OR(avx2, base) (base)
 #endif
 
+typedef struct {
+    const plait_wino* w;
+    plait_wino_fn run;
+    size_t vfloats, mfloats;
+    int64_t next;                 /* the next job (see PLAIT_NEXT_JOB) */
+    int status;                   /* 1: a thread was out of memory */
+} plait_wino_task;
+
+static void plait_wino_task_run(void* arg) {
+    plait_wino_task* t = (plait_wino_task*)arg;
+    float* v = plait_scratch(1, t->vfloats);
+    float* m = plait_scratch(2, t->mfloats);
+    if (v && m) t->run(t->w, &t->next, v, m);
+    else __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
+}
+
 /* Run a Winograd convolution's tile-block jobs on nthreads threads, each with its own
  * transformed-input (vfloats) and product (mfloats) buffers; 0, or 1 out of memory. */
 static int wino_run(const plait_wino* w, int nthreads, size_t vfloats, size_t mfloats,
@@ -898,25 +973,46 @@ static int wino_run(const plait_wino* w, int nthreads, size_t vfloats, size_t mf
     const plait_conv2d_desc* d = w->d;
     const int64_t blocks = d->N * ((w->T + w->tb - 1) / w->tb);
     if (blocks < nthreads) nthreads = (int)blocks;
-    plait_wino_fn run = plait_use_avx2() ? avx2 : base;
-    int status = 0;
-    int64_t next = 0;   /* the next job (see PLAIT_NEXT_JOB) */
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
-#endif
-    {
-        float* v = plait_scratch(1, vfloats);
-        float* m = plait_scratch(2, mfloats);
-        if (v && m) {
-            run(w, &next, v, m);
-        } else {
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-            status = 1;
+    plait_wino_task task = {w, plait_use_avx2() ? avx2 : base, vfloats, mfloats, 0, 0};
+    plait_parallel(plait_wino_task_run, &task, nthreads);
+    return task.status;
+}
+
+typedef struct {
+    const plait_wino* w;
+    const float* x;
+    float* img;
+    int64_t half;
+} plait_wino_pad_task;
+
+/* Plane pl of F(2x2)'s padded, de-interleaved input (see plait_conv2d_winograd). */
+static void plait_wino_pad_plane(void* arg, int64_t pl) {
+    const plait_wino_pad_task* c = (const plait_wino_pad_task*)arg;
+    const plait_wino w = *c->w;
+    const plait_conv2d_desc* d = w.d;
+    const float* x = c->x;
+    float* img = c->img;
+    const int64_t half = c->half;
+    float* o = img + pl * w.HP * w.RL;
+    const float* src = x + pl * d->H * d->W;
+    for (int64_t r = 0; r < w.HP; ++r) {
+        float* row = o + r * w.RL;
+        int64_t ih = r - d->PT;
+        if (ih < 0 || ih >= d->H) {
+            memset(row, 0, sizeof(float) * (size_t)w.RL);
+            continue;
         }
+        const float* in = src + ih * d->W;
+        /* even padded columns 2j hold input column 2j - PL, odd ones 2j + 1 - PL */
+        memset(row, 0, sizeof(float) * (size_t)w.RL);
+        int64_t e0 = (d->PL + 1) / 2, e1 = (d->W - 1 + d->PL) / 2 + 1;
+        int64_t o0 = d->PL / 2;
+        int64_t o1 = d->W - 2 + d->PL >= 0 ? (d->W - 2 + d->PL) / 2 + 1 : 0;
+        if (e1 > half) e1 = half;
+        if (o1 > half) o1 = half;
+        for (int64_t j = e0; j < e1; ++j) row[j] = in[2 * j - d->PL];
+        for (int64_t j = o0; j < o1; ++j) row[half + j] = in[2 * j + 1 - d->PL];
     }
-    return status;
 }
 
 int plait_conv2d_winograd(const plait_conv2d_desc* d, const float* x, const float* u,
@@ -944,37 +1040,11 @@ int plait_conv2d_winograd(const plait_conv2d_desc* d, const float* x, const floa
     size_t need = (size_t)(planes * w.HP * w.RL);
     float* img = plait_scratch(3, need);   /* the padded input, this thread's */
     if (!img) return 1;
-    int nthreads = 1;
-#ifdef _OPENMP
-    nthreads = omp_get_max_threads();
-#endif
+    int nthreads = plait_max_threads();
     /* zero-pad and de-interleave: padded row r, column q (input row r - PT, column
      * q - PL) goes to [r][q / 2] (even q) or [r][half + q / 2] (odd q) */
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nthreads) if (nthreads > 1 && need > 262144)
-#endif
-    for (int64_t pl = 0; pl < planes; ++pl) {
-        float* o = img + pl * w.HP * w.RL;
-        const float* src = x + pl * d->H * d->W;
-        for (int64_t r = 0; r < w.HP; ++r) {
-            float* row = o + r * w.RL;
-            int64_t ih = r - d->PT;
-            if (ih < 0 || ih >= d->H) {
-                memset(row, 0, sizeof(float) * (size_t)w.RL);
-                continue;
-            }
-            const float* in = src + ih * d->W;
-            /* even padded columns 2j hold input column 2j - PL, odd ones 2j + 1 - PL */
-            memset(row, 0, sizeof(float) * (size_t)w.RL);
-            int64_t e0 = (d->PL + 1) / 2, e1 = (d->W - 1 + d->PL) / 2 + 1;
-            int64_t o0 = d->PL / 2;
-            int64_t o1 = d->W - 2 + d->PL >= 0 ? (d->W - 2 + d->PL) / 2 + 1 : 0;
-            if (e1 > half) e1 = half;
-            if (o1 > half) o1 = half;
-            for (int64_t j = e0; j < e1; ++j) row[j] = in[2 * j - d->PL];
-            for (int64_t j = o0; j < o1; ++j) row[half + j] = in[2 * j + 1 - d->PL];
-        }
-    }
+    plait_wino_pad_task pad = {&w, x, img, half};
+    plait_parallel_for(planes, plait_wino_pad_plane, &pad, need > 262144 ? nthreads : 1);
     w.img = img;
     return wino_run(&w, nthreads, 16 * (size_t)PLAIT_WINO_VS(&w),
                     16 * (size_t)PLAIT_WINO_MS(&w), wino_thread_base,
@@ -1210,11 +1280,7 @@ int plait_conv2d_winograd4(const plait_conv2d_desc* d, const float* x, const flo
     w.relu = relu;
     w.out = out;
     w.img = x;
-    int nthreads = 1;
-#ifdef _OPENMP
-    nthreads = omp_get_max_threads();
-#endif
-    return wino_run(&w, nthreads, 36 * (size_t)PLAIT_W4_VS(&w),
+    return wino_run(&w, plait_max_threads(), 36 * (size_t)PLAIT_W4_VS(&w),
                     36 * (size_t)PLAIT_W4_MS(&w), wino4_thread_base,
                     PLAIT_AVX2_OR(wino4_thread_avx2, wino4_thread_base));
 }
@@ -1433,6 +1499,28 @@ static void attention_thread_avx2(const plait_attention_desc* d, const float* q,
 }
 #endif
 
+typedef struct {
+    const plait_attention_desc* d;
+    const float *q, *k, *v, *m;
+    float* out;
+    int64_t chunks;
+    size_t kvfloats, sfloats;
+    int64_t next;                 /* the next job (see PLAIT_NEXT_JOB) */
+    plait_attention_fn run;
+    int status;                   /* 1: a thread was out of memory */
+} plait_attention_task;
+
+static void plait_attention_task_run(void* arg) {
+    plait_attention_task* t = (plait_attention_task*)arg;
+    float* kt = plait_scratch(1, t->kvfloats);
+    float* s = plait_scratch(2, t->sfloats);
+    float* qpad = plait_scratch(0, (size_t)(t->d->D * PLAIT_MR));
+    if (kt && s && qpad)
+        t->run(t->d, t->q, t->k, t->v, t->m, t->out, t->chunks, &t->next, kt, s, qpad);
+    else
+        __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
+}
+
 int plait_attention(const plait_attention_desc* d, const float* q, const float* k,
                     const float* v, const float* m, float* out) {
     if (d->B <= 0 || d->H <= 0 || d->SQ <= 0 || d->DV <= 0) return 0;
@@ -1442,11 +1530,8 @@ int plait_attention(const plait_attention_desc* d, const float* q, const float* 
     v += d->v_off;
     if (m) m += d->m_off;
     const int64_t heads = d->B * d->H;
-    int nthreads = 1;
-#ifdef _OPENMP
-    nthreads = omp_get_max_threads();
+    int nthreads = plait_max_threads();
     if (heads * d->SQ * d->SK * (d->D + d->DV) < (1 << 20)) nthreads = 1;
-#endif
     /* jobs: each head's query rows in chunks (of whole panels), so that every thread
      * has about 2 jobs */
     int64_t chunks = (2 * nthreads + heads - 1) / heads;
@@ -1458,27 +1543,11 @@ int plait_attention(const plait_attention_desc* d, const float* q, const float* 
     const int64_t dvp = (d->DV + PLAIT_NR - 1) / PLAIT_NR;
     const size_t kvfloats = (size_t)((skp * d->D + dvp * d->SK) * PLAIT_NR);
     const size_t sfloats = (size_t)(PLAIT_MR * skp * PLAIT_NR);
-    plait_attention_fn run = attention_thread_base;
+    plait_attention_task task = {d, q, k, v, m, out, chunks, kvfloats, sfloats, 0,
+                                 attention_thread_base, 0};
 #ifdef PLAIT_X86_DISPATCH
-    if (plait_use_avx2()) run = attention_thread_avx2;
+    if (plait_use_avx2()) task.run = attention_thread_avx2;
 #endif
-    int status = 0;
-    int64_t next = 0;   /* the next job (see PLAIT_NEXT_JOB) */
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
-#endif
-    {
-        float* kt = plait_scratch(1, kvfloats);
-        float* s = plait_scratch(2, sfloats);
-        float* qpad = plait_scratch(0, (size_t)(d->D * PLAIT_MR));
-        if (kt && s && qpad) {
-            run(d, q, k, v, m, out, chunks, &next, kt, s, qpad);
-        } else {
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-            status = 1;
-        }
-    }
-    return status;
+    plait_parallel(plait_attention_task_run, &task, nthreads);
+    return task.status;
 }
