@@ -240,10 +240,13 @@ class NativeFunction:
         less per fixed argument than :meth:`__call__` (for which a wrong argument falls
         back, so errors read the same).  Functions with size variables, and fixed
         arguments that need a conversion, get :meth:`__call__` back unchanged."""
+        bad = [i for i in fixed if not 0 <= i < self.num_inputs]
+        if bad:
+            raise ValueError(f"native function {self.signature}: only inputs can be fixed, "
+                             f"positions 0 to {self.num_inputs - 1}; got {bad}")
         if self.size_vars or not fixed or any(
                 not (type(a) is np.ndarray and a.dtype == self._fast[i][0]
-                     and a.shape == self._fast[i][1] and a.flags.c_contiguous
-                     and not self._fast[i][2])
+                     and a.shape == self._fast[i][1] and a.flags.c_contiguous)
                 for i, a in fixed.items()):
             return self
         n = self._nargs

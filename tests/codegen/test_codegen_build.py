@@ -285,3 +285,6 @@ int affine(const float* x, const float* w, const float* b, float* out) {
         fast(np.full(3, -2000.0, np.float32), out)
     # a fixed argument that would need a conversion keeps the plain call
     assert f.with_fixed({1: w.astype(np.float64)}) is f
+    with pytest.raises(ValueError, match=r"affine\(.*only inputs can be fixed, positions 0 "
+                                         r"to 2; got \[3\]"):
+        f.with_fixed({3: out})
