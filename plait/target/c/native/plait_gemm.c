@@ -808,6 +808,15 @@ static inline void wino_store_edge(const plait_wino* w, float* outo, const float
     }
 }
 
+/* 8 tiles past the last one (a block's padding): zero their lanes of every transform
+ * element's panel (nx elements, xs apart). */
+static inline __attribute__((always_inline)) void
+wino_zero_lanes(float* v, int nx, int64_t xs, int64_t C, int64_t panel, int64_t lane) {
+    for (int xi = 0; xi < nx; ++xi)
+        for (int64_t c = 0; c < C; ++c)
+            *(plait_v8u*)(v + xi * xs + (panel * C + c) * PLAIT_NR + lane) = (plait_v8){0};
+}
+
 static inline __attribute__((always_inline)) void
 wino_input(const plait_wino* w, int64_t n, int64_t t0, float* v) {
     const plait_conv2d_desc* d = w->d;
@@ -817,10 +826,7 @@ wino_input(const plait_wino* w, int64_t n, int64_t t0, float* v) {
         int64_t t = t0 + g;
         int64_t panel = g / PLAIT_NR, lane = g % PLAIT_NR;
         if (t >= w->T) {
-            for (int64_t xi = 0; xi < 16; ++xi)
-                for (int64_t c = 0; c < C; ++c)
-                    *(plait_v8u*)(v + xi * PLAIT_WINO_VS(w) + (panel * C + c) * PLAIT_NR + lane) =
-                        (plait_v8){0};
+            wino_zero_lanes(v, 16, PLAIT_WINO_VS(w), C, panel, lane);
             continue;
         }
         int64_t th = t / w->TWp, tw = t % w->TWp;
@@ -1108,10 +1114,7 @@ wino4_input(const plait_wino* w, int64_t n, int64_t t0, float* v) {
         int64_t t = t0 + g;
         int64_t panel = g / PLAIT_NR, lane = g % PLAIT_NR;
         if (t >= w->T) {
-            for (int64_t xi = 0; xi < 36; ++xi)
-                for (int64_t c = 0; c < C; ++c)
-                    *(plait_v8u*)(v + xi * xs + (panel * C + c) * PLAIT_NR + lane) =
-                        (plait_v8){0};
+            wino_zero_lanes(v, 36, xs, C, panel, lane);
             continue;
         }
         int64_t th = t / w->TWp, tw = t % w->TWp;
