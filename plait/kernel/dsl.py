@@ -72,8 +72,6 @@ from .ir import (
     Buffer,
     BufferLoad,
     BufferStore,
-    Call,
-    Cast,
     FloorDiv,
     FloorMod,
     For,
@@ -82,14 +80,13 @@ from .ir import (
     Max,
     Min,
     Mul,
-    Not,
     PrimExpr,
-    Select,
     Stmt,
     Sub,
     Var,
     as_expr,
     const,
+    expr_children,
     is_float_dtype,
     is_int_dtype,
     seq,
@@ -281,19 +278,8 @@ def _axis_names(fcompute: Callable[..., Any], ndim: int) -> list[str]:
 
 
 def _children(e: PrimExpr) -> tuple[PrimExpr, ...]:
-    if isinstance(e, BinaryOp):
-        return (e.a, e.b)
-    if isinstance(e, BufferLoad | Call):
-        return e.indices if isinstance(e, BufferLoad) else e.args
-    if isinstance(e, Not):
-        return (e.a,)
-    if isinstance(e, Select):
-        return (e.cond, e.true_value, e.false_value)
-    if isinstance(e, Cast):
-        return (e.value,)
-    if isinstance(e, Reduce):
-        return (e.source,)
-    return ()
+    """The operands of ``e``, including a reduction's source."""
+    return (e.source,) if isinstance(e, Reduce) else expr_children(e)
 
 
 def _walk(e: PrimExpr) -> list[PrimExpr]:

@@ -38,15 +38,10 @@ import inspect
 from collections.abc import Callable, Iterable, Sequence
 
 from . import dsl
-from .dsl import Reduce, Tensor
+from .dsl import Reduce, Tensor, _children
 from .ir import (
-    BinaryOp,
     BufferLoad,
-    Call,
-    Cast,
-    Not,
     PrimExpr,
-    Select,
     Var,
 )
 from .rewrite import rewrite_expr, substitute
@@ -63,24 +58,6 @@ MAX_DUP_SIZE = 32
 _REDUCERS: dict[str, Callable[..., Reduce]] = {
     "sum": dsl.sum, "prod": dsl.prod, "max": dsl.max, "min": dsl.min,
 }
-
-
-def _children(e: PrimExpr) -> tuple[PrimExpr, ...]:
-    if isinstance(e, BinaryOp):
-        return (e.a, e.b)
-    if isinstance(e, BufferLoad):
-        return e.indices
-    if isinstance(e, Call):
-        return e.args
-    if isinstance(e, Not):
-        return (e.a,)
-    if isinstance(e, Select):
-        return (e.cond, e.true_value, e.false_value)
-    if isinstance(e, Cast):
-        return (e.value,)
-    if isinstance(e, Reduce):
-        return (e.source,)
-    return ()
 
 
 def expr_size_depth(e: PrimExpr) -> tuple[int, int]:

@@ -702,3 +702,31 @@ def _binary(cls: type[BinaryOp], a: Any, b: Any) -> PrimExpr:
             "use cast() to convert one side"
         )
     return cls(a, b)
+
+
+def expr_children(e: PrimExpr) -> tuple[PrimExpr, ...]:
+    """The operand expressions of ``e`` (none for a leaf), for iterative walks."""
+    if isinstance(e, BinaryOp):
+        return (e.a, e.b)
+    if isinstance(e, BufferLoad):
+        return e.indices
+    if isinstance(e, Call):
+        return e.args
+    if isinstance(e, Not):
+        return (e.a,)
+    if isinstance(e, Select):
+        return (e.cond, e.true_value, e.false_value)
+    if isinstance(e, Cast):
+        return (e.value,)
+    return ()
+
+
+def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
+    """The statements directly inside ``s``, for iterative walks."""
+    if isinstance(s, Seq):
+        return s.stmts
+    if isinstance(s, For | Let | Allocate):
+        return (s.body,)
+    if isinstance(s, IfThenElse):
+        return (s.then_body,) if s.else_body is None else (s.then_body, s.else_body)
+    return ()

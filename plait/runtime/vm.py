@@ -12,7 +12,6 @@ from __future__ import annotations
 import difflib
 import math
 import operator
-import os
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -40,18 +39,6 @@ from plait.runtime.executable import (
 )
 from plait.runtime.native import NativeFunction
 from plait.runtime.packed import close_func_names, get_func, has_func, load_native_func
-
-# How idle OpenMP workers wait between parallel regions.  Sleeping at once
-# (OMP_WAIT_POLICY=PASSIVE) makes every region pay a wake-up, which on a virtual machine
-# costs up to hundreds of microseconds: the MLP on ``c`` took 2.4 ms instead of 0.85 ms
-# at 2 threads.  libgomp's default spins for about 300,000 iterations first, long enough
-# to compete with numpy's BLAS threads when a library call follows a kernel.  A bounded
-# spin keeps the workers awake from one region to the next within an inference, then
-# lets them sleep.  libgomp reads this once, when it is loaded (with the first native
-# library); a value set by the user (GOMP_SPINCOUNT or OMP_WAIT_POLICY) wins.
-SPIN_COUNT = "30000"
-if "OMP_WAIT_POLICY" not in os.environ:
-    os.environ.setdefault("GOMP_SPINCOUNT", SPIN_COUNT)
 
 MAX_CALL_DEPTH = 10_000
 STORAGE_ALIGNMENT = 64

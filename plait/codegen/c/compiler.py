@@ -3,7 +3,9 @@
 * The compiler is ``$CC`` (which may carry arguments, e.g. ``"ccache gcc"``) or ``cc``;
   none found raises :class:`NativeUnavailableError`, which points to ``target="numpy"``.
 * Flags: ``-O3 -fPIC -shared -fno-math-errno`` (+ ``-fopenmp`` when the compiler
-  supports OpenMP and it is not turned off, + ``-march=native`` only when asked: a
+  supports OpenMP and it is not turned off: it brings threads (-pthread), the
+  ``omp simd`` hints and ``OMP_NUM_THREADS``; the threads themselves are the library's
+  own pool, ``plait_threads.c``, + ``-march=native`` only when asked: a
   cached library may be loaded on another machine, so the default code is portable).
 * The cache directory is the ``cache_dir`` argument, else ``$PLAIT_CACHE_DIR``, else
   ``$XDG_CACHE_HOME/plait`` or ``~/.cache/plait``; libraries live in its ``c/``

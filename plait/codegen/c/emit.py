@@ -7,10 +7,12 @@ One translation unit holds every kernel of a library.  Each kernel becomes::
 
 (see :mod:`plait.runtime.native` for the calling convention and the manifest).  Buffers
 are ``restrict`` pointers (inputs ``const``), indices are ``int64_t``, size variables
-are ``const int64_t`` locals read from ``plait_sizes``.  ``parallel`` loops get
-``#pragma omp parallel for`` when OpenMP is on (nested parallel loops run serially
-inside the outer one), ``vectorized`` loops ``#pragma omp simd`` (``#pragma GCC ivdep``
-without OpenMP), ``unrolled`` loops ``#pragma GCC unroll``.  Local buffers of at most
+are ``const int64_t`` locals read from ``plait_sizes``.  When the library is built with
+threads (``openmp``), a ``parallel`` loop's body becomes a function of its own over a
+range of iterations, run by the library's thread pool (``plait_threads.c``, shared with
+the C target's library; what the body uses travels in a struct), and parallel loops
+nested inside it run serially.  ``vectorized`` loops get ``#pragma omp simd`` (``#pragma
+GCC ivdep`` without OpenMP), ``unrolled`` loops ``#pragma GCC unroll``.  Local buffers of at most
 :data:`STACK_BYTES` with a static shape live on the stack, larger ones are
 ``malloc``-ed (a failed allocation makes the kernel return status 1).
 
@@ -25,6 +27,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -65,17 +68,18 @@ from plait.kernel.ir import (
     Stmt,
     Sub,
     Var,
+    expr_children,
     is_float_dtype,
+    stmt_children,
 )
 from plait.runtime.native import ABI_VERSION, MANIFEST_SYMBOL
 
 STACK_BYTES = 16384
 """Local buffers with a static size up to this many bytes are stack arrays."""
 PARALLEL_MIN_WORK = 16384
-"""A parallel loop nest runs on one thread when it has fewer iterations than this (an
-``if`` clause on the OpenMP pragma, checked at run time).  The OpenMP workers spin a
-while between regions (``GOMP_SPINCOUNT`` in :mod:`plait.runtime.vm`), so starting a
-region costs a microsecond or two; it was 262144 while they slept after every region
+"""A parallel loop nest runs on one thread when it has fewer iterations than this
+(checked at run time).  The pool's workers spin about 100 us between tasks, so starting
+one costs a microsecond or two; it was 262144 while OpenMP's workers slept after every region
 (tens of microseconds per wake-up).  At 16384 the transformer's softmax, layer norms and
 layout kernels run on both threads (median 2.66 -> 2.44 ms and 2.28 -> 2.10 ms in two
 alternating pairs of runs)."""
@@ -348,6 +352,9 @@ class _KernelEmitter:
         self.lines: list[str] = []
         self.in_parallel = False
         self.temps: list[Var] = []
+        self.scope: list[Var | Buffer] = []  # loop and let variables, local buffers
+        self.outlined: list[str] = []  # the functions of parallel loop bodies
+        self.symbol = ""
 
     def where(self) -> str:
         return f"kernel {self.name!r}"
@@ -494,7 +501,9 @@ class _KernelEmitter:
             t = self.ctype(s.var.dtype)
             value = self.expr(s.value)
             self.emit(indent, f"const {t} {self.names.get(s.var)} = {value};")
+            self.scope.append(s.var)
             self.stmt(s.body, indent)
+            self.scope.pop()
         elif isinstance(s, IfThenElse):
             self.emit(indent, f"if ({self.expr(s.cond)}) {{")
             self.stmt(s.then_body, indent + 1)
@@ -518,24 +527,75 @@ class _KernelEmitter:
             self.temps.append(end)  # names are keyed by id(): keep it alive
             bound = self.names.get(end)
             self.emit(indent, f"const int64_t {bound} = {self.expr(s.extent)};")
-        outer_parallel = False
         if s.kind == "parallel" and self.openmp and not self.in_parallel:
-            simd = " simd" if not _has_loop_or_alloc(s.body) else ""
-            work = self.nest_work(s)
-            cond = f" if({work} >= {PARALLEL_MIN_WORK})" if work else ""
-            self.emit(0, f"#pragma omp parallel for{simd} schedule(static){cond}")
-            outer_parallel = True
-        elif s.kind == "vectorized":
+            self.parallel_loop(s, indent, var, bound)
+            return
+        if s.kind == "vectorized":
             self.emit(0, "#pragma omp simd" if self.openmp else "#pragma GCC ivdep")
         elif s.kind == "unrolled":
             n = s.extent.value if isinstance(s.extent, IntImm) else 4
             self.emit(0, f"#pragma GCC unroll {max(1, min(n, 16))}")
         self.emit(indent, f"for (int64_t {var} = 0; {var} < {bound}; ++{var}) {{")
-        if outer_parallel:
-            self.in_parallel = True
+        self.scope.append(s.var)
         self.stmt(s.body, indent + 1)
-        if outer_parallel:
-            self.in_parallel = False
+        self.scope.pop()
+        self.emit(indent, "}")
+
+    def parallel_loop(self, s: For, indent: int, var: str, bound: str) -> None:
+        """The loop's body as a function of its own over a range of iterations, run by
+        ``plait_parallel_range`` (plait_threads.h) on the library's thread pool; what
+        the body uses from the kernel travels in a struct."""
+        fn = f"{self.symbol}_par{len(self.outlined)}"
+        used = _referenced(s.body)
+        k = self.kernel
+        n_in = len(k.params) - k.num_outputs
+        fields: list[tuple[str, str, str]] = []  # (struct field type, local type, name)
+        for i, b in enumerate(k.params):
+            if id(b) in used:
+                t = self.ctype(b.dtype)
+                c = "const " if i < n_in else ""
+                fields.append((f"{c}{t}*", f"{c}{t}* restrict", self.names.get(b)))
+        for v in k.size_vars:
+            fields.append(("int64_t", "const int64_t", self.names.get(v)))
+        for x in self.scope:
+            if id(x) not in used:
+                continue
+            if isinstance(x, Buffer):
+                t = self.ctype(x.dtype)
+                fields.append((f"{t}*", f"{t}* restrict", self.names.get(x)))
+            else:
+                t = self.ctype(x.dtype)
+                fields.append((t, f"const {t}", self.names.get(x)))
+        saved = self.lines
+        self.lines = []
+        self.in_parallel = True
+        if not _has_loop_or_alloc(s.body):
+            self.emit(0, "#pragma omp simd")
+        self.emit(1, f"for (int64_t {var} = plait_lo; {var} < plait_hi; ++{var}) {{")
+        self.stmt(s.body, 2)
+        self.emit(1, "}")
+        body, self.lines = self.lines, saved
+        self.in_parallel = False
+        ctx = f"{fn}_ctx"
+        text = ["typedef struct {"]
+        text += [f"    {ft} {name};" for ft, _, name in fields]
+        text += ["    int32_t* plait_status;", f"}} {ctx};", "",
+                 f"static PLAIT_KERNEL void {fn}(void* plait_ctx, int64_t plait_lo, "
+                 "int64_t plait_hi) {",
+                 f"    const {ctx}* plait_c = (const {ctx}*)plait_ctx;"]
+        text += [f"    {lt} {name} = plait_c->{name};" for _, lt, name in fields]
+        text += ["    int32_t plait_status = 0;", *body,
+                 "    if (plait_status) __atomic_store_n(plait_c->plait_status, 1, "
+                 "__ATOMIC_RELAXED);",
+                 "}"]
+        self.outlined.append("\n".join(text))
+        work = self.nest_work(s)
+        threads = (f"{work} >= {PARALLEL_MIN_WORK} ? plait_max_threads() : 1" if work
+                   else "plait_max_threads()")
+        args = ", ".join([name for _, _, name in fields] + ["&plait_status"])
+        self.emit(indent, "{")
+        self.emit(indent + 1, f"{ctx} plait_p = {{{args}}};")
+        self.emit(indent + 1, f"plait_parallel_range({fn}, &plait_p, {bound}, {threads});")
         self.emit(indent, "}")
 
     def nest_work(self, s: For) -> str | None:
@@ -563,22 +623,26 @@ class _KernelEmitter:
         itemsize = np.dtype(b.dtype).itemsize
         if static and count * itemsize <= STACK_BYTES:
             self.emit(indent, f"{t} {name}[{max(count, 1)}];")
+            self.scope.append(b)
             self.stmt(s.body, indent)
+            self.scope.pop()
             return
         n = " * ".join(f"(size_t){self.dim(d)}" for d in b.shape) or "1"
         self.emit(indent, f"{t}* restrict {name} = ({t}*)malloc(sizeof({t}) * ({n}) + 1);")
         self.emit(indent, f"if ({name} == NULL) {{")
-        if self.in_parallel and self.openmp:
-            self.emit(0, "#pragma omp atomic write")
         self.emit(indent + 1, "plait_status = 1;")
         self.emit(indent, "} else {")
+        self.scope.append(b)
         self.stmt(s.body, indent + 1)
+        self.scope.pop()
         self.emit(indent + 1, f"free({name});")
         self.emit(indent, "}")
 
     # ------------------------------------------------------------ function
     def function(self, symbol: str) -> str:
+        """The kernel's C function (after the functions of its parallel loops)."""
         k = self.kernel
+        self.symbol = symbol
         head = [f"/* kernel: {self.name} */",
                 f"PLAIT_EXPORT PLAIT_KERNEL int32_t {symbol}(void* const* plait_args, "
                 "const int64_t* plait_sizes) {"]
@@ -596,7 +660,46 @@ class _KernelEmitter:
         head.append("    int32_t plait_status = 0;")
         self.stmt(k.body, 1)
         tail = ["    return plait_status;", "}"]
-        return "\n".join(head + self.lines + tail)
+        return "\n\n".join([*self.outlined, "\n".join(head + self.lines + tail)])
+
+
+def _referenced(s: Stmt) -> set[int]:
+    """The ids of the variables and buffers that ``s`` uses (buffers' symbolic
+    dimensions included), walked iteratively."""
+    found: set[int] = set()
+    stmts: list[Stmt] = [s]
+    exprs: list[PrimExpr] = []
+
+    def buffer(b: Buffer) -> None:
+        found.add(id(b))
+        exprs.extend(d for d in b.shape if isinstance(d, Var))
+
+    while stmts or exprs:
+        if exprs:
+            e = exprs.pop()
+            if isinstance(e, Var):
+                found.add(id(e))
+            elif isinstance(e, BufferLoad):
+                buffer(e.buffer)
+            exprs.extend(expr_children(e))
+            continue
+        x = stmts.pop()
+        stmts.extend(stmt_children(x))
+        if isinstance(x, For):
+            exprs.append(x.extent)
+        elif isinstance(x, Let):
+            exprs.append(x.value)
+        elif isinstance(x, IfThenElse):
+            exprs.append(x.cond)
+        elif isinstance(x, Allocate):
+            buffer(x.buffer)
+        elif isinstance(x, BufferStore):
+            buffer(x.buffer)
+            exprs.extend(x.indices)
+            exprs.append(x.value)
+        elif isinstance(x, Evaluate):
+            exprs.append(x.value)
+    return found
 
 
 def _has_loop_or_alloc(s: Stmt) -> bool:
@@ -605,14 +708,7 @@ def _has_loop_or_alloc(s: Stmt) -> bool:
         x = stack.pop()
         if isinstance(x, For | Allocate):
             return True
-        if isinstance(x, Seq):
-            stack.extend(x.stmts)
-        elif isinstance(x, Let):
-            stack.append(x.body)
-        elif isinstance(x, IfThenElse):
-            stack.append(x.then_body)
-            if x.else_body is not None:
-                stack.append(x.else_body)
+        stack.extend(stmt_children(x))
     return False
 
 
@@ -629,6 +725,21 @@ def _c_string(text: str) -> str:
     chunks = [text[i : i + 96] for i in range(0, len(text), 96)] or [""]
     esc = [c.replace("\\", "\\\\").replace('"', '\\"') for c in chunks]
     return "\n".join(f'        "{c}"' for c in esc)
+
+
+THREADS_FILE = "plait_threads.c"
+"""The thread pool's file in every library (one copy per library: see plait_threads.h)."""
+
+
+def threads_header_text() -> str:
+    """The thread pool's interface, ``plait_threads.h``."""
+    return resources.files("plait.codegen.c").joinpath("plait_threads.h").read_text()
+
+
+def threads_source_text() -> str:
+    """The thread pool, ``plait_threads.c``, with its header inlined."""
+    text = resources.files("plait.codegen.c").joinpath(THREADS_FILE).read_text()
+    return text.replace('#include "plait_threads.h"\n', threads_header_text())
 
 
 @dataclass
@@ -679,7 +790,7 @@ def emit_library(
         entries.append(_manifest_entry(name, sym, k, em.names))
         symbols[name] = sym
     files: dict[str, str] = {}
-    file_names: set[str] = {"plait_kernels.c"}
+    file_names: set[str] = {"plait_kernels.c", THREADS_FILE}
     for src in c_sources:
         fname = _symbol("", re.sub(r"\.c$", "", src.name), file_names) + ".c"
         files[fname] = src.code
@@ -696,15 +807,15 @@ def emit_library(
             entries.append(_manifest_entry(fn.name, sym, sig, names))
             symbols[fn.name] = sym
     manifest = {"abi": ABI_VERSION, "functions": entries}
-    parts = [HEADER]
+    parts = [HEADER, threads_header_text()]
     parts += [_helper_source(h) for h in sorted(helpers)]
     parts += bodies
     manifest_json = json.dumps(manifest, separators=(",", ":"), sort_keys=True)
     parts.append(f"PLAIT_EXPORT const char* {MANIFEST_SYMBOL}(void) {{\n    return\n"
                  f"{_c_string(manifest_json)};\n}}")
     kernel_src = "\n\n".join(parts) + "\n"
-    return EmittedLibrary({"plait_kernels.c": kernel_src, **files}, manifest,
-                          symbols=symbols)
+    return EmittedLibrary({"plait_kernels.c": kernel_src, **files,
+                           THREADS_FILE: threads_source_text()}, manifest, symbols=symbols)
 
 
 def _wrapper(fn: CFunction, symbol: str, source_name: str) -> str:

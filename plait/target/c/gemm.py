@@ -3,8 +3,8 @@
 :class:`DispatchGemm` (``c.DispatchGemm``, the first pass of the ``c`` target's dispatch
 hook) rewrites float32 ``conv2d``, ``linear`` and ``matmul`` into calls of functions of
 ``plait_gemm.c`` (:data:`NATIVE_SOURCE`, a blocked matrix product after BLIS with a 6x16
-register tile, AVX2+FMA chosen at run time on x86-64, OpenMP threads), compiled into the
-model's native library next to the generated kernels.  On the way it
+register tile, AVX2+FMA chosen at run time on x86-64, threads from the library's pool),
+compiled into the model's native library next to the generated kernels.  On the way it
 
 * **packs constant weights at compile time** into the layout the micro-kernel streams
   (conv2d: the ``O x (C*KH*KW)`` weight matrix in panels of 6 rows; linear/matmul: the
@@ -78,11 +78,12 @@ def native_header_text() -> str:
 
 
 def native_source_text() -> str:
-    """The library ``plait_gemm.c`` as one self-contained C file (its header inlined)."""
-    from plait.codegen.c.emit import EXP_F32
+    """The library ``plait_gemm.c`` as one self-contained C file (its headers inlined)."""
+    from plait.codegen.c.emit import EXP_F32, threads_header_text
 
     return (_native_file("plait_gemm.c")
             .replace('#include "plait_gemm.h"\n', native_header_text())
+            .replace('#include "plait_threads.h"\n', threads_header_text())
             .replace('#include "plait_exp_f32.h"\n', EXP_F32 + "\n"))
 
 

@@ -32,7 +32,7 @@ from plait.ir.module import IRModule
 from plait.ir.structural import structural_equal, structural_hash
 from plait.ir.types import TensorType, TupleType, Type
 from plait.kernel import dsl
-from plait.kernel.ir import Allocate, Buffer, For, IfThenElse, Kernel, Let, Seq, Stmt, Var
+from plait.kernel.ir import Allocate, Buffer, Kernel, Stmt, Var, stmt_children
 from plait.kernel.rewrite import substitute
 from plait.op.registry import get_op, list_ops, make_call, normalize_attrs
 from plait.runtime.packed import has_func
@@ -149,17 +149,9 @@ def _allocated(s: Stmt) -> list[Buffer]:
     stack = [s]
     while stack:
         st = stack.pop()
-        if isinstance(st, Seq):
-            stack.extend(st.stmts)
-        elif isinstance(st, For | Let):
-            stack.append(st.body)
-        elif isinstance(st, Allocate):
+        if isinstance(st, Allocate):
             out.append(st.buffer)
-            stack.append(st.body)
-        elif isinstance(st, IfThenElse):
-            stack.append(st.then_body)
-            if st.else_body is not None:
-                stack.append(st.else_body)
+        stack.extend(stmt_children(st))
     return out
 
 

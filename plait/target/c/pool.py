@@ -18,6 +18,7 @@ from importlib import resources
 from typing import Any
 
 from plait.codegen.c import CFunction, CSource
+from plait.codegen.c.emit import threads_header_text
 from plait.ir.builder import BlockBuilder
 from plait.ir.expr import Call, Expr, ExternFunc, Tuple
 from plait.ir.module import IRModule
@@ -33,11 +34,12 @@ NATIVE_SOURCE_NAME = "plait_pool.c"
 
 
 def native_source_text() -> str:
-    """``plait_pool.c`` as one self-contained C file (its header inlined)."""
+    """``plait_pool.c`` as one self-contained C file (its headers inlined)."""
     files = resources.files("plait.target.c.native")
     header = files.joinpath("plait_pool.h").read_text()
-    return files.joinpath("plait_pool.c").read_text().replace('#include "plait_pool.h"\n',
-                                                             header)
+    return (files.joinpath("plait_pool.c").read_text()
+            .replace('#include "plait_pool.h"\n', header)
+            .replace('#include "plait_threads.h"\n', threads_header_text()))
 
 
 def _wrapper(call: Call) -> tuple[str, str, CFunction] | None:

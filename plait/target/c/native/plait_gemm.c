@@ -15,7 +15,7 @@
  * The micro-kernel computes a PLAIT_MR x PLAIT_NR (6 x 16) tile in registers with GCC
  * vector extensions; on x86-64 the work function is compiled twice (AVX2+FMA and the
  * baseline) and the running CPU's features pick one, so the library stays portable
- * without -march=native.  Threads (OpenMP) split the N dimension (and the batch) into
+ * without -march=native.  Threads (the pool of plait_threads.h) split the N dimension (and the batch) into
  * blocks, and the M dimension too when there are fewer column blocks than threads; each
  * job packs its own B block.  A last panel of fewer than 6 rows runs a 4- or 2-row tile.
  * The same micro-kernel also serves the Winograd convolutions and the fused attention
@@ -23,9 +23,7 @@
  */
 #include <stdlib.h>
 #include "plait_gemm.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "plait_threads.h"
 
 #define PLAIT_MR 6
 #define PLAIT_NR 16
@@ -341,31 +339,9 @@ micro_kernel(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
 
 /* ------------------------------------------------------- parallel regions */
 
-/* Every parallel part of the library goes through plait_parallel: fn(arg) runs on up to
- * nthreads threads (OpenMP's, OMP_NUM_THREADS), each taking its work from a counter in
- * arg, so any thread may do any share.  (One place to change for another thread pool:
- * see "What remains" in docs/performance.md.) */
-typedef void (*plait_task_fn)(void* arg);
-
-static void plait_parallel(plait_task_fn fn, void* arg, int nthreads) {
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
-    fn(arg);
-#else
-    (void)nthreads;
-    fn(arg);
-#endif
-}
-
-/* The number of threads a call may use: OpenMP's setting (OMP_NUM_THREADS). */
-static int plait_max_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
+/* Every parallel part of the library goes through the library's thread pool
+ * (plait_threads.h, shared with the generated kernels): fn(arg) runs on up to nthreads
+ * threads, each taking its work from a counter in arg, so any thread may do any share. */
 /* body(ctx, i) for i in [0, n), the indices taken one by one from a shared counter. */
 typedef struct {
     void (*body)(void* ctx, int64_t i);
@@ -387,26 +363,10 @@ static void plait_parallel_for(int64_t n, void (*body)(void*, int64_t), void* ct
 
 /* ----------------------------------------------------------------- scratch */
 
-/* Per-thread scratch buffers that only grow: packing and transform buffers are asked
- * for on every call, and a fresh multi-hundred-kilobyte allocation would cost its page
- * faults (or an mmap/munmap pair) each time.  OpenMP's worker threads persist, so each
- * keeps its buffers.  NULL when out of memory. */
-#define PLAIT_SCRATCH_SLOTS 4   /* 0: A panels, 1: B panels or V, 2: products, 3: padded input */
-static __thread float* plait_scratch_buf[PLAIT_SCRATCH_SLOTS];
-static __thread size_t plait_scratch_cap[PLAIT_SCRATCH_SLOTS];
-
-static float* plait_scratch(int slot, size_t floats) {
-    if (floats > plait_scratch_cap[slot]) {
-        free(plait_scratch_buf[slot]);
-        plait_scratch_buf[slot] = NULL;
-        plait_scratch_cap[slot] = 0;
-        void* p = NULL;
-        if (posix_memalign(&p, 64, floats * sizeof(float))) return NULL;
-        plait_scratch_buf[slot] = (float*)p;
-        plait_scratch_cap[slot] = floats;
-    }
-    return plait_scratch_buf[slot];
-}
+/* Packing and transform buffers come from per-thread scratch buffers that only grow
+ * (plait_scratch in plait_threads.h): a fresh multi-hundred-kilobyte allocation would
+ * cost its page faults (or an mmap/munmap pair) on every call.  Slots: 0 A panels,
+ * 1 B panels or V, 2 products, 3 padded input. */
 
 /* ------------------------------------------------------------------ driver */
 

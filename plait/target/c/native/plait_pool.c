@@ -4,16 +4,14 @@
  * the whole row of running maxima with one loop over the output columns, whose input
  * reads are contiguous (stride 1) or evenly strided — a loop the compiler vectorizes.
  * Taps outside the input (padding) are skipped, never compared: padding never wins, as
- * in the op's definition.  NaN propagates.  The planes (N * C) are split over OpenMP
- * threads.  On x86-64 with GCC >= 11 the row loop is also built for AVX2 and chosen when
+ * in the op's definition.  NaN propagates.  The planes (N * C) are split over the
+ * library's threads (plait_threads.h).  On x86-64 with GCC >= 11 the row loop is also built for AVX2 and chosen when
  * the library is loaded.
  */
 #include <math.h>
 #include <stdint.h>
 #include "plait_pool.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "plait_threads.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize ("no-trapping-math")
@@ -46,13 +44,19 @@ static void row_max(float* restrict acc, const float* restrict r, int64_t n, int
     }
 }
 
-int plait_max_pool2d(const plait_pool2d_desc* d, const float* x, float* out) {
-    const int64_t planes = d->N * d->C;
-    const int64_t work = planes * d->OH * d->OW * d->KH * d->KW;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (work >= 262144)
-#endif
-    for (int64_t pl = 0; pl < planes; ++pl) {
+typedef struct {
+    const plait_pool2d_desc* d;
+    const float* x;
+    float* out;
+} max_pool_task;
+
+/* the planes lo .. hi-1 */
+static void max_pool_planes(void* ctx, int64_t lo, int64_t hi) {
+    const max_pool_task* t = (const max_pool_task*)ctx;
+    const plait_pool2d_desc* d = t->d;
+    const float* x = t->x;
+    float* out = t->out;
+    for (int64_t pl = lo; pl < hi; ++pl) {
         const float* in = x + pl * d->H * d->W;
         float* o = out + pl * d->OH * d->OW;
         for (int64_t oh = 0; oh < d->OH; ++oh) {
@@ -75,5 +79,12 @@ int plait_max_pool2d(const plait_pool2d_desc* d, const float* x, float* out) {
             }
         }
     }
+}
+
+int plait_max_pool2d(const plait_pool2d_desc* d, const float* x, float* out) {
+    const int64_t planes = d->N * d->C;
+    const int64_t work = planes * d->OH * d->OW * d->KH * d->KW;
+    max_pool_task t = {d, x, out};
+    plait_parallel_range(max_pool_planes, &t, planes, work >= 262144 ? plait_max_threads() : 1);
     return 0;
 }

@@ -1,0 +1,228 @@
+/* plait's thread pool (interface and contract in plait_threads.h).
+ *
+ * Why not OpenMP's parallel regions: a region ends at a barrier that waits for every
+ * thread of the team, including one that has not even started because its CPU was taken
+ * (by another process, the hypervisor, or another runtime's spinning threads).  On a
+ * 2-vCPU virtual machine that makes a 0.3 ms inference take 1-3 ms now and then.  Here
+ * a call posts a task, runs it on the calling thread too, and then waits only for the
+ * workers that have joined it; a worker that arrives after the task is closed skips it.
+ * This is the design of onnxruntime's pool.
+ *
+ * Workers spin about 100 us for the next task (the gap between the kernels of one
+ * inference), then sleep on a condition variable; a worker idle for a second exits (and
+ * frees its scratch), so a process that loads many libraries does not keep a thread per
+ * library.  A second caller while the pool is busy (a nested call, or another
+ * application thread) runs its call on its own thread.  After fork() the child starts
+ * with no workers.  Built without threads (no -fopenmp, which also implies -pthread),
+ * every call runs on the calling thread. */
+#include "plait_threads.h"
+
+#include <stdlib.h>
+
+#ifdef _OPENMP
+#include <errno.h>
+#include <omp.h>
+#include <pthread.h>
+#include <time.h>
+#endif
+
+/* ----------------------------------------------------------------- scratch */
+
+static __thread float* plait_scratch_buf[PLAIT_SCRATCH_SLOTS];
+static __thread size_t plait_scratch_cap[PLAIT_SCRATCH_SLOTS];
+
+float* plait_scratch(int slot, size_t floats) {
+    if (floats > plait_scratch_cap[slot]) {
+        free(plait_scratch_buf[slot]);
+        plait_scratch_buf[slot] = NULL;
+        plait_scratch_cap[slot] = 0;
+        void* p = NULL;
+        if (posix_memalign(&p, 64, floats * sizeof(float))) return NULL;
+        plait_scratch_buf[slot] = (float*)p;
+        plait_scratch_cap[slot] = floats;
+    }
+    return plait_scratch_buf[slot];
+}
+
+/* ------------------------------------------------------------------- ranges */
+
+typedef struct {
+    plait_range_fn fn;
+    void* ctx;
+    int64_t n, chunk;
+    int64_t next;   /* the start of the next chunk */
+} plait_range_task;
+
+static void plait_range_run(void* arg) {
+    plait_range_task* t = (plait_range_task*)arg;
+    for (;;) {
+        int64_t lo = __atomic_fetch_add(&t->next, t->chunk, __ATOMIC_RELAXED);
+        if (lo >= t->n) return;
+        t->fn(t->ctx, lo, t->n - lo < t->chunk ? t->n : lo + t->chunk);
+    }
+}
+
+void plait_parallel_range(plait_range_fn fn, void* ctx, int64_t n, int nthreads) {
+    if (n <= 0) return;
+    if (nthreads > n) nthreads = (int)n;
+    if (nthreads <= 1) {
+        fn(ctx, 0, n);
+        return;
+    }
+    /* four chunks per thread: a thread that starts late takes fewer of them */
+    int64_t pieces = 4 * (int64_t)nthreads;
+    plait_range_task t = {fn, ctx, n, (n + pieces - 1) / pieces, 0};
+    plait_parallel(plait_range_run, &t, nthreads);
+}
+
+#ifdef _OPENMP
+/* --------------------------------------------------------------------- pool */
+
+#define PLAIT_POOL_MAX 256
+#define PLAIT_POOL_SPIN 4000     /* pauses (about 25 ns each) before a worker sleeps */
+#define PLAIT_POOL_IDLE_NS 1000000000L   /* a worker asleep this long exits */
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int64_t gen;       /* tasks posted so far */
+    int64_t closed;    /* the last task whose caller has finished its own share */
+    int64_t active;    /* workers inside (or deciding whether to join) a task */
+    int64_t seats;     /* workers the current task may still take */
+    int64_t sleepers;  /* workers waiting on wake */
+    int busy;          /* a caller is using the pool */
+    int workers;       /* threads running */
+    plait_task_fn fn;
+    void* arg;
+} plait_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, 0, 0,
+                NULL, NULL};
+
+static pthread_once_t plait_pool_once = PTHREAD_ONCE_INIT;
+
+static inline void plait_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void plait_free_scratch(void) {
+    for (int s = 0; s < PLAIT_SCRATCH_SLOTS; ++s) {
+        free(plait_scratch_buf[s]);
+        plait_scratch_buf[s] = NULL;
+        plait_scratch_cap[s] = 0;
+    }
+}
+
+/* Wait for a task newer than `seen`; its generation, or -1 when the worker should exit
+ * (idle for PLAIT_POOL_IDLE_NS; it has left the count of workers then). */
+static int64_t plait_pool_wait(int64_t seen) {
+    int64_t g;
+    for (int spins = 0; spins < PLAIT_POOL_SPIN; ++spins) {
+        if ((g = __atomic_load_n(&plait_pool.gen, __ATOMIC_SEQ_CST)) != seen) return g;
+        plait_relax();
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += PLAIT_POOL_IDLE_NS % 1000000000L;
+    until.tv_sec += PLAIT_POOL_IDLE_NS / 1000000000L + until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&plait_pool.lock);
+    __atomic_fetch_add(&plait_pool.sleepers, 1, __ATOMIC_SEQ_CST);
+    while ((g = __atomic_load_n(&plait_pool.gen, __ATOMIC_SEQ_CST)) == seen) {
+        if (pthread_cond_timedwait(&plait_pool.wake, &plait_pool.lock, &until) == ETIMEDOUT
+            && __atomic_load_n(&plait_pool.gen, __ATOMIC_SEQ_CST) == seen) {
+            g = -1;
+            plait_pool.workers--;
+            break;
+        }
+    }
+    __atomic_fetch_sub(&plait_pool.sleepers, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&plait_pool.lock);
+    return g;
+}
+
+static void* plait_pool_worker(void* start) {
+    int64_t seen = (int64_t)(intptr_t)start;   /* the generation when it was started */
+    for (;;) {
+        int64_t g = plait_pool_wait(seen);
+        if (g < 0) break;
+        seen = g;
+        /* Join, unless the task is closed already: then its caller may have returned
+         * (and posted another), so nothing of it may be touched.  Counting itself active
+         * before that check makes a caller that closes the task afterwards wait for it. */
+        __atomic_fetch_add(&plait_pool.active, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&plait_pool.closed, __ATOMIC_SEQ_CST) < g
+            && __atomic_fetch_sub(&plait_pool.seats, 1, __ATOMIC_SEQ_CST) > 0) {
+            plait_task_fn fn = __atomic_load_n(&plait_pool.fn, __ATOMIC_SEQ_CST);
+            void* arg = __atomic_load_n(&plait_pool.arg, __ATOMIC_SEQ_CST);
+            fn(arg);
+        }
+        __atomic_fetch_sub(&plait_pool.active, 1, __ATOMIC_SEQ_CST);
+    }
+    plait_free_scratch();
+    return NULL;
+}
+
+/* A forked child has none of its parent's threads. */
+static void plait_pool_after_fork(void) {
+    pthread_mutex_init(&plait_pool.lock, NULL);
+    pthread_cond_init(&plait_pool.wake, NULL);
+    plait_pool.workers = 0;
+    plait_pool.active = 0;
+    plait_pool.sleepers = 0;
+    plait_pool.busy = 0;
+}
+
+static void plait_pool_init(void) { pthread_atfork(NULL, NULL, plait_pool_after_fork); }
+
+/* Start workers up to `want`; how many there are. */
+static int plait_pool_grow(int want) {
+    pthread_once(&plait_pool_once, plait_pool_init);
+    if (want > PLAIT_POOL_MAX) want = PLAIT_POOL_MAX;
+    pthread_mutex_lock(&plait_pool.lock);
+    while (plait_pool.workers < want) {
+        pthread_t t;
+        int64_t gen = __atomic_load_n(&plait_pool.gen, __ATOMIC_SEQ_CST);
+        if (pthread_create(&t, NULL, plait_pool_worker, (void*)(intptr_t)gen)) break;
+        pthread_detach(t);
+        plait_pool.workers++;
+    }
+    int n = plait_pool.workers;
+    pthread_mutex_unlock(&plait_pool.lock);
+    return n;
+}
+
+void plait_parallel(plait_task_fn fn, void* arg, int nthreads) {
+    int idle = 0;
+    if (nthreads <= 1 || !__atomic_compare_exchange_n(&plait_pool.busy, &idle, 1, 0,
+                                                      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        fn(arg);
+        return;
+    }
+    int workers = __atomic_load_n(&plait_pool.workers, __ATOMIC_RELAXED);
+    if (workers < nthreads - 1) workers = plait_pool_grow(nthreads - 1);
+    __atomic_store_n(&plait_pool.seats, nthreads - 1 < workers ? nthreads - 1 : workers,
+                     __ATOMIC_SEQ_CST);
+    __atomic_store_n(&plait_pool.fn, fn, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&plait_pool.arg, arg, __ATOMIC_SEQ_CST);
+    int64_t g = __atomic_add_fetch(&plait_pool.gen, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&plait_pool.sleepers, __ATOMIC_SEQ_CST) > 0) {
+        pthread_mutex_lock(&plait_pool.lock);
+        pthread_cond_broadcast(&plait_pool.wake);
+        pthread_mutex_unlock(&plait_pool.lock);
+    }
+    fn(arg);
+    __atomic_store_n(&plait_pool.closed, g, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&plait_pool.active, __ATOMIC_SEQ_CST) != 0) plait_relax();
+    __atomic_store_n(&plait_pool.busy, 0, __ATOMIC_RELEASE);
+}
+
+int plait_max_threads(void) { return omp_get_max_threads(); }
+#else
+void plait_parallel(plait_task_fn fn, void* arg, int nthreads) {
+    (void)nthreads;
+    fn(arg);
+}
+
+int plait_max_threads(void) { return 1; }
+#endif

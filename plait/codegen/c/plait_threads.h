@@ -1,0 +1,38 @@
+/* plait's thread pool: the one place a native library runs work on several threads.
+ * Generated kernels (their parallel loops, outlined by plait.codegen.c.emit) and the
+ * C target's library (plait_gemm.c) both call it, so one set of worker threads serves a
+ * whole model.  Every library gets its own copy (plait_threads.c, linked into it); its
+ * symbols are hidden, so two libraries in one process never share or mix state. */
+#ifndef PLAIT_THREADS_H
+#define PLAIT_THREADS_H
+#include <stddef.h>
+#include <stdint.h>
+#if defined(__GNUC__) && !defined(_WIN32)
+#define PLAIT_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define PLAIT_HIDDEN
+#endif
+
+typedef void (*plait_task_fn)(void* arg);
+typedef void (*plait_range_fn)(void* ctx, int64_t lo, int64_t hi);
+
+/* fn(arg) on the calling thread and on up to nthreads - 1 workers; returns when every
+ * thread that started it has returned.  fn takes its work from a counter in arg: any
+ * thread may do any share, and the calling thread all of it (a worker that has not
+ * started by the time the work is gone skips the task instead of being waited for). */
+PLAIT_HIDDEN void plait_parallel(plait_task_fn fn, void* arg, int nthreads);
+
+/* fn(ctx, lo, hi) over [0, n) in chunks taken from a shared counter, on up to nthreads
+ * threads (nthreads <= 1: one call fn(ctx, 0, n) on this thread). */
+PLAIT_HIDDEN void plait_parallel_range(plait_range_fn fn, void* ctx, int64_t n, int nthreads);
+
+/* How many threads a parallel call may use: OMP_NUM_THREADS, or the CPUs this process
+ * may run on; 1 when the library was built without threads. */
+PLAIT_HIDDEN int plait_max_threads(void);
+
+/* Per-thread scratch buffer `slot` (0 .. PLAIT_SCRATCH_SLOTS - 1) of at least `floats`
+ * floats, 64-byte aligned; it only grows, and a worker frees its own when it exits.
+ * NULL when out of memory. */
+#define PLAIT_SCRATCH_SLOTS 4
+PLAIT_HIDDEN float* plait_scratch(int slot, size_t floats);
+#endif

@@ -1,0 +1,140 @@
+"""The thread pool of native libraries (plait/codegen/c/plait_threads.c) and the outlined
+parallel loops of generated kernels.
+
+Results are checked against numpy (float32, rtol 1e-6: the same operations in the same
+order per element).  Thread counts and fork() are checked in a child process of their
+own, with OMP_NUM_THREADS=2, so the test does not depend on the machine's CPU count.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plait.codegen.c import NativeLibrary, compile_kernels
+from plait.codegen.c.compiler import NativeUnavailableError, find_compiler
+from plait.kernel import parse_kernels
+
+KERNELS = '''
+@kernel
+def rows(x: Buffer((m, n), "float32"), out: Buffer((m, n), "float32", output=True)):
+    for r in range(m):
+        s = float32(r) * 0.5
+        tmp = alloc((4,), "float32")
+        tmp[0] = s + 1.0
+        for j in parallel(n):
+            out[r, j] = x[r, j] * tmp[0] + s
+
+@kernel
+def huge_scratch(
+    x: Buffer((n,), "float32"),
+    size: Buffer((k, 0), "float32"),
+    y: Buffer((n,), "float32", output=True),
+):
+    for i in parallel(n):
+        tmp = alloc((k,), "float32")
+        tmp[0] = x[i]
+        y[i] = tmp[0]
+
+@kernel
+def scale(x: Buffer((n,), "float32"), y: Buffer((n,), "float32", output=True)):
+    for i in parallel(n):
+        y[i] = x[i] * 3.0 + 1.0
+'''
+
+
+def _compiler_or_skip() -> None:
+    try:
+        find_compiler()
+    except NativeUnavailableError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="module")
+def lib() -> NativeLibrary:
+    _compiler_or_skip()
+    return compile_kernels(parse_kernels(KERNELS))
+
+
+def test_parallel_body_is_outlined_with_what_it_uses(lib: NativeLibrary) -> None:
+    """The parallel loop inside a serial loop reads the serial loop's variable, a let
+    variable and a local buffer defined outside it: all travel to the outlined body."""
+    src = lib.sources["plait_kernels.c"]
+    assert "plait_parallel_range(plait_k_rows_par0" in src
+    assert "#pragma omp parallel" not in src
+    x = np.random.default_rng(0).standard_normal((3, 40000)).astype(np.float32)
+    r = np.arange(3, dtype=np.float32)[:, None] * np.float32(0.5)
+    np.testing.assert_allclose(lib.get("rows")(x), x * (r + 1) + r, rtol=1e-6)
+    small = x[:, :100]   # below the parallel threshold: one call on this thread
+    np.testing.assert_allclose(lib.get("rows")(small), small * (r + 1) + r, rtol=1e-6)
+
+
+def test_a_failed_allocation_on_a_worker_reaches_the_kernel_status(lib: NativeLibrary) -> None:
+    x = np.ones(40000, np.float32)
+    assert lib.get("huge_scratch")(x, np.empty((3, 0), np.float32))[0] == 1.0
+    with pytest.raises(RuntimeError, match="'huge_scratch' failed with status 1"):
+        lib.get("huge_scratch")(x, np.empty((2**42, 0), np.float32))
+
+
+def test_concurrent_callers(lib: NativeLibrary) -> None:
+    """Two application threads calling at once: one uses the pool, the other runs its
+    call on its own thread; both results are right."""
+    f = lib.get("scale")
+    xs = [np.random.default_rng(i).standard_normal(100000).astype(np.float32) for i in (1, 2)]
+    bad: list[int] = []
+
+    def work(x: np.ndarray) -> None:
+        for _ in range(50):
+            if not np.array_equal(f(x), x * np.float32(3) + np.float32(1)):
+                bad.append(1)
+
+    ts = [threading.Thread(target=work, args=(x,)) for x in xs]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad
+
+
+CHILD = '''
+import os, sys, time
+import numpy as np
+from plait.codegen.c import NativeLibrary
+lib = NativeLibrary.load(sys.argv[1])
+f = lib.get("scale")
+x = np.arange(100000, dtype=np.float32)
+ref = x * np.float32(3) + np.float32(1)
+threads = lambda: len(os.listdir("/proc/self/task"))
+before = threads()
+assert np.array_equal(f(x), ref)
+started = threads()
+assert started == before + 1, (before, started)   # one worker for OMP_NUM_THREADS=2
+for _ in range(100):
+    assert np.array_equal(f(x), ref)
+assert threads() == started                        # reused, not one per call
+pid = os.fork()
+if pid == 0:   # the child has no workers; its calls still run (and start its own)
+    ok = np.array_equal(f(x), ref) and np.array_equal(f(x), ref)
+    os._exit(0 if ok else 1)
+_, status = os.waitpid(pid, 0)
+assert status == 0, status
+deadline = time.time() + 10
+while threads() > before and time.time() < deadline:
+    time.sleep(0.1)
+assert threads() == before                         # an idle worker exits
+assert np.array_equal(f(x), ref)                   # and comes back when needed
+print("ok")
+'''
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_workers_start_once_exit_when_idle_and_survive_fork(lib: NativeLibrary) -> None:
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD), str(lib.path)],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
