@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <omp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <time.h>
 #endif
 
@@ -80,6 +81,7 @@ void plait_parallel_range(plait_range_fn fn, void* ctx, int64_t n, int nthreads)
 
 #define PLAIT_POOL_MAX 256
 #define PLAIT_POOL_SPIN 4000     /* pauses (about 25 ns each) before a worker sleeps */
+#define PLAIT_POOL_YIELD 64      /* pauses between yields while spinning */
 #define PLAIT_POOL_IDLE_NS 1000000000L   /* a worker asleep this long exits */
 
 static struct {
@@ -99,7 +101,14 @@ static struct {
 
 static pthread_once_t plait_pool_once = PTHREAD_ONCE_INIT;
 
-static inline void plait_relax(void) {
+/* One step of a spin-wait.  Every PLAIT_POOL_YIELD steps it yields the CPU: when a
+ * worker and the thread it waits for share one CPU (more threads than the CPUs the
+ * process gets), spinning would take the time that thread needs. */
+static inline void plait_relax(int step) {
+    if (step % PLAIT_POOL_YIELD == PLAIT_POOL_YIELD - 1) {
+        sched_yield();
+        return;
+    }
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
@@ -119,7 +128,7 @@ static int64_t plait_pool_wait(int64_t seen) {
     int64_t g;
     for (int spins = 0; spins < PLAIT_POOL_SPIN; ++spins) {
         if ((g = __atomic_load_n(&plait_pool.gen, __ATOMIC_SEQ_CST)) != seen) return g;
-        plait_relax();
+        plait_relax(spins);
     }
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -213,7 +222,8 @@ void plait_parallel(plait_task_fn fn, void* arg, int nthreads) {
     }
     fn(arg);
     __atomic_store_n(&plait_pool.closed, g, __ATOMIC_SEQ_CST);
-    while (__atomic_load_n(&plait_pool.active, __ATOMIC_SEQ_CST) != 0) plait_relax();
+    for (int step = 0; __atomic_load_n(&plait_pool.active, __ATOMIC_SEQ_CST) != 0; ++step)
+        plait_relax(step);
     __atomic_store_n(&plait_pool.busy, 0, __ATOMIC_RELEASE);
 }
 
