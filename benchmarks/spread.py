@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ, OMP_NUM_THREADS=str(THREADS), OPENBLAS_NUM_THREADS=str(THREADS))
     header = " / ".join(f"p{q}" for q in PERCENTILES)
     print(f"{'model':12s} {'backend':12s} {header} (ms)")
+    medians: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
             onnx_path = _export(model, Path(tmp))
@@ -83,7 +85,26 @@ def main(argv: list[str] | None = None) -> int:
                     r = json.loads(out.stdout.strip().splitlines()[-1])
                     cells = " / ".join(f"{r[str(q)]:.2f}" for q in PERCENTILES)
                     print(f"{model:12s} {backend:12s} {cells}", flush=True)
+                    medians.setdefault((model, backend), []).append(r["50"])
+    print(summary(medians))
     return 0
+
+
+def summary(medians: dict[tuple[str, str], list[float]]) -> str:
+    """Per model: the median over rounds of each backend's p50, their ratio, and in how
+    many rounds plait-c's p50 was at or below onnxruntime's (same round)."""
+    lines = ["", "| model | rounds | onnxruntime p50 ms | plait-c p50 ms | ratio | rounds at or "
+             "below |", "|---|---|---|---|---|---|"]
+    for model in dict.fromkeys(m for m, _ in medians):
+        ort = medians.get((model, "onnxruntime"), [])
+        ours = medians.get((model, "plait-c"), [])
+        n = min(len(ort), len(ours))
+        if n == 0:
+            continue
+        mo, mp = statistics.median(ort[:n]), statistics.median(ours[:n])
+        wins = sum(p <= o for o, p in zip(ort[:n], ours[:n]))
+        lines.append(f"| {model} | {n} | {mo:.3f} | {mp:.3f} | {mp / mo:.2f} | {wins} of {n} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

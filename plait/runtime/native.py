@@ -353,8 +353,9 @@ def _dlopen(path: str) -> ctypes.CDLL:
         msg = str(exc)
         hint = ""
         if "gomp" in msg or "omp" in msg:
-            hint = (" The library was built with OpenMP and needs its runtime (libgomp); "
-                    "install it (e.g. `apt install libgomp1`) or rebuild with openmp=False.")
+            hint = (" The library was built with OpenMP (by plait before its own thread "
+                    "pool) and needs its runtime (libgomp); install it (e.g. `apt install "
+                    "libgomp1`) or rebuild it with this plait.")
         raise NativeLoadError(f"cannot load native library {path}: {msg}.{hint}") from None
 
 

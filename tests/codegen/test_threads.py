@@ -134,7 +134,37 @@ print("ok")
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
 def test_workers_start_once_exit_when_idle_and_survive_fork(lib: NativeLibrary) -> None:
-    env = dict(os.environ, OMP_NUM_THREADS="2")
+    env = {k: v for k, v in os.environ.items() if k != "PLAIT_NUM_THREADS"}
+    env["OMP_NUM_THREADS"] = "2"
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD), str(lib.path)],
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+SERIAL_CHILD = '''
+import os, sys
+import numpy as np
+from plait.codegen.c import NativeLibrary
+f = NativeLibrary.load(sys.argv[1]).get("scale")
+x = np.arange(100000, dtype=np.float32)
+before = len(os.listdir("/proc/self/task"))
+assert np.array_equal(f(x), x * np.float32(3) + np.float32(1))
+print(len(os.listdir("/proc/self/task")) - before)
+'''
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_plait_num_threads_wins_over_omp_num_threads(lib: NativeLibrary) -> None:
+    for plait_threads, started in (("1", "0"), ("2", "1")):
+        env = dict(os.environ, OMP_NUM_THREADS="2" if plait_threads == "1" else "1",
+                   PLAIT_NUM_THREADS=plait_threads)
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent(SERIAL_CHILD), str(lib.path)],
+                           capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0 and r.stdout.strip() == started, (plait_threads, r.stderr)
+
+
+def test_no_openmp_runtime_is_linked(lib: NativeLibrary) -> None:
+    """Threads come from the pool (pthreads); OpenMP is used for its simd hints only,
+    so a built library runs where libgomp is not installed."""
+    assert b"libgomp" not in lib.data and b"omp_get" not in lib.data
+    assert "#pragma omp simd" in lib.sources["plait_kernels.c"]

@@ -300,20 +300,24 @@ class Module:
     np.testing.assert_allclose(VirtualMachine(exe)["main"](np.ones(4, np.float32)), np.e, rtol=1e-6)
 
 
-def test_compiler_options_come_from_the_target() -> None:
-    mod = plait.parse("""
+def _tanh_module(n: int, dtype: str) -> plait.IRModule:
+    return plait.parse(f"""
 @module
 class Module:
     @function
-    def main(x: Tensor((64,), "float64")) -> Tensor((64,), "float64"):
+    def main(x: Tensor(({n},), "{dtype}")) -> Tensor(({n},), "{dtype}"):
         with dataflow():
             y = tanh(x)
             output(y)
         return y
 """)
+
+
+def test_compiler_options_come_from_the_target() -> None:
+    mod = _tanh_module(64, "float64")
     x = RNG.standard_normal(64)
     results = []
-    for target in (plait.Target("c", openmp=False, opt_level=1), plait.Target("c")):
+    for target in (plait.Target("c", threads=False, opt_level=1), plait.Target("c")):
         before = compile_stats()["compiles"]
         exe = plait.build(mod, target)
         assert compile_stats()["compiles"] == before + 1  # other flags, another library
@@ -353,3 +357,9 @@ class Module:
     blob = built.attrs["native_libs"]["c"]
     assert isinstance(blob, LibraryBlob) and bytes(blob) == exe.libs["c"]
     assert "<native library" in built.script() and "\\x7fELF" not in built.script()
+
+
+def test_the_old_openmp_attribute_names_its_replacement() -> None:
+    mod = _tanh_module(4, "float32")
+    with pytest.raises(Exception, match=r"'openmp' is now 'threads'.*threads=False"):
+        plait.build(mod, plait.Target("c", openmp=False))

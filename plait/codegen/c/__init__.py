@@ -14,8 +14,8 @@ from .compiler import (
     compile_stats,
     default_cache_dir,
     find_compiler,
-    openmp_available,
     resolve_cache_dir,
+    threads_available,
 )
 from .emit import CFunction, CodegenError, CSource, EmittedLibrary, emit_kernel, emit_library
 from .library import NativeLibrary, compile_c_source, compile_kernels
@@ -23,7 +23,7 @@ from .library import NativeLibrary, compile_c_source, compile_kernels
 __all__ = [
     "BuildOptions", "CCompileError", "CompilerInfo", "NativeUnavailableError",
     "compile_shared", "compile_stats", "default_cache_dir", "find_compiler",
-    "openmp_available", "resolve_cache_dir", "CFunction", "CodegenError", "CSource",
+    "threads_available", "resolve_cache_dir", "CFunction", "CodegenError", "CSource",
     "EmittedLibrary", "emit_kernel", "emit_library", "NativeLibrary", "compile_c_source",
     "compile_kernels",
 ]

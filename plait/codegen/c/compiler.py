@@ -2,10 +2,10 @@
 
 * The compiler is ``$CC`` (which may carry arguments, e.g. ``"ccache gcc"``) or ``cc``;
   none found raises :class:`NativeUnavailableError`, which points to ``target="numpy"``.
-* Flags: ``-O3 -fPIC -shared -fno-math-errno`` (+ ``-fopenmp`` when the compiler
-  supports OpenMP and it is not turned off: it brings threads (-pthread), the
-  ``omp simd`` hints and ``OMP_NUM_THREADS``; the threads themselves are the library's
-  own pool, ``plait_threads.c``, + ``-march=native`` only when asked: a
+* Flags: ``-O3 -fPIC -shared -fno-math-errno`` (+ ``-pthread -fopenmp-simd
+  -DPLAIT_THREADS`` when the compiler supports them and threads are not turned off:
+  the library's own thread pool, ``plait_threads.c``, and the ``omp simd`` hints, with
+  no OpenMP runtime to link or ship, + ``-march=native`` only when asked: a
   cached library may be loaded on another machine, so the default code is portable).
 * The cache directory is the ``cache_dir`` argument, else ``$PLAIT_CACHE_DIR``, else
   ``$XDG_CACHE_HOME/plait`` or ``~/.cache/plait``; libraries live in its ``c/``
@@ -36,14 +36,14 @@ from plait.runtime.native import ABI_VERSION, LIB_SUFFIX
 COMPILE_TIMEOUT = 600.0
 """Seconds a single compiler run may take."""
 
-_STATS = {"compiles": 0, "cache_hits": 0, "object_hits": 0, "openmp_probes": 0}
+_STATS = {"compiles": 0, "cache_hits": 0, "object_hits": 0, "thread_probes": 0}
 _STATS_LOCK = threading.Lock()
 
 
 def compile_stats() -> dict[str, int]:
     """Counters of this process: libraries built (``compiles``), libraries found in the
     cache (``cache_hits``), objects of multi-file libraries found in the cache
-    (``object_hits``) and OpenMP probes."""
+    (``object_hits``) and probes of the compiler's thread support."""
     with _STATS_LOCK:
         return dict(_STATS)
 
@@ -159,11 +159,11 @@ def resolve_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """How to compile: optimization level, OpenMP (``None`` = when available),
-    ``-march=native`` and extra flags."""
+    """How to compile: optimization level, threads (``None`` = when the compiler
+    supports them), ``-march=native`` and extra flags."""
 
     opt_level: int = 3
-    openmp: bool | None = None
+    threads: bool | None = None
     march_native: bool = False
     extra_flags: tuple[str, ...] = field(default_factory=tuple)
 
@@ -182,34 +182,47 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-_OPENMP: dict[str, bool] = {}
-_PROBE = "#include <omp.h>\nint plait_openmp_probe(void) { return omp_get_max_threads(); }\n"
+_THREADS: dict[str, bool] = {}
+THREAD_FLAGS = ("-pthread", "-fopenmp-simd", "-DPLAIT_THREADS")
+"""Flags of a library built with threads: POSIX threads for the pool of plait_threads.c
+and OpenMP's ``simd`` pragmas (compile-time only: no OpenMP runtime is linked)."""
+_PROBE = """\
+#include <pthread.h>
+static void* plait_probe_run(void* p) { return p; }
+int plait_threads_probe(float* x, int n) {
+    pthread_t t;
+    if (pthread_create(&t, 0, plait_probe_run, 0)) return 1;
+#pragma omp simd
+    for (int i = 0; i < n; ++i) x[i] += 1.0f;
+    return pthread_join(t, 0);
+}
+"""
 
 
-def openmp_available(cc: CompilerInfo, cache_dir: Path | None = None) -> bool:
-    """True when ``cc -fopenmp`` builds a shared library (probed once per compiler and
-    remembered in the cache directory)."""
-    got = _OPENMP.get(cc.ident)
+def threads_available(cc: CompilerInfo, cache_dir: Path | None = None) -> bool:
+    """True when ``cc`` builds a shared library with :data:`THREAD_FLAGS` (probed once
+    per compiler and remembered in the cache directory)."""
+    got = _THREADS.get(cc.ident)
     if got is not None:
         return got
     d = cache_dir or resolve_cache_dir()
-    marker = d / f"openmp-{hashlib.sha256(cc.ident.encode()).hexdigest()[:16]}.txt"
+    marker = d / f"threads-{hashlib.sha256(cc.ident.encode()).hexdigest()[:16]}.txt"
     try:
         got = marker.read_text().strip() == "1"
     except OSError:
-        _count("openmp_probes")
+        _count("thread_probes")
         with tempfile.TemporaryDirectory(prefix="probe-", dir=d) as tmp:
             src = Path(tmp) / "probe.c"
             src.write_text(_PROBE)
             try:
-                r = subprocess.run([*cc.argv, "-fopenmp", "-fPIC", "-shared", "-o",
+                r = subprocess.run([*cc.argv, *THREAD_FLAGS, "-fPIC", "-shared", "-o",
                                     str(Path(tmp) / f"probe{LIB_SUFFIX}"), str(src)],
                                    capture_output=True, timeout=COMPILE_TIMEOUT)
                 got = r.returncode == 0
             except (OSError, subprocess.SubprocessError):
                 got = False
         _atomic_write(marker, b"1" if got else b"0")
-    _OPENMP[cc.ident] = got
+    _THREADS[cc.ident] = got
     return got
 
 
@@ -225,17 +238,17 @@ def _cpu_ident() -> str:
 
 
 def build_flags(cc: CompilerInfo, options: BuildOptions, cache_dir: Path) -> tuple[list[str], bool]:
-    """The compiler flags for ``options`` and whether OpenMP is on."""
+    """The compiler flags for ``options`` and whether threads are on."""
     flags = [f"-O{options.opt_level}", "-fPIC", "-shared", "-fno-math-errno"]
-    use_omp = options.openmp
-    if use_omp is None:
-        use_omp = openmp_available(cc, cache_dir)
-    if use_omp:
-        flags.append("-fopenmp")
+    threads = options.threads
+    if threads is None:
+        threads = threads_available(cc, cache_dir)
+    if threads:
+        flags += THREAD_FLAGS
     if options.march_native:
         flags.append("-march=native")
     flags += list(options.extra_flags)
-    return flags, bool(use_omp)
+    return flags, bool(threads)
 
 
 def cache_key(files: dict[str, str], cc: CompilerInfo, flags: list[str]) -> str:

@@ -8,7 +8,7 @@ One translation unit holds every kernel of a library.  Each kernel becomes::
 (see :mod:`plait.runtime.native` for the calling convention and the manifest).  Buffers
 are ``restrict`` pointers (inputs ``const``), indices are ``int64_t``, size variables
 are ``const int64_t`` locals read from ``plait_sizes``.  When the library is built with
-threads (``openmp``), a ``parallel`` loop's body becomes a function of its own over a
+threads (``threads``), a ``parallel`` loop's body becomes a function of its own over a
 range of iterations, run by the library's thread pool (``plait_threads.c``, shared with
 the C target's library; what the body uses travels in a struct), and parallel loops
 nested inside it run serially.  ``vectorized`` loops get ``#pragma omp simd`` (``#pragma
@@ -343,10 +343,10 @@ def _c_type(dtype: str, where: str) -> str:
 
 
 class _KernelEmitter:
-    def __init__(self, name: str, kernel: Kernel, openmp: bool, helpers: set[str]) -> None:
+    def __init__(self, name: str, kernel: Kernel, threads: bool, helpers: set[str]) -> None:
         self.name = name
         self.kernel = kernel
-        self.openmp = openmp
+        self.threads = threads
         self.helpers = helpers
         self.names = _Names()
         self.lines: list[str] = []
@@ -527,11 +527,11 @@ class _KernelEmitter:
             self.temps.append(end)  # names are keyed by id(): keep it alive
             bound = self.names.get(end)
             self.emit(indent, f"const int64_t {bound} = {self.expr(s.extent)};")
-        if s.kind == "parallel" and self.openmp and not self.in_parallel:
+        if s.kind == "parallel" and self.threads and not self.in_parallel:
             self.parallel_loop(s, indent, var, bound)
             return
         if s.kind == "vectorized":
-            self.emit(0, "#pragma omp simd" if self.openmp else "#pragma GCC ivdep")
+            self.emit(0, "#pragma omp simd" if self.threads else "#pragma GCC ivdep")
         elif s.kind == "unrolled":
             n = s.extent.value if isinstance(s.extent, IntImm) else 4
             self.emit(0, f"#pragma GCC unroll {max(1, min(n, 16))}")
@@ -764,7 +764,7 @@ def _symbol(prefix: str, name: str, used: set[str]) -> str:
 
 
 def emit_library(
-    kernels: Mapping[str, Kernel], c_sources: Sequence[CSource] = (), openmp: bool = False
+    kernels: Mapping[str, Kernel], c_sources: Sequence[CSource] = (), threads: bool = False
 ) -> EmittedLibrary:
     """The C sources of a library exporting ``kernels`` (by name) and the functions of
     the user sources ``c_sources``."""
@@ -785,7 +785,7 @@ def emit_library(
             raise CodegenError(f"{name!r} is a {type(k).__name__}, not a Kernel")
         claim(name)
         sym = _symbol("plait_k_", name, used)
-        em = _KernelEmitter(name, k, openmp, helpers)
+        em = _KernelEmitter(name, k, threads, helpers)
         bodies.append(em.function(sym))
         entries.append(_manifest_entry(name, sym, k, em.names))
         symbols[name] = sym
@@ -836,6 +836,6 @@ def _wrapper(fn: CFunction, symbol: str, source_name: str) -> str:
             f"    (void)plait_args; (void)plait_sizes;\n{body}\n}}")
 
 
-def emit_kernel(name: str, kernel: Kernel, openmp: bool = False) -> str:
+def emit_kernel(name: str, kernel: Kernel, threads: bool = False) -> str:
     """The C source of a one-kernel library (for reading and debugging)."""
-    return emit_library({name: kernel}, openmp=openmp).files["plait_kernels.c"]
+    return emit_library({name: kernel}, threads=threads).files["plait_kernels.c"]

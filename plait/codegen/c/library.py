@@ -89,7 +89,7 @@ def compile_kernels(
     *,
     c_sources: Sequence[CSource] = (),
     cache_dir: str | os.PathLike[str] | None = None,
-    openmp: bool | None = None,
+    threads: bool | None = None,
     opt_level: int = 3,
     march_native: bool = False,
     extra_flags: Sequence[str] = (),
@@ -110,10 +110,10 @@ def compile_kernels(
             raise KernelVerifyError(errors)
     cc = find_compiler()
     d = resolve_cache_dir(cache_dir)
-    options = BuildOptions(opt_level, openmp, march_native, tuple(extra_flags))
-    flags, use_omp = build_flags(cc, options, d)
-    emitted = emit_library(kernels, c_sources, openmp=use_omp)
-    path = compile_shared(emitted.files, options, cache_dir, flags=(flags, use_omp))
+    options = BuildOptions(opt_level, threads, march_native, tuple(extra_flags))
+    flags, use_threads = build_flags(cc, options, d)
+    emitted = emit_library(kernels, c_sources, threads=use_threads)
+    path = compile_shared(emitted.files, options, cache_dir, flags=(flags, use_threads))
     return NativeLibrary(load_library(path), path, sources=emitted.files)
 
 

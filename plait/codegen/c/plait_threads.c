@@ -13,18 +13,22 @@
  * frees its scratch), so a process that loads many libraries does not keep a thread per
  * library.  A second caller while the pool is busy (a nested call, or another
  * application thread) runs its call on its own thread.  After fork() the child starts
- * with no workers.  Built without threads (no -fopenmp, which also implies -pthread),
- * every call runs on the calling thread. */
+ * with no workers.  Built without threads (PLAIT_THREADS undefined: the compiler
+ * has no -pthread), every call runs on the calling thread.  No OpenMP runtime is
+ * involved: a library needs nothing but libc (and libpthread on old glibc). */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT */
+#endif
 #include "plait_threads.h"
 
 #include <stdlib.h>
 
-#ifdef _OPENMP
+#ifdef PLAIT_THREADS
 #include <errno.h>
-#include <omp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
+#include <unistd.h>
 #endif
 
 /* ----------------------------------------------------------------- scratch */
@@ -76,7 +80,7 @@ void plait_parallel_range(plait_range_fn fn, void* ctx, int64_t n, int nthreads)
     plait_parallel(plait_range_run, &t, nthreads);
 }
 
-#ifdef _OPENMP
+#ifdef PLAIT_THREADS
 /* --------------------------------------------------------------------- pool */
 
 #define PLAIT_POOL_MAX 256
@@ -227,7 +231,38 @@ void plait_parallel(plait_task_fn fn, void* arg, int nthreads) {
     __atomic_store_n(&plait_pool.busy, 0, __ATOMIC_RELEASE);
 }
 
-int plait_max_threads(void) { return omp_get_max_threads(); }
+/* A positive thread count from the environment variable `name` (the first number of
+ * OMP_NUM_THREADS's list), or 0. */
+static int plait_env_threads(const char* name) {
+    const char* v = getenv(name);
+    if (v == NULL) return 0;
+    char* end = NULL;
+    long n = strtol(v, &end, 10);
+    return end != v && n > 0 ? (n > PLAIT_POOL_MAX + 1 ? PLAIT_POOL_MAX + 1 : (int)n) : 0;
+}
+
+/* PLAIT_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs this process may run on; read
+ * once, on the first call (as OpenMP reads its settings once). */
+int plait_max_threads(void) {
+    static int cached = 0;
+    int n = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (n > 0) return n;
+    n = plait_env_threads("PLAIT_NUM_THREADS");
+    if (n == 0) n = plait_env_threads("OMP_NUM_THREADS");
+#if defined(__linux__) && defined(CPU_COUNT)
+    if (n == 0) {
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+    }
+#endif
+#ifdef _SC_NPROCESSORS_ONLN
+    if (n == 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+    if (n < 1) n = 1;
+    if (n > PLAIT_POOL_MAX + 1) n = PLAIT_POOL_MAX + 1;
+    __atomic_store_n(&cached, n, __ATOMIC_RELAXED);
+    return n;
+}
 #else
 void plait_parallel(plait_task_fn fn, void* arg, int nthreads) {
     (void)nthreads;

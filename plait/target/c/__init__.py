@@ -19,7 +19,7 @@ Target attributes: ``gemm`` (default True: plait's own matrix product, convoluti
 pooling, :mod:`.gemm`, :mod:`.pool`), ``attention`` (default True, with ``gemm``: fused
 attention, :mod:`.attention`), ``winograd`` (4, 2 or False), ``blas`` (default True;
 False keeps matmul/linear/conv2d as generated kernels), ``fuse`` (default True: kernel
-fusion), ``opt_level`` (3), ``openmp`` (None: when available), ``march_native``
+fusion), ``opt_level`` (3), ``threads`` (None: when available), ``march_native``
 (False).  Derive a target of your own with ``register_target_kind("mycpu", parent="c",
 dispatch=[...])``; see docs/targets.md.
 """

@@ -9,7 +9,7 @@ generator embeds ``native_libs`` in the executable, whose calls of kernels (and 
 user C functions) then run the library's functions — on any machine, compiler or not.
 
 Compiler options come from the target's attributes: ``opt_level`` (default 3),
-``openmp`` (None: when the compiler supports it), ``march_native`` (default False).
+``threads`` (None: when the compiler supports them), ``march_native`` (default False).
 """
 
 from __future__ import annotations
@@ -114,8 +114,12 @@ def _target_options(mod: IRModule) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     if attrs.get("opt_level") is not None:
         opts["opt_level"] = int(attrs["opt_level"])
-    if attrs.get("openmp") is not None:
-        opts["openmp"] = bool(attrs["openmp"])
+    if "openmp" in attrs:
+        raise ValueError("target attribute 'openmp' is now 'threads' (the c target's "
+                         "libraries use their own thread pool, not OpenMP): use "
+                         f"Target('c', threads={attrs['openmp']!r})")
+    if attrs.get("threads") is not None:
+        opts["threads"] = bool(attrs["threads"])
     if attrs.get("march_native"):
         opts["march_native"] = True
     return opts
