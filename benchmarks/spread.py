@@ -2,10 +2,18 @@
 
     python benchmarks/spread.py                    # all three models, 3 rounds
     python benchmarks/spread.py --models cnn --rounds 5 --runs 200
+    git worktree add /tmp/before HEAD~3 && python benchmarks/spread.py --before /tmp/before
 
 On shared 2-vCPU machines a median hides how much a backend's latency moves; this prints
 the 0th/10th/50th/90th/99th percentiles of ``--runs`` inferences per process (2 threads,
 after warm-up), onnxruntime and plait-c taking turns, so both see the same machine.
+At the end, a summary per model: the median over rounds of each backend's p50, the ratio,
+and in how many rounds plait-c was at or below onnxruntime.
+
+``--before DIR`` adds a third backend, ``plait-c-before``: plait-c imported from DIR (a
+checkout of another revision, e.g. a git worktree), taking its turn in every round; the
+summary then also compares the two trees.  This is how a change's before/after is
+measured on a noisy machine.
 """
 
 from __future__ import annotations
@@ -61,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--runs", type=int, default=200)
+    p.add_argument("--before", default=None, metavar="DIR",
+                   help="also run plait-c from this checkout (another revision)")
     p.add_argument("--worker", nargs=4, metavar=("MODEL", "BACKEND", "ONNX", "RUNS"))
     args = p.parse_args(argv)
     if args.worker:
@@ -68,6 +78,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(worker(model, backend, onnx_path, int(runs))))
         return 0
     env = dict(os.environ, OMP_NUM_THREADS=str(THREADS), OPENBLAS_NUM_THREADS=str(THREADS))
+    backends = [("onnxruntime", env), ("plait-c", env)]
+    if args.before:
+        before = Path(args.before).resolve()
+        if not (before / "plait" / "__init__.py").is_file():
+            p.error(f"--before {args.before}: no plait package there (expected a checkout "
+                    "of the repository, e.g. made with `git worktree add`)")
+        path = os.pathsep.join([str(before), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        backends.append(("plait-c-before", dict(env, PYTHONPATH=path)))
     header = " / ".join(f"p{q}" for q in PERCENTILES)
     print(f"{'model':12s} {'backend':12s} {header} (ms)")
     medians: dict[tuple[str, str], list[float]] = {}
@@ -75,10 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         for model in args.models.split(","):
             onnx_path = _export(model, Path(tmp))
             for _ in range(args.rounds):
-                for backend in ("onnxruntime", "plait-c"):
+                for backend, benv in backends:
                     out = subprocess.run(
                         [sys.executable, __file__, "--worker", model, backend, onnx_path,
-                         str(args.runs)], capture_output=True, text=True, env=env, cwd=ROOT)
+                         str(args.runs)], capture_output=True, text=True, env=benv, cwd=ROOT)
                     if out.returncode != 0:
                         print(f"{model:12s} {backend:12s} error: {out.stderr.strip()[-200:]}")
                         continue
@@ -92,19 +110,29 @@ def main(argv: list[str] | None = None) -> int:
 
 def summary(medians: dict[tuple[str, str], list[float]]) -> str:
     """Per model: the median over rounds of each backend's p50, their ratio, and in how
-    many rounds plait-c's p50 was at or below onnxruntime's (same round)."""
-    lines = ["", "| model | rounds | onnxruntime p50 ms | plait-c p50 ms | ratio | rounds at or "
-             "below |", "|---|---|---|---|---|---|"]
+    many rounds plait-c's p50 was at or below onnxruntime's (same round); with
+    ``plait-c-before`` rounds, a second table compares plait-c with it."""
+    out = ["", *_pairs(medians, "onnxruntime", "plait-c", "ratio", "rounds at or below")]
+    if any(b == "plait-c-before" for _, b in medians):
+        out += ["", *_pairs(medians, "plait-c-before", "plait-c", "after / before",
+                            "rounds after at or below")]
+    return "\n".join(out)
+
+
+def _pairs(medians: dict[tuple[str, str], list[float]], ref: str, ours: str, ratio: str,
+           wins: str) -> list[str]:
+    lines = [f"| model | rounds | {ref} p50 ms | {ours} p50 ms | {ratio} | {wins} |",
+             "|---|---|---|---|---|---|"]
     for model in dict.fromkeys(m for m, _ in medians):
-        ort = medians.get((model, "onnxruntime"), [])
-        ours = medians.get((model, "plait-c"), [])
-        n = min(len(ort), len(ours))
+        a = medians.get((model, ref), [])
+        b = medians.get((model, ours), [])
+        n = min(len(a), len(b))
         if n == 0:
             continue
-        mo, mp = statistics.median(ort[:n]), statistics.median(ours[:n])
-        wins = sum(p <= o for o, p in zip(ort[:n], ours[:n]))
-        lines.append(f"| {model} | {n} | {mo:.3f} | {mp:.3f} | {mp / mo:.2f} | {wins} of {n} |")
-    return "\n".join(lines)
+        ma, mb = statistics.median(a[:n]), statistics.median(b[:n])
+        won = sum(y <= x for x, y in zip(a[:n], b[:n]))
+        lines.append(f"| {model} | {n} | {ma:.3f} | {mb:.3f} | {mb / ma:.2f} | {won} of {n} |")
+    return lines
 
 
 if __name__ == "__main__":
