@@ -1,17 +1,24 @@
 """Side-by-side benchmark of plait against onnxruntime and PyTorch eager.
 
-    python benchmarks/run.py                       # everything (a few minutes)
+    python benchmarks/run.py                       # everything (about 10 minutes)
     python benchmarks/run.py --models mlp --runs 30 --out /tmp/bench
 
-Each (model, backend) pair runs in its own process with 2 threads everywhere
-(OMP_NUM_THREADS / onnxruntime intra-op threads / torch.set_num_threads), measures
-the median of at least 30 runs after warm-up, its compile time (ONNX import, the
-pipeline, C compilation, separately) and the process's peak memory.  On shared machines
-a whole process can run slow (its minimum as well as its median), so each pair runs in
-``--processes`` processes (default 3), the backends taking turns, and the reported
-latency is the median of the processes' medians (each is in the JSON).  Before a latency
-is reported, the backend's outputs are compared with onnxruntime's on the same inputs;
-a model whose outputs disagree is refused (reported as an error, no latency).
+Each (model, backend) pair runs in its own processes with 2 threads everywhere
+(OMP_NUM_THREADS / onnxruntime intra-op threads / torch.set_num_threads).  Each process
+compiles its model (the others wait, idle, so the compile times -- ONNX import, the
+pipeline, C compilation, separately -- are not disturbed), then they **take turns**: in
+each round every process, in a shuffled order, gets a turn after ``--gap`` seconds of
+idle (the previous process's threads stop spinning): untimed calls for ``--warm``
+seconds, then a block of ``--block`` timed calls, while the others wait on a pipe.
+On shared 2-vCPU machines the speed of the machine drifts over seconds, and a whole
+process can run slow; with the backends interleaved block by block, every backend
+samples the same phases of the machine.  Each (model, backend) has ``--processes``
+processes (default 3) and at least 30 timed calls per process (``--runs``, default 50);
+the reported latency is the median of all its timed calls, and the JSON also has each
+process's median, each round's block medians and in how many rounds each backend was at
+or below onnxruntime.  Before a latency is reported, the backend's outputs are compared
+with onnxruntime's on the same inputs; a model whose outputs disagree is refused
+(reported as an error, no latency).
 
 Also measured: compile-time scaling of the default pipeline on synthetic modules of
 1k, 10k and 100k bindings (time per binding).
@@ -24,6 +31,7 @@ onnxruntime) and ``results.json`` (every figure) into ``--out`` (default
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -95,8 +103,9 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def worker(model: str, backend: str, onnx_path: str, input_path: str, runs: int) -> dict:
-    """Run one backend on one model; returns the measurements (and the output)."""
+def prepare(model: str, backend: str, onnx_path: str, input_path: str) -> tuple[dict, Any]:
+    """Load (compile) one backend for one model; its first result (compile times) and
+    the function that runs one inference."""
     import numpy as np
 
     x = np.load(input_path)
@@ -163,16 +172,36 @@ def worker(model: str, backend: str, onnx_path: str, input_path: str, runs: int)
         def fn() -> Any:
             return main(x)
 
+    return result, fn
+
+
+def serve(model: str, backend: str, onnx_path: str, input_path: str, out_path: str) -> None:
+    """A worker process: compile, warm up and save the output to ``out_path``, print a
+    JSON line (compile times), then follow the driver's commands on stdin, one per line:
+    ``run K W`` (untimed calls for W seconds, at least one, then K timed: prints their
+    seconds as a JSON list) and ``done`` (prints the peak memory and returns)."""
+    import numpy as np
+
+    result, fn = prepare(model, backend, onnx_path, input_path)
     out = fn()
     if isinstance(out, tuple):
         out = out[0]
-    times = _time_runs(fn, runs, warmup=max(3, runs // 10))
-    result["median_ms"] = statistics.median(times) * 1e3
-    result["p10_ms"] = sorted(times)[len(times) // 10] * 1e3
-    result["runs"] = runs
-    result["peak_rss_mb"] = _peak_rss_mb()
-    np.save(input_path + f".{backend}.out.npy", np.asarray(out))
-    return result
+    np.save(out_path, np.asarray(out))
+    _time_runs(fn, 0, warmup=3)
+    print(json.dumps(result), flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if cmd and cmd[0] == "run":
+            # warm up for `cmd[2]` seconds (at least one call): after the pause, caches,
+            # idle threads and the vCPUs themselves take a while to come back
+            end = time.perf_counter() + float(cmd[2])
+            fn()
+            while time.perf_counter() < end:
+                fn()
+            print(json.dumps(_time_runs(fn, int(cmd[1]), warmup=0)), flush=True)
+        elif cmd == ["done"]:
+            print(json.dumps({"peak_rss_mb": _peak_rss_mb()}), flush=True)
+            return
 
 
 # ------------------------------------------------------------------ driver side
@@ -203,29 +232,109 @@ SEED: Path | None = None
 """The object cache every worker's fresh cache starts from (see library_objects)."""
 
 
-def _run_worker(args: list[str]) -> dict:
-    env = dict(os.environ)
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[var] = str(THREADS)
-    with tempfile.TemporaryDirectory(prefix="plait-bench-cache-") as cache:
-        # a fresh compiled-library cache, so the C compile time is measured, not a
-        # cache hit; only the shared library objects (plait_gemm.c) are carried over
-        if SEED is not None:
-            for obj in SEED.glob("c/obj-*.o"):
-                (Path(cache) / "c").mkdir(exist_ok=True)
-                shutil.copy2(obj, Path(cache) / "c" / obj.name)
-        env["PLAIT_CACHE_DIR"] = cache
-        proc = subprocess.run(
-            [sys.executable, __file__, "--worker", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=ROOT,
-        )
-    if proc.returncode != 0:
-        lines = (proc.stderr or proc.stdout).strip().splitlines()
-        return {"error": lines[-1] if lines else f"exit code {proc.returncode}"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+class Player:
+    """One worker process of a (model, backend) pair, driven over its stdin/stdout."""
+
+    def __init__(self, model: str, backend: str, index: int, onnx_path: str, inp: str,
+                 work: Path, *, label: str | None = None, env: dict[str, str] | None = None,
+                 fresh_cache: bool = True) -> None:
+        """``backend`` is what the worker runs; ``label`` names it in the results
+        (default: ``backend``); ``env`` adds environment variables (e.g. a PYTHONPATH
+        to another checkout); ``fresh_cache=False`` uses the usual compiled-library
+        cache instead of a fresh one (then compile times are cache hits)."""
+        self.model, self.index = model, index
+        self.backend = label or backend
+        self.out_path = str(work / f"{model}.{self.backend}.{index}.out.npy")
+        self.times: list[float] = []
+        self.blocks: list[float] = []   # each round's block median (seconds)
+        self.error: str | None = None
+        env = {**os.environ, **(env or {})}
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(THREADS)
+        # a fresh compiled-library cache, so the C compile time is measured, not a cache
+        # hit; only the shared library objects (plait_gemm.c) are carried over
+        self._cache = tempfile.TemporaryDirectory(prefix="plait-bench-cache-")
+        if fresh_cache:
+            if SEED is not None:
+                (Path(self._cache.name) / "c").mkdir(exist_ok=True)
+                for obj in SEED.glob("c/obj-*.o"):
+                    shutil.copy2(obj, Path(self._cache.name) / "c" / obj.name)
+            env["PLAIT_CACHE_DIR"] = self._cache.name
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--worker", model, backend, onnx_path, inp,
+             self.out_path],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
+            env=env, cwd=ROOT)
+        self.result: dict[str, Any] = self._read() or {}
+
+    def _read(self) -> Any:
+        """The worker's next JSON line (lines a library printed are skipped); None, with
+        ``error`` set to the last line of its stderr, when it has exited."""
+        while True:
+            line = self.proc.stdout.readline() if self.proc.stdout else ""
+            if not line:
+                self.proc.wait()
+                self._stderr.seek(0)
+                lines = self._stderr.read().strip().splitlines()
+                self.error = lines[-1] if lines else f"exit code {self.proc.returncode}"
+                return None
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+    def play(self, runs: int, warm: float) -> None:
+        """One block: untimed calls for ``warm`` seconds (at least one), then ``runs``
+        timed ones."""
+        if self.error:
+            return
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"run {runs} {warm}\n")
+        self.proc.stdin.flush()
+        ts = self._read()
+        if ts is not None:
+            self.times += ts
+            self.blocks.append(statistics.median(ts))
+
+    def finish(self) -> dict:
+        """Stop the process; its result (compile times, latency, peak memory)."""
+        if not self.error and self.proc.stdin is not None:
+            self.proc.stdin.write("done\n")
+            self.proc.stdin.flush()
+            end = self._read()
+            if end is not None:
+                self.result.update(end)
+            self.proc.stdin.close()
+            self.proc.wait()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._cache.cleanup()
+        self._stderr.close()
+        r = {"model": self.model, "backend": self.backend, **self.result}
+        if self.error:
+            return {"model": self.model, "backend": self.backend, "error": self.error}
+        r["median_ms"] = statistics.median(self.times) * 1e3
+        r["runs"] = len(self.times)
+        return r
+
+
+def take_turns(players: list[Player], rounds: int, block: int, gap: float, warm: float,
+               log: Any = None) -> None:
+    """``rounds`` rounds in which every player, in an order shuffled per round (seeded,
+    so a run is reproducible), plays one block after a pause of ``gap`` seconds (idle
+    threads of the previous player stop spinning)."""
+    import random
+
+    for k in range(rounds):
+        order = list(players)
+        random.Random(k).shuffle(order)
+        for pl in order:
+            time.sleep(gap)
+            pl.play(block, warm)
+        if log:
+            log(k)
 
 
 def pipeline_scaling(sizes: tuple[int, ...]) -> list[dict]:
@@ -256,19 +365,36 @@ def pipeline_scaling(sizes: tuple[int, ...]) -> list[dict]:
     return rows
 
 
-def combine(rs: list[dict]) -> dict:
-    """One (model, backend)'s processes as one result: the median of their median
-    latencies (each process's median is in ``process_medians_ms``), the first process's
-    compile times and the largest peak memory.  Any process's error is the result."""
-    errors = [r for r in rs if "error" in r]
+def round_log(model: str, rounds: int, players: dict[str, list[Player]], k: int) -> None:
+    """Print round ``k``'s block median of each backend (median over its processes)."""
+    cells = [f"{b} {statistics.median(pl.blocks[-1] for pl in ps) * 1e3:.3f}"
+             for b, ps in players.items() if all(pl.blocks and not pl.error for pl in ps)]
+    print(f"{model:12s} round {k + 1:2d}/{rounds}: " + ", ".join(cells), flush=True)
+
+
+def combine(players: list[Player], results: list[dict], ref: list[Player]) -> dict:
+    """One (model, backend)'s processes as one result: the median of all their timed
+    calls, each process's median, each round's block median (the median over the
+    processes), in how many rounds that was at or below onnxruntime's (``ref``), the
+    first process's compile times and the largest peak memory.  Any process's error is
+    the result."""
+    errors = [r for r in results if "error" in r]
     if errors:
         return errors[0]
-    out = dict(rs[0])
-    medians = [r["median_ms"] for r in rs]
-    out["process_medians_ms"] = medians
-    out["median_ms"] = statistics.median(medians)
-    out["p10_ms"] = statistics.median(r["p10_ms"] for r in rs)
-    out["peak_rss_mb"] = max(r["peak_rss_mb"] for r in rs)
+    times = sorted(t for p in players for t in p.times)
+    out = dict(results[0])
+    out["median_ms"] = statistics.median(times) * 1e3
+    out["p10_ms"] = times[len(times) // 10] * 1e3
+    out["runs"] = len(times)
+    out["process_medians_ms"] = [r["median_ms"] for r in results]
+    out["peak_rss_mb"] = max(r["peak_rss_mb"] for r in results)
+    rounds = [statistics.median(bs) * 1e3 for bs in zip(*(p.blocks for p in players))]
+    out["round_medians_ms"] = rounds
+    ref_rounds = [statistics.median(bs) * 1e3 for bs in zip(*(p.blocks for p in ref))]
+    if ref_rounds and rounds:
+        out["rounds_at_or_below_onnxruntime"] = sum(
+            a <= b for a, b in zip(rounds, ref_rounds))
+        out["rounds"] = min(len(rounds), len(ref_rounds))
     return out
 
 
@@ -295,6 +421,12 @@ def report(results: list[dict], scaling: list[dict]) -> str:
             f"| {r['model']} | {r['backend']} | {r['median_ms']:.3f} | {_fmt(ratio)} | "
             f"{comp} | {r['peak_rss_mb']:.0f} |"
         )
+    turns = [r for r in results if "rounds" in r]
+    if turns:
+        lines += ["", "| model | backend | rounds at or below onnxruntime (block medians) |",
+                  "|---|---|---|"]
+        lines += [f"| {r['model']} | {r['backend']} | {r['rounds_at_or_below_onnxruntime']} "
+                  f"of {r['rounds']} |" for r in turns]
     lines += ["", "| bindings | pipeline seconds | µs per binding | CPU µs per binding |",
               "|---|---|---|---|"]
     for s in scaling:
@@ -309,24 +441,30 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--backends", default=",".join(BACKENDS))
-    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--runs", type=int, default=50,
+                   help="timed calls per process (at least 30), in blocks of --block")
+    p.add_argument("--block", type=int, default=5,
+                   help="timed calls per turn (after one untimed call)")
+    p.add_argument("--gap", type=float, default=0.2,
+                   help="seconds of idle before each turn (the previous process's idle "
+                        "threads stop spinning)")
+    p.add_argument("--warm", type=float, default=0.05,
+                   help="seconds of untimed calls (at least one) at the start of each turn")
     p.add_argument("--processes", type=int, default=3,
-                   help="processes per (model, backend), taking turns; the reported "
-                        "latency is the median of their medians")
+                   help="processes per (model, backend); all of them take turns")
     p.add_argument("--scaling", default="1000,10000,100000")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
-    p.add_argument("--worker", nargs=5, metavar=("MODEL", "BACKEND", "ONNX", "INPUT", "RUNS"))
+    p.add_argument("--worker", nargs=5, metavar=("MODEL", "BACKEND", "ONNX", "INPUT", "OUT"))
     args = p.parse_args(argv)
     if args.worker:
-        model, backend, onnx_path, input_path, runs = args.worker
         _set_threads()
-        print(json.dumps(worker(model, backend, onnx_path, input_path, int(runs))))
+        serve(*args.worker)
         return 0
     if args.runs < 30:
         print("--runs must be at least 30 (the median of 30 runs is the reported figure)")
         return 2
-    if args.processes < 1:
-        print("--processes must be at least 1")
+    if args.processes < 1 or args.block < 1:
+        print("--processes and --block must be at least 1")
         return 2
     import numpy as np
 
@@ -345,29 +483,31 @@ def main(argv: list[str] | None = None) -> int:
             inp = str(work / f"{model}.input.npy")
             data = np.random.default_rng(0).standard_normal(MODELS[model][1])
             np.save(inp, data.astype("float32"))
+            backends = args.backends.split(",")
+            # one process at a time compiles (the others wait idle); onnxruntime first,
+            # its output is the reference
+            order = sorted(backends, key=lambda b: b != "onnxruntime")
+            players = {b: [Player(model, b, i, onnx_path, inp, work)
+                           for i in range(args.processes)] for b in order}
             ref = None
-            runs: dict[str, list[dict]] = {}
-            for rep in range(args.processes):
-                # the backends take turns, so each sees the machine in the same phases
-                for backend in args.backends.split(","):
-                    r = _run_worker([model, backend, onnx_path, inp, str(args.runs)])
-                    r.setdefault("model", model)
-                    r.setdefault("backend", backend)
-                    out_file = Path(inp + f".{backend}.out.npy")
-                    if "error" not in r and out_file.exists():
-                        out = np.load(out_file)
-                        if backend == "onnxruntime":
-                            ref = out
-                        elif ref is not None and not np.allclose(out, ref, rtol=RTOL,
-                                                                 atol=ATOL):
-                            err = float(np.max(np.abs(out - ref)))
-                            r = {"model": model, "backend": backend, "error":
-                                 f"outputs disagree with onnxruntime (max abs {err:.2e})"}
-                    runs.setdefault(backend, []).append(r)
-                    print(f"{model:12s} {backend:12s} process {rep + 1}: "
-                          + (r["error"] if "error" in r else f"{r['median_ms']:.3f} ms"),
-                          flush=True)
-            results.extend(combine(rs) for rs in runs.values())
+            for b in order:
+                for pl in players[b]:
+                    if pl.error or not Path(pl.out_path).exists():
+                        continue
+                    out = np.load(pl.out_path)
+                    if b == "onnxruntime":
+                        ref = out if ref is None else ref
+                    elif ref is not None and not np.allclose(out, ref, rtol=RTOL, atol=ATOL):
+                        err = float(np.max(np.abs(out - ref)))
+                        pl.error = f"outputs disagree with onnxruntime (max abs {err:.2e})"
+            live = [pl for b in order for pl in players[b] if not pl.error]
+            rounds = -(-args.runs // args.block)
+            take_turns(live, rounds, args.block, args.gap, args.warm,
+                       functools.partial(round_log, model, rounds, players))
+            ort = players.get("onnxruntime", [])
+            for b in order:
+                rs = [pl.finish() for pl in players[b]]
+                results.append(combine(players[b], rs, ort if b != "onnxruntime" else []))
     scaling = pipeline_scaling(tuple(int(s) for s in args.scaling.split(",") if s))
     table = report(results, scaling)
     if library_s is not None:

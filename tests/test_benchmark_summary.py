@@ -30,3 +30,27 @@ def test_summary_compares_the_trees_when_there_are_before_rounds() -> None:
     assert "| mlp | 3 | 1.000 | 0.900 | 0.90 | 2 of 3 |" in table
     # before: median 1.0; after 0.9; after <= before in rounds 1 and 3
     assert "| mlp | 3 | 1.000 | 0.900 | 0.90 | 2 of 3 |" in table.split("after / before")[1]
+
+
+def test_run_combines_interleaved_processes() -> None:
+    """benchmarks/run.py: the latency is the median of all timed calls of a backend's
+    processes; a round's figure is the median of the processes' block medians."""
+    from types import SimpleNamespace
+
+    import run
+
+    ours = [SimpleNamespace(times=[1.0, 2.0, 3.0], blocks=[2.0, 1.0]),
+            SimpleNamespace(times=[4.0, 5.0, 6.0], blocks=[5.0, 1.0])]
+    ort = [SimpleNamespace(times=[3.0], blocks=[3.0, 0.5])]
+    results = [{"model": "mlp", "backend": "plait-c", "median_ms": 2000.0, "peak_rss_mb": 60},
+               {"model": "mlp", "backend": "plait-c", "median_ms": 5000.0, "peak_rss_mb": 70}]
+    r = run.combine(ours, results, ort)
+    assert r["median_ms"] == 3500.0          # median of 1..6 s, in ms
+    assert r["runs"] == 6 and r["peak_rss_mb"] == 70
+    assert r["process_medians_ms"] == [2000.0, 5000.0]
+    assert r["round_medians_ms"] == [3500.0, 1000.0]   # medians of (2, 5) and (1, 1)
+    assert r["rounds_at_or_below_onnxruntime"] == 0 and r["rounds"] == 2  # 3.5>3, 1>0.5
+    assert "rounds at or below onnxruntime" in run.report([r], [])
+    failed = run.combine(ours, [results[0], {"model": "mlp", "backend": "plait-c",
+                                             "error": "boom"}], ort)
+    assert failed["error"] == "boom"
