@@ -22,7 +22,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from run import MODELS, THREADS, _export  # noqa: E402
+from run import DEFAULT_MODELS, MODELS, THREADS, _export  # noqa: E402
 
 PERCENTILES = (10, 25, 50, 90)
 
@@ -65,7 +65,8 @@ def worker(model: str, onnx_path: str, runs: int, alone: bool) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--models", default=DEFAULT_MODELS,
+                   help=f"comma-separated, of {', '.join(MODELS)}")
     p.add_argument("--runs", type=int, default=200)
     p.add_argument("--worker", nargs=4, metavar=("MODEL", "ONNX", "RUNS", "ALONE"))
     args = p.parse_args(argv)

@@ -45,13 +45,19 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-THREADS = 2
+THREADS = int(os.environ.get("PLAIT_BENCH_THREADS", "2"))
+"""Threads of every backend (2; another count through PLAIT_BENCH_THREADS, which the
+workers inherit)."""
 MODELS = {
     # name: (export name in examples/export_models.py, input shape)
     "mlp": ("mlp", (64, 784)),
     "cnn": ("cnn", (1, 3, 224, 224)),
     "transformer": ("transformer", (1, 128, 256)),
+    # the MLP's first two products alone, for looking at one layer (not in the default run)
+    "mlp-layer1": ("mlp_layer1", (64, 784)),
+    "mlp-layer2": ("mlp_layer2", (64, 512)),
 }
+DEFAULT_MODELS = "mlp,cnn,transformer"
 BACKENDS = ("onnxruntime", "torch", "plait-numpy", "plait-c")
 RTOL, ATOL = 1e-3, 1e-4
 
@@ -439,7 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--models", default=DEFAULT_MODELS,
+                   help=f"comma-separated, of {', '.join(MODELS)}")
     p.add_argument("--backends", default=",".join(BACKENDS))
     p.add_argument("--runs", type=int, default=50,
                    help="timed calls per process (at least 30), in blocks of --block")

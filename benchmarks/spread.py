@@ -2,6 +2,7 @@
 
     python benchmarks/spread.py                    # all three models, 10 rounds
     python benchmarks/spread.py --models cnn --rounds 20 --block 10
+    python benchmarks/spread.py --models mlp-layer1 --threads 1
     git worktree add /tmp/before HEAD~3 && python benchmarks/spread.py --before /tmp/before
 
 On shared 2-vCPU machines a median hides how much a backend's latency moves.  Each
@@ -30,7 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from run import MODELS, Player, _export, take_turns  # noqa: E402
+import run  # noqa: E402
+from run import DEFAULT_MODELS, MODELS, Player, _export, take_turns  # noqa: E402
 
 PERCENTILES = (0, 10, 50, 90, 99)
 
@@ -42,15 +44,21 @@ def _percentiles(times: list[float]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--models", default=DEFAULT_MODELS,
+                   help=f"comma-separated, of {', '.join(MODELS)}")
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--block", type=int, default=10, help="timed calls per turn")
     p.add_argument("--gap", type=float, default=0.2, help="seconds of idle before a turn")
     p.add_argument("--warm", type=float, default=0.05,
                    help="seconds of untimed calls at the start of a turn")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads of every backend (default 2)")
     p.add_argument("--before", default=None, metavar="DIR",
                    help="also run plait-c from this checkout (another revision)")
     args = p.parse_args(argv)
+    if args.threads:
+        run.THREADS = args.threads   # the workers' settings come from it
+        os.environ["PLAIT_BENCH_THREADS"] = str(args.threads)   # and their own copy
     backends: list[tuple[str, str, dict[str, str]]] = [
         ("onnxruntime", "onnxruntime", {}), ("plait-c", "plait-c", {})]
     if args.before:

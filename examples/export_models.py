@@ -123,6 +123,9 @@ MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "cnn": (ResNetCNN, (1, 3, 32, 32)),
     "transformer": (EncoderLayer, (1, 128, 256)),
     "tiny_mlp": (lambda: MLP((64, 32, 10)), (1, 64)),
+    # the MLP's first two layers alone (Linear + ReLU), to benchmark one product at a time
+    "mlp_layer1": (lambda: nn.Sequential(nn.Linear(784, 512), nn.ReLU()), (1, 784)),
+    "mlp_layer2": (lambda: nn.Sequential(nn.Linear(512, 512), nn.ReLU()), (1, 512)),
 }
 
 
