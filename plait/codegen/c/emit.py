@@ -12,7 +12,7 @@ threads (``threads``), a ``parallel`` loop's body becomes a function of its own 
 range of iterations, run by the library's thread pool (``plait_threads.c``, shared with
 the C target's library; what the body uses travels in a struct), and parallel loops
 nested inside it run serially.  ``vectorized`` loops get ``#pragma omp simd`` (``#pragma
-GCC ivdep`` without OpenMP), ``unrolled`` loops ``#pragma GCC unroll``.  Local buffers of at most
+GCC ivdep`` without threads), ``unrolled`` loops ``#pragma GCC unroll``.  Local buffers of at most
 :data:`STACK_BYTES` with a static shape live on the stack, larger ones are
 ``malloc``-ed (a failed allocation makes the kernel return status 1).
 
@@ -557,15 +557,12 @@ class _KernelEmitter:
                 fields.append((f"{c}{t}*", f"{c}{t}* restrict", self.names.get(b)))
         for v in k.size_vars:
             fields.append(("int64_t", "const int64_t", self.names.get(v)))
-        for x in self.scope:
-            if id(x) not in used:
-                continue
-            if isinstance(x, Buffer):
+        for x in self.scope:   # enclosing loop and let variables, local buffers
+            if id(x) in used:
                 t = self.ctype(x.dtype)
-                fields.append((f"{t}*", f"{t}* restrict", self.names.get(x)))
-            else:
-                t = self.ctype(x.dtype)
-                fields.append((t, f"const {t}", self.names.get(x)))
+                pointer = isinstance(x, Buffer)
+                fields.append((f"{t}*" if pointer else t,
+                               f"{t}* restrict" if pointer else f"const {t}", self.names.get(x)))
         saved = self.lines
         self.lines = []
         self.in_parallel = True
