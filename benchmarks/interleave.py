@@ -18,11 +18,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from run import DEFAULT_MODELS, MODELS, THREADS, _export  # noqa: E402
+from run import DEFAULT_MODELS, MODELS, THREADS, _export, prepare  # noqa: E402
 
 PERCENTILES = (10, 25, 50, 90)
 
@@ -32,26 +31,9 @@ def _cells(times: list[float]) -> str:
     return " / ".join(f"{ts[int(q / 100 * (len(ts) - 1))] * 1e3:.2f}" for q in PERCENTILES)
 
 
-def worker(model: str, onnx_path: str, runs: int, alone: bool) -> str:
-    import numpy as np
-
-    import plait
-    from plait.frontend import from_onnx
-    from plait.runtime import VirtualMachine
-
-    x = np.random.default_rng(0).standard_normal(MODELS[model][1]).astype(np.float32)
-    main = VirtualMachine(plait.build(from_onnx(onnx_path, shapes={"input": x.shape}),
-                                      "c"))["main"]
-    calls: list[tuple[str, Any]] = [("plait-c", lambda: main(x))]
-    if not alone:
-        import onnxruntime as ort
-
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = THREADS
-        opts.inter_op_num_threads = 1
-        sess = ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
-        name = sess.get_inputs()[0].name
-        calls.append(("onnxruntime", lambda: sess.run(None, {name: x})))
+def worker(model: str, onnx_path: str, input_path: str, runs: int, alone: bool) -> str:
+    backends = ["plait-c"] if alone else ["plait-c", "onnxruntime"]
+    calls = [(b, prepare(model, b, onnx_path, input_path)[1]) for b in backends]
     times: dict[str, list[float]] = {n: [] for n, _ in calls}
     for i in range(runs + 10):
         for n, fn in calls:
@@ -68,21 +50,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", default=DEFAULT_MODELS,
                    help=f"comma-separated, of {', '.join(MODELS)}")
     p.add_argument("--runs", type=int, default=200)
-    p.add_argument("--worker", nargs=4, metavar=("MODEL", "ONNX", "RUNS", "ALONE"))
+    p.add_argument("--worker", nargs=5, metavar=("MODEL", "ONNX", "INPUT", "RUNS", "ALONE"))
     args = p.parse_args(argv)
     if args.worker:
-        model, onnx_path, runs, alone = args.worker
-        print(worker(model, onnx_path, int(runs), alone == "1"))
+        model, onnx_path, input_path, runs, alone = args.worker
+        print(worker(model, onnx_path, input_path, int(runs), alone == "1"))
         return 0
+    import numpy as np
+
     env = dict(os.environ, OMP_NUM_THREADS=str(THREADS), OPENBLAS_NUM_THREADS=str(THREADS))
     header = " / ".join(f"p{q}" for q in PERCENTILES)
     print(f"{'model':12s} {'backend':12s} {'process':12s} {header} (ms)")
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
             onnx_path = _export(model, Path(tmp))
+            input_path = str(Path(tmp) / f"{model}.input.npy")
+            x = np.random.default_rng(0).standard_normal(MODELS[model][1])
+            np.save(input_path, x.astype("float32"))
             for alone in ("0", "1"):
                 out = subprocess.run([sys.executable, __file__, "--worker", model, onnx_path,
-                                      str(args.runs), alone],
+                                      input_path, str(args.runs), alone],
                                      capture_output=True, text=True, env=env, cwd=ROOT)
                 if out.returncode != 0:
                     print(f"{model:12s} error: {out.stderr.strip()[-300:]}")
