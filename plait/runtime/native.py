@@ -346,7 +346,26 @@ def _read_manifest(handle: ctypes.CDLL, path: str) -> dict[str, Any]:
     return manifest
 
 
+_WARNED_THREADS: set[str] = set()
+
+
+def _check_thread_setting() -> None:
+    """Native libraries read ``PLAIT_NUM_THREADS`` on their first parallel call and
+    ignore a value that is not a positive integer (then ``OMP_NUM_THREADS``, else the
+    CPUs available, decide): warn about such a value, once per value."""
+    v = os.environ.get("PLAIT_NUM_THREADS")
+    if v is None or v in _WARNED_THREADS or (v.strip().isdigit() and int(v) > 0):
+        return
+    _WARNED_THREADS.add(v)
+    import warnings
+
+    warnings.warn(f"PLAIT_NUM_THREADS={v!r} is not a positive integer: native libraries "
+                  "ignore it and use OMP_NUM_THREADS or the CPUs available; set it to a "
+                  "thread count such as 2", RuntimeWarning, stacklevel=3)
+
+
 def _dlopen(path: str) -> ctypes.CDLL:
+    _check_thread_setting()
     try:
         return ctypes.CDLL(path)
     except OSError as exc:

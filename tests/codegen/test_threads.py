@@ -168,3 +168,24 @@ def test_no_openmp_runtime_is_linked(lib: NativeLibrary) -> None:
     so a built library runs where libgomp is not installed."""
     assert b"libgomp" not in lib.data and b"omp_get" not in lib.data
     assert "#pragma omp simd" in lib.sources["plait_kernels.c"]
+
+
+def test_an_unusable_plait_num_threads_is_named(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    """Loading a library with PLAIT_NUM_THREADS set to something that is not a thread
+    count warns (the library would silently ignore it)."""
+    _compiler_or_skip()
+    from plait.runtime import native
+
+    monkeypatch.setattr(native, "_WARNED_THREADS", set())
+    monkeypatch.setenv("PLAIT_NUM_THREADS", "two")
+    with pytest.warns(RuntimeWarning, match="PLAIT_NUM_THREADS='two' is not a positive integer"):
+        lib = compile_kernels(parse_kernels(KERNELS), cache_dir=tmp_path)
+    x = np.arange(8, dtype=np.float32)
+    np.testing.assert_array_equal(lib.get("scale")(x), x * np.float32(3) + np.float32(1))
+    monkeypatch.setenv("PLAIT_NUM_THREADS", "2")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        native._check_thread_setting()   # a thread count: silent
