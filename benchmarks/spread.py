@@ -18,6 +18,11 @@ onnxruntime.
 checkout of another revision, e.g. a git worktree), taking its turn in every round; the
 summary then also compares the two trees.  This is how a change's before/after is
 measured on a noisy machine.
+
+``--kernel-loop`` adds ``plait-c-kernel``: the model's most expensive native call alone,
+called in a C loop (benchmarks/kernel_loop.py).  The summary then sets it against
+plait-c (what calling from Python adds) and onnxruntime (on a one-layer model such as
+``mlp-layer1``, the bare kernel against onnxruntime's whole call).
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="threads of every backend (default 2)")
     p.add_argument("--before", default=None, metavar="DIR",
                    help="also run plait-c from this checkout (another revision)")
+    p.add_argument("--kernel-loop", action="store_true",
+                   help="also time the most expensive native call in a C loop")
     args = p.parse_args(argv)
     if args.threads:
         run.THREADS = args.threads   # the workers' settings come from it
@@ -68,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                     "of the repository, e.g. made with `git worktree add`)")
         path = os.pathsep.join([str(before), os.environ.get("PYTHONPATH", "")])
         backends.append(("plait-c-before", "plait-c", {"PYTHONPATH": path.rstrip(os.pathsep)}))
+    if args.kernel_loop:
+        backends.append(("plait-c-kernel", "plait-c-kernel", {}))
     import numpy as np
 
     header = " / ".join(f"p{q}" for q in PERCENTILES)
@@ -98,11 +107,19 @@ def main(argv: list[str] | None = None) -> int:
 def summary(medians: dict[tuple[str, str], list[float]]) -> str:
     """Per model: the median over rounds of each backend's block median, their ratio,
     and in how many rounds plait-c's was at or below onnxruntime's (same round); with
-    ``plait-c-before`` rounds, a second table compares plait-c with it."""
+    ``plait-c-before`` rounds, a second table compares plait-c with it; with
+    ``plait-c-kernel`` rounds, two more set the kernel loop against plait-c and
+    onnxruntime."""
     out = ["", *_pairs(medians, "onnxruntime", "plait-c", "ratio", "rounds at or below")]
-    if any(b == "plait-c-before" for _, b in medians):
+    backends = {b for _, b in medians}
+    if "plait-c-before" in backends:
         out += ["", *_pairs(medians, "plait-c-before", "plait-c", "after / before",
                             "rounds after at or below")]
+    if "plait-c-kernel" in backends:
+        out += ["", *_pairs(medians, "plait-c", "plait-c-kernel", "kernel / call",
+                            "rounds kernel at or below")]
+        out += ["", *_pairs(medians, "onnxruntime", "plait-c-kernel", "ratio",
+                            "rounds kernel at or below")]
     return "\n".join(out)
 
 

@@ -32,6 +32,19 @@ def test_summary_compares_the_trees_when_there_are_before_rounds() -> None:
     assert "| mlp | 3 | 1.000 | 0.900 | 0.90 | 2 of 3 |" in table.split("after / before")[1]
 
 
+def test_summary_sets_the_kernel_loop_against_the_call_and_onnxruntime() -> None:
+    table = spread.summary({
+        ("mlp-layer1", "onnxruntime"): [0.70, 0.68, 0.75],
+        ("mlp-layer1", "plait-c"): [0.76, 0.74, 0.80],
+        ("mlp-layer1", "plait-c-kernel"): [0.72, 0.70, 0.69],
+    })
+    kernel_vs_call, kernel_vs_ort = table.split("kernel / call")[1].split("| ratio |")
+    # medians 0.76 (call) and 0.70 (kernel); the kernel is lower in all three rounds
+    assert "| mlp-layer1 | 3 | 0.760 | 0.700 | 0.92 | 3 of 3 |" in kernel_vs_call
+    # against onnxruntime's 0.70: equal medians; at or below in rounds 3 only (0.69<=0.75)
+    assert "| mlp-layer1 | 3 | 0.700 | 0.700 | 1.00 | 1 of 3 |" in kernel_vs_ort
+
+
 def test_run_combines_interleaved_processes() -> None:
     """benchmarks/run.py: the latency is the median of all timed calls of a backend's
     processes; a round's figure is the median of the processes' block medians."""
