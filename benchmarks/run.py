@@ -485,6 +485,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.processes < 1 or args.block < 1:
         print("--processes and --block must be at least 1")
         return 2
+    unknown = [b for b in args.backends.split(",") if b not in BACKENDS]
+    if unknown:
+        print(f"--backends: unknown {', '.join(unknown)}; choose from {', '.join(BACKENDS)}"
+              + (" (plait-c-kernel times one kernel, not the model: use spread.py "
+                 "--kernel-loop)" if "plait-c-kernel" in unknown else ""))
+        return 2
+    unknown = [m for m in args.models.split(",") if m not in MODELS]
+    if unknown:
+        print(f"--models: unknown {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+        return 2
     import numpy as np
 
     global SEED

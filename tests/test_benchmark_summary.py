@@ -67,3 +67,13 @@ def test_run_combines_interleaved_processes() -> None:
     failed = run.combine(ours, [results[0], {"model": "mlp", "backend": "plait-c",
                                              "error": "boom"}], ort)
     assert failed["error"] == "boom"
+
+
+def test_run_rejects_unknown_backends_and_models(capsys) -> None:  # type: ignore[no-untyped-def]
+    import run
+
+    assert run.main(["--backends", "onnxruntime,plait-c-kernel"]) == 2
+    out = capsys.readouterr().out
+    assert "unknown plait-c-kernel" in out and "spread.py --kernel-loop" in out
+    assert run.main(["--models", "mlp,resnet9"]) == 2
+    assert "--models: unknown resnet9; choose from mlp" in capsys.readouterr().out
