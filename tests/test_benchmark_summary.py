@@ -77,3 +77,12 @@ def test_run_rejects_unknown_backends_and_models(capsys) -> None:  # type: ignor
     assert "unknown plait-c-kernel" in out and "spread.py --kernel-loop" in out
     assert run.main(["--models", "mlp,resnet9"]) == 2
     assert "--models: unknown resnet9; choose from mlp" in capsys.readouterr().out
+
+
+def test_spread_rejects_unknown_models(capsys) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
+    with pytest.raises(SystemExit) as e:
+        spread.main(["--models", "mlp,resnet9"])
+    assert e.value.code == 2
+    assert "--models: unknown resnet9; choose from mlp" in capsys.readouterr().err
