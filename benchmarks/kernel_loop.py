@@ -97,7 +97,7 @@ class KernelLoop:
         self._argv = (ctypes.c_void_p * max(1, len(self.arrays)))(
             *(a.ctypes.data for a in self.arrays))
         self._sizes = (ctypes.c_int64 * 1)()
-        self._entry = ctypes.cast(fn._cfunc, ctypes.c_void_p)
+        self._entry = ctypes.c_void_p(fn.entry_address)
         lib = ctypes.CDLL(str(compile_shared({"plait_bench_loop.c": LOOP_SOURCE})))
         self._loop = lib.plait_bench_loop
         self._loop.restype = ctypes.c_int

@@ -206,12 +206,12 @@ def serve(model: str, backend: str, onnx_path: str, input_path: str, out_path: s
     for line in sys.stdin:
         cmd = line.split()
         if cmd and cmd[0] == "run":
-            # warm up for `cmd[2]` seconds (at least one call): after the pause, caches,
-            # idle threads and the vCPUs themselves take a while to come back
             timed = getattr(fn, "timed", None)
             if timed is not None:   # times itself (kernel_loop.KernelLoop)
                 print(json.dumps(timed(int(cmd[1]), float(cmd[2]))), flush=True)
                 continue
+            # warm up for `cmd[2]` seconds (at least one call): after the pause, caches,
+            # idle threads and the vCPUs themselves take a while to come back
             end = time.perf_counter() + float(cmd[2])
             fn()
             while time.perf_counter() < end:
@@ -223,6 +223,15 @@ def serve(model: str, backend: str, onnx_path: str, input_path: str, out_path: s
 
 
 # ------------------------------------------------------------------ driver side
+
+
+def unknown_models(models: str) -> str | None:
+    """The error for the names in comma-separated ``models`` that are not benchmark
+    models, or None when all are."""
+    unknown = [m for m in models.split(",") if m not in MODELS]
+    if not unknown:
+        return None
+    return f"--models: unknown {', '.join(unknown)}; choose from {', '.join(MODELS)}"
 
 
 def _export(model: str, workdir: Path) -> str:
@@ -491,9 +500,9 @@ def main(argv: list[str] | None = None) -> int:
               + (" (plait-c-kernel times one kernel, not the model: use spread.py "
                  "--kernel-loop)" if "plait-c-kernel" in unknown else ""))
         return 2
-    unknown = [m for m in args.models.split(",") if m not in MODELS]
-    if unknown:
-        print(f"--models: unknown {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    problem = unknown_models(args.models)
+    if problem:
+        print(problem)
         return 2
     import numpy as np
 

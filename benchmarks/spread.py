@@ -63,9 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kernel-loop", action="store_true",
                    help="also time the most expensive native call in a C loop")
     args = p.parse_args(argv)
-    unknown = [m for m in args.models.split(",") if m not in MODELS]
-    if unknown:
-        p.error(f"--models: unknown {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    problem = run.unknown_models(args.models)
+    if problem:
+        p.error(problem)
     if args.threads:
         run.THREADS = args.threads   # the workers' settings come from it
         os.environ["PLAIT_BENCH_THREADS"] = str(args.threads)   # and their own copy

@@ -121,6 +121,13 @@ class NativeFunction:
         )
 
     @property
+    def entry_address(self) -> int:
+        """The address of the C entry point the VM calls, ``int f(void** argv, int64_t*
+        sizes)`` (argv: the buffers in parameter order; sizes: the size variables), for
+        callers outside Python such as a benchmark's C loop."""
+        return int(ctypes.cast(self._cfunc, ctypes.c_void_p).value or 0)
+
+    @property
     def signature(self) -> str:
         """``name(a: (4, n) float32, ...) -> (out: ...)``."""
         ins = ", ".join(p.text() for p in self.params[: self.num_inputs])
