@@ -221,9 +221,11 @@ def test_sign_of_nan_is_nan():
 def test_gelu_matches_torch(approximate):
     x = np.concatenate([RNG.standard_normal(1000) * 4, [-30.0, -8.0, 0.0, 8.0]]).astype(np.float32)
     want = F.gelu(th(x), approximate=approximate).numpy()
-    # torch's float32 gelu loses ~3e-7 absolute in the negative tail; see the float64 test
+    # torch's float32 gelu loses absolute accuracy in the negative tail: ~3e-7 with its
+    # AVX2 kernel, up to ~9e-7 with its AVX-512 kernel (AMD EPYC Zen 4); see the float64
+    # test for plait's own accuracy against math.erfc
     got = run("gelu", x, approximate=approximate)
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=5e-7)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1.5e-6)
 
 
 def test_gelu_exact_against_math_erfc_in_float64():
