@@ -101,7 +101,7 @@ def is_primitive(func: Any) -> bool:
 # ------------------------------------------------------------------ uses
 
 
-def _value_uses(value: Expr) -> list[Var]:
+def value_uses(value: Expr) -> list[Var]:
     """The variables ``value`` reads directly, in order, one entry per occurrence
     (``if`` branches excluded: the walk over the function reaches them)."""
     if isinstance(value, Call):  # the common case, kept fast
@@ -110,7 +110,7 @@ def _value_uses(value: Expr) -> list[Var]:
             if isinstance(a, Var):
                 out.append(a)
             elif isinstance(a, Tuple):
-                out.extend(_value_uses(a))
+                out.extend(value_uses(a))
         return out
     out = []
     stack: list[Expr] = [value]
@@ -130,7 +130,7 @@ def _value_uses(value: Expr) -> list[Var]:
     return out
 
 
-def _count_uses(body: Expr) -> dict[Var, int]:
+def count_uses(body: Expr) -> dict[Var, int]:
     """How often each variable is used anywhere in a function body."""
     counts: dict[Var, int] = {}
     todo: list[Expr] = [body]
@@ -139,14 +139,14 @@ def _count_uses(body: Expr) -> dict[Var, int]:
         if isinstance(e, SeqExpr):
             for block in e.blocks:
                 for b in block.bindings:
-                    for v in _value_uses(b.value):
+                    for v in value_uses(b.value):
                         counts[v] = counts.get(v, 0) + 1
                     if isinstance(b.value, If):
                         todo.append(b.value.then_branch)
                         todo.append(b.value.else_branch)
             todo.append(e.body)
         else:
-            for v in _value_uses(e):
+            for v in value_uses(e):
                 counts[v] = counts.get(v, 0) + 1
             if isinstance(e, If):
                 todo.append(e.then_branch)
@@ -201,7 +201,7 @@ class _Fuser:
     def run(self, func: Function) -> Function:
         if not isinstance(func.body, SeqExpr):
             return func
-        self.uses = _count_uses(func.body)
+        self.uses = count_uses(func.body)
         body = self.fuse_seq(func.body)
         if body is func.body:
             return func
@@ -246,7 +246,7 @@ class _Fuser:
     def fuse_segment(self, seg: list[Binding]) -> list[Binding]:
         index = {b.var: i for i, b in enumerate(seg)}
         consumers: list[list[int]] = [[] for _ in seg]
-        uses = [_value_uses(b.value) for b in seg]
+        uses = [value_uses(b.value) for b in seg]
         for i, vs in enumerate(uses):
             for v in vs:
                 j = index.get(v)
@@ -374,4 +374,4 @@ class FuseOps:
                            lambda err, name: self._failure(err, mod, ctx, function=name))
 
 
-__all__ = ["PRIMITIVE_ATTR", "FuseOps", "fuse_module", "is_primitive"]
+__all__ = ["PRIMITIVE_ATTR", "FuseOps", "count_uses", "fuse_module", "is_primitive", "value_uses"]
