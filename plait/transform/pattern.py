@@ -281,7 +281,10 @@ class AltPattern(Pattern):
 
 @dataclass(frozen=True, eq=False)
 class HolePattern(Pattern):
-    """The place of the previous value inside the step of a chain (prints as ``^``)."""
+    """The place of the previous value inside the step of a chain (prints as ``^``).
+    Constraints on it (``y.single_use()``) make copies that share its ``key``."""
+
+    key: object = field(default_factory=object)
 
     def _core(self) -> str:
         return "^"
@@ -329,7 +332,7 @@ def _contains_hole(p: Pattern, hole: HolePattern) -> bool:
     stack = [p]
     while stack:
         q = stack.pop()
-        if q is hole:
+        if isinstance(q, HolePattern) and q.key is hole.key:
             return True
         stack.extend(_children(q))
     return False

@@ -56,13 +56,15 @@ class _Env:
         out.reverse()
         return out
 
-    def last_of(self, p: Pattern) -> Expr:
+    def last_hole(self, key: object) -> Expr:
+        """What the hole with ``key`` matched last."""
         e: _Env | None = self
         while e is not None:
-            if e.entry is not None and e.entry[0] is p:
-                return e.entry[1]
+            en = e.entry
+            if en is not None and type(en[0]) is HolePattern and en[0].key is key:
+                return en[1]
             e = e.parent
-        raise KeyError(p)
+        raise KeyError(key)
 
 
 _EMPTY = _Env(None, None)
@@ -73,12 +75,18 @@ class BlockGraph:
     (``index``) and how often each variable is used in the whole function (``uses``,
     every occurrence counted; see :func:`plait.transform.fuse_ops.count_uses`)."""
 
-    def __init__(self, bindings: Sequence[Binding], uses: dict[Var, int]) -> None:
+    def __init__(self, bindings: Sequence[Binding], uses: dict[Var, int],
+                 definitions: dict[Var, Expr] | None = None) -> None:
         self.bindings = bindings
         self.uses = uses
         self.index: dict[Var, int] = {
             b.var: i for i, b in enumerate(bindings) if type(b) is VarBinding
         }
+        self.definitions = definitions
+        """The values of the function's variables, all blocks (when the caller gives
+        them): for rewrites that look further back than the block."""
+        self.failed: set[tuple[int, Expr]] = set()
+        """(id of a chain pattern, expression) pairs known to have no match."""
 
     def value_of(self, e: Expr) -> tuple[Expr, int | None]:
         """``e``'s value when ``e`` is a variable bound in the block (and its binding
@@ -180,7 +188,8 @@ def _match(p: Pattern, e: Expr, env: _Env, g: BlockGraph) -> Iterator[_Env]:
             yield from _match_seq(p.fields, value.fields, 0,  # type: ignore[attr-defined]
                                   env.add((p, e, None, idx)), g)
     elif t is HolePattern:
-        yield env.add((p, e, None, None))
+        if _check(p, e, g.value_of(e)[0], g):
+            yield env.add((p, e, None, None))
     elif t is ChainPattern:
         yield from _match_chain(p, e, env, g)  # type: ignore[arg-type]
     else:  # pragma: no cover - every pattern class is handled above
@@ -197,25 +206,37 @@ def _match_seq(pats: Sequence[Pattern], exprs: Sequence[Expr], i: int, env: _Env
 
 
 def _match_chain(p: ChainPattern, e: Expr, env: _Env, g: BlockGraph) -> Iterator[_Env]:
-    """Greedy: each step takes its first match, as many steps as match (up to
-    ``max``); then the base is tried at the deepest position first."""
+    """Depth first over the steps (each step's matches in preference order, so the
+    longest chain comes first), the base tried at each position once every deeper
+    chain from it is exhausted.  Iterative: a chain of any length is a loop.  A
+    position from which nothing matched is remembered, so scanning every binding of a
+    long chain as a root stays linear."""
     if p.constraints and not _check(p, e, g.value_of(e)[0], g):
         return
     if p.name is not None or p.constraints:
         env = env.add((p, e, None, None))
-    positions: list[tuple[Expr, _Env]] = [(e, env)]
-    cur, cur_env = e, env
-    while p.max is None or len(positions) <= p.max:
-        step_env = next(_match(p.step, cur, cur_env, g), None)
-        if step_env is None:
-            break
-        nxt = step_env.last_of(p.hole)
-        if nxt is cur:  # cannot happen for a well-formed step; never loop
-            break
-        cur, cur_env = nxt, step_env
-        positions.append((cur, cur_env))
-    for at, at_env in reversed(positions):
-        yield from _match(p.base, at, at_env, g)
+    pid, key, step, base, limit = id(p), p.hole.key, p.step, p.base, p.max
+    if (pid, e) in g.failed:
+        return
+    yielded = 0
+    # frames: [position, env, iterator over the step's matches there, depth, yields so far]
+    stack: list[list[Any]] = [[e, env, _match(step, e, env, g), 0, 0]]
+    while stack:
+        frame = stack[-1]
+        pos, penv, it, depth = frame[0], frame[1], frame[2], frame[3]
+        nxt = next(it, None) if limit is None or depth < limit else None
+        if nxt is not None:
+            h = nxt.last_hole(key)
+            if h is pos or (pid, h) in g.failed:
+                continue
+            stack.append([h, nxt, _match(step, h, nxt, g), depth + 1, yielded])
+            continue
+        stack.pop()
+        for got in _match(base, pos, penv, g):
+            yielded += 1
+            yield got
+        if yielded == frame[4] and limit is None:
+            g.failed.add((pid, pos))
 
 
 # ------------------------------------------------------------------ matches
@@ -278,6 +299,17 @@ class Match:
             if en[3] is not None:
                 return en[3]
         return None
+
+    def definition(self, e: Expr) -> Expr | None:
+        """The value bound to variable ``e`` in the block, or anywhere in the function
+        when the matcher was given the function's definitions; None otherwise."""
+        if not isinstance(e, Var):
+            return None
+        i = self.graph.index.get(e)
+        if i is not None:
+            return self.graph.bindings[i].value
+        defs = self.graph.definitions
+        return None if defs is None else defs.get(e)
 
     @property
     def root_binding(self) -> int | None:
@@ -352,13 +384,14 @@ def scan_rules(
     contained: bool,
     taken: set[int] | None,
     accept: Callable[[int, Match], bool] | None = None,
+    definitions: dict[Var, Expr] | None = None,
 ) -> tuple[list[Match], list[int]]:
     """Matches of several patterns (tried in order at each root); returns the matches
     and, for each, the index of its rule.  ``accept(rule, match)`` may refuse a match
     after the check (then the next candidate is tried)."""
     for p, _ in rules:
         check_root(p)
-    g = BlockGraph(bindings, uses)
+    g = BlockGraph(bindings, uses, definitions)
     taken = set() if taken is None else taken
     found: list[Match] = []
     which: list[int] = []

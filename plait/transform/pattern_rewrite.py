@@ -13,8 +13,10 @@ earlier match, its rule's ``check`` holds and the ``rewrite`` function returns a
 expression (None declines: the next candidate is tried, and the root may still be
 covered by a shorter match from a later root).  The root binding then binds the
 rewrite's value (normalized: nested calls become bindings emitted just before it, in
-the block's kind), keeping its variable, so uses after it are unchanged; the other
-bindings of the match are removed when nothing uses them any more and they are pure.
+the block's kind), keeping its variable, so uses after it are unchanged; bindings of
+the block that the rewrites leave unused (the other bindings of the match, and values
+only they read, such as a view the new value reads through) are removed when pure.
+A rewrite may look at any variable's value in the function with ``m.definition(v)``.
 
 :func:`rewrite_pass` makes a registered function pass from rules; ``qnn.Canonicalize``
 and the ``c`` target's dispatch rules are written this way.  See ``docs/patterns.md``.
@@ -39,6 +41,7 @@ from ..ir.expr import (
     VarBinding,
 )
 from ..ir.module import IRModule
+from ..ir.well_formed import iter_bindings
 from .dead_code import _is_pure
 from .fuse_ops import count_uses, value_uses
 from .pattern import Pattern, PatternError, check_root
@@ -102,9 +105,10 @@ class _BlockRewriter:
     """Rewrites the blocks of one function, keeping the use counts current."""
 
     def __init__(self, rules: Sequence[Rule], uses: dict[Var, int], mod: IRModule | None,
-                 function: str | None) -> None:
+                 function: str | None, definitions: dict[Var, Expr]) -> None:
         self.rules = rules
         self.uses = uses
+        self.definitions = definitions
         self.bb = BlockBuilder(mod)
         self.function = function
         self.changed = False
@@ -128,32 +132,45 @@ class _BlockRewriter:
             return True
 
         rules = [(r.pattern, r.check) for r in self.rules]
-        matches, which = scan_rules(bindings, rules, self.uses, False, None, accept)
+        matches, which = scan_rules(bindings, rules, self.uses, False, None, accept,
+                                    self.definitions)
         if not matches:
             return block
         self.changed = True
         dataflow = isinstance(block, DataflowBlock)
-        inner: set[int] = set()
-        for m in matches:
-            inner.update(i for i in m.bindings if i != m.root_binding)
+        uses = self.uses
+        freed: list[Var] = []     # variables whose last use a rewrite took away
+
+        def drop_uses(value: Expr) -> None:
+            for v in value_uses(value):
+                n = uses.get(v, 0) - 1
+                uses[v] = n
+                if n == 0:
+                    freed.append(v)
+
         new_values: dict[int, list[Binding]] = {}
         for m, r in zip(matches, which):
             i = m.root_binding
             assert i is not None
             old = bindings[i]
             new_values[i] = self._emit(old, results[i], self.rules[r].name, dataflow)
-            for v in value_uses(old.value):
-                self.uses[v] = self.uses.get(v, 0) - 1
             for b in new_values[i]:
                 for v in value_uses(b.value):
-                    self.uses[v] = self.uses.get(v, 0) + 1
+                    uses[v] = uses.get(v, 0) + 1
+            drop_uses(old.value)
+        # bindings of this block that the rewrites left unused go too (the inner
+        # bindings of the matches, and values only they read), when pure
+        index = {b.var: i for i, b in enumerate(bindings)}
         dropped: set[int] = set()
-        for i in sorted(inner, reverse=True):
-            b = bindings[i]
-            if self.uses.get(b.var, 0) == 0 and _is_pure(b.value):
-                dropped.add(i)
-                for v in value_uses(b.value):
-                    self.uses[v] = self.uses.get(v, 0) - 1
+        while freed:
+            v = freed.pop()
+            i = index.get(v)
+            if i is None or i in dropped or i in new_values or uses.get(v, 0) != 0:
+                continue
+            if not _is_pure(bindings[i].value):
+                continue
+            dropped.add(i)
+            drop_uses(bindings[i].value)
         out: list[Binding] = []
         for i, b in enumerate(bindings):
             if i in dropped:
@@ -215,7 +232,8 @@ def rewrite_function(func: Function, rules: Sequence[Rule], mod: IRModule | None
     if not isinstance(func.body, SeqExpr):
         return func
     for _ in range(max_rounds):
-        rw = _BlockRewriter(rules, count_uses(func.body), mod, name)
+        defs = {b.var: b.value for b, _ in iter_bindings(func) if isinstance(b, VarBinding)}
+        rw = _BlockRewriter(rules, count_uses(func.body), mod, name, defs)
         body = rw.seq(func.body)
         if body is func.body:
             break

@@ -252,3 +252,61 @@ def test_the_guide_examples_run() -> None:
     namespace: dict = {"mod": P(CHAINS)}
     exec(compile("\n".join(blocks), "docs/patterns.md", "exec"), namespace)  # noqa: S102
     assert "conv_relu6" in str(namespace["rule"])
+
+
+def test_steps_backtrack_over_their_alternatives_and_holes_take_constraints() -> None:
+    text = """
+        @module(attrs={"phase": "optimization"})
+        class Module:
+            @function
+            def main(x: Tensor((2, 2), "float32"),
+                     y: Tensor((2, 2), "float32")) -> Tensor((2, 2), "float32"):
+                with dataflow():
+                    p = matmul(x, y)
+                    q = add(y, p)
+                    r = relu(q)
+                    s = add(r, r)
+                    output(s)
+                return s
+    """
+    def step(v):
+        return (is_op("relu")(v.single_use()) | is_op("add")(v.single_use(), wildcard())
+                | is_op("add")(wildcard(), v.single_use()))
+
+    pat = is_op("matmul").repeat(step)
+    block, ms = _matches(text, pat)
+    # s reads r twice (not single use); at q, add(^, _) leads to y (no matmul), so the
+    # second alternative, add(_, ^), is taken
+    assert [_names(block, m) for m in ms] == [["p", "q", "r"]]
+
+
+def test_values_only_the_rewrite_read_are_removed() -> None:
+    text = """
+        @module(attrs={"phase": "optimization"})
+        class Module:
+            @function
+            def main(x: Tensor((2, 3), "float32")) -> Tensor((3, 2), "float32"):
+                with dataflow():
+                    t = reshape(x, shape=(3, 2))
+                    u = reshape(x, shape=(6,))
+                    r = relu(t)
+                    output(r)
+                return r
+    """
+    through = Rule("through", is_op("relu")(wildcard()),
+                   lambda m: make_call("reshape", make_call("relu", m.definition(
+                       m.call(through.pattern).args[0]).args[0]), shape=(3, 2)))
+    after = """
+        @module(attrs={"phase": "optimization"})
+        class Module:
+            @function
+            def main(x: Tensor((2, 3), "float32")) -> Tensor((3, 2), "float32"):
+                with dataflow():
+                    u = reshape(x, shape=(6,))
+                    lv = relu(x)
+                    r = reshape(lv, shape=(3, 2))
+                    output(r)
+                return r
+    """
+    # t lost its only use and goes; u was unused before and stays (no full DCE)
+    assert_structural_equal(rewrite_module(P(text), [through]), P(after))

@@ -10,11 +10,12 @@ stage) finds, in each dataflow block,
     o = matmul(p, v)              # v: (..., SK, DV)
     y = permute_dims(o, axes)     # optional, when it keeps the last axis last
 
-with ``s`` and ``p`` (and ``o`` when permuted) used nowhere else, and rewrites the last
-binding into a call of ``plait_attention`` (in ``plait_gemm.c``): per batch and head,
-6 query rows at a time, the scores are computed on the micro-kernel's register tile into
-a block that stays in the L1 cache, the softmax is applied there and the probabilities
-are multiplied by V straight into the output.  The score matrix never goes to memory.
+with ``s`` and ``p`` (and ``o`` when permuted) used nowhere else — the pattern
+:data:`ATTENTION` — and rewrites the last binding into a call of ``plait_attention``
+(in ``plait_gemm.c``): per batch and head, 6 query rows at a time, the scores are
+computed on the micro-kernel's register tile into a block that stays in the L1 cache,
+the softmax is applied there and the probabilities are multiplied by V straight into
+the output.  The score matrix never goes to memory.
 
 ``q``, ``k`` and ``v`` are read where they lie: each is followed back through view ops
 (``reshape``, ``expand_dims``, ``squeeze``, ``flatten``, ``permute_dims``,
@@ -38,33 +39,30 @@ dynamic shapes.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from plait.codegen.c import CFunction
-from plait.ir.builder import BlockBuilder
 from plait.ir.expr import (
-    BindingBlock,
     Call,
     Constant,
     Expr,
     ExternFunc,
     Function,
     Op,
-    SeqExpr,
     Tuple,
-    Var,
-    VarBinding,
 )
 from plait.ir.module import IRModule
 from plait.op.registry import make_call
 from plait.transform.dead_code import dead_code_elimination
 from plait.transform.pass_base import module_pass
+from plait.transform.pattern import Match, Pattern, is_const, is_op, wildcard
+from plait.transform.pattern_rewrite import Rule, rewrite_function
 
-from .gemm import _static_shape, _use_counts, functions_to_rewrite, with_native_calls
+from .gemm import _static_shape, functions_to_rewrite, with_native_calls
 
 VIEW_CHAIN_OPS = ("reshape", "expand_dims", "squeeze", "flatten", "permute_dims",
                   "strided_slice")
@@ -156,14 +154,13 @@ def _replay(arr: np.ndarray, call: Call) -> np.ndarray | None:
     return view if view.shape == out_shape else None
 
 
-def _operand(e: Expr, bound: dict[Var, Expr]) -> _Operand | None:
-    """``e`` followed back through view ops and scalar multiplications (bindings of
-    ``bound``) to the tensor it views."""
+def _operand(e: Expr, definition: Callable[[Expr], Expr | None]) -> _Operand | None:
+    """``e`` followed back through view ops and scalar multiplications (the values
+    ``definition`` gives for variables) to the tensor it views."""
     chain: list[Call] = []
     scale = 1.0
     base = e
-    while isinstance(base, Var) and base in bound:
-        value = bound[base]
+    while (value := definition(base)) is not None:
         if _op_name(value) in VIEW_CHAIN_OPS and len(value.args) == 1:  # type: ignore[union-attr]
             assert isinstance(value, Call)
             chain.append(value)
@@ -194,33 +191,6 @@ def _batched(op: _Operand, batch: tuple[int, ...], tail: tuple[int, int]) -> lis
     if len(op.shape) < 2 or tuple(op.shape[-2:]) != tail:
         return None
     return _broadcast_strides(op, batch + tail)
-
-
-def _leads_to_scores(e: Expr, bound: dict[Var, Expr], counts: dict[Var, int]) -> bool:
-    """Whether ``e`` is a matmul result used once, possibly through scalar scalings."""
-    while isinstance(e, Var) and counts.get(e, 0) == 1 and e in bound:
-        value = bound[e]
-        if _op_name(value) == "matmul":
-            return True
-        scaled = _scale_of(value)
-        if scaled is None:
-            return False
-        e = scaled[0]
-    return False
-
-
-def _mask_of(value: Expr, bound: dict[Var, Expr],
-             counts: dict[Var, int]) -> tuple[Var, Expr] | None:
-    """``(scores, mask)`` when ``value`` is ``add`` of the scores (a matmul result,
-    possibly scaled) and a float32 tensor that broadcasts to them; else None."""
-    if _op_name(value) != "add":
-        return None
-    assert isinstance(value, Call)
-    for s, m in (value.args, value.args[::-1]):
-        if (isinstance(s, Var) and s.ty == value.ty and _static_shape(m) is not None
-                and _leads_to_scores(s, bound, counts)):
-            return s, m
-    return None
 
 
 def _broadcast_strides(op: _Operand, shape: tuple[int, ...]) -> list[int] | None:
@@ -280,80 +250,107 @@ def _static_shape_of_type(ty: Any) -> tuple[int, ...]:
     return tuple(int(d) for d in ty.shape)
 
 
-def _match(i: int, bindings: Sequence[Any], index: dict[Var, int], bound: dict[Var, Expr],
-           counts: dict[Var, int]) -> _Attention | None:
-    """The attention whose softmax is binding ``i``, or None."""
-    sm = bindings[i].value
-    if _op_name(sm) != "softmax" or not isinstance(sm.args[0], Var):
-        return None
+# -------------------------------------------------------------- the rule
+
+
+def _is_scale(call: Call) -> bool:
+    return _scale_of(call) is not None
+
+
+def _scale_step(y: Pattern) -> Pattern:
+    """A multiplication of the running value ``y`` (read only here) by a float32
+    scalar constant, or its division by one."""
+    y = y.single_use()
+    c = is_const()
+    return (is_op("multiply", "divide")(y, c) | is_op("multiply")(c, y)).where(_is_scale)
+
+
+def _keeps_first(call: Call) -> bool:
+    return call.args[0].ty == call.ty and _static_shape(call.args[1]) is not None
+
+
+def _keeps_second(call: Call) -> bool:
+    return call.args[1].ty == call.ty and _static_shape(call.args[0]) is not None
+
+
+def _mask_step(s: Pattern) -> Pattern:
+    """The scores ``s`` plus a float32 mask broadcasting to them (either order)."""
+    s = s.single_use()
+    return (is_op("add")(s, wildcard()).where(_keeps_first)
+            | is_op("add")(wildcard(), s).where(_keeps_second))
+
+
+def _softmax_ok(call: Call) -> bool:
+    shape = _static_shape(call)
+    return (shape is not None and 2 <= len(shape) <= 4 and 0 not in shape
+            and int(call.attrs["axis"]) % len(shape) == len(shape) - 1)
+
+
+def _output_permutation_ok(call: Call) -> bool:
+    """A permute_dims that keeps the last axis last (the output is written in place)."""
+    rank = len(call.ty.shape) if call.ty.shape is not None else 0  # type: ignore[union-attr]
+    axes = call.attrs.get("axes")
+    order = list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]
+    return bool(order) and order[-1] == rank - 1 and _static_shape(call) is not None
+
+
+SCORES = is_op("matmul").repeat(_scale_step).optional(_mask_step).repeat(_scale_step)
+"""``Q @ K^T``, scaled any number of times, plus at most one mask, scaled again."""
+
+ATTENTION = is_op("matmul")(
+    is_op("softmax")(SCORES.single_use()).where(_softmax_ok).single_use(), wildcard(),
+).optional(lambda o: is_op("permute_dims")(o.single_use()).where(_output_permutation_ok))
+"""The shape :class:`DispatchAttention` takes: ``softmax(scores, axis=-1) @ V``,
+optionally permuted with the last axis kept last."""
+
+
+def _attention_plan(m: Match) -> _Attention | None:
+    """The fused call for a match of :data:`ATTENTION` (bindings in program order:
+    the scores' matmul, scalings and the mask, the softmax, the product with V, the
+    permutation), or None when the operands are no strided views it can read."""
+    g = m.graph
+    members = sorted(m.bindings)
+    calls = [g.bindings[i].value for i in members]
+    names = [_op_name(c) for c in calls]
+    k_sm = names.index("softmax")
+    sm, mm1 = calls[k_sm], calls[0]
     shape = _static_shape(sm)
-    if shape is None or not 2 <= len(shape) <= 4 or 0 in shape:
+    if shape is None or mm1.ty != sm.ty:
         return None
-    if int(sm.attrs["axis"]) % len(shape) != len(shape) - 1:
-        return None
-    p = bindings[i].var
-    # the scores, through scalar multiplications and at most one additive mask: the
-    # scales met before the mask (nearer the softmax) apply to it too
-    members = [i]
+    # the scales between the scores and the softmax, and the mask: the scales after
+    # the mask (nearer the softmax) apply to the mask too
     scale, mask, mask_scale = 1.0, None, 1.0
-    s = sm.args[0]
-    while True:
-        if counts.get(s, 0) != 1 or s not in index:
-            return None
-        members.append(index[s])
-        value = bound[s]
-        scaled = _scale_of(value)
-        if scaled is None and mask is None:
-            masked = _mask_of(value, bound, counts)
-            if masked is not None:
-                s, mask = masked
-                mask_scale = scale
-                continue
-        if scaled is None:
-            break
-        s2, c = scaled
-        if not isinstance(s2, Var):
-            return None
-        s, scale = s2, scale * c
-    if _op_name(value) != "matmul" or value.ty != sm.ty:
-        return None
-    qe, ke = value.args
-    # the product with V: the one use of p
-    users = [j for j in range(i + 1, len(bindings))
-             if _op_name(bindings[j].value) == "matmul" and bindings[j].value.args[0] is p]
-    if counts.get(p, 0) != 1 or len(users) != 1:
-        return None
-    j = users[0]
-    mm2 = bindings[j].value
+    prev = g.bindings[members[0]].var
+    for i, call in zip(members[1:k_sm], calls[1:k_sm]):
+        if _op_name(call) == "add":
+            mask = call.args[1] if call.args[0] is prev else call.args[0]
+        else:
+            c = _scale_of(call)[1]  # type: ignore[index]
+            scale *= c
+            if mask is not None:
+                mask_scale *= c
+        prev = g.bindings[i].var
+    qe, ke = mm1.args
+    mm2 = calls[k_sm + 1]
     ve = mm2.args[1]
     o_shape = _static_shape(mm2)
     if o_shape is None or len(o_shape) != len(shape) or 0 in o_shape:
         return None
-    members.append(j)
-    out_var = bindings[j].var
     out_ty = mm2.ty
-    # an output permutation that keeps the last axis last: written in place
     o_arr = _stand_in(o_shape)
-    users = [u for u in range(j + 1, len(bindings))
-             if _op_name(bindings[u].value) == "permute_dims"
-             and bindings[u].value.args[0] is out_var]
-    if counts.get(out_var, 0) == 1 and len(users) == 1:
-        perm = bindings[users[0]].value
+    if len(calls) > k_sm + 2:   # the output permutation: written in place
+        perm = calls[k_sm + 2]
         axes = perm.attrs.get("axes")
         rank = len(o_shape)
         order = list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]
-        if order[-1] == rank - 1:
-            y_shape = _static_shape(perm)
-            if y_shape is not None:
-                o_arr = _stand_in(y_shape).transpose(np.argsort(order))
-                members.append(users[0])
-                out_ty = perm.ty
-    q, k, v = (_operand(e, bound) for e in (qe, ke, ve))
+        o_arr = _stand_in(_static_shape(perm)).transpose(np.argsort(order))  # type: ignore[arg-type]
+        out_ty = perm.ty
+    q, k, v = (_operand(e, m.definition) for e in (qe, ke, ve))
     if q is None or k is None or v is None:
         return None
-    m = _operand(mask, bound) if mask is not None else None
-    ms = _broadcast_strides(m, shape) if m is not None else [0, 0, 0, 0]
-    if mask is not None and (m is None or ms is None):
+    mo = _operand(mask, m.definition) if mask is not None else None
+    ms = _broadcast_strides(mo, shape) if mo is not None else [0, 0, 0, 0]
+    if mask is not None and (mo is None or ms is None):
         return None
     batch = tuple(o_shape[:-2])
     sq, dv = o_shape[-2:]
@@ -378,45 +375,29 @@ def _match(i: int, bindings: Sequence[Any], index: dict[Var, int], bound: dict[V
                 v_off=v.offset, v_sb=vs[0], v_sh=vs[1], v_ss=vs[2], v_sd=vs[3],
                 o_sb=os_[0], o_sh=os_[1], o_ss=os_[2],
                 scale=float(np.float32(scale * q.scale * k.scale)),
-                m_off=m.offset if m is not None else 0, m_sb=ms[0], m_sh=ms[1], m_si=ms[2],
-                m_sj=ms[3], mask_scale=float(np.float32(mask_scale * (m.scale if m else 1.0))))
+                m_off=mo.offset if mo is not None else 0, m_sb=ms[0], m_sh=ms[1],
+                m_si=ms[2], m_sj=ms[3],
+                mask_scale=float(np.float32(mask_scale * (mo.scale if mo else 1.0))))
     if v.scale != 1.0 or not np.isfinite([desc["scale"], desc["mask_scale"]]).all():
         return None
-    return _Attention(q, k, v, m, desc, out_ty, sorted(members))
+    return _Attention(q, k, v, mo, desc, out_ty, members)
 
 
-def _rewrite_block(block: BindingBlock, counts: dict[Var, int], bound: dict[Var, Expr],
-                   wrappers: dict[str, tuple[str, CFunction]]) -> BindingBlock:
-    bindings = block.bindings
-    index = {b.var: i for i, b in enumerate(bindings) if isinstance(b, VarBinding)}
-    found: list[_Attention] = []
-    taken: set[int] = set()
-    for i, b in enumerate(bindings):
-        if isinstance(b, VarBinding) and _op_name(b.value) == "softmax":
-            att = _match(i, bindings, index, bound, counts)
-            if att is not None and not taken & set(att.members):
-                found.append(att)
-                taken.update(att.members)
-    if not found:
-        return block
-    replace: dict[int, Expr] = {}
-    drop: set[int] = set()
-    bb = BlockBuilder()
-    for att in found:
+def attention_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
+    """The rule of :class:`DispatchAttention`: :data:`ATTENTION`, and a rewrite into
+    the fused call (its C wrapper recorded in ``wrappers``)."""
+
+    def rewrite(m: Match) -> Expr | None:
+        att = _attention_plan(m)
+        if att is None:
+            return None
         name, code, cfn = att.symbol_and_code()
         wrappers.setdefault(name, (code, cfn))
-        last = att.members[-1]
-        args = Tuple([x.base for x in att.operands()])
-        replace[last] = bb.normalize(make_call("call_extern", ExternFunc(name), args,
-                                               out=att.out_ty,
-                                               span=bindings[last].value.span))
-        drop.update(att.members[:-1])
-    out = []
-    for i, b in enumerate(bindings):
-        if i in drop:
-            continue
-        out.append(VarBinding(b.var, replace[i]) if i in replace else b)
-    return type(block)(tuple(out))
+        root = m.graph.bindings[att.members[-1]]
+        return make_call("call_extern", ExternFunc(name), Tuple([x.base for x in att.operands()]),
+                         out=att.out_ty, span=root.value.span)
+
+    return Rule("c.attention", ATTENTION, rewrite)
 
 
 def dispatch_attention(mod: IRModule, skip: Any = None) -> IRModule:
@@ -424,18 +405,12 @@ def dispatch_attention(mod: IRModule, skip: Any = None) -> IRModule:
     calls of ``plait_attention``; functions for which ``skip`` is true (default: those
     of external codegens) are left alone."""
     wrappers: dict[str, tuple[str, CFunction]] = {}
+    rule = attention_rule(wrappers)
     funcs: dict[str, Function] = {}
     for name, f in functions_to_rewrite(mod, skip):
-        assert isinstance(f.body, SeqExpr)
-        bound = {b.var: b.value for blk in f.body.blocks for b in blk.bindings
-                 if isinstance(b, VarBinding)}
-        counts = _use_counts(f)
-        blocks = tuple(_rewrite_block(blk, counts, bound, wrappers) for blk in f.body.blocks)
-        if all(a is b for a, b in zip(blocks, f.body.blocks)):
-            continue
-        body = SeqExpr(blocks, f.body.body, ty=f.body.ty, span=f.body.span)
-        funcs[name] = dead_code_elimination(
-            Function(f.params, body, f.ret_ty, f.pure, attrs=f.attrs, span=f.span))
+        nf = rewrite_function(f, [rule], mod, name=name)
+        if nf is not f:
+            funcs[name] = dead_code_elimination(nf)
     return with_native_calls(mod, funcs, wrappers, "plait_attention_calls")
 
 

@@ -21,6 +21,11 @@ per machine: the C compiler caches each source's object), and each call of a sha
 a small wrapper with the shape as constants (``plait_gemm_calls_<hash>.c``); both are
 recorded in the module's ``c_sources``, so the module stays self-contained.
 
+The shape it takes is a rule of the pattern language (:func:`product_pattern`: a
+product followed by any number of epilogue steps, each reading the previous result
+only); its rewrite plans the call step by step (:func:`_extend`) and declines a chain
+the call cannot do, so the longest chain it can do is taken.
+
 What it does not take (float64, grouped convolutions, non-NCHW layouts, non-constant
 convolution weights, matmuls whose batch dimensions broadcast both ways, 1-D
 operands) stays for the next dispatch pass (``c.DispatchLibrary``: BLAS through numpy)
@@ -38,26 +43,23 @@ from typing import Any
 import numpy as np
 
 from plait.codegen.c import CFunction, CSource
-from plait.ir.builder import BlockBuilder
 from plait.ir.expr import (
-    BindingBlock,
     Call,
     Constant,
     Expr,
     ExternFunc,
     Function,
-    Node,
     Op,
     SeqExpr,
     Tuple,
     Var,
-    VarBinding,
 )
 from plait.ir.module import IRModule
-from plait.ir.node_fields import def_fields, node_fields
 from plait.ir.types import TensorType
 from plait.op.registry import make_call
 from plait.transform.pass_base import module_pass
+from plait.transform.pattern import Match, Pattern, is_op, match_at, wildcard
+from plait.transform.pattern_rewrite import Rule, rewrite_function
 
 from .build import add_c_source
 
@@ -395,27 +397,7 @@ def _bias_of(plan: _Plan, other: Expr) -> Expr | None:
     return Constant(np.ascontiguousarray(vec, np.float32))
 
 
-# -------------------------------------------------------------- the rewrite
-
-
-def _use_counts(func: Function) -> dict[Var, int]:
-    """How many times each variable is used in ``func``'s body (every occurrence
-    counts: ``add(y, y)`` uses ``y`` twice)."""
-    counts: dict[Var, int] = {}
-    stack: list[Any] = [func.body]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Var):
-            counts[node] = counts.get(node, 0) + 1
-        elif isinstance(node, tuple):
-            stack.extend(node)
-        elif isinstance(node, Node) and not isinstance(node, Constant | Op | ExternFunc):
-            for name in node_fields(type(node)):
-                if name not in def_fields(type(node)):
-                    child = getattr(node, name)
-                    if isinstance(child, Node | tuple):
-                        stack.append(child)
-    return counts
+# -------------------------------------------------------------- the rule
 
 
 def _is_op(value: Expr, name: str) -> bool:
@@ -447,109 +429,116 @@ def _view_source(value: Expr) -> Expr | None:
     return src
 
 
-def _rewrite_block(block: BindingBlock, counts: dict[Var, int],
-                   wrappers: dict[str, tuple[str, CFunction]],
-                   ops: Sequence[str], winograd: int) -> BindingBlock:
-    bindings = block.bindings
-    plans: dict[int, _Plan] = {}      # index of the last member -> plan
-    tail: dict[Var, _Plan] = {}       # current result var of an open plan -> plan
-    views: dict[Var, tuple[int, Expr]] = {}   # var bound to a view -> (index, its source)
-    dead: set[int] = set()            # views no one reads any more
+def _is_view(call: Call) -> bool:
+    return _view_source(call) is not None
 
-    def extend(plan: _Plan, old: Var, i: int, var: Var) -> None:
-        """Binding ``i`` (of ``var``) becomes the plan's last member, replacing ``old``."""
-        del tail[old]
-        del plans[plan.members[-1]]
-        plan.members.append(i)
-        plans[i] = plan
-        tail[var] = plan
 
-    for i, b in enumerate(bindings):
-        if not isinstance(b, VarBinding) or not isinstance(b.value, Call):
-            continue
-        value = b.value
-        src_view = _view_source(value)
-        if src_view is not None:
-            views[b.var] = (i, src_view)
-            src = src_view if isinstance(src_view, Var) and src_view in tail else None
-            if src is not None and counts.get(src, 0) == 1:
-                # a view of a product's result: the product writes it directly
-                plan = tail[src]
-                plan.out_shape = _static_shape(value) or plan.out_shape
-                plan.viewed = True
-                extend(plan, src, i, b.var)
-                del views[b.var]      # bound by the product now, not a view to read through
-            continue
-        if _is_op(value, "max_pool2d"):
-            src = value.args[0]
-            if isinstance(src, Var) and src in tail and counts.get(src, 0) == 1:
-                plan = tail[src]
-                if _can_pool(plan, value):
-                    plan.pool = True
-                    plan.out_shape = _static_shape(value) or plan.out_shape
-                    extend(plan, src, i, b.var)
-                    continue
-        if _is_op(value, "relu") or _is_op(value, "add"):
-            src = [a for a in value.args if isinstance(a, Var) and a in tail]
-            if src and counts.get(src[0], 0) == 1 and value.ty == src[0].ty:
-                plan = tail[src[0]]
-                took = False
-                if _is_op(value, "relu") and not plan.relu:
-                    plan.relu = took = True
-                elif _is_op(value, "add") and len(value.args) == 2:
-                    other = value.args[1] if value.args[0] is src[0] else value.args[0]
-                    bias = _bias_of(plan, other) if plan.can_take_bias() else None
-                    if bias is not None:
-                        plan.bias = bias
-                        took = True
-                    elif (plan.res is None and not plan.relu and not plan.pool
-                          and other.ty == value.ty and not isinstance(other, Constant)):
-                        plan.res = other
-                        took = True
-                if took:
-                    extend(plan, src[0], i, b.var)
-                    continue
-        plan = _plan(value, ops, winograd)
-        if plan is not None:
-            x = plan.inputs[0]
-            if isinstance(x, Var) and x in views:
-                # the product reads the view's source: the same elements, no copy
-                j, source = views[x]
-                plan.inputs[0] = source
-                plan.params[0] = (_static_shape(source) or plan.params[0][0], "float32")
-                counts[x] = counts.get(x, 0) - 1
-                if counts[x] == 0:
-                    dead.add(j)
-            plan.members.append(i)
-            plans[i] = plan
-            tail[b.var] = plan
-    if not plans:
-        return block
-    drop = {m for p in plans.values() for m in p.members[:-1]} | dead
-    bb = BlockBuilder()
-    out = []
-    for i, b in enumerate(bindings):
-        if i in drop:
-            continue
-        plan = plans.get(i)
+def _epilogue_step(y: Pattern) -> Pattern:
+    """One step of a product's epilogue on its running result ``y``, which nothing else
+    reads: a relu, an add (of a bias or a residual), a max pooling, or a view that keeps
+    the elements in order (the product then writes the view directly)."""
+    y = y.single_use()
+    return (is_op("relu")(y) | is_op("add")(y, wildcard()) | is_op("add")(wildcard(), y)
+            | is_op("max_pool2d")(y) | is_op(*VIEW_OPS)(y).where(_is_view))
+
+
+def product_pattern(ops: Sequence[str] = OPS) -> Pattern:
+    """The shape :class:`DispatchGemm` takes: a float32 product followed by any number
+    of epilogue steps, ``conv2d|linear|matmul >> (relu(^) | add(^, _) | add(_, ^) |
+    max_pool2d(^) | <view>(^))*``.  Which of them one native call can do (a bias once,
+    before a residual, before the relu; pooling only after a convolution ...) is the
+    plan's business (:func:`_extend`)."""
+    return is_op(*ops).has_dtype("float32").repeat(_epilogue_step)
+
+
+def _extend(plan: _Plan, value: Call, src: Var) -> bool:
+    """Fold epilogue step ``value`` (which reads the plan's result ``src``) into the
+    plan; False when the native call cannot do it at this point."""
+    if _view_source(value) is not None:
+        plan.out_shape = _static_shape(value) or plan.out_shape
+        plan.viewed = True
+        return True
+    if _is_op(value, "max_pool2d"):
+        if not _can_pool(plan, value):
+            return False
+        plan.pool = True
+        plan.out_shape = _static_shape(value) or plan.out_shape
+        return True
+    if value.ty != src.ty:
+        return False
+    if _is_op(value, "relu"):
+        if plan.relu:
+            return False
+        plan.relu = True
+        return True
+    other = value.args[1] if value.args[0] is src else value.args[0]
+    bias = _bias_of(plan, other) if plan.can_take_bias() else None
+    if bias is not None:
+        plan.bias = bias
+        return True
+    if (plan.res is None and not plan.relu and not plan.pool
+            and other.ty == value.ty and not isinstance(other, Constant)):
+        plan.res = other
+        return True
+    return False
+
+
+def _chain_plan(m: Match, ops: Sequence[str], winograd: int) -> _Plan | None:
+    """The plan of a matched product and epilogue (in program order), or None when the
+    native call cannot do the whole chain."""
+    g = m.graph
+    members = sorted(m.bindings)
+    anchor = g.bindings[members[0]]
+    plan = _plan(anchor.value, ops, winograd)  # type: ignore[arg-type]
+    if plan is None:
+        return None
+    src = anchor.var
+    for i in members[1:]:
+        b = g.bindings[i]
+        if not _extend(plan, b.value, src):  # type: ignore[arg-type]
+            return None
+        src = b.var
+    plan.members = members
+    return plan
+
+
+def _read_through_view(plan: _Plan, m: Match, pattern: Pattern, ops: Sequence[str],
+                       winograd: int) -> None:
+    """Let the product read its first operand ``x`` where it lies when ``x`` is a view
+    (bound in the block) of a tensor holding the same elements in the same order —
+    unless that view ends another product's epilogue (that product writes it)."""
+    x = plan.inputs[0]
+    value = m.definition(x) if m.graph.index.get(x) is not None else None  # type: ignore[arg-type]
+    source = _view_source(value) if value is not None else None
+    if source is None:
+        return
+    if isinstance(source, Var) and m.graph.uses.get(source, 0) == 1 and any(
+            _chain_plan(other, ops, winograd) is not None
+            for other in match_at(pattern, source, m.graph)):
+        return
+    plan.inputs[0] = source
+    plan.params[0] = (_static_shape(source) or plan.params[0][0], "float32")
+
+
+def gemm_rule(ops: Sequence[str], winograd: int,
+              wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
+    """The rule of :class:`DispatchGemm`: :func:`product_pattern`, and a rewrite that
+    plans the native call (declining what it cannot do) and records its C wrapper in
+    ``wrappers``."""
+    pattern = product_pattern(ops)
+
+    def rewrite(m: Match) -> Expr | None:
+        plan = _chain_plan(m, ops, winograd)
         if plan is None:
-            out.append(b)
-            continue
+            return None
+        _read_through_view(plan, m, pattern, ops, winograd)
         name, code, cfn = plan.symbol_and_code()
         wrappers.setdefault(name, (code, cfn))
-        call = bb.normalize(make_call("call_extern", ExternFunc(name), Tuple(plan.call_args()),
-                                      out=b.var.ty, span=b.value.span))
-        out.append(VarBinding(b.var, call))
-    return type(block)(tuple(out))
+        root = m.graph.bindings[plan.members[-1]]
+        return make_call("call_extern", ExternFunc(name), Tuple(plan.call_args()),
+                         out=root.var.ty, span=root.value.span)
 
-
-def _rewrite_seq(seq: SeqExpr, counts: dict[Var, int],
-                 wrappers: dict[str, tuple[str, CFunction]], ops: Sequence[str],
-                 winograd: int) -> SeqExpr:
-    blocks = tuple(_rewrite_block(blk, counts, wrappers, ops, winograd) for blk in seq.blocks)
-    if all(a is b for a, b in zip(blocks, seq.blocks)):
-        return seq
-    return SeqExpr(blocks, seq.body, ty=seq.ty, span=seq.span)
+    return Rule("c.gemm", pattern, rewrite)
 
 
 def _winograd_m(winograd: int | bool) -> int:
@@ -580,13 +569,12 @@ def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
     calls of ``plait_gemm.c`` (see the module docstring); functions for which ``skip``
     is true (default: those of external codegens) are left alone."""
     wrappers: dict[str, tuple[str, CFunction]] = {}
+    rule = gemm_rule(ops, _winograd_m(winograd), wrappers)
     funcs: dict[str, Function] = {}
     for name, f in functions_to_rewrite(mod, skip):
-        assert isinstance(f.body, SeqExpr)
-        # bindings inside If branches are left alone; the top-level blocks are rewritten
-        body = _rewrite_seq(f.body, _use_counts(f), wrappers, ops, _winograd_m(winograd))
-        if body is not f.body:
-            funcs[name] = Function(f.params, body, f.ret_ty, f.pure, attrs=f.attrs, span=f.span)
+        nf = rewrite_function(f, [rule], mod, name=name)
+        if nf is not f:
+            funcs[name] = nf
     return with_native_calls(mod, funcs, wrappers, "plait_gemm_calls")
 
 

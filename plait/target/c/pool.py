@@ -19,14 +19,14 @@ from typing import Any
 
 from plait.codegen.c import CFunction, CSource
 from plait.codegen.c.emit import threads_header_text
-from plait.ir.builder import BlockBuilder
 from plait.ir.expr import Call, Expr, ExternFunc, Tuple
 from plait.ir.module import IRModule
 from plait.op.registry import make_call
 from plait.transform.pass_base import module_pass
+from plait.transform.pattern import Match, is_op
+from plait.transform.pattern_rewrite import Rule, rewrite_module
 
 from .build import add_c_source
-from .dispatch import rewrite_ops
 from .gemm import _static_shape
 
 NATIVE_SOURCE_NAME = "plait_pool.c"
@@ -67,13 +67,16 @@ def _wrapper(call: Call) -> tuple[str, str, CFunction] | None:
     return name, code, CFunction(name, ((xs, "float32"), (os_, "float32")), 1, name, "int")
 
 
-def dispatch_pool(mod: IRModule, skip: Any = None) -> IRModule:
-    """``mod`` with float32 NCHW max_pool2d of static shape rewritten into calls of
-    ``plait_pool.c``; functions for which ``skip`` is true (default: those of external
-    codegens) are left alone."""
-    wrappers: dict[str, tuple[str, CFunction]] = {}
+POOL = is_op("max_pool2d").has_dtype("float32").has_rank(4)
+"""The shape :class:`DispatchPool` takes (static NCHW shapes, checked by the rewrite)."""
 
-    def rewrite(bb: BlockBuilder, call: Call, target: Any) -> Expr | None:
+
+def pool_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
+    """The rule of :class:`DispatchPool`: :data:`POOL`, rewritten into a call of its
+    wrapper (recorded in ``wrappers``) when the shape is one the library takes."""
+
+    def rewrite(m: Match) -> Expr | None:
+        call = m.call(POOL)
         w = _wrapper(call)
         if w is None:
             return None
@@ -82,7 +85,15 @@ def dispatch_pool(mod: IRModule, skip: Any = None) -> IRModule:
         return make_call("call_extern", ExternFunc(name), Tuple(call.args), out=call.ty,
                          span=call.span)
 
-    out = rewrite_ops(mod, {"max_pool2d": rewrite}, skip=skip)
+    return Rule("c.max_pool2d", POOL, rewrite)
+
+
+def dispatch_pool(mod: IRModule, skip: Any = None) -> IRModule:
+    """``mod`` with float32 NCHW max_pool2d of static shape rewritten into calls of
+    ``plait_pool.c``; functions for which ``skip`` is true (default: those of external
+    codegens) are left alone."""
+    wrappers: dict[str, tuple[str, CFunction]] = {}
+    out = rewrite_module(mod, [pool_rule(wrappers)], skip=skip)
     if not wrappers:
         return out
     files = resources.files("plait.target.c.native")
@@ -110,4 +121,5 @@ class DispatchPool:
                              and f.attrs.get("compiler") not in enabled)
 
 
-__all__ = ["NATIVE_SOURCE_NAME", "DispatchPool", "dispatch_pool", "native_source_text"]
+__all__ = ["NATIVE_SOURCE_NAME", "POOL", "DispatchPool", "dispatch_pool", "native_source_text",
+           "pool_rule"]
