@@ -297,12 +297,15 @@ def window_out_dim(
     """Output length of a sliding window (convolution or pooling) along one axis.  For a
     symbolic input length the result is the same name when the window preserves the
     length (stride 1, padding == dilated kernel - 1), else None.  A static result may be
-    < 1: the caller reports that the window does not fit."""
+    < 1: the caller reports that the window does not fit.  With ``ceil_mode`` a window
+    larger than the padded input still gives one output when it starts inside it (ONNX
+    and torch: ``ceil((d + pads - eff) / stride) + 1``; EfficientNet's pooler is a
+    1280-wide window over 7x7)."""
     eff = dilation * (kernel - 1) + 1
     if not isinstance(d, int):
         return d if stride == 1 and pad_before + pad_after == eff - 1 else None
     num = d + pad_before + pad_after - eff
-    if not ceil_mode or num < 0:
+    if not ceil_mode:
         return num // stride + 1
     out = -(-num // stride) + 1
     if (out - 1) * stride >= d + pad_before:

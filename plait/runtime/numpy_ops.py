@@ -1051,6 +1051,16 @@ def pool_out_size(
     return out
 
 
+def reachable_taps(size: int, kernel: int, dilation: int, pad_before: int,
+                   pad_after: int) -> int:
+    """How many leading taps of a pooling window can ever reach the input or its
+    padding: a tap at or beyond ``size + pad_after`` is neither data nor counted padding
+    for any window (each window starts at or after ``-pad_before``).  A ``ceil_mode``
+    window may be far larger than the input (EfficientNet's 1280-wide pooler over 7x7);
+    the kernels loop over these taps only."""
+    return builtins.min(kernel, -(-(size + pad_before + pad_after) // dilation))
+
+
 def _pool_geometry(
     x: np.ndarray,
     pool_size: Any,
@@ -1070,6 +1080,7 @@ def _pool_geometry(
     outs = [
         pool_out_size(sizes[i], k[i], s[i], p[i], p[i + nd], d[i], ceil_mode) for i in range(nd)
     ]
+    k = tuple(reachable_taps(sizes[i], k[i], d[i], p[i], p[i + nd]) for i in range(nd))
     # pad after: enough for the last window (ceil mode may need more than padding)
     after = [
         builtins.max((outs[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1 - sizes[i] - p[i], p[i + nd])

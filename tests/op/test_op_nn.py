@@ -237,6 +237,8 @@ AVGPOOL_CASES = [
     ((1, 2, 8, 7), {"pool_size": (2, 3), "strides": 2, "ceil_mode": True}),
     ((1, 2, 10, 10), {"pool_size": 3, "strides": 3, "padding": 1, "ceil_mode": True}),
     ((1, 1, 6, 5), {"pool_size": (3, 2), "strides": (2, 1), "padding": (1, 0)}),
+    # EfficientNet's pooler (transformers): a ceil-mode window far larger than the input
+    ((1, 3, 7, 6), {"pool_size": 1280, "strides": 1280, "ceil_mode": True}),
 ]
 
 

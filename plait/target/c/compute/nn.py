@@ -18,6 +18,7 @@ from plait.kernel import dsl
 from plait.kernel import intrin as I
 from plait.kernel.dsl import Reduce, Tensor
 from plait.kernel.ir import Div, IntImm, PrimExpr, const, is_float_dtype
+from plait.runtime.numpy_ops import reachable_taps
 
 from .common import (
     Dim,
@@ -193,11 +194,17 @@ def group_norm_compute(inputs: list[Any], attrs: Attrs, out_ty: Type) -> Tensor:
 # ---------------------------------------------------------------- pooling
 
 
-def _pool_geometry(attrs: Attrs, nd: int) -> tuple[tuple[int, ...], ...]:
+def _pool_geometry(attrs: Attrs, nd: int,
+                   sizes: Sequence[Dim]) -> tuple[tuple[int, ...], ...]:
+    """Window, strides, dilation and padding; the window only as far as its taps can
+    reach the input or its padding (``reachable_taps``: a ceil-mode window may be far
+    larger than the input)."""
     k = expand(attrs["pool_size"], nd, "pool_size")
     s = expand(attrs["strides"], nd, "strides")
     d = expand(attrs["dilation"], nd, "dilation")
     p = expand_padding(attrs["padding"], nd)
+    k = tuple(reachable_taps(n, k[a], d[a], p[a], p[a + nd]) if isinstance(n, int) else k[a]
+              for a, n in enumerate(sizes))
     return k, s, d, p
 
 
@@ -254,8 +261,8 @@ def _max_pool(nd: int) -> None:
         if x.dtype == "bool":
             raise ComputeUnsupported(f"{name} of bool")
         layout = attrs["layout"]
-        k, s, d, p = _pool_geometry(attrs, nd)
         sizes = split_index(layout, x.shape)[2]  # type: ignore[arg-type]
+        k, s, d, p = _pool_geometry(attrs, nd, sizes)
         osizes = split_index(layout, out_shape(out_ty))[2]  # type: ignore[arg-type]
         inside = _always_inside(k, s, d, p, sizes, osizes)
         low = lowest(x.dtype)
@@ -283,8 +290,8 @@ def _avg_pool(nd: int) -> None:
         (x,) = inputs
         require_float(x.dtype, name)
         layout = attrs["layout"]
-        k, s, d, p = _pool_geometry(attrs, nd)
         sizes = split_index(layout, x.shape)[2]  # type: ignore[arg-type]
+        k, s, d, p = _pool_geometry(attrs, nd, sizes)
         shape = out_shape(out_ty)
         osizes = split_index(layout, shape)[2]  # type: ignore[arg-type]
         zero = const(0, x.dtype)
