@@ -26,6 +26,25 @@ Also measured: compile-time scaling of the default pipeline on synthetic modules
 Writes ``results.md`` (a Markdown table with the ratio of each plait backend to
 onnxruntime) and ``results.json`` (every figure) into ``--out`` (default
 ``benchmarks/results``), and prints the table.
+
+``--suite real`` runs the real-model suite instead (benchmarks/real_models.py:
+architectures from ``transformers`` with random weights, exported once per machine into a
+cache by a child process that imports torch; the timing processes never do), by default
+onnxruntime and plait-c, 1 process per pair and 30 timed calls, no pipeline scaling.  It
+prints plait-c / onnxruntime per model and their geometric mean; a model whose plait
+outputs disagree with onnxruntime's beyond the tolerance (``outputs_disagree``) is
+refused: flagged in the table, left out of the geometric mean, and the command exits
+with status 1.
+
+    python benchmarks/run.py --suite real
+    python benchmarks/run.py --suite real --models bert,llama --before /tmp/before
+    python benchmarks/run.py --models mlp --backends onnxruntime,plait-c,plait-c+torch
+
+Backends: ``onnxruntime``, ``torch`` (eager), ``plait-numpy``, ``plait-c`` and
+``plait-c+torch`` (plait-c in a process that has imported torch and run one torch
+operation first, as a user of the PyTorch importer has: shows what torch in the process
+costs plait).  ``--before DIR`` adds ``plait-c-before``: plait-c imported from DIR, a
+checkout of another revision, taking its turn in every round.
 """
 
 from __future__ import annotations
@@ -58,8 +77,39 @@ MODELS = {
     "mlp-layer2": ("mlp_layer2", (64, 512)),
 }
 DEFAULT_MODELS = "mlp,cnn,transformer"
-BACKENDS = ("onnxruntime", "torch", "plait-numpy", "plait-c")
+BACKENDS = ("onnxruntime", "torch", "plait-numpy", "plait-c", "plait-c+torch")
+SUITES = ("default", "real")
 RTOL, ATOL = 1e-3, 1e-4
+"""Outputs agree with onnxruntime's when ``|out - ref| <= ATOL * max(1, max|ref|) + RTOL *
+|ref|`` everywhere (the absolute part scales with the output's largest magnitude:
+Winograd's and reordered sums' errors do)."""
+
+
+def real_models() -> Any:
+    """benchmarks/real_models.py (the real suite's specs; imports neither torch nor
+    transformers)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import real_models as rm  # noqa: PLC0415
+
+    return rm
+
+
+def outputs_disagree(out: Any, ref: Any) -> str | None:
+    """Why ``out`` does not match onnxruntime's ``ref`` (shape, or the largest error and
+    the tolerance), or None when it does (see RTOL, ATOL)."""
+    import numpy as np
+
+    out, ref = np.asarray(out), np.asarray(ref)
+    if out.shape != ref.shape:
+        return f"outputs disagree with onnxruntime: shape {out.shape}, expected {ref.shape}"
+    scale = max(1.0, float(np.max(np.abs(ref)))) if ref.size else 1.0
+    err = np.abs(out.astype(np.float64) - ref)
+    bound = ATOL * scale + RTOL * np.abs(ref)
+    if ref.size and not bool(np.all(err <= bound)):   # NaN in out fails too
+        worst = float(np.nanmax(err)) if not np.all(np.isnan(err)) else float("nan")
+        return (f"outputs disagree with onnxruntime: max abs error {worst:.2e}, tolerance "
+                f"{ATOL * scale:.1e} + {RTOL:g} * |ref|")
+    return None
 
 
 # ------------------------------------------------------------------ worker side
@@ -116,6 +166,15 @@ def prepare(model: str, backend: str, onnx_path: str, input_path: str) -> tuple[
 
     x = np.load(input_path)
     result: dict[str, Any] = {"model": model, "backend": backend}
+    if backend.endswith("+torch"):
+        # torch imported and its thread pool started, as for a user of the PyTorch
+        # importer; then the backend without the suffix
+        import torch
+
+        torch.set_num_threads(THREADS)
+        a = torch.ones(256, 256)
+        float((a @ a).sum())
+        backend = backend[: -len("+torch")]
     if backend == "onnxruntime":
         import onnxruntime as ort
 
@@ -140,9 +199,13 @@ def prepare(model: str, backend: str, onnx_path: str, input_path: str) -> tuple[
 
         torch.set_num_threads(THREADS)
         t0 = time.perf_counter()
-        torch.manual_seed(0)
-        net = TORCH_MODELS[MODELS[model][0]][0]().eval()
-        _randomize_batch_norm(net, 0)
+        if model in MODELS:
+            torch.manual_seed(0)
+            net = TORCH_MODELS[MODELS[model][0]][0]().eval()
+            _randomize_batch_norm(net, 0)
+        else:   # a real-suite model: the module that was exported
+            rm = real_models()
+            net = rm.build(rm.MODELS[model])
         result["compile_s"] = {"total": time.perf_counter() - t0}
         xt = torch.from_numpy(x)
 
@@ -225,13 +288,14 @@ def serve(model: str, backend: str, onnx_path: str, input_path: str, out_path: s
 # ------------------------------------------------------------------ driver side
 
 
-def unknown_models(models: str) -> str | None:
-    """The error for the names in comma-separated ``models`` that are not benchmark
-    models, or None when all are."""
-    unknown = [m for m in models.split(",") if m not in MODELS]
+def unknown_models(models: str, suite: str = "default") -> str | None:
+    """The error for the names in comma-separated ``models`` that are not models of
+    ``suite``, or None when all are."""
+    known = MODELS if suite == "default" else real_models().MODELS
+    unknown = [m for m in models.split(",") if m not in known]
     if not unknown:
         return None
-    return f"--models: unknown {', '.join(unknown)}; choose from {', '.join(MODELS)}"
+    return f"--models: unknown {', '.join(unknown)}; choose from {', '.join(known)}"
 
 
 def _export(model: str, workdir: Path) -> str:
@@ -239,6 +303,40 @@ def _export(model: str, workdir: Path) -> str:
     from export_models import export  # noqa: PLC0415
 
     return export(MODELS[model][0], str(workdir), dynamic_batch=False, shape=MODELS[model][1])
+
+
+def model_files(suite: str, models: list[str], work: Path) -> dict[str, tuple[str, str]]:
+    """Each model's ONNX file and input (a ``.npy`` in ``work``).  The default suite's
+    models are exported here (this process imports torch for it); the real suite's come
+    from its cache, exported by a child process when missing."""
+    import numpy as np
+
+    files = {}
+    if suite == "real":
+        rm = real_models()
+        paths = rm.export_cached(models)
+        for m in models:
+            inp = str(work / f"{m}.input.npy")
+            np.save(inp, rm.make_input(rm.MODELS[m]))
+            files[m] = (str(paths[m]), inp)
+        return files
+    for m in models:
+        inp = str(work / f"{m}.input.npy")
+        data = np.random.default_rng(0).standard_normal(MODELS[m][1])
+        np.save(inp, data.astype("float32"))
+        files[m] = (_export(m, work), inp)
+    return files
+
+
+def before_env(before: str) -> dict[str, str]:
+    """The environment that makes a worker import plait from the checkout ``before``;
+    ValueError when there is no plait package there."""
+    path = Path(before).resolve()
+    if not (path / "plait" / "__init__.py").is_file():
+        raise ValueError(f"--before {before}: no plait package there (expected a checkout of "
+                         "the repository, e.g. made with `git worktree add`)")
+    pp = os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")])
+    return {"PYTHONPATH": pp.rstrip(os.pathsep)}
 
 
 def library_objects(seed: Path) -> float:
@@ -454,23 +552,90 @@ def report(results: list[dict], scaling: list[dict]) -> str:
                   "|---|---|---|"]
         lines += [f"| {r['model']} | {r['backend']} | {r['rounds_at_or_below_onnxruntime']} "
                   f"of {r['rounds']} |" for r in turns]
-    lines += ["", "| bindings | pipeline seconds | µs per binding | CPU µs per binding |",
-              "|---|---|---|---|"]
+    if scaling:
+        lines += ["", "| bindings | pipeline seconds | µs per binding | CPU µs per binding |",
+                  "|---|---|---|---|"]
     for s in scaling:
         lines.append(f"| {s['bindings']} | {s['seconds']:.2f} | {s['us_per_binding']:.1f} | "
                      f"{_fmt(s.get('cpu_us_per_binding'), '.1f')} |")
     return "\n".join(lines)
 
 
+def geomean(values: list[float]) -> float:
+    """The geometric mean of positive ``values``."""
+    import math
+
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def suite_report(results: list[dict]) -> tuple[str, list[str]]:
+    """The real suite's table: per model, onnxruntime's median and each other backend's
+    median and ratio to it; then each backend's geometric mean of the ratios over the
+    models it ran correctly.  A backend that failed on a model or whose outputs disagreed
+    (refused) gets the reason instead of a figure and is left out of that mean.  Returns
+    the table and the problems (one line per failed or refused model and backend)."""
+    models = list(dict.fromkeys(r["model"] for r in results))
+    backends = [b for b in dict.fromkeys(r["backend"] for r in results) if b != "onnxruntime"]
+    by = {(r["model"], r["backend"]): r for r in results}
+    head = "| model | onnxruntime ms | " + " | ".join(
+        f"{b} ms | {b} / onnxruntime" for b in backends) + " |"
+    lines = [head, "|---|---|" + "---|---|" * len(backends)]
+    ratios: dict[str, list[float]] = {b: [] for b in backends}
+    left_out: dict[str, list[str]] = {b: [] for b in backends}
+    problems = []
+    for m in models:
+        ref = by.get((m, "onnxruntime"), {})
+        base = ref.get("median_ms")
+        cells = [m, f"{base:.3f}" if base else f"error: {ref.get('error', 'not run')}"]
+        for b in backends:
+            r = by.get((m, b))
+            if r is None:
+                cells += ["—", "—"]
+                continue
+            if "error" in r:
+                what = "REFUSED" if r["error"].startswith("outputs disagree") else "FAILED"
+                cells += [f"**{what}**: {r['error']}", "—"]
+                left_out[b].append(m)
+                problems.append(f"{m} on {b}: {what.lower()}: {r['error']}")
+                continue
+            if not base:
+                cells += [f"{r['median_ms']:.3f}", "—"]
+                left_out[b].append(m)
+                continue
+            ratio = r["median_ms"] / base
+            ratios[b].append(ratio)
+            cells += [f"{r['median_ms']:.3f}", f"{ratio:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for b in backends:
+        if ratios[b]:
+            out = (f"geomean {b} / onnxruntime over {len(ratios[b])} models: "
+                   f"{geomean(ratios[b]):.2f}")
+        else:
+            out = f"geomean {b} / onnxruntime: no model ran"
+        if left_out[b]:
+            out += f" (left out: {', '.join(left_out[b])})"
+        lines.append(out)
+    return "\n".join(lines), problems
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--models", default=DEFAULT_MODELS,
-                   help=f"comma-separated, of {', '.join(MODELS)}")
-    p.add_argument("--backends", default=",".join(BACKENDS))
-    p.add_argument("--runs", type=int, default=50,
-                   help="timed calls per process (at least 30), in blocks of --block")
+    p.add_argument("--suite", choices=SUITES, default="default",
+                   help="the project's models (default) or the real-model suite")
+    p.add_argument("--models", default=None,
+                   help=f"comma-separated, of {', '.join(MODELS)} (default "
+                        f"{DEFAULT_MODELS}); with --suite real, of its models (default all)")
+    p.add_argument("--backends", default=None,
+                   help=f"comma-separated, of {', '.join(BACKENDS)} (default all but "
+                        "plait-c+torch; with --suite real, onnxruntime,plait-c)")
+    p.add_argument("--before", default=None, metavar="DIR",
+                   help="also run plait-c from this checkout (another revision)")
+    p.add_argument("--runs", type=int, default=None,
+                   help="timed calls per process (at least 30; default 50, 30 with "
+                        "--suite real), in blocks of --block")
     p.add_argument("--block", type=int, default=5,
                    help="timed calls per turn (after one untimed call)")
     p.add_argument("--gap", type=float, default=0.2,
@@ -478,9 +643,12 @@ def main(argv: list[str] | None = None) -> int:
                         "threads stop spinning)")
     p.add_argument("--warm", type=float, default=0.05,
                    help="seconds of untimed calls (at least one) at the start of each turn")
-    p.add_argument("--processes", type=int, default=3,
-                   help="processes per (model, backend); all of them take turns")
-    p.add_argument("--scaling", default="1000,10000,100000")
+    p.add_argument("--processes", type=int, default=None,
+                   help="processes per (model, backend); all of them take turns (default 3, "
+                        "1 with --suite real)")
+    p.add_argument("--scaling", default=None,
+                   help="pipeline scaling sizes (default 1000,10000,100000; none with "
+                        "--suite real)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     p.add_argument("--worker", nargs=5, metavar=("MODEL", "BACKEND", "ONNX", "INPUT", "OUT"))
     args = p.parse_args(argv)
@@ -488,6 +656,16 @@ def main(argv: list[str] | None = None) -> int:
         _set_threads()
         serve(*args.worker)
         return 0
+    real = args.suite == "real"
+    if args.models is None:
+        args.models = ",".join(real_models().MODELS) if real else DEFAULT_MODELS
+    if args.backends is None:
+        args.backends = "onnxruntime,plait-c" if real else ",".join(
+            b for b in BACKENDS if b != "plait-c+torch")
+    args.runs = args.runs if args.runs is not None else (30 if real else 50)
+    args.processes = args.processes if args.processes is not None else (1 if real else 3)
+    if args.scaling is None:
+        args.scaling = "" if real else "1000,10000,100000"
     if args.runs < 30:
         print("--runs must be at least 30 (the median of 30 runs is the reported figure)")
         return 2
@@ -500,10 +678,19 @@ def main(argv: list[str] | None = None) -> int:
               + (" (plait-c-kernel times one kernel, not the model: use spread.py "
                  "--kernel-loop)" if "plait-c-kernel" in unknown else ""))
         return 2
-    problem = unknown_models(args.models)
+    problem = unknown_models(args.models, args.suite)
     if problem:
         print(problem)
         return 2
+    # (label, backend the worker runs, extra environment)
+    runs: list[tuple[str, str, dict[str, str]]] = [
+        (b, b, {}) for b in args.backends.split(",")]
+    if args.before:
+        try:
+            runs.append(("plait-c-before", "plait-c", before_env(args.before)))
+        except ValueError as err:
+            print(err)
+            return 2
     import numpy as np
 
     global SEED
@@ -511,43 +698,48 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         library_s = None
-        if any(b == "plait-c" for b in args.backends.split(",")):
+        if any(b.startswith("plait-c") for _, b, _ in runs):
             SEED = work / "seed-cache"
             library_s = library_objects(SEED)
             print(f"plait_gemm.c object (compiled once per machine): {library_s:.2f} s",
                   flush=True)
-        for model in args.models.split(","):
-            onnx_path = _export(model, work)
-            inp = str(work / f"{model}.input.npy")
-            data = np.random.default_rng(0).standard_normal(MODELS[model][1])
-            np.save(inp, data.astype("float32"))
-            backends = args.backends.split(",")
+        try:
+            files = model_files(args.suite, args.models.split(","), work)
+        except RuntimeError as err:
+            print(f"--suite {args.suite}: {err}")
+            return 2
+        for model, (onnx_path, inp) in files.items():
             # one process at a time compiles (the others wait idle); onnxruntime first,
             # its output is the reference
-            order = sorted(backends, key=lambda b: b != "onnxruntime")
-            players = {b: [Player(model, b, i, onnx_path, inp, work)
-                           for i in range(args.processes)] for b in order}
+            order = sorted(runs, key=lambda r: r[0] != "onnxruntime")
+            players = {label: [Player(model, b, i, onnx_path, inp, work, label=label,
+                                      env=env)
+                               for i in range(args.processes)] for label, b, env in order}
             ref = None
-            for b in order:
-                for pl in players[b]:
+            for label, _, _ in order:
+                for pl in players[label]:
                     if pl.error or not Path(pl.out_path).exists():
                         continue
                     out = np.load(pl.out_path)
-                    if b == "onnxruntime":
+                    if label == "onnxruntime":
                         ref = out if ref is None else ref
-                    elif ref is not None and not np.allclose(out, ref, rtol=RTOL, atol=ATOL):
-                        err = float(np.max(np.abs(out - ref)))
-                        pl.error = f"outputs disagree with onnxruntime (max abs {err:.2e})"
-            live = [pl for b in order for pl in players[b] if not pl.error]
+                    elif ref is not None:
+                        pl.error = outputs_disagree(out, ref)
+            live = [pl for ps in players.values() for pl in ps if not pl.error]
             rounds = -(-args.runs // args.block)
             take_turns(live, rounds, args.block, args.gap, args.warm,
                        functools.partial(round_log, model, rounds, players))
             ort = players.get("onnxruntime", [])
-            for b in order:
-                rs = [pl.finish() for pl in players[b]]
-                results.append(combine(players[b], rs, ort if b != "onnxruntime" else []))
+            for label, _, _ in order:
+                rs = [pl.finish() for pl in players[label]]
+                results.append(combine(players[label], rs,
+                                       ort if label != "onnxruntime" else []))
     scaling = pipeline_scaling(tuple(int(s) for s in args.scaling.split(",") if s))
     table = report(results, scaling)
+    problems: list[str] = []
+    if real:
+        summary, problems = suite_report(results)
+        table = summary + "\n\n" + table
     if library_s is not None:
         table += (f"\n\nC compile times exclude plait_gemm.c, the c target's matrix product "
                   f"library, whose object is compiled once per machine ({library_s:.2f} s "
@@ -559,6 +751,10 @@ def main(argv: list[str] | None = None) -> int:
                                                   "library_object_s": library_s}, indent=2))
     print()
     print(table)
+    if problems:
+        print("\nrefused or failed (left out of the geometric means):\n  "
+              + "\n  ".join(problems))
+        return 1
     return 0
 
 

@@ -72,12 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     backends: list[tuple[str, str, dict[str, str]]] = [
         ("onnxruntime", "onnxruntime", {}), ("plait-c", "plait-c", {})]
     if args.before:
-        before = Path(args.before).resolve()
-        if not (before / "plait" / "__init__.py").is_file():
-            p.error(f"--before {args.before}: no plait package there (expected a checkout "
-                    "of the repository, e.g. made with `git worktree add`)")
-        path = os.pathsep.join([str(before), os.environ.get("PYTHONPATH", "")])
-        backends.append(("plait-c-before", "plait-c", {"PYTHONPATH": path.rstrip(os.pathsep)}))
+        try:
+            backends.append(("plait-c-before", "plait-c", run.before_env(args.before)))
+        except ValueError as err:
+            p.error(str(err))
     if args.kernel_loop:
         backends.append(("plait-c-kernel", "plait-c-kernel", {}))
     import numpy as np

@@ -1,0 +1,125 @@
+"""The real-model benchmark suite (``benchmarks/run.py --suite real``): its summary
+(ratios, geometric mean, refused models) on made-up figures worked out by hand, the
+output check, the export cache key, and one tiny transformers architecture exported by
+the suite's own code, imported and run on numpy and c against onnxruntime."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import real_models  # noqa: E402
+import run  # noqa: E402
+
+
+def _r(model: str, backend: str, ms: float | None = None, error: str | None = None) -> dict:
+    return {"model": model, "backend": backend,
+            **({"error": error} if error else {"median_ms": ms})}
+
+
+def test_suite_report_geomean_and_refusals() -> None:
+    results = [
+        _r("bert", "onnxruntime", 10.0), _r("bert", "plait-c", 20.0),
+        _r("llama", "onnxruntime", 4.0), _r("llama", "plait-c", 2.0),
+        _r("vit", "onnxruntime", 5.0), _r("vit", "plait-c", 5.0),
+        _r("gpt2", "onnxruntime", 3.0),
+        _r("gpt2", "plait-c", error="outputs disagree with onnxruntime: max abs error 1e-1"),
+        _r("convnext", "onnxruntime", 3.0),
+        _r("convnext", "plait-c", error="OnnxImportError: no converter for Foo"),
+    ]
+    table, problems = run.suite_report(results)
+    assert "| bert | 10.000 | 20.000 | 2.00 |" in table
+    assert "| llama | 4.000 | 2.000 | 0.50 |" in table
+    # ratios 2, 0.5, 1: geometric mean 1; the refused and failed models are left out
+    assert ("geomean plait-c / onnxruntime over 3 models: 1.00 (left out: gpt2, convnext)"
+            in table)
+    assert "| gpt2 | 3.000 | **REFUSED**: outputs disagree" in table
+    assert "| convnext | 3.000 | **FAILED**: OnnxImportError" in table
+    assert len(problems) == 2 and problems[0].startswith("gpt2 on plait-c: refused")
+
+
+def test_suite_report_has_a_column_per_backend() -> None:
+    """A backend added to the run (plait-c-before, plait-c+torch, a future importer) gets
+    its own columns and its own geometric mean."""
+    results = [_r("bert", "onnxruntime", 10.0), _r("bert", "plait-c", 8.0),
+               _r("bert", "plait-c-before", 16.0),
+               _r("gpt2", "onnxruntime", 2.0), _r("gpt2", "plait-c", 4.0),
+               _r("gpt2", "plait-c-before", 4.0)]
+    table, problems = run.suite_report(results)
+    assert table.splitlines()[0] == ("| model | onnxruntime ms | plait-c ms | plait-c / "
+                                     "onnxruntime | plait-c-before ms | plait-c-before / "
+                                     "onnxruntime |")
+    assert "| bert | 10.000 | 8.000 | 0.80 | 16.000 | 1.60 |" in table
+    # sqrt(0.8 * 2) = 1.26; sqrt(1.6 * 2) = 1.79
+    assert "geomean plait-c / onnxruntime over 2 models: 1.26" in table
+    assert "geomean plait-c-before / onnxruntime over 2 models: 1.79" in table
+    assert problems == []
+    assert math.isclose(run.geomean([2.0, 8.0]), 4.0)
+
+
+def test_outputs_disagree_scales_the_absolute_tolerance() -> None:
+    ref = np.array([100.0, 0.0, -3.0], np.float32)
+    # atol 1e-4 * 100 = 1e-2 on every element, plus 1e-3 * |ref|
+    assert run.outputs_disagree(ref + np.float32(0.009), ref) is None
+    msg = run.outputs_disagree(np.array([100.0, 0.02, -3.0], np.float32), ref)
+    assert msg is not None and "max abs error 2.00e-02" in msg and "tolerance 1.0e-02" in msg
+    assert "shape (2,)" in (run.outputs_disagree(ref[:2], ref) or "")
+    assert run.outputs_disagree(np.array([np.nan, 0, -3], np.float32), ref) is not None
+
+
+def test_run_rejects_models_of_the_other_suite(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run.main(["--suite", "real", "--models", "mlp"]) == 2
+    assert "--models: unknown mlp; choose from resnet50" in capsys.readouterr().out
+    assert run.main(["--models", "bert"]) == 2
+    assert "choose from mlp" in capsys.readouterr().out
+
+
+def test_cache_key_follows_the_spec_and_the_versions() -> None:
+    spec = real_models.MODELS["bert"]
+    v = {"torch": "2.13.0", "transformers": "5.0"}
+    key = real_models.cache_key(spec, v)
+    assert key == real_models.cache_key(spec, dict(v))
+    assert key != real_models.cache_key(spec, {**v, "transformers": "5.1"})
+    other = real_models.RealModel(**{**spec.__dict__, "config": {"num_hidden_layers": 2}})
+    assert key != real_models.cache_key(other, v)
+
+
+TINY_BERT = real_models.RealModel(
+    "BertModel", "BertConfig",
+    {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2,
+     "intermediate_size": 48, "vocab_size": 101, "max_position_embeddings": 16},
+    (1, 9), "int64", "input_ids", "last_hidden_state", vocab=101,
+    init={"add_pooling_layer": False})
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, np.ndarray]:
+    pytest.importorskip("transformers")
+    path = tmp_path_factory.mktemp("real") / "tiny-bert.onnx"
+    real_models.export(TINY_BERT, path)
+    return str(path), real_models.make_input(TINY_BERT)
+
+
+@pytest.mark.parametrize("target", ["numpy", "c"])
+def test_a_tiny_bert_exported_by_the_suite_matches_onnxruntime(
+        tiny_bert: tuple[str, np.ndarray], target: str) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    import plait
+    from plait.frontend import from_onnx
+    from plait.runtime import VirtualMachine
+
+    path, ids = tiny_bert
+    assert ids.dtype == np.int64 and ids.shape == (1, 9) and ids.max() < 101
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+        None, {"input": ids})[0]
+    exe = plait.build(from_onnx(path, shapes={"input": ids.shape}), target)
+    got = np.asarray(VirtualMachine(exe)["main"](ids))
+    assert got.shape == (1, 9, 32)
+    assert run.outputs_disagree(got, want) is None
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
