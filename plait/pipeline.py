@@ -11,7 +11,8 @@ ancestors, registered external codegens) — this module names none of them.
     dispatch      the target's dispatch passes (custom kernels, library calls)
     legalize      dialect legalizations, then LegalizeOps for the rest
     lowering      dialect and target kernel passes
-    build         target codegen passes, ToNonDataflow, ExplicitMemory, PlanMemory
+    build         target codegen passes, ToNonDataflow, ExplicitMemory, PlanMemory,
+                  then the target's link passes (native code of the planned module)
 
 Print it, edit it by name (``insert_after``, ``remove``, ``replace``) and hand it back
 to ``plait.build(mod, target, pipeline=...)``.
@@ -83,6 +84,7 @@ def _stage_passes(stage: str, target: Target) -> list[Any]:
             make_pass("ToNonDataflow"),
             make_pass("ExplicitMemory"),
             make_pass("PlanMemory"),
+            *target.hook_passes("link"),
         ]
     raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(STAGES)}")
 

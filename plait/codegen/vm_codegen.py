@@ -21,6 +21,7 @@ a variable                                  ``Move``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -340,6 +341,16 @@ def _uses_symbolic_values(seq: SeqExpr) -> bool:
     return False
 
 
+def _plain(value: Any) -> Any:
+    """``value`` with every mapping (the module's immutable ``Attrs``) a dict, as the
+    executable's attributes take them."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
 def _seq(e: Expr) -> SeqExpr:
     return e if isinstance(e, SeqExpr) else SeqExpr((), e)
 
@@ -371,5 +382,5 @@ def vm_codegen(mod: IRModule) -> rx.Executable:
     libs = dict(mod.attrs.get("native_libs") or {})
     extra = mod.attrs.get("runtime_attrs")
     if extra:
-        attrs.update(dict(extra))
+        attrs.update(_plain(extra))
     return rx.Executable(functions, consts, attrs, {k: bytes(v) for k, v in libs.items()})

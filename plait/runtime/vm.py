@@ -27,6 +27,7 @@ from plait.runtime.executable import (
     Call,
     Const,
     Executable,
+    ExecutableFormatError,
     Goto,
     If,
     Imm,
@@ -45,6 +46,9 @@ STORAGE_ALIGNMENT = 64
 
 _CALL, _CALL_KW, _ALLOC_TENSOR, _ALLOC_STORAGE, _RET, _VMCALL, _IF, _GOTO, _MOVE = range(9)
 _UINT8 = np.dtype(np.uint8)
+_ENTRY_REPORT = "single_entry"
+"""The executable attribute naming each function's single entry point (or the reason it
+has none)."""
 
 
 class VMError(RuntimeError):
@@ -243,6 +247,14 @@ class _Code:
         # (register, free buffers) of every AllocStorage: see _release_storages
         self.storages: list[tuple[int, int, list[np.ndarray]]] = []
 
+    def checked_as(self, other: _Code) -> _Code:
+        """This code with ``other``'s argument checks (the same parameters), so that
+        input errors name ``other``: how ``vm[name]`` runs name's entry point."""
+        code = _Code.__new__(_Code)
+        code.name, code.fn, code.binder = self.name, self.fn, other.binder
+        code.instrs, code.storages = self.instrs, self.storages
+        return code
+
 
 STORAGE_POOL_SIZE = 2
 """Free storage buffers kept per AllocStorage instruction (more than one only matters
@@ -350,25 +362,37 @@ class VirtualMachine:
     ``vm["main"](*arrays)`` and ``vm.invoke("main", *arrays)`` return an ndarray or a tuple
     (the value the function returns).  Construction raises ``ExecutableFormatError`` for a
     malformed executable and ``VMError`` for a call to a function that cannot be resolved.
+
+    **Single entry points.**  When the executable gives a function ``f`` an entry point
+    (the attribute ``single_entry``, which the ``c`` target's ``c.SingleEntry`` pass
+    records: ``{"f": {"entry": "f__entry", ...}}``), ``vm["f"]`` and ``invoke("f")`` run
+    ``f__entry`` — which checks the inputs against ``f``'s parameters and makes one native
+    call for all of ``f``'s calls — unless ``single_entry=False``.  ``f`` itself is the
+    *VM path*, one instruction at a time; :meth:`profile` always runs it (its timings
+    are per call).  :meth:`execution_path` says which one ``vm[f]`` runs, and why.
     """
 
-    def __init__(self, exe: Executable) -> None:
+    def __init__(self, exe: Executable, *, single_entry: bool = True) -> None:
         exe.validate()
         self.executable = exe
+        self.single_entry = single_entry
+        """Whether ``vm[f]`` runs ``f``'s single entry point when it has one."""
         self._constants = []
         for c in exe.constants:
             view = c.view()
             view.flags.writeable = False  # kernels must not write into constants
             self._constants.append(view)
         self._code = self._decode()
+        self._entries = self._entry_codes() if single_entry else {}
         self._profiled: dict[str, _Code] | None = None
         self._records: dict[tuple[str, int], list[float]] = {}
 
     # ----------------------------------------------------------------- public API
     def __getitem__(self, name: str) -> Callable[..., Any]:
-        """A callable running VM function ``name``: positional arguments, or arguments by
-        parameter name.  Unknown ``name`` raises ``KeyError`` (with close matches)."""
-        code = self._lookup(name)
+        """A callable running VM function ``name`` (through its single entry point, when
+        it has one): positional arguments, or arguments by parameter name.  Unknown
+        ``name`` raises ``KeyError`` (with close matches)."""
+        code = self._entries.get(name) or self._lookup(name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
             return self._run(code, self._positional(code, args, kwargs))
@@ -386,14 +410,43 @@ class VirtualMachine:
 
     def invoke(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
         """Run VM function ``name`` on ``args`` (and arguments given by parameter name)
-        and return its result."""
-        code = self._lookup(name)
+        and return its result (through ``name``'s single entry point, when it has one)."""
+        code = self._entries.get(name) or self._lookup(name)
         return self._run(code, self._positional(code, args, kwargs))
 
+    def entry_point(self, name: str) -> str | None:
+        """The VM function that ``vm[name]`` runs as one native call (``name``'s single
+        entry point), or None when ``vm[name]`` runs on the VM path."""
+        code = self._entries.get(name)
+        return None if code is None else code.name
+
+    def execution_path(self, name: str) -> str:
+        """One line: how ``vm[name]`` runs (its single entry point, or the VM path and
+        why)."""
+        self._lookup(name)
+        report = self.executable.attrs.get(_ENTRY_REPORT)
+        info = report.get(name) if isinstance(report, dict) else None
+        entry = self.entry_point(name)
+        if entry is not None:
+            assert isinstance(info, dict)
+            calls = info.get("calls")
+            return (f"{name}: single native entry point {info.get('native')!r} ({calls} "
+                    f"native call{'' if calls == 1 else 's'} in one, through {entry!r})")
+        if isinstance(info, dict) and "entry" in info:
+            return (f"{name}: VM path (it has the single entry point {info['entry']!r}; "
+                    "turned off by VirtualMachine(..., single_entry=False))")
+        if isinstance(info, dict) and "reason" in info:
+            return f"{name}: VM path (no single entry point: {info['reason']})"
+        return (f"{name}: VM path (the executable records no single entry point for it: "
+                "built for a target without them, or by an older plait)")
+
     def profile(self, name: str, *args: Any) -> tuple[Any, list[ProfileEntry]]:
-        """Run ``name`` once, timing every call instruction (packed and native functions;
-        a nested VM call is accounted in its callee's instructions).  Returns the result and
-        the entries of the instructions that ran, in program order."""
+        """Run ``name`` once on the VM path, timing every call instruction (packed and
+        native functions; a nested VM call is accounted in its callee's instructions).
+        Returns the result and the entries of the instructions that ran, in program
+        order.  A function with a single entry point is profiled on its VM path (the
+        same kernels, called one by one from Python): the entry point's one call has no
+        per-kernel timings."""
         self._lookup(name)
         if self._profiled is None:
             self._profiled = self._decode(timed=True)
@@ -409,6 +462,36 @@ class VirtualMachine:
         return result, entries
 
     # ------------------------------------------------------------------- decoding
+    def _entry_codes(self) -> dict[str, _Code]:
+        """The codes ``vm[name]`` runs instead of ``name``'s VM path: each function's
+        single entry point, with ``name``'s argument checks."""
+        report = self.executable.attrs.get(_ENTRY_REPORT)
+        if report is None:
+            return {}
+        where = f"attribute {_ENTRY_REPORT!r}"
+        if not isinstance(report, dict):
+            raise ExecutableFormatError(f"{where} must be a dict of function name -> dict")
+        out: dict[str, _Code] = {}
+        for name, info in report.items():
+            if not isinstance(info, dict):
+                raise ExecutableFormatError(f"{where}: the entry of {name!r} must be a dict")
+            entry = info.get("entry")
+            if entry is None:
+                continue   # a function without entry point (info["reason"] says why)
+            fn, code = self._code.get(name), self._code.get(entry)
+            if fn is None or code is None:
+                missing = name if fn is None else entry
+                raise ExecutableFormatError(f"{where}: function {name!r} has the entry point "
+                                            f"{entry!r}, but the executable has no function "
+                                            f"{missing!r}")
+            if code.fn.params != fn.fn.params:
+                raise ExecutableFormatError(
+                    f"{where}: the entry point {entry!r} of {name!r} takes "
+                    f"({', '.join(map(str, code.fn.params))}), not {name!r}'s parameters "
+                    f"({', '.join(map(str, fn.fn.params))})")
+            out[name] = code.checked_as(fn)
+        return out
+
     def _lookup(self, name: str) -> _Code:
         code = self._code.get(name)
         if code is None:

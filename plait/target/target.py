@@ -22,8 +22,11 @@ from typing import Any
 
 from ..ir.attrs import Attrs
 
-EXTENSION_POINTS = ("ingestion", "optimization", "dispatch", "legalize", "lowering", "build")
-"""The named slots of the default pipeline, in order (see docs/targets.md)."""
+EXTENSION_POINTS = ("ingestion", "optimization", "dispatch", "legalize", "lowering", "build",
+                    "link")
+"""The named slots of the default pipeline, in order (see docs/targets.md).  ``build``
+comes before explicit memory and memory planning, ``link`` after them (the end of the
+build stage): its passes see the final module, whose allocations are planned."""
 
 HookFn = Callable[["Target"], list[Any]]
 

@@ -44,12 +44,14 @@ def lower(mod: plait.IRModule, target: plait.Target | str = "c") -> plait.IRModu
 def test_c_target_kind_hooks_and_pipeline() -> None:
     t = plait.Target("c")
     assert dict(t.attrs) == {"gemm": True, "attention": True, "winograd": 4, "blas": True,
-                             "fuse": True, "opt_level": 3, "march_native": False}
+                             "fuse": True, "single_entry": True, "opt_level": 3,
+                             "march_native": False}
     stages = {s.name: [p.name for p in s.passes] for s in plait.default_pipeline(t).passes}
     assert stages["dispatch"] == ["c.DispatchAttention", "c.DispatchGemm", "c.DispatchPool",
                                   "c.DispatchLibrary"]
     assert stages["legalize"] == ["FuseOps", "FuseKernels", "LegalizeOps"]
-    assert stages["build"][:2] == ["c.CompileKernels", "ToNonDataflow"]
+    assert stages["build"] == ["ToNonDataflow", "ExplicitMemory", "PlanMemory",
+                               "c.SingleEntry", "c.CompileKernels"]
     plain = plait.Target("c", gemm=False, blas=False, fuse=False)
     stages = {s.name: [p.name for p in s.passes] for s in plait.default_pipeline(plain).passes}
     assert "dispatch" not in stages and stages["legalize"] == ["LegalizeOps"]

@@ -18,6 +18,7 @@ from .compiler import (
     threads_available,
 )
 from .emit import CFunction, CodegenError, CSource, EmittedLibrary, emit_kernel, emit_library
+from .entry import EntryError, EntryProgram, EntryStep, emit_entry
 from .library import NativeLibrary, compile_c_source, compile_kernels
 
 __all__ = [
@@ -25,5 +26,5 @@ __all__ = [
     "compile_shared", "compile_stats", "default_cache_dir", "find_compiler",
     "threads_available", "resolve_cache_dir", "CFunction", "CodegenError", "CSource",
     "EmittedLibrary", "emit_kernel", "emit_library", "NativeLibrary", "compile_c_source",
-    "compile_kernels",
+    "compile_kernels", "EntryError", "EntryProgram", "EntryStep", "emit_entry",
 ]

@@ -74,6 +74,8 @@ from plait.kernel.ir import (
 )
 from plait.runtime.native import ABI_VERSION, MANIFEST_SYMBOL
 
+from .entry import ENTRY_PREFIX, EntryProgram, emit_entry
+
 STACK_BYTES = 16384
 """Local buffers with a static size up to this many bytes are stack arrays."""
 PARALLEL_MIN_WORK = 16384
@@ -761,13 +763,15 @@ def _symbol(prefix: str, name: str, used: set[str]) -> str:
 
 
 def emit_library(
-    kernels: Mapping[str, Kernel], c_sources: Sequence[CSource] = (), threads: bool = False
+    kernels: Mapping[str, Kernel], c_sources: Sequence[CSource] = (), threads: bool = False,
+    entries: Sequence[EntryProgram] = (),
 ) -> EmittedLibrary:
-    """The C sources of a library exporting ``kernels`` (by name) and the functions of
-    the user sources ``c_sources``."""
+    """The C sources of a library exporting ``kernels`` (by name), the functions of
+    the user sources ``c_sources`` and the entry points ``entries`` (straight-line
+    programs over those, :mod:`plait.codegen.c.entry`)."""
     helpers: set[str] = set()
     bodies: list[str] = []
-    entries: list[dict[str, Any]] = []
+    manifest_entries: list[dict[str, Any]] = []
     used: set[str] = set()
     names_seen: set[str] = set()
     symbols: dict[str, str] = {}
@@ -784,7 +788,7 @@ def emit_library(
         sym = _symbol("plait_k_", name, used)
         em = _KernelEmitter(name, k, threads, helpers)
         bodies.append(em.function(sym))
-        entries.append(_manifest_entry(name, sym, k, em.names))
+        manifest_entries.append(_manifest_entry(name, sym, k, em.names))
         symbols[name] = sym
     files: dict[str, str] = {}
     file_names: set[str] = {"plait_kernels.c", THREADS_FILE}
@@ -797,13 +801,22 @@ def emit_library(
             names = _Names()
             if fn.abi == "plait":
                 sym = fn.c_symbol
-                bodies.append(f"/* {fn.name}: {sym} from {src.name} (plait ABI) */")
+                bodies.append(f"/* {fn.name}: {sym} from {src.name} (plait ABI) */\n"
+                              f"extern int32_t {sym}(void* const* plait_args, "
+                              "const int64_t* plait_sizes);")
             else:
                 sym = _symbol("plait_u_", fn.name, used)
                 bodies.append(_wrapper(fn, sym, src.name))
-            entries.append(_manifest_entry(fn.name, sym, sig, names))
+            manifest_entries.append(_manifest_entry(fn.name, sym, sig, names))
             symbols[fn.name] = sym
-    manifest = {"abi": ABI_VERSION, "functions": entries}
+    callable_symbols = dict(symbols)
+    for program in entries:
+        claim(program.name)
+        sym = _symbol(ENTRY_PREFIX, program.name, used)
+        bodies.append(emit_entry(program, sym, callable_symbols))
+        manifest_entries.append(program.manifest_entry(sym))
+        symbols[program.name] = sym
+    manifest = {"abi": ABI_VERSION, "functions": manifest_entries}
     parts = [HEADER, threads_header_text()]
     parts += [_helper_source(h) for h in sorted(helpers)]
     parts += bodies

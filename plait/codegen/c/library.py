@@ -26,6 +26,7 @@ from plait.runtime.native import (
 
 from .compiler import BuildOptions, build_flags, compile_shared, find_compiler, resolve_cache_dir
 from .emit import CFunction, CSource, emit_library
+from .entry import EntryProgram
 
 
 class NativeLibrary:
@@ -94,9 +95,11 @@ def compile_kernels(
     march_native: bool = False,
     extra_flags: Sequence[str] = (),
     verify: bool = True,
+    entries: Sequence[EntryProgram] = (),
 ) -> NativeLibrary:
-    """Compile ``kernels`` (name -> kernel) and the user ``c_sources`` into one shared
-    library, or take it from the disk cache, and load it.
+    """Compile ``kernels`` (name -> kernel), the user ``c_sources`` and the entry
+    points ``entries`` (:mod:`plait.codegen.c.entry`) into one shared library, or take
+    it from the disk cache, and load it.
 
     Kernels are verified first (``verify=False`` skips it).  Raises
     :class:`~plait.kernel.verify.KernelVerifyError`,
@@ -112,7 +115,7 @@ def compile_kernels(
     d = resolve_cache_dir(cache_dir)
     options = BuildOptions(opt_level, threads, march_native, tuple(extra_flags))
     flags, use_threads = build_flags(cc, options, d)
-    emitted = emit_library(kernels, c_sources, threads=use_threads)
+    emitted = emit_library(kernels, c_sources, threads=use_threads, entries=entries)
     path = compile_shared(emitted.files, options, cache_dir, flags=(flags, use_threads))
     return NativeLibrary(load_library(path), path, sources=emitted.files)
 

@@ -11,17 +11,21 @@
   (:mod:`plait.target.c.compute`), added to the module and called with
   ``call_kernel``; an op without a compute (or a call its compute declines) becomes
   the numpy library call (:func:`coverage`, :func:`library_calls`);
-* **build** — :class:`CompileKernels` compiles all the module's kernels (and user C
-  sources, :func:`add_c_source`) with one compiler run into one shared library that
-  the executable embeds.
+* **link** (the end of the build stage, after memory planning) — :class:`SingleEntry`
+  gives every function whose shapes are all static and whose calls are all native
+  one entry point, its calls in one native function (:mod:`.entry`); then
+  :class:`CompileKernels` compiles all the module's kernels (and user C sources,
+  :func:`add_c_source`, and the entry points) with one compiler run into one shared
+  library that the executable embeds.
 
 Target attributes: ``gemm`` (default True: plait's own matrix product, convolution and
 pooling, :mod:`.gemm`, :mod:`.pool`), ``attention`` (default True, with ``gemm``: fused
 attention, :mod:`.attention`), ``winograd`` (4, 2 or False), ``blas`` (default True;
 False keeps matmul/linear/conv2d as generated kernels), ``fuse`` (default True: kernel
-fusion), ``opt_level`` (3), ``threads`` (None: when available), ``march_native``
-(False).  Derive a target of your own with ``register_target_kind("mycpu", parent="c",
-dispatch=[...])``; see docs/targets.md.
+fusion), ``single_entry`` (default True: :class:`SingleEntry`), ``opt_level`` (3),
+``threads`` (None: when available), ``march_native`` (False).  Derive a target of your
+own with ``register_target_kind("mycpu", parent="c", dispatch=[...])``; see
+docs/targets.md.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from .compute import (
     register_compute,
 )
 from .dispatch import DispatchLibrary, RewriteFn, library_rewrite, rewrite_ops
+from .entry import SingleEntry
 from .gemm import DispatchGemm, dispatch_gemm
 from .legalize import (
     KERNEL_DTYPES,
@@ -78,8 +83,8 @@ def _dispatch(target: Target) -> list[Any]:
     return passes
 
 
-def _build(target: Target) -> list[Any]:
-    return [CompileKernels()]
+def _link(target: Target) -> list[Any]:
+    return [SingleEntry(), CompileKernels()]
 
 
 def _legalize(target: Target) -> list[Any]:
@@ -89,11 +94,11 @@ def _legalize(target: Target) -> list[Any]:
 register_target_kind(
     "c",
     defaults={"gemm": True, "attention": True, "winograd": 4, "blas": True, "fuse": True,
-              "opt_level": 3, "march_native": False},
+              "single_entry": True, "opt_level": 3, "march_native": False},
     doc="generated C kernels compiled by the system C compiler; plait's own GEMM/conv2d",
     dispatch=_dispatch,
     legalize=_legalize,
-    build=_build,
+    link=_link,
 )
 register_legalize("*", "c", legalize_to_kernel)
 register_kernel_fusion("c", get_compute, dtypes=KERNEL_DTYPES)
@@ -105,4 +110,5 @@ __all__ = [
     "dispatch_attention", "dispatch_gemm", "dispatch_pool", "extern_calls", "flatten_args",
     "get_compute", "legalize_to_kernel", "library_call", "library_calls", "library_rewrite",
     "list_computes", "module_kernels", "op_kernel", "register_compute", "rewrite_ops",
+    "SingleEntry",
 ]

@@ -1,12 +1,14 @@
-"""The ``c`` target's build hook: compile the module's kernels into one native library.
+"""The ``c`` target's link hook: compile the module's kernels into one native library.
 
-:class:`CompileKernels` (``c.CompileKernels``, build stage, before ``ToNonDataflow``)
-collects every kernel of the module and the user C sources recorded in the module
-attribute ``c_sources`` (:func:`add_c_source`), compiles them with one compiler run
-into one shared library (or takes it from the disk cache), and stores the library's
-bytes in the module attribute ``native_libs`` under :data:`LIBRARY_NAME`.  The VM code
-generator embeds ``native_libs`` in the executable, whose calls of kernels (and of the
-user C functions) then run the library's functions — on any machine, compiler or not.
+:class:`CompileKernels` (``c.CompileKernels``, the last pass of the build stage, after
+``PlanMemory`` and ``c.SingleEntry``) collects every kernel of the module, the user C
+sources recorded in the module attribute ``c_sources`` (:func:`add_c_source`) and the
+entry points recorded in ``native_entries`` (:mod:`.entry`), compiles them with one
+compiler run into one shared library (or takes it from the disk cache), and stores the
+library's bytes in the module attribute ``native_libs`` under :data:`LIBRARY_NAME`.
+The VM code generator embeds ``native_libs`` in the executable, whose calls of kernels
+(and of the user C functions) then run the library's functions — on any machine,
+compiler or not.
 
 Compiler options come from the target's attributes: ``opt_level`` (default 3),
 ``threads`` (None: when the compiler supports them), ``march_native`` (default False).
@@ -18,7 +20,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plait.codegen.c import CFunction, CSource, compile_kernels
+from plait.codegen.c import CFunction, CSource, EntryProgram, compile_kernels
 from plait.ir.module import IRModule
 from plait.kernel.ir import Kernel, Var
 from plait.transform.pass_base import module_pass
@@ -29,6 +31,11 @@ LIBRARY_NAME = "c"
 C_SOURCES_ATTR = "c_sources"
 """The module attribute holding user C sources (as literal dicts, so the module
 still prints and parses)."""
+
+ENTRIES_ATTR = "native_entries"
+"""The module attribute holding the entry points to compile into the library
+(:class:`~plait.codegen.c.EntryProgram` s as literal dicts; ``c.SingleEntry`` adds
+them)."""
 
 
 class LibraryBlob:
@@ -103,6 +110,11 @@ def c_sources(mod: IRModule) -> list[CSource]:
     return [source_from_literal(lit) for lit in mod.attrs.get(C_SOURCES_ATTR) or ()]
 
 
+def entry_programs(mod: IRModule) -> list[EntryProgram]:
+    """The entry points recorded in ``mod`` (:data:`ENTRIES_ATTR`)."""
+    return [EntryProgram.from_literal(lit) for lit in mod.attrs.get(ENTRIES_ATTR) or ()]
+
+
 def module_kernels(mod: IRModule) -> dict[str, Kernel]:
     """The kernels of ``mod`` by name."""
     return {name: f for name, f in mod.items() if isinstance(f, Kernel)}
@@ -125,9 +137,10 @@ def _target_options(mod: IRModule) -> dict[str, Any]:
     return opts
 
 
-@module_pass(name="c.CompileKernels", phases=("lowering",))
+@module_pass(name="c.CompileKernels", phases=("lowering", "build"))
 class CompileKernels:
-    """Compile the module's kernels and C sources into one native library (native_libs)."""
+    """Compile the module's kernels, C sources and entry points into one native library
+    (native_libs)."""
 
     def __init__(self, extra_flags: Sequence[str] = ()) -> None:
         super().__init__()
@@ -139,7 +152,7 @@ class CompileKernels:
         if not kernels and not sources:
             return mod
         lib = compile_kernels(kernels, c_sources=sources, extra_flags=self.extra_flags,
-                              **_target_options(mod))
+                              entries=entry_programs(mod), **_target_options(mod))
         libs = dict(mod.attrs.get("native_libs") or {})
         libs[LIBRARY_NAME] = LibraryBlob(lib.data)
         return mod.with_attrs(native_libs=libs)
