@@ -40,10 +40,12 @@ with status 1.
     python benchmarks/run.py --suite real --models bert,llama --before /tmp/before
     python benchmarks/run.py --models mlp --backends onnxruntime,plait-c,plait-c+torch
 
-Backends: ``onnxruntime``, ``torch`` (eager), ``plait-numpy``, ``plait-c`` and
+Backends: ``onnxruntime``, ``torch`` (eager), ``plait-numpy``, ``plait-c``,
 ``plait-c+torch`` (plait-c in a process that has imported torch and run one torch
 operation first, as a user of the PyTorch importer has: shows what torch in the process
-costs plait).  ``--before DIR`` adds ``plait-c-before``: plait-c imported from DIR, a
+costs plait) and ``plait-c-vm`` (plait-c on the VM path, one Python call per kernel,
+where plait-c runs a model of static shapes as one native call: its single entry point,
+docs/targets.md).  ``--before DIR`` adds ``plait-c-before``: plait-c imported from DIR, a
 checkout of another revision, taking its turn in every round.
 """
 
@@ -77,7 +79,9 @@ MODELS = {
     "mlp-layer2": ("mlp_layer2", (64, 512)),
 }
 DEFAULT_MODELS = "mlp,cnn,transformer"
-BACKENDS = ("onnxruntime", "torch", "plait-numpy", "plait-c", "plait-c+torch")
+BACKENDS = ("onnxruntime", "torch", "plait-numpy", "plait-c", "plait-c+torch", "plait-c-vm")
+OPT_IN = ("plait-c+torch", "plait-c-vm")
+"""Backends run only when named in ``--backends``."""
 SUITES = ("default", "real")
 RTOL, ATOL = 1e-3, 1e-4
 """Outputs agree with onnxruntime's when ``|out - ref| <= ATOL * max(1, max|ref|) + RTOL *
@@ -234,9 +238,10 @@ def prepare(model: str, backend: str, onnx_path: str, input_path: str) -> tuple[
             "c_compile": native,
             "total": t2 - t0,
         }
-        vm = VirtualMachine(exe)
+        vm = VirtualMachine(exe, single_entry=backend != "plait-c-vm")
         main = vm["main"]
         result["planned_peak_bytes"] = exe.attrs.get("planned_peak_bytes")
+        result["execution"] = vm.execution_path("main")
 
         def fn() -> Any:
             return main(x)
@@ -630,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"{DEFAULT_MODELS}); with --suite real, of its models (default all)")
     p.add_argument("--backends", default=None,
                    help=f"comma-separated, of {', '.join(BACKENDS)} (default all but "
-                        "plait-c+torch; with --suite real, onnxruntime,plait-c)")
+                        f"{', '.join(OPT_IN)}; with --suite real, onnxruntime,plait-c)")
     p.add_argument("--before", default=None, metavar="DIR",
                    help="also run plait-c from this checkout (another revision)")
     p.add_argument("--runs", type=int, default=None,
@@ -661,7 +666,7 @@ def main(argv: list[str] | None = None) -> int:
         args.models = ",".join(real_models().MODELS) if real else DEFAULT_MODELS
     if args.backends is None:
         args.backends = "onnxruntime,plait-c" if real else ",".join(
-            b for b in BACKENDS if b != "plait-c+torch")
+            b for b in BACKENDS if b not in OPT_IN)
     args.runs = args.runs if args.runs is not None else (30 if real else 50)
     args.processes = args.processes if args.processes is not None else (1 if real else 3)
     if args.scaling is None:

@@ -88,6 +88,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance of --compare")
     run.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of --compare")
     run.add_argument("--repeat", type=int, default=1, help="run this many times (timing)")
+    run.add_argument("--verbose", action="store_true",
+                     help="say how main runs: as one native call (its single entry point) "
+                          "or on the VM path, and why")
+    run.add_argument("--profile", action="store_true",
+                     help="time each call of main once more (on the VM path) and list the "
+                          "costliest")
 
     comp = sub.add_parser("compile", help="compile a model into an executable file")
     comp.add_argument("model", help="a .onnx model or a .plait.py module")
@@ -358,6 +364,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"time: compile {t_compile * 1e3:.1f} ms, run {best * 1e3:.3f} ms"
         + (f" (best of {len(times)})" if len(times) > 1 else "")
     )
+    if args.verbose:
+        print(f"execution: {vm.execution_path('main')}")
+    if args.profile:
+        _print_profile(vm, inputs)
     if args.compare == "onnxruntime":
         feeds = {p.name: a for p, a in zip(params, inputs)}
         feeds.update(frozen)
@@ -368,6 +378,26 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 1
         print("PASS")
     return 0
+
+
+PROFILE_ROWS = 10
+"""The costliest calls ``plait run --profile`` lists."""
+
+
+def _print_profile(vm: Any, inputs: list[np.ndarray]) -> None:
+    """One run of main on the VM path, every call timed: the costliest calls."""
+    try:
+        _, entries = vm.profile("main", *inputs)
+    except Exception as e:
+        raise CliError(f"profiling main: {_first_line(e)}") from None
+    total = sum(e.seconds for e in entries)
+    note = ""
+    if vm.entry_point("main") is not None:
+        note = (" (on the VM path, one call at a time: main's single entry point makes them "
+                "all as one native call, which has no per-call timing)")
+    print(f"profile: {len(entries)} calls, {total * 1e3:.3f} ms{note}")
+    for e in sorted(entries, key=lambda e: -e.seconds)[:PROFILE_ROWS]:
+        print(f"  {e}")
 
 
 def _run_onnxruntime(path: str, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

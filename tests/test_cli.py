@@ -209,3 +209,20 @@ def test_run_with_the_c_target(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(capsys, "run", TINY, "--target", "c", "--compare", "onnxruntime")
     assert code == 0, err
     assert "target c" in out and out.rstrip().endswith("PASS")
+
+
+@pytest.mark.skipif(
+    not any(shutil.which(c) for c in ("cc", "gcc", "clang")), reason="no C compiler"
+)
+def test_run_verbose_says_how_main_runs_and_profile_times_its_calls(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = _run(capsys, "run", TINY, "--target", "c", "--verbose", "--profile")
+    assert code == 0, err
+    assert "execution: main: single native entry point 'main@entry' (2 native calls" in out
+    assert "profile: 2 calls" in out and "(on the VM path, one call at a time" in out
+    assert out.count("main[") == 2   # the two calls, each with its VM location
+    code, out, err = _run(capsys, "run", TINY, "--verbose", "--profile")
+    assert code == 0, err
+    assert "execution: main: VM path (the executable records no single entry point" in out
+    assert "profile: " in out and "on the VM path" not in out

@@ -139,8 +139,7 @@ def _target_options(mod: IRModule) -> dict[str, Any]:
 
 @module_pass(name="c.CompileKernels", phases=("lowering", "build"))
 class CompileKernels:
-    """Compile the module's kernels, C sources and entry points into one native library
-    (native_libs)."""
+    """Compile the kernels, C sources and entry points into one native library."""
 
     def __init__(self, extra_flags: Sequence[str] = ()) -> None:
         super().__init__()

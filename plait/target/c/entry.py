@@ -176,6 +176,7 @@ class _Analysis:
         self.allocs: list[tuple[str, tuple[int, ...], str]] = []
         self.storage_bytes = 0
         self.steps: list[tuple[str, list[_Tensor], tuple[int, ...]]] = []
+        self.python_calls: dict[str, int] = {}
 
     def run(self) -> _Plan:
         for i, p in enumerate(self.func.params):
@@ -193,6 +194,10 @@ class _Analysis:
         for block in body.blocks:
             for b in block.bindings:
                 self.binding(b)
+        if self.python_calls:
+            calls = ", ".join(f"{n!r} ({k}x)" for n, k in self.python_calls.items())
+            raise NotQualified(f"it calls {calls}: not functions of the native library "
+                               "(packed functions run in Python)")
         result = self.value(body.body, "the returned value")
         self.check_result(result)
         if len(self.steps) < MIN_CALLS:
@@ -284,19 +289,26 @@ class _Analysis:
             return callee.symbol
         return type(callee).__name__
 
-    def signature(self, callee: Expr, where: str) -> tuple[str, Kernel]:
+    def signature(self, callee: Expr, where: str) -> tuple[str, Kernel | None]:
+        """The callee's name and signature; None for a packed function."""
         name = self.callee_name(callee)
         if isinstance(callee, GlobalVar) and name in self.kernels:
             return name, self.kernels[name]
         if isinstance(callee, ExternFunc) and name in self.cfuncs:
             return name, self.cfuncs[name].as_kernel_signature()
-        if isinstance(callee, GlobalVar) and name in self.graph_functions:
-            raise NotQualified(f"{where}: calls graph function {name!r}")
-        raise NotQualified(f"{where}: calls {name!r}, which is not a function of the native "
-                           "library (a packed function runs in Python)")
+        if isinstance(callee, GlobalVar):
+            what = "graph function" if name in self.graph_functions else "function"
+            raise NotQualified(f"{where}: calls {what} {name!r}")
+        return name, None
 
     def call_dps(self, call: Call, where: str) -> None:
+        outs = call.args[2]
+        if isinstance(outs, Tuple) and all(isinstance(o, Var) for o in outs.fields):
+            where = "the call writing " + ", ".join(repr(o.name_hint) for o in outs.fields)
         name, sig = self.signature(call.args[0], where)
+        if sig is None:   # (all such calls are listed in the reason)
+            self.python_calls[name] = self.python_calls.get(name, 0) + 1
+            return
         where = f"{where} (call of {name!r})"
         if call.attrs.get("attrs"):
             raise NotQualified(f"{where}: passes attributes, which native functions do not take")
@@ -461,8 +473,7 @@ def _entries_of(mod: IRModule) -> dict[str, str]:
 
 @module_pass(name="c.SingleEntry", phases=("build",))
 class SingleEntry:
-    """Give each function whose shapes are all static and whose calls are all native one
-    entry point: its calls in one native function (see the module docstring)."""
+    """Run each function of static shapes and native calls as one native call."""
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
         attrs = getattr(mod.target, "attrs", None) or {}
