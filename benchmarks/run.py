@@ -43,10 +43,13 @@ with status 1.
 Backends: ``onnxruntime``, ``torch`` (eager), ``plait-numpy``, ``plait-c``,
 ``plait-c+torch`` (plait-c in a process that has imported torch and run one torch
 operation first, as a user of the PyTorch importer has: shows what torch in the process
-costs plait) and ``plait-c-vm`` (plait-c on the VM path, one Python call per kernel,
-where plait-c runs a model of static shapes as one native call: its single entry point,
-docs/targets.md).  ``--before DIR`` adds ``plait-c-before``: plait-c imported from DIR, a
-checkout of another revision, taking its turn in every round.
+costs plait), ``plait-c+torch-ops`` (the same, with a small torch operation, untimed,
+before every call: torch's OpenMP workers spin for milliseconds after each one;
+``onnxruntime+torch-ops`` is onnxruntime in that situation) and ``plait-c-vm`` (plait-c
+on the VM path, one Python call per kernel, where plait-c runs a model of static shapes
+as one native call: its single entry point, docs/targets.md).  ``--before DIR`` adds
+``plait-c-before``: plait-c imported from DIR, a checkout of another revision, taking
+its turn in every round.
 """
 
 from __future__ import annotations
@@ -79,8 +82,9 @@ MODELS = {
     "mlp-layer2": ("mlp_layer2", (64, 512)),
 }
 DEFAULT_MODELS = "mlp,cnn,transformer"
-BACKENDS = ("onnxruntime", "torch", "plait-numpy", "plait-c", "plait-c+torch", "plait-c-vm")
-OPT_IN = ("plait-c+torch", "plait-c-vm")
+BACKENDS = ("onnxruntime", "torch", "plait-numpy", "plait-c", "plait-c+torch", "plait-c-vm",
+            "plait-c+torch-ops", "onnxruntime+torch-ops")
+OPT_IN = ("plait-c+torch", "plait-c-vm", "plait-c+torch-ops", "onnxruntime+torch-ops")
 """Backends run only when named in ``--backends``."""
 SUITES = ("default", "real")
 RTOL, ATOL = 1e-3, 1e-4
@@ -125,10 +129,17 @@ def _set_threads() -> None:
 
 
 def _time_runs(fn: Any, runs: int, warmup: int) -> list[float]:
+    """Seconds of each of ``runs`` calls of ``fn`` after ``warmup`` untimed ones; a
+    ``fn.between`` (set by the ``+torch-ops`` backends) runs untimed before each call."""
+    between = getattr(fn, "between", None)
     for _ in range(warmup):
+        if between:
+            between()
         fn()
     times = []
     for _ in range(runs):
+        if between:
+            between()
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
@@ -170,15 +181,22 @@ def prepare(model: str, backend: str, onnx_path: str, input_path: str) -> tuple[
 
     x = np.load(input_path)
     result: dict[str, Any] = {"model": model, "backend": backend}
-    if backend.endswith("+torch"):
+    between = None
+    base, _, extra = backend.partition("+")
+    if extra in ("torch", "torch-ops"):
         # torch imported and its thread pool started, as for a user of the PyTorch
-        # importer; then the backend without the suffix
+        # importer; with torch-ops, one small torch operation before every call too
+        # (untimed), as when torch prepares the inputs: its OpenMP workers then spin
+        # for several milliseconds after each operation
         import torch
 
         torch.set_num_threads(THREADS)
-        a = torch.ones(256, 256)
+        a = torch.ones(128, 128)
         float((a @ a).sum())
-        backend = backend[: -len("+torch")]
+        if extra == "torch-ops":
+            def between() -> None:
+                float((a @ a).sum())
+        backend = base
     if backend == "onnxruntime":
         import onnxruntime as ort
 
@@ -254,6 +272,8 @@ def prepare(model: str, backend: str, onnx_path: str, input_path: str) -> tuple[
             fn = KernelLoop(exe, heaviest_call(vm, x))
             result["kernel"] = fn.name
 
+    if between is not None:
+        fn.between = between  # type: ignore[attr-defined]
     return result, fn
 
 
@@ -281,9 +301,9 @@ def serve(model: str, backend: str, onnx_path: str, input_path: str, out_path: s
             # warm up for `cmd[2]` seconds (at least one call): after the pause, caches,
             # idle threads and the vCPUs themselves take a while to come back
             end = time.perf_counter() + float(cmd[2])
-            fn()
+            _time_runs(fn, 0, warmup=1)
             while time.perf_counter() < end:
-                fn()
+                _time_runs(fn, 0, warmup=1)
             print(json.dumps(_time_runs(fn, int(cmd[1]), warmup=0)), flush=True)
         elif cmd == ["done"]:
             print(json.dumps({"peak_rss_mb": _peak_rss_mb()}), flush=True)

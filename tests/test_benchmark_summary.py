@@ -86,3 +86,25 @@ def test_spread_rejects_unknown_models(capsys) -> None:  # type: ignore[no-untyp
         spread.main(["--models", "mlp,resnet9"])
     assert e.value.code == 2
     assert "--models: unknown resnet9; choose from mlp" in capsys.readouterr().err
+
+
+def test_time_runs_calls_between_untimed_before_every_call() -> None:
+    """The +torch-ops backends: ``fn.between`` (a torch operation) runs before each call,
+    outside the timed region."""
+    import time
+
+    import run
+
+    log: list[str] = []
+
+    def fn() -> None:
+        log.append("call")
+
+    def between() -> None:
+        log.append("between")
+        time.sleep(0.02)   # would show in every timing if it were timed
+
+    fn.between = between  # type: ignore[attr-defined]
+    times = run._time_runs(fn, 3, warmup=1)
+    assert log == ["between", "call"] * 4
+    assert len(times) == 3 and max(times) < 0.02
