@@ -21,10 +21,11 @@ body would grow too large:
   ``max_depth`` or larger than ``max_size`` nodes is kept as a stage, so a chain of
   thousands of stages neither explodes nor nests deeper than the kernel IR's
   recursive walks allow;
-* a stage read more than once by a consumer is inlined there only if its body has at
-  most ``max_dup_size`` nodes; otherwise that consumer reads it from its buffer
-  (duplicating a large expression would multiply work, and chains of such
-  duplications grow exponentially).
+* a stage read more than once (by one consumer or by several) is inlined only if its
+  body has at most ``max_dup_size`` nodes; otherwise every consumer reads it from its
+  buffer (duplicating a large expression would multiply work, and chains of such
+  duplications grow exponentially: a depthwise convolution's 9-tap sum read by both
+  sides of SiLU's ``x * sigmoid(x)`` was computed twice before).
 
 The rebuilt stages are made with :func:`plait.kernel.dsl.compute` (reductions with
 ``dsl.sum``/``max``/``min``/``prod``), so the result is an ordinary DSL graph for
@@ -168,20 +169,25 @@ def inline_stages(
         new[id(t)] = made
         return made
 
+    raw_loads = {id(t): _count_loads(t.op.body.source if isinstance(t.op.body, Reduce)
+                                     else t.op.body) for t in stages if t.op is not None}
+    uses: dict[int, int] = {}   # buffer id -> loads of it over all stages
+    for counts in raw_loads.values():
+        for b, k in counts.items():
+            uses[b] = uses.get(b, 0) + k
     for t in stages:
         op = t.op
         assert op is not None
         raw = op.body
-        loads = _count_loads(raw.source if isinstance(raw, Reduce) else raw)
 
-        def post(e: PrimExpr, _loads: dict[int, int] = loads) -> PrimExpr:
+        def post(e: PrimExpr) -> PrimExpr:
             if not isinstance(e, BufferLoad):
                 return e
             p = by_buffer.get(id(e.buffer))
             if p is None:
                 return e  # a placeholder
             pid = id(p)
-            if inlinable[pid] and (_loads[id(e.buffer)] == 1 or sizes[pid] <= max_dup_size):
+            if inlinable[pid] and (uses[id(e.buffer)] == 1 or sizes[pid] <= max_dup_size):
                 assert p.op is not None
                 return substitute(bodies[pid], dict(zip(p.op.axis, e.indices)))  # type: ignore
             return BufferLoad(materialize(p).buffer, e.indices)

@@ -5,6 +5,7 @@ needed: nothing here is compiled)."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -741,3 +742,25 @@ def test_inline_stages_makes_one_loop_nest_and_bounds_growth() -> None:
     assert 1 < loop_nests(k) < 40
     size, depth = expr_size_depth(out.op.body)
     assert depth <= 2 * MAX_DEPTH and size <= 4 * MAX_SIZE
+
+
+def test_inline_stages_computes_a_large_stage_read_by_two_consumers_once() -> None:
+    """SiLU after a depthwise convolution: the 9-tap sum ``a`` is read by ``sig`` (4
+    times, so ``a`` is kept as a buffer) and once by ``out``; ``out`` reads that buffer
+    too instead of computing the sum a second time."""
+    from plait.kernel import dsl
+    from plait.kernel.inline import MAX_DUP_SIZE, expr_size_depth, inline_stages
+    from plait.kernel.ir import BufferLoad
+
+    x = dsl.placeholder((6, 16), "float32", "x")
+    a = dsl.compute((6, 8), lambda i, j: sum(
+        (x[i, j + t] * (t + 1.0) for t in range(1, 9)), x[i, j]), "a")
+    assert expr_size_depth(a.op.body)[0] > MAX_DUP_SIZE
+    sig = dsl.compute((6, 8), lambda i, j: dsl.sigmoid(a[i, j]), "sig")
+    out = dsl.compute((6, 8), lambda i, j: a[i, j] * sig[i, j], "out")
+    (out2,) = inline_stages([out])
+    k = dsl.create_kernel([x, out2], name="silu")
+    text = k.script()
+    assert len(re.findall(r"x\[\w+, \w+ \+ 8\]", text)) == 1, text   # the last tap, once
+    loads = [e for e in dsl._children(out2.op.body) if isinstance(e, BufferLoad)]
+    assert [e.buffer.name for e in loads] == ["a"]
