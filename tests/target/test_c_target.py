@@ -47,8 +47,8 @@ def test_c_target_kind_hooks_and_pipeline() -> None:
                              "fuse": True, "single_entry": True, "opt_level": 3,
                              "march_native": False}
     stages = {s.name: [p.name for p in s.passes] for s in plait.default_pipeline(t).passes}
-    assert stages["dispatch"] == ["c.DispatchAttention", "c.DispatchGemm", "c.DispatchPool",
-                                  "c.DispatchLibrary"]
+    assert stages["dispatch"] == ["c.DispatchAttention", "c.Conv1dAsConv2d", "c.DispatchGemm",
+                                  "c.DispatchPool", "c.DispatchLibrary"]
     assert stages["legalize"] == ["FuseOps", "FuseKernels", "LegalizeOps"]
     assert stages["build"] == ["ToNonDataflow", "ExplicitMemory", "PlanMemory",
                                "c.SingleEntry", "c.CompileKernels"]
@@ -99,6 +99,39 @@ class Module:
     assert "blas.matmul" not in only_linear.script() and "blas.linear" in only_linear.script()
     with pytest.raises(ValueError, match="no library function for .*softmax"):
         DispatchLibrary(ops=("softmax",))
+
+
+def test_dispatch_leaves_depthwise_conv2d_to_its_generated_kernel() -> None:
+    """One input channel per group (MobileNet, EfficientNet, ConvNeXt): the generated
+    kernel; two per group: still the library."""
+    before = plait.parse("""
+@module(attrs={"phase": "optimization"})
+class Module:
+    @function
+    def main(x: Tensor((1, 4, 8, 8), "float32"), dw: Tensor((4, 1, 3, 3), "float32"),
+             g: Tensor((4, 2, 3, 3), "float32")) -> Tensor((1, 4, 6, 6), "float32"):
+        with dataflow():
+            a = conv2d(x, dw, groups=4)
+            b = conv2d(a, g, groups=2, padding=1)
+            output(b)
+        return b
+""")
+    expected = plait.parse("""
+@module(attrs={"phase": "optimization"})
+class Module:
+    @function
+    def main(x: Tensor((1, 4, 8, 8), "float32"), dw: Tensor((4, 1, 3, 3), "float32"),
+             g: Tensor((4, 2, 3, 3), "float32")) -> Tensor((1, 4, 6, 6), "float32"):
+        with dataflow():
+            a = conv2d(x, dw, groups=4)
+            b = call_extern(extern("blas.conv2d"), (a, g), out=Tensor((1, 4, 6, 6), "float32"),
+                            attrs={"strides": (1, 1), "padding": 1, "dilation": (1, 1),
+                                   "groups": 2, "data_layout": "NCHW", "kernel_layout": "OIHW"})
+            output(b)
+        return b
+""")
+    got = DispatchLibrary()(before)
+    assert structural_equal(got, expected), got.script()
 
 
 def test_legalize_generates_kernels() -> None:

@@ -104,9 +104,37 @@ LIBRARY_OPS = {op: f"blas.{op}" for op in blas_ops.OPS}
 """The ops :class:`DispatchLibrary` sends to a library function, and the function."""
 
 
+def is_depthwise(call: Call) -> bool:
+    """Whether ``call`` is a conv2d with one input channel per group (MobileNet's and
+    EfficientNet's depthwise convolutions, ConvNeXt's 7x7): its generated kernel (one
+    unrolled sum over the window per output, vectorized along the output row) beats
+    the library's product per group, which multiplies 1 x (KH*KW) matrices."""
+    if call.attrs.get("groups", 1) == 1 or len(call.args) < 2:
+        return False
+    w = call.args[1].ty
+    if not isinstance(w, TensorType) or w.shape is None:
+        return False
+    layout = call.attrs.get("kernel_layout", "OIHW")
+    return w.shape[layout.index("I")] == 1
+
+
+def _library_rewrite_for(op: str) -> RewriteFn:
+    """:func:`library_rewrite` of ``op``'s library function; depthwise conv2d stays for
+    the generated kernel."""
+    rewrite = library_rewrite(LIBRARY_OPS[op])
+    if op != "conv2d":
+        return rewrite
+
+    def conv2d(bb: BlockBuilder, call: Call, target: Any) -> Expr | None:
+        return None if is_depthwise(call) else rewrite(bb, call, target)
+
+    return conv2d
+
+
 @module_pass(name="c.DispatchLibrary", phases=("optimization",))
 class DispatchLibrary:
-    """Send float matmul, linear and conv2d to BLAS-backed library functions (blas.*)."""
+    """Send float matmul, linear and conv2d to BLAS-backed library functions (blas.*);
+    depthwise conv2d is left to its generated kernel (:func:`is_depthwise`)."""
 
     def __init__(self, ops: Sequence[str] = tuple(LIBRARY_OPS), *,
                  codegens: Sequence[str] | None = None) -> None:
@@ -121,6 +149,6 @@ class DispatchLibrary:
         from plait.transform.external import enabled_codegens
 
         enabled = enabled_codegens(self, ctx)  # type: ignore[arg-type]
-        rewrites = {op: library_rewrite(LIBRARY_OPS[op]) for op in self.ops}
+        rewrites = {op: _library_rewrite_for(op) for op in self.ops}
         return rewrite_ops(mod, rewrites, skip=lambda f: bool(f.attrs.get("compiler"))
                            and f.attrs.get("compiler") not in enabled)

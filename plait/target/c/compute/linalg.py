@@ -9,6 +9,7 @@ bits; integer results are exact."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -113,6 +114,21 @@ def _inside(pos: Sequence[PrimExpr], sizes: Sequence[Dim]) -> PrimExpr:
     return cond
 
 
+MAX_UNROLLED_TAPS = 64
+"""The largest window (taps) a depthwise convolution's kernel writes out as one sum."""
+
+
+def _window_taps(ks: Sequence[Dim]) -> list[list[int]] | None:
+    """Every tap of a static window in row-major order, or None when the window is
+    symbolic or larger than MAX_UNROLLED_TAPS."""
+    if not all(isinstance(k, int) for k in ks) or math.prod(ks) > MAX_UNROLLED_TAPS:  # type: ignore[arg-type]
+        return None
+    taps: list[list[int]] = [[]]
+    for k in ks:
+        taps = [t + [j] for t in taps for j in range(k)]  # type: ignore[arg-type]
+    return taps
+
+
 def _conv(nd: int) -> None:
     name = f"conv{nd}d"
 
@@ -139,19 +155,41 @@ def _conv(nd: int) -> None:
 
             xp = dsl.compute(join_index(dl, n_, c_, psizes), pad, f"{name}_pad")
 
+        def load(n: PrimExpr, c: PrimExpr, pos: list[PrimExpr]) -> PrimExpr:
+            """The input at window position ``pos`` (padded coordinates): from the
+            padded copy, or guarded, or plain."""
+            if padded:
+                return xp[join_index(dl, n, c, pos)]
+            if any(p):
+                src = [q - p[a] for a, q in enumerate(pos)]
+                return I.select(_inside(src, sizes), x[join_index(dl, n, c, src)], zero)
+            return x[join_index(dl, n, c, pos)]
+
+        taps = _window_taps(ks) if cg == 1 and groups > 1 else None
+        if taps is not None:
+            # depthwise: one input channel per group, a window of static size; the sum
+            # over the window written out, so the stage is elementwise and its loop
+            # along the output row vectorizes (a reduction loop over a 3x3 window
+            # would be innermost and scalar)
+            def dw(*oi: PrimExpr) -> PrimExpr:
+                n, o, osp = split_index(dl, oi)
+                c = Div(o, IntImm(og)) if og > 1 else o
+                total: PrimExpr | None = None
+                for tap in taps:
+                    xv = load(n, c, [osp[a] * s[a] + tap[a] * d[a] for a in range(nd)])
+                    term = xv * w[_weight_index(kl, o, IntImm(0), [IntImm(t) for t in tap])]
+                    total = term if total is None else total + term
+                assert total is not None
+                return total
+
+            return dsl.compute(out_shape(out_ty), dw, name)
+
         def f(*oi: PrimExpr) -> Reduce:
             n, o, osp = split_index(dl, oi)
             rc = dsl.reduce_axis(cg, "rc")
             rk = [dsl.reduce_axis(k, f"k{a}") for a, k in enumerate(ks)]
             c = rc if groups == 1 else Div(o, IntImm(og)) * dim_expr(cg) + rc
-            pos = [osp[a] * s[a] + rk[a] * d[a] for a in range(nd)]
-            if padded:
-                xv = xp[join_index(dl, n, c, pos)]
-            elif any(p):
-                src = [q - p[a] for a, q in enumerate(pos)]
-                xv = I.select(_inside(src, sizes), x[join_index(dl, n, c, src)], zero)
-            else:
-                xv = x[join_index(dl, n, c, pos)]
+            xv = load(n, c, [osp[a] * s[a] + rk[a] * d[a] for a in range(nd)])
             return dsl.sum(xv * w[_weight_index(kl, o, rc, rk)], [rc, *rk])
 
         return dsl.compute(out_shape(out_ty), f, name)
