@@ -1,6 +1,7 @@
 """The ``c`` target: native code generated from the model.
 
 * **dispatch** — :class:`DispatchAttention` makes attention one fused call,
+  :class:`Conv1dAsConv2d` makes float32 ``conv1d`` a ``conv2d`` of height 1,
   :class:`DispatchGemm` sends float32 ``matmul``, ``linear`` and ``conv2d`` (with their
   epilogues) to plait's own matrix product, :class:`DispatchPool` max pooling to its
   pooling, and :class:`DispatchLibrary` what is left of ``matmul``, ``linear`` and
@@ -53,6 +54,7 @@ from .compute import (
     list_computes,
     register_compute,
 )
+from .conv1d import Conv1dAsConv2d
 from .dispatch import DispatchLibrary, RewriteFn, library_rewrite, rewrite_ops
 from .entry import SingleEntry
 from .gemm import DispatchGemm, dispatch_gemm
@@ -76,6 +78,7 @@ def _dispatch(target: Target) -> list[Any]:
     if target.attrs.get("gemm", True):
         if target.attrs.get("attention", True):
             passes.append(DispatchAttention())
+        passes.append(Conv1dAsConv2d())
         passes.append(DispatchGemm(winograd=target.attrs.get("winograd", 4)))
         passes.append(DispatchPool())
     if target.attrs.get("blas", True):
@@ -105,7 +108,8 @@ register_kernel_fusion("c", get_compute, dtypes=KERNEL_DTYPES)
 
 __all__ = [
     "C_SOURCES_ATTR", "CompileKernels", "ComputeUnsupported", "DispatchAttention",
-    "DispatchGemm", "DispatchLibrary", "DispatchPool", "LIBRARY_NAME", "RewriteFn",
+    "Conv1dAsConv2d", "DispatchGemm", "DispatchLibrary", "DispatchPool", "LIBRARY_NAME",
+    "RewriteFn",
     "add_c_source", "add_kernel", "c_sources", "compute_note", "coverage", "coverage_table",
     "dispatch_attention", "dispatch_gemm", "dispatch_pool", "extern_calls", "flatten_args",
     "get_compute", "legalize_to_kernel", "library_call", "library_calls", "library_rewrite",
