@@ -123,3 +123,21 @@ def test_a_tiny_bert_exported_by_the_suite_matches_onnxruntime(
     assert got.shape == (1, 9, 32)
     assert run.outputs_disagree(got, want) is None
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_profile_summary_is_the_median_per_callee_and_families() -> None:
+    """benchmarks/profile_models.py: medians over runs (a run without a callee counts
+    0), largest first, and the families of the callee names plait generates."""
+    import profile_models as pm
+
+    rows = pm.summarize([{"plait_gemm_ab": 3.0, "fused_erf": 1.0},
+                         {"plait_gemm_ab": 5.0}, {"plait_gemm_ab": 4.0, "fused_erf": 2.0}])
+    assert rows == [("plait_gemm_ab", 4.0), ("fused_erf", 1.0)]
+    assert [pm.family(n) for n in ("plait_gemm_1de9", "plait_conv2d_f91d", "blas.conv2d",
+                                   "plait_attention_56a3", "fused_divide_erf_add_multiply",
+                                   "layer_norm", "plait_conv2d_winograd4_x", "split")] == [
+        "gemm", "conv", "conv", "attention", "fused elementwise", "norm", "winograd conv",
+        "other"]
+    text = pm.table(rows, "callee", 1)
+    assert "| plait_gemm_ab | 4000.000 | 80.0% |" in text
+    assert "| (1 more) | 1000.000 | 20.0% |" in text
