@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gc
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from .codegen.vm_codegen import vm_codegen
+from .ir.expr import Function
 from .ir.module import IRModule
 from .pipeline import default_pipeline
 from .runtime.executable import Executable
@@ -29,6 +31,7 @@ def build(
         raise TypeError(f"build() takes an IRModule, got {type(mod).__name__}")
     if target is None:
         target = mod.target if mod.target is not None else "numpy"
+    _check_param_names(mod)
     t = Target.from_any(target)
     mod = mod.with_attrs(target=t)
     if pipeline is None:
@@ -36,6 +39,26 @@ def build(
     with _gc_paused():
         mod = pipeline(mod)
         return vm_codegen(mod)
+
+
+class BuildError(ValueError):
+    """``build`` refuses its input module before running any pass; the message says
+    what to change."""
+
+
+def _check_param_names(mod: IRModule) -> None:
+    """The parameters of each function name the arguments of the executable's function
+    (``vm["main"](x=...)``): two of the same name cannot both be called by it."""
+    for name, func in mod.functions.items():
+        if not isinstance(func, Function):
+            continue
+        dup = sorted(n for n, k in Counter(p.name_hint for p in func.params).items() if k > 1)
+        if dup:
+            raise BuildError(
+                f"function {name!r} has more than one parameter named "
+                f"{', '.join(map(repr, dup))}; parameter names must be unique (they name "
+                "the executable's arguments): rename them"
+            )
 
 
 @contextmanager

@@ -67,6 +67,25 @@ def _param_sig(var: Var) -> rx.ParamSig:
     return rx.ParamSig(var.name_hint, "object", None, None)
 
 
+def _param_sigs(params: tuple[Var, ...] | list[Var]) -> list[rx.ParamSig]:
+    """The signatures of ``params``; a name that repeats (a pass may lift two captured
+    variables of the same name into one function's parameters) gets a ``_<k>`` suffix,
+    as the VM calls parameters by name.  ``build`` refuses repeated names in the
+    functions it is given, so the names a user wrote are never changed."""
+    sigs = [_param_sig(p) for p in params]
+    taken = {s.name for s in sigs}
+    seen: set[str] = set()
+    for s in sigs:
+        if s.name in seen:
+            k = 1
+            while f"{s.name}_{k}" in taken:
+                k += 1
+            s.name = f"{s.name}_{k}"
+            taken.add(s.name)
+        seen.add(s.name)
+    return sigs
+
+
 def _attr_value(v: Any) -> Any:
     if isinstance(v, Type):
         return str(v)
@@ -182,7 +201,7 @@ class _FunctionLowering:
         result = self.lower_seq(seq)
         self.code.append(rx.Ret(result))
         return rx.VMFunction(
-            self.name, [_param_sig(p) for p in self.func.params], len(self.regs), self.code
+            self.name, _param_sigs(self.func.params), len(self.regs), self.code
         )
 
     def lower_seq(self, seq: SeqExpr) -> int:

@@ -51,6 +51,7 @@ import binascii
 import difflib
 import gc
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
@@ -702,6 +703,14 @@ class _Parser(ParseContext):
         a = d.args
         if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
             self.error(d, f"parameters of {d.name!r} must be plain names (name: Type)")
+        names = [arg.arg for arg in a.args]
+        dup = sorted(n for n, k in Counter(names).items() if k > 1)
+        if dup:
+            self.error(
+                a.args[len(names) - 1 - names[::-1].index(dup[0])],
+                f"{d.name!r} has more than one parameter named {', '.join(map(repr, dup))}: "
+                "parameter names must be unique (they name the arguments of the function)",
+            )
         params = []
         for arg in a.args:
             self._check_bindable(arg.arg, arg)

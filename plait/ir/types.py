@@ -15,6 +15,10 @@ import numpy as np
 Dim = int | str
 """A tensor dimension: a static size or the name of a symbolic size."""
 
+MAX_DIM = 2**63 - 1
+"""The largest static dimension and element count of a tensor: sizes are int64 in the
+VM, in numpy and in the generated C code."""
+
 DTYPES = (
     "bool",
     "int8",
@@ -47,6 +51,15 @@ def check_dtype(dtype: str | None, where: str = "") -> str | None:
     return dtype
 
 
+def _too_big(shape: tuple[Dim, ...]) -> None:
+    big = [d for d in shape if isinstance(d, int) and d > MAX_DIM]
+    if big:
+        raise TypeError(f"tensor dimension {big[0]} does not fit in int64 (the largest "
+                        f"size is 2**63-1 = {MAX_DIM}); shape {shape}")
+    raise TypeError(f"a tensor of shape {shape} has more than 2**63-1 elements (sizes "
+                    "are int64)")
+
+
 class Type:
     """Base class of all graph IR types."""
 
@@ -68,13 +81,20 @@ class TensorType(Type):
         if self.shape is not None:
             if not isinstance(self.shape, tuple):
                 object.__setattr__(self, "shape", tuple(self.shape))
+            count = 1
             for d in self.shape:
                 if isinstance(d, bool) or not isinstance(d, int | str):
                     raise TypeError(f"tensor dimension must be an int or a name, got {d!r}")
-                if isinstance(d, int) and d < 0:
-                    raise TypeError(f"tensor dimension must be non-negative, got {d}")
-                if isinstance(d, str) and not d.isidentifier():
+                if isinstance(d, int):
+                    if d < 0:
+                        raise TypeError(f"tensor dimension must be non-negative, got {d}")
+                    if d > MAX_DIM:
+                        _too_big(self.shape)
+                    count *= d
+                elif not d.isidentifier():
                     raise TypeError(f"symbolic dimension must be an identifier, got {d!r}")
+            if count > MAX_DIM:
+                _too_big(self.shape)
         if self.dtype is not None:
             object.__setattr__(self, "dtype", check_dtype(self.dtype))
 

@@ -79,6 +79,22 @@ _POINTER_CODE = next(c for c in "QLI" if array(c).itemsize == ctypes.sizeof(ctyp
 """The ``array`` type code of a pointer-sized unsigned integer."""
 
 
+def dtype_text(dtype: np.dtype) -> str:
+    """A dtype's name, with its byte order when that is not this machine's (numpy names
+    ``>f4`` and ``<f4`` both ``float32``)."""
+    if dtype.isnative:
+        return dtype.name
+    return f"{dtype.name} ({'big' if dtype.byteorder == '>' else 'little'}-endian)"
+
+
+def to_native_order(a: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
+    """``a`` converted to ``dtype`` when it differs from it only in byte order (a
+    big-endian array on a little-endian machine: the same values, swapped), else None."""
+    if not a.dtype.isnative and a.dtype.newbyteorder("=") == dtype:
+        return a.astype(dtype)
+    return None
+
+
 def _data_pointer(a: np.ndarray) -> int:
     """The address of ``a``'s first element (fast path through the buffer protocol)."""
     if a.flags.writeable and a.nbytes:
@@ -170,7 +186,11 @@ class NativeFunction:
                            TypeError)
             a = np.asarray(a, dtype=p.dtype)
         if a.dtype != p.dtype:
-            self._fail(i, f"dtype is {a.dtype.name}, expected {p.dtype.name}", TypeError)
+            swapped = None if p.is_output else to_native_order(a, p.dtype)
+            if swapped is None:
+                self._fail(i, f"dtype is {dtype_text(a.dtype)}, expected "
+                              f"{dtype_text(p.dtype)}", TypeError)
+            a = swapped
         if not a.flags.c_contiguous:
             if p.is_output:
                 self._fail(i, "an output must be C-contiguous")
@@ -498,7 +518,7 @@ register_native_loader(native_loader)
 
 __all__ = [
     "ABI_VERSION", "LIB_SUFFIX", "MANIFEST_SYMBOL", "NativeCallError", "NativeFunction",
-    "NativeLoadError", "NativeModule", "ParamSpec", "is_native_library", "is_plait_library",
-    "library_functions",
+    "NativeLoadError", "NativeModule", "ParamSpec", "dtype_text", "is_native_library",
+    "is_plait_library", "library_functions", "to_native_order",
     "load_library", "load_library_bytes", "native_loader",
 ]

@@ -38,7 +38,7 @@ from plait.runtime.executable import (
     Ret,
     VMFunction,
 )
-from plait.runtime.native import NativeFunction
+from plait.runtime.native import NativeFunction, dtype_text, to_native_order
 from plait.runtime.packed import close_func_names, get_func, has_func, load_native_func
 
 MAX_CALL_DEPTH = 10_000
@@ -199,7 +199,12 @@ class _Binder:
                     )
                 self._bind_dims(p, a.shape, syms, bound_by)
             if dtype is not None and a.dtype != dtype:
-                raise self._error(p, f"expected dtype {dtype.name}, got {a.dtype.name}")
+                swapped = to_native_order(a, dtype)
+                if swapped is None:
+                    raise self._error(
+                        p, f"expected dtype {dtype_text(dtype)}, got {dtype_text(a.dtype)}"
+                    )
+                a = swapped
             if not a.flags.c_contiguous:
                 a = a.copy(order="C")
             return a

@@ -226,6 +226,18 @@ def test_argument_checks_name_the_parameter(lib: NativeLibrary) -> None:
     assert "badd(a: (n, 64) float32, b: (64,) float32) -> (c: (n, 64) float32)" == f.signature
 
 
+def test_big_endian_inputs_are_converted_and_outputs_refused(lib: NativeLibrary) -> None:
+    f = lib.get("badd")
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((3, 64)).astype(">f4"), rng.standard_normal(64).astype(">f4")
+    want = a.astype(np.float32) + b.astype(np.float32)  # numpy, in native byte order
+    np.testing.assert_array_equal(f(a, b), want)
+    with pytest.raises(TypeError, match=r"dtype is float32 \(big-endian\), expected float32"):
+        f(a, b, np.zeros((3, 64), ">f4"))  # an output is written in place: never converted
+    with pytest.raises(TypeError, match=r"dtype is float64 \(big-endian\), expected float32"):
+        f(a, b.astype(">f8"))
+
+
 def _exp_kernel(dtype: str = "float32") -> Kernel:
     x = dsl.placeholder(("n",), dtype, "x")
     y = dsl.compute(("n",), lambda i: dsl.exp(x[i]), "y")

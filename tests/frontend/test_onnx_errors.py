@@ -12,8 +12,10 @@ import onnx  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 from onnx_helpers import I64, init, model, vi  # noqa: E402
 
+import plait  # noqa: E402
 from plait.frontend import from_onnx  # noqa: E402
 from plait.frontend.onnx import OnnxImportError  # noqa: E402
+from plait.runtime import VirtualMachine  # noqa: E402
 
 
 def _valid() -> onnx.ModelProto:
@@ -244,3 +246,27 @@ def test_a_type_error_names_the_node() -> None:
         "node 'mixed' (Add, opset 17): add: argument 1 (y) has dtype int64, expected float32"
         in str(_error(m))
     )
+
+
+def test_names_that_are_not_utf8_are_decoded_like_onnxruntime_accepts_them() -> None:
+    """protobuf hands strings that are not UTF-8 over as bytes; onnxruntime (C++) takes
+    them as they are, and so does plait, with backslash escapes."""
+    import onnxruntime as ort
+
+    m = model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [vi("x", ["NN", 3])],
+        [vi("y", ["NN", 3])],
+    )
+    data = m.SerializeToString().replace(b"NN", b"N\xff")
+    mod = from_onnx(data)
+    assert "N_xff" in mod.script()
+    parsed = onnx.ModelProto()
+    parsed.ParseFromString(data)
+    assert isinstance(parsed.graph.input[0].type.tensor_type.shape.dim[0].dim_param, bytes)
+    from_onnx(parsed)
+    assert isinstance(parsed.graph.input[0].type.tensor_type.shape.dim[0].dim_param, bytes)
+    x = np.array([[-1.0, 2.0, -3.0], [4.0, -5.0, 6.0]], np.float32)
+    got = VirtualMachine(plait.build(mod, "numpy"))["main"](x)
+    want = ort.InferenceSession(data).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, want)  # relu: exact

@@ -79,6 +79,17 @@ def test_tensor_type_checks_its_fields():
     assert TensorType((1,), np.float32).dtype == "float32"
 
 
+def test_tensor_sizes_must_fit_int64():
+    assert TensorType((2**63 - 1,), "int8").shape == (2**63 - 1,)
+    assert TensorType((0, 2**62, 4), "int8").shape == (0, 2**62, 4)  # no elements
+    with pytest.raises(TypeError, match=r"dimension 9223372036854775808 does not fit in int64"):
+        TensorType((2**63,), "float32")
+    with pytest.raises(TypeError, match="does not fit in int64"):
+        TensorType((0, 2**64), "float32")
+    with pytest.raises(TypeError, match=r"\(4611686018427387904, 4\) has more than 2\*\*63-1"):
+        TensorType((2**62, 4), "float32")
+
+
 # ---------------------------------------------------------------- builder
 
 

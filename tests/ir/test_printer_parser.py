@@ -840,6 +840,21 @@ def test_type_errors_in_annotations():
         "@module\nclass M:\n    @function\n    def f(x=1) -> Object:\n        return x\n",
         "must be plain names",
     )
+    parse_error(
+        '@module\nclass M:\n    @function\n    def f(x: Tensor((9223372036854775808,), "int8"))'
+        " -> Object:\n        return x\n",
+        "tensor dimension 9223372036854775808 does not fit in int64",
+    )
+
+
+def test_duplicate_parameter_names_are_refused():
+    parse_error(
+        "@module\nclass M:\n    @function\n    def f(x: Object, y: Object, x: Object) -> Object:"
+        "\n        return x\n",
+        "'f' has more than one parameter named 'x': parameter names must be unique",
+        line=4,
+        col=33,
+    )
 
 
 def test_module_structure_errors():

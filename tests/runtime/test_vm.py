@@ -407,6 +407,16 @@ def test_input_errors():
         vm["mian"]
 
 
+def test_big_endian_inputs_are_converted():
+    vm = add_exe()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = vm["main"](x.astype(">f4"), x.astype(">f4"))
+    assert got.dtype == np.float32 and got.dtype.isnative
+    np.testing.assert_array_equal(got, x + x)  # exact: a byte swap loses nothing
+    with pytest.raises(VMInputError, match=r"expected dtype float32, got float64 \(big-endian\)"):
+        vm["main"](x.astype(">f8"), x)
+
+
 def test_non_contiguous_inputs_are_made_contiguous():
     vm = single(
         VMFunction(

@@ -20,6 +20,7 @@ from typing import Any
 
 import onnx
 import onnx.inliner
+from google.protobuf.descriptor import FieldDescriptor
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto
 
 from .dtypes import onnx_type_name, to_dtype
@@ -86,6 +87,7 @@ def load_model(model_or_path: Any) -> LoadedModel:
             "the graph has no outputs (the file is truncated or not an ONNX model)",
             source=source,
         )
+    model = _decode_invalid_strings(model, copy=isinstance(model_or_path, ModelProto))
     for init in model.graph.initializer:
         if init.data_location == onnx.TensorProto.EXTERNAL and not isinstance(
             model_or_path, str | os.PathLike
@@ -109,6 +111,60 @@ def _parse(data: bytes, source: str) -> ModelProto:
             f"the file is not a valid ONNX model (truncated or corrupt protobuf: {e})",
             source=source,
         ) from None
+    return model
+
+
+def _invalid_strings(model: ModelProto) -> list[tuple[Any, Any]]:
+    """``(message, field)`` of every string field holding bytes that are not UTF-8
+    (protobuf returns those as ``bytes``), found without recursion."""
+    found = []
+    stack: list[Any] = [model]
+    string, message = FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_MESSAGE
+    while stack:
+        msg = stack.pop()
+        for field, value in msg.ListFields():
+            if field.type == message:
+                if _is_repeated(field):
+                    stack.extend(value)
+                else:
+                    stack.append(value)
+            elif field.type == string:
+                items = value if _is_repeated(field) else (value,)
+                if any(isinstance(v, bytes) for v in items):
+                    found.append((msg, field))
+    return found
+
+
+def _is_repeated(field: Any) -> bool:
+    # FieldDescriptor.label is deprecated in newer protobuf releases
+    rep = getattr(field, "is_repeated", None)
+    return bool(rep) if rep is not None else field.label == FieldDescriptor.LABEL_REPEATED
+
+
+def _text(v: str | bytes) -> str:
+    return v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else v
+
+
+def _decode_invalid_strings(model: ModelProto, copy: bool) -> ModelProto:
+    """``model`` with every string that is not valid UTF-8 (a name, a ``dim_param``...)
+    decoded with backslash escapes (``b"N\\xff"`` becomes ``"N\\xff"``), the same way
+    everywhere, so names still match; onnxruntime, in C++, takes such names as they are.
+    A ``ModelProto`` given by the caller is copied first, never changed."""
+    found = _invalid_strings(model)
+    if not found:
+        return model
+    if copy:
+        clone = ModelProto()
+        clone.CopyFrom(model)
+        model = clone
+        found = _invalid_strings(model)
+    for msg, field in found:
+        if _is_repeated(field):
+            fixed = [_text(v) for v in getattr(msg, field.name)]
+            del getattr(msg, field.name)[:]
+            getattr(msg, field.name).extend(fixed)
+        else:
+            setattr(msg, field.name, _text(getattr(msg, field.name)))
     return model
 
 
