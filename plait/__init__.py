@@ -5,7 +5,7 @@ from . import (
     op,  # noqa: F401  (registers the core operators)
 )
 from . import transform as transform  # the pass infrastructure and its passes
-from .build import build
+from .build import build, rebuild
 from .ir import *  # noqa: F403
 from .ir import __all__ as _ir_all
 from .ir.parser import parse as parse  # the text format: plait.parse(text)
@@ -13,4 +13,4 @@ from .pipeline import default_pipeline
 from .target import Target
 
 __version__ = "0.1.0"
-__all__ = [*_ir_all, "build", "default_pipeline", "parse", "Target", "transform"]
+__all__ = [*_ir_all, "build", "default_pipeline", "parse", "rebuild", "Target", "transform"]

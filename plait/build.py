@@ -21,24 +21,58 @@ def build(
     target: Target | str | None = None,
     *,
     pipeline: Any = None,
+    keep_graph: bool = True,
 ) -> Executable:
     """Compile ``mod`` for ``target`` (default: the module's ``target`` attribute, else
     ``numpy``) and return the executable.
 
     ``pipeline`` replaces the default pipeline (see :func:`plait.default_pipeline`,
-    which returns the one ``build`` would run, for printing and editing)."""
+    which returns the one ``build`` would run, for printing and editing).  When the
+    executable holds native code and ``keep_graph`` is true, it keeps ``mod`` as text
+    (``exe.graph``), so that whoever may not run its native code can rebuild it on
+    numpy (:func:`rebuild`); the file grows by about the size of the weights."""
     if not isinstance(mod, IRModule):
         raise TypeError(f"build() takes an IRModule, got {type(mod).__name__}")
     if target is None:
         target = mod.target if mod.target is not None else "numpy"
     _check_param_names(mod)
     t = Target.from_any(target)
+    given = mod
     mod = mod.with_attrs(target=t)
     if pipeline is None:
         pipeline = default_pipeline(t, from_phase=mod.phase)
     with _gc_paused():
         mod = pipeline(mod)
-        return vm_codegen(mod)
+        exe = vm_codegen(mod)
+        if exe.libs:
+            _keep_graph(exe, given, keep_graph)
+        return exe
+
+
+def rebuild(exe: Executable, target: Target | str = "numpy", **options: Any) -> Executable:
+    """Build the graph an executable keeps (``exe.graph``) again, for ``target``: the way
+    to run an executable whose native code may not run here (an unsigned file from
+    elsewhere) on numpy.  ``options`` go to :func:`build`."""
+    from .ir.parser import parse
+
+    if not isinstance(exe, Executable):
+        raise TypeError(f"rebuild() takes an Executable, got {type(exe).__name__}")
+    if exe.graph is None:
+        why = exe.attrs.get("graph_not_kept") or "it holds no native code, or was built so"
+        raise BuildError(f"the executable keeps no graph to rebuild ({why}); build the "
+                         f"model again for target {str(target)!r}")
+    mod = parse(exe.graph, f"<the graph of {exe.trust.source or 'the executable'}>")
+    return build(mod, target, **options)
+
+
+def _keep_graph(exe: Executable, mod: IRModule, keep: bool) -> None:
+    if not keep:
+        exe.attrs["graph_not_kept"] = "built with keep_graph=False"
+        return
+    try:
+        exe.graph = mod.script()
+    except Exception as e:  # a value without a text form: the executable still works
+        exe.attrs["graph_not_kept"] = f"the module does not print: {type(e).__name__}: {e}"
 
 
 class BuildError(ValueError):

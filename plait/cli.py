@@ -3,6 +3,7 @@
     plait run model.onnx [--input name=file.npy ...] [--shape name=1,3,224,224 ...]
                          [--target numpy|c] [--compare onnxruntime] [--seed N]
     plait run model.plx            # an executable saved by ``plait compile``
+                         [--allow-native] [--target numpy]  # a file from elsewhere
     plait run module.plait.py      # a module in the text format (function ``main``)
     plait compile model.onnx -o model.plx [--shape ...] [--target ...]
     plait check module.plait.py    # parse, check well-formedness, print
@@ -71,7 +72,11 @@ def _parser() -> argparse.ArgumentParser:
             "--shape", action="append", default=[], metavar="NAME=D0,D1,...",
             help="the shape of an input (fixes its symbolic sizes)",
         )  # fmt: skip
-        sp.add_argument("--target", default="numpy", help="target to build for (numpy or c)")
+        sp.add_argument(
+            "--target", default=None,
+            help="target to build for (numpy or c; default numpy); for a .plx, rebuild its "
+                 "kept graph for this target instead of running its own code",
+        )  # fmt: skip
 
     run = sub.add_parser("run", help="compile and run a model on (random) inputs")
     run.add_argument("model", help="a .onnx model, a .plx executable or a .plait.py module")
@@ -94,6 +99,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", action="store_true",
                      help="time each call of main once more (on the VM path) and list the "
                           "costliest")
+    run.add_argument(
+        "--allow-native", action="store_true",
+        help="run the native code of a .plx that is not signed by this machine or a "
+             "trusted key (only for files whose origin you trust)",
+    )  # fmt: skip
 
     comp = sub.add_parser("compile", help="compile a model into an executable file")
     comp.add_argument("model", help="a .onnx model or a .plait.py module")
@@ -296,17 +306,29 @@ def _compare(
 # ---------------------------------------------------------------------- commands
 
 
-def _build(mod: Any, target: str) -> Any:
+def _build(mod: Any, target: str | None) -> Any:
     from .build import build
 
+    target = target or "numpy"
     try:
         return build(mod, target=target)
     except Exception as e:
         raise CliError(f"cannot build for target {target!r}: {_first_line(e)}") from None
 
 
+def _rebuild(exe: Any, path: str, target: str) -> Any:
+    from .build import rebuild
+
+    try:
+        return rebuild(exe, target)
+    except Exception as e:
+        raise CliError(f"{path}: cannot rebuild its graph for target {target!r}: "
+                       f"{_first_line(e)}") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .runtime import Executable, VirtualMachine
+    from .runtime.trust import UntrustedCodeError
 
     _require_file(args.model)
     kind = _kind(args.model)
@@ -323,15 +345,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         exe = _build(mod, args.target)
     elif kind == "plx":
         try:
-            exe = Executable.load(args.model)
+            exe = Executable.load(args.model, allow_native=args.allow_native)
         except Exception as e:
             raise CliError(f"{args.model}: cannot load the executable: {_first_line(e)}") from None
+        if args.target is not None:
+            exe = _rebuild(exe, args.model, args.target)
     else:
         exe = _build(_parse_text(args.model), args.target)
     t_compile = time.perf_counter() - t0
     if args.compare and kind != "onnx":
         raise CliError("--compare onnxruntime needs an ONNX model")
-    vm = VirtualMachine(exe)
+    try:
+        vm = VirtualMachine(exe)
+    except UntrustedCodeError as e:
+        raise CliError(str(e)) from None
     if "main" not in exe.functions:
         raise CliError(f"{args.model}: there is no function 'main' to run")
     params = _params_of(vm)
@@ -354,7 +381,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     outs = _as_list(result)
     if not names or len(names) != len(outs):
         names = [f"output{i}" for i in range(len(outs))]
-    print(f"{args.model}: target {args.target}, {len(params)} inputs, {len(outs)} outputs")
+    target = exe.attrs.get("target", args.target or "numpy")
+    print(f"{args.model}: target {target}, {len(params)} inputs, {len(outs)} outputs")
     for p, a in zip(params, inputs):
         print(f"  input  {p.name}: {a.dtype} {tuple(a.shape)}")
     for n, a in zip(names, outs):
@@ -435,7 +463,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise CliError(f"cannot write {args.output}: {e.strerror or e}") from None
     size = os.path.getsize(args.output)
     print(
-        f"compiled {args.model} for target {args.target} into {args.output} "
+        f"compiled {args.model} for target {args.target or 'numpy'} into {args.output} "
         f"({size / 1024:.1f} KiB, {(time.perf_counter() - t0) * 1e3:.0f} ms)"
     )
     return 0

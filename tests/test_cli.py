@@ -226,3 +226,31 @@ def test_run_verbose_says_how_main_runs_and_profile_times_its_calls(
     assert code == 0, err
     assert "execution: main: VM path (the executable records no single entry point" in out
     assert "profile: " in out and "on the VM path" not in out
+
+
+def test_a_c_executable_from_elsewhere_needs_a_flag_or_runs_on_numpy(
+    capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plx = str(tmp_path / "tiny-c.plx")
+    assert _run(capsys, "compile", TINY, "--target", "c", "-o", plx)[0] == 0
+    code, here, err = _run(capsys, "run", plx, "--seed", "4")  # this machine built it
+    assert code == 0, err
+    assert "target c" in here
+    monkeypatch.setenv("PLAIT_CACHE_DIR", str(tmp_path / "another-machine"))
+    code, out, err = _run(capsys, "run", plx, "--seed", "4")
+    assert code == 2 and "holds native code" in err and "--allow-native" in err
+    assert "--target numpy" in err and len(err.strip().splitlines()) == 1
+    code, allowed, err = _run(capsys, "run", plx, "--seed", "4", "--allow-native")
+    assert code == 0, err
+    code, numpy_out, err = _run(capsys, "run", plx, "--seed", "4", "--target", "numpy")
+    assert code == 0, err
+    assert "target numpy" in numpy_out
+
+    def outputs(text: str) -> str:
+        return next(line for line in text.splitlines() if "output output0" in line)
+
+    assert outputs(here) == outputs(allowed)
+    np.testing.assert_allclose(  # the printed summaries: numpy and c agree to 4 digits
+        [float(v) for v in outputs(numpy_out).split("[")[1].strip(" .]").split(",")[:4]],
+        [float(v) for v in outputs(here).split("[")[1].strip(" .]").split(",")[:4]],
+        rtol=1e-3)

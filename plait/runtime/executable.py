@@ -1,18 +1,27 @@
 """The executable: a data-only, serializable VM program.
 
 An :class:`Executable` holds VM functions (register-machine code), constants (numpy
-arrays), JSON-able attributes and opaque native libraries.  It is saved as a zip file:
+arrays), JSON-able attributes, opaque native libraries and, when it has libraries, the
+text of the graph it was built from (to rebuild it on numpy).  It is saved as a zip
+file:
 
 * ``manifest.json`` — format name and version, attributes, functions with their
-  instructions (JSON objects tagged with their ``kind``), the constant and library index;
+  instructions (JSON objects tagged with their ``kind``), the constant, library and
+  graph members, and the SHA-256 of every other member (``members``);
 * ``constants/<i>.npy`` — one ``.npy`` member per constant (never pickled);
-* ``libs/<i>`` — each native library, verbatim.
+* ``libs/<i>`` — each native library, verbatim;
+* ``graph/module.plait.py`` — the graph in the text format (parsed, never executed);
+* ``signatures.json`` — signatures of ``manifest.json`` (see :mod:`plait.runtime.trust`).
 
-Loading never executes anything from the file: JSON is parsed, arrays are read with
-``allow_pickle=False``, and every field is validated before an ``Executable`` is returned.
-Values in immediates, keyword arguments and attributes are encoded so that tuples come
-back as tuples (``{"tuple": [...]}``), dicts as dicts (``{"dict": {...}}``) and
-non-finite floats as floats (``{"float": "nan"}``).
+Loading never executes anything from the file: every member's digest is checked first
+(a corrupted or edited member is an error), JSON is parsed, arrays are read with
+``allow_pickle=False``, and every field is validated before an ``Executable`` is
+returned.  Running native code is another matter: the VM maps a library (which runs its
+code) only when the file was signed by this machine or a trusted key, or the caller
+allowed it (:class:`plait.runtime.trust.Trust`).  Values in immediates, keyword
+arguments and attributes are encoded so that tuples come back as tuples
+(``{"tuple": [...]}``), dicts as dicts (``{"dict": {...}}``) and non-finite floats as
+floats (``{"float": "nan"}``).
 """
 
 from __future__ import annotations
@@ -21,14 +30,20 @@ import io
 import json
 import math
 import os
+import re
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 import numpy as np
 
+from plait.runtime.trust import BUILT, SIGNATURES_MEMBER, Trust, sha256_hex, signatures, verify
+
 FORMAT_NAME = "plait.executable"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: the manifest holds every member's SHA-256, the graph, and signatures may follow."""
+GRAPH_MEMBER = "graph/module.plait.py"
 PARAM_KINDS = ("tensor", "tuple", "prim", "shape", "object")
 _ARRAY_KINDS = "biufc"  # bool, signed, unsigned, float, complex
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # fixed member timestamps: same program, same bytes
@@ -36,6 +51,11 @@ _ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # fixed member timestamps: same program, same
 
 class ExecutableFormatError(ValueError):
     """An executable (in memory or on disk) is malformed; the message says where."""
+
+
+class SignatureError(ExecutableFormatError):
+    """A signature by a key the caller trusts (or by this machine) does not match the
+    file: it was changed after it was signed."""
 
 
 # ----------------------------------------------------------------------------- values
@@ -372,15 +392,23 @@ class VMFunction:
 
 @dataclass(eq=False)
 class Executable:
-    """A VM program: functions, constants, JSON-able attributes and native libraries.
+    """A VM program: functions, constants, JSON-able attributes, native libraries and
+    the text of the graph it was built from (None when not kept).
 
-    Compared by identity (constants are arrays); compare ``functions``, ``attrs`` and
-    ``libs`` directly, or the bytes of :meth:`to_bytes`."""
+    ``trust`` says where it came from (built in this process, or read from a file and
+    by whom that file is signed) and so whether its native code may run;
+    ``lib_digests`` holds the SHA-256 of each library as the file's manifest recorded
+    it (the VM refuses to map a library that no longer matches).  Compared by identity
+    (constants are arrays); compare ``functions``, ``attrs`` and ``libs`` directly, or
+    the bytes of :meth:`to_bytes`."""
 
     functions: dict[str, VMFunction]
     constants: list[np.ndarray] = field(default_factory=list)
     attrs: dict[str, Any] = field(default_factory=dict)
     libs: dict[str, bytes] = field(default_factory=dict)
+    graph: str | None = None
+    trust: Trust = field(default=BUILT, repr=False)
+    lib_digests: dict[str, str] = field(default_factory=dict, repr=False)
 
     # --------------------------------------------------------------------- checking
     def validate(self) -> None:
@@ -388,38 +416,70 @@ class Executable:
         _validate_executable(self)
 
     # ---------------------------------------------------------------- serialization
-    def to_bytes(self) -> bytes:
-        """The executable as the bytes of its zip file (validating it first)."""
+    def to_bytes(self, sign_key: Any = None) -> bytes:
+        """The executable as the bytes of its zip file (validating it first), signed by
+        this machine when it was built here or came from a trusted file, and by
+        ``sign_key`` (see :meth:`save`) when given."""
         self.validate()
         buf = io.BytesIO()
-        _write_zip(self, buf)
+        _write_zip(self, buf, sign_key)
         return buf.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> Executable:
+    def from_bytes(
+        cls,
+        data: bytes,
+        *,
+        trusted_keys: Iterable[Any] = (),
+        allow_native: bool = False,
+        source: str | None = None,
+    ) -> Executable:
         """Load an executable from the bytes of its zip file (see :meth:`load`)."""
         try:
-            exe = _read_zip(io.BytesIO(data))
+            exe = _read_zip(io.BytesIO(data), trusted_keys, allow_native, source or "<bytes>")
         except RecursionError:
             raise ExecutableFormatError("manifest.json is nested too deeply") from None
         exe.validate()
         return exe
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the executable to ``path`` as a zip file (validating it first)."""
-        data = self.to_bytes()
+    def save(self, path: str | os.PathLike[str], sign_key: Any = None) -> None:
+        """Write the executable to ``path`` as a zip file (validating it first).
+
+        Every member's SHA-256 goes into the manifest.  The manifest is signed with
+        this machine's key (so loading the file here runs its native code without
+        further ado) unless the executable came from an untrusted file, and with
+        ``sign_key`` when given: ``bytes`` of at least 16 (an HMAC-SHA256 secret shared
+        with whoever loads the file) or a ``cryptography`` ``Ed25519PrivateKey`` (those
+        who load it need only the public key)."""
+        data = self.to_bytes(sign_key)
         with open(path, "wb") as f:
             f.write(data)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Executable:
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        trusted_keys: Iterable[Any] = (),
+        allow_native: bool = False,
+    ) -> Executable:
         """Read and validate an executable saved by :meth:`save`.
 
-        Never runs code from the file; raises ``ExecutableFormatError`` for anything
-        malformed (not a zip, unknown version or instruction, bad indices, ...)."""
+        Never runs code from the file: every member is checked against its SHA-256
+        before anything is used, and nothing is mapped or executed.  Raises
+        ``ExecutableFormatError`` for anything malformed or altered (not a zip, unknown
+        version or instruction, bad indices, a member whose digest differs, ...) and
+        :class:`SignatureError` when a signature by a trusted key does not match.
+
+        The result's native code may run (in a ``VirtualMachine``) when the file is
+        signed by this machine or by one of ``trusted_keys`` (HMAC secrets as bytes,
+        Ed25519 public keys), or when ``allow_native`` is true; otherwise the VM raises
+        :class:`~plait.runtime.trust.UntrustedCodeError`, which names the way to run
+        the kept graph on numpy instead (``plait.rebuild(exe, "numpy")``)."""
         with open(path, "rb") as f:
             data = f.read()
-        return cls.from_bytes(data)
+        return cls.from_bytes(data, trusted_keys=trusted_keys, allow_native=allow_native,
+                              source=os.fspath(path))
 
     # ------------------------------------------------------------------- inspection
     def stats(self) -> dict[str, Any]:
@@ -439,6 +499,8 @@ class Executable:
             }
         return {
             "functions": funcs,
+            "graph_bytes": None if self.graph is None else len(self.graph.encode()),
+            "trust": str(self.trust),
             "num_constants": len(self.constants),
             "constant_bytes": int(sum(int(c.nbytes) for c in self.constants)),
             "num_libs": len(self.libs),
@@ -459,6 +521,9 @@ class Executable:
             lines.append(f"const c[{i}]: {c.dtype} {tuple(c.shape)}")
         for name, nbytes in ((n, len(b)) for n, b in self.libs.items()):
             lines.append(f"lib {name!r}: {nbytes} bytes")
+        if self.graph is not None:
+            lines.append(f"graph: {st['graph_bytes']} bytes of text")
+        lines.append(f"from: {self.trust}")
         for fn in self.functions.values():
             params = ", ".join(str(p) for p in fn.params)
             lines.append("")
@@ -667,6 +732,10 @@ def _validate_executable(exe: Executable) -> None:
             _fail("executable", f"library name must be a non-empty string, got {_short(name)}")
         if not isinstance(blob, bytes | bytearray):
             _fail(f"library {name!r}", f"must be bytes, got {type(blob).__name__}")
+    if exe.graph is not None and not isinstance(exe.graph, str):
+        _fail("executable", f"graph must be text or None, got {type(exe.graph).__name__}")
+    if not isinstance(exe.trust, Trust):
+        _fail("executable", f"trust must be a Trust, got {type(exe.trust).__name__}")
 
 
 def instr_fields(ins: Instr) -> list[tuple[str, str, Any]]:
@@ -677,7 +746,10 @@ def instr_fields(ins: Instr) -> list[tuple[str, str, Any]]:
 # --------------------------------------------------------------------- serialization
 
 _MANIFEST = "manifest.json"
-_MANIFEST_KEYS = {"format", "version", "attrs", "functions", "constants", "libs"}
+_MANIFEST_KEYS = {
+    "format", "version", "attrs", "functions", "constants", "libs", "graph", "members"
+}
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 _FUNCTION_KEYS = {"name", "params", "num_registers", "instructions"}
 _PARAM_KEYS = {"name", "kind", "shape", "dtype"}
 
@@ -727,9 +799,18 @@ def _write_member(zf: zipfile.ZipFile, name: str, data: bytes, compress: bool) -
     zf.writestr(info, data)
 
 
-def _write_zip(exe: Executable, fileobj: io.BytesIO) -> None:
+def _write_zip(exe: Executable, fileobj: io.BytesIO, sign_key: Any = None) -> None:
     const_members = [f"constants/{i}.npy" for i in range(len(exe.constants))]
     lib_members = [f"libs/{i}" for i in range(len(exe.libs))]
+    payloads: list[tuple[str, bytes, bool]] = []  # (member, bytes, compress)
+    for member, array in zip(const_members, exe.constants):
+        buf = io.BytesIO()
+        np.lib.format.write_array(buf, _c_order(array), allow_pickle=False)
+        payloads.append((member, buf.getvalue(), False))
+    for member, blob in zip(lib_members, exe.libs.values()):
+        payloads.append((member, bytes(blob), False))
+    if exe.graph is not None:
+        payloads.append((GRAPH_MEMBER, exe.graph.encode("utf-8"), True))
     manifest = {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
@@ -737,16 +818,17 @@ def _write_zip(exe: Executable, fileobj: io.BytesIO) -> None:
         "functions": [_function_to_json(fn) for fn in exe.functions.values()],
         "constants": const_members,
         "libs": [{"name": n, "member": m} for n, m in zip(exe.libs, lib_members)],
+        "graph": None if exe.graph is None else GRAPH_MEMBER,
+        "members": {m: sha256_hex(data) for m, data, _ in payloads},
     }
-    text = json.dumps(manifest, indent=1, allow_nan=False)
+    text = json.dumps(manifest, indent=1, allow_nan=False).encode("utf-8")
+    signed = signatures(text, exe.trust, sign_key)
     with zipfile.ZipFile(fileobj, "w") as zf:
-        _write_member(zf, _MANIFEST, text.encode("utf-8"), compress=True)
-        for member, array in zip(const_members, exe.constants):
-            buf = io.BytesIO()
-            np.lib.format.write_array(buf, _c_order(array), allow_pickle=False)
-            _write_member(zf, member, buf.getvalue(), compress=False)
-        for member, blob in zip(lib_members, exe.libs.values()):
-            _write_member(zf, member, bytes(blob), compress=False)
+        _write_member(zf, _MANIFEST, text, compress=True)
+        if signed is not None:
+            _write_member(zf, SIGNATURES_MEMBER, signed, compress=True)
+        for member, data, compress in payloads:
+            _write_member(zf, member, data, compress=compress)
 
 
 def _expect(cond: bool, where: str, message: str) -> None:
@@ -823,8 +905,15 @@ def _read_member(zf: zipfile.ZipFile, name: Any) -> bytes:
         raise ExecutableFormatError(f"cannot read member {name!r}: {e}") from None
 
 
-def _read_array(zf: zipfile.ZipFile, member: Any, where: str) -> np.ndarray:
-    data = _read_member(zf, member)
+def _member(blobs: dict[str, bytes], name: Any, where: str) -> bytes:
+    """A member's (verified) bytes, by the name the manifest gives."""
+    _expect(isinstance(name, str), where, f"member name must be a string, got {_short(name)}")
+    if name not in blobs:
+        raise ExecutableFormatError(f"{where}: the archive has no member {name!r}")
+    return blobs[name]
+
+
+def _read_array(data: bytes, member: str, where: str) -> np.ndarray:
     try:
         array = np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
     except Exception as e:
@@ -836,7 +925,73 @@ def _read_array(zf: zipfile.ZipFile, member: Any, where: str) -> np.ndarray:
     return _c_order(array)
 
 
-def _read_zip(fileobj: io.BytesIO) -> Executable:
+def _check_header(manifest: Any) -> None:
+    _expect(isinstance(manifest, dict), _MANIFEST, "expected a JSON object")
+    _expect(
+        manifest.get("format") == FORMAT_NAME,
+        _MANIFEST,
+        f"format is {_short(manifest.get('format'))}, expected {FORMAT_NAME!r}",
+    )
+    if "version" not in manifest:
+        _fail(_MANIFEST, "missing format version")
+    if manifest["version"] == 1:
+        _fail(_MANIFEST, "format version 1 (written by an older plait) records no digests of "
+                         "its members, so it cannot be checked; build the model again")
+    if manifest["version"] != FORMAT_VERSION:
+        _fail(
+            _MANIFEST,
+            f"unsupported format version {_short(manifest['version'])} "
+            f"(this plait reads version {FORMAT_VERSION})",
+        )
+    _expect_keys(manifest, _MANIFEST_KEYS, _MANIFEST)
+    for key in ("functions", "constants", "libs"):
+        _expect(isinstance(manifest[key], list), _MANIFEST, f"{key} must be a list")
+    digests = manifest["members"]
+    _expect(isinstance(digests, dict), _MANIFEST, "members must be an object")
+    for name, digest in digests.items():
+        _expect(
+            name not in (_MANIFEST, SIGNATURES_MEMBER) and isinstance(digest, str)
+            and _DIGEST.fullmatch(digest) is not None,
+            f"{_MANIFEST}: members",
+            f"entry {_short(name)}: {_short(digest)} is not a SHA-256 in lowercase hex",
+        )
+
+
+def _verified_members(zf: zipfile.ZipFile, digests: dict[str, str]) -> dict[str, bytes]:
+    """Every member the manifest lists, read once and checked against its digest; the
+    archive must hold exactly those (and the manifest and signatures)."""
+    names = [info.filename for info in zf.infolist()]
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise ExecutableFormatError(f"the archive holds member {n!r} twice")
+        seen.add(n)
+    extra = sorted(seen - set(digests) - {_MANIFEST, SIGNATURES_MEMBER})
+    if extra:
+        raise ExecutableFormatError(
+            f"the archive has member(s) the manifest does not list: {', '.join(map(repr, extra))}"
+        )
+    blobs: dict[str, bytes] = {}
+    for name, want in digests.items():
+        if name not in seen:
+            raise ExecutableFormatError(
+                f"the archive has no member {name!r} (the manifest lists it)"
+            )
+        data = _read_member(zf, name)
+        got = sha256_hex(data)
+        if got != want:
+            raise ExecutableFormatError(
+                f"member {name!r} was altered: its SHA-256 is {got[:16]}..., the manifest "
+                f"records {want[:16]}... (the file was corrupted or edited after it was "
+                "written; rebuild it or get it again from its source)"
+            )
+        blobs[name] = data
+    return blobs
+
+
+def _read_zip(
+    fileobj: io.BytesIO, trusted_keys: Iterable[Any], allow_native: bool, source: str
+) -> Executable:
     try:
         zf = zipfile.ZipFile(fileobj)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError):
@@ -847,57 +1002,62 @@ def _read_zip(fileobj: io.BytesIO) -> Executable:
         names = set(zf.namelist())
         if _MANIFEST not in names:
             raise ExecutableFormatError(f"not a plait executable: no {_MANIFEST} in the archive")
+        raw = _read_member(zf, _MANIFEST)
         try:
-            manifest = json.loads(_read_member(zf, _MANIFEST).decode("utf-8"))
+            manifest = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
             raise ExecutableFormatError(f"{_MANIFEST} is not valid JSON: {e}") from None
-        _expect(isinstance(manifest, dict), _MANIFEST, "expected a JSON object")
+        _check_header(manifest)
+        blobs = _verified_members(zf, manifest["members"])
+        signed = _read_member(zf, SIGNATURES_MEMBER) if SIGNATURES_MEMBER in names else None
+    try:
+        signer, mismatch = verify(raw, signed, trusted_keys)
+    except ValueError as e:
+        raise ExecutableFormatError(str(e)) from None
+    if mismatch is not None:
+        raise SignatureError(mismatch)
+    functions: dict[str, VMFunction] = {}
+    for i, data in enumerate(manifest["functions"]):
+        fn = _function_from_json(data, f"{_MANIFEST}: functions[{i}]")
         _expect(
-            manifest.get("format") == FORMAT_NAME,
+            isinstance(fn.name, str) and fn.name not in functions,
             _MANIFEST,
-            f"format is {_short(manifest.get('format'))}, expected {FORMAT_NAME!r}",
+            f"function name {_short(fn.name)} is invalid or duplicated",
         )
-        if "version" not in manifest:
-            _fail(_MANIFEST, "missing format version")
-        if manifest["version"] != FORMAT_VERSION:
-            _fail(
-                _MANIFEST,
-                f"unsupported format version {_short(manifest['version'])} "
-                f"(this plait reads version {FORMAT_VERSION})",
-            )
-        _expect_keys(manifest, _MANIFEST_KEYS, _MANIFEST)
-        _expect(isinstance(manifest["functions"], list), _MANIFEST, "functions must be a list")
-        _expect(isinstance(manifest["constants"], list), _MANIFEST, "constants must be a list")
-        _expect(isinstance(manifest["libs"], list), _MANIFEST, "libs must be a list")
-        functions: dict[str, VMFunction] = {}
-        for i, data in enumerate(manifest["functions"]):
-            fn = _function_from_json(data, f"{_MANIFEST}: functions[{i}]")
-            _expect(
-                isinstance(fn.name, str) and fn.name not in functions,
-                _MANIFEST,
-                f"function name {_short(fn.name)} is invalid or duplicated",
-            )
-            functions[fn.name] = fn
-        constants = [
-            _read_array(zf, m, f"constant {i}") for i, m in enumerate(manifest["constants"])
-        ]
-        attrs = decode_value(manifest["attrs"], allow_dict=True)
-        _expect(isinstance(attrs, dict), _MANIFEST, "attrs must be an object")
-        libs: dict[str, bytes] = {}
-        for i, entry in enumerate(manifest["libs"]):
-            _expect_keys(entry, {"name", "member"}, f"{_MANIFEST}: libs[{i}]")
-            _expect(
-                isinstance(entry["name"], str) and entry["name"] not in libs,
-                f"{_MANIFEST}: libs[{i}]",
-                "library name is invalid or duplicated",
-            )
-            libs[entry["name"]] = _read_member(zf, entry["member"])
-    return Executable(functions, constants, attrs, libs)
+        functions[fn.name] = fn
+    constants = []
+    for i, m in enumerate(manifest["constants"]):
+        where = f"constant {i}"
+        constants.append(_read_array(_member(blobs, m, where), m, where))
+    attrs = decode_value(manifest["attrs"], allow_dict=True)
+    _expect(isinstance(attrs, dict), _MANIFEST, "attrs must be an object")
+    libs: dict[str, bytes] = {}
+    lib_digests: dict[str, str] = {}
+    for i, entry in enumerate(manifest["libs"]):
+        where = f"{_MANIFEST}: libs[{i}]"
+        _expect_keys(entry, {"name", "member"}, where)
+        _expect(
+            isinstance(entry["name"], str) and entry["name"] not in libs,
+            where,
+            "library name is invalid or duplicated",
+        )
+        libs[entry["name"]] = _member(blobs, entry["member"], where)
+        lib_digests[entry["name"]] = manifest["members"][entry["member"]]
+    graph = None
+    if manifest["graph"] is not None:
+        data = _member(blobs, manifest["graph"], f"{_MANIFEST}: graph")
+        try:
+            graph = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ExecutableFormatError(f"the graph member is not UTF-8 text: {e}") from None
+    trust = Trust("file", signer, bool(allow_native), source)
+    return Executable(functions, constants, attrs, libs, graph, trust, lib_digests)
 
 
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "GRAPH_MEMBER",
     "INSTRUCTIONS",
     "PARAM_KINDS",
     "AllocStorage",
@@ -915,6 +1075,7 @@ __all__ = [
     "ParamSig",
     "Reg",
     "Ret",
+    "SignatureError",
     "VMFunction",
     "decode_value",
     "encode_value",

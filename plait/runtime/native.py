@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+try:
+    import fcntl as fcntl_mod
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl_mod = None  # type: ignore[assignment]
+
+from plait.runtime.elf import elf_problem
 from plait.runtime.packed import register_native_loader
+from plait.runtime.trust import cache_root
 
 if TYPE_CHECKING:
     from plait.runtime.executable import Executable
@@ -433,13 +440,7 @@ def is_native_library(data: bytes) -> bool:
 
 
 def _scratch_dirs() -> list[str]:
-    dirs = [tempfile.gettempdir()]
-    base = os.environ.get("PLAIT_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "plait",
-    )
-    dirs.append(os.path.join(base, "loaded"))
-    return dirs
+    return [tempfile.gettempdir(), str(cache_root() / "loaded")]
 
 
 def _dir_problem(message: str) -> bool:
@@ -447,16 +448,87 @@ def _dir_problem(message: str) -> bool:
     return any(w in message for w in ("map segment", "ermission", "Operation not permitted"))
 
 
-def load_library_bytes(data: bytes) -> NativeModule:
-    """Load a native library from its bytes (written to a private temporary file, which
-    is removed once loaded where the platform allows).  Cached per content."""
+def _check_bytes(data: bytes, digest: str, expected_sha256: str | None, what: str) -> None:
     if not is_native_library(data):
-        raise NativeLoadError("the bytes are not a shared library (no ELF, Mach-O or PE header)")
+        raise NativeLoadError(f"{what}: the bytes are not a shared library (no ELF, Mach-O or "
+                              "PE header)")
+    if expected_sha256 is not None and digest != expected_sha256:
+        raise NativeLoadError(
+            f"{what}: refusing to map it: its SHA-256 is {digest[:16]}..., the executable's "
+            f"manifest records {expected_sha256[:16]}... (the library was replaced or changed "
+            "after the file was loaded)"
+        )
+    if data.startswith(b"\x7fELF"):
+        problem = elf_problem(data)
+        if problem:
+            raise NativeLoadError(f"{what}: refusing to map it: {problem}")
+
+
+_SEALS = ("F_SEAL_SEAL", "F_SEAL_SHRINK", "F_SEAL_GROW", "F_SEAL_WRITE")
+
+
+def _load_sealed(data: bytes, digest: str, label: str) -> NativeModule | None:
+    """Load ``data`` from a sealed in-memory file (Linux ``memfd``): nothing on disk
+    that another process could swap between the check and the mapping, and the seals
+    forbid any change once written; the bytes read back must still have ``digest``.
+    None where memory files are not available (then a private temporary file is used)."""
+    create = getattr(os, "memfd_create", None)
+    if create is None or fcntl_mod is None or not all(
+            hasattr(fcntl_mod, n) for n in ("F_ADD_SEALS", *_SEALS)):
+        return None
+    try:
+        fd = create(f"plait-{digest[:12]}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    except OSError:
+        return None
+    keep = False
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        seals = 0
+        for n in _SEALS:
+            seals |= getattr(fcntl_mod, n)
+        fcntl_mod.fcntl(fd, fcntl_mod.F_ADD_SEALS, seals)
+        if hashlib.sha256(os.pread(fd, len(data) + 1, 0)).hexdigest() != digest:
+            raise NativeLoadError(f"{label}: the sealed copy differs from the checked bytes")
+        try:
+            handle = _dlopen(f"/proc/self/fd/{fd}")
+        except NativeLoadError as exc:
+            if _dir_problem(str(exc)) or "No such file" in str(exc):
+                return None  # e.g. vm.memfd_noexec or no /proc: fall back to a file
+            raise NativeLoadError(f"{label}: {exc}") from None
+        # The descriptor stays open as long as the library is loaded (for the process):
+        # the loader knows a library by its path, and a reused descriptor number would
+        # make a later dlopen of "/proc/self/fd/<n>" return this library instead.
+        keep = True
+        return NativeModule(label, handle, _read_manifest(handle, label))
+    finally:
+        if not keep:
+            os.close(fd)
+
+
+def load_library_bytes(
+    data: bytes, expected_sha256: str | None = None, name: str | None = None
+) -> NativeModule:
+    """Load a native library from its bytes.  Cached per content.
+
+    ``expected_sha256`` (the digest an executable's manifest records) must match the
+    bytes, else :class:`NativeLoadError` naming library ``name``; an ELF library is
+    checked for truncation before it is mapped (a segment beyond the end of the file
+    would raise SIGBUS).  On Linux the library is mapped from a sealed memory file;
+    elsewhere from a private temporary file, removed once loaded where the platform
+    allows."""
+    what = f"native library {name!r}" if name is not None else "native library"
     digest = hashlib.sha256(data).hexdigest()
+    _check_bytes(data, digest, expected_sha256, what)
     key = "sha256:" + digest
     with _LOCK:
         mod = _LOADED.get(key)
         if mod is not None:
+            return mod
+        mod = _load_sealed(data, digest, f"<{what} {digest[:12]}>")
+        if mod is not None:
+            _LOADED[key] = mod
             return mod
         first_error: Exception | None = None
         for d in _scratch_dirs():
@@ -470,6 +542,9 @@ def load_library_bytes(data: bytes) -> NativeModule:
             try:
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
+                with open(path, "rb") as f:  # what is mapped must be what was checked
+                    if hashlib.sha256(f.read()).hexdigest() != digest:
+                        raise NativeLoadError(f"{what}: {path} changed after it was written")
                 handle = _dlopen(path)
                 mod = NativeModule(path, handle, _read_manifest(handle, path))
             except (OSError, NativeLoadError) as exc:
@@ -504,11 +579,15 @@ def is_plait_library(data: bytes) -> bool:
 
 def native_loader(exe: Executable, name: str) -> NativeFunction | None:
     """The VM's hook: ``name`` from the plait native libraries in ``exe.libs``, or None.
-    A plait library that cannot be loaded raises :class:`NativeLoadError` saying why."""
-    for blob in exe.libs.values():
+    A plait library that cannot be loaded, or whose digest is not the one the file's
+    manifest recorded, raises :class:`NativeLoadError` saying why.  (Whether the
+    executable's native code may run at all was decided before: see
+    :func:`plait.runtime.packed.load_native_func`.)"""
+    digests = getattr(exe, "lib_digests", {})
+    for lib, blob in exe.libs.items():
         if not isinstance(blob, bytes | bytearray) or not is_plait_library(bytes(blob)):
             continue
-        mod = load_library_bytes(bytes(blob))
+        mod = load_library_bytes(bytes(blob), digests.get(lib), lib)
         if name in mod.functions:
             return mod.functions[name]
     return None

@@ -109,9 +109,19 @@ def unregister_native_loader(loader: NativeLoader) -> None:
 
 def load_native_func(exe: Executable, name: str) -> PackedFunc | None:
     """Ask the native loaders for ``name``; ``None`` when the executable has no libraries
-    or no loader provides it."""
+    or no loader provides it.  Raises :class:`~plait.runtime.trust.UntrustedCodeError`,
+    before any loader runs, when the executable's native code may not run (it came
+    from a file nobody trusted: see :mod:`plait.runtime.trust`)."""
     if not exe.libs:
         return None
+    trust = getattr(exe, "trust", None)
+    if trust is not None and not trust.native_allowed:
+        from plait.runtime.trust import UntrustedCodeError, untrusted_message
+
+        raise UntrustedCodeError(
+            untrusted_message(trust, exe.libs, exe.graph is not None,
+                              exe.attrs.get("graph_not_kept"))
+        )
     for loader in list(_NATIVE_LOADERS):
         fn = loader(exe, name)
         if fn is not None:

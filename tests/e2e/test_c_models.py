@@ -116,7 +116,8 @@ def test_saved_executable_runs_where_there_is_no_compiler(tmp_path: Path) -> Non
     x = randn(3, 64)
     exe = plait.build(plait.parse(MLP), "c")
     path = tmp_path / "mlp.plx"
-    exe.save(path)
+    key = bytes(range(32))  # shared with the machine that runs it (an HMAC secret)
+    exe.save(path, sign_key=key)
     np.savez(tmp_path / "io.npz", x=x, w1=w1, b1=b1, w2=w2, b2=b2,
              want=VirtualMachine(exe)["main"](x, w1, b1, w2, b2))
     script = textwrap.dedent(f"""
@@ -131,7 +132,13 @@ def test_saved_executable_runs_where_there_is_no_compiler(tmp_path: Path) -> Non
             pass
         from plait.runtime import Executable, VirtualMachine
         d = np.load({str(tmp_path / "io.npz")!r})
-        vm = VirtualMachine(Executable.load({str(path)!r}))
+        from plait.runtime.trust import UntrustedCodeError
+        try:  # another machine: its own key did not sign the file
+            VirtualMachine(Executable.load({str(path)!r}))
+            raise SystemExit("native code of an unsigned file ran")
+        except UntrustedCodeError:
+            pass
+        vm = VirtualMachine(Executable.load({str(path)!r}, trusted_keys=[{key!r}]))
         got = vm["main"](d["x"], d["w1"], d["b1"], d["w2"], d["b2"])
         np.testing.assert_array_equal(got, d["want"])
         print("ok")

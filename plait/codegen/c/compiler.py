@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from plait.runtime.native import ABI_VERSION, LIB_SUFFIX
+from plait.runtime.trust import cache_root
 
 COMPILE_TIMEOUT = 600.0
 """Seconds a single compiler run may take."""
@@ -131,12 +132,7 @@ def find_compiler() -> CompilerInfo:
 
 def default_cache_dir() -> Path:
     """``$PLAIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/plait``, else ``~/.cache/plait``."""
-    env = os.environ.get("PLAIT_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "plait"
+    return cache_root()
 
 
 def resolve_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
