@@ -11,8 +11,9 @@
   ``$XDG_CACHE_HOME/plait`` or ``~/.cache/plait``; libraries live in its ``c/``
   folder, named by a SHA-256 of the sources, the flags, the compiler's path and version
   (and the CPU model with ``-march=native``).  Every file is written to a temporary
-  name and moved into place with ``os.replace``, so processes building the same
-  library at once each produce a complete file and the last rename wins.
+  name and moved into place with ``os.replace``; processes that need the same library
+  or object at once take the entry's lock (:mod:`plait.codegen.c.cache_lock`): one
+  compiles, the others wait and reuse its result.
 * A failed compilation raises :class:`CCompileError` with the compiler's message and
   the source lines around the first error.
 """
@@ -31,6 +32,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from plait.codegen.c.cache_lock import EntryLock
 from plait.runtime.native import ABI_VERSION, LIB_SUFFIX
 from plait.runtime.trust import cache_root
 
@@ -340,43 +342,80 @@ def _compile_objects(cc: CompilerInfo, flag_list: list[str], files: dict[str, st
                      tmpdir: str, d: Path, key: str) -> list[str]:
     """Compile every file to an object (``-c``), taking objects from the cache (named
     by the file's name, text, the flags and the compiler) and compiling the missing
-    ones concurrently.  Returns the objects' paths."""
+    ones concurrently.  Each object is compiled under its cache entry's lock: an object
+    another process is compiling is waited for and reused.  Returns the objects'
+    paths."""
     cflags = [f for f in flag_list if f != "-shared"]
     paths: list[str] = []
-    pending: list[tuple[str, Path, list[str], subprocess.Popen[str]]] = []
-    for name, text in files.items():
-        okey = cache_key({name: text}, cc, cflags)
-        obj = d / f"obj-{okey[:32]}.o"
-        paths.append(str(obj))
-        if obj.exists():
-            _count("object_hits")
-            continue
-        tmp_obj = Path(tmpdir, f"{name}.o")
-        command = [*cc.argv, *cflags, "-c", "-o", tmp_obj.name, name]
-        proc = subprocess.Popen(command, cwd=tmpdir, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-        pending.append((name, obj, command, proc))
-    error = None
-    for name, obj, command, proc in pending:
-        try:
-            out, err = proc.communicate(timeout=COMPILE_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise CCompileError(
-                f"C compilation timed out after {COMPILE_TIMEOUT:.0f}s: {' '.join(command)}",
-                stderr="", command=command, file=None, line=None, kernel=None, excerpt="",
-                source_path=None) from None
-        tmp_obj = Path(tmpdir, f"{name}.o")
-        if proc.returncode != 0 or not tmp_obj.exists():
-            if error is None:
-                r = subprocess.CompletedProcess(command, proc.returncode, out, err)
-                error = _failure(r, files, command, d, key, main=name)
-            continue
-        os.replace(tmp_obj, obj)
+    pending: list[tuple[str, Path, list[str], subprocess.Popen[str], EntryLock]] = []
+    waiting: list[tuple[str, Path]] = []
+    try:
+        for name, text in files.items():
+            okey = cache_key({name: text}, cc, cflags)
+            obj = d / f"obj-{okey[:32]}.o"
+            paths.append(str(obj))
+            if obj.exists():
+                _count("object_hits")
+                continue
+            lock = EntryLock(obj)
+            if not lock.try_acquire():
+                waiting.append((name, obj))  # another process compiles it: wait below
+                continue
+            if obj.exists():
+                lock.release()
+                _count("object_hits")
+                continue
+            pending.append((name, obj, *_start_object(cc, cflags, name, tmpdir), lock))
+        error = _finish_objects(pending, files, d, key, tmpdir)
+        for name, obj in waiting:
+            with EntryLock(obj):
+                if obj.exists():
+                    _count("object_hits")
+                    continue
+                job = [(name, obj, *_start_object(cc, cflags, name, tmpdir), EntryLock(obj))]
+                error = _finish_objects(job, files, d, key, tmpdir) or error
+    finally:
+        for *_, lock in pending:
+            lock.release()
     if error is not None:
         raise error
     return paths
+
+
+def _start_object(cc: CompilerInfo, cflags: list[str], name: str,
+                  tmpdir: str) -> tuple[list[str], subprocess.Popen[str]]:
+    command = [*cc.argv, *cflags, "-c", "-o", f"{name}.o", name]
+    return command, subprocess.Popen(command, cwd=tmpdir, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+
+
+def _finish_objects(jobs: list[tuple[str, Path, list[str], subprocess.Popen[str], EntryLock]],
+                    files: dict[str, str], d: Path, key: str,
+                    tmpdir: str) -> CCompileError | None:
+    """Wait for the compiler runs of ``jobs``, move each object into the cache and let
+    its lock go; the first failure's error (or None)."""
+    error = None
+    for name, obj, command, proc, lock in jobs:
+        try:
+            try:
+                out, err = proc.communicate(timeout=COMPILE_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise CCompileError(
+                    f"C compilation timed out after {COMPILE_TIMEOUT:.0f}s: {' '.join(command)}",
+                    stderr="", command=command, file=None, line=None, kernel=None, excerpt="",
+                    source_path=None) from None
+            tmp_obj = Path(tmpdir, f"{name}.o")
+            if proc.returncode != 0 or not tmp_obj.exists():
+                if error is None:
+                    r = subprocess.CompletedProcess(command, proc.returncode, out, err)
+                    error = _failure(r, files, command, d, key, main=name)
+                continue
+            os.replace(tmp_obj, obj)
+        finally:
+            lock.release()
+    return error
 
 
 def compile_shared(
@@ -395,26 +434,30 @@ def compile_shared(
     if final.exists():
         _count("cache_hits")
         return final
-    _count("compiles")
-    tmpdir = tempfile.mkdtemp(prefix=f"build-{key[:12]}-", dir=d)
-    try:
-        for name, text in files.items():
-            Path(tmpdir, name).write_text(text)
-        out = Path(tmpdir, f"out{LIB_SUFFIX}")
-        if len(files) > 1:
-            # each file becomes an object of its own, cached by its text: a library
-            # source shared by many models (plait_gemm.c) is compiled once, and only the
-            # model's generated kernels are compiled again
-            objects = _compile_objects(cc, flag_list, files, tmpdir, d, key)
-            command = [*cc.argv, *flag_list, "-o", out.name, *objects, "-lm"]
-        else:
-            command = [*cc.argv, *flag_list, "-o", out.name, *files.keys(), "-lm"]
-        r = _run_compiler(command, tmpdir)
-        if r.returncode != 0 or not out.exists():
-            raise _failure(r, files, command, d, key)
-        _atomic_write(d / f"lib-{key[:32]}.c", "\n".join(
-            f"/* ==== {n} ==== */\n{t}" for n, t in files.items()).encode())
-        os.replace(out, final)
-        return final
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+    with EntryLock(final):  # concurrent builds of the same library: one compiles
+        if final.exists():  # another process built it while this one waited
+            _count("cache_hits")
+            return final
+        _count("compiles")
+        tmpdir = tempfile.mkdtemp(prefix=f"build-{key[:12]}-", dir=d)
+        try:
+            for name, text in files.items():
+                Path(tmpdir, name).write_text(text)
+            out = Path(tmpdir, f"out{LIB_SUFFIX}")
+            if len(files) > 1:
+                # each file becomes an object of its own, cached by its text: a library
+                # source shared by many models (plait_gemm.c) is compiled once, and only
+                # the model's generated kernels are compiled again
+                objects = _compile_objects(cc, flag_list, files, tmpdir, d, key)
+                command = [*cc.argv, *flag_list, "-o", out.name, *objects, "-lm"]
+            else:
+                command = [*cc.argv, *flag_list, "-o", out.name, *files.keys(), "-lm"]
+            r = _run_compiler(command, tmpdir)
+            if r.returncode != 0 or not out.exists():
+                raise _failure(r, files, command, d, key)
+            _atomic_write(d / f"lib-{key[:32]}.c", "\n".join(
+                f"/* ==== {n} ==== */\n{t}" for n, t in files.items()).encode())
+            os.replace(out, final)
+            return final
+        finally:
+            shutil.rmtree(tmpdir, ignore_errors=True)
