@@ -14,6 +14,12 @@ and, for every function, ``int32_t <symbol>(void* const* args, const int64_t* si
 ``args[i]`` is the data pointer of parameter ``i`` (a C-contiguous array of the declared
 dtype), ``sizes[j]`` the value of size variable ``j``; the result is 0 on success.
 
+A library also exports ``const char* plait_isa_report(void)`` (JSON: the CPU's
+instruction sets, the copy of each kernel family it runs; ``plait_isa.c``) and
+``const char* plait_isa_force(const char* isa)``; a ``PLAIT_ISA`` the library refused
+(an unknown instruction set, or one the CPU lacks) fails the load
+(:class:`NativeLoadError`).
+
 Importing this module registers :func:`native_loader` with the VM, so a ``Call``
 instruction naming a function of a library in ``exe.libs`` runs it.
 """
@@ -48,6 +54,8 @@ if TYPE_CHECKING:
 ABI_VERSION = 1
 """Version of the manifest format and calling convention."""
 MANIFEST_SYMBOL = "plait_manifest"
+ISA_REPORT_SYMBOL = "plait_isa_report"
+ISA_FORCE_SYMBOL = "plait_isa_force"
 STATUS_MESSAGES = {1: "out of memory while allocating a scratch buffer"}
 
 if sys.platform == "win32":
@@ -347,6 +355,45 @@ class NativeModule:
             cfunc.restype = ctypes.c_int32
             self.functions[spec["name"]] = NativeFunction(spec["name"], cfunc, spec, self)
 
+    def check_isa(self) -> None:
+        """Raise :class:`NativeLoadError` when the library refused the ``PLAIT_ISA`` it
+        was loaded under (an unknown instruction set, or one the CPU lacks: its families
+        then run their best supported copies, never one the CPU cannot run)."""
+        report = self.isa_report()
+        if report is not None and report.get("error"):
+            raise NativeLoadError(f"native library {self.path}: {report['error']}")
+
+    def isa_report(self) -> dict[str, Any] | None:
+        """What the library's kernel families run (``plait_isa_report``, see
+        ``plait_isa.c``): ``arch``, ``cpu`` (feature: 0/1), ``supported``, ``allowed``
+        (instruction sets, best first), ``cap``/``source`` (the PLAIT_ISA cap in force and
+        where it came from), ``error`` and ``families`` (``name``, ``built``,
+        ``chosen``); None for a library without it (built by an older plait)."""
+        try:
+            fn = self.handle[ISA_REPORT_SYMBOL]
+        except AttributeError:
+            return None
+        fn.argtypes = []
+        fn.restype = ctypes.c_char_p
+        report: dict[str, Any] = json.loads(fn().decode("utf-8", "replace"))
+        return report
+
+    def force_isa(self, isa: str | None) -> None:
+        """Make every kernel family of the library run its best copy allowed by the
+        instruction set ``isa`` (as ``PLAIT_ISA=isa`` would when loading; None: as the
+        environment says now).  ``ValueError`` saying why when the CPU lacks ``isa`` or
+        it is unknown.  Not while another thread calls into the library."""
+        try:
+            fn = self.handle[ISA_FORCE_SYMBOL]
+        except AttributeError:
+            raise ValueError(f"native library {self.path} has no ISA variants (built by an "
+                             "older plait); rebuild it") from None
+        fn.argtypes = [ctypes.c_char_p]
+        fn.restype = ctypes.c_char_p
+        err = fn(isa.encode() if isa else None)
+        if err:
+            raise ValueError(err.decode("utf-8", "replace"))
+
     @property
     def names(self) -> list[str]:
         return list(self.functions)
@@ -423,15 +470,24 @@ _LOADED: dict[str, NativeModule] = {}
 _LOCK = threading.Lock()
 
 
-def load_library(path: str | os.PathLike[str]) -> NativeModule:
-    """Load the native library at ``path`` (cached per path for the process)."""
+def load_library(path: str | os.PathLike[str], *, check_isa: bool = True) -> NativeModule:
+    """Load the native library at ``path`` (cached per path for the process);
+    ``check_isa``: raise when it refused ``PLAIT_ISA`` (:meth:`NativeModule.check_isa`)."""
     key = "path:" + os.path.realpath(path)
     with _LOCK:
         mod = _LOADED.get(key)
         if mod is None:
             handle = _dlopen(str(path))
             mod = _LOADED[key] = NativeModule(str(path), handle, _read_manifest(handle, str(path)))
-        return mod
+    if check_isa:
+        mod.check_isa()
+    return mod
+
+
+def loaded_libraries() -> list[NativeModule]:
+    """The native libraries this process has loaded (each once)."""
+    with _LOCK:
+        return list(dict.fromkeys(_LOADED.values()))
 
 
 def is_native_library(data: bytes) -> bool:
@@ -508,6 +564,16 @@ def _load_sealed(data: bytes, digest: str, label: str) -> NativeModule | None:
 
 
 def load_library_bytes(
+    data: bytes, expected_sha256: str | None = None, name: str | None = None
+) -> NativeModule:
+    """Load a native library from its bytes (:func:`_load_bytes`); raises
+    :class:`NativeLoadError` when it refused ``PLAIT_ISA`` (:meth:`NativeModule.check_isa`)."""
+    mod = _load_bytes(data, expected_sha256, name)
+    mod.check_isa()
+    return mod
+
+
+def _load_bytes(
     data: bytes, expected_sha256: str | None = None, name: str | None = None
 ) -> NativeModule:
     """Load a native library from its bytes.  Cached per content.
@@ -596,8 +662,9 @@ def native_loader(exe: Executable, name: str) -> NativeFunction | None:
 register_native_loader(native_loader)
 
 __all__ = [
-    "ABI_VERSION", "LIB_SUFFIX", "MANIFEST_SYMBOL", "NativeCallError", "NativeFunction",
+    "ABI_VERSION", "ISA_FORCE_SYMBOL", "ISA_REPORT_SYMBOL", "LIB_SUFFIX", "MANIFEST_SYMBOL",
+    "NativeCallError", "NativeFunction",
     "NativeLoadError", "NativeModule", "ParamSpec", "dtype_text", "is_native_library",
     "is_plait_library", "library_functions", "to_native_order",
-    "load_library", "load_library_bytes", "native_loader",
+    "load_library", "load_library_bytes", "loaded_libraries", "native_loader",
 ]

@@ -132,6 +132,26 @@ def find_compiler() -> CompilerInfo:
     return CompilerInfo(tuple([path, *argv[1:]]), path, version)
 
 
+_ARCHS: dict[str, str] = {}
+
+
+def compiler_arch(cc: CompilerInfo) -> str:
+    """The architecture ``cc`` compiles for (``x86_64``, ``aarch64``, ...: the first part
+    of ``cc -dumpmachine``; this machine's when the compiler does not say)."""
+    from .variants import host_arch, normalize_arch
+
+    arch = _ARCHS.get(cc.ident)
+    if arch is None:
+        try:
+            out = subprocess.run([*cc.argv, "-dumpmachine"], capture_output=True, text=True,
+                                 timeout=60)
+            triple = out.stdout.strip() if out.returncode == 0 else ""
+        except (OSError, subprocess.SubprocessError):
+            triple = ""
+        arch = _ARCHS[cc.ident] = normalize_arch(triple) if triple else host_arch()
+    return arch
+
+
 def default_cache_dir() -> Path:
     """``$PLAIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/plait``, else ``~/.cache/plait``."""
     return cache_root()
@@ -297,7 +317,8 @@ def _compile_error(stderr: str, files: dict[str, str], command: list[str], retur
         line = int(m.group("line"))
         if file in files:
             excerpt = _excerpt(files[file], line)
-            kernel = _kernel_at(files[file], line) if file == "plait_kernels.c" else None
+            generated = re.fullmatch(r"plait_kernels(__\w+)?\.c", file)
+            kernel = _kernel_at(files[file], line) if generated else None
     where = f" in kernel {kernel!r}" if kernel else ""
     msg_lines = [line_ for line_ in stderr.strip().splitlines() if line_.strip()][:25]
     parts = [f"C compilation failed{where} (exit status {returncode}):"]

@@ -75,6 +75,17 @@ from plait.kernel.ir import (
 from plait.runtime.native import ABI_VERSION, MANIFEST_SYMBOL
 
 from .entry import ENTRY_PREFIX, EntryProgram, emit_entry
+from .variants import (
+    FLOAT_ISAS,
+    ISA_FILE,
+    ISAS,
+    arch_isas,
+    copy_name,
+    host_arch,
+    isa_copies,
+    isa_source_text,
+    normalize_arch,
+)
 
 STACK_BYTES = 16384
 """Local buffers with a static size up to this many bytes are stack arrays."""
@@ -127,18 +138,11 @@ HEADER = """\
 #if defined(__GNUC__) && !defined(__clang__)
 /* Floating-point operations do not trap (clang's default): lets GCC if-convert
    selects, min and max whose results feed arithmetic, so such loops vectorize.  No
-   contraction into fused multiply-adds: every clone below computes the same bits. */
+   contraction into fused multiply-adds: every ISA's copy of the kernels (plait_isa.h)
+   computes the same bits. */
 #pragma GCC optimize ("no-trapping-math", "fp-contract=off")
 #elif defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
-#endif
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) \
-    && defined(__GLIBC__) && !defined(__AVX2__) && !defined(PLAIT_NO_CLONES)
-/* x86-64: an AVX2 version of every kernel next to the portable one, chosen when the
-   library is loaded (ifunc). */
-#define PLAIT_KERNEL __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define PLAIT_KERNEL
 #endif
 """
 
@@ -341,14 +345,23 @@ class CFunction:
 @dataclass(frozen=True)
 class CSource:
     """User-written C source compiled into the library with its exported
-    :class:`CFunction` s.  ``name`` names the file in compiler messages."""
+    :class:`CFunction` s.  ``name`` names the file in compiler messages.
+
+    ``isas`` (e.g. :data:`~plait.codegen.c.variants.FLOAT_ISAS`): the source is a kernel
+    family of plait's ISA mechanism (``plait_isa.h``), compiled once for each of these
+    ISAs that the compiler's architecture has, one copy chosen when the library is loaded
+    (:mod:`plait.codegen.c.variants`); empty: compiled once, as it is."""
 
     code: str
     functions: tuple[CFunction, ...] = ()
     name: str = "user.c"
+    isas: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "functions", tuple(self.functions))
+        object.__setattr__(self, "isas", tuple(self.isas))
+        if self.isas:
+            arch_isas("any", self.isas)   # unknown names fail here
 
 
 # ---------------------------------------------------------------- emission
@@ -623,7 +636,7 @@ class _KernelEmitter:
         text = ["typedef struct {"]
         text += [f"    {ft} {name};" for ft, _, name in fields]
         text += ["    int32_t* plait_status;", f"}} {ctx};", "",
-                 f"static PLAIT_KERNEL void {fn}(void* plait_ctx, int64_t plait_lo, "
+                 f"static void {fn}(void* plait_ctx, int64_t plait_lo, "
                  "int64_t plait_hi) {",
                  f"    const {ctx}* plait_c = (const {ctx}*)plait_ctx;"]
         text += [f"    {lt} {name} = plait_c->{name};" for _, lt, name in fields]
@@ -687,7 +700,7 @@ class _KernelEmitter:
         k = self.kernel
         self.symbol = symbol
         head = [f"/* kernel: {self.name} */",
-                f"PLAIT_EXPORT PLAIT_KERNEL int32_t {symbol}(void* const* plait_args, "
+                f"PLAIT_ISA_HIDDEN int32_t PLAIT_ISA_FN({symbol})(void* const* plait_args, "
                 "const int64_t* plait_sizes) {"]
         n_in = len(k.params) - k.num_outputs
         for v in k.size_vars:  # name size variables first: they read best unchanged
@@ -806,13 +819,25 @@ def _symbol(prefix: str, name: str, used: set[str]) -> str:
     return sym
 
 
+KERNELS_FAMILY = "kernels"
+"""The family name of a library's generated kernels in the ISA report."""
+
+
 def emit_library(
     kernels: Mapping[str, Kernel], c_sources: Sequence[CSource] = (), threads: bool = False,
-    entries: Sequence[EntryProgram] = (),
+    entries: Sequence[EntryProgram] = (), *, arch: str | None = None,
+    isas: Sequence[str] | None = None,
 ) -> EmittedLibrary:
     """The C sources of a library exporting ``kernels`` (by name), the functions of
     the user sources ``c_sources`` and the entry points ``entries`` (straight-line
-    programs over those, :mod:`plait.codegen.c.entry`)."""
+    programs over those, :mod:`plait.codegen.c.entry`).
+
+    The kernels are a family of the ISA mechanism (``plait_isa.h``): compiled once per
+    ISA of :data:`~plait.codegen.c.variants.FLOAT_ISAS` that ``arch`` (default: this
+    machine's) has, into ``plait_kernels.c`` (the baseline copy, which also holds the
+    exported kernel functions, the user functions' wrappers, the entry points and the
+    manifest) and ``plait_kernels__<isa>.c``; so are user sources with ``isas``.
+    ``isas`` limits every family to those ISAs (``("baseline",)``: each family once)."""
     helpers: set[str] = set()
     bodies: list[str] = []
     manifest_entries: list[dict[str, Any]] = []
@@ -825,6 +850,8 @@ def emit_library(
             raise CodegenError(f"the library exports {name!r} twice")
         names_seen.add(name)
 
+    dispatch: list[str] = []   # the kernels' entry points
+    wrappers: list[str] = []   # the user functions'
     for name, k in kernels.items():
         if not isinstance(k, Kernel):
             raise CodegenError(f"{name!r} is a {type(k).__name__}, not a Kernel")
@@ -834,30 +861,37 @@ def emit_library(
         bodies.append(em.function(sym))
         manifest_entries.append(_manifest_entry(name, sym, k, em.names))
         symbols[name] = sym
-    files: dict[str, str] = {}
-    file_names: set[str] = {"plait_kernels.c", THREADS_FILE}
+        params = "(void* const* plait_args, const int64_t* plait_sizes)"
+        dispatch.append(f"PLAIT_EXPORT int32_t {sym}{params};\n"
+                        f"PLAIT_ISA_DISPATCH(int32_t, {sym}, {params}, "
+                        "(plait_args, plait_sizes))")
+    sources: list[tuple[str, CSource]] = []
+    file_names = {"plait_kernels.c", THREADS_FILE, ISA_FILE,
+                  *(copy_name("plait_kernels.c", i) for i in ISAS)}
     for src in c_sources:
         fname = _symbol("", re.sub(r"\.c$", "", src.name), file_names) + ".c"
-        files[fname] = src.code
+        if src.isas:   # its other copies' names are taken too
+            file_names.update(copy_name(fname, i) for i in ISAS)
+        sources.append((fname, src))
         for fn in src.functions:
             claim(fn.name)
             sig = fn.as_kernel_signature()
             names = _Names()
             if fn.abi == "plait":
                 sym = fn.c_symbol
-                bodies.append(f"/* {fn.name}: {sym} from {src.name} (plait ABI) */\n"
-                              f"extern int32_t {sym}(void* const* plait_args, "
-                              "const int64_t* plait_sizes);")
+                wrappers.append(f"/* {fn.name}: {sym} from {src.name} (plait ABI) */\n"
+                                f"extern int32_t {sym}(void* const* plait_args, "
+                                "const int64_t* plait_sizes);")
             else:
                 sym = _symbol("plait_u_", fn.name, used)
-                bodies.append(_wrapper(fn, sym, src.name))
+                wrappers.append(_wrapper(fn, sym, src.name))
             manifest_entries.append(_manifest_entry(fn.name, sym, sig, names))
             symbols[fn.name] = sym
     callable_symbols = dict(symbols)
     for program in entries:
         claim(program.name)
         sym = _symbol(ENTRY_PREFIX, program.name, used)
-        bodies.append(emit_entry(program, sym, callable_symbols))
+        wrappers.append(emit_entry(program, sym, callable_symbols))
         manifest_entries.append(program.manifest_entry(sym))
         symbols[program.name] = sym
     manifest = {"abi": ABI_VERSION, "functions": manifest_entries}
@@ -865,11 +899,33 @@ def emit_library(
     parts += [_helper_source(h) for h in sorted(helpers)]
     parts += bodies
     manifest_json = json.dumps(manifest, separators=(",", ":"), sort_keys=True)
-    parts.append(f"PLAIT_EXPORT const char* {MANIFEST_SYMBOL}(void) {{\n    return\n"
-                 f"{_c_string(manifest_json)};\n}}")
-    kernel_src = "\n\n".join(parts) + "\n"
-    return EmittedLibrary({"plait_kernels.c": kernel_src, **files,
-                           THREADS_FILE: threads_source_text()}, manifest, symbols=symbols)
+    tail = [*wrappers, f"PLAIT_EXPORT const char* {MANIFEST_SYMBOL}(void) {{\n    return\n"
+            f"{_c_string(manifest_json)};\n}}"]
+    arch = normalize_arch(arch) if arch else host_arch()
+
+    def family_isas(wanted: Sequence[str]) -> tuple[str, ...]:
+        return tuple(i for i in wanted if isas is None or i in isas) or ("baseline",)
+
+    if kernels:
+        # the kernels once per ISA; the baseline copy also holds the entry points, which
+        # call the copy chosen at load time, the wrappers and the manifest
+        tail = [f'PLAIT_ISA_FAMILY("{KERNELS_FAMILY}")', *dispatch, *tail]
+        parts += ["#if defined(PLAIT_ISA_DISPATCHER)", *tail, "#endif"]
+        out = isa_copies("plait_kernels.c", "\n\n".join(parts) + "\n",
+                         family_isas(FLOAT_ISAS), arch)
+    else:
+        out = {"plait_kernels.c": "\n\n".join(parts + tail) + "\n"}
+    for fname, src in sources:
+        copies = (isa_copies(fname, src.code, family_isas(src.isas), arch) if src.isas
+                  else {fname: src.code})
+        clash = sorted(set(copies) & set(out))
+        if clash:
+            raise CodegenError(f"C source {src.name!r}: its file {clash[0]} clashes with the "
+                               "copy of another one; rename it")
+        out.update(copies)
+    out[THREADS_FILE] = threads_source_text()
+    out[ISA_FILE] = isa_source_text()
+    return EmittedLibrary(out, manifest, symbols=symbols)
 
 
 def _wrapper(fn: CFunction, symbol: str, source_name: str) -> str:

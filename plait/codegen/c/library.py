@@ -24,7 +24,14 @@ from plait.runtime.native import (
     load_library_bytes,
 )
 
-from .compiler import BuildOptions, build_flags, compile_shared, find_compiler, resolve_cache_dir
+from .compiler import (
+    BuildOptions,
+    build_flags,
+    compile_shared,
+    compiler_arch,
+    find_compiler,
+    resolve_cache_dir,
+)
 from .emit import CFunction, CSource, emit_library
 from .entry import EntryProgram
 
@@ -115,7 +122,9 @@ def compile_kernels(
     d = resolve_cache_dir(cache_dir)
     options = BuildOptions(opt_level, threads, march_native, tuple(extra_flags))
     flags, use_threads = build_flags(cc, options, d)
-    emitted = emit_library(kernels, c_sources, threads=use_threads, entries=entries)
+    # with -march=native the library is for this machine only: every family once
+    emitted = emit_library(kernels, c_sources, threads=use_threads, entries=entries,
+                           arch=compiler_arch(cc), isas=("baseline",) if march_native else None)
     path = compile_shared(emitted.files, options, cache_dir, flags=(flags, use_threads))
     return NativeLibrary(load_library(path), path, sources=emitted.files)
 
