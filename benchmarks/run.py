@@ -365,14 +365,15 @@ def before_env(before: str) -> dict[str, str]:
 
 
 def library_objects(seed: Path) -> float:
-    """Compile plait_gemm.c (the c target's matrix product: the same source for every
-    model) into the object cache ``seed``; returns the seconds it took.  Workers start
-    from a copy of these objects: that compile happens once per machine, not per model."""
+    """Compile the c target's kernel families (plait_gemm.c, plait_conv.c...: the same
+    sources for every model, each for every instruction set) into the object cache
+    ``seed``; returns the seconds it took.  Workers start from a copy of these objects:
+    that compile happens once per machine, not per model."""
     from plait.codegen.c import CSource, compile_kernels
-    from plait.target.c.gemm import NATIVE_SOURCE_NAME, native_source_text
+    from plait.target.c.families import all_family_sources
 
     t = time.perf_counter()
-    compile_kernels({}, c_sources=[CSource(native_source_text(), (), NATIVE_SOURCE_NAME),
+    compile_kernels({}, c_sources=[*all_family_sources(),
                                    CSource("int plait_bench_seed;\n", (), "seed.c")],
                     cache_dir=seed)
     return time.perf_counter() - t

@@ -95,7 +95,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--repeat", type=int, default=1, help="run this many times (timing)")
     run.add_argument("--verbose", action="store_true",
                      help="say how main runs: as one native call (its single entry point) "
-                          "or on the VM path, and why")
+                          "or on the VM path, and why; and the CPU's instruction sets and "
+                          "the variant each native kernel family runs (PLAIT_ISA forces one)")
     run.add_argument("--profile", action="store_true",
                      help="time each call of main once more (on the VM path) and list the "
                           "costliest")
@@ -394,6 +395,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if args.verbose:
         print(f"execution: {vm.execution_path('main')}")
+        _print_isas(exe)
     if args.profile:
         _print_profile(vm, inputs)
     if args.compare == "onnxruntime":
@@ -426,6 +428,18 @@ def _print_profile(vm: Any, inputs: list[np.ndarray]) -> None:
     print(f"profile: {len(entries)} calls, {total * 1e3:.3f} ms{note}")
     for e in sorted(entries, key=lambda e: -e.seconds)[:PROFILE_ROWS]:
         print(f"  {e}")
+
+
+def _print_isas(exe: Any) -> None:
+    """The CPU's instruction sets and the copy each kernel family of ``exe`` runs."""
+    from .target.c.cpu import cpu_features, describe, library_isas
+
+    try:
+        lines = describe(cpu_features(), library_isas(exe))
+    except Exception as e:  # no compiler for the probe: say so, the run itself worked
+        lines = [f"instruction sets: unknown ({_first_line(e)})"]
+    for line in lines:
+        print(line)
 
 
 def _run_onnxruntime(path: str, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

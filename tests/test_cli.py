@@ -254,3 +254,22 @@ def test_a_c_executable_from_elsewhere_needs_a_flag_or_runs_on_numpy(
         [float(v) for v in outputs(numpy_out).split("[")[1].strip(" .]").split(",")[:4]],
         [float(v) for v in outputs(here).split("[")[1].strip(" .]").split(",")[:4]],
         rtol=1e-3)
+
+
+@pytest.mark.skipif(
+    not any(shutil.which(c) for c in ("cc", "gcc", "clang")), reason="no C compiler"
+)
+def test_run_verbose_prints_the_instruction_sets_and_kernel_variants(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from plait.target.c import cpu_features, use_isa
+
+    code, out, err = _run(capsys, "run", TINY, "--target", "c", "--verbose")
+    assert code == 0, err
+    feats = cpu_features()
+    assert f"instruction sets: {', '.join(feats['supported'])}" in out
+    assert f"kernel families of the model: gemm {feats['families']['gemm']['chosen']}" in out
+    with use_isa("baseline"):
+        code, out, err = _run(capsys, "run", TINY, "--target", "c", "--verbose")
+    assert code == 0, err
+    assert "capped by PLAIT_ISA=baseline: baseline" in out
+    assert "kernel families of the model: gemm baseline" in out

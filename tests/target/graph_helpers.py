@@ -1,10 +1,8 @@
-"""Small builders shared by the c target's dispatch tests (test_gemm, test_attention)."""
+"""Small builders and numpy references shared by the c target's tests (test_gemm,
+test_attention, test_pool, test_kernel_variants, test_native_aarch64)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from typing import Any
 
 import numpy as np
@@ -40,13 +38,38 @@ def const(arr: np.ndarray) -> Any:
     return Constant(arr)
 
 
-def passes_with_baseline_isa(code: str) -> None:
-    """Run ``code`` (Python that prints ``ok`` when its checks pass) in a fresh process
-    with ``PLAIT_GEMM_ISA=baseline``, which forces plait_gemm.c's portable (non-AVX2)
-    variants, with this directory importable; fail with its stderr otherwise."""
-    prelude = f"import sys\nsys.path.insert(0, {os.path.dirname(__file__)!r})\n"
-    env = dict(os.environ, PLAIT_GEMM_ISA="baseline")
-    out = subprocess.run([sys.executable, "-c", prelude + code], capture_output=True,
-                         text=True, env=env, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+def conv2d_reference(x: np.ndarray, w: np.ndarray, strides: tuple[int, int] = (1, 1),
+                     padding: tuple[int, int, int, int] = (0, 0, 0, 0),
+                     dilation: tuple[int, int] = (1, 1)) -> np.ndarray:
+    """conv2d (NCHW input, OIHW weights; padding top, left, bottom, right) in float64,
+    one kernel tap at a time."""
+    o, _, kh, kw = w.shape
+    xp = np.pad(x.astype(np.float64),
+                ((0, 0), (0, 0), (padding[0], padding[2]), (padding[1], padding[3])))
+    oh = (xp.shape[2] - dilation[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (xp.shape[3] - dilation[1] * (kw - 1) - 1) // strides[1] + 1
+    out = np.zeros((x.shape[0], o, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i * dilation[0]:i * dilation[0] + strides[0] * (oh - 1) + 1:strides[0],
+                       j * dilation[1]:j * dilation[1] + strides[1] * (ow - 1) + 1:strides[1]]
+            out += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j].astype(np.float64))
+    return out
+
+
+def max_pool_reference(x: np.ndarray, k: tuple[int, int], s: tuple[int, int],
+                       d: tuple[int, int], p: tuple[int, int, int, int]) -> np.ndarray:
+    """Max pooling by brute force over the padded input (padding is -inf: never wins; a
+    NaN in a window wins, as in numpy's maximum)."""
+    n, c, h, w = x.shape
+    xp = np.full((n, c, h + p[0] + p[2], w + p[1] + p[3]), -np.inf, np.float32)
+    xp[:, :, p[0]:p[0] + h, p[1]:p[1] + w] = x
+    oh = (h + p[0] + p[2] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (w + p[1] + p[3] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    out = np.full((n, c, oh, ow), -np.inf, np.float32)
+    for i in range(k[0]):
+        for j in range(k[1]):
+            win = xp[:, :, i * d[0]:i * d[0] + (oh - 1) * s[0] + 1:s[0],
+                     j * d[1]:j * d[1] + (ow - 1) * s[1] + 1:s[1]]
+            out = np.where(np.isnan(win) | (win > out), win, out)
+    return out

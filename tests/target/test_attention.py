@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 import pytest
-from graph_helpers import build_graph, const, emit, passes_with_baseline_isa  # tests/target
+from graph_helpers import build_graph, const, emit  # tests/target
 
 import plait
 from plait.ir.expr import Call, ExternFunc
@@ -275,16 +275,3 @@ def test_exported_transformer_layer_matches_onnxruntime(tmp_path) -> None:  # ty
     assert "strided_slice" not in text and "permute_dims" not in text
     ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"input": x})
     np.testing.assert_allclose(VirtualMachine(exe)["main"](x), ref[0], rtol=1e-4, atol=1e-4)
-
-
-def test_the_baseline_code_path_gives_the_same_results() -> None:
-    """PLAIT_GEMM_ISA=baseline forces the portable (non-AVX2) attention kernel."""
-    code = (
-        "import test_attention as t\n"
-        "t.test_fused_qkv_heads_are_read_in_place(13, 3, 20)\n"
-        "t.test_separate_q_k_v_with_a_divided_score(2, 3, 9, 21, 8, 24)\n"
-        "t.test_large_scores_and_nan_behave_like_numpy()\n"
-        "t.test_padding_mask_of_a_bert_style_model()\n"
-        "print('ok')\n"
-    )
-    passes_with_baseline_isa(code)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graph_helpers import build_graph, const, emit, passes_with_baseline_isa  # tests/target
+from graph_helpers import build_graph, const, emit  # tests/target
 
 import plait
 from plait.ir.expr import Call, ExternFunc
@@ -238,33 +238,6 @@ def test_conv2d_it_cannot_take_stays_for_blas() -> None:
     assert _externs(lowered) == [] and _ops(lowered) == ["conv2d"]
     ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), groups=2)
     np.testing.assert_allclose(_build_and_run(mod, x), ref.numpy(), rtol=RTOL, atol=ATOL)
-
-
-def test_the_baseline_code_path_gives_the_same_results() -> None:
-    """PLAIT_GEMM_ISA=baseline forces the portable (non-AVX2) variants: products,
-    strided and Winograd convolutions and pooling on the tile give the same results."""
-    code = (
-        "import numpy as np, plait\n"
-        "from plait.runtime import VirtualMachine\n"
-        "from test_gemm import MATMUL\n"
-        "r = np.random.default_rng(1)\n"
-        "a = r.uniform(-1, 1, (2, 37, 300)).astype(np.float32)\n"
-        "b = r.uniform(-1, 1, (2, 300, 45)).astype(np.float32)\n"
-        "t = MATMUL.format(ashape=a.shape, bshape=b.shape, oshape=(2, 37, 45))\n"
-        "y = VirtualMachine(plait.build(plait.parse(t), 'c'))['main'](a, b)\n"
-        "ref = np.matmul(a.astype(np.float64), b.astype(np.float64))\n"
-        "np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)\n"
-        # the convolution paths: direct (strided), Winograd F(4x4) and F(2x2) through
-        # the same test, and pooling on the tile
-        "from test_gemm import CONVS, test_conv2d_matches_torch, "
-        "test_conv_relu_max_pool_is_one_call, test_linear_with_bias_and_relu_is_one_fused_call\n"
-        "for case in (CONVS[1], CONVS[6], CONVS[9], CONVS[10], CONVS[11]):\n"
-        "    test_conv2d_matches_torch(*case, 'bias_res_relu')\n"
-        "test_conv_relu_max_pool_is_one_call((1, 3, 20, 32), 32)\n"
-        "test_linear_with_bias_and_relu_is_one_fused_call(5, 3, 17)\n"
-        "print('ok')\n"
-    )
-    passes_with_baseline_isa(code)
 
 
 def test_views_around_a_product_cost_no_copy() -> None:

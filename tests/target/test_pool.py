@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_helpers import max_pool_reference  # tests/target
 
 import plait
 from plait.ir import BlockBuilder, TensorType, Var
@@ -17,20 +18,7 @@ from plait.target.c import DispatchPool
 RNG = np.random.default_rng(3)
 
 
-def _reference(x: np.ndarray, k, s, d, p) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """Max pooling by brute force over the padded input (padding is -inf: never wins)."""
-    n, c, h, w = x.shape
-    xp = np.full((n, c, h + p[0] + p[2], w + p[1] + p[3]), -np.inf, np.float32)
-    xp[:, :, p[0]:p[0] + h, p[1]:p[1] + w] = x
-    oh = (h + p[0] + p[2] - d[0] * (k[0] - 1) - 1) // s[0] + 1
-    ow = (w + p[1] + p[3] - d[1] * (k[1] - 1) - 1) // s[1] + 1
-    out = np.full((n, c, oh, ow), -np.inf, np.float32)
-    for i in range(k[0]):
-        for j in range(k[1]):
-            win = xp[:, :, i * d[0]:i * d[0] + (oh - 1) * s[0] + 1:s[0],
-                     j * d[1]:j * d[1] + (ow - 1) * s[1] + 1:s[1]]
-            out = np.where(np.isnan(win) | (win > out), win, out)
-    return out
+_reference = max_pool_reference
 
 
 CASES = [

@@ -19,6 +19,11 @@
   :func:`add_c_source`, and the entry points) with one compiler run into one shared
   library that the executable embeds.
 
+Native kernels come in one copy per instruction set of the machine (AVX-512, AVX2+FMA,
+baseline; NEON on aarch64), one chosen per kernel family when the library is loaded:
+:func:`cpu_features` says which and why, :func:`use_isa` (or ``PLAIT_ISA``) forces one
+(:mod:`.families`, docs/kernels.md).
+
 Target attributes: ``gemm`` (default True: plait's own matrix product, convolution and
 pooling, :mod:`.gemm`, :mod:`.pool`), ``attention`` (default True, with ``gemm``: fused
 attention, :mod:`.attention`), ``winograd`` (4, 2 or False), ``blas`` (default True;
@@ -55,6 +60,7 @@ from .compute import (
     register_compute,
 )
 from .conv1d import Conv1dAsConv2d
+from .cpu import cpu_features, library_isas, use_isa
 from .dispatch import DispatchLibrary, RewriteFn, library_rewrite, rewrite_ops
 from .entry import SingleEntry
 from .gemm import DispatchGemm, dispatch_gemm
@@ -111,6 +117,7 @@ __all__ = [
     "Conv1dAsConv2d", "DispatchGemm", "DispatchLibrary", "DispatchPool", "LIBRARY_NAME",
     "RewriteFn",
     "add_c_source", "add_kernel", "c_sources", "compute_note", "coverage", "coverage_table",
+    "cpu_features", "library_isas", "use_isa",
     "dispatch_attention", "dispatch_gemm", "dispatch_pool", "extern_calls", "flatten_args",
     "get_compute", "legalize_to_kernel", "library_call", "library_calls", "library_rewrite",
     "list_computes", "module_kernels", "op_kernel", "register_compute", "rewrite_ops",

@@ -77,8 +77,11 @@ def _function_literal(f: CFunction) -> dict[str, Any]:
 
 def source_literal(src: CSource) -> dict[str, Any]:
     """A user C source as a literal dict (what :data:`C_SOURCES_ATTR` holds)."""
-    return {"name": src.name, "code": src.code,
-            "functions": tuple(_function_literal(f) for f in src.functions)}
+    lit = {"name": src.name, "code": src.code,
+           "functions": tuple(_function_literal(f) for f in src.functions)}
+    if src.isas:
+        lit["isas"] = src.isas
+    return lit
 
 
 def source_from_literal(lit: Mapping[str, Any]) -> CSource:
@@ -88,7 +91,7 @@ def source_from_literal(lit: Mapping[str, Any]) -> CSource:
                   f["symbol"], f["returns"], f["abi"])
         for f in lit["functions"]
     )
-    return CSource(lit["code"], funcs, lit["name"])
+    return CSource(lit["code"], funcs, lit["name"], tuple(lit.get("isas") or ()))
 
 
 def add_c_source(mod: IRModule, src: CSource) -> IRModule:
@@ -99,7 +102,8 @@ def add_c_source(mod: IRModule, src: CSource) -> IRModule:
     current = tuple(mod.attrs.get(C_SOURCES_ATTR) or ())
     for old in current:
         if old["name"] == lit["name"]:
-            if old["code"] == lit["code"] and tuple(old["functions"]) == lit["functions"]:
+            if (old["code"] == lit["code"] and tuple(old["functions"]) == lit["functions"]
+                    and tuple(old.get("isas") or ()) == tuple(lit.get("isas") or ())):
                 return mod
             raise ValueError(f"the module already has a different C source named {src.name!r}")
     return mod.with_attrs(**{C_SOURCES_ATTR: (*current, lit)})

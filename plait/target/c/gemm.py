@@ -2,9 +2,11 @@
 
 :class:`DispatchGemm` (``c.DispatchGemm``, the first pass of the ``c`` target's dispatch
 hook) rewrites float32 ``conv2d``, ``linear`` and ``matmul`` into calls of functions of
-``plait_gemm.c`` (:data:`NATIVE_SOURCE`, a blocked matrix product after BLIS with a 6x16
-register tile, AVX2+FMA chosen at run time on x86-64, threads from the library's pool),
-compiled into the model's native library next to the generated kernels.  On the way it
+``plait_gemm.c`` (a blocked matrix product after BLIS with a 6x16 register tile),
+``plait_conv.c`` and ``plait_winograd.c`` (kernel families compiled for every
+instruction set of the machine, one chosen at load time: :mod:`.families`; threads from
+the library's pool), compiled into the model's native library next to the generated
+kernels.  On the way it
 
 * **packs constant weights at compile time** into the layout the micro-kernel streams
   (conv2d: the ``O x (C*KH*KW)`` weight matrix in panels of 6 rows; linear/matmul: the
@@ -16,10 +18,10 @@ compiled into the model's native library next to the generated kernels.  On the 
 * computes a convolution as an implicit im2col product: patches are packed straight
   from the zero-padded input, block by block, never materialized whole.
 
-The library is one C file, the same for every model (``plait_gemm.c``, compiled once
-per machine: the C compiler caches each source's object), and each call of a shape gets
-a small wrapper with the shape as constants (``plait_gemm_calls_<hash>.c``); both are
-recorded in the module's ``c_sources``, so the module stays self-contained.
+The families' files are the same for every model (compiled once per machine: the C
+compiler driver caches each source's object), and each call of a shape gets a small
+wrapper with the shape as constants (``plait_gemm_calls_<hash>.c``); both are recorded
+in the module's ``c_sources``, so the module stays self-contained.
 
 The shape it takes is a rule of the pattern language (:func:`product_pattern`: a
 product followed by any number of epilogue steps, each reading the previous result
@@ -37,7 +39,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,7 @@ from plait.transform.pattern import Match, Pattern, is_op, match_at, wildcard
 from plait.transform.pattern_rewrite import Rule, rewrite_function
 
 from .build import add_c_source
+from .families import families_called, family_sources, header_text
 
 MR, NR = 6, 16
 """The register tile of ``plait_gemm.c`` (rows of A per panel, columns of B per panel)."""
@@ -70,28 +72,9 @@ OPS = ("conv2d", "linear", "matmul")
 """The ops :class:`DispatchGemm` rewrites (float32 only)."""
 
 
-def _native_file(name: str) -> str:
-    return resources.files("plait.target.c.native").joinpath(name).read_text()
-
-
 def native_header_text() -> str:
-    """The text of ``plait_gemm.h`` (the library's interface)."""
-    return _native_file("plait_gemm.h")
-
-
-def native_source_text() -> str:
-    """The library ``plait_gemm.c`` as one self-contained C file (its headers inlined)."""
-    from plait.codegen.c.emit import EXP_F32, threads_header_text
-
-    return (_native_file("plait_gemm.c")
-            .replace('#include "plait_gemm.h"\n', native_header_text())
-            .replace('#include "plait_threads.h"\n', threads_header_text())
-            .replace('#include "plait_exp_f32.h"\n', EXP_F32 + "\n"))
-
-
-NATIVE_SOURCE_NAME = "plait_gemm.c"
-"""The name of the library source in a module's ``c_sources``; it is the same text for
-every model, so its compiled object is cached once per machine."""
+    """The text of ``plait_gemm.h`` (the float32 families' interface)."""
+    return header_text("plait_gemm.h")
 
 
 # ------------------------------------------------------------------ packing
@@ -580,17 +563,20 @@ def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
 
 def with_native_calls(mod: IRModule, funcs: dict[str, Function],
                       wrappers: dict[str, tuple[str, CFunction]], prefix: str) -> IRModule:
-    """``mod`` with the rewritten functions ``funcs``, the library source
-    (``plait_gemm.c``) and the call wrappers (``{name: (C code, CFunction)}``, one file
-    ``<prefix>_<digest>.c``) recorded; ``mod`` itself when nothing was rewritten."""
+    """``mod`` with the rewritten functions ``funcs``, the sources of the kernel families
+    the call wrappers use (``plait_gemm.c``, ``plait_conv.c``...: :mod:`.families`) and
+    the call wrappers (``{name: (C code, CFunction)}``, one file ``<prefix>_<digest>.c``)
+    recorded; ``mod`` itself when nothing was rewritten."""
     if not funcs:
         return mod
     names = sorted(wrappers)
-    code = native_header_text() + "\n" + "\n".join(wrappers[n][0] for n in names)
+    body = "\n".join(wrappers[n][0] for n in names)
+    code = native_header_text() + "\n" + body
     digest = hashlib.sha256(code.encode()).hexdigest()[:12]
     calls = CSource(code, tuple(wrappers[n][1] for n in names), f"{prefix}_{digest}.c")
-    out = add_c_source(mod.with_functions(funcs), CSource(native_source_text(), (),
-                                                          NATIVE_SOURCE_NAME))
+    out = mod.with_functions(funcs)
+    for src in family_sources(families_called(body)):
+        out = add_c_source(out, src)
     return add_c_source(out, calls)
 
 

@@ -1,6 +1,6 @@
 """The ``c`` target's max pooling: ``c.DispatchPool`` sends float32 NCHW ``max_pool2d``
-of static shape to ``plait_pool.c`` (:data:`NATIVE_SOURCE_NAME`), which pools row by
-row with vectorized loops over the output columns.
+of static shape to ``plait_pool.c`` (a kernel family: :mod:`.families`), which pools row
+by row with vectorized loops over the output columns.
 
 The generated kernel for ``max_pool2d`` keeps the window loops innermost, which the C
 compiler does not vectorize (a 2x2/2 pooling of a 32x224x224 tensor took 5.5 ms on one
@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from importlib import resources
 from typing import Any
 
 from plait.codegen.c import CFunction, CSource
-from plait.codegen.c.emit import threads_header_text
 from plait.ir.expr import Call, Expr, ExternFunc, Tuple
 from plait.ir.module import IRModule
 from plait.op.registry import make_call
@@ -27,19 +25,8 @@ from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
 from .build import add_c_source
+from .families import family_sources, header_text
 from .gemm import _static_shape
-
-NATIVE_SOURCE_NAME = "plait_pool.c"
-"""The name of the library source in a module's ``c_sources``."""
-
-
-def native_source_text() -> str:
-    """``plait_pool.c`` as one self-contained C file (its headers inlined)."""
-    files = resources.files("plait.target.c.native")
-    header = files.joinpath("plait_pool.h").read_text()
-    return (files.joinpath("plait_pool.c").read_text()
-            .replace('#include "plait_pool.h"\n', header)
-            .replace('#include "plait_threads.h"\n', threads_header_text()))
 
 
 def _wrapper(call: Call) -> tuple[str, str, CFunction] | None:
@@ -96,13 +83,12 @@ def dispatch_pool(mod: IRModule, skip: Any = None) -> IRModule:
     out = rewrite_module(mod, [pool_rule(wrappers)], skip=skip)
     if not wrappers:
         return out
-    files = resources.files("plait.target.c.native")
     names = sorted(wrappers)
-    code = files.joinpath("plait_pool.h").read_text() + "\n" + "\n".join(
-        wrappers[n][0] for n in names)
+    code = header_text("plait_pool.h") + "\n" + "\n".join(wrappers[n][0] for n in names)
     digest = hashlib.sha256(code.encode()).hexdigest()[:12]
     calls = CSource(code, tuple(wrappers[n][1] for n in names), f"plait_pool_calls_{digest}.c")
-    out = add_c_source(out, CSource(native_source_text(), (), NATIVE_SOURCE_NAME))
+    for src in family_sources(["pool"]):
+        out = add_c_source(out, src)
     return add_c_source(out, calls)
 
 
@@ -121,5 +107,4 @@ class DispatchPool:
                              and f.attrs.get("compiler") not in enabled)
 
 
-__all__ = ["NATIVE_SOURCE_NAME", "POOL", "DispatchPool", "dispatch_pool", "native_source_text",
-           "pool_rule"]
+__all__ = ["POOL", "DispatchPool", "dispatch_pool", "pool_rule"]

@@ -1,5 +1,8 @@
-/* plait_gemm.h: the interface of plait_gemm.c (matrix product and convolution),
- * shared by the library and the per-model call wrappers. */
+/* plait_gemm.h: the interface of the c target's float32 kernel families: the matrix
+ * product (plait_gemm.c), direct convolutions (plait_conv.c), Winograd convolutions
+ * (plait_winograd.c) and attention (plait_attention.c), shared by the families and the
+ * per-model call wrappers.  Each entry point calls the copy of its family chosen for
+ * the running CPU when the library was loaded (plait_isa.h). */
 #ifndef PLAIT_GEMM_H
 #define PLAIT_GEMM_H
 #include <stdint.h>

@@ -1,13 +1,14 @@
-/* plait_pool.c: the c target's 2-D max pooling (float32, NCHW).
+/* plait_pool.c: the c target's 2-D max pooling (float32, NCHW), a kernel family of
+ * plait_isa.h.
  *
  * Pooling computed row by row: for every output row, each kernel tap (kh, kw) updates
  * the whole row of running maxima with one loop over the output columns, whose input
- * reads are contiguous (stride 1) or evenly strided — a loop the compiler vectorizes.
- * Taps outside the input (padding) are skipped, never compared: padding never wins, as
- * in the op's definition.  NaN propagates.  The planes (N * C) are split over the
- * library's threads (plait_threads.h).  On x86-64 with GCC >= 11 the row loop is also built for AVX2 and chosen when
- * the library is loaded.
+ * reads are contiguous (stride 1) or evenly strided — a loop the compiler vectorizes
+ * (with each copy's instruction set).  Taps outside the input (padding) are skipped,
+ * never compared: padding never wins, as in the op's definition.  NaN propagates.  The
+ * planes (N * C) are split over the library's threads (plait_threads.h).
  */
+#include "plait_isa.h"
 #include <math.h>
 #include <stdint.h>
 #include "plait_pool.h"
@@ -16,15 +17,8 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize ("no-trapping-math")
 #endif
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) \
-    && defined(__GLIBC__) && !defined(__AVX2__) && !defined(PLAIT_NO_CLONES)
-#define PLAIT_POOL_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define PLAIT_POOL_CLONES
-#endif
 
 /* acc[j] = max(acc[j], r[j * s]) for j in [0, n); a NaN read wins */
-PLAIT_POOL_CLONES
 static void row_max(float* restrict acc, const float* restrict r, int64_t n, int64_t s) {
     if (s == 1) {
         for (int64_t j = 0; j < n; ++j) {
@@ -81,10 +75,15 @@ static void max_pool_planes(void* ctx, int64_t lo, int64_t hi) {
     }
 }
 
-int plait_max_pool2d(const plait_pool2d_desc* d, const float* x, float* out) {
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_max_pool2d)(const plait_pool2d_desc* d, const float* x, float* out) {
     const int64_t planes = d->N * d->C;
     const int64_t work = planes * d->OH * d->OW * d->KH * d->KW;
     max_pool_task t = {d, x, out};
     plait_parallel_range(max_pool_planes, &t, planes, work >= 262144 ? plait_max_threads() : 1);
     return 0;
 }
+
+PLAIT_ISA_FAMILY("pool")
+PLAIT_ISA_DISPATCH(int, plait_max_pool2d,
+                   (const plait_pool2d_desc* d, const float* x, float* out), (d, x, out))

@@ -1,0 +1,263 @@
+/* plait_tile.h: what the c target's float32 families share (plait_gemm.c,
+ * plait_conv.c, plait_winograd.c, plait_attention.c): the block sizes, the 8-lane vector
+ * types and shuffles (GCC vector extensions), the register-tile micro-kernel with its
+ * fused epilogue, and a parallel loop over the library's thread pool.
+ *
+ * Everything here is static inline: every ISA copy of a family (plait_isa.h) compiles
+ * it with its own instruction set.
+ *
+ * The micro-kernel computes a PLAIT_MR x PLAIT_NR (6 x 16) tile in registers: R rows of
+ * A (a packed panel, or rows read in place) times 16 columns of a packed B panel,
+ * accumulated over kc, stored with the epilogue of plait_gemm_problem (bias, residual,
+ * relu, or a 2x2 max pooling) on the last K block.  A last panel of fewer than 6 rows
+ * runs a 4- or 2-row tile. */
+#ifndef PLAIT_TILE_H
+#define PLAIT_TILE_H
+#include <stdlib.h>
+#include <string.h>
+#include "plait_gemm.h"
+#include "plait_threads.h"
+
+#define PLAIT_MR 6
+#define PLAIT_NR 16
+#define PLAIT_KC 384
+#define PLAIT_MC 96
+#ifndef PLAIT_NC
+#define PLAIT_NC 512
+#endif
+
+typedef float plait_v8 __attribute__((vector_size(32)));
+typedef float plait_v8u __attribute__((vector_size(32), aligned(4)));
+#if defined(__clang__)
+#define PLAIT_INTERLEAVE_LO(a, b) __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11)
+#define PLAIT_INTERLEAVE_HI(a, b) __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15)
+#else
+#define PLAIT_INTERLEAVE_LO(a, b) \
+    __builtin_shuffle(a, b, (plait_vi8){0, 8, 1, 9, 2, 10, 3, 11})
+#define PLAIT_INTERLEAVE_HI(a, b) \
+    __builtin_shuffle(a, b, (plait_vi8){4, 12, 5, 13, 6, 14, 7, 15})
+#endif
+/* relu that keeps NaN (like max(x, 0) in numpy) */
+#define PLAIT_RELU(v) ((plait_v8)((plait_vi8)(v) & (((v) > (plait_v8){0}) | ((v) != (v)))))
+#if defined(__clang__)
+#define PLAIT_SWAP_PAIRS(a) __builtin_shufflevector(a, a, 1, 0, 3, 2, 5, 4, 7, 6)
+#define PLAIT_EVEN_LANES(a) __builtin_shufflevector(a, a, 0, 2, 4, 6, 0, 2, 4, 6)
+#else
+#define PLAIT_SWAP_PAIRS(a) __builtin_shuffle(a, (plait_vi8){1, 0, 3, 2, 5, 4, 7, 6})
+#define PLAIT_EVEN_LANES(a) __builtin_shuffle(a, (plait_vi8){0, 2, 4, 6, 0, 2, 4, 6})
+#endif
+/* Threads take (batch, block) jobs from a shared counter: a thread slowed down (by
+ * another process, or a hypervisor taking its CPU) does fewer jobs instead of making the
+ * others wait for it at the end. */
+#define PLAIT_NEXT_JOB(next) __atomic_fetch_add((next), 1, __ATOMIC_RELAXED)
+#if defined(__clang__)
+#define PLAIT_SHUF2(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define PLAIT_SHUF2(a, b, ...) __builtin_shuffle(a, b, (plait_vi8){__VA_ARGS__})
+#endif
+#define PLAIT_BCAST(x) ((plait_v8){(x), (x), (x), (x), (x), (x), (x), (x)})
+typedef int32_t plait_vi8 __attribute__((vector_size(32)));
+/* The micro-kernel's K loop unrolled 4 times: its counter and pointer updates come once
+ * per 4 steps, not every step, a tenth fewer instructions for the same multiply-adds.
+ * The peak is the same, but the kernel keeps more of it when the core is shared (a
+ * virtual CPU's sibling hardware thread running someone else's work competes for the
+ * instruction slots): the MLP layer's median fell 11% (docs/performance.md, round 5). */
+#if defined(__clang__)
+#define PLAIT_UNROLL4 _Pragma("unroll 4")
+#elif defined(__GNUC__)
+#define PLAIT_UNROLL4 _Pragma("GCC unroll 4")
+#else
+#define PLAIT_UNROLL4
+#endif
+
+/* ------------------------------------------------------------- micro-kernel */
+
+/* Row i of a full tile (lo: columns 0-7, hi: 8-15) into C: accumulated onto C unless
+ * first, and with the epilogue when last. */
+static inline __attribute__((always_inline)) void
+store_row(float* restrict c, const plait_v8* vlo, const plait_v8* vhi, int first, int last,
+          const plait_gemm_problem* p, int64_t i, const plait_v8* blo, const plait_v8* bhi,
+          const float* res) {
+    plait_v8u* row = (plait_v8u*)c;
+    plait_v8 lo = *vlo, hi = *vhi;
+    if (!first) { lo += row[0]; hi += row[1]; }
+    if (last) {
+        if (p->bias_kind == PLAIT_BIAS_ROW) {
+            float bv = p->bias[i];
+            lo += bv; hi += bv;
+        } else {
+            lo += *blo; hi += *bhi;
+        }
+        if (res) {
+            const plait_v8u* rr = (const plait_v8u*)res;
+            lo += rr[0]; hi += rr[1];
+        }
+        if (p->relu) {
+            lo = PLAIT_RELU(lo);
+            hi = PLAIT_RELU(hi);
+        }
+    }
+    row[0] = lo; row[1] = hi;
+}
+
+/* max that propagates NaN (like numpy's maximum) */
+static inline float plait_fmax_nan(float a, float b) { return (a > b || a != a) ? a : b; }
+
+/* Pool mode: row i of a full tile (two output rows of 8 columns: lo, hi) + bias, relu,
+ * then the 2x2 maxima: 4 pooled values at c. */
+static inline __attribute__((always_inline)) void
+store_row_pool(float* restrict c, const plait_v8* vlo, const plait_v8* vhi,
+               const plait_gemm_problem* p, int64_t i) {
+    plait_v8 lo = *vlo, hi = *vhi;
+    if (p->bias_kind == PLAIT_BIAS_ROW) {
+        float bv = p->bias[i];
+        lo += bv; hi += bv;
+    }
+    if (p->relu) { lo = PLAIT_RELU(lo); hi = PLAIT_RELU(hi); }
+    /* m = max(lo, hi) lane by lane (a NaN wins), then neighbouring lanes */
+    plait_vi8 take = (lo > hi) | (lo != lo);
+    plait_v8 m = (plait_v8)(((plait_vi8)lo & take) | ((plait_vi8)hi & ~take));
+    plait_v8 n = PLAIT_SWAP_PAIRS(m);
+    take = (m > n) | (m != m);
+    m = (plait_v8)(((plait_vi8)m & take) | ((plait_vi8)n & ~take));
+    m = PLAIT_EVEN_LANES(m);     /* lanes 0, 2, 4, 6 first */
+    memcpy(c, &m, 4 * sizeof(float));
+}
+
+/* The register tile: R (6, 4 or 2, a constant once inlined) rows of A times 16 columns
+ * of B, accumulated over kc, then stored (the first mr <= R rows, nr <= 16 columns). */
+static inline __attribute__((always_inline)) void
+micro_kernel_r(const int R, int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
+               const float* restrict b, float* restrict c,
+               int64_t ldc, int64_t mr, int64_t nr, int first, int last,
+               const plait_gemm_problem* p, int64_t i0, int64_t j0, const float* res) {
+    /* A's element (r, k) is a[r * a_rs + k * a_ks]: a packed panel (1, MR) or rows of
+     * a row-major matrix (lda, 1) */
+    plait_v8 c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
+    plait_v8 c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
+    PLAIT_UNROLL4
+    for (int64_t k = 0; k < kc; ++k) {
+        plait_v8 b0 = *(const plait_v8u*)b;
+        plait_v8 b1 = *(const plait_v8u*)(b + 8);
+        plait_v8 a0 = PLAIT_BCAST(a[0 * a_rs]);
+        c00 += a0 * b0; c01 += a0 * b1;
+        plait_v8 a1 = PLAIT_BCAST(a[1 * a_rs]);
+        c10 += a1 * b0; c11 += a1 * b1;
+        if (R > 2) {
+            plait_v8 a2 = PLAIT_BCAST(a[2 * a_rs]);
+            c20 += a2 * b0; c21 += a2 * b1;
+            plait_v8 a3 = PLAIT_BCAST(a[3 * a_rs]);
+            c30 += a3 * b0; c31 += a3 * b1;
+        }
+        if (R > 4) {
+            plait_v8 a4 = PLAIT_BCAST(a[4 * a_rs]);
+            c40 += a4 * b0; c41 += a4 * b1;
+            plait_v8 a5 = PLAIT_BCAST(a[5 * a_rs]);
+            c50 += a5 * b0; c51 += a5 * b1;
+        }
+        a += a_ks;
+        b += PLAIT_NR;
+    }
+    if (last && p->pool) {
+        /* (no array of the accumulators: an indexed one would keep them in memory) */
+        store_row_pool(c, &c00, &c01, p, i0);
+        if (mr > 1) store_row_pool(c + ldc, &c10, &c11, p, i0 + 1);
+        if (mr > 2) store_row_pool(c + 2 * ldc, &c20, &c21, p, i0 + 2);
+        if (mr > 3) store_row_pool(c + 3 * ldc, &c30, &c31, p, i0 + 3);
+        if (mr > 4) store_row_pool(c + 4 * ldc, &c40, &c41, p, i0 + 4);
+        if (mr > 5) store_row_pool(c + 5 * ldc, &c50, &c51, p, i0 + 5);
+        return;
+    }
+    if (nr == PLAIT_NR) {
+        /* whole rows of 16: straight from the registers */
+        plait_v8 blo = {0}, bhi = {0};
+        if (last && p->bias_kind == PLAIT_BIAS_COL) {
+            blo = *(const plait_v8u*)(p->bias + j0);
+            bhi = *(const plait_v8u*)(p->bias + j0 + 8);
+        }
+        store_row(c, &c00, &c01, first, last, p, i0, &blo, &bhi, res);
+        if (mr > 1)
+            store_row(c + ldc, &c10, &c11, first, last, p, i0 + 1, &blo, &bhi,
+                      res ? res + ldc : NULL);
+        if (mr > 2)
+            store_row(c + 2 * ldc, &c20, &c21, first, last, p, i0 + 2, &blo, &bhi,
+                      res ? res + 2 * ldc : NULL);
+        if (mr > 3)
+            store_row(c + 3 * ldc, &c30, &c31, first, last, p, i0 + 3, &blo, &bhi,
+                      res ? res + 3 * ldc : NULL);
+        if (mr > 4)
+            store_row(c + 4 * ldc, &c40, &c41, first, last, p, i0 + 4, &blo, &bhi,
+                      res ? res + 4 * ldc : NULL);
+        if (mr > 5)
+            store_row(c + 5 * ldc, &c50, &c51, first, last, p, i0 + 5, &blo, &bhi,
+                      res ? res + 5 * ldc : NULL);
+        return;
+    }
+    float t[PLAIT_MR][PLAIT_NR] __attribute__((aligned(32)));
+    *(plait_v8*)&t[0][0] = c00; *(plait_v8*)&t[0][8] = c01;
+    *(plait_v8*)&t[1][0] = c10; *(plait_v8*)&t[1][8] = c11;
+    *(plait_v8*)&t[2][0] = c20; *(plait_v8*)&t[2][8] = c21;
+    *(plait_v8*)&t[3][0] = c30; *(plait_v8*)&t[3][8] = c31;
+    *(plait_v8*)&t[4][0] = c40; *(plait_v8*)&t[4][8] = c41;
+    *(plait_v8*)&t[5][0] = c50; *(plait_v8*)&t[5][8] = c51;
+    for (int64_t i = 0; i < mr; ++i) {
+        float* row = c + i * ldc;
+        for (int64_t j = 0; j < nr; ++j) {
+            float v = t[i][j];
+            if (!first) v += row[j];
+            if (last) {
+                if (p->bias_kind == PLAIT_BIAS_ROW) v += p->bias[i0 + i];
+                else if (p->bias_kind == PLAIT_BIAS_COL) v += p->bias[j0 + j];
+                if (res) v += res[i * ldc + j];
+                if (p->relu && v < 0.0f) v = 0.0f;
+            }
+            row[j] = v;
+        }
+    }
+}
+
+/* The tile for mr rows: the 6-row kernel, or for a last panel of 1 to 4 rows one that
+ * computes only 4 or 2 (a 128-row product's last 2 rows cost a third of a panel, not a
+ * whole one).  A must hold R readable rows (packed panels are zero-padded to 6). */
+static inline __attribute__((always_inline)) void
+micro_kernel(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
+             const float* restrict b, float* restrict c,
+             int64_t ldc, int64_t mr, int64_t nr, int first, int last,
+             const plait_gemm_problem* p, int64_t i0, int64_t j0, const float* res) {
+    if (mr > 4)
+        micro_kernel_r(6, kc, a, a_rs, a_ks, b, c, ldc, mr, nr, first, last, p, i0, j0, res);
+    else if (mr > 2)
+        micro_kernel_r(4, kc, a, a_rs, a_ks, b, c, ldc, mr, nr, first, last, p, i0, j0, res);
+    else
+        micro_kernel_r(2, kc, a, a_rs, a_ks, b, c, ldc, mr, nr, first, last, p, i0, j0, res);
+}
+
+/* ------------------------------------------------------- parallel regions */
+
+/* Every parallel part of the library goes through the library's thread pool
+ * (plait_threads.h, shared with the generated kernels): fn(arg) runs on up to nthreads
+ * threads, each taking its work from a counter in arg, so any thread may do any share. */
+/* body(ctx, i) for i in [0, n), the indices taken one by one from a shared counter. */
+typedef struct {
+    void (*body)(void* ctx, int64_t i);
+    void* ctx;
+    int64_t n, next;
+} plait_for_task;
+
+static inline void plait_for_run(void* arg) {
+    plait_for_task* t = (plait_for_task*)arg;
+    for (int64_t i = PLAIT_NEXT_JOB(&t->next); i < t->n; i = PLAIT_NEXT_JOB(&t->next))
+        t->body(t->ctx, i);
+}
+
+static inline void plait_parallel_for(int64_t n, void (*body)(void*, int64_t), void* ctx,
+                                      int nthreads) {
+    plait_for_task t = {body, ctx, n, 0};
+    plait_parallel(plait_for_run, &t, n < nthreads ? (int)n : nthreads);
+}
+
+/* Packing and transform buffers come from per-thread scratch buffers that only grow
+ * (plait_scratch in plait_threads.h): a fresh multi-hundred-kilobyte allocation would
+ * cost its page faults (or an mmap/munmap pair) on every call.  Slots: 0 A panels,
+ * 1 B panels or V, 2 products, 3 padded input. */
+#endif
