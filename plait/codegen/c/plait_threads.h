@@ -1,7 +1,7 @@
 /* plait's thread pool: the one place a native library runs work on several threads.
  * Generated kernels (their parallel loops, outlined by plait.codegen.c.emit) and the
- * C target's library (plait_gemm.c) both call it, so one set of worker threads serves a
- * whole model.  Every library gets its own copy (plait_threads.c, linked into it); its
+ * C target's kernel families (plait_gemm.c...) all call it, so one set of worker
+ * threads serves a whole model.  Every library gets its own copy (plait_threads.c, linked into it); its
  * symbols are hidden, so two libraries in one process never share or mix state. */
 #ifndef PLAIT_THREADS_H
 #define PLAIT_THREADS_H

@@ -12,7 +12,7 @@ stage) finds, in each dataflow block,
 
 with ``s`` and ``p`` (and ``o`` when permuted) used nowhere else — the pattern
 :data:`ATTENTION` — and rewrites the last binding into a call of ``plait_attention``
-(in ``plait_gemm.c``): per batch and head, 6 query rows at a time, the scores are
+(``plait_attention.c``): per batch and head, 6 query rows at a time, the scores are
 computed on the micro-kernel's register tile into a block that stays in the L1 cache,
 the softmax is applied there and the probabilities are multiplied by V straight into
 the output.  The score matrix never goes to memory.
