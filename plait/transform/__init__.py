@@ -25,6 +25,7 @@ from ..ir.well_formed import (
     well_formed,
 )
 from .context import ConfigOption, PassContext, config_options, register_config
+from .debug_counter import DebugCounter, allow_rewrite
 from .errors import (
     ConfigError,
     ImmutabilityError,
@@ -57,6 +58,7 @@ from .instruments import (
 )
 from .lambda_lift import LambdaLift, LambdaLiftError, lambda_lift
 from .normalize import Normalize
+from .numeric_check import NumericCheck, NumericMismatchError, NumericRecord
 from .pass_base import (
     ANY_PHASE,
     DataflowBlockPass,
@@ -100,6 +102,7 @@ __all__ = [
     "ConfigError",
     "ConfigOption",
     "DataflowBlockPass",
+    "DebugCounter",
     "DumpIR",
     "FunctionPass",
     "ImmutabilityCheck",
@@ -110,6 +113,9 @@ __all__ = [
     "Match",
     "ModulePass",
     "Normalize",
+    "NumericCheck",
+    "NumericMismatchError",
+    "NumericRecord",
     "Pass",
     "PassCheckError",
     "PassContext",
@@ -133,6 +139,7 @@ __all__ = [
     "Violation",
     "WellFormedCheck",
     "WellFormedError",
+    "allow_rewrite",
     "check_well_formed",
     "config_options",
     "dataflow_block_pass",

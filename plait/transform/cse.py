@@ -25,6 +25,7 @@ from ..ir.expr import (
 )
 from ..ir.structural import structural_hash
 from ..ir.visitor import ExprMutator
+from .debug_counter import allow_rewrite
 from .pass_base import function_pass
 
 
@@ -61,14 +62,17 @@ class _CSE(ExprMutator):
         ):
             key = (value.op.name, tuple(_arg_key(a) for a in value.args), value.attrs)
             first = self.seen.get(key)
-            if first is not None:
+            if first is not None and allow_rewrite(
+                    lambda: f"reuse {getattr(first, 'name_hint', first)!r} for binding "
+                    f"{binding.var.name_hint!r} ({value.op.name})"):  # type: ignore[union-attr]
                 if isinstance(binding.var, DataflowVar):
                     self.var_remap[binding.var] = first
                     return
                 self.emit_rewritten(binding, first)
                 return
             self.emit_rewritten(binding, value)
-            self.seen[key] = self.var_remap.get(binding.var, binding.var)
+            if first is None:
+                self.seen[key] = self.var_remap.get(binding.var, binding.var)
             return
         self.emit_rewritten(binding, value)
 

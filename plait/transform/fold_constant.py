@@ -17,6 +17,7 @@ from ..ir.expr import Binding, Call, Constant, Expr, Function, Op, Tuple, VarBin
 from ..ir.types import TensorType, TupleType
 from ..ir.visitor import ExprMutator
 from .context import register_config
+from .debug_counter import allow_rewrite
 from .pass_base import function_pass
 
 DEFAULT_MAX_SIZE = 1 << 22
@@ -49,6 +50,7 @@ class _Folder(ExprMutator):
     def __init__(self, max_size: int) -> None:
         super().__init__()
         self.max_size = max_size
+        self.binding: str | None = None
 
     def rewrite_call(self, call: Call) -> Expr:
         op = call.op
@@ -64,10 +66,13 @@ class _Folder(ExprMutator):
         size = _result_size(typed.ty)
         if size is None or size > self.max_size:
             return call
+        if not allow_rewrite(lambda: f"fold {op.name} at binding {self.binding!r}"):
+            return call
         result = opdef.reference(*args, **dict(typed.attrs))
         return _to_expr(result, typed.ty)
 
     def visit_binding(self, binding: Binding) -> None:
+        self.binding = binding.var.name_hint  # names the debug counter's sites
         value = self.visit_expr(binding.value)
         if isinstance(binding, VarBinding) and _constant_value(value) is not None:
             self.var_remap[binding.var] = value

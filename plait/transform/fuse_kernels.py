@@ -67,6 +67,7 @@ from ..kernel.inline import inline_stages
 from ..kernel.ir import IntImm, Kernel, PrimExpr, const
 from ..op.registry import make_call, normalize_attrs
 from .context import PassContext
+from .debug_counter import allow_rewrite
 from .external import COMPILER_ATTR, enabled_codegens
 from .fuse_ops import is_primitive
 from .pass_base import module_pass
@@ -405,6 +406,8 @@ def fuse_kernels(mod: IRModule, fusion: KernelFusion | None,
     if fusion is not None:
         for name in primitives:
             func: Function = mod[name]  # type: ignore[assignment]
+            if not allow_rewrite(lambda name=name: f"compose primitive {name!r} into a kernel"):
+                continue  # inlined back below: lowered op by op
             try:
                 kernel, consts = compose_kernel(func, fusion, name)
             except NotFusable as why:

@@ -67,6 +67,7 @@ from ..ir.expr import (
 from ..ir.module import IRModule
 from ..ir.types import FuncType
 from .context import PassContext, register_config
+from .debug_counter import allow_rewrite
 from .external import COMPILER_ATTR, enabled_codegens
 from .fusion_groups import partition
 from .pass_base import module_pass
@@ -253,7 +254,9 @@ class _Fuser:
                 if j is not None:
                     consumers[j].append(i)
         escapes = [self.uses.get(b.var, 0) > len(consumers[i]) for i, b in enumerate(seg)]
-        groups = partition(seg, consumers, escapes, self.max_size)
+        groups = [g for g in partition(seg, consumers, escapes, self.max_size)
+                  if allow_rewrite(lambda g=g: "fuse " + " -> ".join(
+                      f"{seg[m].var.name_hint}" for m in g))]
         if not groups:
             return seg
         replaced: dict[int, Binding | None] = {}

@@ -15,6 +15,10 @@ legalization is an error naming the op, the target and this registry.
 
 Target dispatch passes run before this pass and rewrite the ops they care about;
 dialect legalizations run before it too; LegalizeOps covers the rest.
+
+Every op call is a site of the debug counter (:mod:`plait.transform.debug_counter`):
+a site the counter declines is lowered by :func:`reference_legalization` (a call of
+the op's numpy library function, which every target can run) instead.
 """
 
 from __future__ import annotations
@@ -23,10 +27,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ir.builder import BlockBuilder
-from ..ir.expr import Call, Expr, Function, Op
+from ..ir.expr import Call, Expr, ExternFunc, Function, Op, Tuple
 from ..ir.module import IRModule
 from ..ir.visitor import ExprMutator
 from ..op.lowlevel import LOWERED_OPS
+from ..op.registry import make_call
+from ..runtime.packed import has_func
+from .debug_counter import allow_rewrite
 from .pass_base import module_pass
 
 LegalizeFn = Callable[[BlockBuilder, Call, Any], Expr]
@@ -56,6 +63,26 @@ def register_legalize(
         return f
 
     return deco(fn) if fn is not None else deco
+
+
+def reference_legalization(bb: BlockBuilder, call: Call, target: Any) -> Expr:
+    """``call`` as a ``call_extern`` of the numpy library function of its op
+    (``numpy.<op>``, :mod:`plait.runtime.numpy_ops`): the legalization of the
+    ``numpy`` target, and the one every target can run."""
+    name = call.op.name  # type: ignore[attr-defined]
+    if not has_func(f"numpy.{name}"):
+        raise LegalizeError(
+            f"op {name!r} has no numpy library function 'numpy.{name}' "
+            "(plait/runtime/numpy_ops.py registers them); it cannot run on the numpy target"
+        )
+    return make_call(
+        "call_extern",
+        ExternFunc(f"numpy.{name}"),
+        Tuple(call.args),
+        out=call.ty,
+        attrs=dict(call.attrs) or None,
+        span=call.span,
+    )
 
 
 def find_legalization(op: str, target: Any) -> LegalizeFn | None:
@@ -100,6 +127,8 @@ class _Legalizer(ExprMutator):
                 "(plait/transform/legalize.py), or build for target 'numpy'"
             )
         typed = self.builder.normalize(call)
+        if not allow_rewrite(lambda: f"{op.name} at binding {self.builder.current_binding!r}"):
+            return reference_legalization(self.builder, typed, self.target)
         return fn(self.builder, typed, self.target)
 
 

@@ -237,8 +237,16 @@ class Pass:
             raise phase_error(info, phase, direct=not nested)
         for inst in instruments:
             _hook(inst, "run_before_pass", info, mod, info)
+        counter = ctx._config.get("debug_counter") if info.kind != "sequential" else None
         try:
-            result = self._run(mod, ctx)
+            if counter is None:
+                result = self._run(mod, ctx)
+            else:  # number this pass's rewrite sites (plait.transform.debug_counter)
+                frame = counter.begin(info.name)
+                try:
+                    result = self._run(mod, ctx)
+                finally:
+                    counter.end(frame)
             result = self._finish(mod, result, ctx)
         except TransformError as err:
             _notify_error(instruments, mod, info, err)
@@ -309,18 +317,25 @@ class Pass:
     def _attach_reproducer(
         self, err: PassCheckError, mod: IRModule, ctx: PassContext, check: str | None = None
     ) -> None:
-        """Write a reproducer for a check that failed after this pass (once)."""
-        rdir = ctx.get_config("transform.reproducer_dir")
+        """Write a reproducer for a check that failed after this pass (once).  The check
+        may name itself (``err.check``), choose the directory (``err.reproducer_dir``)
+        and add files (``err.add_reproducer_files(path)``)."""
+        rdir = getattr(err, "reproducer_dir", None) or ctx.get_config(
+            "transform.reproducer_dir")
         if not rdir or err.pass_name != self.info.name or getattr(err, "reproducer", None):
             return
         from .errors import ImmutabilityError
         from .replay import write_reproducer
 
         if check is None:
-            check = "immutability" if isinstance(err, ImmutabilityError) else "well_formed"
+            check = getattr(err, "check", None) or (
+                "immutability" if isinstance(err, ImmutabilityError) else "well_formed")
         try:
             path = str(write_reproducer(rdir, self, mod, ctx, err, check=check,
                                         text=getattr(err, "input_text", None)))
+            extra = getattr(err, "add_reproducer_files", None)
+            if extra is not None:
+                extra(path)
         except Exception as werr:  # pragma: no cover - never hide the real error
             _LOG.warning("writing the reproducer failed: %s", werr)
             return

@@ -17,6 +17,8 @@ the block's kind), keeping its variable, so uses after it are unchanged; binding
 the block that the rewrites leave unused (the other bindings of the match, and values
 only they read, such as a view the new value reads through) are removed when pure.
 A rewrite may look at any variable's value in the function with ``m.definition(v)``.
+Every match a rewrite accepts is a site of the debug counter
+(:mod:`plait.transform.debug_counter`): a declined site keeps its bindings.
 
 :func:`rewrite_pass` makes a registered function pass from rules; ``qnn.Canonicalize``
 and the ``c`` target's dispatch rules are written this way.  See ``docs/patterns.md``.
@@ -43,6 +45,7 @@ from ..ir.expr import (
 from ..ir.module import IRModule
 from ..ir.well_formed import iter_bindings
 from .dead_code import _is_pure
+from .debug_counter import allow_rewrite
 from .fuse_ops import count_uses, value_uses
 from .pattern import Pattern, PatternError, check_root
 from .pattern_match import Match, scan_rules
@@ -128,6 +131,9 @@ class _BlockRewriter:
             if not isinstance(new, Expr):
                 raise PatternError(f"rule {rule.name!r} returned {new!r}, not an expression "
                                    "(or None to decline)")
+            if not allow_rewrite(lambda: f"rule {rule.name!r} at binding "
+                                 f"{bindings[m.root_binding].var.name_hint!r}"):  # type: ignore[index]
+                return False
             results[m.root_binding] = new  # type: ignore[index]
             return True
 

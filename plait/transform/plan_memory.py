@@ -10,6 +10,8 @@ largest tensor first, at the lowest offset that fits (64-byte aligned).
 The function gets the attributes ``planned_bytes`` (arena size plus the static
 allocations that were not planned) and ``naive_bytes`` (the sum of every static
 allocation, what a plan-free run would hold at once in the worst case).
+Each tensor placed in the arena is a site of the debug counter
+(:mod:`plait.transform.debug_counter`); a declined one keeps its own allocation.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..ir.expr import (
 from ..ir.types import ObjectType, TensorType
 from ..ir.visitor import used_vars
 from ..op.registry import make_call
+from .debug_counter import allow_rewrite
 from .pass_base import function_pass
 
 ALIGNMENT = 64
@@ -105,7 +108,9 @@ def plan_function(func: Function) -> Function:
     escaping: set[Var] = set()
     for n in used_vars(body.body):
         escaping |= holds.get(n, set())
-    planned = [v for v in static_allocs if v not in escaping]
+    planned = [v for v in static_allocs
+               if v not in escaping and allow_rewrite(lambda v=v: f"place {v.name_hint!r} in "
+                                                      "the arena")]
     offsets: dict[Var, int] = {}
     placed: list[tuple[int, int]] = []  # (offset, size) of each placed tensor
     # live[t]: indices into `placed` of tensors alive at binding t, so finding the

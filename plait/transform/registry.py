@@ -52,13 +52,26 @@ def get_pass_class(name: str) -> type[Pass]:
     """The class registered as ``name``; the error lists close matches."""
     cls = _PASSES.get(name)
     if cls is None:
-        close = difflib.get_close_matches(name, list(_PASSES), n=3)
+        close = close_pass_names(name)
         hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
         raise PipelineError(
             f"no pass named {name!r} is registered{hint} (import the module that defines "
             "it first; plait.transform.list_passes() shows what is registered)"
         )
     return cls
+
+
+def close_pass_names(name: str, n: int = 3) -> list[str]:
+    """Up to ``n`` registered pass names that look like ``name``: close spellings,
+    then names containing it (``Fold`` -> ``FoldConstant``), ignoring case."""
+    out = difflib.get_close_matches(name, list(_PASSES), n=n)
+    low = name.lower()
+    lowered = {k.lower(): k for k in _PASSES}
+    out += [k for k in difflib.get_close_matches(low, list(lowered), n=n) if k not in out]
+    out = [lowered.get(k, k) for k in out]
+    if low:
+        out += [k for k in _PASSES if low in k.lower() and k not in out]
+    return list(dict.fromkeys(out))[:n]
 
 
 def make_pass(name: str, **params: Any) -> Pass:

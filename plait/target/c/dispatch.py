@@ -23,6 +23,7 @@ from plait.ir.types import TensorType
 from plait.ir.visitor import ExprMutator
 from plait.op.registry import make_call
 from plait.runtime import blas_ops
+from plait.transform.debug_counter import allow_rewrite
 from plait.transform.pass_base import module_pass
 
 RewriteFn = Callable[[BlockBuilder, Call, Any], Expr | None]
@@ -45,7 +46,10 @@ class _OpRewriter(ExprMutator):
         if fn is None:
             return call
         new = fn(self.builder, self.builder.normalize(call), self.target)
-        return call if new is None else new
+        if new is None or not allow_rewrite(
+                lambda: f"{op.name} at binding {self.builder.current_binding!r}"):
+            return call
+        return new
 
 
 def rewrite_ops(
