@@ -391,7 +391,8 @@ class Module:
     built = make_pass("c.CompileKernels")(lower(mod))
     blob = built.attrs["native_libs"]["c"]
     assert isinstance(blob, LibraryBlob) and bytes(blob) == exe.libs["c"]
-    assert "<native library" in built.script() and "\\x7fELF" not in built.script()
+    assert f'native_library(sha256="{blob.sha256}"' in built.script()
+    assert "\\x7fELF" not in built.script()
 
 
 def test_the_old_openmp_attribute_names_its_replacement() -> None:

@@ -9,6 +9,8 @@ library's bytes in the module attribute ``native_libs`` under :data:`LIBRARY_NAM
 The VM code generator embeds ``native_libs`` in the executable, whose calls of kernels
 (and of the user C functions) then run the library's functions — on any machine,
 compiler or not.
+In the text format the library is referenced by its digest
+(:mod:`plait.target.c.library_blob`).
 
 Compiler options come from the target's attributes: ``opt_level`` (default 3),
 ``threads`` (None: when the compiler supports them), ``march_native`` (default False).
@@ -16,7 +18,7 @@ Compiler options come from the target's attributes: ``opt_level`` (default 3),
 
 from __future__ import annotations
 
-import hashlib
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +26,10 @@ from plait.codegen.c import CFunction, CSource, EntryProgram, compile_kernels
 from plait.ir.module import IRModule
 from plait.kernel.ir import Kernel, Var
 from plait.transform.pass_base import module_pass
+
+from .library_blob import LibraryBlob, store_library
+
+_LOG = logging.getLogger("plait.target.c")
 
 LIBRARY_NAME = "c"
 """The key of the compiled library in ``mod.attrs["native_libs"]``."""
@@ -36,34 +42,6 @@ ENTRIES_ATTR = "native_entries"
 """The module attribute holding the entry points to compile into the library
 (:class:`~plait.codegen.c.EntryProgram` s as literal dicts; ``c.SingleEntry`` adds
 them)."""
-
-
-class LibraryBlob:
-    """The bytes of a compiled library held in ``mod.attrs["native_libs"]``: compares
-    and hashes by content, prints as a one-line summary (the module printer shows it
-    as ``opaque("<native library ...>")`` instead of a megabyte of escapes), and
-    ``bytes(blob)`` gives the data (what the VM code generator embeds)."""
-
-    __slots__ = ("data", "_digest")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = bytes(data)
-        self._digest = hashlib.sha256(self.data).hexdigest()
-
-    def __bytes__(self) -> bytes:
-        return self.data
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LibraryBlob) and other._digest == self._digest
-
-    def __hash__(self) -> int:
-        return hash(self._digest)
-
-    def __repr__(self) -> str:
-        return f"<native library {len(self.data)} bytes sha256:{self._digest[:12]}>"
 
 
 def _function_literal(f: CFunction) -> dict[str, Any]:
@@ -157,5 +135,11 @@ class CompileKernels:
         lib = compile_kernels(kernels, c_sources=sources, extra_flags=self.extra_flags,
                               entries=entry_programs(mod), **_target_options(mod))
         libs = dict(mod.attrs.get("native_libs") or {})
-        libs[LIBRARY_NAME] = LibraryBlob(lib.data)
+        blob = LibraryBlob(lib.data)
+        try:  # so the module's text (which names the library by digest) parses later
+            store_library(blob, lib.path)
+        except OSError as e:
+            _LOG.warning("c.CompileKernels: cannot store the library in the content "
+                         "store (%s); the module's text will not find its bytes", e)
+        libs[LIBRARY_NAME] = blob
         return mod.with_attrs(native_libs=libs)
