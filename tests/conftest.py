@@ -28,3 +28,37 @@ def plait_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PLAIT_CACHE_DIR", str(d))
         yield d
+
+
+def exported_model(name: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``examples/export_models.py`` model ``name`` exported once per test run (shared by
+    the xdist workers: written to a private file, then renamed into place)."""
+    import importlib.util
+    import tempfile
+
+    pytest.importorskip("torch")
+    root = shared_root(tmp_path_factory) / "exported-models"
+    root.mkdir(exist_ok=True)
+    path = root / f"{name}.onnx"
+    if path.is_file():
+        return str(path)
+    spec = importlib.util.spec_from_file_location(
+        "export_models", Path(__file__).parent.parent / "examples" / "export_models.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        os.replace(module.export(name, tmp), path)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def cnn_onnx(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The ResNet-style CNN of examples/export_models.py (input (batch, 3, 32, 32))."""
+    return exported_model("cnn", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def mlp_onnx(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The MLP of examples/export_models.py (input (batch, 784))."""
+    return exported_model("mlp", tmp_path_factory)

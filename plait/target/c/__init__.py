@@ -77,6 +77,7 @@ from .legalize import (
     op_kernel,
 )
 from .pool import DispatchPool, dispatch_pool
+from .reference import c_source_provider
 
 
 def _dispatch(target: Target) -> list[Any]:
@@ -116,8 +117,8 @@ __all__ = [
     "C_SOURCES_ATTR", "CompileKernels", "ComputeUnsupported", "DispatchAttention",
     "Conv1dAsConv2d", "DispatchGemm", "DispatchLibrary", "DispatchPool", "LIBRARY_NAME",
     "RewriteFn",
-    "add_c_source", "add_kernel", "c_sources", "compute_note", "coverage", "coverage_table",
-    "cpu_features", "library_isas", "use_isa",
+    "add_c_source", "add_kernel", "c_source_provider", "c_sources", "compute_note",
+    "coverage", "coverage_table", "cpu_features", "library_isas", "use_isa",
     "dispatch_attention", "dispatch_gemm", "dispatch_pool", "extern_calls", "flatten_args",
     "get_compute", "legalize_to_kernel", "library_call", "library_calls", "library_rewrite",
     "list_computes", "module_kernels", "op_kernel", "register_compute", "rewrite_ops",
