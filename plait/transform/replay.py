@@ -8,7 +8,9 @@ result fails a check made right after it) writes a directory
   ``plait.parse``);
 * ``reproducer.json`` -- the pass in the pipeline text format, the context it ran
   under (opt_level, required, disabled, JSON-serializable config), the check that
-  failed if any, the enclosing pipeline and the error.
+  failed if any, the enclosing pipeline and the error;
+* for a numeric check (:class:`~plait.transform.NumericCheck`), ``numeric.npz`` and
+  ``numeric.json``: the inputs, the reference outputs and the tolerance.
 
 ``plait.transform.replay(path)`` loads both and reruns the pass, which raises the same
 error; once the bug is fixed it returns the resulting module.  A pass that is not
@@ -179,6 +181,10 @@ def replay(path: str | Path, *, instruments: list[Any] | None = None) -> IRModul
         insts.append(WellFormedCheck())
     elif meta.get("check") == "immutability":
         insts.append(ImmutabilityCheck())
+    elif meta.get("check") == "numeric":
+        from .numeric_check import NumericCheck
+
+        insts.append(NumericCheck.from_reproducer(Path(path)))
     ctx = PassContext(
         opt_level=c["opt_level"],
         required=c["required"],
