@@ -7,6 +7,7 @@
     plait run module.plait.py      # a module in the text format (function ``main``)
     plait compile model.onnx -o model.plx [--shape ...] [--target ...]
     plait check module.plait.py    # parse, check well-formedness, print
+    plait passes | pipeline | opt | report | bisect   # debugging: plait/tools/cli.py
 
 Inputs not given with ``--input`` are random (seeded); their symbolic sizes come from
 ``--shape`` or default to 1.  Errors are one line on stderr and exit code 2; a failed
@@ -113,6 +114,10 @@ def _parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="parse a .plait.py module, check it and print it")
     check.add_argument("module", help="a module in the text format")
+
+    from .tools.cli import add_commands  # passes, pipeline, opt, report, bisect
+
+    add_commands(sub)
     return p
 
 
@@ -309,10 +314,13 @@ def _compare(
 
 def _build(mod: Any, target: str | None) -> Any:
     from .build import build
+    from .pipeline import default_pipeline
+    from .tools.progress import progress
 
     target = target or "numpy"
     try:
-        return build(mod, target=target)
+        with progress(len(default_pipeline(target, from_phase=mod.phase).names())):
+            return build(mod, target=target)
     except Exception as e:
         raise CliError(f"cannot build for target {target!r}: {_first_line(e)}") from None
 
@@ -542,7 +550,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "compile":
             return cmd_compile(args)
-        return cmd_check(args)
+        if args.command == "check":
+            return cmd_check(args)
+        return args.handler(args)
     except CliError as e:
         print(f"plait: error: {e}".replace("\n", "; "), file=sys.stderr)
         return 2
@@ -560,5 +570,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # python -m plait.cli: run the one plait.cli module (its
+    from plait.cli import main as _main  # error classes are the ones the tools raise)
+
+    sys.exit(_main())
