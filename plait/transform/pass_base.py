@@ -82,7 +82,9 @@ class PassInfo:
     opt_level is at least this, or when required); ``phases`` it may run in;
     ``transition``, the phase of the module after it (None: unchanged); ``requires``,
     passes that must run before it in a pipeline; ``doc``, one line of purpose;
-    ``kind``: module, function, dataflow_block or sequential."""
+    ``kind``: module, function, dataflow_block or sequential; ``essential``: the module
+    cannot be built without it although no pass requires it (``c.CompileKernels``):
+    bisection never skips it."""
 
     name: str
     opt_level: int = 0
@@ -91,6 +93,7 @@ class PassInfo:
     requires: tuple[str, ...] = ()
     doc: str = ""
     kind: str = "module"
+    essential: bool = False
 
     def __post_init__(self) -> None:
         where = f"pass {self.name!r}"
@@ -126,6 +129,8 @@ class PassInfo:
             text += f", requires {', '.join(self.requires)}"
         if self.opt_level:
             text += f", opt_level {self.opt_level}"
+        if self.essential:
+            text += ", essential"
         return text
 
 
@@ -527,6 +532,7 @@ def _make_pass(
     doc: str | None,
     register: bool,
     override: bool,
+    essential: bool = False,
 ) -> Any:
     method, args = _METHODS[base]
     if isinstance(obj, type):
@@ -565,7 +571,7 @@ def _make_pass(
     else:
         raise TypeError(f"@{decorator} applies to a function or a class, not {obj!r}")
     cls.info = PassInfo(pass_name, opt_level, phases, transition, requires,  # type: ignore
-                        docstring or "", _KINDS[base])
+                        docstring or "", _KINDS[base], essential)
     if register:
         from .registry import register_pass
 
@@ -585,11 +591,13 @@ def _decorator(base: type[Pass], decorator: str) -> Callable[..., Any]:
         doc: str | None = None,
         register: bool = True,
         override: bool = False,
+        essential: bool = False,
     ) -> Any:
         def wrap(obj: Any) -> Any:
             return _make_pass(obj, base, decorator, name=name, opt_level=opt_level,
                               phases=phases, transition=transition, requires=requires,
-                              doc=doc, register=register, override=override)
+                              doc=doc, register=register, override=override,
+                              essential=essential)
 
         return wrap(target) if target is not None else wrap
 
@@ -602,8 +610,9 @@ def _decorator(base: type[Pass], decorator: str) -> Callable[..., Any]:
     function or class name; ``phases`` (default ``("optimization",)``, ``"*"`` for
     all) are the phases the pass accepts; ``transition`` the phase it moves the
     module to; ``requires`` the passes that must run before it in a pipeline;
-    ``doc`` defaults to the first docstring line.  The pass is registered by name
-    unless ``register=False``."""
+    ``doc`` defaults to the first docstring line; ``essential`` marks a pass the
+    module cannot be built without (bisection never skips it).  The pass is registered
+    by name unless ``register=False``."""
     return deco
 
 

@@ -119,7 +119,7 @@ def _target_options(mod: IRModule) -> dict[str, Any]:
     return opts
 
 
-@module_pass(name="c.CompileKernels", phases=("lowering", "build"))
+@module_pass(name="c.CompileKernels", phases=("lowering", "build"), essential=True)
 class CompileKernels:
     """Compile the kernels, C sources and entry points into one native library."""
 
