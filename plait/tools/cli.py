@@ -69,6 +69,12 @@ def add_commands(sub: Any) -> None:
     _plugin_arg(p)
     p.set_defaults(handler=cmd_opt)
 
+    from .bisect_cli import add_bisect_command
+    from .report_cli import add_report_command
+
+    add_report_command(sub, _plugin_arg)
+    add_bisect_command(sub, _plugin_arg)
+
 
 # ------------------------------------------------------------------ passes
 

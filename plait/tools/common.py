@@ -32,7 +32,11 @@ def load_plugins(paths: Sequence[str]) -> None:
         if any(os.path.realpath(getattr(m, "__file__", None) or "") == real
                for m in list(sys.modules.values())):
             continue  # imported already (by this command or as a module)
-        name = f"plait_plugin_{i}_{os.path.splitext(os.path.basename(path))[0]}"
+        stem = os.path.splitext(os.path.basename(path))[0]
+        # under its own name when free, so a later `import <stem>` finds the same module
+        # (and the same pass classes) instead of registering them twice
+        name = stem if stem.isidentifier() and stem not in sys.modules else \
+            f"plait_plugin_{i}_{stem}"
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
             raise CliError(f"--plugin {path}: not a Python file")
