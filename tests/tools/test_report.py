@@ -1,0 +1,94 @@
+"""plait report: one self-contained HTML page for the ResNet-style CNN, opened in
+headless Chromium (a screenshot, no console error, one graph node per binding)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import plait
+from plait import cli
+from plait.ir.expr import Function, SeqExpr
+
+pytest.importorskip("onnx")
+
+
+@pytest.fixture(scope="module")
+def report(cnn_onnx: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = str(tmp_path_factory.mktemp("report") / "report.html")
+    assert cli.main(["report", cnn_onnx, "--target", "c", "-o", path, "--numeric"]) == 0
+    return path
+
+
+def _bindings(mod: plait.IRModule) -> int:
+    main = mod["main"]
+    assert isinstance(main, Function) and isinstance(main.body, SeqExpr)
+    return sum(len(b.bindings) for b in main.body.blocks)
+
+
+def _modules(cnn_onnx: str) -> tuple[plait.IRModule, plait.IRModule]:
+    """main entering optimization and in lowering, by the default pipeline."""
+    from plait.frontend import from_onnx
+
+    mod = from_onnx(cnn_onnx, shapes={"input": (1, 3, 32, 32)}).with_attrs(
+        target=plait.Target("c"))
+    pipe = plait.default_pipeline("c")
+    names = pipe.names()
+    leaves = [s.pass_ for s in pipe.flatten(None)]
+    opt = plait.transform.Sequential(leaves[: names.index("LambdaLift") + 1])(mod)
+    low = plait.transform.Sequential(leaves[names.index("LambdaLift") + 1:
+                                            names.index("LegalizeOps") + 1])(opt)
+    return opt, low
+
+
+def test_the_report_is_one_self_contained_page(report: str, cnn_onnx: str) -> None:
+    page = open(report, encoding="utf-8").read()
+    assert "<link" not in page and "src=" not in page and "@import" not in page
+    urls = set(re.findall(r"https?://[^\s\"'<>]+", page))
+    assert urls <= {"http://www.w3.org/2000/svg"}, urls  # the SVG namespace, not a fetch
+    for section in ("Pipeline", "Graph of main", "Memory plan", "Kernels and native code",
+                    "What each pass changed"):
+        assert f"<h2>{section}</h2>" in page
+    assert page.count('<table class="diff"') >= 5  # the passes that changed the module
+    assert "peak planned bytes: <b>" in page and "<h4>C</h4>" in page
+    assert 'class="num ok"' in page and 'class="num bad"' not in page  # --numeric column
+    opt, low = _modules(cnn_onnx)
+    svgs = re.findall(r'<svg class="graph".*?</svg>', page, flags=re.S)
+    assert len(svgs) == 2
+    for svg, mod in zip(svgs, (opt, low)):
+        assert svg.count('<g class="node') == _bindings(mod)
+    assert '<g class="node library">' in svgs[1] and '<g class="node kernel">' in svgs[1]
+
+
+def test_the_report_opens_in_headless_chromium(report: str, tmp_path) -> None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium; "
+                    ".ci/run installs it)")
+    base = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0"]
+    shot = tmp_path / "report.png"
+    run = subprocess.run([*base, "--window-size=1400,2400", f"--screenshot={shot}",
+                          f"file://{report}"], capture_output=True, text=True, timeout=180)
+    assert shot.is_file() and shot.stat().st_size > 20_000, run.stderr[-2000:]
+    with open(shot, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    dom = subprocess.run([*base, "--dump-dom", f"file://{report}"], capture_output=True,
+                         text=True, timeout=180)
+    nodes = len(re.findall(r'<g class="node', dom.stdout))
+    assert nodes > 0 and f'data-ready="{nodes}"' in dom.stdout  # the page's script ran
+    console = [ln for ln in (run.stderr + dom.stderr).splitlines() if ":CONSOLE" in ln]
+    assert console and all(f'"plait-report ready: {nodes} graph nodes"' in ln
+                           for ln in console), console
+    if os.environ.get("PLAIT_REPORT_SCREENSHOT"):  # refresh docs/report_cnn.png
+        shutil.copy(shot, os.environ["PLAIT_REPORT_SCREENSHOT"])
+
+
+def test_report_errors_are_one_line(capsys, tmp_path) -> None:
+    code = cli.main(["report", str(tmp_path / "no.onnx"), "-o", str(tmp_path / "r.html")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("plait: error: no such file")
