@@ -139,3 +139,26 @@ def test_opt_names_a_missing_or_malformed_module(capsys, tmp_path) -> None:
                    "        return y\n")
     code, _, err = _run(capsys, "opt", str(bad), "--passes", "Normalize")
     assert code == 2 and str(bad) in err
+
+
+class _Terminal(__import__("io").StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_the_progress_bar_draws_only_on_a_terminal(tty: bool) -> None:
+    pytest.importorskip("tqdm")
+    from plait.tools.progress import ProgressBar
+    from plait.transform import PassContext, Sequential
+
+    out = _Terminal(tty)
+    bar = ProgressBar(3, file=out, delay=0.0)
+    with PassContext(instruments=[bar]):
+        Sequential("Normalize,LambdaLift,FoldConstant")(plait.parse(MODULE))
+    assert bar.steps == 3
+    assert ("compile" in out.getvalue() and "/3" in out.getvalue()) == tty
