@@ -88,7 +88,7 @@ def _to_expr(value: Any, ty: Any) -> Expr:
         arr = arr.astype(ty.dtype)
     if isinstance(ty, TensorType) and ty.shape is not None and arr.shape != ty.shape:
         arr = arr.reshape(ty.shape)
-    return Constant(np.ascontiguousarray(arr))
+    return Constant(np.array(arr, order="C"))  # ascontiguousarray would make a scalar 1-D
 
 
 def fold_constant(func: Function, max_size: int = DEFAULT_MAX_SIZE) -> Function:

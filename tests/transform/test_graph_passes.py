@@ -79,6 +79,30 @@ class M:
     check("FoldConstant", before, after)
 
 
+def test_fold_constant_keeps_a_scalar_result_a_scalar() -> None:
+    before = """
+@module
+class M:
+    @function
+    def main() -> Tensor((), "float32"):
+        with dataflow():
+            a = max(const([1.0, 2.0], "float32"))
+            output(a)
+        return a
+"""
+    after = """
+@module
+class M:
+    @function
+    def main() -> Tensor((), "float32"):
+        with dataflow():
+            a = const(2.0, "float32")
+            output(a)
+        return const(2.0, "float32")
+"""
+    check("FoldConstant", before, after)
+
+
 def test_fold_constant_respects_the_size_cap_from_config_and_params() -> None:
     text = """
 @module
