@@ -8,7 +8,8 @@ ancestors, registered external codegens) — this module names none of them.
     ingestion     dialect canonicalizations, target hooks, Normalize, LambdaLift
     optimization  CanonicalizeBindings, FoldConstant, EliminateCommonSubexpr,
                   DeadCodeElimination, dialect and target passes, user passes
-    dispatch      the target's dispatch passes (custom kernels, library calls)
+    dispatch      dialect dispatch passes, then the target's (custom kernels, library
+                  calls)
     legalize      dialect legalizations, then LegalizeOps for the rest
     lowering      dialect and target kernel passes
     build         target codegen passes, ToNonDataflow, ExplicitMemory, PlanMemory,
@@ -69,7 +70,7 @@ def _stage_passes(stage: str, target: Target) -> list[Any]:
             *USER_PASSES,
         ]
     if stage == "dispatch":
-        return target.hook_passes("dispatch")
+        return [*dialect_passes("dispatch", target), *target.hook_passes("dispatch")]
     if stage == "legalize":
         return [
             *dialect_passes("legalize", target),

@@ -1,8 +1,11 @@
 """Dialects: families of ops with their own passes, plugged into the default pipeline.
 
 A dialect registers the passes it contributes at the extension points of the default
-pipeline (``ingestion`` canonicalization, ``legalize`` ...).  ``build()`` and the
-pass manager never name a dialect: they ask this registry.
+pipeline (``ingestion`` canonicalization, ``dispatch`` to a target's kernels for its
+ops, ``legalize`` ...).  A hook is a function of the target, so a dialect decides per
+target kind what it contributes (``dispatch=lambda t: [ToInt8Kernels()] if t.is_a("c")
+else []``).  ``build()`` and the pass manager never name a dialect: they ask this
+registry.
 
     register_dialect("qnn", ingestion=lambda target: [qnn.Canonicalize()],
                      legalize=lambda target: [qnn.Legalize()])
@@ -11,22 +14,27 @@ pass manager never name a dialect: they ask this registry.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+import importlib
+import pkgutil
+import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-DIALECT_POINTS = ("ingestion", "optimization", "legalize", "lowering")
+DIALECT_POINTS = ("ingestion", "optimization", "dispatch", "legalize", "lowering")
 
 HookFn = Callable[[Any], list[Any]]
 
 
 @dataclass
 class Dialect:
-    """A registered dialect: its name and the passes it contributes per point."""
+    """A registered dialect: its name, the passes it contributes per point and the
+    modules holding its converters per frontend (``{"onnx": "pkg.onnx_converters"}``)."""
 
     name: str
     hooks: dict[str, HookFn] = field(default_factory=dict)
     doc: str = ""
+    frontends: dict[str, str] = field(default_factory=dict)
 
     def hook_passes(self, point: str, target: Any) -> list[Any]:
         hook = self.hooks.get(point)
@@ -37,9 +45,15 @@ DIALECTS: dict[str, Dialect] = {}
 
 
 def register_dialect(
-    name: str, *, doc: str = "", override: bool = False, **hooks: HookFn
+    name: str, *, doc: str = "", frontends: Mapping[str, str] | None = None,
+    override: bool = False, **hooks: HookFn,
 ) -> Dialect:
-    """Register a dialect and the passes it contributes (``point=fn(target) -> passes``)."""
+    """Register a dialect and the passes it contributes (``point=fn(target) -> passes``).
+
+    ``frontends`` maps a frontend (``"onnx"``) to the module that registers the
+    dialect's converters into that frontend's registry; the frontend imports it when it
+    imports a model (:func:`frontend_modules`), so the dialect's converters load only
+    with the frontend and its optional dependencies."""
     if name in DIALECTS and not override:
         raise ValueError(f"dialect {name!r} is already registered (pass override=True)")
     for point in hooks:
@@ -50,9 +64,49 @@ def register_dialect(
                 f"dialect {name!r}: unknown extension point {point!r}{hint}; "
                 f"dialects contribute to {', '.join(DIALECT_POINTS)}"
             )
-    d = Dialect(name, dict(hooks), doc)
+    d = Dialect(name, dict(hooks), doc, dict(frontends or {}))
     DIALECTS[name] = d
     return d
+
+
+def frontend_modules(frontend: str) -> list[str]:
+    """The converter modules the registered dialects give for ``frontend``."""
+    return [DIALECTS[n].frontends[frontend] for n in sorted(DIALECTS)
+            if frontend in DIALECTS[n].frontends]
+
+
+def load_frontend_converters(frontend: str) -> None:
+    """Import every registered dialect's converter module for ``frontend`` (each once);
+    a frontend calls this before it converts a model."""
+    for module in frontend_modules(frontend):
+        importlib.import_module(module)
+
+
+ENTRY_POINT_GROUP = "plait.dialects"
+"""Distributions add dialects of their own with an entry point of this group whose
+value is the dialect's package (``mydialect = "mypkg.mydialect"``)."""
+
+
+def load_dialects() -> list[str]:
+    """Import every dialect: the packages in ``plait/dialects/`` and those named by
+    entry points of :data:`ENTRY_POINT_GROUP`.  Importing a dialect package registers
+    its ops, passes and hooks (``import plait`` calls this, so no part of plait names a
+    dialect).  Returns the imported package names.  A third-party dialect that fails to
+    import is skipped with a warning naming it."""
+    names = [f"{__name__}.{m.name}" for m in pkgutil.iter_modules(__path__) if m.ispkg]
+    for name in names:
+        importlib.import_module(name)
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            importlib.import_module(ep.value)
+        except Exception as e:  # a broken plugin must not break plait
+            warnings.warn(f"dialect {ep.name!r} ({ep.value}, entry point group "
+                          f"{ENTRY_POINT_GROUP!r}) failed to import: {e}", stacklevel=2)
+            continue
+        names.append(ep.value)
+    return names
 
 
 def dialect_passes(point: str, target: Any) -> list[Any]:

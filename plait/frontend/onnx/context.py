@@ -337,14 +337,21 @@ class NodeContext:
 
     def call(self, op: str, *args: Any, **attrs: Any) -> Expr:
         """A typed call of op ``op`` (folded to a constant when every argument is one)."""
+        typed = self.call_kept(op, *args, **attrs)
+        folded = fold(typed)
+        return folded if folded is not None else typed
+
+    def call_kept(self, op: str, *args: Any, **attrs: Any) -> Expr:
+        """A typed call of op ``op``, kept as a call even when every argument is a
+        constant (a dialect keeps ``qnn.dequantize`` of quantized weights, which its
+        canonicalization folds into the ops that read them; FoldConstant evaluates what
+        is left)."""
         atoms = [self.atom(a) for a in args]
         try:
             c = make_call(op, *atoms, span=self.span, **attrs)
         except (OpError, TypeError, ValueError, KeyError) as e:
             self.fail(f"cannot build {op}: {e}")
-        typed = self.normalize(c)
-        folded = fold(typed)
-        return folded if folded is not None else typed
+        return self.normalize(c)
 
     def emit(self, expr: Expr, suffix: str = "") -> Expr:
         """Bind ``expr`` to a fresh variable named after the node's output."""

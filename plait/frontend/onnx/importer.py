@@ -79,6 +79,9 @@ def from_onnx(
             operators or attribute values plait does not support (all of them are
             listed), or a node cannot be expressed (the node and op are named).
     """
+    from ...dialects import load_frontend_converters
+
+    load_frontend_converters("onnx")  # dialects registered since the frontend loaded
     try:
         loaded = load_model(model_or_path)
         loaded = prepare_model(loaded)
