@@ -1,4 +1,7 @@
-"""The ONNX op converters; importing this package registers them all."""
+"""The ONNX op converters of the core ops; importing this package registers them all.
+
+Dialects register converters of their own (``register_dialect(..., frontends={"onnx":
+module})``); :func:`plait.dialects.load_frontend_converters` imports them."""
 
 from . import (  # noqa: F401
     attention,
@@ -8,7 +11,6 @@ from . import (  # noqa: F401
     index,
     misc,
     nn,
-    quant,
     reduce,
     resize,
     rnn,

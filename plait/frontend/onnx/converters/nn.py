@@ -12,10 +12,12 @@ from ..context import NodeContext
 from ..registry import converter
 from .common import FLOATS, cast, dtype_of, norm_axis, reshape, scalar, select, shape_of
 
-_AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
-def _spatial(ctx: NodeContext, what: str, allowed: tuple[int, ...] = (1, 2)) -> int:
+def spatial_rank(ctx: NodeContext, what: str, allowed: tuple[int, ...] = (1, 2)) -> int:
+    """The number of spatial axes of input 0 (channels-first), one of ``allowed``, or
+    an unsupported-case error naming ``what``."""
     r = ctx.rank(0)
     nd = r - 2
     if nd not in allowed:
@@ -55,7 +57,9 @@ def _pads(
     return begins + ends
 
 
-def _window_attrs(ctx: NodeContext, nd: int, kernel: list[int] | None = None) -> tuple:
+def window_attrs(ctx: NodeContext, nd: int, kernel: list[int] | None = None) -> tuple:
+    """``(kernel, strides, dilations, pads)`` of a convolution or pooling node with
+    ``nd`` spatial axes (``auto_pad`` resolved; pads are the begins then the ends)."""
     if kernel is None:
         kernel = ctx.attr_ints("kernel_shape")
     assert kernel is not None
@@ -71,14 +75,14 @@ def _window_attrs(ctx: NodeContext, nd: int, kernel: list[int] | None = None) ->
 # ------------------------------------------------------------------- convolution
 
 
-@converter("Conv", since=1, attr_choices={"auto_pad": _AUTO_PAD})
+@converter("Conv", since=1, attr_choices={"auto_pad": AUTO_PAD})
 def convert_conv(ctx: NodeContext) -> Expr:
     """``conv1d``/``conv2d`` plus the bias; a 3-D convolution is a sum over the depth
     taps of 2-D convolutions."""
-    nd = _spatial(ctx, "convolution", (1, 2, 3))
+    nd = spatial_rank(ctx, "convolution", (1, 2, 3))
     wshape = ctx.shape(1)
     kernel = ctx.attr_ints("kernel_shape", None) or [int(k) for k in wshape[2:]]  # type: ignore[arg-type]
-    _, strides, dilations, pads = _window_attrs(ctx, nd, kernel)
+    _, strides, dilations, pads = window_attrs(ctx, nd, kernel)
     groups = ctx.attr_int("group", 1)
     if nd == 3:
         y = _conv3d(ctx, ctx.x(0), ctx.x(1), strides, pads, dilations, groups)
@@ -92,11 +96,11 @@ def convert_conv(ctx: NodeContext) -> Expr:
     return y
 
 
-@converter("ConvTranspose", since=1, attr_choices={"auto_pad": _AUTO_PAD})
+@converter("ConvTranspose", since=1, attr_choices={"auto_pad": AUTO_PAD})
 def convert_conv_transpose(ctx: NodeContext) -> Expr:
     """``conv_transpose1d``/``conv_transpose2d`` plus the bias; ``output_shape`` and
     ``auto_pad`` are turned into explicit pads."""
-    nd = _spatial(ctx, "transposed convolution")
+    nd = spatial_rank(ctx, "transposed convolution")
     xs = ctx.shape(0)[2:]
     if not all(isinstance(d, int) for d in xs):
         ctx.fail(f"the spatial sizes must be static, got shape {ctx.shape(0)}")
@@ -145,28 +149,6 @@ def convert_conv_transpose(ctx: NodeContext) -> Expr:
     if ctx.has(2):
         y = ctx.call("add", y, reshape(ctx, ctx.x(2), [-1] + [1] * nd))
     return y
-
-
-@converter("ConvInteger", since=10, attr_choices={"auto_pad": _AUTO_PAD})
-def convert_conv_integer(ctx: NodeContext) -> Expr:
-    """An int32 convolution of the inputs minus their zero points."""
-    nd = _spatial(ctx, "convolution")
-    wshape = ctx.shape(1)
-    kernel = ctx.attr_ints("kernel_shape", None) or [int(k) for k in wshape[2:]]  # type: ignore[arg-type]
-    _, strides, dilations, pads = _window_attrs(ctx, nd, kernel)
-    x = cast(ctx, ctx.x(0), "int32")
-    w = cast(ctx, ctx.x(1), "int32")
-    if ctx.has(2):
-        x = ctx.call("subtract", x, cast(ctx, ctx.x(2), "int32"))
-    if ctx.has(3):
-        zw = cast(ctx, ctx.x(3), "int32")
-        if len(shape_of(ctx, zw)) == 1:
-            zw = reshape(ctx, zw, [-1] + [1] * (nd + 1))
-        w = ctx.call("subtract", w, zw)
-    return ctx.call(
-        f"conv{nd}d", x, w, strides=tuple(strides), padding=tuple(pads),
-        dilation=tuple(dilations), groups=ctx.attr_int("group", 1),
-    )  # fmt: skip
 
 
 def _conv3d(
@@ -243,24 +225,24 @@ def _pool(
     return reshape(ctx, b, [n, c, do, ho, wo])
 
 
-@converter("MaxPool", since=1, attr_choices={"auto_pad": _AUTO_PAD, "storage_order": (0, 1)})
+@converter("MaxPool", since=1, attr_choices={"auto_pad": AUTO_PAD, "storage_order": (0, 1)})
 def convert_max_pool(ctx: NodeContext) -> Expr:
     """``max_pool1d``/``max_pool2d`` (the ``Indices`` output is not supported)."""
     if len(ctx.node.output) > 1 and ctx.node.output[1]:
         ctx.unsupported("the Indices output")
-    nd = _spatial(ctx, "max pooling", (1, 2, 3))
-    kernel, strides, dilations, pads = _window_attrs(ctx, nd)
+    nd = spatial_rank(ctx, "max pooling", (1, 2, 3))
+    kernel, strides, dilations, pads = window_attrs(ctx, nd)
     return _pool(
         ctx, "max_pool", ctx.x(0), nd, kernel, strides, pads, dilations,
         ceil_mode=bool(ctx.attr_int("ceil_mode", 0)),
     )  # fmt: skip
 
 
-@converter("AveragePool", since=1, attr_choices={"auto_pad": _AUTO_PAD})
+@converter("AveragePool", since=1, attr_choices={"auto_pad": AUTO_PAD})
 def convert_avg_pool(ctx: NodeContext) -> Expr:
     """``avg_pool1d``/``avg_pool2d``."""
-    nd = _spatial(ctx, "average pooling", (1, 2, 3))
-    kernel, strides, dilations, pads = _window_attrs(ctx, nd)
+    nd = spatial_rank(ctx, "average pooling", (1, 2, 3))
+    kernel, strides, dilations, pads = window_attrs(ctx, nd)
     return _pool(
         ctx, "avg_pool", ctx.x(0), nd, kernel, strides, pads, dilations,
         ceil_mode=bool(ctx.attr_int("ceil_mode", 0)),
@@ -268,11 +250,11 @@ def convert_avg_pool(ctx: NodeContext) -> Expr:
     )  # fmt: skip
 
 
-@converter("LpPool", since=11, attr_choices={"auto_pad": _AUTO_PAD})
+@converter("LpPool", since=11, attr_choices={"auto_pad": AUTO_PAD})
 def convert_lp_pool(ctx: NodeContext) -> Expr:
     """``(sum |x|^p over the window)^(1/p)`` through an average pool."""
-    nd = _spatial(ctx, "Lp pooling", (1, 2, 3))
-    kernel, strides, dilations, pads = _window_attrs(ctx, nd)
+    nd = spatial_rank(ctx, "Lp pooling", (1, 2, 3))
+    kernel, strides, dilations, pads = window_attrs(ctx, nd)
     p = ctx.attr_int("p", 2)
     dt = ctx.dtype(0)
     x = ctx.x(0)
@@ -547,17 +529,3 @@ def convert_gemm(ctx: NodeContext) -> Expr:
             c = ctx.call("multiply", c, scalar(ctx, beta, dt))
         y = ctx.call("add", y, c)
     return y
-
-
-@converter("MatMulInteger", since=10)
-def convert_matmul_integer(ctx: NodeContext) -> Expr:
-    """An int32 ``matmul`` of the inputs minus their zero points."""
-    a, b = cast(ctx, ctx.x(0), "int32"), cast(ctx, ctx.x(1), "int32")
-    if ctx.has(2):
-        za = cast(ctx, ctx.x(2), "int32")
-        if len(shape_of(ctx, za)) == 1 and shape_of(ctx, za)[0] != 1:
-            za = ctx.call("expand_dims", za, axis=-1)
-        a = ctx.call("subtract", a, za)
-    if ctx.has(3):
-        b = ctx.call("subtract", b, cast(ctx, ctx.x(3), "int32"))
-    return ctx.call("matmul", a, b)
