@@ -117,9 +117,9 @@ def test_folded_qdq_model_equals_the_qlinear_model(tmp_path) -> None:  # type: i
     """The CNN quantized in QDQ format, canonicalized, computes what the same network
     quantized in QOperator format computes (bit for bit on every integer)."""
     pytest.importorskip("onnxruntime")
-    from plait.frontend.onnx import from_onnx
-
     from qnn_models import quantize, sample
+
+    from plait.frontend.onnx import from_onnx
 
     x = sample("cnn", 3)
     outs = []

@@ -69,10 +69,10 @@ def test_by_hand_composition_equals_build(tmp_path) -> None:  # type: ignore[no-
     of the default pipeline without the dialect's passes: the same executable result as
     ``plait.build`` on the imported model."""
     pytest.importorskip("onnxruntime")
+    from qnn_models import quantize, sample
+
     from plait.dialects import qnn
     from plait.frontend.onnx import from_onnx
-
-    from qnn_models import quantize, sample
 
     path = quantize("mlp", "qdq", str(tmp_path))
     x = sample("mlp", 4)
