@@ -608,6 +608,17 @@ class _Parser(ParseContext):
                 line=1 + self.line_shift,
                 col=1,
             ) from None
+        except UnicodeEncodeError as e:  # a lone surrogate: no UTF-8 text can hold it
+            before = self.text[: e.start]
+            line = before.count("\n") + 1
+            col = len(before) - (before.rfind("\n") + 1)
+            raise ParseError(
+                f"character {self.text[e.start]!r} cannot be encoded as UTF-8 (a lone "
+                "surrogate: the text was decoded wrongly)",
+                source=self.source,
+                line=line + self.line_shift,
+                col=col + 1 + self.col_shift,
+            ) from None
         classes = []
         defs = []
         for stmt in tree.body:

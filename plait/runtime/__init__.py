@@ -45,6 +45,7 @@ from plait.runtime.packed import (
 from plait.runtime.vm import (
     ProfileEntry,
     VirtualMachine,
+    VMCallDepthError,
     VMError,
     VMFunctionNotFoundError,
     VMInputError,
@@ -72,6 +73,7 @@ __all__ = [
     "ProfileEntry",
     "Reg",
     "Ret",
+    "VMCallDepthError",
     "VMError",
     "VMFunction",
     "VMFunctionNotFoundError",

@@ -47,6 +47,8 @@ GRAPH_MEMBER = "graph/module.plait.py"
 PARAM_KINDS = ("tensor", "tuple", "prim", "shape", "object")
 _ARRAY_KINDS = "biufc"  # bool, signed, unsigned, float, complex
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # fixed member timestamps: same program, same bytes
+_MAX_SIZE = 2**63 - 1  # sizes are int64
+_SPARE_REGISTERS = 1024
 
 
 class ExecutableFormatError(ValueError):
@@ -566,8 +568,8 @@ def _check_shape(shape: Any, where: str, symbols: list[str] | None = None) -> No
             if symbols is not None and d not in symbols:
                 bound = ", ".join(symbols) or "none"
                 _fail(where, f"symbolic size {d!r} is not bound by any parameter (bound: {bound})")
-        elif not _is_int(d) or d < 0:
-            _fail(where, f"shape entry {_short(d)} is neither an int >= 0 nor a name")
+        elif not _is_int(d) or not 0 <= d <= _MAX_SIZE:
+            _fail(where, f"shape entry {_short(d)} is neither an int in [0, 2**63-1] nor a name")
 
 
 def _check_param(p: Any, where: str) -> None:
@@ -680,11 +682,13 @@ def _check_function(fn: VMFunction, nconst: int) -> None:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         _fail(where, f"duplicate parameter name(s) {', '.join(map(repr, dup))}")
-    if not _is_int(fn.num_registers) or fn.num_registers < len(fn.params):
+    most = len(fn.params) + len(fn.instructions) + _SPARE_REGISTERS
+    if not _is_int(fn.num_registers) or not len(fn.params) <= fn.num_registers <= most:
         _fail(
             where,
             f"num_registers must be an int >= the number of parameters "
-            f"({len(fn.params)}), got {_short(fn.num_registers)}",
+            f"({len(fn.params)}) and at most {most} (each instruction defines at most one "
+            f"register), got {_short(fn.num_registers)}",
         )
     if not isinstance(fn.instructions, list | tuple) or not fn.instructions:
         _fail(where, "instructions must be a non-empty list")
@@ -846,7 +850,7 @@ def _expect_keys(data: Any, keys: set[str], where: str) -> None:
 def _instr_from_json(data: Any, where: str) -> Instr:
     _expect(isinstance(data, dict), where, f"expected a JSON object, got {_short(data)}")
     kind = data.get("kind")
-    if kind not in INSTRUCTIONS:
+    if not isinstance(kind, str) or kind not in INSTRUCTIONS:
         _fail(
             where,
             f"unknown instruction kind {_short(kind)}; known kinds: {', '.join(INSTRUCTIONS)}",
@@ -997,6 +1001,11 @@ def _read_zip(
     except (zipfile.BadZipFile, OSError, EOFError, ValueError):
         raise ExecutableFormatError(
             "not a plait executable: the file is not a zip archive"
+        ) from None
+    except Exception as e:  # NotImplementedError for an unknown zip version, ...
+        raise ExecutableFormatError(
+            f"not a plait executable: the zip archive is damaged or of an unsupported "
+            f"kind ({type(e).__name__}: {e})"
         ) from None
     with zf:
         names = set(zf.namelist())

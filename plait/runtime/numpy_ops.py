@@ -396,15 +396,34 @@ def mean(x: np.ndarray, *, axis: Any = None, keepdims: bool = False) -> np.ndarr
     return _reduce_out(r, x.dtype)
 
 
+def _lowest(dtype: np.dtype, highest: bool = False) -> Any:
+    """-inf (+inf with ``highest``) for floats, else the dtype's smallest (largest) value:
+    the maximum (minimum) of no elements, as ONNX defines it."""
+    if dtype.kind == "f":
+        return np.inf if highest else -np.inf
+    if dtype.kind == "b":
+        return highest
+    info = np.iinfo(dtype)
+    return info.max if highest else info.min
+
+
 @_impl()
 def max(x: np.ndarray, *, axis: Any = None, keepdims: bool = False) -> np.ndarray:  # noqa: A001
-    """Maximum over ``axis`` (NaN propagates)."""
+    """Maximum over ``axis`` (NaN propagates; over no elements: -inf, or the dtype's
+    smallest value)."""
+    if x.size == 0:
+        return _reduce_out(np.max(x, axis=axis, keepdims=keepdims, initial=_lowest(x.dtype)),
+                           x.dtype)
     return _reduce_out(np.max(x, axis=axis, keepdims=keepdims), x.dtype)
 
 
 @_impl()
 def min(x: np.ndarray, *, axis: Any = None, keepdims: bool = False) -> np.ndarray:  # noqa: A001
-    """Minimum over ``axis`` (NaN propagates)."""
+    """Minimum over ``axis`` (NaN propagates; over no elements: +inf, or the dtype's
+    largest value)."""
+    if x.size == 0:
+        return _reduce_out(np.min(x, axis=axis, keepdims=keepdims,
+                                  initial=_lowest(x.dtype, highest=True)), x.dtype)
     return _reduce_out(np.min(x, axis=axis, keepdims=keepdims), x.dtype)
 
 
@@ -428,6 +447,10 @@ def l2_norm(x: np.ndarray, *, axis: Any = None, keepdims: bool = False) -> np.nd
 def _arg_reduce(
     fn: Callable[..., Any], x: np.ndarray, axis: int | None, keepdims: bool, last: bool
 ) -> np.ndarray:
+    if (x.size if axis is None else x.shape[axis]) == 0:
+        where = "the tensor" if axis is None else f"axis {axis}"
+        raise ValueError(f"{fn.__name__} over {where} of a tensor of shape {x.shape}: there "
+                         "are no elements, so there is no index to return")
     if axis is None:
         flat = x.reshape(-1)
         i = fn(flat[::-1]) if last else fn(flat)
@@ -950,6 +973,8 @@ def conv_transpose2d(
 @_impl()
 def softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """exp(x) / sum(exp(x)) along ``axis``."""
+    if x.size == 0:
+        return np.empty_like(x)
     xa = x.astype(_acc_dtype(x.dtype), copy=False)
     with np.errstate(all="ignore"):
         e = np.exp(xa - np.max(xa, axis=axis, keepdims=True))
@@ -959,6 +984,8 @@ def softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
 @_impl()
 def log_softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """x - log(sum(exp(x))) along ``axis``."""
+    if x.size == 0:
+        return np.empty_like(x)
     xa = x.astype(_acc_dtype(x.dtype), copy=False)
     with np.errstate(all="ignore"):
         s = xa - np.max(xa, axis=axis, keepdims=True)

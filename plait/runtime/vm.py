@@ -70,6 +70,10 @@ class VMError(RuntimeError):
         self.instruction = instruction
 
 
+class VMCallDepthError(VMError):
+    """VM functions called each other more than :data:`MAX_CALL_DEPTH` deep."""
+
+
 class VMInputError(VMError, ValueError):
     """The arguments given to a VM function do not match its signature."""
 
@@ -684,7 +688,9 @@ class VirtualMachine:
                 elif op == _VMCALL:
                     _, callee, getter, dst = ins
                     if len(stack) >= MAX_CALL_DEPTH:
-                        raise RecursionError(f"VM call depth exceeds {MAX_CALL_DEPTH}")
+                        raise VMCallDepthError(
+                            f"VM call depth exceeds {MAX_CALL_DEPTH} (a function that calls "
+                            "itself without end?)", code.name, pc)
                     new_regs, new_syms = callee.binder.bind(getter(regs))
                     stack.append((code, instrs, regs, syms, pc))
                     code, instrs, regs, syms, pc = callee, callee.instrs, new_regs, new_syms, 0
@@ -696,7 +702,7 @@ class VirtualMachine:
                     regs[ins[1]] = regs[ins[2]]
                     pc += 1
         except Exception as e:
-            raise _located_error(e, code, pc, stack) from e
+            raise _located_error(e, code, pc, stack, regs) from e
 
 
 def _storage_problem(buf: Any, offset: int, nbytes: int) -> str:
@@ -713,11 +719,46 @@ def _storage_problem(buf: Any, offset: int, nbytes: int) -> str:
     )
 
 
-def _located_error(e: Exception, code: _Code, pc: int, stack: list[tuple[Any, ...]]) -> VMError:
-    ins = str(code.fn.instructions[pc])
+def _describe_value(v: Any) -> str:
+    if isinstance(v, np.ndarray):
+        return f"{dtype_text(v.dtype)} {_fmt_shape(v.shape)}"
+    if isinstance(v, tuple):
+        return "(" + ", ".join(_describe_value(x) for x in v[:4]) + (", ..." if len(v) > 4
+                                                                     else "") + ")"
+    text = repr(v)
+    return text if len(text) <= 40 else type(v).__name__
+
+
+def _located_error(
+    e: Exception, code: _Code, pc: int, stack: list[tuple[Any, ...]], regs: list[Any]
+) -> VMError:
+    """The error of instruction ``pc`` of ``code``: where (the instruction, the chain of
+    callers) and, for a call, what it was given (the shapes and dtypes of its register
+    arguments: a kernel that refuses its arguments usually means a size bound at run time
+    disagrees with one the model assumed when it was built)."""
+    instr = code.fn.instructions[pc]
+    ins = str(instr)
     lines = [f"VM function {code.name!r}, pc {pc} (`{ins}`): {type(e).__name__}: {e}"]
-    for caller, _instrs, _regs, _syms, call_pc in reversed(stack):
+    if isinstance(instr, Call) and not isinstance(e, VMError):
+        given = [f"%{a.index} = {_describe_value(regs[a.index])}" for a in instr.args
+                 if isinstance(a, Reg) and a.index < len(regs)]
+        if given:
+            lines.append(f"  its arguments: {'; '.join(given)}")
+    frames = list(reversed(stack))
+    if len(frames) > 2 * _SHOWN_CALLERS:  # deep recursion: the innermost and outermost
+        skipped = len(frames) - 2 * _SHOWN_CALLERS
+        frames = [*frames[:_SHOWN_CALLERS], None, *frames[-_SHOWN_CALLERS:]]
+    for frame in frames:
+        if frame is None:
+            lines.append(f"  ... {skipped} more callers ...")
+            continue
+        caller, _instrs, _regs, _syms, call_pc = frame
         lines.append(
             f"  called from {caller.name!r}, pc {call_pc} (`{caller.fn.instructions[call_pc]}`)"
         )
-    return VMError("\n".join(lines), code.name, pc, ins)
+    cls = type(e) if isinstance(e, VMError) else VMError  # keeps VMCallDepthError, ...
+    return cls("\n".join(lines), code.name, pc, ins)
+
+
+_SHOWN_CALLERS = 5
+"""Callers listed at each end of the chain of a located error."""

@@ -887,6 +887,11 @@ def test_module_structure_errors():
     )
 
 
+def test_a_lone_surrogate_is_a_parse_error():
+    parse_error('@module\nclass M:\n    x = "a\udc80"\n', "character '\\udc80' cannot be "
+                "encoded as UTF-8", line=3, col=11)
+
+
 def test_non_ascii_source_columns():
     err = body_error('s = "héllo"\na = rleu(x)\nreturn a', "unknown operator")
     assert err.col == 13

@@ -183,3 +183,32 @@ def test_cumsum_inference():
     assert infer("cumsum", T(("n", 4), F32)) == T(None, F32)
     with pytest.raises(OpTypeError, match=r"cumsum: axis -3 is out of range"):
         infer("cumsum", T((3, 4), F32), axis=-3)
+
+
+@pytest.mark.parametrize("name, onnx_op", [("max", "ReduceMax"), ("min", "ReduceMin")])
+def test_max_and_min_of_no_elements_follow_onnx(name, onnx_op):
+    """Over an empty axis: -inf / +inf (ONNX's rule; the onnx reference evaluator)."""
+    from onnx import helper
+
+    x = np.zeros((2, 0), np.float32)
+    onnx_ref = pytest.importorskip("onnx.reference")
+    graph = helper.make_graph(
+        [helper.make_node(onnx_op, ["x", "axes"], ["y"], keepdims=0)], "g",
+        [helper.make_tensor_value_info("x", 1, [2, 0]),
+         helper.make_tensor_value_info("axes", 7, [1])],
+        [helper.make_tensor_value_info("y", 0, None)],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    want = onnx_ref.ReferenceEvaluator(model).run(None, {"x": x, "axes": np.array([1])})[0]
+    np.testing.assert_array_equal(run(name, x, axis=(1,)), want)
+    ints = run(name, np.zeros((2, 0), np.int8), axis=(1,))
+    assert ints.tolist() == [-128, -128] if name == "max" else [127, 127]
+
+
+def test_softmax_of_an_empty_tensor_and_argmax_of_no_elements():
+    for name in ("softmax", "log_softmax"):
+        got = run(name, np.zeros((2, 0), np.float32), axis=1)
+        assert got.shape == (2, 0) and got.dtype == np.float32
+    with pytest.raises(ValueError, match=r"argmax over axis 1 of a tensor of shape \(2, 0\): "
+                                         "there are no elements"):
+        run("argmax", np.zeros((2, 0), np.float32), axis=1)

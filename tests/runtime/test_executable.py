@@ -299,6 +299,9 @@ def _main_ins(pc):
         (_set(lambda m: (m["constants"], 0), "constants/77.npy"), "no member 'constants/77.npy'"),
         (_set(lambda m: (m["libs"][0], "member"), "libs/9"), "no member 'libs/9'"),
         (_set(lambda m: (m, "attrs"), [1]), "attrs must be an object"),
+        (_set(lambda m: (m["functions"][0], "num_registers"), 2**62), "and at most"),
+        (_set(lambda m: (_main_ins(0)(m), "kind"), {"a": 1}), "unknown instruction kind"),
+        (_set(lambda m: (_main_ins(1)(m), "shape"), [2**63]), r"int in \[0, 2\*\*63-1\]"),
     ],
 )
 def test_malformed_manifest_is_rejected(edit, message):

@@ -23,6 +23,7 @@ from plait.runtime import (
     Reg,
     Ret,
     VirtualMachine,
+    VMCallDepthError,
     VMError,
     VMFunction,
     VMInputError,
@@ -240,6 +241,10 @@ def test_nested_and_recursive_calls_do_not_use_python_recursion():
     main = VMFunction("main", [ParamSig("n", "prim")], 2, [Call("rsum", [Reg(0)], 1), Ret(1)])
     vm = VirtualMachine(Executable({"main": main, "rsum": rsum}))
     assert vm["main"](3000) == 3000 * 3001 // 2
+    with pytest.raises(VMCallDepthError, match="VM call depth exceeds 10000") as info:
+        vm["main"](20000)
+    assert "... 9990 more callers ..." in str(info.value)  # not 10,000 lines
+    assert len(str(info.value).splitlines()) == 12
 
 
 def test_nested_call_of_tensor_function_binds_its_own_symbols():
@@ -486,6 +491,7 @@ def test_packed_function_errors_are_located_and_chained():
     assert isinstance(err.__cause__, ValueError)
     assert (err.function, err.pc, err.instruction) == ("inner", 0, "%1 = call test.vm.fail(%0)")
     assert "ValueError: kernel exploded" in str(err)
+    assert "  its arguments: %0 = float32 (2,)\n" in str(err)  # what the kernel was given
     assert "called from 'main', pc 1 (`%1 = call inner(%1)`)" in str(err)
 
 

@@ -458,7 +458,7 @@ class GraphImporter:
                     declared.append(f"{sanitize(vi.name)}_{axis}")
         given = self.shapes.get(vi.name)
         if given is None:
-            return TensorType(None if declared is None else tuple(declared), dtype)
+            return self._tensor_type(vi, None if declared is None else tuple(declared), dtype)
         given = tuple(int(d) if not isinstance(d, str) else sanitize(d) for d in given)
         if declared is not None:
             if len(given) != len(declared):
@@ -478,7 +478,14 @@ class GraphImporter:
             raise OnnxImportError(
                 f"shapes[{vi.name!r}] = {given} has a negative size", source=self.source
             )
-        return TensorType(given, dtype)
+        return self._tensor_type(vi, given, dtype)
+
+    def _tensor_type(self, vi: onnx.ValueInfoProto, shape: tuple[int | str, ...] | None,
+                     dtype: str | None) -> TensorType:
+        try:
+            return TensorType(shape, dtype)
+        except TypeError as e:  # a size beyond int64
+            raise OnnxImportError(f"graph input {vi.name!r}: {e}", source=self.source) from None
 
     def run(self, function_name: str = "main") -> IRModule:
         graph = self.model.graph
