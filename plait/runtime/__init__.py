@@ -33,6 +33,14 @@ from plait.runtime.executable import (
     Ret,
     VMFunction,
 )
+from plait.runtime.external import (
+    ExternalFunction,
+    ExternalModule,
+    ExternalModuleError,
+    TensorSig,
+    external_functions,
+    register_external_loader,
+)
 from plait.runtime.packed import (
     PackedFuncNotFoundError,
     get_func,
@@ -53,6 +61,12 @@ from plait.runtime.vm import (
 
 __all__ = [
     "BUILTINS",
+    "ExternalFunction",
+    "ExternalModule",
+    "ExternalModuleError",
+    "TensorSig",
+    "external_functions",
+    "register_external_loader",
     "FORMAT_VERSION",
     "INSTRUCTIONS",
     "PARAM_KINDS",

@@ -11,6 +11,9 @@ file:
 * ``constants/<i>.npy`` — one ``.npy`` member per constant (never pickled);
 * ``libs/<i>`` — each native library, verbatim;
 * ``graph/module.plait.py`` — the graph in the text format (parsed, never executed);
+* ``external/<i>/<member>`` — the binary members of each external module (what an
+  external codegen compiled its functions into, :mod:`plait.runtime.external`),
+  described in the manifest's ``external`` list (present only when there are some);
 * ``signatures.json`` — signatures of ``manifest.json`` (see :mod:`plait.runtime.trust`).
 
 Loading never executes anything from the file: every member's digest is checked first
@@ -38,6 +41,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from plait.runtime.external import ExternalFunction, ExternalModule, TensorSig
 from plait.runtime.trust import BUILT, SIGNATURES_MEMBER, Trust, sha256_hex, signatures, verify
 
 FORMAT_NAME = "plait.executable"
@@ -411,6 +415,8 @@ class Executable:
     graph: str | None = None
     trust: Trust = field(default=BUILT, repr=False)
     lib_digests: dict[str, str] = field(default_factory=dict, repr=False)
+    external: list[ExternalModule] = field(default_factory=list)
+    """The external modules: what external codegens compiled their functions into."""
 
     # --------------------------------------------------------------------- checking
     def validate(self) -> None:
@@ -507,6 +513,7 @@ class Executable:
             "constant_bytes": int(sum(int(c.nbytes) for c in self.constants)),
             "num_libs": len(self.libs),
             "lib_bytes": int(sum(len(b) for b in self.libs.values())),
+            "external": {m.codegen: [f.name for f in m.functions] for m in self.external},
             "attrs": dict(self.attrs),
         }
 
@@ -523,6 +530,9 @@ class Executable:
             lines.append(f"const c[{i}]: {c.dtype} {tuple(c.shape)}")
         for name, nbytes in ((n, len(b)) for n, b in self.libs.items()):
             lines.append(f"lib {name!r}: {nbytes} bytes")
+        for m in self.external:
+            lines.append(f"external {m.format} module of codegen {m.codegen!r}:")
+            lines.extend(f"  {f}" for f in m.functions)
         if self.graph is not None:
             lines.append(f"graph: {st['graph_bytes']} bytes of text")
         lines.append(f"from: {self.trust}")
@@ -740,6 +750,23 @@ def _validate_executable(exe: Executable) -> None:
         _fail("executable", f"graph must be text or None, got {type(exe.graph).__name__}")
     if not isinstance(exe.trust, Trust):
         _fail("executable", f"trust must be a Trust, got {type(exe.trust).__name__}")
+    _validate_external(exe)
+
+
+def _validate_external(exe: Executable) -> None:
+    if not isinstance(exe.external, list | tuple):
+        _fail("executable", "external must be a list of ExternalModule")
+    seen: dict[str, str] = {}
+    for i, m in enumerate(exe.external):
+        if not isinstance(m, ExternalModule):
+            _fail(f"external module {i}", f"must be an ExternalModule, got {type(m).__name__}")
+        for f in m.functions:
+            if f.name in exe.functions or f.name in seen:
+                other = "a VM function" if f.name in exe.functions else \
+                    f"the module of codegen {seen[f.name]!r}"
+                _fail(f"external module {i} (codegen {m.codegen!r})",
+                      f"function {f.name!r} is also {other}")
+            seen[f.name] = m.codegen
 
 
 def instr_fields(ins: Instr) -> list[tuple[str, str, Any]]:
@@ -753,6 +780,9 @@ _MANIFEST = "manifest.json"
 _MANIFEST_KEYS = {
     "format", "version", "attrs", "functions", "constants", "libs", "graph", "members"
 }
+_OPTIONAL_KEYS = {"external"}
+_EXTERNAL_KEYS = {"codegen", "format", "functions", "meta", "members"}
+_EXTERNAL_FUNCTION_KEYS = {"name", "inputs", "outputs"}
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _FUNCTION_KEYS = {"name", "params", "num_registers", "instructions"}
 _PARAM_KEYS = {"name", "kind", "shape", "dtype"}
@@ -815,6 +845,10 @@ def _write_zip(exe: Executable, fileobj: io.BytesIO, sign_key: Any = None) -> No
         payloads.append((member, bytes(blob), False))
     if exe.graph is not None:
         payloads.append((GRAPH_MEMBER, exe.graph.encode("utf-8"), True))
+    external = [_external_to_json(i, m) for i, m in enumerate(exe.external)]
+    for entry, m in zip(external, exe.external):
+        for ref in entry["members"]:
+            payloads.append((ref["member"], m.blobs[ref["name"]], True))
     manifest = {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
@@ -825,6 +859,8 @@ def _write_zip(exe: Executable, fileobj: io.BytesIO, sign_key: Any = None) -> No
         "graph": None if exe.graph is None else GRAPH_MEMBER,
         "members": {m: sha256_hex(data) for m, data, _ in payloads},
     }
+    if external:
+        manifest["external"] = external
     text = json.dumps(manifest, indent=1, allow_nan=False).encode("utf-8")
     signed = signatures(text, exe.trust, sign_key)
     with zipfile.ZipFile(fileobj, "w") as zf:
@@ -833,6 +869,57 @@ def _write_zip(exe: Executable, fileobj: io.BytesIO, sign_key: Any = None) -> No
             _write_member(zf, SIGNATURES_MEMBER, signed, compress=True)
         for member, data, compress in payloads:
             _write_member(zf, member, data, compress=compress)
+
+
+def _sig_to_json(t: TensorSig) -> dict[str, Any]:
+    return {"shape": list(t.shape), "dtype": t.dtype}
+
+
+def _external_to_json(i: int, m: ExternalModule) -> dict[str, Any]:
+    return {
+        "codegen": m.codegen,
+        "format": m.format,
+        "functions": [{"name": f.name, "inputs": [_sig_to_json(t) for t in f.inputs],
+                       "outputs": [_sig_to_json(t) for t in f.outputs]}
+                      for f in m.functions],
+        "meta": encode_value(normalize_value(dict(m.meta), allow_dict=True,
+                                             where=f"metadata of external module {i}")),
+        "members": [{"name": k, "member": f"external/{i}/{k}"} for k in sorted(m.blobs)],
+    }
+
+
+def _sig_from_json(data: Any, where: str) -> TensorSig:
+    _expect_keys(data, {"shape", "dtype"}, where)
+    _expect(isinstance(data["shape"], list), where, "shape must be a list")
+    _expect(isinstance(data["dtype"], str), where, "dtype must be a string")
+    return TensorSig(tuple(data["shape"]), data["dtype"])
+
+
+def _external_from_json(blobs: dict[str, bytes], data: Any, where: str) -> ExternalModule:
+    _expect_keys(data, _EXTERNAL_KEYS, where)
+    _expect(isinstance(data["functions"], list), where, "functions must be a list")
+    _expect(isinstance(data["members"], list), where, "members must be a list")
+    functions = []
+    for j, f in enumerate(data["functions"]):
+        at = f"{where} function {j}"
+        _expect_keys(f, _EXTERNAL_FUNCTION_KEYS, at)
+        _expect(isinstance(f["inputs"], list) and isinstance(f["outputs"], list), at,
+                "inputs and outputs must be lists")
+        functions.append(ExternalFunction(
+            f["name"], tuple(_sig_from_json(t, f"{at} input") for t in f["inputs"]),
+            tuple(_sig_from_json(t, f"{at} output") for t in f["outputs"])))
+    members: dict[str, bytes] = {}
+    for ref in data["members"]:
+        _expect_keys(ref, {"name", "member"}, f"{where} member")
+        _expect(isinstance(ref["name"], str) and ref["name"] not in members, where,
+                f"member name {_short(ref['name'])} is invalid or duplicated")
+        members[ref["name"]] = _member(blobs, ref["member"], where)
+    meta = decode_value(data["meta"], allow_dict=True)
+    _expect(isinstance(meta, dict), where, "meta must be an object")
+    try:
+        return ExternalModule(data["codegen"], data["format"], tuple(functions), members, meta)
+    except (TypeError, ValueError) as e:
+        raise ExecutableFormatError(f"{where}: {e}") from None
 
 
 def _expect(cond: bool, where: str, message: str) -> None:
@@ -947,7 +1034,8 @@ def _check_header(manifest: Any) -> None:
             f"unsupported format version {_short(manifest['version'])} "
             f"(this plait reads version {FORMAT_VERSION})",
         )
-    _expect_keys(manifest, _MANIFEST_KEYS, _MANIFEST)
+    _expect_keys({k: v for k, v in manifest.items() if k not in _OPTIONAL_KEYS},
+                 _MANIFEST_KEYS, _MANIFEST)
     for key in ("functions", "constants", "libs"):
         _expect(isinstance(manifest[key], list), _MANIFEST, f"{key} must be a list")
     digests = manifest["members"]
@@ -1059,8 +1147,12 @@ def _read_zip(
             graph = data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise ExecutableFormatError(f"the graph member is not UTF-8 text: {e}") from None
+    raw_external = manifest.get("external", [])
+    _expect(isinstance(raw_external, list), _MANIFEST, "external must be a list")
+    external = [_external_from_json(blobs, m, f"{_MANIFEST}: external[{i}]")
+                for i, m in enumerate(raw_external)]
     trust = Trust("file", signer, bool(allow_native), source)
-    return Executable(functions, constants, attrs, libs, graph, trust, lib_digests)
+    return Executable(functions, constants, attrs, libs, graph, trust, lib_digests, external)
 
 
 __all__ = [

@@ -38,6 +38,7 @@ from plait.runtime.executable import (
     Ret,
     VMFunction,
 )
+from plait.runtime.external import resolve_external
 from plait.runtime.native import NativeFunction, dtype_text, to_native_order
 from plait.runtime.packed import close_func_names, get_func, has_func, load_native_func
 
@@ -609,12 +610,17 @@ class VirtualMachine:
     def _resolve(self, ins: Call, code: _Code, pc: int) -> Callable[..., Any]:
         if has_func(ins.func):
             return get_func(ins.func)
+        external = resolve_external(self.executable, ins.func)
+        if external is not None:
+            return external
         native = load_native_func(self.executable, ins.func)
         if native is not None:
             return native
         close = close_func_names(ins.func, list(self.executable.functions))
         hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
         where = "not a VM function of the executable, not a registered packed function"
+        if self.executable.external:
+            where += ", not a function of its external modules"
         if self.executable.libs:
             where += ", and no native loader provides it from the executable's libraries"
         raise VMError(
