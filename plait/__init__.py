@@ -6,14 +6,17 @@ from . import (
 )
 from . import transform as transform  # the pass infrastructure and its passes
 from .build import build, rebuild
+from .codegen import onnxruntime as _onnxruntime  # noqa: F401  (registers the codegen)
 from .dialects import load_dialects as _load_dialects  # noqa: E402  (after the core)
 from .ir import *  # noqa: F403
 from .ir import __all__ as _ir_all
 from .ir.parser import parse as parse  # the text format: plait.parse(text)
+from .offload import partition
 from .pipeline import default_pipeline
 from .target import Target
 
 _load_dialects()
 
 __version__ = "0.1.0"
-__all__ = [*_ir_all, "build", "default_pipeline", "parse", "rebuild", "Target", "transform"]
+__all__ = [*_ir_all, "build", "default_pipeline", "parse", "partition", "rebuild", "Target",
+           "transform"]

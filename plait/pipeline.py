@@ -7,13 +7,15 @@ ancestors, registered external codegens) — this module names none of them.
 
     ingestion     dialect canonicalizations, target hooks, Normalize, LambdaLift
     optimization  CanonicalizeBindings, FoldConstant, EliminateCommonSubexpr,
-                  DeadCodeElimination, dialect and target passes, user passes
+                  DeadCodeElimination, dialect and target passes, user passes,
+                  partitioning for the codegens the target's ``offload`` lists
     dispatch      dialect dispatch passes, then the target's (custom kernels, library
                   calls)
     legalize      dialect legalizations, then LegalizeOps for the rest
     lowering      dialect and target kernel passes
-    build         target codegen passes, ToNonDataflow, ExplicitMemory, PlanMemory,
-                  then the target's link passes (native code of the planned module)
+    build         RunCodegen (external codegens), target codegen passes,
+                  ToNonDataflow, ExplicitMemory, PlanMemory, then the target's link
+                  passes (native code of the planned module)
 
 Print it, edit it by name (``insert_after``, ``remove``, ``replace``) and hand it back
 to ``plait.build(mod, target, pipeline=...)``.
@@ -27,6 +29,7 @@ from .dialects import dialect_passes
 from .ir.module import PHASES
 from .target import Target
 from .transform import Sequential, make_pass
+from .transform.codegens import offload_passes
 
 STAGES = ("ingestion", "optimization", "dispatch", "legalize", "lowering", "build")
 """The extension points of the default pipeline, in order."""
@@ -68,6 +71,7 @@ def _stage_passes(stage: str, target: Target) -> list[Any]:
             *dialect_passes("optimization", target),
             *target.hook_passes("optimization"),
             *USER_PASSES,
+            *offload_passes(target),
         ]
     if stage == "dispatch":
         return [*dialect_passes("dispatch", target), *target.hook_passes("dispatch")]
@@ -81,6 +85,7 @@ def _stage_passes(stage: str, target: Target) -> list[Any]:
         return [*dialect_passes("lowering", target), *target.hook_passes("lowering")]
     if stage == "build":
         return [
+            make_pass("RunCodegen"),
             *target.hook_passes("build"),
             make_pass("ToNonDataflow"),
             make_pass("ExplicitMemory"),

@@ -387,7 +387,10 @@ def vm_codegen(mod: IRModule) -> rx.Executable:
     planned = naive = 0
     for name, f in mod.graph_functions():
         if f.attrs.get("compiler"):
-            continue
+            raise VMCodegenError(
+                f"function {name!r} belongs to external codegen {f.attrs['compiler']!r} and "
+                "was not compiled; run RunCodegen (the first pass of the build stage) "
+                "before lowering to the VM")
         functions[name] = _FunctionLowering(name, f, consts, const_ids).lower()
         planned += int(f.attrs.get("planned_bytes", 0))
         naive += int(f.attrs.get("naive_bytes", 0))
@@ -402,4 +405,6 @@ def vm_codegen(mod: IRModule) -> rx.Executable:
     extra = mod.attrs.get("runtime_attrs")
     if extra:
         attrs.update(_plain(extra))
-    return rx.Executable(functions, consts, attrs, {k: bytes(v) for k, v in libs.items()})
+    external = list(mod.attrs.get("external_mods") or ())
+    return rx.Executable(functions, consts, attrs, {k: bytes(v) for k, v in libs.items()},
+                         external=external)

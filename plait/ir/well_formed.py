@@ -19,9 +19,11 @@ phase *and of every phase before it*; ``check_well_formed(mod)`` raises a
 ``lowering``
     no op other than those in :data:`plait.op.lowlevel.LOWERED_OPS` is called (in the
     build phase the explicit-memory builtins of :data:`plait.op.lowlevel.BUILD_OPS`
-    are allowed too).
+    are allowed too).  Functions of external codegens (``compiler="x"``) keep their
+    graph form: only the checks of the optimization phase apply to them.
 ``build``
-    no dataflow blocks.
+    no dataflow blocks; no function of an external codegen is left (RunCodegen has
+    compiled them all).
 
 More checks plug in with :func:`register_phase_check` (the build phase's explicit-memory
 invariants are registered by the passes that establish them).  Kernels (non-graph
@@ -147,6 +149,17 @@ def well_formed(mod: IRModule, phase: str | None = None) -> list[Violation]:
         _check_types(name, func, gtypes, out, bindings)
         if level >= 1:
             _StructureCheck(name, func, mod, out).run()
+        codegen = func.attrs.get("compiler")
+        if codegen is not None:
+            # an external codegen's function keeps its graph form until RunCodegen
+            # compiles it (plait does not lower it); none may be left in the build phase
+            if level >= 3:
+                out.append(Violation(
+                    "build", name, None,
+                    f"the function belongs to external codegen {codegen!r} and was not "
+                    "compiled; RunCodegen (first in the build stage) must run before "
+                    "ExplicitMemory"))
+            continue
         if level >= 2:
             _check_lowered(name, func, out, build=level >= 3, bindings=bindings)
         if level >= 3:

@@ -24,6 +24,14 @@ from ..ir.well_formed import (
     register_phase_check,
     well_formed,
 )
+from .codegens import (
+    Codegen,
+    CodegenError,
+    get_codegen,
+    list_codegens,
+    register_codegen,
+    unregister_codegen,
+)
 from .context import ConfigOption, PassContext, config_options, register_config
 from .debug_counter import DebugCounter, allow_rewrite
 from .errors import (
@@ -46,6 +54,7 @@ from .external import (
     register_external_passes,
     unregister_external_passes,
 )
+from .fuse_by_pattern import FuseOpsByPattern
 from .instruments import (
     DumpIR,
     ImmutabilityCheck,
@@ -59,6 +68,7 @@ from .instruments import (
 from .lambda_lift import LambdaLift, LambdaLiftError, lambda_lift
 from .normalize import Normalize
 from .numeric_check import NumericCheck, NumericMismatchError, NumericRecord
+from .partition import PartitionGraph
 from .pass_base import (
     ANY_PHASE,
     DataflowBlockPass,
@@ -92,6 +102,7 @@ from .registry import (
     unregister_pass,
 )
 from .replay import load_reproducer, replay
+from .run_codegen import ForCodegen, RunCodegen
 from .sequential import PlanStep, Sequential, parse_pipeline
 
 for _m in sorted(m.name for m in _pkgutil.iter_modules(__path__) if not m.name.startswith("_")):
@@ -99,6 +110,16 @@ for _m in sorted(m.name for m in _pkgutil.iter_modules(__path__) if not m.name.s
 
 __all__ = [
     "ANY_PHASE",
+    "Codegen",
+    "CodegenError",
+    "ForCodegen",
+    "FuseOpsByPattern",
+    "PartitionGraph",
+    "RunCodegen",
+    "get_codegen",
+    "list_codegens",
+    "register_codegen",
+    "unregister_codegen",
     "ConfigError",
     "ConfigOption",
     "DataflowBlockPass",

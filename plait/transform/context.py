@@ -92,12 +92,15 @@ def register_config(
     doc: str,
     *,
     check: Callable[[Any], Any] | None = None,
+    module: str | None = None,
 ) -> ConfigOption:
     """Register configuration key ``key`` (namespaced, e.g. ``"fold.max_size"``) with
     its type (or tuple of types), default and one line of documentation.  ``check``
-    may validate deeper and return a normalized value.  Re-registering a key with the
-    same type and default is harmless; anything else is an error."""
-    module = sys._getframe(1).f_globals.get("__name__", "")
+    may validate deeper and return a normalized value.  ``module`` is who registers it
+    (default: the caller's module).  Re-registering a key with the same type and
+    default is harmless; anything else is an error."""
+    if module is None:
+        module = sys._getframe(1).f_globals.get("__name__", "")
     opt = ConfigOption(key, type, default, doc, check, module)
     old = _CONFIG.get(key)
     if old is not None and (old.type != opt.type or old.default != opt.default):

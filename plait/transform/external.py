@@ -66,12 +66,17 @@ def external_codegens(mod: IRModule) -> list[str]:
 
 def extract_external(mod: IRModule, codegen: str) -> IRModule:
     """The functions of ``mod`` owned by ``codegen``, without their ``compiler``
-    attribute, in a module with ``mod``'s attributes (phase, target, ...)."""
+    attribute, in a module with ``mod``'s attributes (target, ...).  Its phase is the
+    phase of those functions: ``mod``'s, but never past ``optimization`` — the host's
+    lowering leaves external functions in their graph form."""
     funcs: dict[str, BaseFunc] = {}
     for name, f in mod.items():
         if f.attrs.get(COMPILER_ATTR) == codegen:
             funcs[name] = f.with_attrs(**{COMPILER_ATTR: None})
-    return IRModule(funcs, mod.attrs)
+    attrs = mod.attrs
+    if mod.phase in ("lowering", "build"):
+        attrs = attrs.set(phase="optimization")
+    return IRModule(funcs, attrs)
 
 
 def merge_external(mod: IRModule, ext_mod: IRModule, codegen: str) -> IRModule:

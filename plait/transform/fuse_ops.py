@@ -303,7 +303,7 @@ class _Fuser:
                     subst[v] = p
                     outer_args.append(v)
                     params.append(p)
-            args = tuple(subst.get(a, a) if isinstance(a, Var) else _substitute(a, subst)
+            args = tuple(subst.get(a, a) if isinstance(a, Var) else substitute(a, subst)
                          for a in call.args)
             new_call = Call(call.op, args, call.attrs, ty=call.ty, span=call.span)
             is_root = m == members[-1]
@@ -326,14 +326,25 @@ class _Fuser:
         return VarBinding(root.var, call)
 
 
-def _substitute(e: Expr, subst: dict[Var, Var]) -> Expr:
+def substitute(e: Expr, subst: dict[Var, Var]) -> Expr:
+    """``e`` (a binding's value: a call, tuple, tuple item or atom) with the variables
+    of ``subst`` replaced."""
     if isinstance(e, Var):
         return subst.get(e, e)
     if isinstance(e, Tuple):
-        fields = tuple(_substitute(f, subst) for f in e.fields)
+        fields = tuple(substitute(f, subst) for f in e.fields)
         if all(a is b for a, b in zip(fields, e.fields)):
             return e
         return replace(e, fields=fields)
+    if isinstance(e, TupleGetItem):
+        t = substitute(e.tuple_value, subst)
+        return e if t is e.tuple_value else replace(e, tuple_value=t)
+    if isinstance(e, Call):
+        op = substitute(e.op, subst) if isinstance(e.op, Var) else e.op
+        args = tuple(substitute(a, subst) for a in e.args)
+        if op is e.op and all(a is b for a, b in zip(args, e.args)):
+            return e
+        return replace(e, op=op, args=args)
     return e
 
 
@@ -377,4 +388,5 @@ class FuseOps:
                            lambda err, name: self._failure(err, mod, ctx, function=name))
 
 
-__all__ = ["PRIMITIVE_ATTR", "FuseOps", "count_uses", "fuse_module", "is_primitive", "value_uses"]
+__all__ = ["PRIMITIVE_ATTR", "FuseOps", "count_uses", "fuse_module", "is_primitive",
+           "substitute", "value_uses"]

@@ -50,7 +50,7 @@ def test_c_target_kind_hooks_and_pipeline() -> None:
     assert stages["dispatch"] == ["c.DispatchAttention", "c.Conv1dAsConv2d", "c.DispatchGemm",
                                   "c.DispatchPool", "c.DispatchLibrary"]
     assert stages["legalize"] == ["FuseOps", "FuseKernels", "LegalizeOps"]
-    assert stages["build"] == ["ToNonDataflow", "ExplicitMemory", "PlanMemory",
+    assert stages["build"] == ["RunCodegen", "ToNonDataflow", "ExplicitMemory", "PlanMemory",
                                "c.SingleEntry", "c.CompileKernels"]
     plain = plait.Target("c", gemm=False, blas=False, fuse=False)
     stages = _target_stages(plain)
