@@ -2,6 +2,7 @@
 
     plait run model.onnx [--input name=file.npy ...] [--shape name=1,3,224,224 ...]
                          [--target numpy|c] [--compare onnxruntime] [--seed N]
+                         [--offload onnxruntime]
     plait run model.plx            # an executable saved by ``plait compile``
                          [--allow-native] [--target numpy]  # a file from elsewhere
     plait run module.plait.py      # a module in the text format (function ``main``)
@@ -77,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
             "--target", default=None,
             help="target to build for (numpy or c; default numpy); for a .plx, rebuild its "
                  "kept graph for this target instead of running its own code",
+        )  # fmt: skip
+        sp.add_argument(
+            "--offload", action="append", default=[], metavar="CODEGEN",
+            help="partition for this external codegen (e.g. onnxruntime); repeatable",
         )  # fmt: skip
 
     run = sub.add_parser("run", help="compile and run a model on (random) inputs")
@@ -312,15 +317,17 @@ def _compare(
 # ---------------------------------------------------------------------- commands
 
 
-def _build(mod: Any, target: str | None) -> Any:
+def _build(mod: Any, target: str | None, offload: list[str] | None = None) -> Any:
     from .build import build
     from .pipeline import default_pipeline
+    from .target import Target
     from .tools.progress import progress
 
     target = target or "numpy"
     try:
-        with progress(len(default_pipeline(target, from_phase=mod.phase).names())):
-            return build(mod, target=target)
+        t = Target(target, offload=tuple(offload)) if offload else target
+        with progress(len(default_pipeline(t, from_phase=mod.phase).names())):
+            return build(mod, target=t)
     except Exception as e:
         raise CliError(f"cannot build for target {target!r}: {_first_line(e)}") from None
 
@@ -351,7 +358,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         import onnx
 
         names = [o.name for o in onnx.load(args.model, load_external_data=False).graph.output]
-        exe = _build(mod, args.target)
+        exe = _build(mod, args.target, args.offload)
     elif kind == "plx":
         try:
             exe = Executable.load(args.model, allow_native=args.allow_native)
@@ -360,7 +367,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.target is not None:
             exe = _rebuild(exe, args.model, args.target)
     else:
-        exe = _build(_parse_text(args.model), args.target)
+        exe = _build(_parse_text(args.model), args.target, args.offload)
     t_compile = time.perf_counter() - t0
     if args.compare and kind != "onnx":
         raise CliError("--compare onnxruntime needs an ONNX model")
@@ -478,7 +485,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         mod = _parse_text(args.model)
     else:
         raise CliError(f"{args.model} is already an executable")
-    exe = _build(mod, args.target)
+    exe = _build(mod, args.target, args.offload)
     try:
         exe.save(args.output)
     except OSError as e:

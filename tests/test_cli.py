@@ -273,3 +273,18 @@ def test_run_verbose_prints_the_instruction_sets_and_kernel_variants(
     assert code == 0, err
     assert "capped by PLAIT_ISA=baseline: baseline" in out
     assert "kernel families of the model: gemm baseline" in out
+
+
+def test_offload_to_onnxruntime_compiles_runs_and_names_unknown_codegens(
+    capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:
+    code, out, _ = _run(capsys, "run", TINY, "--offload", "onnxruntime", "--compare",
+                        "onnxruntime")
+    assert code == 0 and "PASS" in out
+    exe = str(tmp_path / "m.plx")
+    assert _run(capsys, "compile", TINY, "-o", exe, "--offload", "onnxruntime")[0] == 0
+    code, out, _ = _run(capsys, "run", exe)
+    assert code == 0 and "output" in out
+    code, _, err = _run(capsys, "run", TINY, "--offload", "onnxrt")
+    assert code == 2 and "no external codegen 'onnxrt' is registered; did you mean " \
+        "'onnxruntime'?" in err and err.count("\n") == 1
