@@ -9,8 +9,12 @@ See docs/offload.md.
 
 from __future__ import annotations
 
+from typing import Any
+
+from .interp.externs import register_extern_provider
 from .ir.module import IRModule
 from .pipeline import default_pipeline
+from .runtime.external import find_external
 from .transform.codegens import get_codegen
 from .transform.fuse_by_pattern import fuse_by_pattern
 from .transform.partition import partition_graph
@@ -35,4 +39,12 @@ def partition(mod: IRModule, *codegens: str, inline_composites: bool = True) -> 
     return mod
 
 
-__all__ = ["partition"]
+@register_extern_provider
+def external_module_functions(mod: IRModule, name: str) -> Any:
+    """The reference interpreter's lookup of a compiled external function (a module of
+    ``mod.attrs["external_mods"]``, after RunCodegen), or None."""
+    mods = mod.attrs.get("external_mods")
+    return find_external(tuple(mods), name) if mods else None
+
+
+__all__ = ["external_module_functions", "partition"]

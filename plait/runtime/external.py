@@ -309,22 +309,28 @@ def _dps(fn: ExternalFn, n_in: int) -> ExternalFn:
     return call
 
 
-def resolve_external(exe: Executable, name: str) -> ExternalFn | None:
-    """The VM's lookup: ``name`` (destination-passing) or ``name@alloc`` (returning
-    its results) among ``exe``'s external modules, loaded on first use; None when no
-    module provides it."""
-    mods = getattr(exe, "external", None)
-    if not mods:
-        return None
+def find_external(modules: Sequence[ExternalModule], name: str,
+                  exe: Executable | None = None) -> ExternalFn | None:
+    """``name`` (destination-passing: inputs, then outputs written in place) or
+    ``name@alloc`` (returning its results) among ``modules``, loaded on first use; None
+    when no module provides it.  With ``exe``, a module holding native code loads only
+    when the executable's trust allows it."""
     alloc = name.endswith("@alloc")
     symbol = name[: -len("@alloc")] if alloc else name
-    for m in mods:
+    for m in modules:
         for f in m.functions:
             if f.name == symbol:
-                _check_trust(exe, m)
+                if exe is not None:
+                    _check_trust(exe, m)
                 fn = m.load()[symbol]
                 return fn if alloc else _dps(fn, len(f.inputs))
     return None
+
+
+def resolve_external(exe: Executable, name: str) -> ExternalFn | None:
+    """The VM's lookup: :func:`find_external` among ``exe``'s external modules."""
+    mods = getattr(exe, "external", None)
+    return find_external(mods, name, exe) if mods else None
 
 
 def _check_trust(exe: Executable, m: ExternalModule) -> None:
@@ -397,6 +403,7 @@ __all__ = [
     "check_external_module",
     "external_formats",
     "external_functions",
+    "find_external",
     "register_external_loader",
     "resolve_external",
 ]

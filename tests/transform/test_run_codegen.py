@@ -10,6 +10,7 @@ from transform_testlib import P
 
 import plait
 from plait.codegen.onnxruntime import compile_onnxruntime
+from plait.interp import run
 from plait.ir import assert_structural_equal
 from plait.runtime import ExternalModule, VirtualMachine
 from plait.transform import (
@@ -114,6 +115,8 @@ def test_run_codegen_runs_the_codegen_and_user_passes_on_its_functions_only() ->
     assert mods[0].codegen == "folds" and [f.name for f in mods[0].functions] == ["folds_main_0"]
     x = np.array([1.0, -2.0], np.float32)
     np.testing.assert_allclose(mods[0].load()["folds_main_0"](x * 5), _reference(x), rtol=1e-6)
+    # the reference interpreter calls the compiled module from plain Python too
+    np.testing.assert_allclose(run(out, x), _reference(x), rtol=1e-6)
 
 
 def test_for_codegen_by_hand_inside_build_and_the_standalone_form() -> None:
