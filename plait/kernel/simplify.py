@@ -13,6 +13,7 @@ Rules, as data where possible:
   ``(x + 1) + 2`` → ``x + 3``, ``(x - 1) + 1`` → ``x``, ``2 * x`` → ``x * 2``,
   ``(x * 2) * 3`` → ``x * 6``, ``(x * c) // c`` → ``x`` and ``(x * c) % c`` → ``0``
   for ``c > 0``; ``x + -3`` → ``x - 3``;
+* ``pow(x, 2.0)`` → ``x * x`` and ``pow(x, 3.0)`` → ``x * x * x``;
 * statements: a loop of extent 0 disappears, a loop of extent 1 becomes its body with the
   variable replaced by 0, an ``if`` with a constant condition becomes its branch, a
   ``let`` of a constant or a variable is substituted into its body.
@@ -33,6 +34,7 @@ from .ir import (
     Allocate,
     And,
     BinaryOp,
+    Call,
     Cast,
     Div,
     FloatImm,
@@ -247,6 +249,16 @@ def simplify_node(e: PrimExpr) -> PrimExpr:
             return e.true_value if e.cond.value else e.false_value
         if e.true_value is e.false_value:
             return e.true_value
+        return e
+    if isinstance(e, Call) and e.name == "pow" and isinstance(e.args[1], FloatImm):
+        # a square or a cube by multiplications: pow is an opaque libm call that keeps
+        # the loop scalar (RMSNorm's square, GPT-2's tanh GELU's cube); x * x is
+        # pow(x, 2) exactly, x * x * x rounds twice (within an ulp of the cube)
+        a, k = e.args[0], e.args[1].value
+        if k == 2.0:
+            return Mul(a, a)
+        if k == 3.0:
+            return Mul(Mul(a, a), a)
         return e
     if isinstance(e, Cast):
         if e.value.dtype == e.dtype:

@@ -294,6 +294,30 @@ def test_float32_erf_is_within_two_ulp_and_handles_special_values() -> None:
     assert got[5] == np.float32(math.erf(float(np.float32(1e-30))))   # x * 2/sqrt(pi)
 
 
+def test_float32_tanh_is_within_three_ulp_and_handles_special_values() -> None:
+    """float32 ``tanh`` is plait's own vectorizable tanhf (``emit.TANH_F32``): against
+    float64 numpy over every 997th float with |x| < 12 (the switch at 0.625, the clamp
+    at 10), within 3 ulp; odd; exact at the special values."""
+    x = dsl.placeholder(("n",), "float32", "x")
+    y = dsl.compute(("n",), lambda i: dsl.tanh(x[i]), "y")
+    k = dsl.create_kernel([x, y], "vtanh")
+    assert "plait_tanh_f32(" in emit_kernel("vtanh", k)
+    f = compile_kernels({"vtanh": k}).get("vtanh")
+    bits = np.arange(0, 2**32, 997, dtype=np.uint64).astype(np.uint32)
+    xs = bits.view(np.float32)
+    xs = np.concatenate([xs[np.isfinite(xs) & (np.abs(xs) < 12)],
+                         np.float32([0.625, np.nextafter(np.float32(0.625), 0), 9.0, 10.0])])
+    got = f(xs).astype(np.float64)
+    exact = np.tanh(xs.astype(np.float64))
+    ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    assert np.all(np.abs(got - exact) <= 3 * ulp), float(np.max(np.abs(got - exact) / ulp))
+    np.testing.assert_array_equal(f(-xs), -f(xs))
+    special = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-30], np.float32)
+    got = f(special)
+    np.testing.assert_array_equal(got[[0, 1, 3, 4, 5]], np.float32([1, -1, 0, -0.0, 1e-30]))
+    assert np.isnan(got[2]) and np.signbit(got[4])
+
+
 def test_kernel_copies_compute_the_same_bits() -> None:
     """The library holds one copy of the kernels per instruction set of the machine
     (plait_isa.h); without contraction into FMAs, and with reductions in a fixed lane

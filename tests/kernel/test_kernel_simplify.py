@@ -7,6 +7,7 @@ import pytest
 from plait.ir import structural_equal
 from plait.kernel import (
     Buffer,
+    Call,
     Cast,
     Div,
     FloatImm,
@@ -63,6 +64,9 @@ x = Var("x", "float32")
         (Cast("int32", FloatImm(-2.7)), "int32(-2)"),
         (Cast("int64", i), "i"),
         (IntImm(3) < IntImm(4), "True"),
+        (Call("pow", (x, FloatImm(2.0)), "float32"), "x * x"),
+        (Call("pow", (x, FloatImm(3.0)), "float32"), "x * x * x"),
+        (Call("pow", (x, FloatImm(1.5)), "float32"), "pow(x, 1.5)"),
     ],
 )
 def test_expression_rules(expr, expected: str) -> None:

@@ -258,3 +258,33 @@ def test_compute_case_matches_the_reference(built: tuple[plait.IRModule, Executa
         np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
     lib = library_calls(plait.IRModule({_fn(case): lowered[_fn(case)]}))
     assert lib == ([op] if case in LIBRARY else []), LIBRARY.get(case)
+
+
+def test_power_by_a_constant_two_or_three_is_multiplications() -> None:
+    """RMSNorm's square and GPT-2's cube: no libm ``pow`` call in the fused kernel (it
+    keeps the loop scalar); the square is exact, the cube within an ulp; other
+    exponents still call ``pow``."""
+    from plait.ir import Constant
+    from plait.kernel import Kernel
+    from plait.kernel.text import print_kernel
+
+    x = Var("x", TensorType((3, 37), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            sq = bb.emit(make_call("power", x, Constant(np.float32(2.0))))
+            cu = bb.emit(make_call("power", x, Constant(np.float32(3.0))))
+            other = bb.emit(make_call("power", x, Constant(np.float32(1.5))))
+            out = bb.emit_output(make_call("add", make_call("add", sq, cu), other))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    target = plait.Target("c")
+    stages = [s for s in plait.default_pipeline(target).passes if s.name != "build"]
+    lowered = Sequential(stages)(mod.with_attrs(target=target))
+    text = "\n".join(print_kernel(n, k) for n, k in lowered.functions.items()
+                     if isinstance(k, Kernel))
+    assert text.count("pow(") == 1 and "pow(x[i0, i1], 1.5)" in text, text
+    data = np.abs(f32(3, 37)) + 0.5
+    got = VirtualMachine(plait.build(mod, target))["main"](data)
+    d = data.astype(np.float64)
+    np.testing.assert_allclose(got, d * d + d ** 3 + d ** 1.5, rtol=3e-7)
