@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import json
 import os
 import resource
@@ -256,10 +257,16 @@ def prepare(model: str, backend: str, onnx_path: str, input_path: str) -> tuple[
             "c_compile": native,
             "total": t2 - t0,
         }
-        vm = VirtualMachine(exe, single_entry=backend != "plait-c-vm")
+        # a checkout from before single entry points (--before) has neither the option
+        # nor execution_path: it runs on its VM path
+        if "single_entry" in inspect.signature(VirtualMachine).parameters:
+            vm = VirtualMachine(exe, single_entry=backend != "plait-c-vm")
+        else:
+            vm = VirtualMachine(exe)
         main = vm["main"]
         result["planned_peak_bytes"] = exe.attrs.get("planned_peak_bytes")
-        result["execution"] = vm.execution_path("main")
+        if hasattr(vm, "execution_path"):
+            result["execution"] = vm.execution_path("main")
 
         def fn() -> Any:
             return main(x)
