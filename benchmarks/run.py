@@ -470,7 +470,8 @@ class Player:
             self.proc.wait()
         self._cache.cleanup()
         self._stderr.close()
-        r = {"model": self.model, "backend": self.backend, **self.result}
+        # the label, not the worker's own backend name (plait-c-before runs plait-c)
+        r = {**self.result, "model": self.model, "backend": self.backend}
         if self.error:
             return {"model": self.model, "backend": self.backend, "error": self.error}
         r["median_ms"] = statistics.median(self.times) * 1e3

@@ -108,3 +108,19 @@ def test_time_runs_calls_between_untimed_before_every_call() -> None:
     times = run._time_runs(fn, 3, warmup=1)
     assert log == ["between", "call"] * 4
     assert len(times) == 3 and max(times) < 0.02
+
+
+def test_a_player_reports_under_its_label() -> None:
+    """plait-c-before runs the worker backend plait-c; its results must carry the label,
+    or the suite's table files the before tree's figures under plait-c."""
+    from types import SimpleNamespace
+
+    import run
+
+    pl = SimpleNamespace(model="bert", backend="plait-c-before", error=None, proc=None,
+                         result={"model": "bert", "backend": "plait-c", "peak_rss_mb": 1},
+                         times=[0.002, 0.004], _cache=SimpleNamespace(cleanup=lambda: None),
+                         _stderr=SimpleNamespace(close=lambda: None))
+    pl.proc = SimpleNamespace(stdin=None, poll=lambda: 0)
+    r = run.Player.finish(pl)
+    assert r["backend"] == "plait-c-before" and r["median_ms"] == 3.0
