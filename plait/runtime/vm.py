@@ -677,8 +677,10 @@ class VirtualMachine:
                         regs[dst] = buf[offset:end].view(dtype).reshape(shape)
                     pc += 1
                 elif op == _ALLOC_STORAGE:
-                    pool = ins[3]
-                    regs[ins[1]] = pool.pop() if pool else aligned_storage(ins[2])
+                    try:  # (not `if pool`: another thread may take the last one between)
+                        regs[ins[1]] = ins[3].pop()
+                    except IndexError:
+                        regs[ins[1]] = aligned_storage(ins[2])
                     pc += 1
                 elif op == _RET:
                     value = regs[ins[1]]
