@@ -19,6 +19,10 @@ checkout of another revision, e.g. a git worktree), taking its turn in every rou
 summary then also compares the two trees.  This is how a change's before/after is
 measured on a noisy machine.
 
+``--isas avx2,baseline`` adds ``plait-c@<isa>`` for each: plait-c with its native kernel
+families capped at that instruction set (``PLAIT_ISA``; plait-c runs the CPU's best), so
+the summary sets the copies of the same tree against each other (docs/kernels.md).
+
 ``--kernel-loop`` adds ``plait-c-kernel``: the model's most expensive native call alone,
 called in a C loop (benchmarks/kernel_loop.py).  The summary then sets it against
 plait-c (what calling from Python adds) and onnxruntime (on a one-layer model such as
@@ -62,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="also run plait-c from this checkout (another revision)")
     p.add_argument("--kernel-loop", action="store_true",
                    help="also time the most expensive native call in a C loop")
+    p.add_argument("--isas", default="", metavar="ISA,...",
+                   help="also run plait-c capped at each of these instruction sets "
+                        "(PLAIT_ISA), e.g. avx2,baseline")
     args = p.parse_args(argv)
     problem = run.unknown_models(args.models)
     if problem:
@@ -78,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             p.error(str(err))
     if args.kernel_loop:
         backends.append(("plait-c-kernel", "plait-c-kernel", {}))
+    for isa in filter(None, args.isas.split(",")):
+        backends.append((f"plait-c@{isa}", "plait-c", {"PLAIT_ISA": isa}))
     import numpy as np
 
     header = " / ".join(f"p{q}" for q in PERCENTILES)
@@ -116,6 +125,9 @@ def summary(medians: dict[tuple[str, str], list[float]]) -> str:
     if "plait-c-before" in backends:
         out += ["", *_pairs(medians, "plait-c-before", "plait-c", "after / before",
                             "rounds after at or below")]
+    for isa_backend in sorted(b for b in backends if b.startswith("plait-c@")):
+        out += ["", *_pairs(medians, isa_backend, "plait-c", "best / capped",
+                            "rounds best at or below")]
     if "plait-c-kernel" in backends:
         out += ["", *_pairs(medians, "plait-c", "plait-c-kernel", "kernel / call",
                             "rounds kernel at or below")]

@@ -167,9 +167,12 @@ attention_thread(const plait_attention_desc* d, const float* q, const float* k,
                 a_ks = PLAIT_MR;
             }
             /* scores: 6 x SK (padded to whole panels) */
-            for (int64_t jp = 0; jp < skp; ++jp)
-                micro_kernel(D, a, a_rs, a_ks, kt + jp * D * PLAIT_NR, s + jp * PLAIT_NR, ldS,
-                             PLAIT_MR, PLAIT_NR, 1, 1, &p, 0, 0, NULL);
+            const int64_t tp = PLAIT_TILE_N / PLAIT_NR;   /* panels per wide tile */
+            for (int64_t jp = 0; jp < skp; jp += tp) {
+                int64_t nr = (skp - jp < tp ? skp - jp : tp) * PLAIT_NR;
+                micro_kernel_wide(D, a, a_rs, a_ks, kt + jp * D * PLAIT_NR, D * PLAIT_NR,
+                                  s + jp * PLAIT_NR, ldS, PLAIT_MR, nr, 1, 1, &p, 0, 0, NULL);
+            }
             if (mh) {
                 /* scale and mask the rows first; the tail's padding rows take row i's */
                 for (int64_t r = 0; r < PLAIT_MR; ++r) {
@@ -183,11 +186,12 @@ attention_thread(const plait_attention_desc* d, const float* q, const float* k,
                 for (int64_t r = 0; r < PLAIT_MR; ++r) softmax_row(s + r * ldS, SK, d->scale);
             }
             /* probabilities @ V into the output rows */
-            for (int64_t cp = 0; cp * PLAIT_NR < d->DV; ++cp) {
-                int64_t nr = d->DV - cp * PLAIT_NR < PLAIT_NR ? d->DV - cp * PLAIT_NR : PLAIT_NR;
-                micro_kernel(SK, s, ldS, 1, vp + cp * SK * PLAIT_NR,
-                             oh + i * d->o_ss + cp * PLAIT_NR, d->o_ss, mr, nr, 1, 1, &p, 0,
-                             0, NULL);
+            for (int64_t cp = 0; cp * PLAIT_NR < d->DV; cp += tp) {
+                int64_t left = d->DV - cp * PLAIT_NR;
+                int64_t nr = left < PLAIT_TILE_N ? left : PLAIT_TILE_N;
+                micro_kernel_wide(SK, s, ldS, 1, vp + cp * SK * PLAIT_NR, SK * PLAIT_NR,
+                                  oh + i * d->o_ss + cp * PLAIT_NR, d->o_ss, mr, nr, 1, 1, &p,
+                                  0, 0, NULL);
             }
         }
     }

@@ -186,25 +186,31 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int6
                     ap = apack;
                     apanel_stride = kc * PLAIT_MR;
                 }
-                for (int64_t jr = 0; jr < nc; jr += PLAIT_NR) {
-                    int64_t nr = nc - jr < PLAIT_NR ? nc - jr : PLAIT_NR;
+                /* columns PLAIT_TILE_N at a time, the wide tile (16, one patch, when
+                 * pooling) */
+                const int64_t step = p->pool ? PLAIT_NR : PLAIT_TILE_N;
+                for (int64_t jr = 0; jr < nc; jr += step) {
+                    int64_t nr = nc - jr < step ? nc - jr : step;
                     const float* bpj = bp + (jr / PLAIT_NR) * bpanel_stride;
                     for (int64_t ir = 0; ir < mc; ir += PLAIT_MR) {
                         int64_t mr = mc - ir < PLAIT_MR ? mc - ir : PLAIT_MR;
                         int64_t i = i0 + ir, j = j0 + jr;
-                        int64_t coff = j;
-                        if (p->pool) {   /* the patch's 4 pooled outputs */
+                        const float* rij = rb ? rb + i * p->ldc + j : NULL;
+                        const float* apanel = ap + (ir / PLAIT_MR) * apanel_stride;
+                        if (p->pool) {   /* the patch's 4 pooled outputs (A is packed) */
                             int64_t g16 = j / PLAIT_NR, tpr = p->conv->OW / 8;
-                            coff = (g16 / tpr) * (p->conv->OW / 2) + 4 * (g16 % tpr);
+                            int64_t coff = (g16 / tpr) * (p->conv->OW / 2) + 4 * (g16 % tpr);
+                            micro_kernel(kc, apanel, 1, PLAIT_MR, bpj, cb + i * p->ldc + coff,
+                                         p->ldc, mr, nr, first, last, p, i, j, rij);
+                        } else if (direct && mr == PLAIT_MR) {
+                            micro_kernel_wide(kc, arows + ir * p->lda_r, p->lda_r, 1, bpj,
+                                              bpanel_stride, cb + i * p->ldc + j, p->ldc, mr,
+                                              nr, first, last, p, i, j, rij);
+                        } else {
+                            micro_kernel_wide(kc, apanel, 1, PLAIT_MR, bpj, bpanel_stride,
+                                              cb + i * p->ldc + j, p->ldc, mr, nr, first, last,
+                                              p, i, j, rij);
                         }
-                        if (direct && mr == PLAIT_MR)
-                            micro_kernel(kc, arows + ir * p->lda_r, p->lda_r, 1, bpj,
-                                         cb + i * p->ldc + coff, p->ldc, mr, nr, first, last,
-                                         p, i, j, rb ? rb + i * p->ldc + j : NULL);
-                        else
-                            micro_kernel(kc, ap + (ir / PLAIT_MR) * apanel_stride, 1, PLAIT_MR,
-                                         bpj, cb + i * p->ldc + coff, p->ldc, mr, nr, first,
-                                         last, p, i, j, rb ? rb + i * p->ldc + j : NULL);
                     }
                 }
             }

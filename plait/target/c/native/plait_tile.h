@@ -232,6 +232,113 @@ micro_kernel(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
         micro_kernel_r(2, kc, a, a_rs, a_ks, b, c, ldc, mr, nr, first, last, p, i0, j0, res);
 }
 
+/* ------------------------------------------------------------ wide tile */
+
+/* The wide tile: mr (<= 6) rows times nr (<= PLAIT_TILE_N) columns of consecutive B
+ * panels, b_ps floats apart (columns 16..31 are the second panel's).  Every caller walks
+ * the columns PLAIT_TILE_N at a time through it (not the pooling epilogue, whose panels
+ * are patches of the image).  With AVX-512 it is one 6 x 32 register tile in zmm
+ * registers (12 accumulators, half the instructions of two 6 x 16 ymm tiles; the ymm
+ * code compiled for AVX-512 takes ymm16-31 and ran 14% slower on Zen 4); elsewhere the
+ * 6 x 16 tile of one panel.  Each output element is the same sum of products in the
+ * same order either way. */
+#if defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVX512VNNI)
+#include <immintrin.h>
+#define PLAIT_TILE_N 32   /* the columns of the wide tile: two panels */
+
+/* 16 columns of one row (mask m: those that exist) into dst, accumulated onto it
+ * unless first, with the epilogue when last (bcol: the row's column bias). */
+static inline __attribute__((always_inline)) void
+store16_z(float* dst, __m512 v, __mmask16 m, int first, int last,
+          const plait_gemm_problem* p, int64_t i, const float* bcol, const float* res) {
+    if (!first) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, dst));
+    if (last) {
+        if (p->bias_kind == PLAIT_BIAS_ROW) v = _mm512_add_ps(v, _mm512_set1_ps(p->bias[i]));
+        else if (p->bias_kind == PLAIT_BIAS_COL)
+            v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bcol));
+        if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res));
+        /* relu that keeps NaN (v > 0 or unordered) and turns -0 into 0, as PLAIT_RELU */
+        if (p->relu)
+            v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v);
+    }
+    _mm512_mask_storeu_ps(dst, m, v);
+}
+
+#define PLAIT_Z_ROW(r)                                                               \
+    if (R > r) {                                                                      \
+        __m512 ar = _mm512_set1_ps(a[(r) * a_rs]);                                   \
+        acc[r][0] = _mm512_fmadd_ps(ar, x0, acc[r][0]);                               \
+        if (W > 1) acc[r][1] = _mm512_fmadd_ps(ar, x1, acc[r][1]);                    \
+    }
+
+static inline __attribute__((always_inline)) void
+micro_kernel_z(const int R, const int W, int64_t kc, const float* restrict a, int64_t a_rs,
+               int64_t a_ks, const float* restrict b, int64_t b_ps, float* restrict c,
+               int64_t ldc, int64_t mr, int64_t nr, int first, int last,
+               const plait_gemm_problem* p, int64_t i0, int64_t j0, const float* res) {
+    __m512 acc[6][2];
+    for (int r = 0; r < 6; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    const float* b1 = b + b_ps;
+    PLAIT_UNROLL4
+    for (int64_t k = 0; k < kc; ++k) {
+        __m512 x0 = _mm512_loadu_ps(b);
+        __m512 x1 = W > 1 ? _mm512_loadu_ps(b1) : x0;
+        PLAIT_Z_ROW(0) PLAIT_Z_ROW(1) PLAIT_Z_ROW(2) PLAIT_Z_ROW(3) PLAIT_Z_ROW(4)
+        PLAIT_Z_ROW(5)
+        a += a_ks;
+        b += PLAIT_NR;
+        b1 += PLAIT_NR;
+    }
+    const __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
+    const __mmask16 m1 = nr >= 32 ? (__mmask16)0xFFFF
+                         : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : (__mmask16)0;
+    const float* bcol = last && p->bias_kind == PLAIT_BIAS_COL ? p->bias + j0 : NULL;
+#define PLAIT_Z_STORE(r)                                                             \
+    if (R > r && mr > r) {                                                            \
+        const float* rr = res ? res + (r) * ldc : NULL;                               \
+        store16_z(c + (r) * ldc, acc[r][0], m0, first, last, p, i0 + (r), bcol, rr);  \
+        if (W > 1)                                                                    \
+            store16_z(c + (r) * ldc + PLAIT_NR, acc[r][1], m1, first, last, p, i0 + (r), \
+                      bcol ? bcol + PLAIT_NR : NULL, rr ? rr + PLAIT_NR : NULL);      \
+    }
+    PLAIT_Z_STORE(0) PLAIT_Z_STORE(1) PLAIT_Z_STORE(2) PLAIT_Z_STORE(3) PLAIT_Z_STORE(4)
+    PLAIT_Z_STORE(5)
+}
+#undef PLAIT_Z_ROW
+#undef PLAIT_Z_STORE
+
+static __attribute__((noinline)) void
+micro_kernel_wide(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
+                  const float* restrict b, int64_t b_ps, float* restrict c, int64_t ldc,
+                  int64_t mr, int64_t nr, int first, int last, const plait_gemm_problem* p,
+                  int64_t i0, int64_t j0, const float* res) {
+#define PLAIT_Z(R, W) \
+    micro_kernel_z(R, W, kc, a, a_rs, a_ks, b, b_ps, c, ldc, mr, nr, first, last, p, i0, j0, res)
+    if (nr > PLAIT_NR) {
+        if (mr > 4) PLAIT_Z(6, 2);
+        else if (mr > 2) PLAIT_Z(4, 2);
+        else PLAIT_Z(2, 2);
+    } else {
+        if (mr > 4) PLAIT_Z(6, 1);
+        else if (mr > 2) PLAIT_Z(4, 1);
+        else PLAIT_Z(2, 1);
+    }
+#undef PLAIT_Z
+}
+#else
+#define PLAIT_TILE_N 16
+/* one panel per tile: the 6 x 16 tile (two calls for two panels would inline the tile
+ * twice at every call site: twice the compile time of the baseline copies) */
+static inline __attribute__((always_inline)) void
+micro_kernel_wide(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
+                  const float* restrict b, int64_t b_ps, float* restrict c, int64_t ldc,
+                  int64_t mr, int64_t nr, int first, int last, const plait_gemm_problem* p,
+                  int64_t i0, int64_t j0, const float* res) {
+    (void)b_ps;
+    micro_kernel(kc, a, a_rs, a_ks, b, c, ldc, mr, nr, first, last, p, i0, j0, res);
+}
+#endif
+
 /* ------------------------------------------------------- parallel regions */
 
 /* Every parallel part of the library goes through the library's thread pool

@@ -174,12 +174,13 @@ wino_thread(const plait_wino* w, int64_t* next, float* v, float* m) {
             const float* uxi = w->u + xi * apanels * C * PLAIT_MR;
             const float* vxi = v + xi * PLAIT_WINO_VS(w);
             float* mxi = m + xi * PLAIT_WINO_MS(w);
-            for (int64_t jr = 0; jr < tb; jr += PLAIT_NR) {
+            for (int64_t jr = 0; jr < tb; jr += PLAIT_TILE_N) {   /* the wide tile */
+                int64_t nr = tb - jr < PLAIT_TILE_N ? tb - jr : PLAIT_TILE_N;
                 for (int64_t ir = 0; ir < O; ir += PLAIT_MR) {
                     int64_t mr = O - ir < PLAIT_MR ? O - ir : PLAIT_MR;
-                    micro_kernel(C, uxi + (ir / PLAIT_MR) * C * PLAIT_MR, 1, PLAIT_MR,
-                                 vxi + (jr / PLAIT_NR) * C * PLAIT_NR, mxi + ir * tb + jr, tb,
-                                 mr, PLAIT_NR, 1, 0, NULL, 0, 0, NULL);
+                    micro_kernel_wide(C, uxi + (ir / PLAIT_MR) * C * PLAIT_MR, 1, PLAIT_MR,
+                                      vxi + (jr / PLAIT_NR) * C * PLAIT_NR, C * PLAIT_NR,
+                                      mxi + ir * tb + jr, tb, mr, nr, 1, 0, NULL, 0, 0, NULL);
                 }
             }
         }
@@ -473,12 +474,14 @@ wino4_thread(const plait_wino* w, int64_t* next, float* v, float* m) {
                 const float* uxi = w->u + xi * apanels * C * PLAIT_MR;
                 const float* vxi = v + xi * vs;
                 float* mxi = m + xi * ms;
-                for (int64_t jr = 0; jr < tb; jr += PLAIT_NR) {
+                for (int64_t jr = 0; jr < tb; jr += PLAIT_TILE_N) {   /* the wide tile */
+                    int64_t nr = tb - jr < PLAIT_TILE_N ? tb - jr : PLAIT_TILE_N;
                     for (int64_t ir = 0; ir < ob; ir += PLAIT_MR) {
                         int64_t mr = ob - ir < PLAIT_MR ? ob - ir : PLAIT_MR;
-                        micro_kernel(C, uxi + ((o0 + ir) / PLAIT_MR) * C * PLAIT_MR, 1,
-                                     PLAIT_MR, vxi + (jr / PLAIT_NR) * C * PLAIT_NR, mxi + ir * tb + jr,
-                                     tb, mr, PLAIT_NR, 1, 0, NULL, 0, 0, NULL);
+                        micro_kernel_wide(C, uxi + ((o0 + ir) / PLAIT_MR) * C * PLAIT_MR, 1,
+                                          PLAIT_MR, vxi + (jr / PLAIT_NR) * C * PLAIT_NR,
+                                          C * PLAIT_NR, mxi + ir * tb + jr, tb, mr, nr, 1, 0,
+                                          NULL, 0, 0, NULL);
                     }
                 }
             }
