@@ -17,7 +17,9 @@ from plait.codegen.c import CFunction, CSource, compile_kernels
 from plait.codegen.c.emit import CodegenError, emit_library
 from plait.codegen.c.variants import (
     FLOAT_ISAS,
+    allowed_by,
     arch_isas,
+    chosen_copy,
     copy_name,
     host_arch,
     isa_copies,
@@ -102,6 +104,26 @@ def test_the_best_copy_runs_and_each_one_can_be_forced() -> None:
     finally:
         lib.module.force_isa(None)
     assert _ran(f) == best
+
+
+def test_a_family_without_a_copy_of_the_cap_runs_the_best_copy_below_it() -> None:
+    """A family built without an AVX-512 copy (pooling) runs its AVX2 copy under
+    PLAIT_ISA=avx512; the Python rule (variants.chosen_copy) says what plait_isa.c does."""
+    assert allowed_by("avx512") == ("avx512", "avx2", "baseline")
+    assert allowed_by("avx512vnni") == ("avx512vnni", "avx512", "avx2", "baseline")
+    assert allowed_by("avxvnni") == ("avxvnni", "avx2", "baseline")
+    assert allowed_by("neon") == ("neon", "baseline")
+    assert chosen_copy(("avx2", "baseline"), "avx512") == "avx2"
+    assert chosen_copy(("avx512", "avx2", "baseline"), "avxvnni") == "avx2"
+    lib, f = _which(("avx2", "neon", "baseline"))
+    supported = lib.module.isa_report()["supported"]
+    built = arch_isas(host_arch(), ("avx2", "neon", "baseline"))
+    try:
+        for cap in supported:
+            lib.module.force_isa(cap)
+            assert _ran(f) == chosen_copy(built, cap) == _chosen(lib)
+    finally:
+        lib.module.force_isa(None)
 
 
 def test_forcing_an_unknown_or_foreign_instruction_set_names_the_choices() -> None:

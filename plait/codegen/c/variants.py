@@ -28,6 +28,33 @@ ISAS: dict[str, tuple[str | None, str]] = {
 """Every ISA plait knows, best first: name -> (its architecture, None for all; what it
 is).  A family runs the first of its copies that the CPU and ``PLAIT_ISA`` allow."""
 
+NEEDS: dict[str, frozenset[str]] = {
+    "avx512vnni": frozenset({"avx2_fma", "avx512", "avx512vnni"}),
+    "avx512": frozenset({"avx2_fma", "avx512"}),
+    "avxvnni": frozenset({"avx2_fma", "avxvnni"}),
+    "avx2": frozenset({"avx2_fma"}),
+    "neon": frozenset({"neon"}),
+    "baseline": frozenset(),
+}
+"""What each ISA needs from the CPU (the feature names of ``plait_isa_report``'s
+``cpu``), as in plait_isa.c: a cap ``PLAIT_ISA=x`` allows the ISAs whose needs are a
+part of ``x``'s."""
+
+
+def allowed_by(cap: str) -> tuple[str, ...]:
+    """The ISAs ``PLAIT_ISA=cap`` allows, best first (those of its architecture whose
+    needs are a part of the cap's)."""
+    arch = ISAS[cap][0]
+    return tuple(i for i in ISAS if ISAS[i][0] in (None, arch) and NEEDS[i] <= NEEDS[cap])
+
+
+def chosen_copy(built: Sequence[str], cap: str) -> str:
+    """The copy a family built for ``built`` runs under ``PLAIT_ISA=cap`` on a CPU that
+    has everything the cap needs (plait_isa.c's rule: its best copy the cap allows)."""
+    allowed = allowed_by(cap)
+    return next((i for i in ISAS if i in built and i in allowed), "baseline")
+
+
 FLOAT_ISAS: tuple[str, ...] = ("avx512", "avx2", "neon", "baseline")
 """The ISAs of plait's float32 families and of the generated kernels."""
 
@@ -101,6 +128,7 @@ def isa_copies(file_name: str, text: str, isas: Sequence[str], arch: str) -> dic
     return out
 
 
-__all__ = ["ENV_VAR", "FLOAT_ISAS", "ISAS", "ISA_FILE", "arch_isas", "copy_name",
+__all__ = ["ENV_VAR", "FLOAT_ISAS", "ISAS", "ISA_FILE", "NEEDS", "allowed_by", "arch_isas",
+           "chosen_copy", "copy_name",
            "host_arch", "isa_copies", "isa_header_text", "isa_source_text",
            "normalize_arch"]

@@ -13,51 +13,62 @@
 #include "plait_tile.h"
 #include "plait_exp_f32.h"
 
+/* The softmax's vectors: 16 lanes (zmm) in the AVX-512 copies, 8 elsewhere. */
+#if defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVX512VNNI)
+#define PLAIT_SL 16
+#else
+#define PLAIT_SL 8
+#endif
+typedef float plait_sv __attribute__((vector_size(PLAIT_SL * 4)));
+typedef float plait_svu __attribute__((vector_size(PLAIT_SL * 4), aligned(4)));
+typedef int32_t plait_svi __attribute__((vector_size(PLAIT_SL * 4)));
+typedef uint32_t plait_svui __attribute__((vector_size(PLAIT_SL * 4)));
+#define PLAIT_SSPLAT(x) ((plait_sv){0} + (x))
 #define PLAIT_SELECT(mask, a, b) \
-    ((plait_v8)(((plait_vi8)(a) & (mask)) | ((plait_vi8)(b) & ~(mask))))
+    ((plait_sv)(((plait_svi)(a) & (mask)) | ((plait_svi)(b) & ~(mask))))
 
-/* *v = plait_exp_f32 of its 8 lanes (the same operations, so the same results; a pointer,
+/* *v = plait_exp_f32 of its lanes (the same operations, so the same results; a pointer,
  * not a vector argument, so the baseline variant keeps the default ABI) */
-static inline __attribute__((always_inline)) void plait_exp_v8(plait_v8* v) {
-    plait_v8 x = *v;
-    plait_v8 xc = PLAIT_SELECT(x > PLAIT_BCAST(88.8f), PLAIT_BCAST(88.8f), x);
-    xc = PLAIT_SELECT(xc < PLAIT_BCAST(-104.0f), PLAIT_BCAST(-104.0f), xc);
-    plait_v8 m = xc * 1.44269504088896341f + 12582912.0f;
-    plait_v8 kf = m - 12582912.0f;
-    plait_vi8 k = (plait_vi8)m - 0x4B400000;
-    plait_v8 r = xc - kf * 0.693359375f;
+static inline __attribute__((always_inline)) void plait_exp_sv(plait_sv* v) {
+    plait_sv x = *v;
+    plait_sv xc = PLAIT_SELECT(x > PLAIT_SSPLAT(88.8f), PLAIT_SSPLAT(88.8f), x);
+    xc = PLAIT_SELECT(xc < PLAIT_SSPLAT(-104.0f), PLAIT_SSPLAT(-104.0f), xc);
+    plait_sv m = xc * 1.44269504088896341f + 12582912.0f;
+    plait_sv kf = m - 12582912.0f;
+    plait_svi k = (plait_svi)m - 0x4B400000;
+    plait_sv r = xc - kf * 0.693359375f;
     r = r - kf * (-2.12194440e-4f);
-    plait_v8 z = r * r;
-    plait_v8 p = PLAIT_BCAST(1.9875691500e-4f);
+    plait_sv z = r * r;
+    plait_sv p = PLAIT_SSPLAT(1.9875691500e-4f);
     p = p * r + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * z + r + 1.0f;
-    plait_vi8 k1 = (k + (plait_vi8)((uint32_t __attribute__((vector_size(32))))k >> 31)) >> 1;
-    plait_v8 s1 = (plait_v8)((k1 + 127) << 23);
-    plait_v8 s2 = (plait_v8)((k - k1 + 127) << 23);
+    plait_svi k1 = (k + (plait_svi)((plait_svui)k >> 31)) >> 1;
+    plait_sv s1 = (plait_sv)((k1 + 127) << 23);
+    plait_sv s2 = (plait_sv)((k - k1 + 127) << 23);
     *v = p * s1 * s2;
 }
 
-/* softmax(scale * s[0:n]) in place: the max, then the exponentials and their sum on 8
- * lanes (added up in a fixed order), then the division; NaN anywhere makes the row NaN
- * (as in numpy), a row of -inf gives NaN (0/0, as in numpy). */
+/* softmax(scale * s[0:n]) in place: the max, then the exponentials and their sum on
+ * PLAIT_SL lanes (added up in a fixed order), then the division; NaN anywhere makes the
+ * row NaN (as in numpy), a row of -inf gives NaN (0/0, as in numpy). */
 static inline __attribute__((always_inline)) void
 softmax_row(float* restrict s, int64_t n, float scale) {
-    plait_v8 vmax = PLAIT_BCAST(-__builtin_inff());
-    plait_vi8 nan = {0};
+    plait_sv vmax = PLAIT_SSPLAT(-__builtin_inff());
+    plait_svi nan = {0};
     int64_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        plait_v8 v = *(plait_v8u*)(s + j) * scale;
-        *(plait_v8u*)(s + j) = v;
+    for (; j + PLAIT_SL <= n; j += PLAIT_SL) {
+        plait_sv v = *(plait_svu*)(s + j) * scale;
+        *(plait_svu*)(s + j) = v;
         nan |= v != v;
         vmax = PLAIT_SELECT(v > vmax, v, vmax);
     }
     float mx = -__builtin_inff();
     int isnan = 0;
-    for (int l = 0; l < 8; ++l) {
+    for (int l = 0; l < PLAIT_SL; ++l) {
         isnan |= nan[l] != 0;
         mx = vmax[l] > mx ? vmax[l] : mx;
     }
@@ -72,22 +83,26 @@ softmax_row(float* restrict s, int64_t n, float scale) {
         return;
     }
     if (mx == -__builtin_inff()) mx = 0.0f;   /* all -inf: exp gives 0 everywhere */
-    plait_v8 vsum = {0};
-    for (j = 0; j + 8 <= n; j += 8) {
-        plait_v8 e = *(plait_v8u*)(s + j) - mx;
-        plait_exp_v8(&e);
-        *(plait_v8u*)(s + j) = e;
+    plait_sv vsum = {0};
+    for (j = 0; j + PLAIT_SL <= n; j += PLAIT_SL) {
+        plait_sv e = *(plait_svu*)(s + j) - mx;
+        plait_exp_sv(&e);
+        *(plait_svu*)(s + j) = e;
         vsum += e;
     }
-    float sum = ((vsum[0] + vsum[4]) + (vsum[1] + vsum[5])) +
-                ((vsum[2] + vsum[6]) + (vsum[3] + vsum[7]));
+    float t[8];   /* 16 lanes: the two halves first */
+    for (int l = 0; l < 8; ++l) t[l] = vsum[l];
+#if PLAIT_SL == 16
+    for (int l = 0; l < 8; ++l) t[l] += vsum[l + 8];
+#endif
+    float sum = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
     for (; j < n; ++j) {
         float e = plait_exp_f32(s[j] - mx);
         s[j] = e;
         sum += e;
     }
     float inv = 1.0f / sum;
-    for (j = 0; j + 8 <= n; j += 8) *(plait_v8u*)(s + j) *= inv;
+    for (j = 0; j + PLAIT_SL <= n; j += PLAIT_SL) *(plait_svu*)(s + j) *= inv;
     for (; j < n; ++j) s[j] *= inv;
 }
 

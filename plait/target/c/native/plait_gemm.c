@@ -200,8 +200,9 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int6
                         if (p->pool) {   /* the patch's 4 pooled outputs (A is packed) */
                             int64_t g16 = j / PLAIT_NR, tpr = p->conv->OW / 8;
                             int64_t coff = (g16 / tpr) * (p->conv->OW / 2) + 4 * (g16 % tpr);
-                            micro_kernel(kc, apanel, 1, PLAIT_MR, bpj, cb + i * p->ldc + coff,
-                                         p->ldc, mr, nr, first, last, p, i, j, rij);
+                            micro_kernel_wide(kc, apanel, 1, PLAIT_MR, bpj, bpanel_stride,
+                                              cb + i * p->ldc + coff, p->ldc, mr, nr, first,
+                                              last, p, i, j, rij);
                         } else if (direct && mr == PLAIT_MR) {
                             micro_kernel_wide(kc, arows + ir * p->lda_r, p->lda_r, 1, bpj,
                                               bpanel_stride, cb + i * p->ldc + j, p->ldc, mr,

@@ -239,8 +239,8 @@ micro_kernel(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
  * the columns PLAIT_TILE_N at a time through it (not the pooling epilogue, whose panels
  * are patches of the image).  With AVX-512 it is one 6 x 32 register tile in zmm
  * registers (12 accumulators, half the instructions of two 6 x 16 ymm tiles; the ymm
- * code compiled for AVX-512 takes ymm16-31 and ran 14% slower on Zen 4); elsewhere the
- * 6 x 16 tile of one panel.  Each output element is the same sum of products in the
+ * code compiled for AVX-512 takes ymm16-31 and ran 14% slower on Zen 4; with the
+ * pooling epilogue 6 x 16, one patch); elsewhere the 6 x 16 tile of one panel.  Each output element is the same sum of products in the
  * same order either way. */
 #if defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVX512VNNI)
 #include <immintrin.h>
@@ -288,6 +288,20 @@ micro_kernel_z(const int R, const int W, int64_t kc, const float* restrict a, in
         a += a_ks;
         b += PLAIT_NR;
         b1 += PLAIT_NR;
+    }
+    if (last && p->pool) {
+        /* each panel is a 2 x 8 patch of the image (lanes 0-7, 8-15): its 4 pooled
+         * outputs per row (one panel per tile: the caller steps 16 columns) */
+#define PLAIT_Z_POOL(r)                                                              \
+        if (R > r && mr > r) {                                                        \
+            plait_v8 lo = (plait_v8)_mm512_castps512_ps256(acc[r][0]);                \
+            plait_v8 hi = (plait_v8)_mm512_extractf32x8_ps(acc[r][0], 1);             \
+            store_row_pool(c + (r) * ldc, &lo, &hi, p, i0 + (r));                     \
+        }
+        PLAIT_Z_POOL(0) PLAIT_Z_POOL(1) PLAIT_Z_POOL(2) PLAIT_Z_POOL(3) PLAIT_Z_POOL(4)
+        PLAIT_Z_POOL(5)
+#undef PLAIT_Z_POOL
+        return;
     }
     const __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
     const __mmask16 m1 = nr >= 32 ? (__mmask16)0xFFFF
