@@ -124,6 +124,82 @@ store_row_pool(float* restrict c, const plait_v8* vlo, const plait_v8* vhi,
     memcpy(c, &m, 4 * sizeof(float));
 }
 
+#if defined(PLAIT_ISA_BASELINE)
+/* The baseline copies' tile: the 16 columns of a panel in passes of PLAIT_BW columns, so
+ * that the accumulators fit the registers of the architecture's base: 6 x 8 in twelve
+ * 4-lane vectors of SSE2's 16 registers on x86-64 (the 6 x 16 tile of 8-lane vectors
+ * would take 24 and spill, and took the compiler 5 s per file), 6 x 4 otherwise (scalar
+ * registers of aarch64 without Advanced SIMD).  Results go through a tile in memory to
+ * the same epilogue as the other copies'. */
+#if defined(__x86_64__) || defined(__i386__)
+#define PLAIT_BW 8
+#else
+#define PLAIT_BW 4
+#endif
+typedef float plait_v4 __attribute__((vector_size(16)));
+typedef float plait_v4u __attribute__((vector_size(16), aligned(4)));
+
+/* The tile t ([MR][NR]) into C with the epilogue: one function for every tile of the
+ * copy (inlined into each, the vectorized loops made the file slow to compile). */
+static __attribute__((noinline)) void
+store_tile_b(const float* t, float* restrict c, int64_t ldc, int64_t mr, int64_t nr,
+             int first, int last, const plait_gemm_problem* p, int64_t i0, int64_t j0,
+             const float* res) {
+    if (last && p->pool) {
+        for (int64_t i = 0; i < mr; ++i) {
+            plait_v8 lo, hi;
+            memcpy(&lo, t + i * PLAIT_NR, sizeof lo);
+            memcpy(&hi, t + i * PLAIT_NR + 8, sizeof hi);
+            store_row_pool(c + i * ldc, &lo, &hi, p, i0 + i);
+        }
+        return;
+    }
+    for (int64_t i = 0; i < mr; ++i) {
+        float* row = c + i * ldc;
+        for (int64_t j = 0; j < nr; ++j) {
+            float v = t[i * PLAIT_NR + j];
+            if (!first) v += row[j];
+            if (last) {
+                if (p->bias_kind == PLAIT_BIAS_ROW) v += p->bias[i0 + i];
+                else if (p->bias_kind == PLAIT_BIAS_COL) v += p->bias[j0 + j];
+                if (res) v += res[i * ldc + j];
+                if (p->relu && !(v > 0.0f) && v == v) v = 0.0f;   /* as PLAIT_RELU */
+            }
+            row[j] = v;
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+micro_kernel_r(const int R, int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
+               const float* restrict b, float* restrict c,
+               int64_t ldc, int64_t mr, int64_t nr, int first, int last,
+               const plait_gemm_problem* p, int64_t i0, int64_t j0, const float* res) {
+    float t[PLAIT_MR][PLAIT_NR] __attribute__((aligned(32)));
+    const int64_t cols = last && p->pool ? PLAIT_NR : nr;   /* pooling reads the patch */
+    for (int64_t h = 0; h < cols; h += PLAIT_BW) {
+        plait_v4 acc[PLAIT_MR][PLAIT_BW / 4];
+        for (int r = 0; r < PLAIT_MR; ++r)
+            for (int q = 0; q < PLAIT_BW / 4; ++q) acc[r][q] = (plait_v4){0};
+        const float* aa = a;
+        const float* bb = b + h;
+        for (int64_t k = 0; k < kc; ++k) {
+            plait_v4 x[PLAIT_BW / 4];
+            for (int q = 0; q < PLAIT_BW / 4; ++q) x[q] = *(const plait_v4u*)(bb + 4 * q);
+            for (int r = 0; r < R; ++r) {
+                float av = aa[r * a_rs];
+                plait_v4 ar = {av, av, av, av};
+                for (int q = 0; q < PLAIT_BW / 4; ++q) acc[r][q] += ar * x[q];
+            }
+            aa += a_ks;
+            bb += PLAIT_NR;
+        }
+        for (int r = 0; r < R; ++r)
+            for (int q = 0; q < PLAIT_BW / 4; ++q) *(plait_v4*)&t[r][h + 4 * q] = acc[r][q];
+    }
+    store_tile_b(&t[0][0], c, ldc, mr, nr, first, last, p, i0, j0, res);
+}
+#else
 /* The register tile: R (6, 4 or 2, a constant once inlined) rows of A times 16 columns
  * of B, accumulated over kc, then stored (the first mr <= R rows, nr <= 16 columns). */
 static inline __attribute__((always_inline)) void
@@ -215,6 +291,8 @@ micro_kernel_r(const int R, int64_t kc, const float* restrict a, int64_t a_rs, i
         }
     }
 }
+
+#endif
 
 /* The tile for mr rows: the 6-row kernel, or for a last panel of 1 to 4 rows one that
  * computes only 4 or 2 (a 128-row product's last 2 rows cost a third of a panel, not a
