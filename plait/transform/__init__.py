@@ -33,6 +33,7 @@ from .codegens import (
     unregister_codegen,
 )
 from .context import ConfigOption, PassContext, config_options, register_config
+from .convert_layout import ConvertLayout
 from .debug_counter import DebugCounter, allow_rewrite
 from .errors import (
     ConfigError,
@@ -112,6 +113,7 @@ __all__ = [
     "ANY_PHASE",
     "Codegen",
     "CodegenError",
+    "ConvertLayout",
     "ForCodegen",
     "FuseOpsByPattern",
     "PartitionGraph",
