@@ -147,6 +147,7 @@ class _Converter:
         self.bb = BlockBuilder(mod)
         self.moved: dict[Var, tuple[Var, tuple[int, ...]]] = {}   # var -> (new var, perm)
         self.back: dict[Var, Expr] = {}                            # var -> original form
+        self.made: dict[tuple[Var, tuple[int, ...]], Var] = {}     # transposes emitted
         self.changed = False
 
     # ------------------------------------------------------------ values
@@ -168,7 +169,12 @@ class _Converter:
         """``e`` (rank 4, original layout, or moved by ``perm``) transposed by ``perm``."""
         if isinstance(e, Var) and e in self.moved and self.moved[e][1] == perm:
             return self.moved[e][0]
-        return self.emit(make_call("permute_dims", self.original(e), axes=perm), hint)
+        if isinstance(e, Var) and (e, perm) in self.made:
+            return self.made[e, perm]
+        out = self.emit(make_call("permute_dims", self.original(e), axes=perm), hint)
+        if isinstance(e, Var):
+            self.made[e, perm] = out
+        return out
 
     def operand(self, e: Expr, perm: tuple[int, ...]) -> Expr:
         """The other operand of a broadcasting op whose moved operand has ``perm``."""
@@ -255,9 +261,10 @@ class _Converter:
         if got is not None:
             value, perm = got
             self.changed = True
-            new = self.emit(value, b.var.name_hint)
+            keep = not isinstance(b.var, DataflowVar)   # seen after the block
+            new = self.bb.emit(value, b.var.name_hint, is_output=keep and dataflow)
             self.moved[b.var] = (new, perm)
-            if not isinstance(b.var, DataflowVar):   # seen after the block: keep it
+            if keep:   # the original variable keeps its layout for whoever reads it
                 self.back[b.var] = b.var
                 bb.emit_binding(VarBinding(b.var, bb.normalize(make_call(
                     "permute_dims", new, axes=_inverse(perm)))))
@@ -296,7 +303,11 @@ class _Converter:
             blocks.append(type(block)(tuple(bb.end_scope())))
             if df:  # dataflow variables do not outlive their block
                 self.moved = {v: m for v, m in self.moved.items()
-                              if not isinstance(v, DataflowVar)}
+                              if not isinstance(v, DataflowVar) and
+                              not isinstance(m[0], DataflowVar)}
+                self.made = {k: v for k, v in self.made.items()
+                             if not isinstance(k[0], DataflowVar) and
+                             not isinstance(v, DataflowVar)}
         body = seq.body
         bb.begin_scope(False)
         new_body = self._restore(body) if isinstance(body, Var | Tuple) else body

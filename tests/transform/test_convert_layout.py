@@ -9,6 +9,7 @@ from transform_testlib import P
 
 from plait.interp import run
 from plait.ir import assert_structural_equal
+from plait.ir.well_formed import well_formed
 from plait.transform import ConvertLayout, Sequential
 
 W = 'const([[[[1.0]], [[2.0]]], [[[3.0]], [[4.0]]]], "float32")'
@@ -137,6 +138,50 @@ def test_batch_norm_follows_and_an_op_with_an_axis_is_a_border() -> None:
     out = ConvertLayout(desired={"conv2d": "NHWC"})(mod)
     assert_structural_equal(out, P(after))
     _close(mod, out)
+
+
+def test_a_shared_input_is_transposed_once_and_a_value_leaves_its_block_converted() -> None:
+    before = f"""
+        @module(attrs={{"phase": "optimization"}})
+        class Module:
+            @function
+            def main(x: Tensor((1, 2, 4, 4), "float32")) -> Tensor((1, 2, 4, 4), "float32"):
+                with dataflow():
+                    a = conv2d(x, {W})
+                    b = conv2d(x, {W})
+                    e = add(a, b)
+                    output(e)
+                y = relu(e)
+                z = conv2d(y, {W})
+                return z
+    """
+    after = f"""
+        @module(attrs={{"phase": "optimization"}})
+        class Module:
+            @function
+            def main(x: Tensor((1, 2, 4, 4), "float32")) -> Tensor((1, 2, 4, 4), "float32"):
+                with dataflow():
+                    x1 = permute_dims(x, axes=(0, 2, 3, 1))
+                    a = conv2d(x1, permute_dims({W}, axes=(2, 3, 1, 0)), data_layout="NHWC",
+                               kernel_layout="HWIO")
+                    b = conv2d(x1, permute_dims({W}, axes=(2, 3, 1, 0)), data_layout="NHWC",
+                               kernel_layout="HWIO")
+                    e = add(a, b)
+                    output(e)
+                y = relu(e)
+                z = conv2d(y, permute_dims({W}, axes=(2, 3, 1, 0)), data_layout="NHWC",
+                           kernel_layout="HWIO")
+                z1 = permute_dims(z, axes=(0, 3, 1, 2))
+                return z1
+    """
+    mod = P(before)
+    out = ConvertLayout(desired={"conv2d": "NHWC"})(mod)
+    assert_structural_equal(out, P(after))
+    assert well_formed(out) == []
+    x = np.random.default_rng(2).standard_normal((1, 2, 4, 4)).astype(np.float32)
+    w = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)      # the 1x1 kernel, (O, I)
+    conv = lambda t: np.einsum("oi,nihw->nohw", w, t)      # noqa: E731
+    np.testing.assert_allclose(run(out, x), conv(np.maximum(2 * conv(x), 0)), rtol=1e-6)
 
 
 def test_nothing_to_convert_is_the_same_function_and_bad_layouts_are_refused() -> None:
