@@ -52,11 +52,12 @@ from ..ir.expr import (
 )
 from ..ir.module import IRModule
 from ..ir.types import TensorType
+from ..ir.visitor import used_vars
 from ..op.registry import make_call
 from .canonicalize import canonicalize_bindings
 from .context import PassContext
 from .dead_code import dead_code_elimination
-from .fuse_ops import count_uses
+from .fuse_ops import count_uses, substitute
 from .pass_base import function_pass
 from .pattern import Match, is_op, wildcard
 from .pattern_rewrite import Rule, rewrite_function
@@ -255,13 +256,13 @@ class _Converter:
         return Call(call.op, args, call.attrs), perm
 
     # ------------------------------------------------------------ blocks
-    def binding(self, b: Binding, dataflow: bool) -> None:
+    def binding(self, b: Binding, dataflow: bool, seen_after: bool) -> None:
         bb = self.bb
         got = self.convert(b) if isinstance(b, VarBinding) else None
         if got is not None:
             value, perm = got
             self.changed = True
-            keep = not isinstance(b.var, DataflowVar)   # seen after the block
+            keep = seen_after or not dataflow   # the variable is read after its block
             new = self.bb.emit(value, b.var.name_hint, is_output=keep and dataflow)
             self.moved[b.var] = (new, perm)
             if keep:   # the original variable keeps its layout for whoever reads it
@@ -295,11 +296,12 @@ class _Converter:
     def seq(self, seq: SeqExpr) -> SeqExpr:
         bb = self.bb
         blocks: list[BindingBlock] = []
-        for block in seq.blocks:
+        last_use = _last_use(seq)
+        for i, block in enumerate(seq.blocks):
             df = isinstance(block, DataflowBlock)
             bb.begin_scope(df)
             for b in block.bindings:
-                self.binding(b, df)
+                self.binding(b, df, last_use.get(b.var, -1) > i)
             blocks.append(type(block)(tuple(bb.end_scope())))
             if df:  # dataflow variables do not outlive their block
                 self.moved = {v: m for v, m in self.moved.items()
@@ -315,6 +317,18 @@ class _Converter:
         if extra:
             blocks.append(BindingBlock(tuple(extra)))
         return replace(seq, blocks=tuple(blocks), body=new_body)
+
+
+def _last_use(seq: SeqExpr) -> dict[Var, int]:
+    """The index of the last block reading each variable (the body: one past the end)."""
+    out: dict[Var, int] = {}
+    for i, block in enumerate(seq.blocks):
+        for b in block.bindings:
+            for v in used_vars(b.value):
+                out[v] = i
+    for v in used_vars(seq.body):
+        out[v] = len(seq.blocks)
+    return out
 
 
 class _Unmovable(Exception):
@@ -353,7 +367,33 @@ def convert_layout(func: Function, desired: Mapping[str, Any],
         return func
     out = replace(func, body=body)
     out = rewrite_function(out, [CANCEL_TRANSPOSES], mod, max_rounds=4)
-    return _fold_output_aliases(canonicalize_bindings(dead_code_elimination(out)))
+    out = _fold_output_aliases(canonicalize_bindings(dead_code_elimination(out)))
+    return _demote_unread_outputs(out)
+
+
+def _demote_unread_outputs(func: Function) -> Function:
+    """Variables a dataflow block outputs that nothing after it reads become dataflow
+    variables (a converted value the block had to output, whose original took its place
+    after the block)."""
+    body = func.body
+    if not isinstance(body, SeqExpr):
+        return func
+    last_use = _last_use(body)
+    blocks = list(body.blocks)
+    for i, block in enumerate(blocks):
+        if not isinstance(block, DataflowBlock):
+            continue
+        subst: dict[Var, Var] = {
+            b.var: DataflowVar(b.var.name_hint, ty=b.var.ty) for b in block.bindings
+            if isinstance(b, VarBinding) and not isinstance(b.var, DataflowVar)
+            and last_use.get(b.var, -1) <= i}
+        if subst:
+            blocks[i] = DataflowBlock(tuple(
+                replace(b, var=subst.get(b.var, b.var), value=substitute(b.value, subst))
+                for b in block.bindings))
+    if all(a is b for a, b in zip(blocks, body.blocks)):
+        return func
+    return replace(func, body=replace(body, blocks=tuple(blocks)))
 
 
 def _fold_output_aliases(func: Function) -> Function:
