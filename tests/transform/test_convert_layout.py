@@ -184,6 +184,32 @@ def test_a_shared_input_is_transposed_once_and_a_value_leaves_its_block_converte
     np.testing.assert_allclose(run(out, x), conv(np.maximum(2 * conv(x), 0)), rtol=1e-6)
 
 
+def test_a_long_chain_converts_without_recursion() -> None:
+    import sys
+
+    from plait.ir import BlockBuilder, Constant, TensorType, Var
+    from plait.op import make_call
+
+    bb = BlockBuilder()
+    x = Var("x", ty=TensorType((1, 2, 4, 4), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            v = bb.emit(make_call("conv2d", x, Constant(np.ones((2, 2, 1, 1), np.float32))))
+            for _ in range(5000):
+                v = bb.emit(make_call("relu", v))
+            out = bb.emit_output(v)
+        bb.emit_func_output(out)
+    mod = bb.get().with_attrs(phase="optimization")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)   # a recursive walk of the 5,000 bindings would fail
+    try:
+        after = ConvertLayout(desired={"conv2d": "NHWC"})(mod)
+    finally:
+        sys.setrecursionlimit(limit)
+    text = after.script()
+    assert text.count("relu(") == 5000 and text.count("permute_dims") == 3  # x, w, result
+
+
 def test_nothing_to_convert_is_the_same_function_and_bad_layouts_are_refused() -> None:
     text = """
         @module(attrs={"phase": "optimization"})
