@@ -45,11 +45,14 @@ Backends: ``onnxruntime``, ``torch`` (eager), ``plait-numpy``, ``plait-c``,
 operation first, as a user of the PyTorch importer has: shows what torch in the process
 costs plait), ``plait-c+torch-ops`` (the same, with a small torch operation, untimed,
 before every call: torch's OpenMP workers spin for milliseconds after each one;
-``onnxruntime+torch-ops`` is onnxruntime in that situation) and ``plait-c-vm`` (plait-c
+``onnxruntime+torch-ops`` is onnxruntime in that situation), ``plait-c-1thread`` and
+``plait-c-1thread+torch-ops`` (plait-c on one thread, ``PLAIT_NUM_THREADS=1``: what the
+thread pool adds, and whether it ever costs) and ``plait-c-vm`` (plait-c
 on the VM path, one Python call per kernel, where plait-c runs a model of static shapes
 as one native call: its single entry point, docs/targets.md).  ``--before DIR`` adds
 ``plait-c-before``: plait-c imported from DIR, a checkout of another revision, taking
-its turn in every round.
+its turn in every round (and ``plait-c-before+torch``/``+torch-ops`` when those
+backends are asked for).
 """
 
 from __future__ import annotations
@@ -84,8 +87,10 @@ MODELS = {
 }
 DEFAULT_MODELS = "mlp,cnn,transformer"
 BACKENDS = ("onnxruntime", "torch", "plait-numpy", "plait-c", "plait-c+torch", "plait-c-vm",
-            "plait-c+torch-ops", "onnxruntime+torch-ops")
-OPT_IN = ("plait-c+torch", "plait-c-vm", "plait-c+torch-ops", "onnxruntime+torch-ops")
+            "plait-c+torch-ops", "onnxruntime+torch-ops", "plait-c-1thread",
+            "plait-c-1thread+torch-ops")
+OPT_IN = ("plait-c+torch", "plait-c-vm", "plait-c+torch-ops", "onnxruntime+torch-ops",
+          "plait-c-1thread", "plait-c-1thread+torch-ops")
 """Backends run only when named in ``--backends``."""
 SUITES = ("default", "real")
 RTOL, ATOL = 1e-3, 1e-4
@@ -718,13 +723,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # (label, backend the worker runs, extra environment)
     runs: list[tuple[str, str, dict[str, str]]] = [
-        (b, b, {}) for b in args.backends.split(",")]
+        (b, b, {"PLAIT_NUM_THREADS": "1"} if "-1thread" in b else {})
+        for b in args.backends.split(",")]
     if args.before:
         try:
-            runs.append(("plait-c-before", "plait-c", before_env(args.before)))
+            env = before_env(args.before)
         except ValueError as err:
             print(err)
             return 2
+        runs.append(("plait-c-before", "plait-c", env))
+        # the before tree in torch's company too, when plait-c is asked for there
+        runs += [(b.replace("plait-c", "plait-c-before", 1), b, env)
+                 for b in args.backends.split(",") if b in ("plait-c+torch", "plait-c+torch-ops")]
     import numpy as np
 
     global SEED

@@ -55,6 +55,7 @@ ABI_VERSION = 1
 """Version of the manifest format and calling convention."""
 MANIFEST_SYMBOL = "plait_manifest"
 ISA_REPORT_SYMBOL = "plait_isa_report"
+POOL_REPORT_SYMBOL = "plait_pool_report"
 ISA_FORCE_SYMBOL = "plait_isa_force"
 STATUS_MESSAGES = {1: "out of memory while allocating a scratch buffer"}
 
@@ -369,14 +370,30 @@ class NativeModule:
         (instruction sets, best first), ``cap``/``source`` (the PLAIT_ISA cap in force and
         where it came from), ``error`` and ``families`` (``name``, ``built``,
         ``chosen``); None for a library without it (built by an older plait)."""
+        return self._json_report(ISA_REPORT_SYMBOL)
+
+    def _json_report(self, symbol: str) -> dict[str, Any] | None:
+        """The JSON text returned by the library's function ``symbol`` (no arguments),
+        parsed; None when the library lacks it."""
         try:
-            fn = self.handle[ISA_REPORT_SYMBOL]
+            fn = self.handle[symbol]
         except AttributeError:
             return None
         fn.argtypes = []
         fn.restype = ctypes.c_char_p
         report: dict[str, Any] = json.loads(fn().decode("utf-8", "replace"))
         return report
+
+    def pool_report(self) -> dict[str, Any] | None:
+        """The counts of the library's thread pool (``plait_pool_report``, see
+        ``plait_threads.c``): ``threads`` (the most a call uses), ``workers`` (running
+        now), ``parallel`` (calls run on the pool), ``serial`` (calls run on the calling
+        thread alone because a worker was late shortly before), ``late`` (calls whose
+        caller waited long for a worker that had lost its CPU), ``wait_ns`` and
+        ``late_ns`` (the time callers waited for workers, in all and in late calls) and
+        ``backoff_ns`` (the serial period the next late call starts); None for a library
+        without it (built by an older plait)."""
+        return self._json_report(POOL_REPORT_SYMBOL)
 
     def force_isa(self, isa: str | None) -> None:
         """Make every kernel family of the library run its best copy allowed by the
@@ -663,6 +680,7 @@ register_native_loader(native_loader)
 
 __all__ = [
     "ABI_VERSION", "ISA_FORCE_SYMBOL", "ISA_REPORT_SYMBOL", "LIB_SUFFIX", "MANIFEST_SYMBOL",
+    "POOL_REPORT_SYMBOL",
     "NativeCallError", "NativeFunction",
     "NativeLoadError", "NativeModule", "ParamSpec", "dtype_text", "is_native_library",
     "is_plait_library", "library_functions", "to_native_order",

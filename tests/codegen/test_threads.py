@@ -189,3 +189,79 @@ def test_an_unusable_plait_num_threads_is_named(monkeypatch: pytest.MonkeyPatch,
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         native._check_thread_setting()   # a thread count: silent
+
+
+LATE_CHILD = r'''
+import sys, time
+import numpy as np
+from plait.codegen.c import CFunction, CSource, compile_kernels
+from plait.codegen.c.emit import threads_header_text
+
+CODE = threads_header_text() + """
+#include <pthread.h>
+#include <time.h>
+typedef struct { pthread_t caller; int64_t next, n; float* out; long worker_ns; } job;
+static void run(void* arg) {
+    job* j = (job*)arg;
+    for (int64_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED); i < j->n;
+         i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) {
+        /* the caller's items take 0.2 ms; a worker's worker_ns: one that loses its CPU
+         * in the middle of its share */
+        int worker = !pthread_equal(pthread_self(), j->caller);
+        struct timespec ts = {0, worker ? j->worker_ns : 200000};
+        nanosleep(&ts, NULL);
+        j->out[i] = (float)i;
+    }
+}
+int late_pool(const float* worker_ms, float* out, int64_t n) {
+    job j = {pthread_self(), 0, n, out, (long)(worker_ms[0] * 1e6f)};
+    plait_parallel(run, &j, plait_max_threads());
+    return 0;
+}
+"""
+fn = CFunction("late_pool", (((1,), "float32"), (("n",), "float32")), returns="int")
+lib = compile_kernels({}, c_sources=[CSource(CODE, (fn,), "late_pool.c")],
+                      cache_dir=sys.argv[1])
+f, report = lib.get("late_pool"), lib.module.pool_report
+want = np.arange(16, dtype=np.float32)
+
+
+def call(worker_ms):
+    out = np.zeros(16, np.float32)
+    f(np.float32([worker_ms]), out)   # (the function writes `out`, returns None)
+    return out
+
+
+for _ in range(3):   # workers started (a loaded machine may make one late already)
+    assert np.array_equal(call(0.2), want)
+first = report()
+assert first["threads"] == 2 and first["parallel"] + first["serial"] == 3, first
+for _ in range(12):  # the worker sleeps 30 ms in its share: late, then serial calls
+    assert np.array_equal(call(30), want)
+late = report()
+n_late, n_serial = late["late"] - first["late"], late["serial"] - first["serial"]
+# each late call is followed by a serial period of 2, 4, 8... ms (a call takes 3.2 ms
+# on the calling thread): 12 calls give at least 1 late and 3 serial calls
+assert n_late >= 1 and n_serial >= 3, (first, late)
+# a late wait (the worker's 30 ms less the caller's share, which a loaded machine
+# stretches) is over the 50 us threshold, and counted in the waits too
+late_ns = late["late_ns"] - first["late_ns"]
+assert 50e3 * n_late < late_ns <= late["wait_ns"] - first["wait_ns"], (first, late)
+assert late["backoff_ns"] >= 2e6, late
+time.sleep(late["backoff_ns"] * 1e-9 + 0.05)   # the serial period is over: a probe
+call(0.2)
+assert report()["parallel"] == late["parallel"] + 1, (late, report())
+print("ok")
+'''
+
+
+def test_a_late_worker_sends_the_next_calls_to_the_calling_thread(tmp_path: Path) -> None:
+    """A worker that loses its CPU in the middle of its share (simulated: it sleeps
+    30 ms there) makes its caller wait for it (the results stay right), and the calls
+    of the next milliseconds then run on the calling thread alone (counted by
+    plait_pool_report), until the serial period ends and a call tries the pool again."""
+    _compiler_or_skip()
+    env = dict(os.environ, PLAIT_NUM_THREADS="2")
+    r = subprocess.run([sys.executable, "-c", LATE_CHILD, str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]

@@ -8,6 +8,18 @@
  * workers that have joined it; a worker that arrives after the task is closed skips it.
  * This is the design of onnxruntime's pool.
  *
+ * A worker that joins a task and then loses its CPU mid-share (another process's
+ * threads, e.g. torch's OpenMP workers spinning for milliseconds after each torch
+ * operation, or a loaded machine) makes the caller wait until the scheduler gives it the
+ * CPU back: milliseconds for a call that takes a tenth of that on one thread.  So the
+ * caller spins only briefly for its workers, then sleeps (its CPU goes idle, and the
+ * scheduler may move the waiting worker there), and a wait that is long both in time
+ * and next to the caller's own share is *late*: the calls of the next few milliseconds
+ * run on the calling thread alone, a period that doubles while the probes that follow
+ * are late too (up to half a second) and halves when one is not.  The pool is then
+ * never much slower than one thread, and back to all of them soon after the contention
+ * ends (plait_pool_report counts what happened).
+ *
  * Workers spin about 100 us for the next task (the gap between the kernels of one
  * inference), then sleep on a condition variable; a worker idle for a second exits (and
  * frees its scratch), so a process that loads many libraries does not keep a thread per
@@ -21,6 +33,7 @@
 #endif
 #include "plait_threads.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #ifdef PLAIT_THREADS
@@ -87,6 +100,11 @@ void plait_parallel_range(plait_range_fn fn, void* ctx, int64_t n, int nthreads)
 #define PLAIT_POOL_SPIN 4000     /* pauses (about 25 ns each) before a worker sleeps */
 #define PLAIT_POOL_YIELD 64      /* pauses between yields while spinning */
 #define PLAIT_POOL_IDLE_NS 1000000000L   /* a worker asleep this long exits */
+#define PLAIT_POOL_WAIT_SPIN_NS 20000    /* the caller spins this long for its workers */
+#define PLAIT_POOL_LATE_NS 50000         /* a wait this long, and longer than half the
+                                          * caller's own share, is late */
+#define PLAIT_POOL_SERIAL_MIN_NS 2000000L     /* serial period after a first late wait */
+#define PLAIT_POOL_SERIAL_MAX_NS 500000000L   /* the longest serial period */
 
 static struct {
     pthread_mutex_t lock;
@@ -100,8 +118,15 @@ static struct {
     int workers;       /* threads running */
     plait_task_fn fn;
     void* arg;
+    pthread_cond_t done;   /* the last worker of a task has left (a caller sleeps on it) */
+    int waiting;           /* the caller sleeps on done */
+    /* contention (the caller's, under busy): calls before serial_until run on the
+     * calling thread; backoff is the next serial period after a late wait */
+    int64_t serial_until, backoff;
+    /* counts for plait_pool_report */
+    int64_t n_parallel, n_serial, n_late, wait_ns, late_ns;
 } plait_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, 0, 0,
-                NULL, NULL};
+                NULL, NULL, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, 0, 0, 0};
 
 static pthread_once_t plait_pool_once = PTHREAD_ONCE_INIT;
 
@@ -170,7 +195,14 @@ static void* plait_pool_worker(void* start) {
             void* arg = __atomic_load_n(&plait_pool.arg, __ATOMIC_SEQ_CST);
             fn(arg);
         }
-        __atomic_fetch_sub(&plait_pool.active, 1, __ATOMIC_SEQ_CST);
+        /* the last to leave wakes a caller that sleeps waiting for it (it set waiting
+         * before reading active: one of the two sees the other's write) */
+        if (__atomic_sub_fetch(&plait_pool.active, 1, __ATOMIC_SEQ_CST) == 0
+            && __atomic_load_n(&plait_pool.waiting, __ATOMIC_SEQ_CST)) {
+            pthread_mutex_lock(&plait_pool.lock);
+            pthread_cond_broadcast(&plait_pool.done);
+            pthread_mutex_unlock(&plait_pool.lock);
+        }
     }
     plait_free_scratch();
     return NULL;
@@ -180,6 +212,8 @@ static void* plait_pool_worker(void* start) {
 static void plait_pool_after_fork(void) {
     pthread_mutex_init(&plait_pool.lock, NULL);
     pthread_cond_init(&plait_pool.wake, NULL);
+    pthread_cond_init(&plait_pool.done, NULL);
+    plait_pool.waiting = 0;
     plait_pool.workers = 0;
     plait_pool.active = 0;
     plait_pool.sleepers = 0;
@@ -205,11 +239,52 @@ static int plait_pool_grow(int want) {
     return n;
 }
 
+static inline int64_t plait_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Wait until no worker is inside the task: spin PLAIT_POOL_WAIT_SPIN_NS, then sleep on
+ * done.  The time waited in ns (0 when nobody was inside). */
+static int64_t plait_pool_join(void) {
+    if (__atomic_load_n(&plait_pool.active, __ATOMIC_SEQ_CST) == 0) return 0;
+    int64_t start = plait_now_ns(), now = start;
+    for (int step = 0; __atomic_load_n(&plait_pool.active, __ATOMIC_SEQ_CST) != 0; ++step) {
+        if (step % 64 == 63 && (now = plait_now_ns()) - start > PLAIT_POOL_WAIT_SPIN_NS) {
+            pthread_mutex_lock(&plait_pool.lock);
+            __atomic_store_n(&plait_pool.waiting, 1, __ATOMIC_SEQ_CST);
+            while (__atomic_load_n(&plait_pool.active, __ATOMIC_SEQ_CST) != 0) {
+                struct timespec until;   /* (a bound, not needed for correctness) */
+                clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_nsec += 10000000;
+                until.tv_sec += until.tv_nsec / 1000000000;
+                until.tv_nsec %= 1000000000;
+                pthread_cond_timedwait(&plait_pool.done, &plait_pool.lock, &until);
+            }
+            __atomic_store_n(&plait_pool.waiting, 0, __ATOMIC_SEQ_CST);
+            pthread_mutex_unlock(&plait_pool.lock);
+            break;
+        }
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    return plait_now_ns() - start;
+}
+
 void plait_parallel(plait_task_fn fn, void* arg, int nthreads) {
     int idle = 0;
     if (nthreads <= 1 || !__atomic_compare_exchange_n(&plait_pool.busy, &idle, 1, 0,
                                                       __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
         fn(arg);
+        return;
+    }
+    const int64_t t0 = plait_now_ns();
+    if (t0 < plait_pool.serial_until) {   /* a worker was late lately: this thread alone */
+        __atomic_store_n(&plait_pool.n_serial, plait_pool.n_serial + 1, __ATOMIC_RELAXED);
+        fn(arg);
+        __atomic_store_n(&plait_pool.busy, 0, __ATOMIC_RELEASE);
         return;
     }
     int workers = __atomic_load_n(&plait_pool.workers, __ATOMIC_RELAXED);
@@ -226,9 +301,40 @@ void plait_parallel(plait_task_fn fn, void* arg, int nthreads) {
     }
     fn(arg);
     __atomic_store_n(&plait_pool.closed, g, __ATOMIC_SEQ_CST);
-    for (int step = 0; __atomic_load_n(&plait_pool.active, __ATOMIC_SEQ_CST) != 0; ++step)
-        plait_relax(step);
+    const int64_t own = plait_now_ns() - t0;
+    const int64_t waited = plait_pool_join();
+    /* late: a worker held part of the task long after the caller had done the rest */
+    if (waited > PLAIT_POOL_LATE_NS && 2 * waited > own) {
+        int64_t b = plait_pool.backoff * 2;
+        b = b < PLAIT_POOL_SERIAL_MIN_NS ? PLAIT_POOL_SERIAL_MIN_NS
+            : b > PLAIT_POOL_SERIAL_MAX_NS ? PLAIT_POOL_SERIAL_MAX_NS : b;
+        plait_pool.backoff = b;
+        plait_pool.serial_until = t0 + own + waited + b;
+        __atomic_store_n(&plait_pool.n_late, plait_pool.n_late + 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&plait_pool.late_ns, plait_pool.late_ns + waited, __ATOMIC_RELAXED);
+    } else {
+        plait_pool.backoff = plait_pool.backoff / 2 < PLAIT_POOL_SERIAL_MIN_NS
+                                 ? 0 : plait_pool.backoff / 2;
+    }
+    __atomic_store_n(&plait_pool.n_parallel, plait_pool.n_parallel + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&plait_pool.wait_ns, plait_pool.wait_ns + waited, __ATOMIC_RELAXED);
     __atomic_store_n(&plait_pool.busy, 0, __ATOMIC_RELEASE);
+}
+
+/* The pool's counts as JSON (exported: the one public symbol of the pool). */
+__attribute__((visibility("default"))) const char* plait_pool_report(void) {
+    static __thread char buf[256];
+    snprintf(buf, sizeof buf,
+             "{\"threads\": %d, \"workers\": %d, \"parallel\": %lld, \"serial\": %lld, "
+             "\"late\": %lld, \"wait_ns\": %lld, \"late_ns\": %lld, \"backoff_ns\": %lld}",
+             plait_max_threads(), __atomic_load_n(&plait_pool.workers, __ATOMIC_RELAXED),
+             (long long)__atomic_load_n(&plait_pool.n_parallel, __ATOMIC_RELAXED),
+             (long long)__atomic_load_n(&plait_pool.n_serial, __ATOMIC_RELAXED),
+             (long long)__atomic_load_n(&plait_pool.n_late, __ATOMIC_RELAXED),
+             (long long)__atomic_load_n(&plait_pool.wait_ns, __ATOMIC_RELAXED),
+             (long long)__atomic_load_n(&plait_pool.late_ns, __ATOMIC_RELAXED),
+             (long long)__atomic_load_n(&plait_pool.backoff, __ATOMIC_RELAXED));
+    return buf;
 }
 
 /* A positive thread count from the environment variable `name` (the first number of
@@ -270,4 +376,9 @@ void plait_parallel(plait_task_fn fn, void* arg, int nthreads) {
 }
 
 int plait_max_threads(void) { return 1; }
+
+__attribute__((visibility("default"))) const char* plait_pool_report(void) {
+    return "{\"threads\": 1, \"workers\": 0, \"parallel\": 0, \"serial\": 0, "
+           "\"late\": 0, \"wait_ns\": 0, \"late_ns\": 0, \"backoff_ns\": 0}";
+}
 #endif
