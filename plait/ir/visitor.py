@@ -305,6 +305,27 @@ class ExprMutator:
         self.builder = BlockBuilder(mod)
         self.var_remap: dict[Var, Expr] = {}
         self._rewrite_cache: dict[type, Any] = {}
+        self._plain: bool | None = None  # see _plain_leaves
+
+    def _plain_leaves(self) -> bool:
+        """True when no ``rewrite_*`` hook applies to a leaf or a tuple (the usual
+        mutator hooks only calls): a flat call then needs no per-leaf hook calls."""
+        plain = self._plain
+        if plain is None:
+            plain = self._plain = all(self._hook_of(c) is None for c in _FLAT_LEAVES | {Tuple})
+        return plain
+
+    def _hook_of(self, cls: type) -> Any:
+        hook = self._rewrite_cache.get(cls, _MISSING)
+        if hook is _MISSING:
+            hook = None
+            for klass in cls.__mro__:
+                h = getattr(self, "rewrite_" + _snake(klass), None)
+                if h is not None:
+                    hook = h
+                    break
+            self._rewrite_cache[cls] = hook
+        return hook
 
     # ------------------------------------------------------------ modules
     def visit_module(self, mod: IRModule) -> IRModule:
@@ -420,6 +441,11 @@ class ExprMutator:
             # same hooks in the same order as the general walk below, without the stack.
             # Arguments may be tuples of leaves (call_extern, call_kernel, call_dps).
             op = expr.op
+            if type(op) in _FLAT_LEAVES and self._plain is not False and self._plain_leaves():
+                # no hook for leaves or tuples: substitute variables, rebuild if needed
+                flat = self._flat_call(expr)
+                if flat is not None:
+                    return flat
             if type(op) in _FLAT_LEAVES:
                 args = expr.args
                 for a in args:
@@ -457,6 +483,62 @@ class ExprMutator:
                 continue
             done[id(e)] = self._rewrite(self._rebuild(e, done))
         return done[id(expr)]
+
+    def _flat_call(self, e: Call) -> Expr | None:
+        """:meth:`visit_expr` of a call of a leaf on leaves and tuples of leaves when
+        no hook applies to leaves or tuples (the same result, without the walk);
+        None for any other call."""
+        remap = self.var_remap
+        op = e.op
+        top = type(op)
+        if top is Var or top is DataflowVar:
+            if remap:
+                op = remap.get(op, op)  # type: ignore[call-overload]
+        elif top is Function or top is SeqExpr:
+            return None
+        args = e.args
+        new_args: list[Expr] | None = None
+        for i, a in enumerate(args):
+            ta = type(a)
+            if ta is Var or ta is DataflowVar:
+                if not remap:
+                    continue
+                na = remap.get(a, a)  # type: ignore[call-overload]
+            elif ta is Tuple:
+                fields = a.fields  # type: ignore[attr-defined]
+                nf: list[Expr] | None = None
+                for j, f in enumerate(fields):
+                    tf = type(f)
+                    if tf is Var or tf is DataflowVar:
+                        if remap:
+                            g = remap.get(f, f)  # type: ignore[call-overload]
+                            if g is not f:
+                                if nf is None:
+                                    nf = list(fields)
+                                nf[j] = g
+                    elif tf not in _FLAT_LEAVES:
+                        return None
+                if nf is None:
+                    continue
+                # the same tuple object twice stays one object (as in the walk)
+                twin = next((new_args[k] for k in range(i) if args[k] is a), None) \
+                    if new_args is not None else None
+                na = twin if twin is not None else Tuple(tuple(nf), span=a.span)
+            elif ta in _FLAT_LEAVES:
+                continue
+            else:
+                return None
+            if na is not a:
+                if new_args is None:
+                    new_args = list(args)
+                new_args[i] = na
+        if new_args is None and op is e.op:
+            return self._rewrite(e)
+        ty = None if isinstance(op, Op) else e.ty
+        return self._rewrite(
+            Call(op, tuple(new_args) if new_args is not None else args, e.attrs, ty=ty,
+                 span=e.span)
+        )
 
     def _rewrite_leaf(self, e: Expr) -> Expr:
         cls = type(e)
@@ -511,13 +593,7 @@ class ExprMutator:
         cls = type(e)
         hook = self._rewrite_cache.get(cls, _MISSING)
         if hook is _MISSING:
-            hook = None
-            for klass in cls.__mro__:
-                h = getattr(self, "rewrite_" + _snake(klass), None)
-                if h is not None:
-                    hook = h
-                    break
-            self._rewrite_cache[cls] = hook
+            hook = self._hook_of(cls)
         return e if hook is None else hook(e)
 
 
