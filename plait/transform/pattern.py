@@ -453,6 +453,23 @@ def check_root(p: Pattern) -> None:
                 f"match ends in a binding; got {q} in {p}")
 
 
+def root_ops(p: Pattern) -> frozenset[str]:
+    """The ops a match of ``p`` (a rule's pattern: see :func:`check_root`) can end in:
+    a binding whose value calls another op is the root of no match."""
+    out: set[str] = set()
+    stack = [p]
+    while stack:
+        q = stack.pop()
+        if isinstance(q, AltPattern):
+            stack.extend(q.alternatives)
+        elif isinstance(q, ChainPattern):
+            stack.append(q.base)
+            stack.append(q.step)
+        elif isinstance(q, CallPattern):
+            out.update(q.ops)
+    return frozenset(out)
+
+
 def patterns_in(p: Pattern) -> Iterable[Pattern]:
     """Every pattern node inside ``p`` (itself included), each once."""
     seen: set[int] = set()

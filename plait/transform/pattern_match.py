@@ -27,6 +27,7 @@ from .pattern import (
     TuplePattern,
     WildcardPattern,
     check_root,
+    root_ops,
 )
 
 _Entry = tuple[Pattern, Expr, "Call | None", "int | None"]
@@ -389,8 +390,10 @@ def scan_rules(
     """Matches of several patterns (tried in order at each root); returns the matches
     and, for each, the index of its rule.  ``accept(rule, match)`` may refuse a match
     after the check (then the next candidate is tried)."""
+    roots: set[str] = set()
     for p, _ in rules:
         check_root(p)
+        roots |= root_ops(p)
     g = BlockGraph(bindings, uses, definitions)
     taken = set() if taken is None else taken
     found: list[Match] = []
@@ -399,8 +402,14 @@ def scan_rules(
         if i in taken:
             continue
         b = bindings[i]
-        if type(b) is not VarBinding or not isinstance(b.value, Call):
+        if type(b) is not VarBinding:
             continue
+        value = b.value
+        if not isinstance(value, Call):
+            continue
+        op = value.op
+        if not isinstance(op, Op) or op.name not in roots:
+            continue  # no rule's match ends in a call of this op (or of no op)
         done = False
         for r, (p, check) in enumerate(rules):
             for m in match_at(p, b.var, g):

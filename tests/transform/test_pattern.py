@@ -310,3 +310,13 @@ def test_values_only_the_rewrite_read_are_removed() -> None:
     """
     # t lost its only use and goes; u was unused before and stays (no full DCE)
     assert_structural_equal(rewrite_module(P(text), [through]), P(after))
+
+
+def test_root_ops_name_the_ops_a_match_can_end_in():
+    from plait.transform.pattern import root_ops
+
+    _, _, conv, chain = conv_block()
+    assert root_ops(conv) == {"conv2d"}
+    assert root_ops(chain) == {"conv2d", "add", "relu"}
+    assert root_ops(is_op("add", "subtract")(wildcard(), wildcard()) | is_op("exp")) == {
+        "add", "subtract", "exp"}
