@@ -145,8 +145,8 @@ def well_formed(mod: IRModule, phase: str | None = None) -> list[Violation]:
     out: list[Violation] = []
     gtypes = {n: f.ty for n, f in mod.items() if f.ty is not None}
     for name, func in mod.graph_functions():
-        bindings = list(iter_bindings(func))
-        _check_types(name, func, gtypes, out, bindings)
+        bindings, nested = _collect_bindings(func)
+        _check_types(name, func, gtypes, out, bindings, nested)
         if level >= 1:
             _StructureCheck(name, func, mod, out).run()
         codegen = func.attrs.get("compiler")
@@ -163,7 +163,7 @@ def well_formed(mod: IRModule, phase: str | None = None) -> list[Violation]:
         if level >= 2:
             _check_lowered(name, func, out, build=level >= 3, bindings=bindings)
         if level >= 3:
-            _check_no_dataflow(name, func, out)
+            _check_no_dataflow(name, func, out, nested)
     for p in PHASES[: level + 1]:
         for key, check in _EXTRA_CHECKS[p]:
             for v in check(mod):
@@ -206,6 +206,23 @@ def iter_bindings(func: Function, into_functions: bool = True) -> Iterator[tuple
             stack.extend(reversed(pending))
         else:
             stack.extend(reversed(_nested_bodies(e, into_functions)))
+
+
+def _collect_bindings(func: Function) -> tuple[list[tuple[Binding, bool]], bool]:
+    """``list(iter_bindings(func))``, and whether anything is nested in the function (a
+    binding value or a result that is not flat: a sequence, function or If inside).
+    When nothing is, ``func`` is the only function and its body the only sequence."""
+    body = func.body
+    if type(body) is not SeqExpr or not _is_flat(body.body):
+        return list(iter_bindings(func)), True
+    out: list[tuple[Binding, bool]] = []
+    for block in body.blocks:
+        df = isinstance(block, DataflowBlock)
+        for b in block.bindings:
+            if not _is_flat(b.value):
+                return list(iter_bindings(func)), True
+            out.append((b, df))
+    return out, False
 
 
 _LEAVES = frozenset({Var, DataflowVar, Constant, ShapeExpr, PrimValue, StringImm, ExternFunc})
@@ -303,12 +320,14 @@ def _check_types(
     gtypes: dict[str, Type],
     out: list[Violation],
     bindings: list[tuple[Binding, bool]] | None = None,
+    nested: bool = True,
 ) -> None:
     if bindings is None:
         bindings = list(iter_bindings(func))
     found: list[str] = []
+    memo: dict = {}
     for b, _ in bindings:
-        ty = _infer(b.value, gtypes, found)
+        ty = _infer(b.value, gtypes, found, memo)
         if found:
             name = b.var.name_hint
             for msg in found:
@@ -322,7 +341,7 @@ def _check_types(
                 "ingestion", fname, name,
                 f"the variable is declared {b.var.ty} but its value has type {ty}",
             ))
-    for f in _functions_in(func, bindings):
+    for f in _functions_in(func, bindings) if nested else (func,):
         body_ty = _seq_type(f.body)
         if f.ret_ty is not None and not types_compatible(f.ret_ty, body_ty):
             out.append(Violation(
@@ -365,10 +384,15 @@ def _leaf_type(a: Expr, gtypes: dict[str, Type]) -> Any:
     return _SLOW
 
 
-def _infer_flat_call(e: Expr, gtypes: dict[str, Type], found: list[str]) -> Any:
+def _infer_flat_call(
+    e: Expr, gtypes: dict[str, Type], found: list[str], memo: dict | None = None
+) -> Any:
     """:func:`_infer` of the common binding value of A-normal form — an op called on
     leaves and tuples of leaves — without the general walk (the same result and the
-    same messages), or ``_SLOW`` for anything else."""
+    same messages), or ``_SLOW`` for anything else.  ``memo`` (for one check of a
+    module, whose nodes all stay alive meanwhile) keeps the types inferred for calls of
+    an op with the same attributes on arguments of the same types: variables by the
+    identity of their type, other leaves by their own identity."""
     if type(e) is not Call:
         return _SLOW
     op = e.op
@@ -377,12 +401,16 @@ def _infer_flat_call(e: Expr, gtypes: dict[str, Type], found: list[str]) -> Any:
     arg_types: list[Type | None] = []
     known = True
     seen: dict[int, Type | None] | None = None
+    key: list[Any] | None = [op, id(e.attrs)] if memo is not None else None
     for a in e.args:
         t = type(a)
         if t in _LEAVES:
             ty = a.ty
+            if key is not None:
+                key.append(_leaf_key(a, t))
         elif t is GlobalVar:
             ty = a.ty if a.ty is not None else gtypes.get(a.name_hint)
+            key = None
         elif t is Tuple:
             if seen is not None and id(a) in seen:
                 ty = seen[id(a)]
@@ -404,6 +432,16 @@ def _infer_flat_call(e: Expr, gtypes: dict[str, Type], found: list[str]) -> Any:
                 if seen is None:
                     seen = {}
                 seen[id(a)] = ty
+            if key is not None:
+                part: list[Any] = [Tuple]
+                for f in a.fields:
+                    tf = type(f)
+                    if f.ty is None:  # the tuple's type is its annotation
+                        key = None
+                        break
+                    part.append(_leaf_key(f, tf))
+                else:  # (typed fields: the tuple's type is theirs)
+                    key.append(tuple(part))
         else:
             return _SLOW
         if ty is None:
@@ -413,15 +451,33 @@ def _infer_flat_call(e: Expr, gtypes: dict[str, Type], found: list[str]) -> Any:
     ty = None
     opdef = Op.definitions.get(op.name)
     if opdef is not None and known:
-        try:
-            ty, _ = opdef.infer_call(e, tuple(arg_types))
-        except _INFER_ERRORS as err:
-            found.append(f"the call of op {op.name!r} is ill-typed: {err}")
-            ty = None
+        k = tuple(key) if key is not None else None
+        hit = memo.get(k) if k is not None else None  # type: ignore[union-attr]
+        if hit is not None:
+            ty = hit
+        else:
+            try:
+                ty, _ = opdef.infer_call(e, tuple(arg_types))
+            except _INFER_ERRORS as err:
+                found.append(f"the call of op {op.name!r} is ill-typed: {err}")
+                ty = None
+            if k is not None and ty is not None:
+                memo[k] = ty  # type: ignore[index]
     ety = e.ty
     if ety is not None and ty is not None and not types_compatible(ety, ty):
         found.append(f"{_describe(e)} is annotated {ety} but its type is {ty}")
     return ty if ty is not None else ety
+
+
+def _leaf_key(a: Expr, t: type) -> Any:
+    """What inference can see of leaf ``a`` (of class ``t``), for the memo of
+    :func:`_infer_flat_call`: a variable's class and type (by identity), an extern
+    function's symbol, a constant itself (by identity: its value may be read)."""
+    if t is Var or t is DataflowVar:
+        return (t, id(a.ty))
+    if t is ExternFunc:
+        return (t, a.symbol, a.ty)  # type: ignore[attr-defined]
+    return id(a)
 
 
 def _same_objects(a: tuple, b: list) -> bool:
@@ -433,10 +489,12 @@ def _same_objects(a: tuple, b: list) -> bool:
     return True
 
 
-def _infer(expr: Expr, gtypes: dict[str, Type], found: list[str]) -> Type | None:
+def _infer(
+    expr: Expr, gtypes: dict[str, Type], found: list[str], memo: dict | None = None
+) -> Type | None:
     """The type of ``expr`` inferred bottom-up from the known types of its leaves;
     problems are appended to ``found``.  None when it cannot be known."""
-    fast = _infer_flat_call(expr, gtypes, found)
+    fast = _infer_flat_call(expr, gtypes, found, memo)
     if fast is not _SLOW:
         return fast  # type: ignore[no-any-return]
     types: dict[int, Type | None] = {}
@@ -830,7 +888,22 @@ def _check_lowered(
                 stack.extend(x.fields)
 
 
-def _check_no_dataflow(fname: str, func: Function, out: list[Violation]) -> None:
+def _dataflow_left(fname: str, block: DataflowBlock, out: list[Violation]) -> None:
+    first = block.bindings[0].var.name_hint if block.bindings else None
+    out.append(Violation(
+        "build", fname, first,
+        "a dataflow block is left in the build phase; the pass that leaves dataflow form "
+        "must run before this point",
+    ))
+
+
+def _check_no_dataflow(fname: str, func: Function, out: list[Violation],
+                       nested: bool = True) -> None:
+    if not nested:  # the function body is the only sequence
+        for block in func.body.blocks:  # type: ignore[attr-defined]
+            if isinstance(block, DataflowBlock):
+                _dataflow_left(fname, block, out)
+        return
     stack: list[Expr] = [func.body]
     while stack:
         e = stack.pop()
@@ -839,12 +912,7 @@ def _check_no_dataflow(fname: str, func: Function, out: list[Violation]) -> None
             continue
         for block in e.blocks:
             if isinstance(block, DataflowBlock):
-                first = block.bindings[0].var.name_hint if block.bindings else None
-                out.append(Violation(
-                    "build", fname, first,
-                    "a dataflow block is left in the build phase; the pass that leaves "
-                    "dataflow form must run before this point",
-                ))
+                _dataflow_left(fname, block, out)
             for b in block.bindings:
                 if not _is_flat(b.value):
                     stack.extend(_nested_bodies(b.value, True))
