@@ -122,6 +122,10 @@ class OpDef:
         default_factory=dict, init=False, repr=False, compare=False
     )
     """Inferred types of calls whose inference sees only types: see :meth:`infer_call`."""
+    _id_cache: dict[tuple, tuple] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """The same, keyed by the identity of the argument types (looked up first)."""
     _arity: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -149,16 +153,23 @@ class OpDef:
         key holds each argument's class, type and name, never a constant's value).
         Failures are not cached, so errors are raised afresh with their message."""
         attrs = call.attrs
-        key = None
+        key = ikey = None
         if attrs.checked_by is self and type(types) is tuple:
             sig = _arg_signature(call.args, types)
             if sig is not None:
+                # first by the identity of the types (no hashing of types), then by
+                # their value; an entry keeps its types alive, so their ids stay theirs
+                ikey = (id(attrs), sig, *map(id, types))
+                hit = self._id_cache.get(ikey)
+                if hit is not None and hit[0] is attrs and hit[1] is self.infer_type:
+                    return hit[2], attrs
                 key = (id(attrs), types, sig)
                 try:
                     hit = self._infer_cache.get(key)
                 except TypeError:  # a type that cannot be hashed: no caching
-                    hit = key = None
+                    hit = key = ikey = None
                 if hit is not None and hit[0] is attrs and hit[1] is self.infer_type:
+                    self._remember(ikey, (hit[0], hit[1], hit[2], types))
                     return hit[2], attrs
         check_arity(self, len(call.args))
         attrs = normalize_attrs(self, attrs)
@@ -170,7 +181,15 @@ class OpDef:
                 cache.clear()
             # The attributes are kept alive by the entry, so their id is not reused.
             cache[key] = (attrs, fn, ty)
+            self._remember(ikey, (attrs, fn, ty, types))
         return ty, attrs
+
+    def _remember(self, ikey: tuple | None, entry: tuple) -> None:
+        if ikey is not None:
+            cache = self._id_cache
+            if len(cache) >= _CACHE_MAX:
+                cache.clear()
+            cache[ikey] = entry
 
     def input_name(self, i: int) -> str:
         if i < len(self.inputs):
