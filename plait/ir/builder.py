@@ -737,6 +737,28 @@ def _arg_children(e: Expr) -> tuple[Expr, ...]:
     return ()
 
 
+_TUPLE_TYPES: dict[tuple[int, ...], tuple[tuple[Type, ...], TupleType]] = {}
+_TUPLE_TYPES_MAX = 4096
+
+
+def tuple_type(fields: tuple[Expr, ...]) -> TupleType | None:
+    """The type of a tuple of ``fields`` (None if one is untyped): one ``TupleType``
+    object for tuples whose fields have the very same type objects (then the builder
+    takes such a tuple as typed, without rebuilding it)."""
+    types = tuple([f.ty for f in fields])
+    key = tuple(map(id, types))
+    hit = _TUPLE_TYPES.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], types)):
+        return hit[1]
+    if any(t is None for t in types):
+        return None
+    if len(_TUPLE_TYPES) >= _TUPLE_TYPES_MAX:
+        _TUPLE_TYPES.clear()
+    tt = TupleType(types)  # type: ignore[arg-type]
+    _TUPLE_TYPES[key] = (types, tt)  # (keeps the types alive: their ids stay theirs)
+    return tt
+
+
 def normalize_module(mod: IRModule) -> IRModule:
     """Every function of ``mod`` normalized (A-normal form, types filled in)."""
     bb = BlockBuilder(mod)
@@ -761,5 +783,6 @@ __all__ = [
     "is_atom",
     "join_types",
     "normalize_module",
+    "tuple_type",
     "types_compatible",
 ]

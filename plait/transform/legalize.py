@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..ir.builder import BlockBuilder
+from ..ir.builder import BlockBuilder, tuple_type
 from ..ir.expr import Call, Expr, ExternFunc, Function, Op, Tuple
 from ..ir.module import IRModule
 from ..ir.visitor import ExprMutator
@@ -68,21 +68,37 @@ def register_legalize(
 def reference_legalization(bb: BlockBuilder, call: Call, target: Any) -> Expr:
     """``call`` as a ``call_extern`` of the numpy library function of its op
     (``numpy.<op>``, :mod:`plait.runtime.numpy_ops`): the legalization of the
-    ``numpy`` target, and the one every target can run."""
+    ``numpy`` target, and the one every target can run.  The result is typed (its
+    argument tuple and the call), so the builder does not build it a second time; calls
+    of an op with the same attributes and type share the extern function and the
+    checked attributes."""
     name = call.op.name  # type: ignore[attr-defined]
-    if not has_func(f"numpy.{name}"):
-        raise LegalizeError(
-            f"op {name!r} has no numpy library function 'numpy.{name}' "
-            "(plait/runtime/numpy_ops.py registers them); it cannot run on the numpy target"
-        )
-    return make_call(
-        "call_extern",
-        ExternFunc(f"numpy.{name}"),
-        Tuple(call.args),
-        out=call.ty,
-        attrs=dict(call.attrs) or None,
-        span=call.span,
-    )
+    key = (name, id(call.attrs), id(call.ty))
+    hit = _SEEN.get(key)
+    if hit is None or hit[0] is not call.attrs or hit[1] is not call.ty:
+        if not has_func(f"numpy.{name}"):
+            raise LegalizeError(
+                f"op {name!r} has no numpy library function 'numpy.{name}' "
+                "(plait/runtime/numpy_ops.py registers them); it cannot run on the numpy "
+                "target"
+            )
+        ext = ExternFunc(f"numpy.{name}")
+        checked = make_call("call_extern", ext, Tuple(call.args), out=call.ty,
+                            attrs=dict(call.attrs) or None).attrs
+        if len(_SEEN) >= _SEEN_MAX:
+            _SEEN.clear()
+        hit = _SEEN[key] = (call.attrs, call.ty, ext, checked)
+    args = call.args
+    return Call(_CALL_EXTERN, (hit[2], Tuple(args, ty=tuple_type(args))), hit[3],
+                ty=call.ty, span=call.span)
+
+
+_SEEN: dict[tuple[str, int, int], tuple[Any, Any, ExternFunc, Any]] = {}
+"""(op, id of a call's attributes, id of its type) -> (those attributes, that type, the
+extern function, the checked attributes of the call_extern); an entry keeps the keyed
+objects alive, so their ids are not reused."""
+_SEEN_MAX = 4096
+_CALL_EXTERN = Op.get("call_extern")
 
 
 def find_legalization(op: str, target: Any) -> LegalizeFn | None:
