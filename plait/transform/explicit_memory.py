@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.attrs import Attrs
+from ..ir.builder import tuple_type
 from ..ir.expr import (
     Binding,
     Call,
@@ -57,6 +58,8 @@ class _ExplicitMemory(ExprMutator):
         self._alloc_attrs: dict[tuple, Attrs] = {}
         # id(tensor type) -> (the type, the tuple type of one output of that type)
         self._out_tuple_types: dict[int, tuple[Type, TupleType]] = {}
+        # id(extra attributes) -> (them, the checked attributes of call_dps)
+        self._dps: dict[int, tuple[object, Attrs]] = {}
 
     def visit_binding(self, binding: Binding) -> None:
         value = binding.value
@@ -109,9 +112,9 @@ class _ExplicitMemory(ExprMutator):
             fields.append(nf)
         if not changed:
             return args
-        # The tuple keeps its type when every field kept its type (the builder
-        # types an untyped tuple when the call is emitted).
-        ty = args.ty if same_types else None
+        # The tuple keeps its type when every field kept its type; else it gets the
+        # type of its fields (None if one is untyped: the builder types it then).
+        ty = args.ty if same_types else tuple_type(fields)
         return Tuple(tuple(fields), ty=ty, span=args.span)
 
     def _lower(self, binding: Binding, call: Call, call_args: tuple[Expr, ...]) -> None:
@@ -132,17 +135,31 @@ class _ExplicitMemory(ExprMutator):
             outs = [self._alloc(out_ty, name)]
             result = outs[0]
             outs_ty = self._out_tuple_type(outs[0].ty)
-        dps_attrs = normalize_attrs(_DPS.definition, {"attrs": extra})
-        # The builder checks the type given here against inference (and replaces it
-        # if they differ), so it only saves building the call a second time.
+        dps_attrs = self._dps_attrs(extra)
         dps = Call(_DPS, (callee, args, Tuple(tuple(outs), ty=outs_ty)), dps_attrs, ty=OBJECT)
-        bb.emit(dps, "_")
+        if type(args) is Tuple and type(args.ty) is TupleType and (
+                type(callee) is ExternFunc or type(callee) is GlobalVar):
+            # typed as call_dps's inference types it (an object; the callee and both
+            # tuples are what it checks): bound as it is
+            bb.emit_binding(VarBinding((DataflowVar if bb.in_dataflow else Var)("_", OBJECT), dps))
+        else:
+            bb.emit(dps, "_")
         if isinstance(result, Var):
             self.var_remap[binding.var] = result
         else:
             var = replace(binding.var, ty=out_ty)
             bb.emit_binding(VarBinding(var, bb.normalize(result)))
             self.var_remap[binding.var] = var
+
+    def _dps_attrs(self, extra: object) -> Attrs:
+        """The checked attributes of a call_dps passing ``extra`` (one object per
+        ``extra`` object: the entry keeps it alive, so its id stays its own)."""
+        hit = self._dps.get(id(extra))
+        if hit is not None and hit[0] is extra:
+            return hit[1]
+        attrs = normalize_attrs(_DPS.definition, {"attrs": extra})
+        self._dps[id(extra)] = (extra, attrs)
+        return attrs
 
     def _out_tuple_type(self, ty: Type) -> TupleType:
         hit = self._out_tuple_types.get(id(ty))
@@ -159,11 +176,12 @@ class _ExplicitMemory(ExprMutator):
         if attrs is None:
             call = make_call("builtin.alloc_tensor", shape=ty.shape, dtype=ty.dtype)
             self._alloc_attrs[key] = call.attrs
-        else:
-            # typed already: inference (cached) gives an equal type, so the builder
-            # keeps this call
-            call = Call(_ALLOC, (), attrs, ty=ty)
-        return self.builder.emit(call, name)
+            return self.builder.emit(call, name)
+        # alloc_tensor(shape, dtype) has type Tensor(shape, dtype): ``ty`` itself
+        bb = self.builder
+        var = (DataflowVar if bb.in_dataflow else Var)(name, ty)
+        bb.emit_binding(VarBinding(var, Call(_ALLOC, (), attrs, ty=ty)))
+        return var
 
 
 _LOWERED = ("call_extern", "call_kernel")
