@@ -333,9 +333,9 @@ def _check_types(
             for msg in found:
                 out.append(Violation("ingestion", fname, name, msg))
             found = []
-        if isinstance(b, MatchCast):
+        if ty is None or ty is b.var.ty or isinstance(b, MatchCast):
             continue
-        if ty is not None and not types_compatible(b.var.ty, ty):
+        if not types_compatible(b.var.ty, ty):
             name = b.var.name_hint
             out.append(Violation(
                 "ingestion", fname, name,
@@ -391,8 +391,9 @@ def _infer_flat_call(
     leaves and tuples of leaves — without the general walk (the same result and the
     same messages), or ``_SLOW`` for anything else.  ``memo`` (for one check of a
     module, whose nodes all stay alive meanwhile) keeps the types inferred for calls of
-    an op with the same attributes on arguments of the same types: variables by the
-    identity of their type, other leaves by their own identity."""
+    an op with the same attributes on arguments of the same types: variables by their
+    class and the identity of their type, a tuple of variables by its type's identity
+    and its fields' classes, an extern by its symbol, other leaves by identity."""
     if type(e) is not Call:
         return _SLOW
     op = e.op
@@ -400,48 +401,61 @@ def _infer_flat_call(
         return _SLOW
     arg_types: list[Type | None] = []
     known = True
-    seen: dict[int, Type | None] | None = None
+    seen: dict[int, tuple[Type | None, Any]] | None = None
     key: list[Any] | None = [op, id(e.attrs)] if memo is not None else None
     for a in e.args:
         t = type(a)
-        if t in _LEAVES:
+        if t is Var or t is DataflowVar:
             ty = a.ty
             if key is not None:
-                key.append(_leaf_key(a, t))
-        elif t is GlobalVar:
-            ty = a.ty if a.ty is not None else gtypes.get(a.name_hint)
-            key = None
+                key.append((t, id(ty)))
         elif t is Tuple:
             if seen is not None and id(a) in seen:
-                ty = seen[id(a)]
+                ty, part = seen[id(a)]
             else:
-                fields = []
+                fields: list[Type | None] = []
+                classes: list[type] | None = []
                 for f in a.fields:
+                    tf = type(f)
+                    if tf is Var or tf is DataflowVar:
+                        fields.append(f.ty)
+                        if classes is not None:
+                            classes.append(tf)
+                        continue
                     ft = _leaf_type(f, gtypes)
                     if ft is _SLOW:
                         return _SLOW
                     fields.append(ft)
+                    classes = None  # a constant's value may be read: key by identity
                 aty = a.ty
                 if type(aty) is TupleType and _same_objects(aty.fields, fields):
                     tt = aty  # annotated with its fields' very types
                 else:
                     tt = None if any(x is None for x in fields) else TupleType(tuple(fields))
-                if a.ty is not None and tt is not None and not types_compatible(a.ty, tt):
-                    found.append(f"{_describe(a)} is annotated {a.ty} but its type is {tt}")
-                ty = tt if tt is not None else a.ty
+                if aty is not None and tt is not None and not types_compatible(aty, tt):
+                    found.append(f"{_describe(a)} is annotated {aty} but its type is {tt}")
+                ty = tt if tt is not None else aty
+                if tt is None:  # the tuple's type is its annotation: not memoized
+                    part = None
+                elif classes is not None:
+                    part = (Tuple, id(tt), tuple(classes))
+                else:
+                    part = (Tuple, id(tt), tuple(map(id, a.fields)))
                 if seen is None:
                     seen = {}
-                seen[id(a)] = ty
+                seen[id(a)] = (ty, part)
             if key is not None:
-                part: list[Any] = [Tuple]
-                for f in a.fields:
-                    tf = type(f)
-                    if f.ty is None:  # the tuple's type is its annotation
-                        key = None
-                        break
-                    part.append(_leaf_key(f, tf))
-                else:  # (typed fields: the tuple's type is theirs)
-                    key.append(tuple(part))
+                if part is None:
+                    key = None
+                else:
+                    key.append(part)
+        elif t in _LEAVES:
+            ty = a.ty
+            if key is not None:
+                key.append((t, a.symbol, ty) if t is ExternFunc else id(a))  # type: ignore[attr-defined]
+        elif t is GlobalVar:
+            ty = a.ty if a.ty is not None else gtypes.get(a.name_hint)
+            key = None
         else:
             return _SLOW
         if ty is None:
@@ -464,20 +478,9 @@ def _infer_flat_call(
             if k is not None and ty is not None:
                 memo[k] = ty  # type: ignore[index]
     ety = e.ty
-    if ety is not None and ty is not None and not types_compatible(ety, ty):
+    if ety is not None and ty is not None and ety is not ty and not types_compatible(ety, ty):
         found.append(f"{_describe(e)} is annotated {ety} but its type is {ty}")
     return ty if ty is not None else ety
-
-
-def _leaf_key(a: Expr, t: type) -> Any:
-    """What inference can see of leaf ``a`` (of class ``t``), for the memo of
-    :func:`_infer_flat_call`: a variable's class and type (by identity), an extern
-    function's symbol, a constant itself (by identity: its value may be read)."""
-    if t is Var or t is DataflowVar:
-        return (t, id(a.ty))
-    if t is ExternFunc:
-        return (t, a.symbol, a.ty)  # type: ignore[attr-defined]
-    return id(a)
 
 
 def _same_objects(a: tuple, b: list) -> bool:
