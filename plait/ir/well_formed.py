@@ -614,6 +614,7 @@ class _StructureCheck:
         self.live: set[int] = set()
         self.ever: set[int] = set()
         self.dataflow_dead: set[int] = set()
+        self.pure_ops: dict[Op, bool] = {}  # registered op -> whether it is pure
         # scopes: ("lexical" | "dataflow", list of var ids defined in it)
         self.scopes: list[tuple[str, list[int]]] = []
 
@@ -655,8 +656,9 @@ class _StructureCheck:
             self.report(f"variable {var.name_hint!r} is used before it is defined "
                         "(or is not defined in this function)")
 
-    def use_atom(self, e: Expr, what: str) -> None:
-        """Check that ``e`` is an atom and record the variables it uses."""
+    def use_atom(self, e: Expr, what: str, index: int | None = None) -> None:
+        """Check that ``e`` is an atom and record the variables it uses (``what`` names
+        it in a message: a template of ``index``, when given)."""
         t = type(e)
         if t is Var or t is DataflowVar:  # fast path for the common atom
             if id(e) not in self.live:
@@ -679,7 +681,8 @@ class _StructureCheck:
                         self.use(f)
                 return
         if not is_atom(e):
-            self.report(f"{what} is a nested {type(e).__name__}, not an atom: the function "
+            name = what if index is None else what.format(index)
+            self.report(f"{name} is a nested {type(e).__name__}, not an atom: the function "
                         "is not in A-normal form; run Normalize")
             return
         stack = [e]
@@ -796,7 +799,7 @@ class _StructureCheck:
             self.check_call(value, in_dataflow)
         elif isinstance(value, Tuple):
             for i, f in enumerate(value.fields):
-                self.use_atom(f, f"tuple field {i}")
+                self.use_atom(f, "tuple field {}", i)
         elif isinstance(value, TupleGetItem):
             self.use_atom(value.tuple_value, "the tuple of a tuple item")
         elif isinstance(value, If):
@@ -820,7 +823,11 @@ class _StructureCheck:
     def check_call(self, call: Call, in_dataflow: bool) -> None:
         callee = call.op
         pure: bool | None = None
-        if isinstance(callee, Op):
+        if type(callee) is Op:  # the common callee: a registered op's purity, remembered
+            pure = self.pure_ops.get(callee)
+            if pure is None and self.check_op(callee):
+                pure = self.pure_ops[callee] = callee.definition.pure
+        elif isinstance(callee, Op):
             if self.check_op(callee):
                 pure = callee.definition.pure
         elif isinstance(callee, GlobalVar):
@@ -834,8 +841,14 @@ class _StructureCheck:
         else:
             self.report(f"the callee is a nested {type(callee).__name__}, not an atom; "
                         "run Normalize")
+        live = self.live
         for i, a in enumerate(call.args):
-            self.use_atom(a, f"argument {i} of the call")
+            t = type(a)
+            if t is Var or t is DataflowVar:
+                if id(a) not in live:
+                    self.use(a)
+            else:
+                self.use_atom(a, "argument {} of the call", i)
         if in_dataflow and pure is False:
             what = callee.name if isinstance(callee, Op) else getattr(
                 callee, "name_hint", getattr(callee, "symbol", "callee"))
