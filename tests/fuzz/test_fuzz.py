@@ -6,6 +6,7 @@ crashes.  Long runs: ``python tools/fuzz.py --minutes N`` (docs/reliability.md).
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import fuzzlib
@@ -65,9 +66,21 @@ def test_the_long_runner_judges_crashes_hangs_and_raw_exceptions(tmp_path: Path)
         import fuzz
     finally:
         sys.path.remove(str(ROOT / "tools"))
+    # The hang limit comes from this machine's speed now: a child that starts, imports
+    # and judges the ok and the raw case (seeds 12, 13) with a limit no slow case reaches
+    # takes ``took`` seconds; a case of the real run is a hang past 3 * took (at least
+    # 5 s), which a loaded machine's slow case stays under and the hanging case (an hour
+    # of sleep) passes.
+    start = time.monotonic()
+    calibration = fuzz.run(["selftest"], minutes=10, seed=12, hang_seconds=600,
+                           memory_gb=4, findings=tmp_path / "calibration",
+                           first_case_grace=0.0, max_cases=2, nice=0)
+    took = time.monotonic() - start
+    assert calibration["counts"]["selftest"]["ok"] == 1, calibration
     # seeds 12-15 give an ok case, a raw exception, a crash and a hang, in that order
-    summary = fuzz.run(["selftest"], minutes=5, seed=12, hang_seconds=5, memory_gb=4,
-                       findings=tmp_path, first_case_grace=0.0, max_cases=4, nice=0)
+    summary = fuzz.run(["selftest"], minutes=10, seed=12, hang_seconds=max(5.0, 3 * took),
+                       memory_gb=4, findings=tmp_path, first_case_grace=0.0, max_cases=4,
+                       nice=0)
     counts = summary["counts"]["selftest"]
     assert [counts[k] for k in ("ok", "raw", "crash", "hang")] == [1, 1, 1, 1], summary
     kinds = {f["kind"]: f["detail"] for f in summary["findings"]}
