@@ -52,6 +52,14 @@ _ENTRY_REPORT = "single_entry"
 has none)."""
 
 
+_DL_CPU = 1
+_DL_HOST_DEVICES = (1, 3, 11, 13)
+"""DLPack device types numpy reads: kDLCPU, kDLCUDAHost and kDLROCMHost (pinned host
+memory), kDLCUDAManaged."""
+_DL_DEVICE_NAMES = {2: "CUDA", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 9: "VPI", 10: "ROCm",
+                    14: "oneAPI", 15: "WebGPU", 16: "Hexagon", 17: "MAIA"}
+
+
 class VMError(RuntimeError):
     """An error while running (or linking) VM code.
 
@@ -177,6 +185,51 @@ class _Binder:
                     f"(expected shape {_fmt_shape(p.shape)}, got {_fmt_shape(got)})",
                 )
 
+    def _from_dlpack(self, p: ParamSig, a: Any) -> np.ndarray:
+        """``a`` (an object with ``__dlpack__``: a torch tensor, a CuPy or JAX array...)
+        as a numpy array over the same memory (:func:`numpy.from_dlpack`, no copy).  A
+        torch tensor that requires grad is detached first (the VM computes no
+        gradients); memory on another device than the CPU is refused, naming the fix."""
+        device = getattr(a, "__dlpack_device__", None)
+        if device is not None:
+            try:
+                kind, index = device()
+            except Exception:  # noqa: BLE001 (np.from_dlpack below reports it)
+                kind, index = _DL_CPU, 0
+            if kind not in _DL_HOST_DEVICES:
+                where = _DL_DEVICE_NAMES.get(int(kind), f"DLPack device type {int(kind)}")
+                raise self._error(
+                    p,
+                    f"the {type(a).__name__} is in {where} memory (device {index}); plait "
+                    "runs on the CPU: move it there first (tensor.cpu())")
+        if getattr(a, "requires_grad", False) and hasattr(a, "detach"):
+            a = a.detach()
+        try:
+            return np.from_dlpack(a)
+        except (BufferError, TypeError, ValueError, RuntimeError) as e:
+            raise self._error(
+                p,
+                f"cannot read the {type(a).__name__} through DLPack ({e}); convert it to a "
+                "numpy array of a dtype numpy has (e.g. tensor.float().numpy())") from e
+
+    def _tuple_from_dlpack(self, p: ParamSig, a: tuple | list) -> tuple:
+        """Tuple ``a`` with every leaf that has ``__dlpack__`` (in nested tuples and lists
+        too, followed without recursion) as a numpy array; containers keep their kind."""
+        root = list(a)
+        todo, rebuilt = [root], []   # rebuilt: (container, index, kind), outermost first
+        while todo:
+            items = todo.pop()
+            for i, v in enumerate(items):
+                if isinstance(v, tuple | list):
+                    items[i] = inner = list(v)
+                    todo.append(inner)
+                    rebuilt.append((items, i, type(v)))
+                elif not isinstance(v, np.ndarray) and hasattr(v, "__dlpack__"):
+                    items[i] = self._from_dlpack(p, v)
+        for items, i, kind in reversed(rebuilt):   # innermost first
+            items[i] = kind(items[i])
+        return tuple(root)
+
     def _check(
         self,
         p: ParamSig,
@@ -188,13 +241,17 @@ class _Binder:
         kind = p.kind
         if kind == "tensor":
             if not isinstance(a, np.ndarray):
-                if not isinstance(a, np.generic):
+                if hasattr(a, "__dlpack__"):
+                    a = self._from_dlpack(p, a)
+                elif not isinstance(a, np.generic):
                     raise self._error(
                         p,
-                        f"expected a tensor (numpy.ndarray), got {type(a).__name__}; "
-                        "convert it with numpy.asarray(value, dtype=...)",
+                        f"expected a tensor (numpy.ndarray), or an array with __dlpack__ "
+                        f"such as a torch.Tensor, got {type(a).__name__}; convert it with "
+                        "numpy.asarray(value, dtype=...)",
                     )
-                a = np.asarray(a)
+                else:
+                    a = np.asarray(a)
             if p.shape is not None:
                 if a.ndim != len(p.shape):
                     raise self._error(
@@ -216,8 +273,10 @@ class _Binder:
         if kind == "tuple":
             if not isinstance(a, tuple | list):
                 raise self._error(p, f"expected a tuple, got {type(a).__name__}")
-            return tuple(a)
+            return self._tuple_from_dlpack(p, a)
         if kind == "prim":
+            if not isinstance(a, np.ndarray) and hasattr(a, "__dlpack__"):
+                a = self._from_dlpack(p, a)
             if isinstance(a, np.ndarray) and a.ndim == 0:
                 return a
             if not isinstance(a, bool | int | float | np.generic):
