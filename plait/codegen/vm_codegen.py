@@ -44,6 +44,7 @@ from ..ir.expr import (
     TupleGetItem,
     Var,
 )
+from ..ir.facts import DIM_RANGES, dim_ranges
 from ..ir.module import IRModule
 from ..ir.types import PrimType, ShapeType, TensorType, TupleType, Type
 from ..runtime import executable as rx
@@ -401,6 +402,9 @@ def vm_codegen(mod: IRModule) -> rx.Executable:
         "naive_peak_bytes": naive,
         "constant_bytes": int(sum(c.nbytes for c in consts)),
     }
+    ranges = dim_ranges(mod)
+    if ranges:  # checked by the VM on every call
+        attrs[DIM_RANGES] = {k: [lo, hi] for k, (lo, hi) in ranges.items()}
     libs = dict(mod.attrs.get("native_libs") or {})
     extra = mod.attrs.get("runtime_attrs")
     if extra:

@@ -135,9 +135,14 @@ def _fmt_shape(shape: Sequence[Any]) -> str:
 class _Binder:
     """Checks the arguments of one call against a parameter list and binds symbols."""
 
-    def __init__(self, fn: VMFunction) -> None:
+    def __init__(self, fn: VMFunction, ranges: dict[str, Any] | None = None) -> None:
         self.fname = fn.name
         self.params = list(fn.params)
+        # the ranges of the symbolic sizes the parameters bind (the executable's
+        # ``dim_ranges`` fact: {name: [min, max or None]})
+        symbols = set(fn.symbols())
+        self.ranges = {k: (int(v[0]), None if v[1] is None else int(v[1]))
+                       for k, v in (ranges or {}).items() if k in symbols}
         self.dtypes = [None if p.dtype is None else np.dtype(p.dtype) for p in fn.params]
         self.num_registers = fn.num_registers
         names = ", ".join(p.name for p in fn.params)
@@ -157,7 +162,26 @@ class _Binder:
         bound_by: dict[str, str] = {}
         for i, (p, a) in enumerate(zip(self.params, args)):
             regs[i] = self._check(p, self.dtypes[i], a, syms, bound_by)
+        if self.ranges:
+            self._check_ranges(syms, bound_by)
         return regs, syms
+
+    def _check_ranges(self, syms: dict[str, int], bound_by: dict[str, str]) -> None:
+        for name, (lo, hi) in self.ranges.items():
+            size = syms.get(name)
+            if size is None or (lo <= size and (hi is None or size <= hi)):
+                continue
+            p = next(q for q in self.params if q.name == bound_by[name])
+            assert p.shape is not None
+            axis = p.shape.index(name)
+            bounds = f"[{lo}, {hi}]" if hi is not None else f"[{lo}, inf)"
+            raise self._error(
+                p,
+                f"dimension {axis} is {size}, outside the range {bounds} of symbolic size "
+                f"{name!r} (the module's dim_ranges fact, e.g. the torch.export.Dim it was "
+                "exported with); give a size in the range, or import the model again with "
+                "a wider range",
+            )
 
     def _error(self, p: ParamSig, message: str) -> VMInputError:
         return VMInputError(f"calling {self.fname!r}: parameter {p.name!r}: {message}", self.fname)
@@ -308,10 +332,10 @@ class _Code:
 
     __slots__ = ("name", "fn", "binder", "instrs", "storages")
 
-    def __init__(self, fn: VMFunction) -> None:
+    def __init__(self, fn: VMFunction, ranges: dict[str, Any] | None = None) -> None:
         self.name = fn.name
         self.fn = fn
-        self.binder = _Binder(fn)
+        self.binder = _Binder(fn, ranges)
         self.instrs: list[tuple[Any, ...]] = []
         # (register, free buffers) of every AllocStorage: see _release_storages
         self.storages: list[tuple[int, int, list[np.ndarray]]] = []
@@ -598,7 +622,9 @@ class VirtualMachine:
 
     def _decode(self, timed: bool = False) -> dict[str, _Code]:
         exe = self.executable
-        codes = {name: _Code(fn) for name, fn in exe.functions.items()}
+        ranges = exe.attrs.get("dim_ranges")
+        ranges = ranges if isinstance(ranges, dict) else None
+        codes = {name: _Code(fn, ranges) for name, fn in exe.functions.items()}
         for code in codes.values():
             for pc, ins in enumerate(code.fn.instructions):
                 code.instrs.append(self._decode_instr(ins, code, pc, codes, timed))

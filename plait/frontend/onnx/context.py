@@ -9,7 +9,6 @@ at once (an error names the node) and folds calls whose arguments are all consta
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -19,8 +18,9 @@ from onnx import AttributeProto, NodeProto, numpy_helper
 
 from ...ir.builder import IRTypeError, is_atom
 from ...ir.expr import Constant, Expr, Span, Tuple, TupleGetItem, Var
-from ...ir.types import TensorType, TupleType, Type
-from ...op.registry import OpError, get_op, make_call
+from ...ir.types import TensorType
+from ...op.registry import OpError, make_call
+from ..common import FOLD_LIMIT, fold
 from .dtypes import onnx_type_name, to_dtype
 from .errors import NeedsConstantError, OnnxImportError, describe_node
 from .values import EMPTY, Value, sym_array, sym_is_static
@@ -29,11 +29,6 @@ if TYPE_CHECKING:
     from .importer import GraphImporter
 
 _MISSING = object()
-
-FOLD_LIMIT = 1 << 20
-"""Calls on constants whose result has at most this many elements are evaluated at
-import time."""
-
 
 class ConversionError(OnnxImportError):
     """A node could not be converted (bad attribute value, unsupported case, ...)."""
@@ -388,46 +383,4 @@ class NodeContext:
         return t
 
 
-def fold(expr: Expr) -> Expr | None:
-    """``expr`` evaluated if it is a call of an op with a numpy reference on constant
-    arguments and a small static result; else None."""
-    from ...ir.expr import Call, Op
-
-    if not isinstance(expr, Call) or not isinstance(expr.op, Op):
-        return None
-    arrays: list[Any] = []
-    for a in expr.args:
-        if isinstance(a, Constant):
-            arrays.append(a.data)
-        elif isinstance(a, Tuple) and all(isinstance(f, Constant) for f in a.fields):
-            arrays.append([f.data for f in a.fields])  # type: ignore[union-attr]
-        else:
-            return None
-    if not _small_static(expr.ty):
-        return None
-    ref = get_op(expr.op.name).reference
-    if ref is None:
-        return None
-    try:
-        with np.errstate(all="ignore"):
-            result = ref(*arrays, **dict(expr.attrs))
-    except Exception:
-        return None  # left for run time, which reports the problem with its location
-    if isinstance(result, tuple):
-        fields = tuple(Constant(np.asarray(r)) for r in result)
-        return Tuple(fields, ty=TupleType(tuple(f.ty for f in fields)))  # type: ignore[misc]
-    out = Constant(np.asarray(result))
-    if out.ty != expr.ty:
-        return None
-    return out
-
-
-def _small_static(t: Type | None) -> bool:
-    if isinstance(t, TensorType):
-        return t.is_static and math.prod(t.shape) <= FOLD_LIMIT  # type: ignore[arg-type]
-    if isinstance(t, TupleType):
-        return all(_small_static(f) for f in t.fields)
-    return False
-
-
-__all__ = ["ConversionError", "NodeContext", "Value", "fold", "EMPTY"]
+__all__ = ["ConversionError", "FOLD_LIMIT", "NodeContext", "Value", "fold", "EMPTY"]

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from ..common import FrontendImportError
 
-class OnnxImportError(ValueError):
+
+class OnnxImportError(FrontendImportError):
     """An ONNX model that plait cannot import.
 
     Attributes:
