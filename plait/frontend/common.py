@@ -18,6 +18,22 @@ class FrontendImportError(ValueError):
     are subclasses): catch this to handle any importer's refusal."""
 
 
+def unique_name(used: dict[str, int], base: str) -> str:
+    """``base``, or ``base_<n>`` with the first ``n`` not taken; records the name in
+    ``used`` (name -> the last suffix tried for it)."""
+    n = used.get(base)
+    if n is None:
+        used[base] = 0
+        return base
+    while True:
+        n += 1
+        cand = f"{base}_{n}"
+        if cand not in used:
+            used[base] = n
+            used[cand] = 0
+            return cand
+
+
 FOLD_LIMIT = 1 << 20
 """Calls on constants whose result has at most this many elements are evaluated at
 import time."""

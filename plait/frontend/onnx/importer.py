@@ -31,6 +31,7 @@ from ...ir.expr import Constant, DataflowVar, Expr, SeqExpr, Span, Tuple, TupleG
 from ...ir.module import IRModule
 from ...ir.types import TensorType, TupleType
 from ...op.registry import OpError
+from ..common import unique_name
 from .context import ConversionError, NodeContext
 from .dtypes import onnx_type_name, sanitize, to_dtype
 from .errors import OnnxImportError, describe_node
@@ -133,18 +134,7 @@ class GraphImporter:
         self.scopes[-1][name] = value
 
     def unique(self, hint: str) -> str:
-        base = sanitize(hint)
-        n = self._used_names.get(base)
-        if n is None:
-            self._used_names[base] = 0
-            return base
-        while True:
-            n += 1
-            cand = f"{base}_{n}"
-            if cand not in self._used_names:
-                self._used_names[base] = n
-                self._used_names[cand] = 0
-                return cand
+        return unique_name(self._used_names, sanitize(hint))
 
     def sym_axis(self, name: str) -> tuple[Var, int] | None:
         """A graph input and the axis whose size is the symbolic size ``name``."""
