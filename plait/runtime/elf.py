@@ -19,6 +19,39 @@ _CLASSES = {1: ("32-bit", "IIIIIIII", 52), 2: ("64-bit", "IIQQQQQQ", 64)}
 """ELF class -> (name, program header layout, ELF header size)."""
 
 
+_MACHINES = {3: "x86", 40: "arm", 62: "x86_64", 183: "aarch64", 243: "riscv64",
+             21: "ppc64", 22: "s390x"}
+"""ELF ``e_machine`` -> the architecture's name (as ``platform.machine()`` says it)."""
+
+
+def elf_machine(data: bytes) -> str | None:
+    """The architecture an ELF file's code is for (``x86_64``, ``aarch64``, ...), or
+    None when it is not an ELF file or the machine is not one plait names."""
+    if len(data) < 20 or not data.startswith(b"\x7fELF") or data[5] not in (1, 2):
+        return None
+    (machine,) = struct.unpack_from("<H" if data[5] == 1 else ">H", data, 18)
+    return _MACHINES.get(machine)
+
+
+def host_machine() -> str:
+    """This machine's architecture, named as :func:`elf_machine` names it."""
+    import platform
+
+    m = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64", "i386": "x86", "i686": "x86"}.get(m, m)
+
+
+def foreign_machine_problem(data: bytes) -> str | None:
+    """Why an ELF library cannot run here because it is built for another architecture
+    (a cross build), or None."""
+    machine, here = elf_machine(data), host_machine()
+    if machine is None or machine == here or here not in _MACHINES.values():
+        return None
+    return (f"it is built for {machine}, and this machine is {here}: run it on an {machine} "
+            f"machine, or build the model here (unset $CC if it names a cross compiler; "
+            f"plait.rebuild(exe, \"c\") rebuilds an executable from the graph it keeps)")
+
+
 def elf_problem(data: bytes) -> str | None:
     """What makes ``data`` unsafe to map as an ELF shared object, or None."""
     size = len(data)
@@ -63,4 +96,4 @@ def elf_problem(data: bytes) -> str | None:
     return None
 
 
-__all__ = ["elf_problem"]
+__all__ = ["elf_machine", "elf_problem", "foreign_machine_problem", "host_machine"]

@@ -44,7 +44,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl_mod = None  # type: ignore[assignment]
 
-from plait.runtime.elf import elf_problem
+from plait.runtime.elf import elf_problem, foreign_machine_problem
 from plait.runtime.packed import register_native_loader
 from plait.runtime.trust import cache_root
 
@@ -475,6 +475,13 @@ def _dlopen(path: str) -> ctypes.CDLL:
         return ctypes.CDLL(path)
     except OSError as exc:
         msg = str(exc)
+        try:
+            with open(path, "rb") as f:
+                foreign = foreign_machine_problem(f.read(64))
+        except OSError:
+            foreign = None
+        if foreign:   # the loader says "No such file or directory" for another machine's
+            raise NativeLoadError(f"cannot load native library {path}: {foreign}") from None
         hint = ""
         if "gomp" in msg or "omp" in msg:
             hint = (" The library was built with OpenMP (by plait before its own thread "
@@ -532,7 +539,7 @@ def _check_bytes(data: bytes, digest: str, expected_sha256: str | None, what: st
             "after the file was loaded)"
         )
     if data.startswith(b"\x7fELF"):
-        problem = elf_problem(data)
+        problem = elf_problem(data) or foreign_machine_problem(data)
         if problem:
             raise NativeLoadError(f"{what}: refusing to map it: {problem}")
 

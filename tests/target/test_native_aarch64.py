@@ -1,43 +1,76 @@
-"""The c target's kernel families on aarch64: cross-compiled, run under qemu.
+"""The c target on aarch64: its kernel families and a model's library cross-compiled by
+plait's own build code, run under qemu.
 
-Every float32 family (product, direct and Winograd convolutions, attention, pooling) and
-a generated kernel are compiled for aarch64 by the ISA mechanism (one copy with Advanced
-SIMD, ``neon``, and one without, ``baseline``) with ``aarch64-linux-gnu-gcc``, linked
-with a small driver into a static executable, and run under ``qemu-aarch64`` once per
-copy (the driver forces it with ``plait_isa_force``).  Each result is compared with
-numpy in float64 (rtol/atol 1e-4; Winograd 2e-4: its error scales with the outputs).
-Compiled at -O1 to keep the suite fast (the production build uses -O3); no threads.
+``CC=aarch64-linux-gnu-gcc`` makes plait's compiler driver build for aarch64 (its
+architecture is the compiler's, ``cc -dumpmachine``): the ISA mechanism then emits one
+copy of every family with Advanced SIMD (``neon``) and one without (``baseline``), the
+production flags (-O3, -fPIC, -shared, the thread pool) build a shared library, and
+``c.CompileKernels`` keeps it unloaded (an executable for aarch64 machines).  Two
+libraries are built that way:
 
-Skipped where the cross compiler or qemu is missing (Debian: ``apt-get install
-gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user``).
+* every float32 family (product, direct and Winograd convolutions, attention, pooling),
+  the thread pool and two generated kernels, with a test source calling each on odd
+  shapes (tails, channels not a multiple of the vector width, stride 2, dilation,
+  padding; three cases large enough to be split over 2 threads);
+* a small model's library (``plait.build``'s pipeline for ``Target("c")``): a strided
+  convolution, relu, a depthwise (grouped) convolution, max pooling, a linear layer and
+  softmax, with its single native entry point.
+
+A tiny driver linked with each runs under ``qemu-aarch64`` once per copy (it forces it
+with ``plait_isa_force``) with ``PLAIT_NUM_THREADS=2``.  Results are compared on the host
+with numpy in float64 (rtol/atol 1e-4; Winograd 2e-4: its error scales with the outputs;
+pooling exact), the model also with the same model built for this machine (1e-5).
+The cross-built objects are kept in a cache of their own under the temporary directory
+(keyed by compiler, flags and text, like plait's cache), so a second run compiles only the
+drivers.
+
+Skipped where the cross compiler, its C library or qemu is missing (Debian: ``apt-get
+install gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user``; .ci/run installs them).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from graph_helpers import conv2d_reference, max_pool_reference  # tests/target
+from graph_helpers import (  # tests/target
+    build_graph,
+    const,
+    conv2d_reference,
+    emit,
+    max_pool_reference,
+)
 
-from plait.codegen.c.emit import emit_library
+import plait
+from plait.codegen.c import BuildOptions, CSource, compile_shared, emit_library
+from plait.codegen.vm_codegen import vm_codegen
 from plait.kernel import dsl
+from plait.runtime import VirtualMachine
+from plait.runtime.elf import host_machine
+from plait.runtime.native import NativeLoadError, load_library, load_library_bytes
+from plait.target.c.build import LIBRARY_NAME, entry_programs
 from plait.target.c.families import all_family_sources, header_text
 from plait.target.c.gemm import pack_a, pack_b, winograd_weights
 
 CC = "aarch64-linux-gnu-gcc"
 QEMU = "qemu-aarch64"
+SYSROOT = Path("/usr/aarch64-linux-gnu")
 pytestmark = pytest.mark.skipif(
-    shutil.which(CC) is None or shutil.which(QEMU) is None,
-    reason=f"needs {CC} and {QEMU} (apt-get install gcc-aarch64-linux-gnu "
-           "libc6-dev-arm64-cross qemu-user)")
+    shutil.which(CC) is None or shutil.which(QEMU) is None
+    or not (SYSROOT / "lib" / "ld-linux-aarch64.so.1").exists(),
+    reason=f"needs {CC}, its C library in {SYSROOT} and {QEMU} (apt-get install "
+           "gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)")
 
 RNG = np.random.default_rng(11)
+FAMILIES_RUN = ("attention", "conv", "gemm", "kernels", "pool", "winograd")
 
 
 def _rand(*shape: int) -> np.ndarray:
@@ -97,19 +130,22 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
         expect.append((f"winograd F({mm}x{mm})", ref, 2e-4))
 
     # 4. attention: 2 heads, 9 queries, 11 keys, head size 7
-    h, sq, sk, dd = 2, 9, 11, 7
-    q, kk, v = _rand(h, sq, dd), _rand(h, sk, dd), _rand(h, sk, dd)
-    s = np.einsum("hqd,hkd->hqk", q.astype(np.float64), kk) * 0.5
-    p = np.exp(s - s.max(-1, keepdims=True))
-    ref = np.einsum("hqk,hkd->hqd", p / p.sum(-1, keepdims=True), v)
-    fields = (f"1, {h}, {sq}, {sk}, {dd}, {dd}, 0, 0, {sq * dd}, {dd}, 1, "
-              f"0, 0, {sk * dd}, {dd}, 1, 0, 0, {sk * dd}, {dd}, 1, 0, {sq * dd}, {dd}, 0.5f, "
-              "0, 0, 0, 0, 0, 0.0f")
-    code.append(f"""{{ static const plait_attention_desc d = {{{fields}}};
+    def attention(name: str, h: int, sq: int, sk: int, dd: int, dv: int, scale: float
+                  ) -> None:
+        q, kk, v = _rand(h, sq, dd), _rand(h, sk, dd), _rand(h, sk, dv)
+        s = np.einsum("hqd,hkd->hqk", q.astype(np.float64), kk) * scale
+        p = np.exp(s - s.max(-1, keepdims=True))
+        ref = np.einsum("hqk,hkd->hqd", p / p.sum(-1, keepdims=True), v)
+        fields = (f"1, {h}, {sq}, {sk}, {dd}, {dv}, 0, 0, {sq * dd}, {dd}, 1, 0, 0, "
+                  f"{sk * dd}, {dd}, 1, 0, 0, {sk * dv}, {dv}, 1, 0, {sq * dv}, {dv}, "
+                  f"{scale}f, 0, 0, 0, 0, 0, 0.0f")
+        code.append(f"""{{ static const plait_attention_desc d = {{{fields}}};
       const float* q = {take(q)}; const float* k = {take(kk)}; const float* v = {take(v)};
       float* y = calloc({ref.size}, 4);
       if (plait_attention(&d, q, k, v, NULL, y)) return 4; give(out, y, {ref.size}); }}""")
-    expect.append(("attention", ref, 1e-4))
+        expect.append((name, ref, 1e-4))
+
+    attention("attention", 2, 9, 11, 7, 7, 0.5)
 
     # 5. max pooling 3x3, stride 2, padding 1, odd sizes
     x = _rand(1, 3, 11, 13)
@@ -120,24 +156,50 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
       if (plait_max_pool2d(&d, x, y)) return 4; give(out, y, {ref.size}); }}""")
     expect.append(("max_pool2d", ref, 0.0))
 
-    # 6. a generated kernel: s[i] = sum_j exp(x[i, j]) * x[i, j] + 0.5 (41 columns)
+    # 6. on the thread pool (PLAIT_NUM_THREADS=2): a product, a convolution and an
+    #    attention large enough to be split (gemm: M*N*K >= 2^18; attention: 2^20)
+    m, k, n = 50, 70, 131
+    a, b = _rand(m, k), _rand(k, n)
+    code.append(f"""{{ const float* a = {take(a)}; const float* b = {take(pack_b(b))};
+      float* c = calloc({m * n}, 4);
+      plait_gemm_problem p; memset(&p, 0, sizeof p);
+      p.M = {m}; p.N = {n}; p.K = {k}; p.a_kind = PLAIT_A_STRIDED; p.a = a;
+      p.lda_r = {k}; p.lda_c = 1; p.b_kind = PLAIT_B_PACKED; p.b = b; p.c = c; p.ldc = {n};
+      p.batch = 1; if (plait_gemm(&p)) return 4; give(out, c, {m * n}); }}""")
+    expect.append(("gemm on 2 threads", a.astype(np.float64) @ b, 1e-4))
+    x, w = _rand(1, 16, 23, 25), _rand(20, 16, 3, 3)
+    ref = conv2d_reference(x, w, (1, 1), (1, 1, 1, 1), (1, 1))
+    desc = (1, 16, 23, 25, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 23, 25)
+    code.append(f"""{{ static const plait_conv2d_desc d = {{{', '.join(map(str, desc))}}};
+      const float* x = {take(x)}; const float* w = {take(pack_a(w.reshape(20, -1)))};
+      float* y = calloc({ref.size}, 4);
+      if (plait_conv2d(&d, x, w, NULL, NULL, 0, y)) return 4; give(out, y, {ref.size}); }}""")
+    expect.append(("conv on 2 threads", ref, 1e-4))
+    attention("attention on 2 threads", 4, 64, 67, 33, 29, 0.25)
+
+    # 7. generated kernels: s[i] = sum_j exp(x[i, j]) * x[i, j] + 0.5 (41 columns), and
+    #    an elementwise kernel whose parallel loop (40960 iterations) runs on the pool
     x = _rand(5, 41)
     code.append(f"""{{ const float* x = {take(x)}; float* s = calloc(5, 4);
       void* args[2] = {{(void*)x, s}}; int64_t sizes[1] = {{0}};
       if (plait_k_k(args, sizes)) return 4; give(out, s, 5); }}""")
     expect.append(("generated kernel", (np.exp(x.astype(np.float64)) * x + 0.5).sum(1), 1e-4))
+    x = _rand(256, 160)
+    code.append(f"""{{ const float* x = {take(x)}; float* y = calloc({x.size}, 4);
+      void* args[2] = {{(void*)x, y}}; int64_t sizes[1] = {{0}};
+      if (plait_k_par(args, sizes)) return 4; give(out, y, {x.size}); }}""")
+    expect.append(("generated parallel kernel", np.exp(x.astype(np.float64)) * x - 0.5, 1e-5))
     return inputs, expect, "\n    ".join(code)
 
 
-DRIVER = """\
+CASES_SOURCE = """\
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 {headers}
-const char* plait_isa_force(const char* isa);
-const char* plait_isa_report(void);
 int32_t plait_k_k(void* const* args, const int64_t* sizes);
+int32_t plait_k_par(void* const* args, const int64_t* sizes);
 
 static float* take(FILE* f, size_t n) {{
     float* p = malloc(n * sizeof(float));
@@ -147,70 +209,138 @@ static float* take(FILE* f, size_t n) {{
 
 static void give(FILE* f, const float* p, size_t n) {{ fwrite(p, sizeof(float), n, f); }}
 
+/* every case: inputs read from in_path, outputs written to out_path; 0 on success */
+__attribute__((visibility("default"))) int plait_test_cases(const char* in_path,
+                                                            const char* out_path) {{
+    FILE* in = fopen(in_path, "rb");
+    FILE* out = fopen(out_path, "wb");
+    if (!in || !out) return 6;
+    {code}
+    fclose(out);
+    fclose(in);
+    return 0;
+}}
+"""
+
+MAIN = """\
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+const char* plait_isa_force(const char* isa);
+const char* plait_isa_report(void);
+const char* plait_pool_report(void);
+{declare}
+
 int main(int argc, char** argv) {{
     if (argc != 4) return 2;
     const char* err = plait_isa_force(argv[1]);
     if (err) {{ fprintf(stderr, "%s\\n", err); return 3; }}
     printf("%s\\n", plait_isa_report());
-    FILE* in = fopen(argv[2], "rb");
-    FILE* out = fopen(argv[3], "wb");
-    if (!in || !out) return 6;
-    {code}
-    fclose(out);
+    int rc;
+    {run}
+    if (rc) return rc;
+    printf("%s\\n", plait_pool_report());
     return 0;
 }}
 """
 
+CASES_MAIN = MAIN.format(declare="int plait_test_cases(const char* in, const char* out);",
+                         run="rc = plait_test_cases(argv[2], argv[3]);")
 
-def _kernel() -> Any:
+
+def _kernels() -> dict[str, Any]:
+    """A reduction (an accumulator loop of 41) and an elementwise kernel with a parallel
+    loop of 256 x 160 iterations (run on the pool: more than 16384)."""
     x = dsl.placeholder((5, 41), "float32", "x")
     r = dsl.reduce_axis(41, "r")
     s = dsl.compute((5,), lambda i: dsl.sum(dsl.exp(x[i, r]) * x[i, r] + 0.5, axis=[r]), "s")
-    return dsl.create_kernel([x, s], "k")
+    y = dsl.placeholder((256, 160), "float32", "y")
+    e = dsl.compute((256, 160), lambda i, j: dsl.exp(y[i, j]) * y[i, j] - 0.5, "e")
+    return {"k": dsl.create_kernel([x, s], "k"), "par": dsl.create_kernel([y, e], "par")}
+
+
+HOST_ENV: dict[str, str | None] = {}
+"""$CC and $PLAIT_CACHE_DIR as they were before :func:`cross` set them."""
 
 
 @pytest.fixture(scope="module")
-def driver(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Any], Any]:
-    """The static aarch64 driver, its input file and the expected outputs."""
-    d = tmp_path_factory.mktemp("aarch64")
-    inputs, expect, code = _cases()
-    emitted = emit_library({"k": _kernel()}, all_family_sources(), threads=False,
-                           arch="aarch64")
-    assert emitted.symbols["k"] == "plait_k_k"
-    files = dict(emitted.files)
-    files["driver.c"] = DRIVER.format(
-        headers=header_text("plait_gemm.h") + header_text("plait_pool.h"), code=code)
-    for name, text in files.items():
-        (d / name).write_text(text)
+def cross() -> Iterator[Path]:
+    """$CC is the cross compiler and the plait cache a persistent one of its own while
+    the module's tests run."""
+    cache = Path(tempfile.gettempdir()) / f"plait-test-aarch64-{os.getuid()}"
+    cache.mkdir(exist_ok=True)
+    HOST_ENV.update({k: os.environ.get(k) for k in ("CC", "PLAIT_CACHE_DIR")})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CC", CC)
+        mp.setenv("PLAIT_CACHE_DIR", str(cache))
+        yield cache
 
-    def compile_one(name: str) -> str:
-        r = subprocess.run([CC, "-O1", "-fno-math-errno", "-c", name, "-o", name + ".o"],
-                           cwd=d, capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, f"{name}:\n{r.stderr}"
-        return name + ".o"
 
-    with ThreadPoolExecutor(2) as pool:
-        objects = list(pool.map(compile_one, files))
-    r = subprocess.run([CC, "-static", "-o", "driver", *objects, "-lm"], cwd=d,
-                       capture_output=True, text=True, timeout=600)
+def _link(d: Path, lib: Path, name: str, main: str) -> None:
+    """The aarch64 program ``d/name`` running ``main`` against the library ``lib``
+    (copied next to it as lib<name>.so, found through its rpath)."""
+    shutil.copyfile(lib, d / f"lib{name}.so")
+    (d / f"{name}.c").write_text(main)
+    r = subprocess.run([CC, "-O1", f"{name}.c", "-o", name, f"-L{d}", f"-l{name}",
+                        "-Wl,-rpath,$ORIGIN"], cwd=d, capture_output=True, text=True,
+                       timeout=300)
     assert r.returncode == 0, r.stderr
+
+
+def _qemu(d: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PLAIT_NUM_THREADS="2")
+    env.pop("PLAIT_ISA", None)
+    return subprocess.run([QEMU, "-L", str(SYSROOT), *args], cwd=d, capture_output=True,
+                          text=True, timeout=600, env=env)
+
+
+@pytest.fixture(scope="module")
+def families(cross: Path, tmp_path_factory: pytest.TempPathFactory
+             ) -> tuple[Path, list[Any]]:
+    """The aarch64 library of every family (plus the test cases), the driver, its input
+    file and the expected outputs."""
+    d = tmp_path_factory.mktemp("aarch64-families")
+    inputs, expect, code = _cases()
+    cases = CSource(CASES_SOURCE.format(
+        headers=header_text("plait_gemm.h") + header_text("plait_pool.h"), code=code),
+        (), "plait_test_cases.c")
+    emitted = emit_library(_kernels(), [*all_family_sources(), cases], threads=True,
+                           arch="aarch64")
+    assert emitted.symbols["k"] == "plait_k_k" and emitted.symbols["par"] == "plait_k_par"
+    assert "plait_threads.c" in emitted.files and "plait_gemm__neon.c" in emitted.files
+    lib = compile_shared(emitted.files, BuildOptions(threads=True))
+    _link(d, lib, "cases", CASES_MAIN)
     (d / "in.bin").write_bytes(b"".join(a.tobytes() for a in inputs))
-    return d, expect, emitted
+    return d, expect
+
+
+def _reports(stdout: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    lines = stdout.splitlines()
+    return json.loads(lines[0]), json.loads(lines[-1])
+
+
+def _check_run(r: subprocess.CompletedProcess[str], isa: str) -> dict[str, str]:
+    """The driver succeeded, ran every family's copy ``isa`` and used 2 threads."""
+    assert r.returncode == 0, r.stderr
+    report, pool = _reports(r.stdout)
+    assert report["arch"] == "aarch64" and report["cpu"]["neon"] == 1
+    assert report["supported"] == ["neon", "baseline"]
+    chosen = {f["name"]: f["chosen"] for f in report["families"]}
+    assert set(chosen.values()) == {isa}
+    assert pool["threads"] == 2
+    return chosen
 
 
 @pytest.mark.parametrize("isa", ["neon", "baseline"])
-def test_every_family_on_aarch64_matches_numpy(driver: tuple[Path, list[Any], Any],
+def test_every_family_on_aarch64_matches_numpy(families: tuple[Path, list[Any]],
                                                isa: str) -> None:
-    d, expect, _ = driver
+    d, expect = families
     out = d / f"out-{isa}.bin"
-    r = subprocess.run([QEMU, "./driver", isa, "in.bin", out.name], cwd=d,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    report = json.loads(r.stdout.splitlines()[0])
-    assert report["arch"] == "aarch64" and report["cpu"]["neon"] == 1
-    chosen = {f["name"]: f["chosen"] for f in report["families"]}
-    assert chosen == dict.fromkeys(
-        ("attention", "conv", "gemm", "kernels", "pool", "winograd"), isa)
+    r = _qemu(d, "./cases", isa, "in.bin", out.name)
+    chosen = _check_run(r, isa)
+    assert sorted(chosen) == list(FAMILIES_RUN)
+    _, pool = _reports(r.stdout)
+    assert pool["parallel"] > 0, pool   # the thread pool ran tasks on 2 threads
     got = np.frombuffer(out.read_bytes(), np.float32)
     at = 0
     for name, ref, tol in expect:
@@ -220,11 +350,130 @@ def test_every_family_on_aarch64_matches_numpy(driver: tuple[Path, list[Any], An
     assert at == got.size
 
 
-def test_an_x86_instruction_set_is_refused_on_aarch64(driver: tuple[Path, list[Any], Any]
+def test_an_x86_instruction_set_is_refused_on_aarch64(families: tuple[Path, list[Any]]
                                                      ) -> None:
-    d, _, _ = driver
-    r = subprocess.run([QEMU, "./driver", "avx2", "in.bin", "unused.bin"], cwd=d,
-                       capture_output=True, text=True, timeout=600)
+    d, _ = families
+    r = _qemu(d, "./cases", "avx2", "in.bin", "unused.bin")
     assert r.returncode == 3
     assert "avx2 is an instruction set of x86_64, not of this aarch64 machine" in r.stderr
     assert "use one of neon, baseline" in r.stderr
+
+
+MODEL_X = RNG.uniform(-1, 1, (1, 5, 13, 11)).astype(np.float32)
+MODEL_W = RNG.uniform(-1, 1, (6, 5, 3, 3)).astype(np.float32)
+MODEL_B = RNG.uniform(-1, 1, (6,)).astype(np.float32)
+MODEL_DW = RNG.uniform(-1, 1, (6, 1, 3, 3)).astype(np.float32)
+MODEL_L = RNG.uniform(-1, 1, (10, 6 * 3 * 3)).astype(np.float32)
+
+
+def _model() -> plait.IRModule:
+    """conv 5 -> 6 channels stride 2 + bias + relu, a depthwise 3x3 (groups 6), a 2x2 max
+    pool, linear to 10, softmax."""
+    def body(bb: Any, p: Any) -> Any:
+        y = emit(bb, "conv2d", p[0], const(MODEL_W), strides=(2, 2), padding=(1, 1, 1, 1))
+        y = emit(bb, "relu", emit(bb, "add", y, const(MODEL_B.reshape(6, 1, 1))))
+        y = emit(bb, "conv2d", y, const(MODEL_DW), padding=(1, 1, 1, 1), groups=6)
+        y = emit(bb, "max_pool2d", y, pool_size=(2, 2), strides=(2, 2))
+        y = emit(bb, "reshape", y, shape=(1, 6 * 3 * 3))
+        return emit(bb, "softmax", emit(bb, "linear", y, const(MODEL_L)), axis=-1)
+    return build_graph({"x": MODEL_X.shape}, body)
+
+
+def _model_reference() -> np.ndarray:
+    y = conv2d_reference(MODEL_X, MODEL_W, (2, 2), (1, 1, 1, 1)) + MODEL_B.reshape(1, 6, 1, 1)
+    y = np.maximum(y, 0)
+    y = np.concatenate([conv2d_reference(y[:, c:c + 1], MODEL_DW[c:c + 1], (1, 1),
+                                         (1, 1, 1, 1)) for c in range(6)], axis=1)
+    y = max_pool_reference(y, (2, 2), (2, 2), (1, 1), (0, 0, 0, 0)).reshape(1, -1)
+    z = y @ MODEL_L.T.astype(np.float64)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _entry_arguments(mod: plait.IRModule, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The arrays ``main``'s entry function passes to the native entry point: its inputs
+    and constants, in order."""
+    from plait.ir.expr import Call, Constant, ExternFunc, Var
+
+    entry = next(f for _, f in mod.items() if getattr(f, "attrs", {}).get("entry_of") == "main")
+    for block in entry.body.blocks:
+        for binding in block.bindings:
+            call = binding.value
+            if (isinstance(call, Call) and call.args
+                    and isinstance(call.args[0], ExternFunc)
+                    and call.args[0].symbol == "main@entry"):
+                return [a.data if isinstance(a, Constant) else inputs[a.name_hint]
+                        for a in call.args[1].fields if isinstance(a, Constant | Var)]
+    raise AssertionError("main__entry does not call main@entry")
+
+
+@pytest.fixture(scope="module")
+def model(cross: Path, tmp_path_factory: pytest.TempPathFactory
+          ) -> tuple[Path, list[tuple[str, int]], Any]:
+    """The model built for Target("c") by plait's pipeline with the cross compiler: its
+    library linked with a driver calling the single entry point; the outputs to read
+    (name, bytes); the executable."""
+    d = tmp_path_factory.mktemp("aarch64-model")
+    target = plait.Target("c")
+    mod = plait.default_pipeline(target)(_model().with_attrs(target=target))
+    exe = vm_codegen(mod)
+    (program,) = entry_programs(mod)
+    args = _entry_arguments(mod, {"x": MODEL_X})
+    n_in = len(program.params) - program.num_outputs
+    assert len(args) == n_in
+    lines, outputs = [], []
+    for i, (name, shape, dtype) in enumerate(program.params):
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        lines.append(f"void* p{i} = malloc({nbytes} + 1); if (!p{i}) return 5;")
+        if i < n_in:
+            assert args[i].shape == tuple(shape) and args[i].dtype == np.dtype(dtype)
+            lines.append(f"if (fread(p{i}, 1, {nbytes}, in) != {nbytes}) return 5;")
+        elif i != program.workspace:
+            outputs.append((name, i, nbytes))
+    params = ", ".join(f"p{i}" for i in range(len(program.params)))
+    writes = " ".join(f"fwrite(p{i}, 1, {n}, out);" for _, i, n in outputs)
+    run = ("FILE* in = fopen(argv[2], \"rb\"); FILE* out = fopen(argv[3], \"wb\");\n    "
+           "if (!in || !out) return 6;\n    " + "\n    ".join(lines)
+           + f"\n    void* args[] = {{{params}}}; int64_t sizes[1] = {{0}};\n    "
+           f"rc = plait_e_main_entry(args, sizes);\n    {writes} fclose(out);")
+    main = MAIN.format(declare="int32_t plait_e_main_entry(void* const*, const int64_t*);",
+                       run=run)
+    lib = d / "model.so"
+    lib.write_bytes(bytes(mod.attrs["native_libs"][LIBRARY_NAME].data))
+    _link(d, lib, "model", main)
+    (d / "in.bin").write_bytes(b"".join(np.ascontiguousarray(a).tobytes() for a in args))
+    return d, [(n, b) for n, _, b in outputs], (mod, exe)
+
+
+@pytest.mark.parametrize("isa", ["neon", "baseline"])
+def test_a_model_built_for_aarch64_matches_numpy_and_this_machine(
+        model: tuple[Path, list[tuple[str, int]], Any], isa: str) -> None:
+    d, outputs, _ = model
+    r = _qemu(d, "./model", isa, "in.bin", f"out-{isa}.bin")
+    chosen = _check_run(r, isa)
+    assert {"conv", "gemm", "pool", "kernels"} <= set(chosen)
+    (_, nbytes), = outputs
+    got = np.frombuffer((d / f"out-{isa}.bin").read_bytes(), np.float32).reshape(1, 10)
+    assert got.nbytes == nbytes
+    np.testing.assert_allclose(got, _model_reference(), rtol=1e-4, atol=1e-4)
+    with pytest.MonkeyPatch.context() as mp:   # this machine's compiler and cache
+        for k, v in HOST_ENV.items():
+            mp.delenv(k, raising=False) if v is None else mp.setenv(k, v)
+        host = VirtualMachine(plait.build(_model(), plait.Target("c")))["main"](MODEL_X)
+    np.testing.assert_allclose(got, host, rtol=1e-5, atol=1e-5)
+
+
+def test_a_library_built_for_aarch64_is_refused_here_with_the_reason(
+        model: tuple[Path, list[tuple[str, int]], Any]) -> None:
+    """The executable built with the cross compiler holds the aarch64 library; here (not
+    aarch64) loading it says why instead of the dynamic loader's "No such file"."""
+    if host_machine() == "aarch64":
+        pytest.skip("this machine is aarch64: the library runs here")
+    d, _, (_, exe) = model
+    why = f"it is built for aarch64, and this machine is {host_machine()}: run it on an aarch64"
+    with pytest.raises(NativeLoadError, match=why):
+        load_library(d / "model.so")
+    with pytest.raises(NativeLoadError, match="refusing to map it: " + why):
+        load_library_bytes((d / "model.so").read_bytes())
+    with pytest.raises(NativeLoadError, match=why):
+        VirtualMachine(exe)["main"](MODEL_X)

@@ -19,12 +19,13 @@ from .compiler import (
 )
 from .emit import CFunction, CodegenError, CSource, EmittedLibrary, emit_kernel, emit_library
 from .entry import EntryError, EntryProgram, EntryStep, emit_entry
-from .library import NativeLibrary, compile_c_source, compile_kernels
+from .library import NativeLibrary, build_library, compile_c_source, compile_kernels
 
 __all__ = [
     "BuildOptions", "CCompileError", "CompilerInfo", "NativeUnavailableError",
     "compile_shared", "compile_stats", "default_cache_dir", "find_compiler",
     "threads_available", "resolve_cache_dir", "CFunction", "CodegenError", "CSource",
-    "EmittedLibrary", "emit_kernel", "emit_library", "NativeLibrary", "compile_c_source",
+    "EmittedLibrary", "emit_kernel", "emit_library", "NativeLibrary", "build_library",
+    "compile_c_source",
     "compile_kernels", "EntryError", "EntryProgram", "EntryStep", "emit_entry",
 ]

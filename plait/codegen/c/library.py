@@ -34,6 +34,7 @@ from .compiler import (
 )
 from .emit import CFunction, CSource, emit_library
 from .entry import EntryProgram
+from .variants import host_arch
 
 
 class NativeLibrary:
@@ -92,6 +93,44 @@ class NativeLibrary:
         return f"<NativeLibrary{where} functions={self.names}>"
 
 
+def build_library(
+    kernels: Mapping[str, Kernel],
+    *,
+    c_sources: Sequence[CSource] = (),
+    cache_dir: str | os.PathLike[str] | None = None,
+    threads: bool | None = None,
+    opt_level: int = 3,
+    march_native: bool = False,
+    extra_flags: Sequence[str] = (),
+    verify: bool = True,
+    entries: Sequence[EntryProgram] = (),
+) -> tuple[Path, dict[str, str], str]:
+    """Compile what :func:`compile_kernels` compiles into a shared library (or take it
+    from the disk cache) without loading it: ``(path, sources, arch)``, ``arch`` being
+    the architecture the compiler (``$CC``) builds for, which may be another machine's
+    (``CC=aarch64-linux-gnu-gcc``: a cross build, whose library runs there).  Raises as
+    :func:`compile_kernels` does; ``march_native`` with a cross compiler is a
+    ``ValueError``."""
+    if verify:
+        errors = [m for name, k in kernels.items() for m in verify_kernel(k, name)]
+        if errors:
+            raise KernelVerifyError(errors)
+    cc = find_compiler()
+    arch = compiler_arch(cc)
+    if march_native and arch != host_arch():
+        raise ValueError(f"march_native=True asks for this {host_arch()} CPU's instructions, "
+                         f"but the compiler {cc.path} builds for {arch}: drop march_native "
+                         "or unset $CC")
+    d = resolve_cache_dir(cache_dir)
+    options = BuildOptions(opt_level, threads, march_native, tuple(extra_flags))
+    flags, use_threads = build_flags(cc, options, d)
+    # with -march=native the library is for this machine only: every family once
+    emitted = emit_library(kernels, c_sources, threads=use_threads, entries=entries,
+                           arch=arch, isas=("baseline",) if march_native else None)
+    path = compile_shared(emitted.files, options, cache_dir, flags=(flags, use_threads))
+    return path, emitted.files, arch
+
+
 def compile_kernels(
     kernels: Mapping[str, Kernel],
     *,
@@ -112,21 +151,15 @@ def compile_kernels(
     :class:`~plait.kernel.verify.KernelVerifyError`,
     :class:`~plait.codegen.c.compiler.NativeUnavailableError` (no compiler),
     :class:`~plait.codegen.c.emit.CodegenError` or
-    :class:`~plait.codegen.c.compiler.CCompileError`.
+    :class:`~plait.codegen.c.compiler.CCompileError`; a library of another architecture
+    (a cross compiler as ``$CC``) cannot be loaded here: build it with
+    :func:`build_library`.
     """
-    if verify:
-        errors = [m for name, k in kernels.items() for m in verify_kernel(k, name)]
-        if errors:
-            raise KernelVerifyError(errors)
-    cc = find_compiler()
-    d = resolve_cache_dir(cache_dir)
-    options = BuildOptions(opt_level, threads, march_native, tuple(extra_flags))
-    flags, use_threads = build_flags(cc, options, d)
-    # with -march=native the library is for this machine only: every family once
-    emitted = emit_library(kernels, c_sources, threads=use_threads, entries=entries,
-                           arch=compiler_arch(cc), isas=("baseline",) if march_native else None)
-    path = compile_shared(emitted.files, options, cache_dir, flags=(flags, use_threads))
-    return NativeLibrary(load_library(path), path, sources=emitted.files)
+    path, files, _ = build_library(
+        kernels, c_sources=c_sources, cache_dir=cache_dir, threads=threads,
+        opt_level=opt_level, march_native=march_native, extra_flags=extra_flags,
+        verify=verify, entries=entries)
+    return NativeLibrary(load_library(path), path, sources=files)
 
 
 def compile_c_source(

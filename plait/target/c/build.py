@@ -12,6 +12,11 @@ compiler or not.
 In the text format the library is referenced by its digest
 (:mod:`plait.target.c.library_blob`).
 
+The library is for the architecture the compiler builds for: with a cross compiler as
+``$CC`` (``CC=aarch64-linux-gnu-gcc``) it is an aarch64 library, not loaded here, and
+the executable runs on aarch64 machines (tests/target/test_native_aarch64.py runs one
+under qemu); on this machine loading it says so.
+
 Compiler options come from the target's attributes: ``opt_level`` (default 3),
 ``threads`` (None: when the compiler supports them), ``march_native`` (default False).
 """
@@ -22,9 +27,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plait.codegen.c import CFunction, CSource, EntryProgram, compile_kernels
+from plait.codegen.c import CFunction, CSource, EntryProgram, build_library
+from plait.codegen.c.variants import host_arch
 from plait.ir.module import IRModule
 from plait.kernel.ir import Kernel, Var
+from plait.runtime.native import load_library
 from plait.transform.pass_base import module_pass
 
 from .library_blob import LibraryBlob, store_library
@@ -132,12 +139,19 @@ class CompileKernels:
         sources = c_sources(mod)
         if not kernels and not sources:
             return mod
-        lib = compile_kernels(kernels, c_sources=sources, extra_flags=self.extra_flags,
-                              entries=entry_programs(mod), **_target_options(mod))
+        path, _, arch = build_library(kernels, c_sources=sources,
+                                      extra_flags=self.extra_flags,
+                                      entries=entry_programs(mod), **_target_options(mod))
+        if arch == host_arch():
+            load_library(path)   # a library that cannot load here fails the build
+        else:
+            _LOG.info("c.CompileKernels: the library is built for %s (by $CC), not for this "
+                      "%s machine: the executable runs on %s machines", arch, host_arch(),
+                      arch)
+        blob = LibraryBlob(path.read_bytes())
         libs = dict(mod.attrs.get("native_libs") or {})
-        blob = LibraryBlob(lib.data)
         try:  # so the module's text (which names the library by digest) parses later
-            store_library(blob, lib.path)
+            store_library(blob, path)
         except OSError as e:
             _LOG.warning("c.CompileKernels: cannot store the library in the content "
                          "store (%s); the module's text will not find its bytes", e)
