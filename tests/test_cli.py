@@ -261,6 +261,10 @@ def test_a_c_executable_from_elsewhere_needs_a_flag_or_runs_on_numpy(
 )
 def test_run_verbose_prints_the_instruction_sets_and_kernel_variants(
         capsys: pytest.CaptureFixture[str]) -> None:
+    """`plait run --verbose` names the CPU's instruction sets and the copy each kernel
+    family of the model runs: the best one here, and under each cap the CPU allows the
+    copy cpu_features() predicts (the variants' numbers: tests/target)."""
+    from plait.codegen.c.variants import chosen_copy
     from plait.target.c import cpu_features, use_isa
 
     code, out, err = _run(capsys, "run", TINY, "--target", "c", "--verbose")
@@ -268,11 +272,19 @@ def test_run_verbose_prints_the_instruction_sets_and_kernel_variants(
     feats = cpu_features()
     assert f"instruction sets: {', '.join(feats['supported'])}" in out
     assert f"kernel families of the model: gemm {feats['families']['gemm']['chosen']}" in out
-    with use_isa("baseline"):
-        code, out, err = _run(capsys, "run", TINY, "--target", "c", "--verbose")
-    assert code == 0, err
-    assert "capped by PLAIT_ISA=baseline: baseline" in out
-    assert "kernel families of the model: gemm baseline" in out
+    for isa in feats["supported"]:
+        with use_isa(isa):
+            code, out, err = _run(capsys, "run", TINY, "--target", "c", "--verbose")
+            capped = cpu_features()
+        assert code == 0, err
+        allowed = ", ".join(capped["allowed"])
+        assert f"capped by PLAIT_ISA={isa}: {allowed}" in out
+        assert capped["families"]["gemm"]["why"] == f"the best copy allowed by PLAIT_ISA={isa}"
+        assert (f"kernel families of the model: gemm {capped['families']['gemm']['chosen']}"
+                in out)
+        gemm = capped["families"]["gemm"]
+        assert gemm["chosen"] == chosen_copy(gemm["built"], isa)   # avx512vnni: avx512
+    assert "kernel families of the model: gemm baseline" in out   # the last: baseline
 
 
 def test_offload_to_onnxruntime_compiles_runs_and_names_unknown_codegens(

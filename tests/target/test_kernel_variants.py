@@ -4,21 +4,28 @@ Each case is a small model built once for the ``c`` target (its library holds on
 each family per instruction set of the architecture); each test runs it with the
 families capped at one ISA (``plait.target.c.use_isa``), checks that the library really
 runs the copy the cap allows (its ISA report: that ISA's, or for a family without a copy
-of it, such as pooling without AVX-512, the best one below) and compares the output with
-numpy in float64 — rtol and atol 1e-4 (float32 sums of up to 400 products of values in
-[-1, 1]), Winograd 5e-5 of the largest output (its error scales with the outputs),
-pooling exact.  Shapes hit the edges: rows and columns that are not multiples of the 6 x
-16 tile, K not a multiple of the 4-step unroll and beyond one 384-deep block, channel
-counts that are not multiples of the vector width, stride 2, dilation, padding, 1x1
-convolutions read in place, the fused pooling, Winograd F(2x2) and F(4x4) with odd image
-sizes, attention with odd lengths, and generated elementwise and reduction kernels (that
-they give the same bits in every copy: tests/codegen/test_codegen_run.py). ISAs the CPU
-lacks are skipped with the reason; grouped convolutions have no native kernel yet (they
-go to BLAS).
+of it, such as pooling without AVX-512, the best one below; and that
+``cpu_features()`` predicts the same), that the single native entry point (where main
+makes several native calls) and the VM path give the same bits, and compares the output
+with numpy in float64 — rtol and atol 1e-4 (float32 sums of up to 400 products of values
+in [-1, 1]), 1e-5 for the generated kernels (short sums), Winograd 5e-5 of the largest
+output (its error scales with the outputs), pooling exact.  Shapes hit the edges: rows
+and columns that are not multiples of the 6 x 16 (AVX-512: 6 x 32) tile, K not a
+multiple of the 4-step unroll and beyond one 384-deep block, channel counts that are not
+multiples of the vector width, stride 2, dilation, padding, 1x1 convolutions read in
+place, the fused pooling, Winograd F(2x2) and F(4x4) with odd image sizes, attention
+with odd lengths and with a causal mask, depthwise convolutions (groups = channels:
+generated kernels) with stride 2 and dilation 2, and generated elementwise, reduction,
+layer-norm, GELU (erf and tanh) and SiLU kernels (that they give the same bits in every
+copy: tests/codegen/test_codegen_run.py).  ISAs the CPU lacks are skipped with the
+reason; grouped convolutions that are not depthwise go to the BLAS library, which has no
+plait copies.  A registered family without a case fails
+``test_every_registered_family_has_a_case``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -34,12 +41,14 @@ from graph_helpers import (  # tests/target
 
 import plait
 from plait.codegen.c.variants import FLOAT_ISAS, arch_isas, chosen_copy, host_arch
+from plait.codegen.c.variants import ISAS as VARIANT_ISAS
 from plait.runtime import VirtualMachine
 from plait.target.c import cpu_features, library_isas, use_isa
 from plait.target.c.families import FAMILIES
 
 RNG = np.random.default_rng(5)
-ISAS = arch_isas(host_arch(), FLOAT_ISAS)
+ISAS = arch_isas(host_arch(), tuple(VARIANT_ISAS))
+"""Every instruction set of this architecture (int8 families have VNNI copies)."""
 
 
 def _rand(*shape: int) -> np.ndarray:
@@ -120,6 +129,66 @@ def _attention() -> Case:
         "attention", {}
 
 
+def _masked_attention() -> Case:
+    """A causal mask (-inf above the diagonal) added to the scaled scores: 13 queries and
+    keys, head size 5, 3 heads (the mask broadcast over heads: a stride of 0)."""
+    q, k, v = _rand(1, 3, 13, 5), _rand(1, 3, 13, 5), _rand(1, 3, 13, 11)
+    mask = np.triu(np.full((13, 13), -np.inf, np.float32), 1)
+
+    def body(bb: Any, p: Any) -> Any:
+        s = emit(bb, "matmul", p[0], emit(bb, "permute_dims", p[1], axes=(0, 1, 3, 2)))
+        s = emit(bb, "multiply", s, const(np.array([0.4], np.float32)))
+        s = emit(bb, "add", s, const(mask))
+        return emit(bb, "matmul", emit(bb, "softmax", s, axis=-1), p[2])
+
+    s = q.astype(np.float64) @ np.swapaxes(k, -1, -2) * np.float32(0.4) + mask
+    e = np.exp(s - s.max(-1, keepdims=True))
+    ref = e / e.sum(-1, keepdims=True) @ v
+    return {"q": q.shape, "k": k.shape, "v": v.shape}, body, [q, k, v], ref, 1e-4, \
+        "attention", {}
+
+
+def _depthwise(c: int, hw: tuple[int, int], k: int, strides: tuple[int, int],
+               dilation: tuple[int, int]) -> Callable[[], Case]:
+    """A depthwise convolution (groups = channels; a generated kernel, not a library
+    product) with bias and relu, padding k // 2 * dilation."""
+    def case() -> Case:
+        x, w, b = _rand(1, c, *hw), _rand(c, 1, k, k), _rand(c)
+        pad = (k // 2 * dilation[0], k // 2 * dilation[1]) * 2
+
+        def body(bb: Any, p: Any) -> Any:
+            y = emit(bb, "conv2d", p[0], const(w), strides=strides, padding=pad,
+                     dilation=dilation, groups=c)
+            return emit(bb, "relu", emit(bb, "add", y, const(b.reshape(c, 1, 1))))
+
+        ref = np.concatenate([conv2d_reference(x[:, i:i + 1], w[i:i + 1], strides, pad,
+                                               dilation) for i in range(c)], axis=1)
+        ref = np.maximum(ref + b.reshape(1, c, 1, 1), 0)
+        return {"x": x.shape}, body, [x], ref, 1e-5, "kernels", {}
+    return case
+
+
+def _norm_gelu() -> Case:
+    """layer_norm over 45 values, GELU in its erf and tanh forms and SiLU: generated
+    kernels with plait's float32 exp, erf and tanh, vectorized in every copy."""
+    x, g, b = _rand(7, 45) * 3, _rand(45), _rand(45)
+
+    def body(bb: Any, p: Any) -> Any:
+        y = emit(bb, "layer_norm", p[0], const(g), const(b), axes=(-1,), epsilon=1e-5)
+        e = emit(bb, "gelu", y)
+        t = emit(bb, "gelu", p[0], approximate="tanh")
+        return emit(bb, "add", emit(bb, "add", e, t), emit(bb, "silu", p[0]))
+
+    x64 = x.astype(np.float64)
+    y = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
+    y = y * g + b
+    erf = np.vectorize(math.erf)
+    ref = (0.5 * y * (1 + erf(y / math.sqrt(2)))
+           + 0.5 * x64 * (1 + np.tanh(math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3)))
+           + x64 / (1 + np.exp(-x64)))
+    return {"x": x.shape}, body, [x], ref, 1e-5, "kernels", {}
+
+
 def _pool(shape: tuple[int, ...], k: tuple[int, int], s: tuple[int, int], d: tuple[int, int],
           p: tuple[int, int, int, int]) -> Callable[[], Case]:
     def case() -> Case:
@@ -165,6 +234,10 @@ CASES: dict[str, Callable[[], Case]] = {
     "winograd F(2x2), odd image": _conv(
         (1, 17, 9, 15), (19, 17, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "winograd", winograd=2),
     "attention, odd lengths": _attention,
+    "attention with a causal mask": _masked_attention,
+    "depthwise 3x3 stride 2, 7 channels": _depthwise(7, (11, 13), 3, (2, 2), (1, 1)),
+    "depthwise 5x5 dilation 2, 5 channels": _depthwise(5, (12, 9), 5, (1, 1), (2, 2)),
+    "layer norm, erf and tanh GELU, SiLU (generated)": _norm_gelu,
     "max pool 3x3 stride 2 padding": _pool((2, 3, 17, 13), (3, 3), (2, 2), (1, 1),
                                           (1, 1, 1, 1)),
     "max pool dilation 2": _pool((1, 2, 15, 15), (3, 3), (2, 1), (2, 2), (2, 2, 2, 2)),
@@ -196,15 +269,38 @@ def isa(request: pytest.FixtureRequest) -> str:
 @pytest.mark.parametrize("case", list(CASES))
 def test_each_family_matches_numpy_on_every_instruction_set(
         built: dict[str, Any], case: str, isa: str) -> None:
+    """The case's family runs the copy the cap allows (as the library reports it and as
+    cpu_features() predicts it) and matches numpy; where main makes several native calls
+    it runs as one entry point, and the VM path (a call per kernel) gives the same bits
+    (the project's models on every copy: tests/e2e/test_single_entry_models.py)."""
     exe, inputs, ref, tol, family = built[case]
+    copies = arch_isas(host_arch(), FAMILIES[family].isas if family in FAMILIES else FLOAT_ISAS)
+    if isa not in copies and isa not in FLOAT_ISAS:
+        pytest.skip(f"family {family} has no {isa} copy (a cap with no copy of its own: "
+                    "tests/codegen/test_isa_variants.py)")
     with use_isa(isa):
-        got = VirtualMachine(exe)["main"](*inputs)
+        vm = VirtualMachine(exe)
+        assert vm.entry_point("main") in (None, "main__entry")
+        got = vm["main"](*inputs)
+        vm_path = VirtualMachine(exe, single_entry=False)["main"](*inputs)
         families = library_isas(exe)
-    built = arch_isas(host_arch(), FAMILIES[family].isas if family in FAMILIES else FLOAT_ISAS)
-    assert families[family]["built"] == list(built)
-    assert families[family]["chosen"] == chosen_copy(built, isa)
+        predicted = cpu_features()["families"]
+    assert families[family]["built"] == list(copies)
+    assert families[family]["chosen"] == chosen_copy(copies, isa)
+    assert all(predicted[name]["chosen"] == f["chosen"] for name, f in families.items())
+    assert got.tobytes() == vm_path.tobytes()
     if tol == 0.0:
         assert np.array_equal(np.isnan(got), np.isnan(ref))
         np.testing.assert_array_equal(got, ref)
     else:
         np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+
+
+def test_every_registered_family_has_a_case() -> None:
+    """A kernel family added to plait.target.c.families is tested here on every copy:
+    add a case for it to CASES."""
+    covered = {make()[5] for make in CASES.values()}
+    missing = sorted(set(FAMILIES) - covered)
+    assert not missing, (f"kernel families {missing} have no case in "
+                         "tests/target/test_kernel_variants.py (CASES): add one that runs "
+                         "each on odd shapes against numpy")
