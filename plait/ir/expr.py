@@ -74,9 +74,9 @@ class Var(Expr):
     name_hint: str = "v"
 
     def __init__(self, name_hint: str = "v", ty: Type | None = None, *, span: Span | None = None):
-        object.__setattr__(self, "name_hint", name_hint)
-        object.__setattr__(self, "ty", ty)
-        object.__setattr__(self, "span", span)
+        _SET_NAME_HINT(self, name_hint)
+        _SET_TY(self, ty)
+        _SET_SPAN(self, span)
 
 
 @dataclass(**_NODE, init=False)
@@ -159,7 +159,7 @@ class ExternFunc(Expr):
             object.__setattr__(self, "ty", ObjectType())
 
 
-@dataclass(**_NODE)
+@dataclass(**_NODE, init=False)
 class Call(Expr):
     """A call of an op, a global function/kernel, an extern function or a variable."""
 
@@ -167,22 +167,29 @@ class Call(Expr):
     args: tuple[Expr, ...] = ()
     attrs: Attrs = EMPTY_ATTRS
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.args, tuple):
-            object.__setattr__(self, "args", tuple(self.args))
-        if not isinstance(self.attrs, Attrs):
-            object.__setattr__(self, "attrs", Attrs(self.attrs))
+    def __init__(self, op: Expr = None, args: tuple[Expr, ...] = (),  # type: ignore[assignment]
+                 attrs: Attrs = EMPTY_ATTRS, *, ty: Type | None = None,
+                 span: Span | None = None) -> None:
+        _SET_OP(self, op)
+        _SET_ARGS(self, args if type(args) is tuple or isinstance(args, tuple) else tuple(args))
+        _SET_ATTRS(self, attrs if type(attrs) is Attrs or isinstance(attrs, Attrs)
+                   else Attrs(attrs))
+        _SET_TY(self, ty)
+        _SET_SPAN(self, span)
 
 
-@dataclass(**_NODE)
+@dataclass(**_NODE, init=False)
 class Tuple(Expr):
     """A tuple of values."""
 
     fields: tuple[Expr, ...] = ()
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.fields, tuple):
-            object.__setattr__(self, "fields", tuple(self.fields))
+    def __init__(self, fields: tuple[Expr, ...] = (), *, ty: Type | None = None,
+                 span: Span | None = None) -> None:
+        _SET_FIELDS(self, fields if type(fields) is tuple or isinstance(fields, tuple)
+                    else tuple(fields))
+        _SET_TY(self, ty)
+        _SET_SPAN(self, span)
 
 
 @dataclass(**_NODE)
@@ -241,9 +248,13 @@ class Binding(Node):
     value: Expr = None  # type: ignore[assignment]
 
 
-@dataclass(**_NODE)
+@dataclass(**_NODE, init=False)
 class VarBinding(Binding):
     """``var = value``."""
+
+    def __init__(self, var: Var = None, value: Expr = None) -> None:  # type: ignore[assignment]
+        _SET_VAR(self, var)
+        _SET_VALUE(self, value)
 
 
 @dataclass(**_NODE)
@@ -340,6 +351,22 @@ class Function(BaseFunc):
     def compiler(self) -> str | None:
         """The external codegen this function belongs to, if any."""
         return self.attrs.get("compiler")
+
+
+# The initializers of the most often built nodes (Var, Call, Tuple, VarBinding) store
+# their fields through the slots' own setters: a frozen dataclass's generated
+# ``__init__`` goes through ``object.__setattr__`` by name for each field, which made
+# building a node about half of what the passes spend per binding.  The nodes stay
+# frozen (assigning a field raises as before).
+_SET_TY = Expr.ty.__set__  # type: ignore[attr-defined]
+_SET_SPAN = Expr.span.__set__  # type: ignore[attr-defined]
+_SET_NAME_HINT = Var.name_hint.__set__  # type: ignore[attr-defined]
+_SET_OP = Call.op.__set__  # type: ignore[attr-defined]
+_SET_ARGS = Call.args.__set__  # type: ignore[attr-defined]
+_SET_ATTRS = Call.attrs.__set__  # type: ignore[attr-defined]
+_SET_FIELDS = Tuple.fields.__set__  # type: ignore[attr-defined]
+_SET_VAR = Binding.var.__set__  # type: ignore[attr-defined]
+_SET_VALUE = Binding.value.__set__  # type: ignore[attr-defined]
 
 
 def const(value: Any, dtype: str | None = None) -> Constant:
