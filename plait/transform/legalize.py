@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ir.builder import BlockBuilder, tuple_type
-from ..ir.expr import Call, Expr, ExternFunc, Function, Op, Tuple
+from ..ir.expr import Binding, Call, Expr, ExternFunc, Function, Op, Tuple, VarBinding
 from ..ir.module import IRModule
 from ..ir.visitor import ExprMutator
 from ..op.lowlevel import LOWERED_OPS
@@ -118,6 +118,7 @@ class _Legalizer(ExprMutator):
         self.target = target
         self.function_name = function_name
         self._found: dict[str, LegalizeFn | None] = {}  # op name -> its legalization
+        self._typed: Expr | None = None  # the last call reference_legalization made
 
     def rewrite_call(self, call: Call) -> Expr:
         op = call.op
@@ -142,10 +143,26 @@ class _Legalizer(ExprMutator):
                 "plait.transform.register_legalize(op, target_kind, fn) "
                 "(plait/transform/legalize.py), or build for target 'numpy'"
             )
-        typed = self.builder.normalize(call)
+        # A call that kept its type is typed already (the optimization phase types
+        # every binding; a call whose arguments were replaced lost its type)
+        typed = call if call.ty is not None else self.builder.normalize(call)
         if not allow_rewrite(lambda: f"{op.name} at binding {self.builder.current_binding!r}"):
-            return reference_legalization(self.builder, typed, self.target)
-        return fn(self.builder, typed, self.target)
+            fn = reference_legalization
+        result = fn(self.builder, typed, self.target)
+        if fn is reference_legalization:
+            self._typed = result
+        return result
+
+    def emit_rewritten(self, binding: Binding, value: Expr) -> None:
+        # reference_legalization's call is typed as the builder would type it (its
+        # type is the op call's, its tuple and attributes typed and checked): bound as
+        # it is when its variable has that type
+        if value is self._typed and type(binding) is VarBinding and \
+                binding.var.ty is value.ty:
+            self.builder.emit_binding(
+                binding if value is binding.value else VarBinding(binding.var, value))
+            return
+        super().emit_rewritten(binding, value)
 
 
 def legalize_module(mod: IRModule, target: Any, skip: Callable[[Function], bool]) -> IRModule:
