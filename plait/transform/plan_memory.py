@@ -74,37 +74,51 @@ def plan_function(func: Function) -> Function:
     if not isinstance(body, SeqExpr) or len(body.blocks) != 1:
         return func
     bindings = body.blocks[0].bindings
-    # Which allocation(s) each variable holds (tensors flow through tuples/items).
+    # One walk: which allocation(s) each variable holds (tensors flow through
+    # tuples/items) and the lifetime of each static allocation, [index of the
+    # allocation, index of its last use] (a variable is defined before its uses, so
+    # what it holds is known when a use is met, and uses come in increasing order).
     holds: dict[Var, set[Var]] = {}
     static_allocs: dict[Var, int] = {}
+    start: dict[Var, int] = {}
+    end: dict[Var, int] = {}
+    sizes: dict[int, tuple[TensorType, int]] = {}  # id(type) -> (type, size or -1)
     naive = 0
-    for b in bindings:
+    for i, b in enumerate(bindings):
         v = b.value
-        if isinstance(b, VarBinding) and _is_alloc(v):
-            ty = b.var.ty
-            if isinstance(ty, TensorType) and ty.is_static:
-                size = _nbytes(ty)
-                naive += size
-                static_allocs[b.var] = size
-                holds[b.var] = {b.var}
-        elif isinstance(v, Tuple | TupleGetItem | Var):
+        tv = type(v)
+        if tv is Call:
+            op = v.op
+            if type(op) is Op and op.name == "builtin.alloc_tensor" and \
+                    type(b) is VarBinding:
+                var = b.var
+                ty = var.ty
+                hit = sizes.get(id(ty))
+                if hit is None or hit[0] is not ty:
+                    size = _nbytes(ty) if isinstance(ty, TensorType) and ty.is_static else -1
+                    hit = sizes[id(ty)] = (ty, size)  # keeps ty alive: its id stays its own
+                size = hit[1]
+                if size >= 0:
+                    naive += size
+                    static_allocs[var] = size
+                    holds[var] = {var}
+                    start[var] = end[var] = i
+        uses = used_vars(v)
+        if not holds:
+            continue
+        for n in uses:
+            held_by = holds.get(n)
+            if held_by is not None:
+                for a in held_by:
+                    end[a] = i
+        if tv is Tuple or tv is TupleGetItem or isinstance(v, Var):
             held: set[Var] = set()
-            for n in used_vars(v):
+            for n in uses:
                 held |= holds.get(n, set())
             if held:
                 holds[b.var] = held
     if not static_allocs:
         return func
-    # Lifetimes: [index of allocation, index of last use].
-    start = {v: i for i, b in enumerate(bindings) if b.var in static_allocs for v in [b.var]}
-    end = dict(start)
-    for i, b in enumerate(bindings):
-        for n in used_vars(b.value):
-            held_by = holds.get(n)
-            if held_by is not None:
-                for a in held_by:
-                    if end[a] < i:
-                        end[a] = i
     escaping: set[Var] = set()
     for n in used_vars(body.body):
         escaping |= holds.get(n, set())
