@@ -104,6 +104,7 @@ class _FunctionLowering:
         self.consts = consts
         self.const_ids = const_ids
         self.regs: dict[Var, int] = {}
+        self.reg_args: dict[Var, rx.Reg] = {}  # a variable's register as an argument
         self.code: list[rx.Instr] = []
         for p in func.params:
             self.reg(p)
@@ -170,9 +171,13 @@ class _FunctionLowering:
 
     def arg(self, e: Expr, where: str) -> rx.Arg:
         if isinstance(e, Var):
+            ra = self.reg_args.get(e)
+            if ra is not None:
+                return ra
             if e not in self.regs:
                 raise self.fail(where, f"variable {e.name_hint!r} is used before it is defined")
-            return rx.Reg(self.regs[e])
+            ra = self.reg_args[e] = rx.Reg(self.regs[e])  # (one object: Reg is frozen)
+            return ra
         if isinstance(e, Constant):
             key = id(e.data)
             idx = self.const_ids.get(key)
@@ -310,15 +315,13 @@ class _FunctionLowering:
                 callee = call.args[0]
                 fname = callee.symbol if isinstance(callee, ExternFunc) else callee.name_hint  # type: ignore[attr-defined]
                 args: list[rx.Arg] = []
-                regs = self.regs
+                reg_args = self.reg_args
                 for tup in call.args[1:]:
                     if not isinstance(tup, Tuple):
                         raise self.fail(where, f"{name} needs literal tuples of arguments")
                     for a in tup.fields:
-                        if type(a) is Var and a in regs:  # the common argument
-                            args.append(rx.Reg(regs[a]))
-                        else:
-                            args.append(self.arg(a, where))
+                        ra = reg_args.get(a) if type(a) is Var else None
+                        args.append(ra if ra is not None else self.arg(a, where))
                 kwargs = self.kwargs(attrs.get("attrs"), where)
                 if name == "builtin.call_alloc":
                     fname = fname + "@alloc"
