@@ -61,6 +61,7 @@ from .expr import (
     Tuple,
     TupleGetItem,
     Var,
+    VarBinding,
 )
 from .module import PHASES, IRModule
 from .types import FuncType, PrimType, TensorType, TupleType, Type
@@ -478,8 +479,11 @@ def _infer_flat_call(
             if k is not None and ty is not None:
                 memo[k] = ty  # type: ignore[index]
     ety = e.ty
-    if ety is not None and ty is not None and ety is not ty and not types_compatible(ety, ty):
-        found.append(f"{_describe(e)} is annotated {ety} but its type is {ty}")
+    if ety is not None and ty is not None and ety is not ty:
+        if ety == ty:
+            ty = ety  # the annotation's object (the binding's variable has it, usually)
+        elif not types_compatible(ety, ty):
+            found.append(f"{_describe(e)} is annotated {ety} but its type is {ty}")
     return ty if ty is not None else ety
 
 
@@ -738,15 +742,22 @@ class _StructureCheck:
                 # ("bindings", block, start, dataflow): check the bindings from
                 # ``start`` on; an If stops the run (its branches are checked
                 # before the bindings after it, which are pushed as a new task).
+                # The common binding is checked by flat_bindings, any other by
+                # check_binding.
                 bindings, df = task[1].bindings, task[3]
-                for i in range(task[2], len(bindings)):
+                i, n = task[2], len(bindings)
+                while True:
+                    i = self.flat_bindings(bindings, i, df)
+                    if i >= n:
+                        break
                     b = bindings[i]
                     if isinstance(b.value, If):
-                        if i + 1 < len(bindings):
+                        if i + 1 < n:
                             tasks.append(("bindings", task[1], i + 1, df))
                         self.check_binding(b, df, tasks)
                         break
                     self.check_binding(b, df, tasks)
+                    i += 1
             elif kind == "seq":
                 seq: SeqExpr = task[1]
                 tasks.append(("close",))
@@ -779,6 +790,52 @@ class _StructureCheck:
                 if not isinstance(block, BindingBlock):
                     self.binding = None
                     self.report(f"a SeqExpr holds a {type(block).__name__}, not a binding block")
+
+    def flat_bindings(self, bindings: tuple[Binding, ...], start: int, df: bool) -> int:
+        """Check ``bindings`` from ``start`` on while they are the common binding of
+        A-normal form that breaks no rule: a typed, fresh variable (a DataflowVar
+        only in a dataflow block) bound to a call of a registered op (a pure one in a
+        dataflow block) on live variables, plain atoms and tuples of these.  Returns
+        the index of the first binding that is not (for :meth:`check_binding`, which
+        checks it and reports what is wrong)."""
+        live, ever, pure_ops = self.live, self.ever, self.pure_ops
+        own = self.scopes[-1][1]  # where a dataflow variable of a dataflow block goes
+        lexical = next(ids for kind, ids in reversed(self.scopes) if kind == "lexical")
+        n = len(bindings)
+        i = start
+        while i < n:
+            b = bindings[i]
+            var, value = b.var, b.value
+            tv = type(var)
+            if type(b) is not VarBinding or type(value) is not Call or var.ty is None or \
+                    id(var) in ever or (tv is not Var and (tv is not DataflowVar or not df)):
+                return i
+            op = value.op
+            if type(op) is not Op:
+                return i
+            pure = pure_ops.get(op)
+            if pure is None or (df and not pure):
+                return i
+            for a in value.args:
+                ta = type(a)
+                if ta is Var or ta is DataflowVar:
+                    if id(a) not in live:
+                        return i
+                elif ta is Tuple:
+                    for f in a.fields:  # type: ignore[attr-defined]
+                        tf = type(f)
+                        if tf is Var or tf is DataflowVar:
+                            if id(f) not in live:
+                                return i
+                        elif tf not in _PLAIN_ATOMS:
+                            return i
+                elif ta not in _PLAIN_ATOMS:
+                    return i
+            ever.add(id(var))
+            live.add(id(var))
+            (own if tv is DataflowVar else lexical).append(id(var))
+            i += 1
+        return i
 
     def check_binding(self, b: Binding, in_dataflow: bool, tasks: list[tuple]) -> None:
         var, value = b.var, b.value
