@@ -21,7 +21,10 @@ with onnxruntime's on the same inputs; a model whose outputs disagree is refused
 (reported as an error, no latency).
 
 Also measured: compile-time scaling of the default pipeline on synthetic modules of
-1k, 10k and 100k bindings (time per binding).
+1k, 10k and 100k bindings (``--scaling``; time per binding, wall and CPU, and the peak
+resident memory, each size in a process of its own); ``--scaling-only`` runs only that:
+
+    python benchmarks/run.py --scaling-only --scaling 1000,10000,100000,1000000
 
 Writes ``results.md`` (a Markdown table with the ratio of each plait backend to
 onnxruntime) and ``results.json`` (every figure) into ``--out`` (default
@@ -170,14 +173,22 @@ def _peak_rss_mb() -> float:
     it starts afresh at ``exec``; ``ru_maxrss`` (the fallback) is carried over from
     the driver that forked the worker, which made every backend report the driver's
     peak."""
+    peak = _proc_status_mb("VmHWM:")
+    if peak is not None:
+        return peak
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _proc_status_mb(key: str) -> float | None:
+    """A size in /proc/self/status (``key`` with its colon), in MB; None without it."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(key):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return None
 
 
 def prepare(model: str, backend: str, onnx_path: str, input_path: str) -> tuple[dict, Any]:
@@ -501,31 +512,71 @@ def take_turns(players: list[Player], rounds: int, block: int, gap: float, warm:
             log(k)
 
 
-def pipeline_scaling(sizes: tuple[int, ...]) -> list[dict]:
-    """Seconds per binding of the default pipeline (numpy target) on chains of
-    elementwise ops."""
-    import plait
+def scaling_module(n: int) -> Any:
+    """The scaling benchmark's module: one function whose dataflow block is a chain of
+    ``n`` elementwise bindings (multiply and add, each of the previous value and the
+    parameter)."""
     from plait.ir import BlockBuilder, TensorType, Var
     from plait.op import make_call
 
+    x = Var("x", TensorType((4, 4), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            v = x
+            for i in range(n):
+                v = bb.emit(make_call("add" if i % 2 else "multiply", v, x))
+            out = bb.emit_output(v)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def scaling_child(n: int) -> dict:
+    """One size of the scaling benchmark, in this (fresh) process: seconds (wall and
+    CPU) of ``plait.build(module, "numpy")`` on a chain of ``n`` bindings, and memory:
+    the resident set after the imports, after building the input module, and its peak
+    (``VmHWM``, which the pipeline sets: it holds the input and output of a pass at
+    once)."""
+    import gc
+
+    import plait
+
+    base = _rss_mb()
+    mod = scaling_module(n)
+    gc.collect()
+    module = _rss_mb()
+    t, c = time.perf_counter(), time.process_time()
+    exe = plait.build(mod, "numpy")
+    dt, dc = time.perf_counter() - t, time.process_time() - c
+    assert len(exe.functions["main"].instructions) > n  # the whole chain was compiled
+    return {"bindings": n, "seconds": dt, "us_per_binding": dt / n * 1e6,
+            "cpu_us_per_binding": dc / n * 1e6, "base_rss_mb": base,
+            "module_rss_mb": module - base, "peak_rss_mb": _peak_rss_mb(),
+            "peak_bytes_per_binding": (_peak_rss_mb() - base) * 2**20 / n}
+
+
+def _rss_mb() -> float:
+    """This process's resident set now (``VmRSS``; 0 where /proc is missing)."""
+    return _proc_status_mb("VmRSS:") or 0.0
+
+
+def pipeline_scaling(sizes: tuple[int, ...], log: Any = None) -> list[dict]:
+    """Seconds per binding and peak memory of the default pipeline (numpy target) on
+    chains of elementwise ops: each size in a process of its own (so that each peak is
+    its own), one after the other."""
     rows = []
     for n in sizes:
-        x = Var("x", TensorType((4, 4), "float32"))
-        bb = BlockBuilder()
-        with bb.function("main", [x]):
-            with bb.dataflow():
-                v = x
-                for i in range(n):
-                    v = bb.emit(make_call("add" if i % 2 else "multiply", v, x))
-                out = bb.emit_output(v)
-            bb.emit_func_output(out)
-        mod = bb.get()
-        t, c = time.perf_counter(), time.process_time()
-        plait.build(mod, "numpy")
-        dt, dc = time.perf_counter() - t, time.process_time() - c
-        # CPU time too: on a shared machine the wall time also measures the neighbours
-        rows.append({"bindings": n, "seconds": dt, "us_per_binding": dt / n * 1e6,
-                     "cpu_us_per_binding": dc / n * 1e6})
+        proc = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--scaling-worker", str(n)],
+            capture_output=True, text=True, cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)})
+        if proc.returncode != 0:
+            raise RuntimeError(f"the scaling run of {n} bindings failed:\n{proc.stderr[-3000:]}")
+        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append(row)
+        if log:
+            log(row)
     return rows
 
 
@@ -591,13 +642,19 @@ def report(results: list[dict], scaling: list[dict]) -> str:
                   "|---|---|---|"]
         lines += [f"| {r['model']} | {r['backend']} | {r['rounds_at_or_below_onnxruntime']} "
                   f"of {r['rounds']} |" for r in turns]
+    if not results:
+        lines = []
     if scaling:
-        lines += ["", "| bindings | pipeline seconds | µs per binding | CPU µs per binding |",
-                  "|---|---|---|---|"]
+        lines += ["", "| bindings | pipeline seconds | µs per binding | CPU µs per binding | "
+                  "peak RSS MB | of which after imports MB | input module MB | peak above "
+                  "imports, bytes per binding |", "|---|---|---|---|---|---|---|---|"]
     for s in scaling:
         lines.append(f"| {s['bindings']} | {s['seconds']:.2f} | {s['us_per_binding']:.1f} | "
-                     f"{_fmt(s.get('cpu_us_per_binding'), '.1f')} |")
-    return "\n".join(lines)
+                     f"{_fmt(s.get('cpu_us_per_binding'), '.1f')} | "
+                     f"{_fmt(s.get('peak_rss_mb'), '.0f')} | {_fmt(s.get('base_rss_mb'), '.0f')} | "
+                     f"{_fmt(s.get('module_rss_mb'), '.0f')} | "
+                     f"{_fmt(s.get('peak_bytes_per_binding'), '.0f')} |")
+    return "\n".join(lines).strip("\n")
 
 
 def geomean(values: list[float]) -> float:
@@ -688,12 +745,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scaling", default=None,
                    help="pipeline scaling sizes (default 1000,10000,100000; none with "
                         "--suite real)")
+    p.add_argument("--scaling-only", action="store_true",
+                   help="run only the pipeline scaling (sizes from --scaling), no models")
+    p.add_argument("--scaling-worker", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     p.add_argument("--worker", nargs=5, metavar=("MODEL", "BACKEND", "ONNX", "INPUT", "OUT"))
     args = p.parse_args(argv)
     if args.worker:
         _set_threads()
         serve(*args.worker)
+        return 0
+    if args.scaling_worker is not None:
+        print(json.dumps(scaling_child(args.scaling_worker)), flush=True)
+        return 0
+    if args.scaling_only:
+        sizes = tuple(int(x) for x in (args.scaling or "1000,10000,100000").split(",") if x)
+        rows = pipeline_scaling(sizes, log=lambda r: print(
+            f"{r['bindings']} bindings: {r['seconds']:.2f} s, {r['us_per_binding']:.1f} us "
+            f"per binding (CPU {r['cpu_us_per_binding']:.1f}), peak RSS "
+            f"{r['peak_rss_mb']:.0f} MB", flush=True))
+        table = report([], rows)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "scaling.md").write_text(table + "\n")
+        (out / "scaling.json").write_text(json.dumps({"scaling": rows}, indent=2))
+        print()
+        print(table)
         return 0
     real = args.suite == "real"
     if args.models is None:

@@ -124,3 +124,20 @@ def test_a_player_reports_under_its_label() -> None:
     pl.proc = SimpleNamespace(stdin=None, poll=lambda: 0)
     r = run.Player.finish(pl)
     assert r["backend"] == "plait-c-before" and r["median_ms"] == 3.0
+
+
+def test_scaling_runs_each_size_in_a_process_and_reports_its_peak_memory() -> None:
+    """benchmarks/run.py --scaling: each size is built in a process of its own, which
+    reports its times and memory (peak and after the imports, from /proc); the table
+    has a row per size with the peak."""
+    import run
+
+    rows = run.pipeline_scaling((200, 400))
+    assert [r["bindings"] for r in rows] == [200, 400]
+    for r in rows:
+        assert r["seconds"] > 0 and r["cpu_us_per_binding"] > 0
+        assert r["peak_rss_mb"] >= r["base_rss_mb"] > 0  # Linux: /proc/self/status
+        assert r["peak_bytes_per_binding"] >= 0
+    table = run.report([], rows)
+    assert table.startswith("| bindings |") and "peak RSS MB" in table
+    assert "| 200 |" in table and "| 400 |" in table
