@@ -1,14 +1,18 @@
 """A function whose body is a chain of 100,000 bindings goes through build, print,
 parse, visit, mutate, structural equality and hashing under the default recursion
-limit; an expression nested far deeper than the recursion limit is normalized and
-printed."""
+limit, and through the whole default pipeline (``plait.build`` on numpy: every pass,
+the transition checks, memory planning and VM code generation) to an executable whose
+result matches numpy; an expression nested far deeper than the recursion limit is
+normalized and printed."""
 
 from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 
+import plait
 from plait.ir import (
     BlockBuilder,
     Call,
@@ -21,16 +25,17 @@ from plait.ir import (
 from plait.ir.expr import Op
 from plait.ir.parser import parse
 from plait.ir.visitor import ExprMutator, ExprVisitor, post_order
+from plait.runtime import VirtualMachine
 
 N = 100_000
 T = TensorType((1, "n"), "float32")
 
 
-@pytest.fixture(scope="module")
-def chain() -> IRModule:
-    assert sys.getrecursionlimit() <= 1000  # nothing below may rely on a raised limit
+def relu_add_chain(ty: TensorType) -> IRModule:
+    """``main(x)``: a dataflow chain of N bindings, relu and add(previous, x) in turn,
+    ending with a relu."""
     bb = BlockBuilder()
-    x = Var("x", T)
+    x = Var("x", ty)
     add, relu = Op.get("add"), Op.get("relu")
     with bb.function("main", [x]):
         with bb.dataflow():
@@ -40,6 +45,12 @@ def chain() -> IRModule:
             out = bb.emit_output(Call(relu, (v,)), "out")
         bb.emit_func_output(out)
     return bb.get()
+
+
+@pytest.fixture(scope="module")
+def chain() -> IRModule:
+    assert sys.getrecursionlimit() <= 1000  # nothing below may rely on a raised limit
+    return relu_add_chain(T)
 
 
 class _Count(ExprVisitor):
@@ -99,3 +110,21 @@ def test_deeply_nested_expression_normalizes_and_prints() -> None:
     (block,) = mod["main"].body.blocks
     assert len(block.bindings) == depth
     assert structural_equal(mod, parse(mod.script()))
+
+
+def test_the_default_pipeline_builds_a_100k_chain() -> None:
+    """plait.build on numpy of a 100,000-binding chain of static shape, under the
+    default recursion limit; the result equals numpy's (the same float32 operations in
+    the same order: exact), and memory planning keeps two tensors of the chain in its
+    arena whatever its length (each value dies at the next binding)."""
+    assert sys.getrecursionlimit() <= 1000
+    exe = plait.build(relu_add_chain(TensorType((2, 3), "float32")), "numpy")
+    assert len(exe.functions["main"].instructions) > 2 * N  # an allocation and a call each
+    assert exe.attrs["planned_peak_bytes"] == 2 * 64 + 24  # two in the arena, the result
+    data = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    want = data
+    for i in range(N - 1):
+        want = want + data if i % 2 else np.maximum(want, np.float32(0))
+    want = np.maximum(want, np.float32(0))
+    got = VirtualMachine(exe)["main"](data)
+    np.testing.assert_array_equal(got, want)  # tolerance 0: the same float32 operations
