@@ -14,12 +14,12 @@ and columns that are not multiples of the 6 x 16 (AVX-512: 6 x 32) tile, K not a
 multiple of the 4-step unroll and beyond one 384-deep block, channel counts that are not
 multiples of the vector width, stride 2, dilation, padding, 1x1 convolutions read in
 place, the fused pooling, Winograd F(2x2) and F(4x4) with odd image sizes, attention
-with odd lengths and with a causal mask, depthwise convolutions (groups = channels:
-generated kernels) with stride 2 and dilation 2, and generated elementwise, reduction,
-layer-norm, GELU (erf and tanh) and SiLU kernels (that they give the same bits in every
-copy: tests/codegen/test_codegen_run.py).  ISAs the CPU lacks are skipped with the
-reason; grouped convolutions that are not depthwise go to the BLAS library, which has no
-plait copies.  A registered family without a case fails
+with odd lengths, head sizes past 32 lanes and a causal mask, depthwise convolutions
+(groups = channels: generated kernels) with stride 2 and dilation 2, and generated
+elementwise, reduction, layer-norm, GELU (erf and tanh) and SiLU kernels (that they give
+the same bits in every copy: tests/codegen/test_codegen_run.py).  ISAs the CPU lacks
+are skipped with the reason; grouped convolutions that are not depthwise go to the BLAS
+library, which has no plait copies.  A registered family without a case fails
 ``test_every_registered_family_has_a_case``.
 """
 
@@ -113,8 +113,10 @@ def _conv_pool() -> Case:
     return {"x": x.shape}, body, [x], ref, 1e-4, "conv", {}
 
 
-def _attention() -> Case:
-    q, k, v = _rand(2, 3, 9, 8), _rand(2, 3, 21, 8), _rand(2, 3, 21, 24)
+def _attention(q_shape: tuple[int, ...] = (2, 3, 9, 8), sk: int = 21, dv: int = 24
+               ) -> Case:
+    q = _rand(*q_shape)
+    k, v = _rand(*q_shape[:2], sk, q_shape[3]), _rand(*q_shape[:2], sk, dv)
 
     def body(bb: Any, p: Any) -> Any:
         kt = emit(bb, "permute_dims", p[1], axes=(0, 1, 3, 2))
@@ -234,6 +236,8 @@ CASES: dict[str, Callable[[], Case]] = {
     "winograd F(2x2), odd image": _conv(
         (1, 17, 9, 15), (19, 17, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "winograd", winograd=2),
     "attention, odd lengths": _attention,
+    "attention, head sizes 40 and 33 (tails of 32 lanes)":
+        lambda: _attention((1, 2, 7, 40), 37, 33),
     "attention with a causal mask": _masked_attention,
     "depthwise 3x3 stride 2, 7 channels": _depthwise(7, (11, 13), 3, (2, 2), (1, 1)),
     "depthwise 5x5 dilation 2, 5 channels": _depthwise(5, (12, 9), 5, (1, 1), (2, 2)),
