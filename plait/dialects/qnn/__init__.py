@@ -1,10 +1,19 @@
-"""The qnn dialect (under construction)."""
+"""The qnn dialect: quantized ops with explicit scales and zero points (docs/dialects.md).
+
+It joins the default pipeline through :func:`~plait.dialects.register_dialect` only:
+``qnn.Canonicalize`` at ingestion, ``qnn.DispatchInt8`` at dispatch for the ``c``
+target (its int8 kernels), ``qnn.Legalize`` at legalization for everything left, and
+its ONNX converters with the ONNX frontend."""
 from plait.dialects import register_dialect
 
 from . import ops  # noqa: F401
 from .canonicalize import Canonicalize
+from .dispatch import DispatchInt8, dispatch_hook
 from .legalize import Legalize
 
 register_dialect("qnn", ingestion=lambda target: [Canonicalize()],
+                 dispatch=dispatch_hook,
                  legalize=lambda target: [Legalize()],
                  frontends={"onnx": "plait.dialects.qnn.onnx_import"})
+
+__all__ = ["Canonicalize", "DispatchInt8", "Legalize"]

@@ -2,7 +2,8 @@
 
 Each family is one C file in ``plait/target/c/native`` (products ``plait_gemm.c``,
 direct convolutions ``plait_conv.c``, Winograd ``plait_winograd.c``, attention
-``plait_attention.c``, pooling ``plait_pool.c``) that plugs into plait's ISA mechanism
+``plait_attention.c``, pooling ``plait_pool.c``, 8-bit products ``plait_qgemm.c``)
+that plugs into plait's ISA mechanism
 (``plait_isa.h``, :mod:`plait.codegen.c.variants`): the model's library holds one copy
 per instruction set of the machine's architecture, and the running CPU picks one when
 the library is loaded (``PLAIT_ISA`` caps it).  A dispatch pass records the sources of
@@ -20,8 +21,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
-from plait.codegen.c import CSource
+from plait.codegen.c import CFunction, CSource
 from plait.codegen.c.variants import FLOAT_ISAS, arch_isas
 
 
@@ -143,6 +145,26 @@ def families_called(code: str) -> list[str]:
                   if any(re.search(rf"\b{e}\s*\(", code) for e in f.entries))
 
 
+def record_wrappers(mod: Any, wrappers: dict[str, tuple[str, CFunction]], header: str,
+                    families: Sequence[str], prefix: str) -> Any:
+    """``mod`` with the call wrappers ``{symbol: (C code, CFunction)}`` recorded in its
+    ``c_sources`` as one file ``<prefix>_<digest>.c`` (after the family header
+    ``header``, e.g. ``plait_pool.h``), and the sources of ``families``."""
+    import hashlib
+
+    from .build import add_c_source
+
+    if not wrappers:
+        return mod
+    names = sorted(wrappers)
+    code = header_text(header) + "\n" + "\n".join(wrappers[n][0] for n in names)
+    digest = hashlib.sha256(code.encode()).hexdigest()[:12]
+    calls = CSource(code, tuple(wrappers[n][1] for n in names), f"{prefix}_{digest}.c")
+    for src in family_sources(families):
+        mod = add_c_source(mod, src)
+    return add_c_source(mod, calls)
+
+
 def all_family_sources(names: Sequence[str] | None = None) -> list[CSource]:
     """The sources of every registered family (or of ``names``): what a benchmark
     compiles once to seed an object cache."""
@@ -160,7 +182,12 @@ register_family(KernelFamily("attention", "plait_attention.c", ("plait_attention
 # machines run the AVX2 copy (docs/kernels.md)
 register_family(KernelFamily("pool", "plait_pool.c", ("plait_max_pool2d",),
                              isas=("avx2", "neon", "baseline")))
+# 8-bit products (:mod:`.qgemm`): dot-product instructions where the CPU has them; no
+# plain AVX-512 copy (without VNNI, PLAIT_ISA=avx512 runs the avx2 copy)
+register_family(KernelFamily("qgemm", "plait_qgemm.c",
+                             ("plait_qgemm", "plait_qconv2d_depthwise"),
+                             isas=("avx512vnni", "avxvnni", "avx2", "baseline")))
 
 __all__ = ["FAMILIES", "KernelFamily", "all_family_sources", "families_called",
            "family_sources", "family_text", "header_text", "inline_headers",
-           "register_family"]
+           "record_wrappers", "register_family"]

@@ -16,7 +16,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from plait.codegen.c import CFunction, CSource
+from plait.codegen.c import CFunction
 from plait.ir.expr import Call, Expr, ExternFunc, Tuple
 from plait.ir.module import IRModule
 from plait.op.registry import make_call
@@ -24,8 +24,7 @@ from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
-from .build import add_c_source
-from .families import family_sources, header_text
+from .families import record_wrappers
 from .gemm import _static_shape
 
 
@@ -81,15 +80,7 @@ def dispatch_pool(mod: IRModule, skip: Any = None) -> IRModule:
     codegens) are left alone."""
     wrappers: dict[str, tuple[str, CFunction]] = {}
     out = rewrite_module(mod, [pool_rule(wrappers)], skip=skip)
-    if not wrappers:
-        return out
-    names = sorted(wrappers)
-    code = header_text("plait_pool.h") + "\n" + "\n".join(wrappers[n][0] for n in names)
-    digest = hashlib.sha256(code.encode()).hexdigest()[:12]
-    calls = CSource(code, tuple(wrappers[n][1] for n in names), f"plait_pool_calls_{digest}.c")
-    for src in family_sources(["pool"]):
-        out = add_c_source(out, src)
-    return add_c_source(out, calls)
+    return record_wrappers(out, wrappers, "plait_pool.h", ["pool"], "plait_pool_calls")
 
 
 @module_pass(name="c.DispatchPool", phases=("optimization",))

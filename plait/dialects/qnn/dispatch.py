@@ -1,0 +1,380 @@
+"""qnn.DispatchInt8: the dialect's products on the ``c`` target's int8 kernels.
+
+The dialect registers this pass at the ``dispatch`` extension point for targets of kind
+``c`` (with ``gemm`` on); other targets get none and ``qnn.Legalize`` lowers every qnn
+op to core ops.  It rewrites a ``qnn.matmul`` or ``qnn.conv2d`` together with the
+output stage that follows it into one call of ``plait_qgemm.c``
+(:mod:`plait.target.c.qgemm`), weights packed at compile time:
+
+* ``qnn.matmul``/``qnn.conv2d`` ``[-> add(int32 bias)]`` then one of
+  - ``qnn.requantize`` (uint8/int8 out: QLinearMatMul, QLinearConv, QGemm, the QDQ
+    forms canonicalized into them);
+  - ``cast(float32) -> multiply(scale) [-> add(float bias)] [-> relu]`` (dynamic
+    quantization: ``MatMulInteger``/``ConvInteger`` and their float output; the scale
+    may be computed at run time);
+  - ``qnn.dequantize`` (zero point 0) ``[-> add(float bias)] [-> relu]``
+    (MatMulIntegerToFloat, QGemm without y_scale, QAttention's projection);
+  - nothing (int32 out).
+* ``qnn.matmul`` with a constant B packs it (with its column sums for the zero-point
+  correction); a computed B (the attention products of a QDQ encoder: Q K^T and
+  P V, both 8-bit activations) is packed by the call.  QAttention reaches the kernels
+  through its projection: its softmax and score products are float ops of the
+  importer (onnxruntime computes them in float too).
+* ``qnn.conv2d``: ``groups == 1`` as an implicit im2col product (rows: output pixels,
+  columns: channels), depthwise (one input channel per group) on its own kernel; other
+  grouped convolutions stay for ``qnn.Legalize``.
+
+Every rewrite computes exactly what :mod:`.reference` computes (the kernels' sums are
+exact modulo 2^32, their float output stage rounds once per operation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from plait.codegen.c import CFunction
+from plait.ir.expr import Call, Constant, Expr, ExternFunc, Function, Op, Tuple
+from plait.ir.module import IRModule
+from plait.ir.types import TensorType
+from plait.op.registry import make_call
+from plait.transform.pass_base import module_pass
+from plait.transform.pattern import Match, Pattern, is_op, wildcard
+from plait.transform.pattern_rewrite import Rule, rewrite_function
+
+F32 = np.float32
+
+
+def _shape(e: Expr) -> tuple[int, ...] | None:
+    t = e.ty
+    if not isinstance(t, TensorType) or t.shape is None:
+        return None
+    if not all(isinstance(d, int) for d in t.shape):
+        return None
+    return tuple(int(d) for d in t.shape)
+
+
+def _dtype(e: Expr) -> str | None:
+    t = e.ty
+    return t.dtype if isinstance(t, TensorType) else None
+
+
+def _data(e: Expr) -> np.ndarray | None:
+    return e.data if isinstance(e, Constant) else None
+
+
+def _is(value: Expr, *names: str) -> bool:
+    return isinstance(value, Call) and isinstance(value.op, Op) and value.op.name in names
+
+
+def _scalar_like(shape: tuple[int, ...] | None) -> bool:
+    return shape is not None and int(np.prod(shape)) == 1 and len(shape) <= 1
+
+
+class _Plan:
+    """A product being planned: its call (:class:`QGemmCall` or :class:`QDepthwiseCall`
+    once the anchor is taken) and the state of its output stage."""
+
+    def __init__(self, call: Any, n: int, col_axis: int, rank: int) -> None:
+        from plait.target.c.qgemm import QOut
+
+        self.call = call
+        self.n = n                    # columns (output channels of a convolution)
+        self.col_axis = col_axis      # their axis in the output
+        self.rank = rank
+        self.out = QOut()
+        self.state = "acc"            # acc -> (q | cast -> f) ; f: float out
+        self.bias32 = np.zeros(n, np.int64)
+        self.has_bias32 = False
+
+    def column_vector(self, data: np.ndarray) -> np.ndarray | None:
+        """A constant broadcasting along the column axis only, as N values; else None."""
+        shape = data.shape
+        if len(shape) > self.rank:
+            return None
+        full = (1,) * (self.rank - len(shape)) + tuple(shape)
+        if any(d != 1 for i, d in enumerate(full) if i != self.col_axis):
+            return None
+        if full[self.col_axis] not in (1, self.n):
+            return None
+        return np.broadcast_to(data.reshape(-1), (self.n,))
+
+    def bias_of(self, value: Call, src: Expr, dtype: Any) -> np.ndarray | None:
+        """The constant that the add ``value`` adds to ``src``, as N values of a bias
+        of ``dtype``; None when it is not one."""
+        other = value.args[1] if value.args[0] is src else value.args[0]
+        d = _data(other)
+        return self.column_vector(d) if d is not None and d.dtype == dtype else None
+
+    def per_column(self, e: Expr, axis: int) -> tuple[np.ndarray, bool] | None:
+        """A constant requantization parameter: (values, per column) or None."""
+        d = _data(e)
+        if d is None:
+            return None
+        if d.size == 1:
+            return d.reshape(()), False
+        if d.ndim != 1 or d.shape[0] != self.n or axis % self.rank != self.col_axis:
+            return None
+        return d, True
+
+    def extend(self, value: Call, src: Expr) -> bool:
+        """Fold the output-stage step ``value`` (reading the running result ``src``);
+        False when the kernel cannot do it here."""
+        o = self.out
+        if self.state == "acc" and _is(value, "add") and value.ty == src.ty:
+            vec = None if self.has_bias32 else self.bias_of(value, src, np.int32)
+            if vec is None:
+                return False
+            self.bias32 = self.bias32 + vec.astype(np.int64)
+            self.has_bias32 = True
+            return True
+        if self.state == "acc" and _is(value, "qnn.requantize"):
+            _, si, zi, so, zo = value.args
+            axis = int(value.attrs["axis"])
+            zid, zod = _data(zi), _data(zo)
+            psi, pso = self.per_column(si, axis), self.per_column(so, axis)
+            if zid is None or zod is None or psi is None or pso is None or zod.size != 1:
+                return False
+            if _dtype(value) not in ("uint8", "int8") or zid.size != 1:
+                return False
+            mult = (psi[0].astype(F32) / pso[0].astype(F32)).astype(F32)
+            o.dtype = str(_dtype(value))
+            o.scale = Constant(np.ascontiguousarray(np.broadcast_to(mult, (self.n,))
+                                                    if psi[1] or pso[1] else
+                                                    mult.reshape(1), F32))
+            o.scale_cols = bool(psi[1] or pso[1])
+            o.zo = int(zod.reshape(()))
+            self.bias32 = self.bias32 - int(zid.reshape(()))
+            self.has_bias32 = True
+            self.state = "q"
+            return True
+        if self.state == "acc" and _is(value, "cast") and _dtype(value) == "float32":
+            o.dtype = "float32"
+            o.scale = Constant(np.ones(1, F32))
+            self.state = "cast"
+            return True
+        if self.state == "acc" and _is(value, "qnn.dequantize"):
+            _, s, z = value.args
+            zd = _data(z)
+            ps = self.per_column(s, int(value.attrs["axis"]))
+            if zd is None or np.any(zd != 0) or ps is None:
+                return False
+            o.dtype = "float32"
+            o.scale = Constant(np.ascontiguousarray(ps[0].reshape(-1), F32))
+            o.scale_cols = ps[1]
+            self.state = "f"
+            return True
+        if self.state == "cast" and _is(value, "multiply") and value.ty == src.ty:
+            other = value.args[1] if value.args[0] is src else value.args[0]
+            if _dtype(other) != "float32":
+                return False
+            shape = _shape(other)
+            if isinstance(other, Constant):
+                vec = self.column_vector(other.data)
+                if vec is None:
+                    return False
+                if _scalar_like(other.data.shape):
+                    o.scale = Constant(np.ascontiguousarray(other.data.reshape(1), F32))
+                else:
+                    o.scale = Constant(np.ascontiguousarray(vec, F32))
+                    o.scale_cols = True
+            elif _scalar_like(shape):
+                o.scale = other
+            elif shape == (self.n,) and self.col_axis == self.rank - 1:
+                o.scale, o.scale_cols = other, True
+            else:
+                return False
+            self.state = "f"
+            return True
+        if self.state == "f" and _is(value, "add") and value.ty == src.ty and not o.relu:
+            vec = None if o.fbias is not None else self.bias_of(value, src, F32)
+            if vec is None:
+                return False
+            o.fbias = Constant(np.ascontiguousarray(vec, F32))
+            return True
+        if self.state == "f" and _is(value, "relu") and not o.relu:
+            o.relu = True
+            return True
+        return False
+
+    def finish(self, out_shape: tuple[int, ...]) -> Any:
+        if self.state == "cast":
+            self.state = "f"
+        if self.has_bias32 and np.any(self.bias32 != 0):
+            wrapped = (self.bias32 % (1 << 32)).astype(np.uint32).view(np.int32)
+            self.out.bias = Constant(np.ascontiguousarray(wrapped))
+        self.call.out = self.out
+        self.call.out_shape = out_shape
+        return self.call
+
+
+def _param_vector(e: Expr, n: int) -> bool:
+    s = _shape(e)
+    return s is not None and (_scalar_like(s) or s == (n,))
+
+
+def _plan_matmul(call: Call) -> _Plan | None:
+    from plait.target.c.qgemm import QGemmCall, QOut, pack_b
+
+    a, b, za, zb = call.args
+    as_, bs, os_ = _shape(a), _shape(b), _shape(call)
+    if as_ is None or bs is None or os_ is None or len(as_) < 2 or len(bs) < 2:
+        return None
+    if 0 in as_ or 0 in bs or 0 in os_:
+        return None
+    k, n = bs[-2:]
+    if as_[-1] != k or not _param_vector(zb, n):
+        return None
+    zas = _shape(za)
+    if zas is None:
+        return None
+    za_rows = not _scalar_like(zas)
+    bd = _data(b)
+    if len(bs) == 2:
+        m, batch = int(np.prod(as_[:-1])), 1
+        if za_rows and (len(as_) != 2 or zas != (as_[0],)):
+            return None
+    else:
+        if as_[:-2] != bs[:-2] or za_rows:
+            return None
+        m, batch = as_[-2], int(np.prod(bs[:-2]))
+    q = QGemmCall(m, n, k, batch, a, za, QOut(), os_, za_rows=za_rows)
+    zbd = _data(zb)
+    if bd is not None and len(bs) == 2 and zbd is not None:
+        q.packed = pack_b(bd, zbd)
+    else:
+        q.b, q.zb = b, zb
+        q.zb_cols = not _scalar_like(_shape(zb))
+        q.b_batched = len(bs) > 2
+    return _Plan(q, n, len(os_) - 1, len(os_))
+
+
+def _plan_conv2d(call: Call) -> _Plan | None:
+    from plait.runtime.numpy_ops import _expand, _expand_padding
+    from plait.target.c.qgemm import (
+        QDepthwiseCall,
+        QGemmCall,
+        QOut,
+        centered_depthwise,
+        conv_geometry,
+        pack_b,
+    )
+
+    x, w, zx, zw = call.args
+    xs, ws, os_ = _shape(x), _shape(w), _shape(call)
+    wd, zwd = _data(w), _data(zw)
+    if xs is None or ws is None or os_ is None or wd is None or zwd is None:
+        return None
+    if len(xs) != 4 or 0 in xs or 0 in os_ or not _scalar_like(_shape(zx)):
+        return None
+    a = call.attrs
+    strides, dilation = _expand(a["strides"], 2), _expand(a["dilation"], 2)
+    padding = _expand_padding(a["padding"], 2)
+    o, cg, kh, kw = ws
+    groups = int(a["groups"])
+    if groups == 1 and cg == xs[1]:
+        wmat = wd.reshape(o, cg * kh * kw).T
+        q = QGemmCall(os_[2] * os_[3], o, cg * kh * kw, xs[0], x, zx, QOut(), os_,
+                      conv=conv_geometry(xs, ws, os_, strides, dilation, padding),
+                      packed=pack_b(wmat, zwd))
+        return _Plan(q, o, 1, 4)
+    if groups == xs[1] == o and cg == 1:
+        desc = (xs[0], xs[1], xs[2], xs[3], kh, kw, strides[0], strides[1], dilation[0],
+                dilation[1], padding[0], padding[1], os_[2], os_[3])
+        d = QDepthwiseCall(x, zx, centered_depthwise(wd, zwd), desc, QOut(), os_)
+        return _Plan(d, o, 1, 4)
+    return None
+
+
+def _step(y: Pattern) -> Pattern:
+    """One step of the output stage on the running result ``y`` (read by nothing else)."""
+    y = y.single_use()
+    return (is_op("add")(y, wildcard()) | is_op("add")(wildcard(), y)
+            | is_op("qnn.requantize")(y, wildcard(), wildcard(), wildcard(), wildcard())
+            | is_op("cast")(y) | is_op("multiply")(y, wildcard())
+            | is_op("multiply")(wildcard(), y)
+            | is_op("qnn.dequantize")(y, wildcard(), wildcard()) | is_op("relu")(y))
+
+
+PRODUCT = is_op("qnn.matmul", "qnn.conv2d").repeat(_step)
+"""The shape :class:`DispatchInt8` takes: a product and any number of output-stage
+steps; which of them one kernel call can do is the plan's business (:meth:`_Plan.extend`)."""
+
+
+def int8_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
+    """The rule of :class:`DispatchInt8` (records the call wrappers in ``wrappers``)."""
+
+    def rewrite(m: Match) -> Expr | None:
+        g = m.graph
+        members = sorted(m.bindings)
+        anchor = g.bindings[members[0]]
+        call = anchor.value
+        assert isinstance(call, Call)
+        plan = _plan_matmul(call) if _is(call, "qnn.matmul") else _plan_conv2d(call)
+        if plan is None:
+            return None
+        src = anchor.var
+        for i in members[1:]:
+            b = g.bindings[i]
+            if not plan.extend(b.value, src):  # type: ignore[arg-type]
+                return None
+            src = b.var
+        root = g.bindings[members[-1]]
+        shape = _shape(root.var)
+        if shape is None:
+            return None
+        name, code, cfn, args = plan.finish(shape).wrapper()
+        wrappers.setdefault(name, (code, cfn))
+        return make_call("call_extern", ExternFunc(name), Tuple(args), out=root.var.ty,
+                         span=root.value.span)
+
+    return Rule("qnn.int8", PRODUCT, rewrite)
+
+
+def dispatch_int8(mod: IRModule, skip: Any = None) -> IRModule:
+    """``mod`` with its qnn products (and their output stages) rewritten into calls of
+    the ``c`` target's int8 kernels; functions for which ``skip`` is true (default:
+    those of external codegens) are left alone."""
+    from plait.target.c.gemm import functions_to_rewrite
+    from plait.target.c.qgemm import record_calls
+
+    wrappers: dict[str, tuple[str, CFunction]] = {}
+    rule = int8_rule(wrappers)
+    funcs: dict[str, Function] = {}
+    for name, f in functions_to_rewrite(mod, skip):
+        nf = rewrite_function(f, [rule], mod, name=name)
+        if nf is not f:
+            funcs[name] = nf
+    if not funcs:
+        return mod
+    return record_calls(mod.with_functions(funcs), wrappers)
+
+
+@module_pass(name="qnn.DispatchInt8", phases=("optimization",))
+class DispatchInt8:
+    """Send qnn.matmul/qnn.conv2d with their bias, requantization or float output to
+    the c target's int8 kernels (weights packed at compile time)."""
+
+    def __init__(self, *, codegens: Sequence[str] | None = None) -> None:
+        super().__init__(codegens=codegens)  # type: ignore[call-arg]
+
+    def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
+        from plait.transform.external import enabled_codegens
+
+        enabled = enabled_codegens(self, ctx)  # type: ignore[arg-type]
+        return dispatch_int8(mod, skip=lambda f: bool(f.attrs.get("compiler"))
+                             and f.attrs.get("compiler") not in enabled)
+
+
+def dispatch_hook(target: Any) -> list[Any]:
+    """The dialect's ``dispatch`` hook: :class:`DispatchInt8` for targets of kind ``c``
+    whose ``gemm`` attribute is on (plait's own kernels), nothing elsewhere."""
+    is_a = getattr(target, "is_a", None)
+    if is_a is None or not is_a("c") or not target.attrs.get("gemm", True):
+        return []
+    return [DispatchInt8()]
+
+
+__all__ = ["PRODUCT", "DispatchInt8", "dispatch_hook", "dispatch_int8", "int8_rule"]

@@ -1,0 +1,475 @@
+/* plait_qgemm.c: the c target's int8 products (8-bit x 8-bit -> int32 with a fused
+ * output stage), a kernel family of plait_isa.h compiled for AVX512-VNNI, AVX-VNNI,
+ * AVX2 and the baseline; the running CPU picks one copy when the library is loaded.
+ *
+ * Every combination of uint8/int8 operands is computed as uint8 x int8, the form of the
+ * dot-product instructions (vpdpbusd): an int8 A is shifted by 128 (a ^ 0x80, its zero
+ * point + 128) and a uint8 B by -128 (its zero point - 128), which leaves every
+ * (a - za)(b - zb) unchanged.  With A' and B' the shifted operands,
+ *
+ *     sum_k (a - za)(b - zb) = dot(A'[m], B'[:, n]) - zb'[n] * rowsum(A'[m])
+ *                              - za'[m] * (colsum(B'[:, n]) - K * zb'[n])
+ *
+ * in int32 arithmetic modulo 2^32, the reference's int64 sum cast to int32 (every copy
+ * wraps: vpdpbusd and vpmaddwd do not saturate).  The column terms of a constant B are
+ * computed at compile time with its packing; the row sums while A is packed.
+ *
+ * The dot products per copy:
+ *  - avx512vnni: vpdpbusd on zmm, a tile of 6 rows x 32 columns (12 accumulators);
+ *  - avxvnni: vpdpbusd (VEX) on ymm, 4 rows x 16 columns;
+ *  - avx2: no vpmaddubsw (its int16 pair sums saturate for uint8 x int8: 2 * 255 *
+ *    -128 < -32768); both operands are widened to int16 and vpmaddwd sums pairs in
+ *    int32, exact; 3 rows x 16 columns;
+ *  - baseline: portable C, 4 rows x 16 columns.
+ *
+ * The output stage (plait_q_out) runs on each finished tile.  Its float arithmetic is
+ * one rounding per operation, as the reference's (no contraction into FMA). */
+#include "plait_isa.h"
+#include <stdlib.h>
+#include "plait_qgemm.h"
+#include "plait_threads.h"
+
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVXVNNI) || defined(PLAIT_ISA_AVX2)
+#include <immintrin.h>
+#endif
+
+#if defined(PLAIT_ISA_AVX512VNNI)
+#define Q_MR 6
+#define Q_NP 2
+#elif defined(PLAIT_ISA_AVXVNNI)
+#define Q_MR 4
+#define Q_NP 1
+#elif defined(PLAIT_ISA_AVX2)
+#define Q_MR 3
+#define Q_NP 1
+#else
+#define Q_MR 4
+#define Q_NP 1
+#endif
+#define Q_TN (Q_NP * PLAIT_Q_NR)      /* the columns of a tile */
+#define Q_MC (8 * Q_MR)               /* rows of A packed at a time */
+#define Q_MIN_PARALLEL (1 << 20)      /* multiply-adds below which one thread runs */
+
+static inline int32_t load4(const uint8_t* p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* ----------------------------------------------------------------- dot products */
+
+/* out[r][j] (r < Q_MR, j < np * 16) = dot(A'[r], B'[:, j]) over k4 groups of 4: a holds
+ * Q_MR packed rows lda bytes apart, b np panels bps bytes apart. */
+static inline __attribute__((always_inline)) void
+q_tile(const int np, int64_t k4, const uint8_t* restrict a, int64_t lda,
+       const int8_t* restrict b, int64_t bps, int32_t* restrict out) {
+#if defined(PLAIT_ISA_AVX512VNNI)
+    __m512i acc[Q_MR][Q_NP];
+    for (int r = 0; r < Q_MR; ++r)
+        for (int j = 0; j < Q_NP; ++j) acc[r][j] = _mm512_setzero_si512();
+    for (int64_t k = 0; k < k4; ++k) {
+        __m512i b0 = _mm512_loadu_si512((const void*)(b + 64 * k));
+        __m512i b1 = np > 1 ? _mm512_loadu_si512((const void*)(b + bps + 64 * k))
+                            : _mm512_setzero_si512();
+        for (int r = 0; r < Q_MR; ++r) {
+            __m512i ar = _mm512_set1_epi32(load4(a + r * lda + 4 * k));
+            acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], ar, b0);
+            if (np > 1) acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], ar, b1);
+        }
+    }
+    for (int r = 0; r < Q_MR; ++r)
+        for (int j = 0; j < np; ++j)
+            _mm512_storeu_si512((void*)(out + r * Q_TN + 16 * j), acc[r][j]);
+#elif defined(PLAIT_ISA_AVXVNNI)
+    (void)np;
+    (void)bps;
+    __m256i acc[Q_MR][2];
+    for (int r = 0; r < Q_MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+    for (int64_t k = 0; k < k4; ++k) {
+        __m256i b0 = _mm256_loadu_si256((const __m256i*)(b + 64 * k));
+        __m256i b1 = _mm256_loadu_si256((const __m256i*)(b + 64 * k + 32));
+        for (int r = 0; r < Q_MR; ++r) {
+            __m256i ar = _mm256_set1_epi32(load4(a + r * lda + 4 * k));
+            acc[r][0] = _mm256_dpbusd_avx_epi32(acc[r][0], ar, b0);
+            acc[r][1] = _mm256_dpbusd_avx_epi32(acc[r][1], ar, b1);
+        }
+    }
+    for (int r = 0; r < Q_MR; ++r) {
+        _mm256_storeu_si256((__m256i*)(out + r * Q_TN), acc[r][0]);
+        _mm256_storeu_si256((__m256i*)(out + r * Q_TN + 8), acc[r][1]);
+    }
+#elif defined(PLAIT_ISA_AVX2)
+    (void)np;
+    (void)bps;
+    /* acc[r][q]: columns 4q..4q+3, two partial sums each (k 0-1 and 2-3) */
+    __m256i acc[Q_MR][4];
+    for (int r = 0; r < Q_MR; ++r)
+        for (int q = 0; q < 4; ++q) acc[r][q] = _mm256_setzero_si256();
+    for (int64_t k = 0; k < k4; ++k) {
+        __m256i bw[4];
+        for (int q = 0; q < 4; ++q)
+            bw[q] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(b + 64 * k + 16 * q)));
+        for (int r = 0; r < Q_MR; ++r) {
+            __m128i a8 = _mm_cvtsi32_si128(load4(a + r * lda + 4 * k));
+            __m256i aw = _mm256_broadcastq_epi64(_mm_cvtepu8_epi16(a8));
+            for (int q = 0; q < 4; ++q)
+                acc[r][q] = _mm256_add_epi32(acc[r][q], _mm256_madd_epi16(aw, bw[q]));
+        }
+    }
+    for (int r = 0; r < Q_MR; ++r) {
+        __m256i lo = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][0], acc[r][1]), 0xD8);
+        __m256i hi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][2], acc[r][3]), 0xD8);
+        _mm256_storeu_si256((__m256i*)(out + r * Q_TN), lo);
+        _mm256_storeu_si256((__m256i*)(out + r * Q_TN + 8), hi);
+    }
+#else
+    (void)np;
+    (void)bps;
+    uint32_t acc[Q_MR][PLAIT_Q_NR];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < k4; ++k) {
+        const int8_t* bk = b + 64 * k;
+        for (int r = 0; r < Q_MR; ++r) {
+            const uint8_t* ar = a + r * lda + 4 * k;
+            int32_t a0 = ar[0], a1 = ar[1], a2 = ar[2], a3 = ar[3];
+            for (int j = 0; j < PLAIT_Q_NR; ++j)
+                acc[r][j] += (uint32_t)(a0 * bk[4 * j] + a1 * bk[4 * j + 1] +
+                                        a2 * bk[4 * j + 2] + a3 * bk[4 * j + 3]);
+        }
+    }
+    for (int r = 0; r < Q_MR; ++r)
+        for (int j = 0; j < PLAIT_Q_NR; ++j) out[r * Q_TN + j] = (int32_t)acc[r][j];
+#endif
+}
+
+/* ---------------------------------------------------------------- output stage */
+
+/* round half to even of a float of magnitude below 2^22 (the current rounding mode,
+ * nearest-even by default, as cvtps2dq) */
+static inline float q_round(float f) {
+    const float magic = 12582912.0f;   /* 1.5 * 2^23 */
+    return f >= 0.0f ? (f + magic) - magic : (f - magic) + magic;
+}
+
+/* v (int32 accumulators, count of them, column n0 + j * dn) stored to c at idx0 +
+ * j * ldc with the output stage o */
+static inline void q_store(const plait_q_out* o, const uint32_t* v, int64_t count,
+                           int64_t n0, int64_t dn, void* c, int64_t idx0, int64_t ldc) {
+    const int32_t* bias = o->bias;
+    switch (o->kind) {
+    case PLAIT_Q_OUT_I32: {
+        int32_t* dst = (int32_t*)c + idx0;
+        for (int64_t j = 0; j < count; ++j)
+            dst[j * ldc] = (int32_t)(v[j] + (bias ? (uint32_t)bias[n0 + j * dn] : 0u));
+        return;
+    }
+    case PLAIT_Q_OUT_F32: {
+        float* dst = (float*)c + idx0;
+        for (int64_t j = 0; j < count; ++j) {
+            int64_t n = n0 + j * dn;
+            float f = (float)(int32_t)(v[j] + (bias ? (uint32_t)bias[n] : 0u));
+            f = f * o->scale[o->scale_cols ? n : 0];
+            if (o->fbias) f = f + o->fbias[n];
+            if (o->relu) f = f < 0.0f ? 0.0f : f;
+            dst[j * ldc] = f;
+        }
+        return;
+    }
+    default: {
+        const int u = o->kind == PLAIT_Q_OUT_U8;
+        const int32_t lo = u ? 0 : -128, hi = u ? 255 : 127;
+        const float flo = (float)(lo - o->zo), fhi = (float)(hi - o->zo);
+        for (int64_t j = 0; j < count; ++j) {
+            int64_t n = n0 + j * dn;
+            float f = (float)(int32_t)(v[j] + (bias ? (uint32_t)bias[n] : 0u));
+            f = f * o->scale[o->scale_cols ? n : 0];
+            f = f > flo ? f : flo;
+            f = f < fhi ? f : fhi;
+            int32_t q = (int32_t)q_round(f) + o->zo;
+            q = q < lo ? lo : (q > hi ? hi : q);
+            if (u) ((uint8_t*)c)[idx0 + j * ldc] = (uint8_t)q;
+            else ((int8_t*)c)[idx0 + j * ldc] = (int8_t)q;
+        }
+    }
+    }
+}
+
+/* --------------------------------------------------------------------- packing */
+
+static inline int32_t q_zero_point(const void* z, int is_signed, int64_t i) {
+    return is_signed ? (int32_t)((const int8_t*)z)[i] : (int32_t)((const uint8_t*)z)[i];
+}
+
+/* Rows m0..m0+mc-1 of A' (shifted to uint8) as rows of kp bytes (zero-padded; rows up
+ * to a multiple of Q_MR are zero), their sums over K into rs, their zero points into
+ * zap. */
+static void q_pack_a(const plait_qgemm_problem* p, int64_t bi, int64_t m0, int64_t mc,
+                     int64_t kp, uint8_t* restrict dst, int32_t* restrict rs,
+                     int32_t* restrict zap) {
+    const uint8_t flip = p->a_signed ? 0x80 : 0;
+    const int64_t K = p->K;
+    const int64_t rows = (mc + Q_MR - 1) / Q_MR * Q_MR;
+    for (int64_t r = 0; r < mc; ++r) {
+        const int64_t m = m0 + r;
+        uint8_t* row = dst + r * kp;
+        int32_t za = q_zero_point(p->za, p->a_signed, p->za_rows ? m : 0) +
+                     (p->a_signed ? 128 : 0);
+        zap[r] = za;
+        if (p->conv) {
+            const plait_qconv_geom* g = p->conv;
+            const uint8_t* img = (const uint8_t*)p->a + bi * p->a_bs;
+            const int64_t oh = m / g->OW, ow = m % g->OW;
+            const int64_t h0 = oh * g->SH - g->PT, w0 = ow * g->SW - g->PL;
+            int64_t k = 0;
+            for (int64_t ch = 0; ch < g->C; ++ch) {
+                const uint8_t* plane = img + ch * g->H * g->W;
+                for (int64_t kh = 0; kh < g->KH; ++kh) {
+                    const int64_t ih = h0 + kh * g->DH;
+                    const int inside_h = ih >= 0 && ih < g->H;
+                    for (int64_t kw = 0; kw < g->KW; ++kw, ++k) {
+                        const int64_t iw = w0 + kw * g->DW;
+                        row[k] = inside_h && iw >= 0 && iw < g->W
+                                     ? (uint8_t)(plane[ih * g->W + iw] ^ flip)
+                                     : (uint8_t)za;
+                    }
+                }
+            }
+        } else {
+            const uint8_t* src = (const uint8_t*)p->a + bi * p->a_bs + m * p->lda_r;
+            if (p->lda_c == 1 && !flip) memcpy(row, src, (size_t)K);
+            else
+                for (int64_t k = 0; k < K; ++k) row[k] = (uint8_t)(src[k * p->lda_c] ^ flip);
+        }
+        uint32_t s = 0;
+        for (int64_t k = 0; k < K; ++k) s += row[k];
+        rs[r] = (int32_t)s;
+        for (int64_t k = K; k < kp; ++k) row[k] = 0;
+    }
+    for (int64_t r = mc; r < rows; ++r) {
+        memset(dst + r * kp, 0, (size_t)kp);
+        rs[r] = 0;
+        zap[r] = 0;
+    }
+}
+
+/* B' of batch bi (strided) packed into panels, with zb'[n] and corr[n] */
+static void q_pack_b(const plait_qgemm_problem* p, int64_t bi, int64_t kp, int8_t* dst,
+                     int32_t* zbp, int32_t* corr) {
+    const int64_t N = p->N, K = p->K;
+    const int64_t panels = (N + PLAIT_Q_NR - 1) / PLAIT_Q_NR;
+    const uint8_t* b = (const uint8_t*)p->b + bi * p->b_bs;
+    const int shift = p->b_signed ? 0 : 128;
+    memset(dst, 0, (size_t)(panels * kp * PLAIT_Q_NR));
+    for (int64_t n = 0; n < N; ++n) {
+        int8_t* col = dst + (n / PLAIT_Q_NR) * kp * PLAIT_Q_NR + (n % PLAIT_Q_NR) * 4;
+        int32_t z = q_zero_point(p->zb, p->b_signed, p->zb_cols ? n : 0) - shift;
+        uint32_t s = 0;
+        for (int64_t k = 0; k < K; ++k) {
+            int32_t v = (p->b_signed ? (int32_t)(int8_t)b[k * p->ldb_r + n * p->ldb_c]
+                                     : (int32_t)b[k * p->ldb_r + n * p->ldb_c]) - shift;
+            col[(k / 4) * 4 * PLAIT_Q_NR + (k % 4)] = (int8_t)v;
+            s += (uint32_t)v;
+        }
+        zbp[n] = z;
+        corr[n] = (int32_t)(s - (uint32_t)K * (uint32_t)z);
+    }
+}
+
+/* ---------------------------------------------------------------------- driver */
+
+typedef struct {
+    const plait_qgemm_problem* p;
+    const int8_t* bp;        /* the panels of batch 0 (the next batches bp_bs further) */
+    const int32_t* zbp;
+    const int32_t* corr;
+    int64_t bp_bs, vec_bs;   /* per batch (0: one B for every batch) */
+    int64_t kp, mblocks, nblocks, ncb;
+    int64_t next;
+    int status;
+} q_task;
+
+static void q_job(const q_task* t, int64_t job, uint8_t* apack, int32_t* rs, int32_t* zap) {
+    const plait_qgemm_problem* p = t->p;
+    const int64_t kp = t->kp, k4 = kp / 4, N = p->N, K = p->K;
+    const int64_t bi = job / (t->mblocks * t->nblocks);
+    const int64_t mb = job / t->nblocks % t->mblocks, nb = job % t->nblocks;
+    const int64_t m0 = mb * Q_MC, mc = p->M - m0 < Q_MC ? p->M - m0 : Q_MC;
+    const int64_t n0 = nb * t->ncb, nc = N - n0 < t->ncb ? N - n0 : t->ncb;
+    const int8_t* bp = t->bp + bi * t->bp_bs;
+    const int32_t* zbp = t->zbp + bi * t->vec_bs;
+    const int32_t* corr = t->corr + bi * t->vec_bs;
+    const int64_t panel = kp * PLAIT_Q_NR;
+    (void)K;
+    q_pack_a(p, bi, m0, mc, kp, apack, rs, zap);
+    int32_t tile[Q_MR * Q_TN];
+    uint32_t v[Q_TN];
+    for (int64_t j = 0; j < nc; j += Q_TN) {
+        const int64_t nj = nc - j < Q_TN ? nc - j : Q_TN;
+        const int64_t n = n0 + j;
+        const int8_t* bj = bp + (n / PLAIT_Q_NR) * panel;
+        for (int64_t r0 = 0; r0 < mc; r0 += Q_MR) {
+            const uint8_t* ar = apack + r0 * kp;
+#if Q_NP > 1
+            if (nj > PLAIT_Q_NR) q_tile(2, k4, ar, kp, bj, panel, tile);
+            else q_tile(1, k4, ar, kp, bj, panel, tile);
+#else
+            q_tile(1, k4, ar, kp, bj, panel, tile);
+#endif
+            const int64_t mr = mc - r0 < Q_MR ? mc - r0 : Q_MR;
+            for (int64_t r = 0; r < mr; ++r) {
+                const int64_t m = m0 + r0 + r;
+                const uint32_t rsum = (uint32_t)rs[r0 + r], za = (uint32_t)zap[r0 + r];
+                for (int64_t q = 0; q < nj; ++q)
+                    v[q] = (uint32_t)tile[r * Q_TN + q] - (uint32_t)zbp[n + q] * rsum -
+                           za * (uint32_t)corr[n + q];
+                q_store(&p->out, v, nj, n, 1, p->c,
+                        bi * p->c_bs + m * p->ldc_r + n * p->ldc_c, p->ldc_c);
+            }
+        }
+    }
+}
+
+static void q_task_run(void* arg) {
+    q_task* t = (q_task*)arg;
+    const int64_t rows = Q_MC;
+    size_t bytes = (size_t)(rows * t->kp) + 2 * sizeof(int32_t) * (size_t)rows + 64;
+    uint8_t* apack = (uint8_t*)plait_scratch(0, (bytes + 3) / 4);
+    if (!apack) {
+        __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    int32_t* rs = (int32_t*)(apack + ((rows * t->kp + 63) / 64) * 64);
+    int32_t* zap = rs + rows;
+    const int64_t jobs = t->p->batch * t->mblocks * t->nblocks;
+    for (int64_t job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED); job < jobs;
+         job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED))
+        q_job(t, job, apack, rs, zap);
+}
+
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_qgemm)(const plait_qgemm_problem* p) {
+    if (p->M <= 0 || p->N <= 0 || p->batch <= 0) return 0;
+    const int64_t kp = (p->K + 3) / 4 * 4;
+    const int64_t panels = (p->N + PLAIT_Q_NR - 1) / PLAIT_Q_NR;
+    q_task t;
+    memset(&t, 0, sizeof t);
+    t.p = p;
+    t.kp = kp;
+    void* owned = NULL;
+    if (p->bp) {
+        t.bp = p->bp;
+        t.zbp = p->b_zp;
+        t.corr = p->b_corr;
+    } else {
+        const int64_t nb = p->b_bs ? p->batch : 1;
+        const int64_t pbytes = panels * kp * PLAIT_Q_NR;
+        const int64_t vec = panels * PLAIT_Q_NR;
+        owned = malloc((size_t)(nb * pbytes + 2 * nb * vec * 4 + 64));
+        if (!owned) return 1;
+        int8_t* bp = (int8_t*)owned;
+        int32_t* zbp = (int32_t*)(bp + (nb * pbytes + 63) / 64 * 64);
+        int32_t* corr = zbp + nb * vec;
+        for (int64_t bi = 0; bi < nb; ++bi)
+            q_pack_b(p, bi, kp, bp + bi * pbytes, zbp + bi * vec, corr + bi * vec);
+        t.bp = bp;
+        t.zbp = zbp;
+        t.corr = corr;
+        if (p->b_bs) {
+            t.bp_bs = pbytes;
+            t.vec_bs = vec;
+        }
+    }
+    int nthreads = plait_max_threads();
+    const int64_t work = p->M * p->N * (p->K > 0 ? p->K : 1) * p->batch;
+    if (work < Q_MIN_PARALLEL) nthreads = 1;
+    t.mblocks = (p->M + Q_MC - 1) / Q_MC;
+    /* columns in blocks of whole tiles, enough jobs for the threads (about 4 each) */
+    int64_t tiles = (p->N + Q_TN - 1) / Q_TN;
+    int64_t nblocks = 1;
+    if (nthreads > 1) {
+        int64_t want = (4 * nthreads + p->batch * t.mblocks - 1) / (p->batch * t.mblocks);
+        nblocks = want < tiles ? want : tiles;
+        if (nblocks < 1) nblocks = 1;
+    }
+    t.ncb = (tiles + nblocks - 1) / nblocks * Q_TN;
+    t.nblocks = (p->N + t.ncb - 1) / t.ncb;
+    const int64_t jobs = p->batch * t.mblocks * t.nblocks;
+    if (jobs < nthreads) nthreads = (int)jobs;
+    plait_parallel(q_task_run, &t, nthreads);
+    free(owned);
+    return t.status;
+}
+
+/* --------------------------------------------------------------------- depthwise */
+
+typedef struct {
+    const plait_qdw_desc* d;
+    const uint8_t* x;
+    int x_signed;
+    int32_t zx;
+    const int32_t* w;
+    const plait_q_out* out;
+    void* c;
+} q_dw_task;
+
+/* planes [lo, hi) of N * C: every output row summed over the window in int32 (taps in
+ * the padding hold the zero point: they add nothing), then the output stage */
+static void q_dw_range(void* ctx, int64_t lo, int64_t hi) {
+    const q_dw_task* t = (const q_dw_task*)ctx;
+    const plait_qdw_desc* d = t->d;
+    uint32_t acc[1024];
+    for (int64_t plane = lo; plane < hi; ++plane) {
+        const int64_t ch = plane % d->C;
+        const uint8_t* img = t->x + plane * d->H * d->W;
+        const int32_t* w = t->w + ch * d->KH * d->KW;
+        for (int64_t oh = 0; oh < d->OH; ++oh) {
+            for (int64_t ow0 = 0; ow0 < d->OW; ow0 += 1024) {
+                const int64_t cnt = d->OW - ow0 < 1024 ? d->OW - ow0 : 1024;
+                memset(acc, 0, sizeof(uint32_t) * (size_t)cnt);
+                for (int64_t kh = 0; kh < d->KH; ++kh) {
+                    const int64_t ih = oh * d->SH - d->PT + kh * d->DH;
+                    if (ih < 0 || ih >= d->H) continue;
+                    const uint8_t* row = img + ih * d->W;
+                    for (int64_t kw = 0; kw < d->KW; ++kw) {
+                        const int32_t wv = w[kh * d->KW + kw];
+                        const int64_t off = kw * d->DW - d->PL;
+                        for (int64_t j = 0; j < cnt; ++j) {
+                            const int64_t iw = (ow0 + j) * d->SW + off;
+                            if (iw < 0 || iw >= d->W) continue;
+                            int32_t xv = t->x_signed ? (int32_t)(int8_t)row[iw]
+                                                     : (int32_t)row[iw];
+                            acc[j] += (uint32_t)((xv - t->zx) * wv);
+                        }
+                    }
+                }
+                q_store(t->out, acc, cnt, ch, 0, t->c,
+                        (plane * d->OH + oh) * d->OW + ow0, 1);
+            }
+        }
+    }
+}
+
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_qconv2d_depthwise)(const plait_qdw_desc* d, const void* x, int x_signed,
+                                      const void* zx, const int32_t* w,
+                                      const plait_q_out* out, void* c) {
+    q_dw_task t = {d, (const uint8_t*)x, x_signed, q_zero_point(zx, x_signed, 0), w, out, c};
+    const int64_t planes = d->N * d->C;
+    const int64_t work = planes * d->OH * d->OW * d->KH * d->KW;
+    int nthreads = work < Q_MIN_PARALLEL / 4 ? 1 : plait_max_threads();
+    plait_parallel_range(q_dw_range, &t, planes, nthreads);
+    return 0;
+}
+
+PLAIT_ISA_FAMILY("qgemm")
+PLAIT_ISA_DISPATCH(int, plait_qgemm, (const plait_qgemm_problem* p), (p))
+PLAIT_ISA_DISPATCH(int, plait_qconv2d_depthwise,
+                   (const plait_qdw_desc* d, const void* x, int x_signed, const void* zx,
+                    const int32_t* w, const plait_q_out* out, void* c),
+                   (d, x, x_signed, zx, w, out, c))

@@ -1,0 +1,89 @@
+/* plait_qgemm.h: the interface of the c target's int8 kernel family (plait_qgemm.c):
+ * 8-bit products with int32 accumulation and a fused output stage, shared by the
+ * library and the per-model call wrappers.
+ *
+ * A product is C[M,N] = out((A - za) @ (B - zb) + bias) with A the activations (uint8
+ * or int8, a strided matrix or the implicit im2col matrix of an NCHW image) and B
+ * (uint8 or int8) either packed at compile time with its column sums, or a strided
+ * matrix packed by the call.  Every sum is exact modulo 2^32 (int32 wrap-around, as
+ * the int64 sums of the reference cast to int32). */
+#ifndef PLAIT_QGEMM_H
+#define PLAIT_QGEMM_H
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define PLAIT_QGEMM_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define PLAIT_QGEMM_HIDDEN
+#endif
+
+/* the columns of a packed B panel: B' (int8: b, or b - 128 for uint8 b) as
+ * [ceil(N/16)][Kp/4][16][4], Kp = K rounded up to 4, zero-padded */
+#define PLAIT_Q_NR 16
+
+enum { PLAIT_Q_OUT_I32 = 0, PLAIT_Q_OUT_U8 = 1, PLAIT_Q_OUT_S8 = 2, PLAIT_Q_OUT_F32 = 3 };
+
+/* The output stage of an accumulator v (int32) of column n:
+ *  I32: v + bias[n];
+ *  U8/S8: saturate(round_half_even(clamp(float(v + bias[n]) * scale[n], lo - zo,
+ *         hi - zo)) + zo) (the requantization of the reference);
+ *  F32: relu?(float(v + bias[n]) * scale[n] + fbias[n]), two roundings (no FMA).
+ * bias and fbias may be NULL; scale is one value unless scale_cols. */
+typedef struct {
+    int kind;
+    const int32_t* bias;
+    const float* scale;
+    int scale_cols;
+    int32_t zo;
+    const float* fbias;
+    int relu;
+} plait_q_out;
+
+/* The convolution whose im2col matrix is A: rows are the output pixels (oh, ow) of one
+ * image, columns (c, kh, kw); taps in the padding hold A's zero point. */
+typedef struct {
+    int64_t C, H, W, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW;
+} plait_qconv_geom;
+
+typedef struct {
+    int64_t M, N, K, batch;
+    /* A: a[bi*a_bs + m*lda_r + k*lda_c] (or the image of conv at a + bi*a_bs) */
+    const void* a;
+    int a_signed;
+    int64_t lda_r, lda_c, a_bs;
+    const plait_qconv_geom* conv;
+    const void* za;         /* A's zero point (A's dtype): one, or one per row (za_rows) */
+    int za_rows;
+    /* B packed at compile time (bp != NULL): the panels, zb' per column (int32, after
+     * the shift of uint8) and corr[n] = colsum(B'[:, n]) - K * zb'[n] */
+    const int8_t* bp;
+    const int32_t* b_zp;
+    const int32_t* b_corr;
+    /* or B strided: b[bi*b_bs + k*ldb_r + n*ldb_c], its zero point one or per column */
+    const void* b;
+    int b_signed;
+    int64_t ldb_r, ldb_c, b_bs;
+    const void* zb;
+    int zb_cols;
+    plait_q_out out;
+    /* C[m][n] at c + (bi*c_bs + m*ldc_r + n*ldc_c) elements of the output's type */
+    void* c;
+    int64_t ldc_r, ldc_c, c_bs;
+} plait_qgemm_problem;
+
+/* The product; 0 on success, 1 out of memory. */
+PLAIT_QGEMM_HIDDEN int plait_qgemm(const plait_qgemm_problem* p);
+
+/* A depthwise convolution: out[n][c][oh][ow] = out(sum over the window of (x - zx) *
+ * w[c][kh][kw]) with w the weights minus their zero point (int32, [C][KH][KW]) and the
+ * output stage's column the channel c.  x: uint8 or int8 (x_signed), NCHW. */
+typedef struct {
+    int64_t N, C, H, W, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW;
+} plait_qdw_desc;
+
+PLAIT_QGEMM_HIDDEN int plait_qconv2d_depthwise(const plait_qdw_desc* d, const void* x,
+                                               int x_signed, const void* zx,
+                                               const int32_t* w, const plait_q_out* out,
+                                               void* c);
+#endif

@@ -1,0 +1,237 @@
+"""The ``c`` target's int8 kernels (``plait_qgemm.c``): weight packing and call wrappers.
+
+The kernel family ``qgemm`` (:mod:`.families`; copies for AVX512-VNNI, AVX-VNNI, AVX2
+and the baseline, one chosen at load time) computes 8-bit products with int32
+accumulation and a fused output stage (``plait_qgemm.h``): ``out((A - za) @ (B - zb) +
+bias)`` where ``out`` keeps int32, requantizes to uint8/int8 (the multiplier per
+column or one, the output zero point, round half to even, saturation) or scales to
+float32 (plus a float bias, relu).  A is a strided matrix or the implicit im2col matrix
+of an NCHW image; depthwise convolutions have a kernel of their own.
+
+This module knows no op: a dispatch pass (a dialect's, say) decides what a call
+computes and describes it with :class:`QGemmCall` or :class:`QDepthwiseCall`; this
+module packs constant weights at compile time (:func:`pack_b`: the panels the dot
+products stream, with the per-column zero points and column sums the zero-point
+correction needs) and writes the call's C wrapper (:func:`record_calls`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from plait.codegen.c import CFunction
+from plait.ir.expr import Constant, Expr
+from plait.ir.module import IRModule
+
+from .families import record_wrappers
+
+QNR = 16
+"""The columns of a packed B panel (``PLAIT_Q_NR``)."""
+
+OUT_KINDS = {"int32": "PLAIT_Q_OUT_I32", "uint8": "PLAIT_Q_OUT_U8", "int8": "PLAIT_Q_OUT_S8",
+             "float32": "PLAIT_Q_OUT_F32"}
+"""The output dtypes of the kernels and their C names."""
+
+
+def shifted(b: np.ndarray) -> np.ndarray:
+    """An 8-bit ``b`` as the int32 values the kernels multiply: int8 as it is, uint8
+    minus 128 (its zero point is shifted the same way, which keeps ``b - zb``)."""
+    b = np.asarray(b)
+    return b.astype(np.int32) - (128 if b.dtype == np.uint8 else 0)
+
+
+def pack_b(b: np.ndarray, zb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``K x N`` 8-bit matrix ``b`` with zero point ``zb`` (one, or one per column)
+    packed for ``plait_qgemm``: the int8 panels ``[ceil(N/16)][Kp/4][16][4]`` (Kp: K
+    rounded up to 4, zero-padded), the shifted zero points ``zb'[n]`` and the column
+    terms ``colsum(B'[:, n]) - K * zb'[n]`` (int32, modulo 2^32)."""
+    b = np.asarray(b)
+    if b.ndim != 2 or b.dtype not in (np.uint8, np.int8):
+        raise ValueError(f"pack_b: b must be a uint8 or int8 matrix, got {b.dtype} {b.shape}")
+    k, n = b.shape
+    bs = shifted(b)
+    zbs = np.broadcast_to(np.asarray(zb).astype(np.int64).reshape(-1), (n,)) - (
+        128 if b.dtype == np.uint8 else 0)
+    kp = -(-k // 4) * 4
+    npan = -(-n // QNR)
+    full = np.zeros((kp, npan * QNR), np.int8)
+    full[:k, :n] = bs.astype(np.int8)
+    panels = full.reshape(kp // 4, 4, npan, QNR).transpose(2, 0, 3, 1)
+    colsum = bs.astype(np.int64).sum(axis=0)
+    corr = (colsum - k * zbs) % (1 << 32)
+    corr = corr.astype(np.uint32).view(np.int32)
+    zpad = np.zeros(npan * QNR, np.int32)
+    zpad[:n] = zbs.astype(np.int32)
+    cpad = np.zeros(npan * QNR, np.int32)
+    cpad[:n] = corr
+    return np.ascontiguousarray(panels).reshape(-1), zpad, cpad
+
+
+def centered_depthwise(w: np.ndarray, zw: np.ndarray) -> np.ndarray:
+    """Depthwise weights ``C x 1 x KH x KW`` minus their zero point (one or per
+    channel) as int32 ``[C][KH][KW]``, what ``plait_qconv2d_depthwise`` reads."""
+    w = np.asarray(w)
+    z = np.asarray(zw).astype(np.int32).reshape(-1)
+    c = w.shape[0]
+    z = np.broadcast_to(z, (c,))
+    return np.ascontiguousarray((w.astype(np.int32) - z.reshape(-1, 1, 1, 1))[:, 0])
+
+
+_C_TYPES = {"uint8": "uint8_t", "int8": "int8_t", "int32": "int32_t", "float32": "float"}
+
+
+@dataclass
+class QOut:
+    """The output stage of a call: ``dtype`` (int32, uint8, int8, float32), the int32
+    ``bias`` per column, the ``scale`` (a multiplier, per column when it has ``N``
+    values), the output zero point ``zo``, the float ``fbias`` per column, ``relu``."""
+
+    dtype: str = "int32"
+    bias: Expr | None = None
+    scale: Expr | None = None
+    scale_cols: bool = False
+    zo: int = 0
+    fbias: Expr | None = None
+    relu: bool = False
+
+
+@dataclass
+class _Wrapper:
+    """The parameters of a wrapper being written: (C name, expression, shape, dtype)."""
+
+    params: list[tuple[str, Expr, tuple[int, ...], str]] = field(default_factory=list)
+
+    def add(self, name: str, e: Expr) -> str:
+        ty = e.ty
+        shape = tuple(int(d) for d in ty.shape)  # type: ignore[union-attr]
+        self.params.append((name, e, shape, ty.dtype))  # type: ignore[union-attr]
+        return name
+
+    def out_fields(self, o: QOut, var: str) -> str:
+        lines = [f"{var}.kind = {OUT_KINDS[o.dtype]};"]
+        if o.bias is not None:
+            lines.append(f"{var}.bias = {self.add('bias', o.bias)};")
+        if o.scale is not None:
+            lines.append(f"{var}.scale = {self.add('scale', o.scale)}; "
+                         f"{var}.scale_cols = {int(o.scale_cols)};")
+        if o.fbias is not None:
+            lines.append(f"{var}.fbias = {self.add('fbias', o.fbias)};")
+        lines.append(f"{var}.zo = {int(o.zo)}; {var}.relu = {int(o.relu)};")
+        return "\n    ".join(lines)
+
+    def finish(self, kind: str, body: str, out_shape: tuple[int, ...], out_dtype: str
+               ) -> tuple[str, str, CFunction, list[Expr]]:
+        args = [f"const {_C_TYPES[d]}* {n}" for n, _, _, d in self.params]
+        args.append(f"{_C_TYPES[out_dtype]}* out")
+        params = tuple((s, d) for _, _, s, d in self.params) + ((out_shape, out_dtype),)
+        key = repr((kind, body, params))
+        name = f"plait_{kind}_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+        code = f"int {name}({', '.join(args)}) {{\n    {body}\n}}\n"
+        return name, code, CFunction(name, params, 1, name, "int"), [e for _, e, _, _ in
+                                                                      self.params]
+
+
+@dataclass
+class QGemmCall:
+    """A call of ``plait_qgemm``: ``a`` (8-bit, ``batch x M x K`` in row-major order,
+    or an NCHW image when ``conv`` is given: ``(C, H, W, KH, KW, SH, SW, DH, DW, PT, PL,
+    OH, OW)``), its zero point ``za`` (one value, or one per row with ``za_rows``), B
+    either ``packed`` (the three constants of :func:`pack_b`) or the 8-bit tensor ``b``
+    (``batch x K x N``, or one ``K x N`` for all: ``b_batched``) with zero point ``zb``
+    (``zb_cols``: per column); ``out`` its output stage; the output ``batch x M x N``
+    (a matmul) or NCHW (a convolution: rows are pixels, columns channels)."""
+
+    M: int
+    N: int
+    K: int
+    batch: int
+    a: Expr
+    za: Expr
+    out: QOut
+    out_shape: tuple[int, ...]
+    za_rows: bool = False
+    conv: tuple[int, ...] | None = None
+    packed: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    b: Expr | None = None
+    zb: Expr | None = None
+    zb_cols: bool = False
+    b_batched: bool = False
+
+    def wrapper(self) -> tuple[str, str, CFunction, list[Expr]]:
+        """(symbol, C code, CFunction, the call's arguments in order)."""
+        w = _Wrapper()
+        a_signed = int(self.a.ty.dtype == "int8")  # type: ignore[union-attr]
+        lines = ["plait_qgemm_problem p;", "memset(&p, 0, sizeof p);",
+                 f"p.M = {self.M}; p.N = {self.N}; p.K = {self.K}; p.batch = {self.batch};",
+                 f"p.a = {w.add('a', self.a)}; p.a_signed = {a_signed};"]
+        if self.conv is not None:
+            c, h, wd = self.conv[:3]
+            lines.append("static const plait_qconv_geom g = {"
+                         + ", ".join(map(str, self.conv)) + "};")
+            lines.append(f"p.conv = &g; p.a_bs = {c * h * wd};")
+            lines.append(f"p.ldc_r = 1; p.ldc_c = {self.M}; p.c_bs = {self.M * self.N};")
+        else:
+            lines.append(f"p.lda_r = {self.K}; p.lda_c = 1; p.a_bs = {self.M * self.K};")
+            lines.append(f"p.ldc_r = {self.N}; p.ldc_c = 1; p.c_bs = {self.M * self.N};")
+        lines.append(f"p.za = {w.add('za', self.za)}; p.za_rows = {int(self.za_rows)};")
+        if self.packed is not None:
+            bp, zbp, corr = (Constant(x) for x in self.packed)
+            lines.append(f"p.bp = {w.add('bp', bp)}; p.b_zp = {w.add('bzp', zbp)}; "
+                         f"p.b_corr = {w.add('bcorr', corr)};")
+        else:
+            assert self.b is not None and self.zb is not None
+            b_signed = int(self.b.ty.dtype == "int8")  # type: ignore[union-attr]
+            lines.append(f"p.b = {w.add('b', self.b)}; p.b_signed = {b_signed}; "
+                         f"p.ldb_r = {self.N}; p.ldb_c = 1; "
+                         f"p.b_bs = {self.K * self.N if self.b_batched else 0};")
+            lines.append(f"p.zb = {w.add('zb', self.zb)}; p.zb_cols = {int(self.zb_cols)};")
+        lines.append(w.out_fields(self.out, "p.out"))
+        lines += ["p.c = out;", "return plait_qgemm(&p);"]
+        return w.finish("qgemm", "\n    ".join(lines), self.out_shape, self.out.dtype)
+
+
+@dataclass
+class QDepthwiseCall:
+    """A call of ``plait_qconv2d_depthwise``: the NCHW image ``x`` (8-bit) with zero point
+    ``zx``, the weights of :func:`centered_depthwise`, the descriptor ``(N, C, H, W, KH,
+    KW, SH, SW, DH, DW, PT, PL, OH, OW)`` and the output stage (column: the channel)."""
+
+    x: Expr
+    zx: Expr
+    w: np.ndarray
+    desc: tuple[int, ...]
+    out: QOut
+    out_shape: tuple[int, ...]
+
+    def wrapper(self) -> tuple[str, str, CFunction, list[Expr]]:
+        w = _Wrapper()
+        xs = int(self.x.ty.dtype == "int8")  # type: ignore[union-attr]
+        lines = ["static const plait_qdw_desc d = {" + ", ".join(map(str, self.desc)) + "};",
+                 "plait_q_out o;", "memset(&o, 0, sizeof o);", w.out_fields(self.out, "o"),
+                 f"return plait_qconv2d_depthwise(&d, {w.add('x', self.x)}, {xs}, "
+                 f"{w.add('zx', self.zx)}, {w.add('w', Constant(self.w))}, &o, out);"]
+        return w.finish("qdw", "\n    ".join(lines), self.out_shape, self.out.dtype)
+
+
+def record_calls(mod: IRModule, wrappers: dict[str, tuple[str, CFunction]],
+                 prefix: str = "plait_qgemm_calls") -> IRModule:
+    """``mod`` with the call wrappers ``{symbol: (C code, CFunction)}`` (one file) and
+    the ``qgemm`` family's source recorded in its ``c_sources``."""
+    return record_wrappers(mod, wrappers, "plait_qgemm.h", ["qgemm"], prefix)
+
+
+def conv_geometry(xs: Sequence[int], ws: Sequence[int], os_: Sequence[int],
+                  strides: Sequence[int], dilation: Sequence[int],
+                  padding: Sequence[int]) -> tuple[int, ...]:
+    """The ``plait_qconv_geom`` of an NCHW convolution (C, H, W, KH, KW, SH, SW, DH, DW,
+    PT, PL, OH, OW)."""
+    return (xs[1], xs[2], xs[3], ws[2], ws[3], strides[0], strides[1], dilation[0],
+            dilation[1], padding[0], padding[1], os_[2], os_[3])
+
+
+__all__ = ["OUT_KINDS", "QDepthwiseCall", "QGemmCall", "QNR", "QOut", "centered_depthwise",
+           "conv_geometry", "pack_b", "record_calls", "shifted"]

@@ -1,0 +1,311 @@
+"""The c target's int8 kernels (plait_qgemm.c, reached through qnn.DispatchInt8): every
+copy this CPU runs (PLAIT_ISA = avx512vnni, avxvnni, avx512, avx2, baseline) equals the
+reference (:mod:`plait.dialects.qnn.reference`) exactly, integer for integer and float
+bit for bit, on odd shapes: K and N not multiples of the vector width, M tails, batched
+and broadcast products, per-tensor and per-channel parameters, uint8 and int8 on both
+sides, zero points at the extremes of their range, requantizations that saturate,
+convolutions with stride, padding and dilation, depthwise convolutions, a computed B
+(the attention products of a QDQ encoder) and a zero point computed at run time
+(dynamic quantization)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from qnn_helpers import assert_same, rand_q
+
+import plait
+from plait.dialects.qnn import reference as R
+from plait.dialects.qnn.dispatch import dispatch_int8
+from plait.ir import BlockBuilder, TensorType, Var
+from plait.ir.expr import Constant, Tuple
+from plait.op import make_call
+from plait.runtime.vm import VirtualMachine
+from plait.target.c import cpu_features, library_isas, use_isa
+from plait.transform import Sequential, make_pass
+
+F32 = np.float32
+ISAS = ("avx512vnni", "avxvnni", "avx512", "avx2", "baseline")
+COPY = {"avx512vnni": "avx512vnni", "avxvnni": "avxvnni", "avx512": "avx2", "avx2": "avx2",
+        "baseline": "baseline"}
+"""The copy of the qgemm family each cap runs (no plain AVX-512 copy: avx2's)."""
+
+
+class Chain:
+    """A product and its output stage in a module: ``build(bb, inputs)`` emits it and
+    returns the result; ``expected(feeds)`` is the reference."""
+
+    def __init__(self, name: str, feeds: list[np.ndarray],
+                 build: Callable[[BlockBuilder, list[Var]], Any],
+                 expected: Callable[[list[np.ndarray]], np.ndarray]) -> None:
+        self.name, self.feeds, self.build, self.expected = name, feeds, build, expected
+
+
+def _c(x: Any) -> Constant:
+    return Constant(np.asarray(x))
+
+
+def _emit(bb: BlockBuilder, op: str, *args: Any, **attrs: Any) -> Any:
+    return bb.emit(make_call(op, *[a if not isinstance(a, np.ndarray | np.generic) else _c(a)
+                                   for a in args], **attrs))
+
+
+def _wrap32(v: np.ndarray) -> np.ndarray:
+    return (np.asarray(v, np.int64) % (1 << 32)).astype(np.uint32).view(np.int32)
+
+
+def _chains(rng: np.random.Generator) -> list[Chain]:
+    out: list[Chain] = []
+
+    def q(dt: str, shape: Any) -> np.ndarray:
+        return rand_q(rng, dt, shape)
+
+    def requant(dt_out: str, n: int, per_col: bool, big: bool = False) -> tuple:
+        si = np.asarray(rng.uniform(1e-4, 1e-3, n) if per_col else rng.uniform(1e-4, 1e-3), F32)
+        so = np.asarray(rng.uniform(0.001, 0.004) if big else rng.uniform(0.05, 0.2), F32)
+        lo, hi = R.qrange(dt_out)
+        zo = np.asarray(rng.integers(lo, hi + 1), dt_out)
+        return si, so, zo
+
+    # matmuls with constant B: (a dtype, b dtype, batch shape, M, K, N, zero points)
+    shapes = [("uint8", "int8", (2,), 5, 33, 37), ("int8", "int8", (), 7, 5, 17),
+              ("uint8", "uint8", (), 13, 1, 70), ("int8", "uint8", (3,), 1, 66, 16),
+              ("uint8", "int8", (), 6, 64, 32)]
+    for i, (da, db, bdims, m, k, n) in enumerate(shapes):
+        a = q(da, bdims + (m, k))
+        b = q(db, (k, n))
+        lo_a = R.qrange(da)
+        za = np.asarray(lo_a[1] if i % 2 else lo_a[0], da)          # extremes
+        zb = q(db, (n,)) if i % 2 == 0 else np.asarray(R.qrange(db)[i % 3 == 0], db)
+        bias = rng.integers(-(2**31), 2**31 - 1, n).astype(np.int32) if i == 0 else \
+            rng.integers(-5000, 5000, n).astype(np.int32)
+        dt_out = "uint8" if i % 2 == 0 else "int8"
+        si, so, zo = requant(dt_out, n, per_col=i % 2 == 0, big=i == 1)
+        acc_ref = R.matmul(a, b, za, zb)
+
+        def build_q(bb: BlockBuilder, xs: list[Var], b=b, za=za, zb=zb, bias=bias, si=si,
+                    so=so, zo=zo) -> Any:
+            acc = _emit(bb, "qnn.matmul", xs[0], b, za, zb)
+            acc = _emit(bb, "add", acc, bias)
+            return _emit(bb, "qnn.requantize", acc, si, np.int32(3), so, zo)
+
+        def want_q(f: list[np.ndarray], acc_ref=acc_ref, bias=bias, si=si, so=so,
+                   zo=zo) -> np.ndarray:
+            return R.requantize_op(acc_ref + bias, si, np.int32(3), so, zo)
+
+        out.append(Chain(f"matmul_q_{i}", [a], build_q, want_q))
+
+        def build_i(bb: BlockBuilder, xs: list[Var], b=b, za=za, zb=zb) -> Any:
+            return _emit(bb, "qnn.matmul", xs[0], b, za, zb)
+
+        out.append(Chain(f"matmul_i32_{i}", [a], build_i,
+                         lambda f, acc_ref=acc_ref: acc_ref))
+
+    # dynamic quantization: a zero point and a scale computed at run time, float out
+    a = q("uint8", (9, 45))
+    b1 = q("int8", (45, 21))
+    fb = rng.normal(size=21).astype(F32)
+    za = np.asarray(255, "uint8")
+    s = np.asarray(0.0123, F32)
+
+    def build_dyn(bb: BlockBuilder, xs: list[Var]) -> Any:
+        acc = _emit(bb, "qnn.matmul", xs[0], b1, xs[1], np.int8(0))
+        y = _emit(bb, "cast", acc, dtype="float32")
+        y = _emit(bb, "multiply", y, xs[2])
+        y = _emit(bb, "add", y, fb)
+        return _emit(bb, "relu", y)
+
+    def want_dyn(f: list[np.ndarray]) -> np.ndarray:
+        acc = R.matmul(f[0], b1, f[1], np.int8(0))
+        y = (acc.astype(F32) * f[2]).astype(F32)
+        return np.maximum((y + fb).astype(F32), F32(0))
+
+    out.append(Chain("matmul_dynamic", [a, za, s], build_dyn, want_dyn))
+
+    # the float output of MatMulIntegerToFloat: dequantize (per column) and a bias
+    a = q("int8", (3, 4, 29))
+    b2 = q("int8", (29, 19))
+    sc = rng.uniform(1e-4, 1e-2, 19).astype(F32)
+    fb2 = rng.normal(size=19).astype(F32)
+
+    def build_dq(bb: BlockBuilder, xs: list[Var]) -> Any:
+        acc = _emit(bb, "qnn.matmul", xs[0], b2, np.int8(-128), np.int8(3))
+        y = _emit(bb, "qnn.dequantize", acc, sc, np.int32(0), axis=-1)
+        return _emit(bb, "add", y, fb2)
+
+    def want_dq(f: list[np.ndarray]) -> np.ndarray:
+        acc = R.matmul(f[0], b2, np.int8(-128), np.int8(3))
+        return (R.dequantize(acc, sc, np.int32(0), axis=-1) + fb2).astype(F32)
+
+    out.append(Chain("matmul_dequantize", [a], build_dq, want_dq))
+
+    # a zero point per row of A
+    a = q("uint8", (11, 23))
+    b3 = q("int8", (23, 18))
+    zar = q("uint8", (11,))
+
+    def build_rows(bb: BlockBuilder, xs: list[Var]) -> Any:
+        return _emit(bb, "qnn.matmul", xs[0], b3, zar, np.int8(-7))
+
+    out.append(Chain("matmul_za_rows", [a], build_rows,
+                     lambda f: R.matmul(f[0], b3, zar, np.int8(-7))))
+
+    # computed B: batched (attention scores) and one B for every row
+    for i, (da, db, bshape) in enumerate((("uint8", "uint8", (2, 23, 18)),
+                                          ("int8", "int8", (23, 18)))):
+        a = q(da, (2, 19, 23))
+        bb_ = q(db, bshape)
+        za = np.asarray(R.qrange(da)[i], da)
+        zb = np.asarray(R.qrange(db)[1 - i], db)
+        si, so, zo = requant("uint8", 18, per_col=False)
+
+        def build_rt(bb: BlockBuilder, xs: list[Var], za=za, zb=zb, si=si, so=so,
+                     zo=zo) -> Any:
+            acc = _emit(bb, "qnn.matmul", xs[0], xs[1], za, zb)
+            return _emit(bb, "qnn.requantize", acc, si, np.int32(0), so, zo)
+
+        def want_rt(f: list[np.ndarray], za=za, zb=zb, si=si, so=so, zo=zo) -> np.ndarray:
+            return R.requantize_op(R.matmul(f[0], f[1], za, zb), si, np.int32(0), so, zo)
+
+        out.append(Chain(f"matmul_computed_b_{i}", [a, bb_], build_rt, want_rt))
+
+    # convolutions: (x dtype, w dtype, x shape, cout, kernel, attrs)
+    convs = [("uint8", "int8", (2, 5, 9, 8), 7, (3, 3),
+              {"strides": (2, 1), "padding": (1, 0, 1, 1), "dilation": (1, 2)}),
+             ("int8", "int8", (1, 3, 11, 13), 33, (3, 3), {"padding": (1, 1, 1, 1)}),
+             ("uint8", "uint8", (1, 16, 6, 5), 17, (1, 1), {"strides": (2, 2)})]
+    for i, (dx, dw, xs_, cout, (kh, kw), attrs) in enumerate(convs):
+        x = q(dx, xs_)
+        w = q(dw, (cout, xs_[1], kh, kw))
+        zx = np.asarray(R.qrange(dx)[1 - i % 2], dx)
+        zw = q(dw, (cout,)) if i != 1 else np.asarray(0, dw)
+        bias = rng.integers(-3000, 3000, (cout, 1, 1)).astype(np.int32)
+        si, so, zo = requant("uint8", cout, per_col=True)
+
+        def build_c(bb: BlockBuilder, xs: list[Var], w=w, zx=zx, zw=zw, bias=bias, si=si,
+                    so=so, zo=zo, attrs=attrs) -> Any:
+            acc = _emit(bb, "qnn.conv2d", xs[0], w, zx, zw, **attrs)
+            acc = _emit(bb, "add", acc, bias)
+            return _emit(bb, "qnn.requantize", acc, si, np.int32(0), so, zo, axis=1)
+
+        def want_c(f: list[np.ndarray], w=w, zx=zx, zw=zw, bias=bias, si=si, so=so, zo=zo,
+                   attrs=attrs) -> np.ndarray:
+            acc = R.conv2d(f[0], w, zx, zw, **attrs)
+            return R.requantize_op(acc + bias, si, np.int32(0), so, zo, axis=1)
+
+        out.append(Chain(f"conv_q_{i}", [x], build_c, want_c))
+
+        def build_ci(bb: BlockBuilder, xs: list[Var], w=w, zx=zx, zw=zw, attrs=attrs) -> Any:
+            return _emit(bb, "qnn.conv2d", xs[0], w, zx, zw, **attrs)
+
+        out.append(Chain(f"conv_i32_{i}", [x], build_ci,
+                         lambda f, w=w, zx=zx, zw=zw, attrs=attrs:
+                         R.conv2d(f[0], w, zx, zw, **attrs)))
+
+    # depthwise convolutions
+    for i, (dx, dw) in enumerate((("uint8", "int8"), ("int8", "uint8"))):
+        c = 10
+        x = q(dx, (2, c, 9, 7))
+        w = q(dw, (c, 1, 3, 3))
+        zx = np.asarray(R.qrange(dx)[i], dx)
+        zw = q(dw, (c,))
+        attrs = {"strides": (1, 2), "padding": (1, 1, 1, 0), "groups": c}
+        si, so, zo = requant("int8", c, per_col=True)
+        sc = np.asarray(0.003, F32)
+
+        def build_d(bb: BlockBuilder, xs: list[Var], w=w, zx=zx, zw=zw, si=si, so=so, zo=zo,
+                    attrs=attrs, sc=sc, i=i) -> Any:
+            acc = _emit(bb, "qnn.conv2d", xs[0], w, zx, zw, **attrs)
+            if i == 0:
+                return _emit(bb, "qnn.requantize", acc, si, np.int32(0), so, zo, axis=1)
+            y = _emit(bb, "cast", acc, dtype="float32")
+            return _emit(bb, "multiply", y, sc)
+
+        def want_d(f: list[np.ndarray], w=w, zx=zx, zw=zw, si=si, so=so, zo=zo, attrs=attrs,
+                   sc=sc, i=i) -> np.ndarray:
+            acc = R.conv2d(f[0], w, zx, zw, **attrs)
+            if i == 0:
+                return R.requantize_op(acc, si, np.int32(0), so, zo, axis=1)
+            return (acc.astype(F32) * sc).astype(F32)
+
+        out.append(Chain(f"depthwise_{i}", [x], build_d, want_d))
+    return out
+
+
+def _module(chains: list[Chain]) -> plait.IRModule:
+    params: list[Var] = []
+    for c in chains:
+        for j, f in enumerate(c.feeds):
+            params.append(Var(f"{c.name}_{j}", TensorType(f.shape, f.dtype.name)))
+    bb = BlockBuilder()
+    it = iter(params)
+    with bb.function("main", params):
+        with bb.dataflow():
+            outs = [c.build(bb, [next(it) for _ in c.feeds]) for c in chains]
+            out = bb.emit_output(Tuple(tuple(outs)))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+@pytest.fixture(scope="module")
+def built() -> tuple[list[Chain], Any]:
+    chains = _chains(np.random.default_rng(7))
+    return chains, plait.build(_module(chains), "c")
+
+
+def test_every_product_reaches_the_int8_kernels(built: tuple[list[Chain], Any]) -> None:
+    chains, _ = built
+    mod = Sequential([make_pass("Normalize"), make_pass("LambdaLift")])(_module(chains))
+    text = str(dispatch_int8(mod))
+    assert "qnn.matmul" not in text and "qnn.conv2d" not in text
+    assert "qnn.requantize" not in text and "qnn.dequantize" not in text
+    assert text.count("plait_qdw_") >= 2
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_every_kernel_copy_equals_the_reference(built: tuple[list[Chain], Any], isa: str
+                                                ) -> None:
+    supported = cpu_features()["supported"]
+    if isa not in supported:
+        pytest.skip(f"this CPU does not run {isa} (it runs {', '.join(supported)})")
+    chains, exe = built
+    feeds = [f for c in chains for f in c.feeds]
+    with use_isa(isa):
+        vm = VirtualMachine(exe)
+        got = vm["main"](*feeds)
+        assert library_isas(exe)["qgemm"]["chosen"] == COPY[isa]
+    for c, g in zip(chains, got):
+        assert_same(np.asarray(g), c.expected(c.feeds), f"{c.name} on {isa}")
+
+
+def test_int8_kernels_run_in_parallel_bit_exactly() -> None:
+    """A product big enough for the library's threads (split over column blocks and
+    rows) computes the same integers."""
+    rng = np.random.default_rng(11)
+    a = rand_q(rng, "uint8", (70, 300))
+    b = rand_q(rng, "int8", (300, 150))
+    zb = rand_q(rng, "int8", (150,))
+    x = Var("a", TensorType(a.shape, "uint8"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(_emit(bb, "qnn.matmul", x, b, np.uint8(9), zb))
+        bb.emit_func_output(y)
+    got = VirtualMachine(plait.build(bb.get(), "c"))["main"](a)
+    assert_same(np.asarray(got), R.matmul(a, b, np.uint8(9), zb), "parallel matmul")
+
+
+def test_pack_b_column_terms_wrap_like_int32() -> None:
+    """The column terms of a packed B are int32 modulo 2^32 (a K so long that K * zb
+    leaves int32 is still exact)."""
+    from plait.target.c.qgemm import pack_b, shifted
+
+    b = np.full((3, 2), 255, np.uint8)
+    panels, zbp, corr = pack_b(b, np.asarray([0, 255], np.uint8))
+    assert panels.dtype == np.int8 and panels.size == 4 * 16
+    assert list(zbp[:2]) == [-128, 127]
+    col = shifted(b).sum(axis=0)
+    assert list(corr[:2]) == list(_wrap32(col - 3 * np.asarray([-128, 127])))
