@@ -41,6 +41,16 @@ with status 1.
 
     python benchmarks/run.py --suite real
     python benchmarks/run.py --suite real --models bert,llama --before /tmp/before
+
+``--suite quantized`` runs models quantized by onnxruntime's own tools
+(benchmarks/quantized_models.py: the MLP, CNN and encoder of the qnn tests as QOperator,
+QDQ and dynamic quantization, and the real suite's BERT through quantize_dynamic) on
+plait-c against onnxruntime's int8 execution, like the real suite (1 process per pair, 30
+timed calls, ratios and their geometric mean; a model whose outputs disagree beyond 1%
+of onnxruntime's largest magnitude, the quantized models' bound, is refused).
+
+    python benchmarks/run.py --suite quantized
+    python benchmarks/run.py --suite quantized --models mlp-qop,bert-dyn
     python benchmarks/run.py --models mlp --backends onnxruntime,plait-c,plait-c+torch
 
 Backends: ``onnxruntime``, ``torch`` (eager), ``plait-numpy``, ``plait-c``,
@@ -95,7 +105,7 @@ BACKENDS = ("onnxruntime", "torch", "plait-numpy", "plait-c", "plait-c+torch", "
 OPT_IN = ("plait-c+torch", "plait-c-vm", "plait-c+torch-ops", "onnxruntime+torch-ops",
           "plait-c-1thread", "plait-c-1thread+torch-ops")
 """Backends run only when named in ``--backends``."""
-SUITES = ("default", "real")
+SUITES = ("default", "real", "quantized")
 RTOL, ATOL = 1e-3, 1e-4
 """Outputs agree with onnxruntime's when ``|out - ref| <= ATOL * max(1, max|ref|) + RTOL *
 |ref|`` everywhere (the absolute part scales with the output's largest magnitude:
@@ -111,7 +121,22 @@ def real_models() -> Any:
     return rm
 
 
-def outputs_disagree(out: Any, ref: Any) -> str | None:
+QUANTIZED_ATOL = 1e-2
+"""The quantized suite's bound: within 1% of onnxruntime's largest magnitude (a dynamic
+quantization's scale comes from float values at run time: a last-bit difference before
+it moves a whole tensor by up to one quantization step)."""
+
+
+def quantized_models() -> Any:
+    """benchmarks/quantized_models.py (the quantized suite)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import quantized_models as qm  # noqa: PLC0415
+
+    return qm
+
+
+def outputs_disagree(out: Any, ref: Any, atol: float = ATOL, rtol: float = RTOL
+                     ) -> str | None:
     """Why ``out`` does not match onnxruntime's ``ref`` (shape, or the largest error and
     the tolerance), or None when it does (see RTOL, ATOL)."""
     import numpy as np
@@ -121,11 +146,11 @@ def outputs_disagree(out: Any, ref: Any) -> str | None:
         return f"outputs disagree with onnxruntime: shape {out.shape}, expected {ref.shape}"
     scale = max(1.0, float(np.max(np.abs(ref)))) if ref.size else 1.0
     err = np.abs(out.astype(np.float64) - ref)
-    bound = ATOL * scale + RTOL * np.abs(ref)
+    bound = atol * scale + rtol * np.abs(ref)
     if ref.size and not bool(np.all(err <= bound)):   # NaN in out fails too
         worst = float(np.nanmax(err)) if not np.all(np.isnan(err)) else float("nan")
         return (f"outputs disagree with onnxruntime: max abs error {worst:.2e}, tolerance "
-                f"{ATOL * scale:.1e} + {RTOL:g} * |ref|")
+                f"{atol * scale:.1e} + {rtol:g} * |ref|")
     return None
 
 
@@ -242,7 +267,7 @@ def prepare(model: str, backend: str, onnx_path: str, input_path: str) -> tuple[
             torch.manual_seed(0)
             net = TORCH_MODELS[MODELS[model][0]][0]().eval()
             _randomize_batch_norm(net, 0)
-        else:   # a real-suite model: the module that was exported
+        elif model in real_models().MODELS:   # a real-suite model: the exported module
             rm = real_models()
             net = rm.build(rm.MODELS[model])
         result["compile_s"] = {"total": time.perf_counter() - t0}
@@ -260,7 +285,10 @@ def prepare(model: str, backend: str, onnx_path: str, input_path: str) -> tuple[
 
         target = backend.split("-")[1]
         t0 = time.perf_counter()
-        mod = from_onnx(onnx_path, shapes={"input": x.shape})
+        shapes: Any = {"input": x.shape}
+        if model in quantized_models().MODELS:
+            shapes = quantized_models().input_shapes(model, x.shape)
+        mod = from_onnx(onnx_path, shapes=shapes)
         t1 = time.perf_counter()
         timing = PassTiming()
         with PassContext(instruments=[timing]):
@@ -339,7 +367,8 @@ def serve(model: str, backend: str, onnx_path: str, input_path: str, out_path: s
 def unknown_models(models: str, suite: str = "default") -> str | None:
     """The error for the names in comma-separated ``models`` that are not models of
     ``suite``, or None when all are."""
-    known = MODELS if suite == "default" else real_models().MODELS
+    known = {"default": MODELS, "real": real_models().MODELS,
+             "quantized": quantized_models().MODELS}[suite]
     unknown = [m for m in models.split(",") if m not in known]
     if not unknown:
         return None
@@ -360,6 +389,13 @@ def model_files(suite: str, models: list[str], work: Path) -> dict[str, tuple[st
     import numpy as np
 
     files = {}
+    if suite == "quantized":
+        qm = quantized_models()
+        for m in models:
+            inp = str(work / f"{m}.input.npy")
+            np.save(inp, qm.make_input(m))
+            files[m] = (qm.quantized_file(m), inp)
+        return files
     if suite == "real":
         rm = real_models()
         paths = rm.export_cached(models)
@@ -720,7 +756,8 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--suite", choices=SUITES, default="default",
-                   help="the project's models (default) or the real-model suite")
+                   help="the project's models (default), the real-model suite or the "
+                        "quantized suite")
     p.add_argument("--models", default=None,
                    help=f"comma-separated, of {', '.join(MODELS)} (default "
                         f"{DEFAULT_MODELS}); with --suite real, of its models (default all)")
@@ -772,9 +809,10 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(table)
         return 0
-    real = args.suite == "real"
+    real = args.suite in ("real", "quantized")
     if args.models is None:
-        args.models = ",".join(real_models().MODELS) if real else DEFAULT_MODELS
+        args.models = (",".join(real_models().MODELS) if args.suite == "real" else
+                       ",".join(quantized_models().MODELS) if real else DEFAULT_MODELS)
     if args.backends is None:
         args.backends = "onnxruntime,plait-c" if real else ",".join(
             b for b in BACKENDS if b not in OPT_IN)
@@ -845,7 +883,8 @@ def main(argv: list[str] | None = None) -> int:
                     if label == "onnxruntime":
                         ref = out if ref is None else ref
                     elif ref is not None:
-                        pl.error = outputs_disagree(out, ref)
+                        pl.error = (outputs_disagree(out, ref, QUANTIZED_ATOL, 0.0)
+                                    if args.suite == "quantized" else outputs_disagree(out, ref))
             live = [pl for ps in players.values() for pl in ps if not pl.error]
             rounds = -(-args.runs // args.block)
             take_turns(live, rounds, args.block, args.gap, args.warm,

@@ -86,3 +86,41 @@ def test_by_hand_composition_equals_build(tmp_path) -> None:  # type: ignore[no-
     rest = plait.default_pipeline("numpy", from_phase="optimization").remove("qnn.Legalize")
     got = np.asarray(VirtualMachine(plait.build(mod, "numpy", pipeline=rest))["main"](x))
     np.testing.assert_array_equal(got, want)
+
+
+def test_the_int8_dispatch_is_registered_for_c_only() -> None:
+    """The dialect's dispatch hook gives qnn.DispatchInt8 to targets of kind c with their
+    own kernels (gemm on), before the target's dispatch passes; numpy keeps qnn.Legalize
+    for everything."""
+    names = plait.default_pipeline("c").names()
+    assert names.index("qnn.DispatchInt8") < names.index("c.DispatchGemm")
+    assert names.index("qnn.DispatchInt8") < names.index("qnn.Legalize")
+    assert "qnn.DispatchInt8" not in plait.default_pipeline("numpy").names()
+    assert "qnn.DispatchInt8" not in plait.default_pipeline(Target("c", gemm=False)).names()
+
+
+def test_by_hand_composition_on_c_equals_build(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """On ``c``: ``qnn.DispatchInt8`` then ``qnn.Legalize`` by hand, the rest of the
+    pipeline without them, gives what ``plait.build`` gives (the int8 kernels' result,
+    equal to the numpy target's bit for bit)."""
+    pytest.importorskip("onnxruntime")
+    from qnn_models import quantize, sample
+
+    from plait.dialects import qnn
+    from plait.frontend.onnx import from_onnx
+
+    path = quantize("mlp", "qop", str(tmp_path))
+    x = sample("mlp", 5)
+    want = np.asarray(VirtualMachine(plait.build(from_onnx(path), "numpy"))["main"](x))
+
+    mod = from_onnx(path)
+    mod = qnn.Canonicalize()(mod)
+    mod = Sequential([make_pass("Normalize"), make_pass("LambdaLift")])(mod)
+    mod = qnn.DispatchInt8()(mod)
+    assert "qnn.matmul" not in str(mod)
+    mod = qnn.Legalize()(mod)
+    assert "qnn." not in str(mod)
+    rest = plait.default_pipeline("c", from_phase="optimization").remove(
+        "qnn.DispatchInt8").remove("qnn.Legalize")
+    got = np.asarray(VirtualMachine(plait.build(mod, "c", pipeline=rest))["main"](x))
+    np.testing.assert_array_equal(got, want)
