@@ -157,46 +157,67 @@ static inline float q_round(float f) {
     return f >= 0.0f ? (f + magic) - magic : (f - magic) + magic;
 }
 
-/* v (int32 accumulators, count of them, column n0 + j * dn) stored to c at idx0 +
- * j * ldc with the output stage o */
-static inline void q_store(const plait_q_out* o, const uint32_t* v, int64_t count,
-                           int64_t n0, int64_t dn, void* c, int64_t idx0, int64_t ldc) {
-    const int32_t* bias = o->bias;
-    switch (o->kind) {
-    case PLAIT_Q_OUT_I32: {
-        int32_t* dst = (int32_t*)c + idx0;
-        for (int64_t j = 0; j < count; ++j)
-            dst[j * ldc] = (int32_t)(v[j] + (bias ? (uint32_t)bias[n0 + j * dn] : 0u));
+/* The output stage of count accumulators v (int32 sums, modulo 2^32) into c from
+ * element idx0 on, contiguous.  by_col: v[j] is column n0 + j (a row of a product);
+ * else every v[j] is column n0 (a column of a convolution's output, a depthwise row).
+ * The loops are simple enough for the compiler to vectorize. */
+static inline __attribute__((always_inline)) void
+q_store(const plait_q_out* o, const uint32_t* restrict v, int64_t count, int64_t n0,
+        const int by_col, void* c, int64_t idx0) {
+    const int32_t* bias = o->bias ? o->bias + n0 : NULL;
+    const uint32_t b0 = bias ? (uint32_t)bias[0] : 0u;
+    if (o->kind == PLAIT_Q_OUT_I32) {
+        int32_t* restrict dst = (int32_t*)c + idx0;
+        if (bias && by_col)
+            for (int64_t j = 0; j < count; ++j) dst[j] = (int32_t)(v[j] + (uint32_t)bias[j]);
+        else
+            for (int64_t j = 0; j < count; ++j) dst[j] = (int32_t)(v[j] + b0);
         return;
     }
-    case PLAIT_Q_OUT_F32: {
-        float* dst = (float*)c + idx0;
-        for (int64_t j = 0; j < count; ++j) {
-            int64_t n = n0 + j * dn;
-            float f = (float)(int32_t)(v[j] + (bias ? (uint32_t)bias[n] : 0u));
-            f = f * o->scale[o->scale_cols ? n : 0];
-            if (o->fbias) f = f + o->fbias[n];
-            if (o->relu) f = f < 0.0f ? 0.0f : f;
-            dst[j * ldc] = f;
+    const float* sc = o->scale + (o->scale_cols ? n0 : 0);
+    const int sstep = by_col && o->scale_cols;
+    const float s0 = sc[0];
+    float f[64];
+    for (int64_t j0 = 0; j0 < count; j0 += 64) {
+        const int64_t cnt = count - j0 < 64 ? count - j0 : 64;
+        const uint32_t* restrict vj = v + j0;
+        if (bias && by_col)
+            for (int64_t j = 0; j < cnt; ++j)
+                f[j] = (float)(int32_t)(vj[j] + (uint32_t)bias[j0 + j]);
+        else
+            for (int64_t j = 0; j < cnt; ++j) f[j] = (float)(int32_t)(vj[j] + b0);
+        if (sstep)
+            for (int64_t j = 0; j < cnt; ++j) f[j] = f[j] * sc[j0 + j];
+        else
+            for (int64_t j = 0; j < cnt; ++j) f[j] = f[j] * s0;
+        if (o->kind == PLAIT_Q_OUT_F32) {
+            float* restrict dst = (float*)c + idx0 + j0;
+            if (o->fbias && by_col)
+                for (int64_t j = 0; j < cnt; ++j) f[j] = f[j] + o->fbias[n0 + j0 + j];
+            else if (o->fbias)
+                for (int64_t j = 0; j < cnt; ++j) f[j] = f[j] + o->fbias[n0];
+            if (o->relu)
+                for (int64_t j = 0; j < cnt; ++j) f[j] = f[j] < 0.0f ? 0.0f : f[j];
+            for (int64_t j = 0; j < cnt; ++j) dst[j] = f[j];
+            continue;
         }
-        return;
-    }
-    default: {
         const int u = o->kind == PLAIT_Q_OUT_U8;
-        const int32_t lo = u ? 0 : -128, hi = u ? 255 : 127;
-        const float flo = (float)(lo - o->zo), fhi = (float)(hi - o->zo);
-        for (int64_t j = 0; j < count; ++j) {
-            int64_t n = n0 + j * dn;
-            float f = (float)(int32_t)(v[j] + (bias ? (uint32_t)bias[n] : 0u));
-            f = f * o->scale[o->scale_cols ? n : 0];
-            f = f > flo ? f : flo;
-            f = f < fhi ? f : fhi;
-            int32_t q = (int32_t)q_round(f) + o->zo;
-            q = q < lo ? lo : (q > hi ? hi : q);
-            if (u) ((uint8_t*)c)[idx0 + j * ldc] = (uint8_t)q;
-            else ((int8_t*)c)[idx0 + j * ldc] = (int8_t)q;
+        const int32_t lo = u ? 0 : -128, hi = u ? 255 : 127, zo = o->zo;
+        const float flo = (float)(lo - zo), fhi = (float)(hi - zo);
+        int32_t q[64];
+        for (int64_t j = 0; j < cnt; ++j) {
+            float x = f[j] > flo ? f[j] : flo;   /* maxps: NaN -> lo */
+            x = x < fhi ? x : fhi;
+            int32_t r = (int32_t)q_round(x) + zo;
+            q[j] = r < lo ? lo : (r > hi ? hi : r);
         }
-    }
+        if (u) {
+            uint8_t* restrict dst = (uint8_t*)c + idx0 + j0;
+            for (int64_t j = 0; j < cnt; ++j) dst[j] = (uint8_t)q[j];
+        } else {
+            int8_t* restrict dst = (int8_t*)c + idx0 + j0;
+            for (int64_t j = 0; j < cnt; ++j) dst[j] = (int8_t)q[j];
+        }
     }
 }
 
@@ -206,12 +227,19 @@ static inline int32_t q_zero_point(const void* z, int is_signed, int64_t i) {
     return is_signed ? (int32_t)((const int8_t*)z)[i] : (int32_t)((const uint8_t*)z)[i];
 }
 
+/* The taps of a convolution's im2col column k = (c, kh, kw): the offset of its value
+ * from the window's corner in the image, and its row and column offsets (bounds). */
+typedef struct {
+    int32_t off, dh, dw;
+} q_tap;
+
 /* Rows m0..m0+mc-1 of A' (shifted to uint8) as rows of kp bytes (zero-padded; rows up
  * to a multiple of Q_MR are zero), their sums over K into rs, their zero points into
- * zap. */
-static void q_pack_a(const plait_qgemm_problem* p, int64_t bi, int64_t m0, int64_t mc,
-                     int64_t kp, uint8_t* restrict dst, int32_t* restrict rs,
-                     int32_t* restrict zap) {
+ * zap.  A convolution's rows read the image through the taps: a window inside the
+ * image is one gather, a window over the padding checks each tap. */
+static void q_pack_a(const plait_qgemm_problem* p, const q_tap* taps, int64_t bi,
+                     int64_t m0, int64_t mc, int64_t kp, uint8_t* restrict dst,
+                     int32_t* restrict rs, int32_t* restrict zap) {
     const uint8_t flip = p->a_signed ? 0x80 : 0;
     const int64_t K = p->K;
     const int64_t rows = (mc + Q_MR - 1) / Q_MR * Q_MR;
@@ -223,21 +251,18 @@ static void q_pack_a(const plait_qgemm_problem* p, int64_t bi, int64_t m0, int64
         zap[r] = za;
         if (p->conv) {
             const plait_qconv_geom* g = p->conv;
-            const uint8_t* img = (const uint8_t*)p->a + bi * p->a_bs;
             const int64_t oh = m / g->OW, ow = m % g->OW;
             const int64_t h0 = oh * g->SH - g->PT, w0 = ow * g->SW - g->PL;
-            int64_t k = 0;
-            for (int64_t ch = 0; ch < g->C; ++ch) {
-                const uint8_t* plane = img + ch * g->H * g->W;
-                for (int64_t kh = 0; kh < g->KH; ++kh) {
-                    const int64_t ih = h0 + kh * g->DH;
-                    const int inside_h = ih >= 0 && ih < g->H;
-                    for (int64_t kw = 0; kw < g->KW; ++kw, ++k) {
-                        const int64_t iw = w0 + kw * g->DW;
-                        row[k] = inside_h && iw >= 0 && iw < g->W
-                                     ? (uint8_t)(plane[ih * g->W + iw] ^ flip)
-                                     : (uint8_t)za;
-                    }
+            const uint8_t* corner = (const uint8_t*)p->a + bi * p->a_bs + h0 * g->W + w0;
+            if (h0 >= 0 && h0 + (g->KH - 1) * g->DH < g->H && w0 >= 0 &&
+                w0 + (g->KW - 1) * g->DW < g->W) {
+                for (int64_t k = 0; k < K; ++k) row[k] = (uint8_t)(corner[taps[k].off] ^ flip);
+            } else {
+                for (int64_t k = 0; k < K; ++k) {
+                    const int64_t ih = h0 + taps[k].dh, iw = w0 + taps[k].dw;
+                    row[k] = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W
+                                 ? (uint8_t)(corner[taps[k].off] ^ flip)
+                                 : (uint8_t)za;
                 }
             }
         } else {
@@ -288,6 +313,7 @@ typedef struct {
     const int8_t* bp;        /* the panels of batch 0 (the next batches bp_bs further) */
     const int32_t* zbp;
     const int32_t* corr;
+    const q_tap* taps;       /* a convolution's taps (K of them) */
     int64_t bp_bs, vec_bs;   /* per batch (0: one B for every batch) */
     int64_t kp, mblocks, nblocks, ncb;
     int64_t next;
@@ -306,9 +332,10 @@ static void q_job(const q_task* t, int64_t job, uint8_t* apack, int32_t* rs, int
     const int32_t* corr = t->corr + bi * t->vec_bs;
     const int64_t panel = kp * PLAIT_Q_NR;
     (void)K;
-    q_pack_a(p, bi, m0, mc, kp, apack, rs, zap);
+    q_pack_a(p, t->taps, bi, m0, mc, kp, apack, rs, zap);
     int32_t tile[Q_MR * Q_TN];
-    uint32_t v[Q_TN];
+    uint32_t blk[Q_MC * Q_TN];   /* the row block's sums of one column tile, [row][col] */
+    uint32_t v[Q_MC > Q_TN ? Q_MC : Q_TN];
     for (int64_t j = 0; j < nc; j += Q_TN) {
         const int64_t nj = nc - j < Q_TN ? nc - j : Q_TN;
         const int64_t n = n0 + j;
@@ -323,13 +350,21 @@ static void q_job(const q_task* t, int64_t job, uint8_t* apack, int32_t* rs, int
 #endif
             const int64_t mr = mc - r0 < Q_MR ? mc - r0 : Q_MR;
             for (int64_t r = 0; r < mr; ++r) {
-                const int64_t m = m0 + r0 + r;
                 const uint32_t rsum = (uint32_t)rs[r0 + r], za = (uint32_t)zap[r0 + r];
+                uint32_t* restrict dst = blk + (r0 + r) * Q_TN;
                 for (int64_t q = 0; q < nj; ++q)
-                    v[q] = (uint32_t)tile[r * Q_TN + q] - (uint32_t)zbp[n + q] * rsum -
-                           za * (uint32_t)corr[n + q];
-                q_store(&p->out, v, nj, n, 1, p->c,
-                        bi * p->c_bs + m * p->ldc_r + n * p->ldc_c, p->ldc_c);
+                    dst[q] = (uint32_t)tile[r * Q_TN + q] - (uint32_t)zbp[n + q] * rsum -
+                             za * (uint32_t)corr[n + q];
+            }
+        }
+        const int64_t base = bi * p->c_bs + m0 * p->ldc_r + n * p->ldc_c;
+        if (p->ldc_c == 1) {          /* rows of the output are contiguous */
+            for (int64_t r = 0; r < mc; ++r)
+                q_store(&p->out, blk + r * Q_TN, nj, n, 1, p->c, base + r * p->ldc_r);
+        } else {                      /* columns are (a convolution's channels) */
+            for (int64_t q = 0; q < nj; ++q) {
+                for (int64_t r = 0; r < mc; ++r) v[r] = blk[r * Q_TN + q];
+                q_store(&p->out, v, mc, n + q, 0, p->c, base + q * p->ldc_c);
             }
         }
     }
@@ -385,6 +420,24 @@ PLAIT_ISA_FN(plait_qgemm)(const plait_qgemm_problem* p) {
             t.vec_bs = vec;
         }
     }
+    q_tap* taps = NULL;
+    if (p->conv) {
+        const plait_qconv_geom* g = p->conv;
+        taps = (q_tap*)malloc(sizeof(q_tap) * (size_t)(p->K > 0 ? p->K : 1));
+        if (!taps) {
+            free(owned);
+            return 1;
+        }
+        int64_t k = 0;
+        for (int64_t ch = 0; ch < g->C; ++ch)
+            for (int64_t kh = 0; kh < g->KH; ++kh)
+                for (int64_t kw = 0; kw < g->KW; ++kw, ++k) {
+                    taps[k].dh = (int32_t)(kh * g->DH);
+                    taps[k].dw = (int32_t)(kw * g->DW);
+                    taps[k].off = (int32_t)(ch * g->H * g->W + kh * g->DH * g->W + kw * g->DW);
+                }
+        t.taps = taps;
+    }
     int nthreads = plait_max_threads();
     const int64_t work = p->M * p->N * (p->K > 0 ? p->K : 1) * p->batch;
     if (work < Q_MIN_PARALLEL) nthreads = 1;
@@ -402,6 +455,7 @@ PLAIT_ISA_FN(plait_qgemm)(const plait_qgemm_problem* p) {
     const int64_t jobs = p->batch * t.mblocks * t.nblocks;
     if (jobs < nthreads) nthreads = (int)jobs;
     plait_parallel(q_task_run, &t, nthreads);
+    free(taps);
     free(owned);
     return t.status;
 }
@@ -439,17 +493,23 @@ static void q_dw_range(void* ctx, int64_t lo, int64_t hi) {
                     for (int64_t kw = 0; kw < d->KW; ++kw) {
                         const int32_t wv = w[kh * d->KW + kw];
                         const int64_t off = kw * d->DW - d->PL;
-                        for (int64_t j = 0; j < cnt; ++j) {
-                            const int64_t iw = (ow0 + j) * d->SW + off;
-                            if (iw < 0 || iw >= d->W) continue;
-                            int32_t xv = t->x_signed ? (int32_t)(int8_t)row[iw]
-                                                     : (int32_t)row[iw];
-                            acc[j] += (uint32_t)((xv - t->zx) * wv);
+                        /* the outputs j whose tap (ow0 + j) * SW + off is inside the row */
+                        int64_t jlo = 0, jhi = cnt;
+                        while (jlo < cnt && (ow0 + jlo) * d->SW + off < 0) ++jlo;
+                        while (jhi > jlo && (ow0 + jhi - 1) * d->SW + off >= d->W) --jhi;
+                        const int64_t sw = d->SW;
+                        const uint8_t* src = row + ow0 * sw + off;
+                        if (t->x_signed) {
+                            const int8_t* s8 = (const int8_t*)src;
+                            for (int64_t j = jlo; j < jhi; ++j)
+                                acc[j] += (uint32_t)(((int32_t)s8[j * sw] - t->zx) * wv);
+                        } else {
+                            for (int64_t j = jlo; j < jhi; ++j)
+                                acc[j] += (uint32_t)(((int32_t)src[j * sw] - t->zx) * wv);
                         }
                     }
                 }
-                q_store(t->out, acc, cnt, ch, 0, t->c,
-                        (plane * d->OH + oh) * d->OW + ow0, 1);
+                q_store(t->out, acc, cnt, ch, 0, t->c, (plane * d->OH + oh) * d->OW + ow0);
             }
         }
     }
