@@ -220,8 +220,37 @@ def _generated() -> Case:
     return {"x": x.shape}, body, [x], ref, 1e-5, "kernels", {"gemm": False}
 
 
+def _int8_product() -> Case:
+    """An int8 product (the qgemm family, reached through the qnn dialect's dispatch):
+    quantize, u8 x s8 matmul with per-column zero points, int32 bias, per-column
+    requantization, dequantize; exact against the dialect's reference."""
+    from plait.dialects.qnn import reference as R
+
+    rng = np.random.default_rng(5)
+    x = _rand(2, 7, 45)
+    w = rng.integers(-128, 128, (45, 37)).astype(np.int8)
+    zb = rng.integers(-128, 128, 37).astype(np.int8)
+    bias = rng.integers(-3000, 3000, 37).astype(np.int32)
+    xs, xz = np.asarray(0.01, np.float32), np.asarray(131, np.uint8)
+    si = rng.uniform(1e-4, 1e-3, 37).astype(np.float32)
+    so, zo = np.asarray(0.05, np.float32), np.asarray(7, np.uint8)
+
+    def body(bb: Any, p: Any) -> Any:
+        q = emit(bb, "qnn.quantize", p[0], const(xs), const(xz))
+        acc = emit(bb, "qnn.matmul", q, const(w), const(xz), const(zb))
+        acc = emit(bb, "add", acc, const(bias))
+        y = emit(bb, "qnn.requantize", acc, const(si), const(np.int32(0)), const(so), const(zo))
+        return emit(bb, "qnn.dequantize", y, const(so), const(zo))
+
+    q = R.quantize(x, xs, xz, out_dtype="uint8")
+    acc = R.matmul(q, w, xz, zb) + bias
+    ref = R.dequantize(R.requantize_op(acc, si, np.int32(0), so, zo), so, zo)
+    return {"x": x.shape}, body, [x], ref, 0.0, "qgemm", {}
+
+
 CASES: dict[str, Callable[[], Case]] = {
     "matmul batched, K in two blocks": _matmul,
+    "int8 matmul, per-column zero points and requantization": _int8_product,
     "linear + bias + residual + relu, K 13": _linear,
     "conv 5 -> 7 channels, stride 2, padding": _conv(
         (2, 5, 11, 13), (7, 5, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
