@@ -254,12 +254,11 @@ def _plan_matmul(call: Call) -> _Plan | None:
 def _plan_conv2d(call: Call) -> _Plan | None:
     from plait.runtime.numpy_ops import _expand, _expand_padding
     from plait.target.c.qgemm import (
+        QConvCall,
         QDepthwiseCall,
-        QGemmCall,
         QOut,
         centered_depthwise,
-        conv_geometry,
-        pack_b,
+        pack_conv_weights,
     )
 
     x, w, zx, zw = call.args
@@ -275,11 +274,10 @@ def _plan_conv2d(call: Call) -> _Plan | None:
     o, cg, kh, kw = ws
     groups = int(a["groups"])
     if groups == 1 and cg == xs[1]:
-        wmat = wd.reshape(o, cg * kh * kw).T
-        q = QGemmCall(os_[2] * os_[3], o, cg * kh * kw, xs[0], x, zx, QOut(), os_,
-                      conv=conv_geometry(xs, ws, os_, strides, dilation, padding),
-                      packed=pack_b(wmat, zwd))
-        return _Plan(q, o, 1, 4)
+        desc = (xs[0], xs[1], xs[2], xs[3], o, kh, kw, strides[0], strides[1], dilation[0],
+                dilation[1], padding[0], padding[1], os_[2], os_[3], cg * kh * kw)
+        c = QConvCall(x, zx, pack_conv_weights(wd, zwd), desc, QOut(), os_)
+        return _Plan(c, o, 1, 4)
     if groups == xs[1] == o and cg == 1:
         desc = (xs[0], xs[1], xs[2], xs[3], kh, kw, strides[0], strides[1], dilation[0],
                 dilation[1], padding[0], padding[1], os_[2], os_[3])

@@ -71,6 +71,32 @@ def pack_b(b: np.ndarray, zb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
     return np.ascontiguousarray(panels).reshape(-1), zpad, cpad
 
 
+CONV_ROWS = 12
+"""Packed convolution weights have their rows (output channels) padded to a multiple of
+this (every copy's tile height divides it: 6, 4, 3)."""
+
+
+def pack_conv_weights(w: np.ndarray, zw: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``O x C x KH x KW`` 8-bit weights with zero point ``zw`` (one or per output
+    channel) packed for ``plait_qconv2d``: int8 rows of Kp bytes (``w``, or ``w - 128``
+    for uint8; zero-padded, rows to a multiple of :data:`CONV_ROWS`), the shifted zero
+    points ``zw'[o]`` and ``rowsum(W'[o]) - K * zw'[o]`` (int32 modulo 2^32)."""
+    w = np.asarray(w)
+    o = w.shape[0]
+    k = int(np.prod(w.shape[1:]))
+    # the same terms as a K x O matrix's columns
+    _, zp, corr = pack_b(w.reshape(o, k).T, zw)
+    kp = -(-k // 4) * 4
+    rows = -(-o // CONV_ROWS) * CONV_ROWS
+    packed = np.zeros((rows, kp), np.int8)
+    packed[:o, :k] = shifted(w.reshape(o, k)).astype(np.int8)
+    zpad = np.zeros(rows, np.int32)
+    cpad = np.zeros(rows, np.int32)
+    zpad[:o], cpad[:o] = zp[:o], corr[:o]
+    return packed.reshape(-1), zpad, cpad
+
+
 def centered_depthwise(w: np.ndarray, zw: np.ndarray) -> np.ndarray:
     """Depthwise weights ``C x 1 x KH x KW`` minus their zero point (one or per
     channel) as int32 ``[C][KH][KW]``, what ``plait_qconv2d_depthwise`` reads."""
@@ -195,6 +221,35 @@ class QGemmCall:
 
 
 @dataclass
+class QConvCall:
+    """A call of ``plait_qconv2d``: the NCHW image ``x`` (8-bit) with zero point ``zx``,
+    the weights of :func:`pack_conv_weights`, the descriptor ``(N, C, H, W, O, KH, KW,
+    SH, SW, DH, DW, PT, PL, OH, OW, K)`` and the output stage (column: the channel)."""
+
+    x: Expr
+    zx: Expr
+    packed: tuple[np.ndarray, np.ndarray, np.ndarray]
+    desc: tuple[int, ...]
+    out: QOut
+    out_shape: tuple[int, ...]
+
+    def wrapper(self) -> tuple[str, str, CFunction, list[Expr]]:
+        w = _Wrapper()
+        xs = int(self.x.ty.dtype == "int8")  # type: ignore[union-attr]
+        wp, zp, corr = (Constant(a) for a in self.packed)
+        lines = ["plait_qconv_problem p;", "memset(&p, 0, sizeof p);",
+                 "static const int64_t d[16] = {" + ", ".join(map(str, self.desc)) + "};",
+                 "p.N = d[0]; p.C = d[1]; p.H = d[2]; p.W = d[3]; p.O = d[4]; p.KH = d[5];",
+                 "p.KW = d[6]; p.SH = d[7]; p.SW = d[8]; p.DH = d[9]; p.DW = d[10];",
+                 "p.PT = d[11]; p.PL = d[12]; p.OH = d[13]; p.OW = d[14]; p.K = d[15];",
+                 f"p.x = {w.add('x', self.x)}; p.x_signed = {xs}; p.zx = {w.add('zx', self.zx)};",
+                 f"p.w = {w.add('w', wp)}; p.w_zp = {w.add('wzp', zp)}; "
+                 f"p.w_corr = {w.add('wcorr', corr)};",
+                 w.out_fields(self.out, "p.out"), "p.c = out;", "return plait_qconv2d(&p);"]
+        return w.finish("qconv", "\n    ".join(lines), self.out_shape, self.out.dtype)
+
+
+@dataclass
 class QDepthwiseCall:
     """A call of ``plait_qconv2d_depthwise``: the NCHW image ``x`` (8-bit) with zero point
     ``zx``, the weights of :func:`centered_depthwise`, the descriptor ``(N, C, H, W, KH,
@@ -233,5 +288,6 @@ def conv_geometry(xs: Sequence[int], ws: Sequence[int], os_: Sequence[int],
             dilation[1], padding[0], padding[1], os_[2], os_[3])
 
 
-__all__ = ["OUT_KINDS", "QDepthwiseCall", "QGemmCall", "QNR", "QOut", "centered_depthwise",
-           "conv_geometry", "pack_b", "record_calls", "shifted"]
+__all__ = ["CONV_ROWS", "OUT_KINDS", "QConvCall", "QDepthwiseCall", "QGemmCall", "QNR",
+           "QOut", "centered_depthwise", "conv_geometry", "pack_b", "pack_conv_weights",
+           "record_calls", "shifted"]

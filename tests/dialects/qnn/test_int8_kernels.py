@@ -176,7 +176,9 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
     convs = [("uint8", "int8", (2, 5, 9, 8), 7, (3, 3),
               {"strides": (2, 1), "padding": (1, 0, 1, 1), "dilation": (1, 2)}),
              ("int8", "int8", (1, 3, 11, 13), 33, (3, 3), {"padding": (1, 1, 1, 1)}),
-             ("uint8", "uint8", (1, 16, 6, 5), 17, (1, 1), {"strides": (2, 2)})]
+             ("uint8", "uint8", (1, 16, 6, 5), 17, (1, 1), {"strides": (2, 2)}),
+             # rows longer than a panel (16 pixels read as one run of the image)
+             ("int8", "int8", (2, 4, 5, 37), 13, (3, 3), {"padding": (1, 1, 1, 1)})]
     for i, (dx, dw, xs_, cout, (kh, kw), attrs) in enumerate(convs):
         x = q(dx, xs_)
         w = q(dw, (cout, xs_[1], kh, kw))

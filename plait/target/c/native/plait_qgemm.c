@@ -65,9 +65,10 @@ static inline int32_t load4(const uint8_t* p) {
 /* ----------------------------------------------------------------- dot products */
 
 /* out[r][j] (r < Q_MR, j < np * 16) = dot(A'[r], B'[:, j]) over k4 groups of 4: a holds
- * Q_MR packed rows lda bytes apart, b np panels bps bytes apart. */
+ * Q_MR packed rows lda bytes apart, b np panels bps bytes apart.  A is uint8 and B int8;
+ * swapped: A int8 and B uint8 (a convolution's weights times its image). */
 static inline __attribute__((always_inline)) void
-q_tile(const int np, int64_t k4, const uint8_t* restrict a, int64_t lda,
+q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, int64_t lda,
        const int8_t* restrict b, int64_t bps, int32_t* restrict out) {
 #if defined(PLAIT_ISA_AVX512VNNI)
     __m512i acc[Q_MR][Q_NP];
@@ -79,8 +80,13 @@ q_tile(const int np, int64_t k4, const uint8_t* restrict a, int64_t lda,
                             : _mm512_setzero_si512();
         for (int r = 0; r < Q_MR; ++r) {
             __m512i ar = _mm512_set1_epi32(load4(a + r * lda + 4 * k));
-            acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], ar, b0);
-            if (np > 1) acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], ar, b1);
+            if (swapped) {
+                acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], b0, ar);
+                if (np > 1) acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], b1, ar);
+            } else {
+                acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], ar, b0);
+                if (np > 1) acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], ar, b1);
+            }
         }
     }
     for (int r = 0; r < Q_MR; ++r)
@@ -96,8 +102,13 @@ q_tile(const int np, int64_t k4, const uint8_t* restrict a, int64_t lda,
         __m256i b1 = _mm256_loadu_si256((const __m256i*)(b + 64 * k + 32));
         for (int r = 0; r < Q_MR; ++r) {
             __m256i ar = _mm256_set1_epi32(load4(a + r * lda + 4 * k));
-            acc[r][0] = _mm256_dpbusd_avx_epi32(acc[r][0], ar, b0);
-            acc[r][1] = _mm256_dpbusd_avx_epi32(acc[r][1], ar, b1);
+            if (swapped) {
+                acc[r][0] = _mm256_dpbusd_avx_epi32(acc[r][0], b0, ar);
+                acc[r][1] = _mm256_dpbusd_avx_epi32(acc[r][1], b1, ar);
+            } else {
+                acc[r][0] = _mm256_dpbusd_avx_epi32(acc[r][0], ar, b0);
+                acc[r][1] = _mm256_dpbusd_avx_epi32(acc[r][1], ar, b1);
+            }
         }
     }
     for (int r = 0; r < Q_MR; ++r) {
@@ -113,11 +124,14 @@ q_tile(const int np, int64_t k4, const uint8_t* restrict a, int64_t lda,
         for (int q = 0; q < 4; ++q) acc[r][q] = _mm256_setzero_si256();
     for (int64_t k = 0; k < k4; ++k) {
         __m256i bw[4];
-        for (int q = 0; q < 4; ++q)
-            bw[q] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(b + 64 * k + 16 * q)));
+        for (int q = 0; q < 4; ++q) {
+            __m128i b8 = _mm_loadu_si128((const __m128i*)(b + 64 * k + 16 * q));
+            bw[q] = swapped ? _mm256_cvtepu8_epi16(b8) : _mm256_cvtepi8_epi16(b8);
+        }
         for (int r = 0; r < Q_MR; ++r) {
             __m128i a8 = _mm_cvtsi32_si128(load4(a + r * lda + 4 * k));
-            __m256i aw = _mm256_broadcastq_epi64(_mm_cvtepu8_epi16(a8));
+            __m256i aw = _mm256_broadcastq_epi64(swapped ? _mm_cvtepi8_epi16(a8)
+                                                         : _mm_cvtepu8_epi16(a8));
             for (int q = 0; q < 4; ++q)
                 acc[r][q] = _mm256_add_epi32(acc[r][q], _mm256_madd_epi16(aw, bw[q]));
         }
@@ -135,12 +149,21 @@ q_tile(const int np, int64_t k4, const uint8_t* restrict a, int64_t lda,
     memset(acc, 0, sizeof acc);
     for (int64_t k = 0; k < k4; ++k) {
         const int8_t* bk = b + 64 * k;
+        const uint8_t* bu = (const uint8_t*)bk;
         for (int r = 0; r < Q_MR; ++r) {
             const uint8_t* ar = a + r * lda + 4 * k;
-            int32_t a0 = ar[0], a1 = ar[1], a2 = ar[2], a3 = ar[3];
-            for (int j = 0; j < PLAIT_Q_NR; ++j)
-                acc[r][j] += (uint32_t)(a0 * bk[4 * j] + a1 * bk[4 * j + 1] +
-                                        a2 * bk[4 * j + 2] + a3 * bk[4 * j + 3]);
+            if (swapped) {
+                int32_t a0 = (int8_t)ar[0], a1 = (int8_t)ar[1], a2 = (int8_t)ar[2],
+                        a3 = (int8_t)ar[3];
+                for (int j = 0; j < PLAIT_Q_NR; ++j)
+                    acc[r][j] += (uint32_t)(a0 * bu[4 * j] + a1 * bu[4 * j + 1] +
+                                            a2 * bu[4 * j + 2] + a3 * bu[4 * j + 3]);
+            } else {
+                int32_t a0 = ar[0], a1 = ar[1], a2 = ar[2], a3 = ar[3];
+                for (int j = 0; j < PLAIT_Q_NR; ++j)
+                    acc[r][j] += (uint32_t)(a0 * bk[4 * j] + a1 * bk[4 * j + 1] +
+                                            a2 * bk[4 * j + 2] + a3 * bk[4 * j + 3]);
+            }
         }
     }
     for (int r = 0; r < Q_MR; ++r)
@@ -230,7 +253,7 @@ static inline int32_t q_zero_point(const void* z, int is_signed, int64_t i) {
 /* The taps of a convolution's im2col column k = (c, kh, kw): the offset of its value
  * from the window's corner in the image, and its row and column offsets (bounds). */
 typedef struct {
-    int32_t off, dh, dw;
+    int32_t off, dh, dw, c_off;
 } q_tap;
 
 /* Rows m0..m0+mc-1 of A' (shifted to uint8) as rows of kp bytes (zero-padded; rows up
@@ -343,10 +366,10 @@ static void q_job(const q_task* t, int64_t job, uint8_t* apack, int32_t* rs, int
         for (int64_t r0 = 0; r0 < mc; r0 += Q_MR) {
             const uint8_t* ar = apack + r0 * kp;
 #if Q_NP > 1
-            if (nj > PLAIT_Q_NR) q_tile(2, k4, ar, kp, bj, panel, tile);
-            else q_tile(1, k4, ar, kp, bj, panel, tile);
+            if (nj > PLAIT_Q_NR) q_tile(2, 0, k4, ar, kp, bj, panel, tile);
+            else q_tile(1, 0, k4, ar, kp, bj, panel, tile);
 #else
-            q_tile(1, k4, ar, kp, bj, panel, tile);
+            q_tile(1, 0, k4, ar, kp, bj, panel, tile);
 #endif
             const int64_t mr = mc - r0 < Q_MR ? mc - r0 : Q_MR;
             for (int64_t r = 0; r < mr; ++r) {
@@ -460,6 +483,195 @@ PLAIT_ISA_FN(plait_qgemm)(const plait_qgemm_problem* p) {
     return t.status;
 }
 
+/* ------------------------------------------------------ convolutions, transposed */
+
+/* out[n][o][p] = out(sum_k (w[o][k] - zw[o]) * (x[n][k][p] - zx)) computed as W' @ X'
+ * with the weights broadcast (int8 W': rows of Kp bytes) and the image packed in
+ * panels of 16 output pixels x 4 taps (uint8 X', x ^ 0x80 for int8 x; padding holds
+ * zx'): an output row of a channel is contiguous in NCHW, and for stride 1 the 16
+ * pixels of a tap are 16 contiguous bytes of the image. */
+
+typedef uint8_t q_v16 __attribute__((vector_size(16)));
+typedef uint32_t q_v16i __attribute__((vector_size(64)));
+#if defined(__clang__)
+#define Q_SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define Q_SHUF(a, b, ...) __builtin_shuffle(a, b, (q_v16){__VA_ARGS__})
+#endif
+
+/* 16 pixels x 4 taps (rows t0..t3: the taps' 16 values) as the panel's 64 bytes
+ * [pixel][tap] */
+static inline void q_interleave4(q_v16 t0, q_v16 t1, q_v16 t2, q_v16 t3, uint8_t* dst) {
+    q_v16 a = Q_SHUF(t0, t1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    q_v16 b = Q_SHUF(t0, t1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    q_v16 c = Q_SHUF(t2, t3, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    q_v16 d = Q_SHUF(t2, t3, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    q_v16 o0 = Q_SHUF(a, c, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+    q_v16 o1 = Q_SHUF(a, c, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+    q_v16 o2 = Q_SHUF(b, d, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+    q_v16 o3 = Q_SHUF(b, d, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+    memcpy(dst, &o0, 16);
+    memcpy(dst + 16, &o1, 16);
+    memcpy(dst + 32, &o2, 16);
+    memcpy(dst + 48, &o3, 16);
+}
+
+typedef struct {
+    const plait_qconv_problem* p;
+    const q_tap* taps;
+    int64_t kp, panels, pblock, jobs;
+    int64_t next;
+    int status;
+} q_ct_task;
+
+/* The panels [j0, j0 + np) of image bi: X' packed, the pixels' column sums into cs */
+static void q_ct_pack(const plait_qconv_problem* p, const q_tap* taps, int64_t kp,
+                      int64_t bi, int64_t j0, int64_t np, uint8_t* restrict dst,
+                      uint32_t* restrict cs) {
+    const int64_t M = p->OH * p->OW, K = p->K;
+    const uint8_t flip = p->x_signed ? 0x80 : 0;
+    const uint8_t zx = (uint8_t)(p->x_signed ? ((const int8_t*)p->zx)[0] + 128
+                                             : ((const uint8_t*)p->zx)[0]);
+    const uint8_t* img = (const uint8_t*)p->x + bi * p->C * p->H * p->W;
+    const q_v16 vflip = (q_v16){0} + flip;
+    for (int64_t jp = 0; jp < np; ++jp) {
+        const int64_t m0 = (j0 + jp) * PLAIT_Q_NR;
+        uint8_t* pd = dst + jp * kp * PLAIT_Q_NR;
+        int64_t h0[PLAIT_Q_NR], w0[PLAIT_Q_NR];
+        int inrow = 1;
+        for (int j = 0; j < PLAIT_Q_NR; ++j) {
+            const int64_t m = m0 + j < M ? m0 + j : M - 1;
+            h0[j] = (m / p->OW) * p->SH - p->PT;
+            w0[j] = (m % p->OW) * p->SW - p->PL;
+            if (m0 + j >= M || h0[j] != h0[0] || w0[j] != w0[0] + j) inrow = 0;
+        }
+        q_v16i sum = (q_v16i){0};
+        for (int64_t k0 = 0; k0 < kp; k0 += 4) {
+            q_v16 t[4];
+            for (int kk = 0; kk < 4; ++kk) {
+                const int64_t k = k0 + kk;
+                if (k >= K) {
+                    t[kk] = (q_v16){0};
+                    continue;
+                }
+                const int64_t ih = h0[0] + taps[k].dh, iw = w0[0] + taps[k].dw;
+                if (inrow && p->SW == 1) {
+                    /* one run of the image row, the padding at its ends */
+                    const uint8_t* src = img + taps[k].c_off + ih * p->W + iw;
+                    if (ih >= 0 && ih < p->H && iw >= 0 && iw + PLAIT_Q_NR <= p->W) {
+                        memcpy(&t[kk], src, 16);
+                        t[kk] ^= vflip;
+                    } else {
+                        uint8_t v[PLAIT_Q_NR];
+                        memset(v, zx, sizeof v);
+                        if (ih >= 0 && ih < p->H) {
+                            const int64_t jlo = iw < 0 ? -iw : 0;
+                            const int64_t jhi = p->W - iw < PLAIT_Q_NR ? p->W - iw : PLAIT_Q_NR;
+                            for (int64_t j = jlo; j < jhi; ++j) v[j] = (uint8_t)(src[j] ^ flip);
+                        }
+                        memcpy(&t[kk], v, 16);
+                    }
+                } else {
+                    uint8_t v[PLAIT_Q_NR];
+                    for (int j = 0; j < PLAIT_Q_NR; ++j) {
+                        const int64_t y = h0[j] + taps[k].dh, x = w0[j] + taps[k].dw;
+                        v[j] = m0 + j < M && y >= 0 && y < p->H && x >= 0 && x < p->W
+                                   ? (uint8_t)(img[taps[k].c_off + y * p->W + x] ^ flip)
+                                   : zx;
+                    }
+                    memcpy(&t[kk], v, 16);
+                }
+                sum += __builtin_convertvector(t[kk], q_v16i);
+            }
+            q_interleave4(t[0], t[1], t[2], t[3], pd + k0 * PLAIT_Q_NR);
+        }
+        memcpy(cs + jp * PLAIT_Q_NR, &sum, sizeof sum);
+    }
+}
+
+static void q_ct_run(void* arg) {
+    q_ct_task* t = (q_ct_task*)arg;
+    const plait_qconv_problem* p = t->p;
+    const int64_t kp = t->kp, k4 = kp / 4, M = p->OH * p->OW;
+    const int64_t panel = kp * PLAIT_Q_NR;
+    size_t bytes = (size_t)(t->pblock * panel) + sizeof(uint32_t) * (size_t)(t->pblock * 16) + 64;
+    uint8_t* xp = (uint8_t*)plait_scratch(0, (bytes + 3) / 4);
+    if (!xp) {
+        __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    uint32_t* cs = (uint32_t*)(xp + (t->pblock * panel + 63) / 64 * 64);
+    const int64_t nblocks = (t->panels + t->pblock - 1) / t->pblock;
+    const uint32_t zx = (uint32_t)(p->x_signed ? ((const int8_t*)p->zx)[0] + 128
+                                               : ((const uint8_t*)p->zx)[0]);
+    int32_t tile[Q_MR * Q_TN];
+    uint32_t v[Q_TN];
+    for (int64_t job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED); job < t->jobs;
+         job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED)) {
+        const int64_t bi = job / nblocks, j0 = job % nblocks * t->pblock;
+        const int64_t np = t->panels - j0 < t->pblock ? t->panels - j0 : t->pblock;
+        q_ct_pack(p, t->taps, kp, bi, j0, np, xp, cs);
+        for (int64_t jp = 0; jp < np; jp += Q_NP) {
+            const int64_t nn = np - jp < Q_NP ? np - jp : Q_NP;
+            const int64_t p0 = (j0 + jp) * PLAIT_Q_NR;
+            const int64_t cnt = M - p0 < nn * PLAIT_Q_NR ? M - p0 : nn * PLAIT_Q_NR;
+            const int8_t* bj = (const int8_t*)(xp + jp * panel);
+            for (int64_t o0 = 0; o0 < p->O; o0 += Q_MR) {
+                const uint8_t* ar = (const uint8_t*)(p->w + o0 * kp);
+#if Q_NP > 1
+                if (nn > 1) q_tile(2, 1, k4, ar, kp, bj, panel, tile);
+                else q_tile(1, 1, k4, ar, kp, bj, panel, tile);
+#else
+                q_tile(1, 1, k4, ar, kp, bj, panel, tile);
+#endif
+                const int64_t mr = p->O - o0 < Q_MR ? p->O - o0 : Q_MR;
+                for (int64_t r = 0; r < mr; ++r) {
+                    const int64_t o = o0 + r;
+                    const uint32_t zw = (uint32_t)p->w_zp[o];
+                    const uint32_t corr = zx * (uint32_t)p->w_corr[o];
+                    for (int64_t q = 0; q < cnt; ++q)
+                        v[q] = (uint32_t)tile[r * Q_TN + q] - zw * cs[jp * PLAIT_Q_NR + q] -
+                               corr;
+                    q_store(&p->out, v, cnt, o, 0, p->c, (bi * p->O + o) * M + p0);
+                }
+            }
+        }
+    }
+}
+
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_qconv2d)(const plait_qconv_problem* p) {
+    const int64_t M = p->OH * p->OW;
+    if (M <= 0 || p->O <= 0 || p->N <= 0) return 0;
+    q_ct_task t;
+    memset(&t, 0, sizeof t);
+    t.p = p;
+    t.kp = (p->K + 3) / 4 * 4;
+    t.panels = (M + PLAIT_Q_NR - 1) / PLAIT_Q_NR;
+    q_tap* taps = (q_tap*)malloc(sizeof(q_tap) * (size_t)(p->K > 0 ? p->K : 1));
+    if (!taps) return 1;
+    const int64_t khw = p->KH * p->KW;
+    for (int64_t k = 0; k < p->K; ++k) {
+        const int64_t ch = k / khw, r = k % khw;
+        taps[k].dh = (int32_t)((r / p->KW) * p->DH);
+        taps[k].dw = (int32_t)((r % p->KW) * p->DW);
+        taps[k].off = 0;
+        taps[k].c_off = (int32_t)(ch * p->H * p->W);
+    }
+    t.taps = taps;
+    int nthreads = plait_max_threads();
+    const int64_t work = p->N * M * p->O * (p->K > 0 ? p->K : 1);
+    if (work < Q_MIN_PARALLEL) nthreads = 1;
+    /* blocks of panels: about 4 jobs per thread, at most 8 panels (128 pixels) */
+    int64_t want = nthreads > 1 ? (t.panels * p->N + 4 * nthreads - 1) / (4 * nthreads) : 8;
+    t.pblock = want < 1 ? 1 : (want > 8 ? 8 : want);
+    t.jobs = p->N * ((t.panels + t.pblock - 1) / t.pblock);
+    if (t.jobs < nthreads) nthreads = (int)t.jobs;
+    plait_parallel(q_ct_run, &t, nthreads);
+    free(taps);
+    return t.status;
+}
+
 /* --------------------------------------------------------------------- depthwise */
 
 typedef struct {
@@ -529,6 +741,7 @@ PLAIT_ISA_FN(plait_qconv2d_depthwise)(const plait_qdw_desc* d, const void* x, in
 
 PLAIT_ISA_FAMILY("qgemm")
 PLAIT_ISA_DISPATCH(int, plait_qgemm, (const plait_qgemm_problem* p), (p))
+PLAIT_ISA_DISPATCH(int, plait_qconv2d, (const plait_qconv_problem* p), (p))
 PLAIT_ISA_DISPATCH(int, plait_qconv2d_depthwise,
                    (const plait_qdw_desc* d, const void* x, int x_signed, const void* zx,
                     const int32_t* w, const plait_q_out* out, void* c),

@@ -75,6 +75,25 @@ typedef struct {
 /* The product; 0 on success, 1 out of memory. */
 PLAIT_QGEMM_HIDDEN int plait_qgemm(const plait_qgemm_problem* p);
 
+/* A convolution (groups 1, NCHW/OIHW) as the product of the weights and the image:
+ * x uint8 or int8 (x_signed) with zero point zx; the weights packed at compile time as
+ * int8 rows of Kp bytes (w, or w - 128 for uint8 w; K = C*KH*KW rounded up to 4, the
+ * rows to a multiple of 12), with zw'[o] and corr[o] = rowsum(W'[o]) - K * zw'[o]; the
+ * output stage's column is the output channel. */
+typedef struct {
+    int64_t N, C, H, W, O, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW, K;
+    const void* x;
+    int x_signed;
+    const void* zx;
+    const int8_t* w;
+    const int32_t* w_zp;
+    const int32_t* w_corr;
+    plait_q_out out;
+    void* c;
+} plait_qconv_problem;
+
+PLAIT_QGEMM_HIDDEN int plait_qconv2d(const plait_qconv_problem* p);
+
 /* A depthwise convolution: out[n][c][oh][ow] = out(sum over the window of (x - zx) *
  * w[c][kh][kw]) with w the weights minus their zero point (int32, [C][KH][KW]) and the
  * output stage's column the channel c.  x: uint8 or int8 (x_signed), NCHW. */
