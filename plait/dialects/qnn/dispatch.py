@@ -20,9 +20,10 @@ output stage that follows it into one call of ``plait_qgemm.c``
   P V, both 8-bit activations) is packed by the call.  QAttention reaches the kernels
   through its projection: its softmax and score products are float ops of the
   importer (onnxruntime computes them in float too).
-* ``qnn.conv2d``: ``groups == 1`` as an implicit im2col product (rows: output pixels,
-  columns: channels), depthwise (one input channel per group) on its own kernel; other
-  grouped convolutions stay for ``qnn.Legalize``.
+* ``qnn.conv2d``: ``groups == 1`` as the transposed product (``plait_qconv2d``:
+  weights broadcast, the image packed in panels of 16 pixels x 4 taps), depthwise (one
+  input channel per group) on its own kernel; other grouped convolutions stay for
+  ``qnn.Legalize``.
 
 Every rewrite computes exactly what :mod:`.reference` computes (the kernels' sums are
 exact modulo 2^32, their float output stage rounds once per operation).
