@@ -9,7 +9,8 @@ production flags (-O3, -fPIC, -shared, the thread pool) build a shared library, 
 libraries are built that way:
 
 * every float32 family (product, direct and Winograd convolutions, attention, pooling),
-  the thread pool and two generated kernels, with a test source calling each on odd
+  the int8 product (its baseline copy: it has no NEON copy), the thread pool and two
+  generated kernels, with a test source calling each on odd
   shapes (tails, channels not a multiple of the vector width, stride 2, dilation,
   padding; three cases large enough to be split over 2 threads);
 * a small model's library (``plait.build``'s pipeline for ``Target("c")``): a strided
@@ -19,10 +20,10 @@ libraries are built that way:
 A tiny driver linked with each runs under ``qemu-aarch64`` once per copy (it forces it
 with ``plait_isa_force``) with ``PLAIT_NUM_THREADS=2``.  Results are compared on the host
 with numpy in float64 (rtol/atol 1e-4; Winograd 2e-4: its error scales with the outputs;
-pooling exact), the model also with the same model built for this machine (1e-5).
-The cross-built objects are kept in a cache of their own under the temporary directory
-(keyed by compiler, flags and text, like plait's cache), so a second run compiles only the
-drivers.
+pooling and the int8 product exact), the model also with the same model built for this
+machine (1e-5).  The cross-built objects are kept in a cache of their own under the
+temporary directory (keyed by compiler, flags and text, like plait's cache), so a second
+run compiles only the drivers.
 
 Skipped where the cross compiler, its C library or qemu is missing (Debian: ``apt-get
 install gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user``; .ci/run installs them).
@@ -177,7 +178,34 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
     expect.append(("conv on 2 threads", ref, 1e-4))
     attention("attention on 2 threads", 4, 64, 67, 33, 29, 0.25)
 
-    # 7. generated kernels: s[i] = sum_j exp(x[i, j]) * x[i, j] + 0.5 (41 columns), and
+    # 7. an int8 product (plait_qgemm.c; no NEON copy: its baseline copy runs under both
+    #    caps): uint8 A (13 x 37, zero point 3) read in place, int8 B (37 x 21, zero point
+    #    -2) packed by the call, int32 output with a bias; exact
+    m, k, n = 13, 37, 21
+    qa = RNG.integers(0, 256, (m, k), dtype=np.uint8)
+    qb = RNG.integers(-128, 128, (k, n), dtype=np.int8)
+    qbias = RNG.integers(-1000, 1000, n, dtype=np.int32)
+
+    def take_bytes(a: np.ndarray) -> str:   # raw bytes, padded to whole floats
+        raw = np.ascontiguousarray(a).tobytes()
+        raw += b"\0" * (-len(raw) % 4)
+        inputs.append(np.frombuffer(raw, np.float32))
+        return f"(const void*)take(in, {len(raw) // 4})"
+
+    code.append(f"""{{ const void* a = {take_bytes(qa)}; const void* b = {take_bytes(qb)};
+      const int32_t* bias = (const int32_t*){take_bytes(qbias)};
+      static const uint8_t za = 3; static const int8_t zb = -2;
+      int32_t* c = calloc({m * n}, 4);
+      plait_qgemm_problem p; memset(&p, 0, sizeof p);
+      p.M = {m}; p.N = {n}; p.K = {k}; p.batch = 1; p.a = a; p.a_signed = 0;
+      p.lda_r = {k}; p.lda_c = 1; p.za = &za; p.b = b; p.b_signed = 1; p.ldb_r = {n};
+      p.ldb_c = 1; p.zb = &zb; p.out.kind = PLAIT_Q_OUT_I32; p.out.bias = bias;
+      p.c = c; p.ldc_r = {n}; p.ldc_c = 1;
+      if (plait_qgemm(&p)) return 4; give(out, (const float*)c, {m * n}); }}""")
+    expect.append(("int8 product", (qa.astype(np.int64) - 3) @ (qb.astype(np.int64) + 2)
+                   + qbias, 0.0))
+
+    # 8. generated kernels: s[i] = sum_j exp(x[i, j]) * x[i, j] + 0.5 (41 columns), and
     #    an elementwise kernel whose parallel loop (40960 iterations) runs on the pool
     x = _rand(5, 41)
     code.append(f"""{{ const float* x = {take(x)}; float* s = calloc(5, 4);
@@ -302,7 +330,8 @@ def families(cross: Path, tmp_path_factory: pytest.TempPathFactory
     d = tmp_path_factory.mktemp("aarch64-families")
     inputs, expect, code = _cases()
     cases = CSource(CASES_SOURCE.format(
-        headers=header_text("plait_gemm.h") + header_text("plait_pool.h"), code=code),
+        headers=header_text("plait_gemm.h") + header_text("plait_pool.h")
+        + header_text("plait_qgemm.h"), code=code),
         (), "plait_test_cases.c")
     emitted = emit_library(_kernels(), [*all_family_sources(), cases], threads=True,
                            arch="aarch64")
@@ -350,7 +379,11 @@ def test_every_family_on_aarch64_matches_numpy(families: tuple[Path, list[Any]],
     for name, ref, tol in expect:
         part = got[at:at + ref.size].reshape(ref.shape)
         at += ref.size
-        np.testing.assert_allclose(part, ref, rtol=tol, atol=tol, err_msg=f"{name} ({isa})")
+        if ref.dtype.kind == "i":   # integer results, exact (their bytes read as int32)
+            np.testing.assert_array_equal(part.view(np.int32), ref, err_msg=f"{name} ({isa})")
+        else:
+            np.testing.assert_allclose(part, ref, rtol=tol, atol=tol,
+                                       err_msg=f"{name} ({isa})")
     assert at == got.size
 
 
