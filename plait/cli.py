@@ -3,16 +3,18 @@
     plait run model.onnx [--input name=file.npy ...] [--shape name=1,3,224,224 ...]
                          [--target numpy|c] [--compare onnxruntime] [--seed N]
                          [--offload onnxruntime]
+    plait run model.pt2 [--compare torch] ...   # saved with torch.export.save
     plait run model.plx            # an executable saved by ``plait compile``
                          [--allow-native] [--target numpy]  # a file from elsewhere
     plait run module.plait.py      # a module in the text format (function ``main``)
-    plait compile model.onnx -o model.plx [--shape ...] [--target ...]
+    plait compile model.onnx|model.pt2 -o model.plx [--shape ...] [--target ...]
     plait check module.plait.py    # parse, check well-formedness, print
     plait passes | pipeline | opt | report | bisect   # debugging: plait/tools/cli.py
 
 Inputs not given with ``--input`` are random (seeded); their symbolic sizes come from
-``--shape`` or default to 1.  Errors are one line on stderr and exit code 2; a failed
-``--compare`` exits with 1.
+``--shape``, else (a .pt2) from the example inputs the program was exported with, else
+the smallest size their range allows (at least 1).  Errors are one line on stderr and
+exit code 2; a failed ``--compare`` exits with 1.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -85,7 +88,9 @@ def _parser() -> argparse.ArgumentParser:
         )  # fmt: skip
 
     run = sub.add_parser("run", help="compile and run a model on (random) inputs")
-    run.add_argument("model", help="a .onnx model, a .plx executable or a .plait.py module")
+    run.add_argument("model", help="a .onnx model, a .pt2 exported program "
+                                    "(torch.export.save), a .plx executable or a "
+                                    ".plait.py module")
     common(run)
     run.add_argument(
         "--input", action="append", default=[], metavar="NAME=FILE.npy",
@@ -93,8 +98,9 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     run.add_argument(
-        "--compare", choices=["onnxruntime"], default=None,
-        help="also run the ONNX model with onnxruntime and compare the outputs",
+        "--compare", choices=["onnxruntime", "torch"], default=None,
+        help="also run the model with onnxruntime (a .onnx) or PyTorch (a .pt2: the "
+             "exported program's module, eager) and compare the outputs",
     )  # fmt: skip
     run.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance of --compare")
     run.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of --compare")
@@ -113,7 +119,8 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
 
     comp = sub.add_parser("compile", help="compile a model into an executable file")
-    comp.add_argument("model", help="a .onnx model or a .plait.py module")
+    comp.add_argument("model", help="a .onnx model, a .pt2 exported program or a "
+                                     ".plait.py module")
     comp.add_argument("-o", "--output", required=True, help="the executable to write (.plx)")
     common(comp)
 
@@ -135,11 +142,13 @@ def _kind(path: str) -> str:
         return "onnx"
     if low.endswith(".plx"):
         return "plx"
+    if low.endswith(".pt2"):
+        return "pt2"
     if low.endswith(".py"):
         return "text"
     raise CliError(
-        f"{path}: unknown file kind; expected a .onnx model, a .plx executable or a "
-        ".plait.py module"
+        f"{path}: unknown file kind; expected a .onnx model, a .pt2 exported program "
+        "(torch.export.save), a .plx executable or a .plait.py module"
     )
 
 
@@ -203,6 +212,105 @@ def _import_onnx(
             raise CliError(str(e)) from None
 
 
+def _load_pt2(path: str) -> Any:
+    """The ``torch.export.ExportedProgram`` saved in ``path`` (``torch.export.save``)."""
+    try:
+        import torch
+    except ImportError:
+        raise CliError(f"{path}: reading a .pt2 file needs PyTorch (pip install "
+                       "'plait[torch]')") from None
+    try:
+        with warnings.catch_warnings():   # torch's deprecation notes, not the user's
+            warnings.simplefilter("ignore")
+            return torch.export.load(path)
+    except Exception as e:
+        raise CliError(f"{path}: not a readable torch.export file (save one with "
+                       f"torch.export.save): {_first_line(e)}") from None
+
+
+def _import_pt2(path: str) -> tuple[Any, Any]:
+    """The exported program in ``path`` and its import (phase ingestion); symbolic sizes
+    stay symbolic (their ranges are the module's ``dim_ranges``)."""
+    ep = _load_pt2(path)
+    from .frontend.torch import TorchImportError, from_exported_program
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ep, from_exported_program(ep)
+    except TorchImportError as e:
+        raise CliError(f"{path}: {e}") from None
+
+
+def _pt2_names(ep: Any) -> list[str]:
+    """Names of the exported program's outputs: where each is in the structure the
+    module returns (``logits``, ``0``, ``hidden.1``), else its node's name."""
+    from torch.utils import _pytree as pytree
+
+    nodes = [str(n) for n in ep.graph_signature.user_outputs]
+    try:
+        spec = ep.call_spec.out_spec
+        tree = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
+        paths = [path for path, _ in pytree.tree_flatten_with_path(tree)[0]]
+    except Exception:  # noqa: BLE001 (no structure recorded: the node names)
+        return nodes
+    names = []
+    for i, path in enumerate(paths):
+        keys = [str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))))
+                for k in path]
+        names.append(".".join(keys) if keys else (nodes[i] if i < len(nodes) else f"output{i}"))
+    return names
+
+
+def _example_sizes(ep: Any, params: Sequence[Any]) -> dict[str, int]:
+    """The sizes the program's example inputs (saved with it) give the symbolic sizes of
+    ``params`` (the tensor leaves of the inputs, in order)."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    example = getattr(ep, "example_inputs", None)
+    if example is None:
+        return {}
+    tensors = [t for t in pytree.tree_leaves(example) if isinstance(t, torch.Tensor)]
+    sizes: dict[str, int] = {}
+    for p, t in zip(params, tensors):
+        if p.shape is not None and len(p.shape) == t.dim():
+            for d, v in zip(p.shape, t.shape):
+                if isinstance(d, str):
+                    sizes.setdefault(d, int(v))
+    return sizes
+
+
+def _run_torch(path: str, ep: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The outputs (tensor leaves, flattened) of the exported program's module, run by
+    PyTorch eagerly on ``inputs`` (its tensor inputs, in order; other inputs are the
+    example's)."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    example = getattr(ep, "example_inputs", None)
+    if example is not None:
+        leaves, spec = pytree.tree_flatten(example)
+    else:
+        spec = ep.call_spec.in_spec
+        leaves = [torch.empty(0)] * spec.num_leaves
+    slots = [i for i, v in enumerate(leaves) if isinstance(v, torch.Tensor)]
+    if len(slots) != len(inputs):
+        raise CliError(f"--compare torch: the program takes {len(slots)} tensors, plait's "
+                       f"main {len(inputs)}")
+    for i, a in zip(slots, inputs):
+        leaves[i] = torch.from_numpy(np.array(a))   # a copy: eager PyTorch may write
+    args, kwargs = pytree.tree_unflatten(leaves, spec)
+    try:
+        with torch.no_grad():
+            out = ep.module()(*args, **kwargs)
+    except Exception as e:
+        raise CliError(f"--compare torch: PyTorch failed to run {path}: "
+                       f"{_first_line(e)}") from None
+    return [t.detach().cpu().numpy() for t in pytree.tree_leaves(out)
+            if isinstance(t, torch.Tensor)]
+
+
 # ------------------------------------------------------------------------ inputs
 
 
@@ -223,13 +331,16 @@ def _params_of(vm: Any) -> list[Any]:
 
 def _make_inputs(
     params: Sequence[Any], given: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]],
-    seed: int,
+    seed: int, defaults: dict[str, int] | None = None,
 ) -> list[np.ndarray]:  # fmt: skip
+    """The arguments of main: the given arrays, else random ones whose symbolic sizes
+    come from the given arrays, ``--shape`` or ``defaults`` (else 1)."""
     rng = np.random.default_rng(seed)
     sizes: dict[str, int] = {}
-    for p in params:  # sizes fixed by the given arrays
-        if p.name in given and p.shape is not None:
-            for d, v in zip(p.shape, given[p.name].shape):
+    for p in params:  # sizes fixed by the given arrays, then by --shape
+        fixed = given[p.name].shape if p.name in given else shapes.get(p.name)
+        if fixed is not None and p.shape is not None and len(fixed) == len(p.shape):
+            for d, v in zip(p.shape, fixed):
                 if isinstance(d, str):
                     sizes.setdefault(d, int(v))
     args = []
@@ -256,7 +367,8 @@ def _make_inputs(
                     f"--shape {p.name}: rank {len(shape)}, the input has rank {len(p.shape)}"
                 )
         else:
-            shape = tuple(d if isinstance(d, int) else sizes.setdefault(d, 1) for d in p.shape)
+            shape = tuple(d if isinstance(d, int) else
+                          sizes.setdefault(d, (defaults or {}).get(d, 1)) for d in p.shape)
         args.append(_random_input(rng, tuple(shape), p.dtype or "float32"))
     return args
 
@@ -285,16 +397,17 @@ def _as_list(result: Any) -> list[np.ndarray]:
 
 
 def _compare(
-    outs: list[np.ndarray], ref: list[np.ndarray], names: list[str], rtol: float, atol: float
+    outs: list[np.ndarray], ref: list[np.ndarray], names: list[str], rtol: float, atol: float,
+    against: str = "onnxruntime",
 ) -> bool:
     ok = True
     if len(outs) != len(ref):
-        print(f"FAIL: plait returned {len(outs)} outputs, onnxruntime {len(ref)}")
+        print(f"FAIL: plait returned {len(outs)} outputs, {against} {len(ref)}")
         return False
     for name, a, b in zip(names, outs, ref):
         b = np.asarray(b)
         if a.shape != b.shape:
-            print(f"  {name}: FAIL shape {a.shape} vs onnxruntime {b.shape}")
+            print(f"  {name}: FAIL shape {a.shape} vs {against} {b.shape}")
             ok = False
             continue
         if a.size == 0:
@@ -352,8 +465,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     given = dict(_parse_input(s) for s in args.input)
     names: list[str] = []
     frozen: dict[str, np.ndarray] = {}
+    ep: Any = None   # a .pt2's exported program
     t0 = time.perf_counter()
-    if kind == "onnx":
+    if kind == "pt2":
+        ep, mod = _import_pt2(args.model)
+        names = _pt2_names(ep)
+        exe = _build(mod, args.target, args.offload)
+    elif kind == "onnx":
         mod, frozen = _import_onnx(args.model, shapes, given, static=True)
         import onnx
 
@@ -369,8 +487,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         exe = _build(_parse_text(args.model), args.target, args.offload)
     t_compile = time.perf_counter() - t0
-    if args.compare and kind != "onnx":
-        raise CliError("--compare onnxruntime needs an ONNX model")
+    if args.compare == "onnxruntime" and kind != "onnx":
+        raise CliError("--compare onnxruntime needs an ONNX model (.onnx)")
+    if args.compare == "torch" and kind != "pt2":
+        raise CliError("--compare torch needs an exported program (.pt2, saved with "
+                       "torch.export.save)")
     try:
         vm = VirtualMachine(exe)
     except UntrustedCodeError as e:
@@ -384,7 +505,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"--input {unknown[0]}: the model has no such input; its inputs are "
             + ", ".join(p.name for p in params)
         )
-    inputs = _make_inputs(params, given, shapes, args.seed)
+    inputs = _make_inputs(params, given, shapes, args.seed, _default_sizes(exe, ep, params))
     times = []
     result: Any = None
     for _ in range(max(args.repeat, 1)):
@@ -413,16 +534,35 @@ def cmd_run(args: argparse.Namespace) -> int:
         _print_isas(exe)
     if args.profile:
         _print_profile(vm, inputs)
-    if args.compare == "onnxruntime":
-        feeds = {p.name: a for p, a in zip(params, inputs)}
-        feeds.update(frozen)
-        ref = _run_onnxruntime(args.model, feeds)
-        print("compare with onnxruntime:")
-        if not _compare(outs, ref, names, args.rtol, args.atol):
+    if args.compare:
+        if args.compare == "onnxruntime":
+            feeds = {p.name: a for p, a in zip(params, inputs)}
+            feeds.update(frozen)
+            ref = _run_onnxruntime(args.model, feeds)
+        else:
+            ref = _run_torch(args.model, ep, inputs)
+        print(f"compare with {args.compare}:")
+        if not _compare(outs, ref, names, args.rtol, args.atol, args.compare):
             print("FAIL")
             return 1
         print("PASS")
     return 0
+
+
+def _default_sizes(exe: Any, ep: Any, params: Sequence[Any]) -> dict[str, int]:
+    """Sizes for the symbolic sizes of random inputs: a .pt2's example inputs', else
+    the smallest in each size's range (the executable's ``dim_ranges``), at least 1."""
+    sizes = {}
+    ranges = exe.attrs.get("dim_ranges")
+    if isinstance(ranges, dict):
+        for name, bounds in ranges.items():
+            try:
+                sizes[str(name)] = max(1, int(bounds[0]))
+            except (TypeError, ValueError, IndexError):
+                continue
+    if ep is not None:
+        sizes.update(_example_sizes(ep, params))
+    return sizes
 
 
 PROFILE_ROWS = 10
@@ -481,6 +621,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     if kind == "onnx":
         mod, _ = _import_onnx(args.model, shapes, {}, static=False)
+    elif kind == "pt2":
+        mod = _import_pt2(args.model)[1]
     elif kind == "text":
         mod = _parse_text(args.model)
     else:
