@@ -1,9 +1,12 @@
 """The real-model benchmark suite's models: architectures from ``transformers``, built
 from their configs with random (seeded) weights -- nothing is downloaded -- and exported
-to ONNX with ``torch.onnx.export`` (the TorchScript exporter, ``dynamo=False``).
+to ONNX with ``torch.onnx.export`` (the TorchScript exporter, ``dynamo=False``), and for
+the ``from_torch`` backend with ``torch.export.export`` into a ``.pt2``
+(``torch.export.save``; static shapes, like the ONNX export).
 
     python benchmarks/real_models.py                     # export every model (cached)
     python benchmarks/real_models.py --only bert,llama   # some of them
+    python benchmarks/real_models.py --kind pt2          # their torch.export programs
     python benchmarks/real_models.py --list              # names, configs, inputs
 
 Importing this module needs neither torch nor transformers: the specs are plain data,
@@ -204,6 +207,27 @@ def _calibrate_batch_norms(model: Any, spec: RealModel) -> None:
     model.eval()
 
 
+KINDS = ("onnx", "pt2")
+"""What a model is exported to: ONNX (torch.onnx.export) or an ExportedProgram
+(torch.export.export, saved with torch.export.save)."""
+
+
+def export_pt2(spec: RealModel, path: Path) -> None:
+    """Build ``spec``'s model and save its ``torch.export`` program to ``path`` (one
+    input, one output, static shapes: the benchmark input's)."""
+    import torch
+
+    net = build(spec)
+    example = torch.from_numpy(make_input(spec))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.pt2")
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        ep = torch.export.export(net, (example,))
+        torch.export.save(ep, str(tmp))
+    tmp.replace(path)   # a reader never sees half a file
+
+
 def export(spec: RealModel, path: Path) -> None:
     """Build ``spec``'s model and export it to ``path`` (one input ``input``, one output
     ``output``, static shapes)."""
@@ -233,19 +257,21 @@ def library_versions() -> dict[str, str]:
     return out
 
 
-def cached_path(name: str, cache: Path, versions: dict[str, str]) -> Path:
-    """Where model ``name``'s export is cached."""
-    return cache / f"{name}-{cache_key(MODELS[name], versions)}.onnx"
+def cached_path(name: str, cache: Path, versions: dict[str, str], kind: str = "onnx") -> Path:
+    """Where model ``name``'s export (``kind``: onnx or pt2) is cached."""
+    return cache / f"{name}-{cache_key(MODELS[name], versions)}.{kind}"
 
 
-def export_cached(names: list[str], cache: Path | None = None) -> dict[str, Path]:
-    """The ONNX file of each model in ``names``, exporting the missing ones in a child
-    process (so the caller never imports torch).  Raises RuntimeError naming the model
-    when an export fails, or when torch or transformers is missing."""
+def export_cached(names: list[str], cache: Path | None = None,
+                  kind: str = "onnx") -> dict[str, Path]:
+    """The ONNX file (``kind="pt2"``: the saved ``torch.export`` program) of each model
+    in ``names``, exporting the missing ones in a child process (so the caller never
+    imports torch).  Raises RuntimeError naming the model when an export fails, or when
+    torch or transformers is missing."""
     cache = cache or default_cache()
     versions = library_versions()
     missing = [k for k, v in versions.items() if v == "missing"]
-    paths = {n: cached_path(n, cache, versions) for n in names}
+    paths = {n: cached_path(n, cache, versions, kind) for n in names}
     todo = [n for n, p in paths.items() if not p.exists()]
     if todo and missing:
         raise RuntimeError(
@@ -253,10 +279,11 @@ def export_cached(names: list[str], cache: Path | None = None) -> dict[str, Path
             "benchmark extra (pip install -e '.[bench]')")
     if todo:
         proc = subprocess.run([sys.executable, __file__, "--only", ",".join(todo),
-                               "--cache", str(cache)], capture_output=True, text=True)
+                               "--cache", str(cache), "--kind", kind],
+                              capture_output=True, text=True)
         if proc.returncode != 0:
             tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-            raise RuntimeError(f"exporting {', '.join(todo)} failed:\n{tail}")
+            raise RuntimeError(f"exporting {', '.join(todo)} ({kind}) failed:\n{tail}")
     return paths
 
 
@@ -265,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", default=",".join(MODELS), help="comma-separated model names")
     p.add_argument("--cache", default=None, help="cache directory (see above)")
+    p.add_argument("--kind", choices=KINDS, default="onnx",
+                   help="export to ONNX (default) or a torch.export program (.pt2)")
     p.add_argument("--list", action="store_true", help="print the models and exit")
     args = p.parse_args(argv)
     if args.list:
@@ -280,11 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(args.cache) if args.cache else default_cache()
     versions = library_versions()
     for name in names:
-        path = cached_path(name, cache, versions)
+        path = cached_path(name, cache, versions, args.kind)
         if not path.exists():
-            for stale in cache.glob(f"{name}-*.onnx"):   # an export of an older spec
+            for stale in cache.glob(f"{name}-*.{args.kind}"):   # an export of an older spec
                 stale.unlink()
-            export(MODELS[name], path)
+            (export_pt2 if args.kind == "pt2" else export)(MODELS[name], path)
         print(f"{name}: {path} ({path.stat().st_size / 2**20:.0f} MiB)", flush=True)
     return 0
 

@@ -33,7 +33,13 @@ onnxruntime) and ``results.json`` (every figure) into ``--out`` (default
 ``--suite real`` runs the real-model suite instead (benchmarks/real_models.py:
 architectures from ``transformers`` with random weights, exported once per machine into a
 cache by a child process that imports torch; the timing processes never do), by default
-onnxruntime and plait-c, 1 process per pair and 30 timed calls, no pipeline scaling.  It
+onnxruntime, plait-c and from_torch, 1 process per pair and 30 timed calls, no pipeline
+scaling.  ``from_torch`` is plait-c built from the ``torch.export`` import of the same
+model (``from_exported_program``) instead of its ONNX export: the program is exported and
+saved (.pt2) into the cache by a child process, the worker converts it to a plait
+executable in a child process of its own (benchmarks/torch_import.py convert: load,
+import, pipeline, C compile, timed there) and times the saved executable, so no timing
+process imports torch.  It
 prints plait-c / onnxruntime per model and their geometric mean; a model whose plait
 outputs disagree with onnxruntime's beyond the tolerance (``outputs_disagree``) is
 refused: flagged in the table, left out of the geometric mean, and the command exits
@@ -101,9 +107,13 @@ MODELS = {
 DEFAULT_MODELS = "mlp,cnn,transformer"
 BACKENDS = ("onnxruntime", "torch", "plait-numpy", "plait-c", "plait-c+torch", "plait-c-vm",
             "plait-c+torch-ops", "onnxruntime+torch-ops", "plait-c-1thread",
-            "plait-c-1thread+torch-ops")
+            "plait-c-1thread+torch-ops", "from_torch")
 OPT_IN = ("plait-c+torch", "plait-c-vm", "plait-c+torch-ops", "onnxruntime+torch-ops",
-          "plait-c-1thread", "plait-c-1thread+torch-ops")
+          "plait-c-1thread", "plait-c-1thread+torch-ops", "from_torch")
+REAL_BACKENDS = "onnxruntime,plait-c,from_torch"
+"""The real suite's default backends."""
+REAL_ONLY = ("from_torch",)
+"""Backends of the real suite only (their models are exported with torch.export)."""
 """Backends run only when named in ``--backends``."""
 SUITES = ("default", "real", "quantized")
 RTOL, ATOL = 1e-3, 1e-4
@@ -254,6 +264,30 @@ def prepare(model: str, backend: str, onnx_path: str, input_path: str) -> tuple[
         def fn() -> Any:
             return sess.run(None, {name: x})[0]
 
+    elif backend == "from_torch":
+        # onnx_path is the model's saved ExportedProgram (.pt2): a child process (which
+        # imports torch) converts it; this process only loads the executable
+        from plait.runtime import Executable, VirtualMachine
+
+        plx = f"{input_path}.{os.getpid()}.plx"
+        proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "torch_import.py"),
+                               "convert", onnx_path, plx, "--target", "c"],
+                              capture_output=True, text=True, cwd=ROOT)
+        if proc.returncode != 0:
+            lines = proc.stderr.strip().splitlines()
+            raise RuntimeError(f"converting {Path(onnx_path).name} failed: "
+                               f"{lines[-1] if lines else proc.returncode}")
+        times = json.loads(proc.stdout.strip().splitlines()[-1])
+        result["compile_s"] = {k: times[k] for k in ("load", "import", "pipeline",
+                                                     "c_compile", "total")}
+        vm = VirtualMachine(Executable.load(plx))
+        main = vm["main"]
+        result["planned_peak_bytes"] = vm.executable.attrs.get("planned_peak_bytes")
+        result["execution"] = vm.execution_path("main")
+
+        def fn() -> Any:
+            return main(x)
+
     elif backend == "torch":
         import torch
 
@@ -382,10 +416,12 @@ def _export(model: str, workdir: Path) -> str:
     return export(MODELS[model][0], str(workdir), dynamic_batch=False, shape=MODELS[model][1])
 
 
-def model_files(suite: str, models: list[str], work: Path) -> dict[str, tuple[str, str]]:
+def model_files(suite: str, models: list[str], work: Path,
+                pt2: bool = False) -> dict[str, tuple[str, str]]:
     """Each model's ONNX file and input (a ``.npy`` in ``work``).  The default suite's
     models are exported here (this process imports torch for it); the real suite's come
-    from its cache, exported by a child process when missing."""
+    from its cache, exported by a child process when missing (with ``pt2``, their
+    ``torch.export`` programs too: :func:`pt2_files`)."""
     import numpy as np
 
     files = {}
@@ -399,6 +435,8 @@ def model_files(suite: str, models: list[str], work: Path) -> dict[str, tuple[st
     if suite == "real":
         rm = real_models()
         paths = rm.export_cached(models)
+        if pt2:
+            rm.export_cached(models, kind="pt2")
         for m in models:
             inp = str(work / f"{m}.input.npy")
             np.save(inp, rm.make_input(rm.MODELS[m]))
@@ -410,6 +448,13 @@ def model_files(suite: str, models: list[str], work: Path) -> dict[str, tuple[st
         np.save(inp, data.astype("float32"))
         files[m] = (_export(m, work), inp)
     return files
+
+
+def pt2_file(model: str) -> str:
+    """The cached ``torch.export`` program (.pt2) of real-suite ``model`` (exported by
+    :func:`model_files` with ``pt2=True``)."""
+    rm = real_models()
+    return str(rm.cached_path(model, rm.default_cache(), rm.library_versions(), "pt2"))
 
 
 def before_env(before: str) -> dict[str, str]:
@@ -763,7 +808,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"{DEFAULT_MODELS}); with --suite real, of its models (default all)")
     p.add_argument("--backends", default=None,
                    help=f"comma-separated, of {', '.join(BACKENDS)} (default all but "
-                        f"{', '.join(OPT_IN)}; with --suite real, onnxruntime,plait-c)")
+                        f"{', '.join(OPT_IN)}; with --suite real, {REAL_BACKENDS})")
     p.add_argument("--before", default=None, metavar="DIR",
                    help="also run plait-c from this checkout (another revision)")
     p.add_argument("--runs", type=int, default=None,
@@ -814,7 +859,7 @@ def main(argv: list[str] | None = None) -> int:
         args.models = (",".join(real_models().MODELS) if args.suite == "real" else
                        ",".join(quantized_models().MODELS) if real else DEFAULT_MODELS)
     if args.backends is None:
-        args.backends = "onnxruntime,plait-c" if real else ",".join(
+        args.backends = REAL_BACKENDS if real else ",".join(
             b for b in BACKENDS if b not in OPT_IN)
     args.runs = args.runs if args.runs is not None else (30 if real else 50)
     args.processes = args.processes if args.processes is not None else (1 if real else 3)
@@ -831,6 +876,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--backends: unknown {', '.join(unknown)}; choose from {', '.join(BACKENDS)}"
               + (" (plait-c-kernel times one kernel, not the model: use spread.py "
                  "--kernel-loop)" if "plait-c-kernel" in unknown else ""))
+        return 2
+    only_real = [b for b in args.backends.split(",") if b in REAL_ONLY]
+    if only_real and not real:
+        print(f"--backends: {', '.join(only_real)} runs in --suite real only")
         return 2
     problem = unknown_models(args.models, args.suite)
     if problem:
@@ -857,13 +906,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         library_s = None
-        if any(b.startswith("plait-c") for _, b, _ in runs):
+        if any(b.startswith("plait-c") or b == "from_torch" for _, b, _ in runs):
             SEED = work / "seed-cache"
             library_s = library_objects(SEED)
             print(f"plait_gemm.c object (compiled once per machine): {library_s:.2f} s",
                   flush=True)
         try:
-            files = model_files(args.suite, args.models.split(","), work)
+            files = model_files(args.suite, args.models.split(","), work,
+                                pt2=any(b == "from_torch" for _, b, _ in runs))
         except RuntimeError as err:
             print(f"--suite {args.suite}: {err}")
             return 2
@@ -871,8 +921,9 @@ def main(argv: list[str] | None = None) -> int:
             # one process at a time compiles (the others wait idle); onnxruntime first,
             # its output is the reference
             order = sorted(runs, key=lambda r: r[0] != "onnxruntime")
-            players = {label: [Player(model, b, i, onnx_path, inp, work, label=label,
-                                      env=env)
+            players = {label: [Player(model, b, i,
+                                      pt2_file(model) if b == "from_torch" else onnx_path,
+                                      inp, work, label=label, env=env)
                                for i in range(args.processes)] for label, b, env in order}
             ref = None
             for label, _, _ in order:
@@ -900,6 +951,12 @@ def main(argv: list[str] | None = None) -> int:
     if real:
         summary, problems = suite_report(results)
         table = summary + "\n\n" + table
+    if any(r["backend"] == "from_torch" for r in results):
+        table += ("\n\nfrom_torch: plait-c built from the model's torch.export program "
+                  "(from_exported_program) instead of its ONNX export; the conversion ran "
+                  "in a child process (its compile seconds: import / pipeline / C, "
+                  "torch.export.load excluded) and the timing process, which loaded the "
+                  "saved executable, never imported torch.")
     if library_s is not None:
         table += (f"\n\nC compile times exclude plait_gemm.c, the c target's matrix product "
                   f"library, whose object is compiled once per machine ({library_s:.2f} s "

@@ -125,6 +125,35 @@ def test_a_tiny_bert_exported_by_the_suite_matches_onnxruntime(
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+def test_the_from_torch_backend_runs_the_torch_export_import(
+        tiny_bert: tuple[str, np.ndarray], tmp_path: Path) -> None:
+    """The from_torch worker: the suite's torch.export program of the same model,
+    converted to an executable in a child process (benchmarks/torch_import.py convert),
+    loaded and run by a process that has not imported torch for it; its output matches
+    onnxruntime's on the ONNX export of the same weights (rtol 1e-4, atol 1e-5)."""
+    ort = pytest.importorskip("onnxruntime")
+    path, ids = tiny_bert
+    pt2 = tmp_path / "tiny-bert.pt2"
+    real_models.export_pt2(TINY_BERT, pt2)
+    inp = tmp_path / "ids.npy"
+    np.save(inp, ids)
+    result, fn = run.prepare("tiny-bert", "from_torch", str(pt2), str(inp))
+    assert set(result["compile_s"]) == {"load", "import", "pipeline", "c_compile", "total"}
+    assert "single native entry point" in result["execution"]
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+        None, {"input": ids})[0]
+    got = np.asarray(fn())
+    assert run.outputs_disagree(got, want) is None
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_from_torch_is_a_backend_of_the_real_suite_only(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert run.main(["--models", "mlp", "--backends", "onnxruntime,from_torch"]) == 2
+    assert "from_torch runs in --suite real only" in capsys.readouterr().out
+    assert "from_torch" in run.REAL_BACKENDS.split(",")
+
+
 def test_profile_summary_is_the_median_per_callee_and_families() -> None:
     """benchmarks/profile_models.py: medians over runs (a run without a callee counts
     0), largest first, and the families of the callee names plait generates."""
