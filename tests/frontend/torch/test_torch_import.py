@@ -153,6 +153,26 @@ def test_symbolic_shape_arithmetic_on_numpy_and_c() -> None:
                 assert_close(got, want)
 
 
+def test_advanced_indexing_over_a_dynamic_axis() -> None:
+    """Several index tensors (adjacent, on a symbolic axis: transformers' mask builders;
+    and non-adjacent, whose result axes go first), with negative indices."""
+
+    class M(nn.Module):
+        def forward(self, x, rows, cols):
+            b = torch.arange(x.shape[0])
+            return x[b[:, None], cols[0]], x[rows, :, cols]
+
+    m = M()
+    dim = torch.export.Dim("n", min=2, max=8)
+    args = (torch.randn(3, 5, 4), torch.tensor([0, -1]), torch.tensor([[1, -2], [3, 0]]))
+    mod = from_torch(m, args, dynamic_shapes=({0: dim}, None, None))
+    vm = vm_for(mod, "numpy")
+    for b in (2, 6):
+        a = (torch.randn(b, 5, 4),) + args[1:]
+        for got, want in zip(vm["main"](*flatten_inputs(a)), m(*a)):
+            assert_close(got, want)
+
+
 def test_pytree_inputs_and_outputs() -> None:
     class M(nn.Module):
         def forward(self, pair, extra):

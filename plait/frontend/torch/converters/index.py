@@ -7,23 +7,26 @@ from ..context import NodeContext, normalize_dim
 from ..registry import converter
 
 
-def _index_tensor(ctx: NodeContext, idx: Expr, size: int | str) -> Expr:
-    """An index tensor as int64 with negative entries wrapped (bool masks refused)."""
-    dt = ctx.dtype(idx)
-    if dt == "bool" or dt == "uint8":
-        ctx.unsupported("indexing with a boolean mask (the result's size depends on the data)")
+def _size(ctx: NodeContext, x: Expr, axis: int) -> Expr:
+    """The size of ``x``'s axis as a 0-d int64 tensor (a constant when static)."""
+    d = ctx.ty(x).shape[axis]  # type: ignore[index]
+    if isinstance(d, int):
+        return ctx.scalar(d, "int64")
+    return ctx.call("take", ctx.call("shape_of", x), ctx.scalar(axis, "int64"), axis=0)
+
+
+def _wrapped(ctx: NodeContext, idx: Expr, size: Expr) -> Expr:
+    """An index tensor as int64 with negative entries counted from the end."""
     idx = ctx.cast(idx, "int64")
-    if not isinstance(size, int):
-        return idx
     neg = ctx.call("less", idx, ctx.scalar(0, "int64"))
-    return ctx.call("where", neg, ctx.call("add", idx, ctx.scalar(size, "int64")), idx)
+    return ctx.call("where", neg, ctx.call("add", idx, size), idx)
 
 
 @converter("aten.index.Tensor")
 def index(ctx: NodeContext) -> Expr:
-    """take along one axis; several index tensors on adjacent axes index the merged axes
-    (take of the linearized index); masks and non-adjacent index tensors are not
-    supported"""
+    """take along one axis; several index tensors index their axes merged into one (take
+    of the linearized, broadcast index; non-adjacent ones first moved to the front, as
+    torch places their result); boolean masks are not supported"""
     x = ctx.x(0)
     shape = ctx.ty(x).shape
     assert shape is not None
@@ -31,27 +34,33 @@ def index(ctx: NodeContext) -> Expr:
     given = [i for i, t in enumerate(indices) if t is not None]
     if not given:
         return x
-    if given != list(range(given[0], given[-1] + 1)):
-        ctx.unsupported("index tensors on non-adjacent axes")
-    first = given[0]
-    if len(given) == 1:
-        idx = indices[first]
-        if ctx.dtype(idx) in ("bool", "uint8"):
+    for i in given:
+        if ctx.dtype(indices[i]) in ("bool", "uint8"):
             ctx.unsupported("indexing with a boolean mask (the result's size depends on the "
                             "data)")
-        return ctx.call("take", x, ctx.cast(idx, "int64"), axis=first)
-    sizes = [shape[i] for i in given]
-    if not all(isinstance(s, int) for s in sizes):
-        ctx.unsupported("several index tensors over symbolic sizes")
+    if len(given) == 1:
+        return ctx.call("take", x, ctx.cast(indices[given[0]], "int64"), axis=given[0])
+    tensors = [indices[i] for i in given]
+    if given != list(range(given[0], given[-1] + 1)):
+        rest = [a for a in range(len(shape)) if a not in given]
+        x = ctx.call("permute_dims", x, axes=tuple(given + rest))
+        shape = ctx.ty(x).shape
+        assert shape is not None
+        given = list(range(len(given)))
+    first, last = given[0], given[-1]
     linear = None
-    for axis, i in enumerate(given):
-        idx = _index_tensor(ctx, indices[i], sizes[axis])
+    for axis, t in zip(given, tensors):
+        idx = _wrapped(ctx, t, _size(ctx, x, axis))
         linear = idx if linear is None else ctx.call(
-            "add", ctx.call("multiply", linear, ctx.scalar(sizes[axis], "int64")), idx)
-    total = 1
-    for s in sizes:
-        total *= int(s)  # type: ignore[arg-type]
-    merged = tuple(shape[:first]) + (total,) + tuple(shape[given[-1] + 1:])
+            "add", ctx.call("multiply", linear, _size(ctx, x, axis)), idx)
+    sizes = [shape[i] for i in given]
+    if all(isinstance(s, int) for s in sizes):
+        total: int | str = 1
+        for s in sizes:
+            total *= int(s)  # type: ignore[operator]
+    else:
+        total = -1
+    merged = tuple(shape[:first]) + (total,) + tuple(shape[last + 1:])
     flat = ctx.call("reshape", x, shape=merged)
     return ctx.call("take", flat, linear, axis=first)
 
