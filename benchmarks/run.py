@@ -808,7 +808,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"{DEFAULT_MODELS}); with --suite real, of its models (default all)")
     p.add_argument("--backends", default=None,
                    help=f"comma-separated, of {', '.join(BACKENDS)} (default all but "
-                        f"{', '.join(OPT_IN)}; with --suite real, {REAL_BACKENDS})")
+                        f"{', '.join(OPT_IN)}; with --suite real, {REAL_BACKENDS}; with "
+                        "--suite quantized, onnxruntime,plait-c)")
     p.add_argument("--before", default=None, metavar="DIR",
                    help="also run plait-c from this checkout (another revision)")
     p.add_argument("--runs", type=int, default=None,
@@ -859,8 +860,8 @@ def main(argv: list[str] | None = None) -> int:
         args.models = (",".join(real_models().MODELS) if args.suite == "real" else
                        ",".join(quantized_models().MODELS) if real else DEFAULT_MODELS)
     if args.backends is None:
-        args.backends = REAL_BACKENDS if real else ",".join(
-            b for b in BACKENDS if b not in OPT_IN)
+        args.backends = (REAL_BACKENDS if args.suite == "real" else "onnxruntime,plait-c"
+                         if real else ",".join(b for b in BACKENDS if b not in OPT_IN))
     args.runs = args.runs if args.runs is not None else (30 if real else 50)
     args.processes = args.processes if args.processes is not None else (1 if real else 3)
     if args.scaling is None:
@@ -878,7 +879,7 @@ def main(argv: list[str] | None = None) -> int:
                  "--kernel-loop)" if "plait-c-kernel" in unknown else ""))
         return 2
     only_real = [b for b in args.backends.split(",") if b in REAL_ONLY]
-    if only_real and not real:
+    if only_real and args.suite != "real":
         print(f"--backends: {', '.join(only_real)} runs in --suite real only")
         return 2
     problem = unknown_models(args.models, args.suite)

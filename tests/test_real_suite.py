@@ -151,6 +151,8 @@ def test_from_torch_is_a_backend_of_the_real_suite_only(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert run.main(["--models", "mlp", "--backends", "onnxruntime,from_torch"]) == 2
     assert "from_torch runs in --suite real only" in capsys.readouterr().out
+    assert run.main(["--suite", "quantized", "--backends", "onnxruntime,from_torch"]) == 2
+    assert "from_torch runs in --suite real only" in capsys.readouterr().out
     assert "from_torch" in run.REAL_BACKENDS.split(",")
 
 
