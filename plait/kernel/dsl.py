@@ -37,6 +37,7 @@ import numpy as np
 
 from plait.ir.types import check_dtype
 
+from .guard_split import split_guarded_store
 from .indexsimp import Range, divisors_used, simplify_loads
 from .intrin import (  # noqa: F401  (re-exported for DSL users)
     INTRINSICS,
@@ -563,7 +564,13 @@ def _lower_stage(t: Tensor) -> Stmt:
     # the outermost loop that has more than one iteration runs in parallel (at batch
     # size 1 that is the channel or row loop, not the batch loop)
     par = next((k for k in range(nloops) if t.shape[k] != 1), None)
-    for k in range(nloops - 1, -1, -1):
+    last = nloops - 1
+    if (split is None and isinstance(inner, BufferStore) and nloops > 1 and par != last
+            and isinstance(t.shape[last], int)):
+        guarded = split_guarded_store(inner, out_idx, t.shape[last], _stride_one)
+        if guarded is not None:   # the innermost loop, split at a guard's bounds
+            inner, last = guarded, last - 1
+    for k in range(last, -1, -1):
         kind = "serial"
         extent = t.shape[k]
         var = out_idx[k]

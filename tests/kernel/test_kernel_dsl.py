@@ -123,3 +123,63 @@ def test_short_or_strided_reductions_stay_serial() -> None:
     text = print_kernel("k", dsl.create_kernel([z, u]))
     assert 'u_acc = alloc((8,), "float64")' in text  # 64 bytes of lanes
     assert "for q_t in range(4):" in text  # 100 = 12 * 8 + 4
+
+
+def _padded(shape: tuple[int, ...], before: tuple[int, ...], after: tuple[int, ...],
+            f: object = None) -> tuple[Kernel, dsl.Tensor]:
+    """``pad(f(x))``: the select the c target's pad compute writes."""
+    from plait.kernel import intrin as I
+
+    x = dsl.placeholder(shape, "float32", "x")
+    out_shape = tuple(s + b + a for s, b, a in zip(shape, before, after, strict=True))
+
+    def body(*i: object) -> object:
+        inside, src = None, []
+        for d, e in enumerate(i):
+            q = e - before[d] if before[d] else e
+            src.append(q)
+            if before[d] or after[d]:
+                c = I.logical_and(q >= 0, q < shape[d])
+                inside = c if inside is None else I.logical_and(inside, c)
+        v = x[tuple(src)]
+        return I.select(inside, f(v) if f else v, 0.0)
+
+    return dsl.create_kernel([x, dsl.compute(out_shape, body, "pad")], "pad"), x
+
+
+def test_a_padded_stage_is_split_at_the_pad_bounds() -> None:
+    """The innermost loop becomes three (left pad, inside, right pad) and the outer
+    bound an if, so the guarded value is never computed outside its guard (the AVX-512
+    if-conversion computed it on stale lanes: floating-point assists); results are the
+    select's (the interpreter against numpy)."""
+    import numpy as np
+
+    from plait.kernel import IfThenElse, Select
+    from plait.kernel import intrin as I
+    from plait.kernel.interp import run_kernel
+
+    k, _ = _padded((3, 5, 7), (0, 1, 2), (0, 2, 1), lambda v: v * I.exp(v))
+    # (a small stage: serial outer loops; the right pad of width 1 is one store)
+    assert _loops(k) == [("i0", "serial"), ("i1", "serial"), ("i2", "vectorized"),
+                         ("i2", "vectorized"), ("i2", "vectorized")]
+    stack, ifs, selects = [k.body], 0, 0
+    while stack:
+        s = stack.pop()
+        ifs += isinstance(s, IfThenElse)
+        if hasattr(s, "value"):
+            selects += isinstance(s.value, Select)
+        for f in ("body", "stmts", "then_body", "else_body"):
+            v = getattr(s, f, None)
+            stack.extend(v if isinstance(v, tuple) else [v] if v is not None else [])
+    assert ifs == 1 and selects == 0
+    assert verify_kernel(k) == []
+    x = np.random.default_rng(0).standard_normal((3, 5, 7)).astype(np.float32)
+    out = np.full((3, 8, 10), np.nan, np.float32)
+    run_kernel(k, [x, out])
+    ref = np.pad(x * np.exp(x), ((0, 0), (1, 2), (2, 1)))
+    np.testing.assert_allclose(out, ref, rtol=1e-6)
+
+
+def test_a_pad_on_outer_axes_only_or_a_crop_keeps_one_loop() -> None:
+    k, _ = _padded((4, 6, 8), (1, 0, 0), (1, 0, 0))
+    assert [kind for _, kind in _loops(k)] == ["serial", "serial", "vectorized"]

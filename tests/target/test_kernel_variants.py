@@ -248,6 +248,21 @@ def _int8_product() -> Case:
     return {"x": x.shape}, body, [x], ref, 0.0, "qgemm", {}
 
 
+def _silu_pad() -> Case:
+    """SiLU then a zero pad (EfficientNet before a depthwise convolution): the generated
+    kernel's loops are split at the pad's bounds (plait/kernel/guard_split.py), odd
+    widths so every loop has a vector tail."""
+    x = _rand(3, 5, 7) * 4
+
+    def body(bb: Any, p: Any) -> Any:
+        y = emit(bb, "multiply", p[0], emit(bb, "sigmoid", p[0]))
+        return emit(bb, "pad", y, pad_width=(0, 0, 1, 2, 2, 1))
+
+    x64 = x.astype(np.float64)
+    ref = np.pad(x64 / (1 + np.exp(-x64)), ((0, 0), (1, 2), (2, 1)))
+    return {"x": x.shape}, body, [x], ref, 1e-5, "kernels", {"gemm": False}
+
+
 CASES: dict[str, Callable[[], Case]] = {
     "matmul batched, K in two blocks": _matmul,
     "int8 matmul, per-column zero points and requantization": _int8_product,
@@ -275,6 +290,7 @@ CASES: dict[str, Callable[[], Case]] = {
                                           (1, 1, 1, 1)),
     "max pool dilation 2": _pool((1, 2, 15, 15), (3, 3), (2, 1), (2, 2), (2, 2, 2, 2)),
     "generated softmax and elementwise kernels": _generated,
+    "generated SiLU + pad, split at the pad's bounds": _silu_pad,
 }
 
 
