@@ -1,6 +1,7 @@
 """The ``c`` target: native code generated from the model.
 
-* **dispatch** — :class:`DispatchAttention` makes attention one fused call,
+* **dispatch** — :data:`FoldPadIntoConv` (with ``gemm``) folds a zero pad read only by a
+  ``conv2d`` into its padding, :class:`DispatchAttention` makes attention one fused call,
   :class:`Conv1dAsConv2d` makes float32 ``conv1d`` a ``conv2d`` of height 1,
   :class:`DispatchGemm` sends float32 ``matmul``, ``linear`` and ``conv2d`` (with their
   epilogues) to plait's own matrix product, :class:`DispatchPool` max pooling to its
@@ -63,6 +64,7 @@ from .conv1d import Conv1dAsConv2d
 from .cpu import cpu_features, library_isas, use_isa
 from .dispatch import DispatchLibrary, RewriteFn, library_rewrite, rewrite_ops
 from .entry import SingleEntry
+from .fold_pad import FoldPadIntoConv
 from .gemm import DispatchGemm, dispatch_gemm
 from .legalize import (
     KERNEL_DTYPES,
@@ -83,6 +85,7 @@ from .reference import c_source_provider
 def _dispatch(target: Target) -> list[Any]:
     passes: list[Any] = []
     if target.attrs.get("gemm", True):
+        passes.append(FoldPadIntoConv)
         if target.attrs.get("attention", True):
             passes.append(DispatchAttention())
         passes.append(Conv1dAsConv2d())
@@ -115,8 +118,8 @@ register_kernel_fusion("c", get_compute, dtypes=KERNEL_DTYPES)
 
 __all__ = [
     "C_SOURCES_ATTR", "CompileKernels", "ComputeUnsupported", "DispatchAttention",
-    "Conv1dAsConv2d", "DispatchGemm", "DispatchLibrary", "DispatchPool", "LIBRARY_NAME",
-    "RewriteFn",
+    "Conv1dAsConv2d", "DispatchGemm", "DispatchLibrary", "DispatchPool", "FoldPadIntoConv",
+    "LIBRARY_NAME", "RewriteFn",
     "add_c_source", "add_kernel", "c_source_provider", "c_sources", "compute_note",
     "coverage", "coverage_table", "cpu_features", "library_isas", "use_isa",
     "dispatch_attention", "dispatch_gemm", "dispatch_pool", "extern_calls", "flatten_args",
