@@ -323,3 +323,59 @@ def test_bad_options_name_the_pass_and_the_choices() -> None:
         DispatchGemm(winograd=3)
     with pytest.raises(ValueError, match="winograd must be False, True, 2 or 4"):
         plait.default_pipeline(plait.Target("c", winograd="fast"))
+
+
+def test_relu6_and_silu_epilogues_are_one_fused_call() -> None:
+    """MobileNetV2's ReLU6 (two clips, as exported) after a 1x1 convolution and its bias,
+    EfficientNet's SiLU (x * sigmoid(x), either order) after a strided convolution and
+    after a product: each chain one native call (``plait_act_tile`` on each stored
+    tile), against numpy in float64; tails in every direction (7 and 13 channels, 9 x 11
+    pixels)."""
+    x, w, b = _rand(1, 5, 9, 11) * 3, _rand(7, 5, 1, 1), _rand(7)
+    w3, a, wl = _rand(13, 5, 3, 3), _rand(5, 99) * 2, _rand(99, 13)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        y = _call(bb, "add", _call(bb, "conv2d", p[0], _c(w)), _c(b.reshape(7, 1, 1)))
+        relu6 = _call(bb, "clip", _call(bb, "clip", y, min=0.0), max=6.0)
+        z = _call(bb, "conv2d", p[0], _c(w3), strides=(2, 2), padding=(1, 1, 1, 1))
+        silu = _call(bb, "multiply", z, _call(bb, "sigmoid", z))
+        m = _call(bb, "matmul", p[1], _c(wl))
+        silu2 = _call(bb, "multiply", _call(bb, "sigmoid", m), m)
+        return bb.emit(plait.ir.Tuple([relu6, silu, silu2]))
+
+    mod = _build_graph({"x": x.shape, "a": a.shape}, body)
+    lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
+    assert len(_externs(lowered)) == 3 and _ops(lowered) == []
+    x64 = x.astype(np.float64)
+    conv = torch.nn.functional.conv2d
+    y = conv(torch.from_numpy(x64), torch.from_numpy(w.astype(np.float64))).numpy()
+    z = conv(torch.from_numpy(x64), torch.from_numpy(w3.astype(np.float64)), stride=2,
+             padding=1).numpy()
+    m = a.astype(np.float64) @ wl
+    want = (np.clip(y + b.reshape(1, 7, 1, 1), 0, 6), z / (1 + np.exp(-z)),
+            m / (1 + np.exp(-m)))
+    got = VirtualMachine(plait.build(mod, "c"))["main"](x, a)
+    for g, e in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, e, rtol=RTOL, atol=ATOL)
+
+
+def test_an_activation_ends_the_epilogue() -> None:
+    """A residual after a ReLU6 cannot follow it in the native epilogue (the activation
+    runs last), and disjoint clips are not one interval: both stay separate ops."""
+    x, w = _rand(6, 8), _rand(8, 8)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        y = _call(bb, "clip", _call(bb, "matmul", p[0], _c(w)), min=0.0, max=6.0)
+        r = _call(bb, "add", y, p[0])
+        q = _call(bb, "clip", _call(bb, "clip", _call(bb, "matmul", p[0], _c(w)), max=-1.0),
+                  min=1.0)
+        return bb.emit(plait.ir.Tuple([r, q]))
+
+    mod = _build_graph({"x": x.shape}, body)
+    lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
+    assert sorted(_ops(lowered)) == ["add", "clip"]
+    m = x.astype(np.float64) @ w
+    want = (np.clip(m, 0, 6) + x, np.clip(np.clip(m, None, -1.0), 1.0, None))
+    got = VirtualMachine(plait.build(mod, "c"))["main"](x)
+    for g, e in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, e, rtol=RTOL, atol=ATOL)

@@ -248,6 +248,27 @@ def _int8_product() -> Case:
     return {"x": x.shape}, body, [x], ref, 0.0, "qgemm", {}
 
 
+def _activations() -> Case:
+    """ReLU6 (two clips) after a strided convolution and its bias, SiLU after a product:
+    the native epilogue's activation (``plait_act_tile``) on odd tiles."""
+    x, w, b = _rand(1, 5, 11, 13) * 4, _rand(7, 5, 3, 3), _rand(7)
+    a, wl = _rand(14, 37) * 3, _rand(37, 21)
+
+    def body(bb: Any, p: Any) -> Any:
+        y = emit(bb, "conv2d", p[0], const(w), strides=(2, 2), padding=(1, 1, 1, 1))
+        y = emit(bb, "add", y, const(b.reshape(7, 1, 1)))
+        y = emit(bb, "clip", emit(bb, "clip", y, min=0.0), max=6.0)
+        m = emit(bb, "matmul", p[1], const(wl))
+        s = emit(bb, "multiply", m, emit(bb, "sigmoid", m))
+        return emit(bb, "add", emit(bb, "reshape", y, shape=(14, 21)), s)
+
+    conv = conv2d_reference(x, w, (2, 2), (1, 1, 1, 1)) + b.reshape(1, 7, 1, 1)
+    m = a.astype(np.float64) @ wl
+    silu = m / (1 + np.exp(-m))
+    ref = np.clip(conv, 0, 6).reshape(14, 21) + silu
+    return {"x": x.shape, "a": a.shape}, body, [x, a], ref, 1e-4, "gemm", {}
+
+
 def _silu_pad() -> Case:
     """SiLU then a zero pad (EfficientNet before a depthwise convolution): the generated
     kernel's loops are split at the pad's bounds (plait/kernel/guard_split.py), odd
@@ -291,6 +312,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "max pool dilation 2": _pool((1, 2, 15, 15), (3, 3), (2, 1), (2, 2), (2, 2, 2, 2)),
     "generated softmax and elementwise kernels": _generated,
     "generated SiLU + pad, split at the pad's bounds": _silu_pad,
+    "ReLU6 and SiLU epilogues": _activations,
 }
 
 

@@ -12,9 +12,11 @@ kernels.  On the way it
   (conv2d: the ``O x (C*KH*KW)`` weight matrix in panels of 6 rows; linear/matmul: the
   ``K x N`` matrix in panels of 16 columns), so a call packs only its activations;
 * **fuses the epilogue**: a following ``add`` of a per-channel constant (the bias), an
-  ``add`` of a tensor of the output's shape (a residual) and a ``relu`` are folded into
-  the call when each intermediate result has no other use — one pass over the output
-  instead of three;
+  ``add`` of a tensor of the output's shape (a residual), a ``relu`` and last an
+  activation — ``clip`` (ReLU6; clips in a row narrow one interval) or ``silu``
+  (``x * sigmoid(x)`` is made ``silu`` first, :data:`SILU_RULE`), applied to each tile
+  as it is stored (``plait_act_tile``) — are folded into the call when each
+  intermediate result has no other use: one pass over the output instead of several;
 * computes a convolution as an implicit im2col product: patches are packed straight
   from the zero-padded input, block by block, never materialized whole.
 
@@ -37,6 +39,7 @@ or for legalization.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +67,17 @@ from plait.transform.pattern_rewrite import Rule, rewrite_function
 
 from .build import add_c_source
 from .families import families_called, family_sources, header_text
+
+ACT_NONE, ACT_CLIP, ACT_SILU = 0, 1, 2
+"""The activations of the native epilogue (``PLAIT_ACT_*`` of ``plait_gemm.h``)."""
+
+
+def _c_float(v: float) -> str:
+    """``v`` as a C float constant expression (infinities as GCC/clang builtins)."""
+    if math.isinf(v):
+        return "__builtin_inff()" if v > 0 else "(-__builtin_inff())"
+    return f"{float(np.float32(v))!r}f"
+
 
 MR, NR = 6, 16
 """The register tile of ``plait_gemm.c`` (rows of A per panel, columns of B per panel)."""
@@ -158,12 +172,15 @@ class _Plan:
     relu: bool = False
     viewed: bool = False          # the output was reshaped (no more bias: its axis moved)
     pool: bool = False            # conv2d followed by a 2x2/2 max pooling
+    act: int = ACT_NONE           # then an activation: ACT_CLIP to [act_lo, act_hi], ACT_SILU
+    act_lo: float = -math.inf
+    act_hi: float = math.inf
     winograd: int = 0             # 0: direct; 2 or 4: Winograd F(m x m, 3x3)
     members: list[int] = field(default_factory=list)
 
     def can_take_bias(self) -> bool:
         return (self.bias is None and self.res is None and not self.relu and not self.viewed
-                and not self.pool)
+                and not self.pool and not self.act)
 
     def symbol_and_code(self) -> tuple[str, str, CFunction]:
         args = [f"const float* in{i}" for i in range(len(self.inputs))]
@@ -175,10 +192,13 @@ class _Plan:
         bias = "bias" if self.bias is not None else "NULL"
         res = "res" if self.res is not None else "NULL"
         d = self.desc
+        act = (self.act, _c_float(self.act_lo), _c_float(self.act_hi))
         if self.kind == "conv2d":
             fields = ", ".join(str(d[k]) for k in (
                 "N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "DH", "DW",
                 "PT", "PL", "PB", "PR", "OH", "OW"))
+            if self.act:
+                fields += ", " + ", ".join(map(str, act))
             fn = WINOGRAD_FUNCTIONS.get(self.winograd, "plait_conv2d")
             call = (f"plait_conv2d_pool(&d, in0, in1, {bias}, {int(self.relu)}, out)"
                     if self.pool else
@@ -197,7 +217,9 @@ class _Plan:
                 f"    p.c = out; p.ldc = {d['N']};\n"
                 f"    p.bias_kind = {bias_kind}; p.bias = {bias}; p.res = {res}; "
                 f"p.relu = {int(self.relu)};\n"
-                f"    p.batch = {d['batch']}; p.a_bs = {d['a_bs']}; p.b_bs = {d['b_bs']}; "
+                + (f"    p.act = {act[0]}; p.act_lo = {act[1]}; p.act_hi = {act[2]};\n"
+                   if self.act else "")
+                + f"    p.batch = {d['batch']}; p.a_bs = {d['a_bs']}; p.b_bs = {d['b_bs']}; "
                 f"p.c_bs = {d['c_bs']};\n"
                 "    return plait_gemm(&p);\n"
             )
@@ -208,7 +230,7 @@ class _Plan:
             params.append((self.out_shape, "float32"))
         params.append((self.out_shape, "float32"))
         key = repr((self.kind, self.winograd, self.pool, sorted(d.items()), params,
-                    self.bias is not None, self.res is not None, self.relu))
+                    self.bias is not None, self.res is not None, self.relu, act))
         name = f"plait_{self.kind}_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
         code = f"int {name}({', '.join(args)}) {{\n{body}}}\n"
         return name, code, CFunction(name, tuple(params), 1, name, "int")
@@ -422,15 +444,16 @@ def _epilogue_step(y: Pattern) -> Pattern:
     the elements in order (the product then writes the view directly)."""
     y = y.single_use()
     return (is_op("relu")(y) | is_op("add")(y, wildcard()) | is_op("add")(wildcard(), y)
-            | is_op("max_pool2d")(y) | is_op(*VIEW_OPS)(y).where(_is_view))
+            | is_op("clip", "silu")(y) | is_op("max_pool2d")(y)
+            | is_op(*VIEW_OPS)(y).where(_is_view))
 
 
 def product_pattern(ops: Sequence[str] = OPS) -> Pattern:
     """The shape :class:`DispatchGemm` takes: a float32 product followed by any number
     of epilogue steps, ``conv2d|linear|matmul >> (relu(^) | add(^, _) | add(_, ^) |
-    max_pool2d(^) | <view>(^))*``.  Which of them one native call can do (a bias once,
-    before a residual, before the relu; pooling only after a convolution ...) is the
-    plan's business (:func:`_extend`)."""
+    clip(^) | silu(^) | max_pool2d(^) | <view>(^))*``.  Which of them one native call
+    can do (a bias once, before a residual, before the relu, before a clip or SiLU;
+    pooling only after a convolution ...) is the plan's business (:func:`_extend`)."""
     return is_op(*ops).has_dtype("float32").repeat(_epilogue_step)
 
 
@@ -449,6 +472,10 @@ def _extend(plan: _Plan, value: Call, src: Var) -> bool:
         return True
     if value.ty != src.ty:
         return False
+    if _is_op(value, "clip") or _is_op(value, "silu"):
+        return _extend_act(plan, value)
+    if plan.act:
+        return False          # the activation comes last (after bias, residual, relu)
     if _is_op(value, "relu"):
         if plan.relu:
             return False
@@ -464,6 +491,27 @@ def _extend(plan: _Plan, value: Call, src: Var) -> bool:
         plan.res = other
         return True
     return False
+
+
+def _extend_act(plan: _Plan, value: Call) -> bool:
+    """Fold a ``clip`` or ``silu`` into the plan's activation (the last step of the
+    native epilogue, ``plait_act_tile``); clips in a row narrow the interval."""
+    if plan.pool or plan.winograd:
+        return False          # neither epilogue has the activation
+    if _is_op(value, "silu"):
+        if plan.act:
+            return False
+        plan.act = ACT_SILU
+        return True
+    if plan.act not in (ACT_NONE, ACT_CLIP):
+        return False
+    lo, hi = value.attrs.get("min"), value.attrs.get("max")
+    new_lo = plan.act_lo if lo is None else max(plan.act_lo, float(lo))
+    new_hi = plan.act_hi if hi is None else min(plan.act_hi, float(hi))
+    if math.isnan(new_lo) or math.isnan(new_hi) or new_lo > new_hi:
+        return False          # disjoint clips: not one interval
+    plan.act, plan.act_lo, plan.act_hi = ACT_CLIP, new_lo, new_hi
+    return True
 
 
 def _chain_plan(m: Match, ops: Sequence[str], winograd: int) -> _Plan | None:
@@ -546,6 +594,26 @@ def functions_to_rewrite(mod: IRModule, skip: Any = None) -> list[tuple[str, Fun
             if not skip(f) and isinstance(f.body, SeqExpr)]
 
 
+_SILU_X = wildcard()
+_SILU_SIGMOID = is_op("sigmoid")(_SILU_X).single_use()
+
+
+def _silu(m: Match) -> Expr | None:
+    """``multiply(x, sigmoid(x))`` (either order) as ``silu(x)``: one step of a
+    product's epilogue (x is read twice, so the chain would stop at it)."""
+    xs = m.all(_SILU_X)
+    if len(xs) != 2 or xs[0] is not xs[1]:
+        return None
+    return make_call("silu", xs[0])
+
+
+_SILU_ROOT = (is_op("multiply")(_SILU_X, _SILU_SIGMOID)
+              | is_op("multiply")(_SILU_SIGMOID, _SILU_X)).has_dtype("float32")
+SILU_RULE = Rule("c.silu", _SILU_ROOT, _silu)
+"""EfficientNet's SiLU (``x * sigmoid(x)``, as exported) as the ``silu`` op, so that it
+fuses into the product before it."""
+
+
 def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
                   winograd: int | bool = 4) -> IRModule:
     """``mod`` with float32 conv2d/linear/matmul (and their epilogues) rewritten into
@@ -555,9 +623,12 @@ def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
     rule = gemm_rule(ops, _winograd_m(winograd), wrappers)
     funcs: dict[str, Function] = {}
     for name, f in functions_to_rewrite(mod, skip):
+        f = rewrite_function(f, [SILU_RULE], mod, name=name)
         nf = rewrite_function(f, [rule], mod, name=name)
-        if nf is not f:
+        if nf is not mod[name]:
             funcs[name] = nf
+    if not wrappers:    # no product: at most SiLUs renamed
+        return mod.with_functions(funcs) if funcs else mod
     return with_native_calls(mod, funcs, wrappers, "plait_gemm_calls")
 
 
@@ -582,7 +653,7 @@ def with_native_calls(mod: IRModule, funcs: dict[str, Function],
 
 @module_pass(name="c.DispatchGemm", phases=("optimization",))
 class DispatchGemm:
-    """Send float32 conv2d/linear/matmul, with bias, residual and relu epilogues, to
+    """Send float32 conv2d/linear/matmul, with bias, residual, relu and clip/SiLU epilogues, to
     plait_gemm.c (weights packed at compile time)."""
 
     def __init__(self, ops: Sequence[str] = OPS, *, winograd: int | bool = 4,

@@ -97,10 +97,13 @@ static int conv2d_impl(const plait_conv2d_desc* d, const float* x, const float* 
     p.bias = bias;
     p.res = res;
     p.relu = relu;
+    p.act = d->act;
+    p.act_lo = d->act_lo;
+    p.act_hi = d->act_hi;
     p.batch = d->N;
     p.c_bs = d->O * p.N;
     if (pool) {
-        if (d->OH % 2 || d->OW % 8 || p.K > PLAIT_KC || res) return 2;
+        if (d->OH % 2 || d->OW % 8 || p.K > PLAIT_KC || res || d->act) return 2;
         p.pool = 1;
         p.ldc = (d->OH / 2) * (d->OW / 2);
         p.c_bs = d->O * p.ldc;

@@ -11,7 +11,8 @@
  *    [ceil(N/NR)][K][NR]), a strided matrix, or the implicit im2col matrix of a
  *    convolution (packed straight from the zero-padded input image: no im2col buffer).
  *  - The epilogue, applied once per output element: + bias (per row or per column),
- *    + residual (a matrix shaped like C), then relu.
+ *    + residual (a matrix shaped like C), then relu, then an activation (clip, SiLU:
+ *    plait_act_tile, on each tile as it is stored).
  *
  * The register tile (plait_tile.h) is PLAIT_MR x PLAIT_NR (6 x 16).  Threads (the pool
  * of plait_threads.h) split the N dimension (and the batch) into blocks, and the M
@@ -289,6 +290,9 @@ PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p) {
                     if (p->relu && v < 0.0f) v = 0.0f;
                     p->c[bi * p->c_bs + i * p->ldc + j] = v;
                 }
+        if (p->act)
+            for (int64_t bi = 0; bi < p->batch; ++bi)
+                plait_act_tile(p->c + bi * p->c_bs, p->ldc, p->M, p->N, p);
         return 0;
     }
     plait_gemm_task task = {p, nc_block, mc_rows, 0, 0};

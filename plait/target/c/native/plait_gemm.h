@@ -29,6 +29,11 @@ typedef struct {
     int64_t CS;
 } plait_conv_geom;
 
+/* The activations of plait_gemm_problem.act */
+#define PLAIT_ACT_NONE 0
+#define PLAIT_ACT_CLIP 1
+#define PLAIT_ACT_SILU 2
+
 typedef struct {
     int64_t M, N, K;
     int a_kind;               /* PLAIT_A_* */
@@ -44,6 +49,10 @@ typedef struct {
     const float* bias;
     const float* res;         /* residual, res[i*ldc + j], or NULL */
     int relu;
+    /* act: then an activation (PLAIT_ACT_*, after the relu): clip to [act_lo, act_hi]
+     * (ReLU6 is [0, 6]; a bound may be infinite) or SiLU, x * sigmoid(x) */
+    int act;
+    float act_lo, act_hi;
     /* pool: then a 2x2, stride-2 max pooling (a convolution's B only; one K block): the
      * N dimension runs over patches of 2 rows x 8 columns of the OH x OW output, and C
      * holds the pooled OH/2 x OW/2 planes (ldc: their size) */
@@ -54,6 +63,10 @@ typedef struct {
 
 typedef struct {
     int64_t N, C, H, W, O, KH, KW, SH, SW, DH, DW, PT, PL, PB, PR, OH, OW;
+    /* the activation after the epilogue (plait_gemm_problem.act; not with pooling or
+     * Winograd); an initializer that stops at OW leaves none */
+    int act;
+    float act_lo, act_hi;
 } plait_conv2d_desc;
 
 /* C = epilogue(A @ B) as described by p; 0 on success, 1 out of memory. */

@@ -17,6 +17,7 @@
 #include <string.h>
 #include "plait_gemm.h"
 #include "plait_threads.h"
+#include "plait_exp_f32.h"
 
 #define PLAIT_MR 6
 #define PLAIT_NR 16
@@ -69,6 +70,33 @@ typedef int32_t plait_vi8 __attribute__((vector_size(32)));
 #else
 #define PLAIT_UNROLL4
 #endif
+
+/* ------------------------------------------------------------ activation */
+
+/* The activation of p (PLAIT_ACT_CLIP or _SILU) over an mr x nr tile of C just stored
+ * (still in the L1 cache): one more pass over 6 x 32 floats instead of a kernel of its
+ * own over the whole output.  Clip keeps NaN (like numpy's clip); SiLU is x / (1 +
+ * exp(-x)) with the generated kernels' exp. */
+static __attribute__((noinline)) void
+plait_act_tile(float* restrict c, int64_t ldc, int64_t mr, int64_t nr,
+               const plait_gemm_problem* p) {
+    const float lo = p->act_lo, hi = p->act_hi;
+    for (int64_t i = 0; i < mr; ++i) {
+        float* restrict row = c + i * ldc;
+        if (p->act == PLAIT_ACT_CLIP) {
+            for (int64_t j = 0; j < nr; ++j) {
+                float v = row[j];
+                v = v < lo ? lo : v;
+                row[j] = v > hi ? hi : v;
+            }
+        } else {
+            for (int64_t j = 0; j < nr; ++j) {
+                float v = row[j];
+                row[j] = v / (1.0f + plait_exp_f32(-v));
+            }
+        }
+    }
+}
 
 /* ------------------------------------------------------------- micro-kernel */
 
@@ -416,6 +444,7 @@ micro_kernel_wide(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_k
         else PLAIT_Z(2, 1);
     }
 #undef PLAIT_Z
+    if (last && p->act && !p->pool) plait_act_tile(c, ldc, mr, nr, p);
 }
 #else
 #define PLAIT_TILE_N 16
@@ -428,6 +457,7 @@ micro_kernel_wide(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_k
                   int64_t i0, int64_t j0, const float* res) {
     (void)b_ps;
     micro_kernel(kc, a, a_rs, a_ks, b, c, ldc, mr, nr, first, last, p, i0, j0, res);
+    if (last && p->act && !p->pool) plait_act_tile(c, ldc, mr, nr, p);
 }
 #endif
 

@@ -259,6 +259,7 @@ PLAIT_ISA_HIDDEN int
 PLAIT_ISA_FN(plait_conv2d_winograd)(const plait_conv2d_desc* d, const float* x,
                                     const float* u, const float* bias, const float* res,
                                     int relu, float* out) {
+    if (d->act) return 2;   /* no activation epilogue here (the planner never asks) */
     plait_wino w;
     w.d = d;
     w.TH = (d->OH + 1) / 2;
@@ -494,6 +495,7 @@ PLAIT_ISA_HIDDEN int
 PLAIT_ISA_FN(plait_conv2d_winograd4)(const plait_conv2d_desc* d, const float* x,
                                      const float* u, const float* bias, const float* res,
                                      int relu, float* out) {
+    if (d->act) return 2;   /* no activation epilogue here (the planner never asks) */
     plait_wino w;
     w.d = d;
     w.TH = (d->OH + 3) / 4;
