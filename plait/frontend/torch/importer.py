@@ -404,8 +404,8 @@ class ProgramImporter:
             op = op_name(src.target)
             raise TorchImportError(
                 f"cannot import the exported program: {describe(node.name, 'getitem')}: "
-                f"result {index} of {describe(src.name, op, self.source_of(src))} is used, and "
-                "plait does not compute it")
+                f"result {index} of {describe(src.name, op, self.source_of(src))} is used; "
+                "computing it is not supported (e.g. the indices of max_pool2d_with_indices)")
         return item
 
     def _outputs(self, values: list[Any]) -> tuple[list[Expr], list[Any]]:

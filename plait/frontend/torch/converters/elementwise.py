@@ -31,7 +31,8 @@ def _unary(name: str, op: str):  # noqa: ANN202
         out = ctx.out_dtype()
         x = ctx.x(0)
         if name in _INT_KEEPING and not is_float(ctx.dtype(x)):
-            if ctx.dtype(x) == "bool" and name in ("abs", "relu", "floor", "ceil", "trunc"):
+            if ctx.dtype(x) == "bool" and name in ("abs", "relu", "floor", "ceil", "trunc",
+                                                   "sign", "sgn"):
                 return x
             if name in ("floor", "ceil", "trunc"):
                 return ctx.cast(x, out)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ....ir.expr import Expr
 from ..context import NodeContext, normalize_dim
 from ..registry import converter
@@ -80,7 +82,13 @@ def index_select(ctx: NodeContext) -> Expr:
 
 @converter("aten.gather.default")
 def gather(ctx: NodeContext) -> Expr:
-    """gather_elements along dim"""
+    """gather_elements along dim (empty and 0-d cases directly)"""
     x = ctx.x(0)
-    dim = normalize_dim(ctx.int_arg("dim"), max(ctx.rank(x), 1))
-    return ctx.call("gather_elements", x, ctx.cast(ctx.x("index"), "int64"), axis=dim)
+    idx = ctx.cast(ctx.x("index"), "int64")
+    shape = ctx.out_shape()
+    if any(d == 0 for d in shape):  # an empty index: an empty result
+        return ctx.atom(np.zeros(tuple(shape), dtype=ctx.out_dtype()))  # type: ignore[arg-type]
+    if ctx.rank(x) == 0:  # a 0-d input: every index is 0
+        return ctx.call("broadcast_to", x, shape=tuple(shape))  # type: ignore[arg-type]
+    dim = normalize_dim(ctx.int_arg("dim"), ctx.rank(x))
+    return ctx.call("gather_elements", x, idx, axis=dim)

@@ -16,6 +16,13 @@ def _affine(ctx: NodeContext, key: str, shape: tuple[int, ...], fill: float, dty
     return ctx.atom(np.full(shape, fill, dtype=dtype))
 
 
+def _eps(ctx: NodeContext) -> float:
+    eps = float(ctx.arg("eps"))
+    if eps < 0:
+        ctx.unsupported(f"a negative eps ({eps})")
+    return eps
+
+
 @converter("aten._native_batch_norm_legit_no_training.default")
 def batch_norm_inference(ctx: NodeContext) -> list:
     """batch_norm with the running statistics (inference); the saved mean and rstd
@@ -26,7 +33,7 @@ def batch_norm_inference(ctx: NodeContext) -> list:
     gamma = _affine(ctx, "weight", (c,), 1.0, dt)
     beta = _affine(ctx, "bias", (c,), 0.0, dt)
     y = ctx.call("batch_norm", x, gamma, beta, ctx.x("running_mean"), ctx.x("running_var"),
-                 axis=1, epsilon=float(ctx.arg("eps")))
+                 axis=1, epsilon=_eps(ctx))
     return [y, None, None]
 
 
@@ -40,7 +47,7 @@ def layer_norm(ctx: NodeContext) -> list:
     k = len(shape)
     gamma = _affine(ctx, "weight", shape, 1.0, dt)
     beta = _affine(ctx, "bias", shape, 0.0, dt)
-    eps = float(ctx.arg("eps"))
+    eps = _eps(ctx)
     axes = tuple(range(-k, 0))
     y = ctx.call("layer_norm", x, gamma, beta, axes=axes, epsilon=eps)
     users = {u.args[1] for u in ctx.node.users if u.op == "call_function" and u.args}
@@ -61,15 +68,17 @@ def group_norm(ctx: NodeContext) -> list:
     gamma = _affine(ctx, "weight", (c,), 1.0, dt)
     beta = _affine(ctx, "bias", (c,), 0.0, dt)
     y = ctx.call("group_norm", x, gamma, beta, num_groups=ctx.int_arg("group"),
-                 channel_axis=1, epsilon=float(ctx.arg("eps")))
+                 channel_axis=1, epsilon=_eps(ctx))
     return [y, None, None]
 
 
 @converter(["aten._softmax.default", "aten._log_softmax.default"])
 def softmax(ctx: NodeContext) -> Expr:
-    """softmax / log_softmax along dim"""
+    """softmax / log_softmax along dim (1 / 0 for a 0-d tensor)"""
     x = ctx.cast(ctx.x(0), ctx.out_dtype())
     op = "softmax" if ctx.op == "aten._softmax.default" else "log_softmax"
+    if ctx.rank(x) == 0:  # one element: probability 1
+        return ctx.call("ones_like" if op == "softmax" else "zeros_like", x)
     return ctx.call(op, x, axis=ctx.int_arg("dim"))
 
 
@@ -105,24 +114,46 @@ def max_pool2d(ctx: NodeContext) -> list:
 
 @converter(["aten.avg_pool2d.default", "aten.avg_pool1d.default"])
 def avg_pool(ctx: NodeContext) -> Expr:
-    """avg_pool1d / avg_pool2d (divisor_override is not supported)"""
+    """avg_pool1d / avg_pool2d (integers averaged in float64 and truncated, like torch;
+    divisor_override as the window sum over the divisor, without ceil_mode)"""
     n = 2 if ctx.op == "aten.avg_pool2d.default" else 1
-    if n == 2 and ctx.arg("divisor_override", None) is not None:
-        ctx.unsupported("divisor_override")
+    divisor = ctx.arg("divisor_override", None) if n == 2 else None
+    if divisor is not None and ctx.arg("ceil_mode", False):
+        ctx.unsupported("divisor_override with ceil_mode")
     x, unbatched = _batched(ctx, ctx.x("self"), n)
     k, s, p = _pool_args(ctx, n)
-    y = ctx.call(f"avg_pool{n}d", x, pool_size=k, strides=s, padding=p,
+    dtype = ctx.dtype(x)
+    y = ctx.call(f"avg_pool{n}d", _float(ctx, x), pool_size=k, strides=s, padding=p,
                  ceil_mode=bool(ctx.arg("ceil_mode", False)),
-                 count_include_pad=bool(ctx.arg("count_include_pad", True)))
+                 count_include_pad=divisor is not None or bool(ctx.arg("count_include_pad", True)))
+    if divisor is not None:  # the window sums over the given divisor
+        area = 1
+        for w in k:
+            area *= w
+        y = ctx.call("multiply", y, ctx.scalar(area / int(divisor), ctx.dtype(y)))
     if unbatched:
         y = ctx.call("squeeze", y, axis=(0,))
-    return y
+    return _back(ctx, y, dtype)
+
+
+def _float(ctx: NodeContext, x: Expr) -> Expr:
+    """An integer tensor as float64 for an averaging op (exact for |x| < 2**53)."""
+    return x if ctx.dtype(x).startswith("float") else ctx.cast(x, "float64")
+
+
+def _back(ctx: NodeContext, y: Expr, dtype: str) -> Expr:
+    """An average computed in float64 back to integer ``dtype``, truncated like torch."""
+    if dtype.startswith("float"):
+        return y
+    return ctx.cast(ctx.call("trunc", y), dtype)
 
 
 @converter("aten._adaptive_avg_pool2d.default")
 def adaptive_avg_pool2d(ctx: NodeContext) -> Expr:
     """adaptive_avg_pool2d (global_avg_pool2d for output size 1)"""
     x, unbatched = _batched(ctx, ctx.x("self"), 2)
+    dtype = ctx.dtype(x)
+    x = _float(ctx, x)
     size = ctx.ints("output_size")
     size = size * 2 if len(size) == 1 else size
     if tuple(size) == (1, 1):
@@ -131,7 +162,7 @@ def adaptive_avg_pool2d(ctx: NodeContext) -> Expr:
         y = ctx.call("adaptive_avg_pool2d", x, output_size=tuple(size))
     if unbatched:
         y = ctx.call("squeeze", y, axis=(0,))
-    return y
+    return _back(ctx, y, dtype)
 
 
 @converter("aten.embedding.default")
