@@ -15,7 +15,7 @@ IRModule of their own, without the attribute, so any ordinary pass runs on them 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ..ir.expr import BaseFunc
@@ -55,6 +55,19 @@ def enabled_codegens(pass_: Pass, ctx: PassContext) -> frozenset[str]:
         if name in names or "*" in names:
             out.add(codegen)
     return frozenset(out)
+
+
+def skips_external(pass_: Pass, ctx: PassContext) -> Callable[[BaseFunc], bool]:
+    """The predicate a module pass gives its function walk: true for a function that
+    belongs to an external codegen (``compiler=``) that ``pass_`` is not enabled for
+    under ``ctx`` (:func:`enabled_codegens`)."""
+    enabled = enabled_codegens(pass_, ctx)
+
+    def skip(f: BaseFunc) -> bool:
+        compiler = f.attrs.get(COMPILER_ATTR)
+        return bool(compiler) and compiler not in enabled
+
+    return skip
 
 
 def external_codegens(mod: IRModule) -> list[str]:

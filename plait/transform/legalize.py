@@ -190,14 +190,11 @@ class LegalizeOps:
     """Lower every remaining op for the module's target (optimization -> lowering)."""
 
     def transform_module(self, mod, ctx):  # type: ignore[no-untyped-def]
-        from .external import enabled_codegens
+        from .external import skips_external
 
         target = mod.target
         if isinstance(target, str):
             from ..target import Target
 
             target = Target(target)
-        enabled = enabled_codegens(self, ctx)
-        return legalize_module(
-            mod, target, lambda f: bool(f.compiler) and f.compiler not in enabled
-        )
+        return legalize_module(mod, target, skips_external(self, ctx))

@@ -150,9 +150,7 @@ class DispatchLibrary:
         self.ops = tuple(ops)
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
-        from plait.transform.external import enabled_codegens
+        from plait.transform.external import skips_external
 
-        enabled = enabled_codegens(self, ctx)  # type: ignore[arg-type]
         rewrites = {op: _library_rewrite_for(op) for op in self.ops}
-        return rewrite_ops(mod, rewrites, skip=lambda f: bool(f.attrs.get("compiler"))
-                           and f.attrs.get("compiler") not in enabled)
+        return rewrite_ops(mod, rewrites, skip=skips_external(self, ctx))  # type: ignore[arg-type]

@@ -667,9 +667,7 @@ class DispatchGemm:
         self.ops = tuple(ops)
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
-        from plait.transform.external import enabled_codegens
+        from plait.transform.external import skips_external
 
-        enabled = enabled_codegens(self, ctx)  # type: ignore[arg-type]
-        return dispatch_gemm(mod, skip=lambda f: bool(f.attrs.get("compiler"))
-                             and f.attrs.get("compiler") not in enabled, ops=self.ops,
-                             winograd=self.winograd)
+        return dispatch_gemm(mod, skip=skips_external(self, ctx),  # type: ignore[arg-type]
+                             ops=self.ops, winograd=self.winograd)

@@ -91,11 +91,9 @@ class DispatchPool:
         super().__init__(codegens=codegens)  # type: ignore[call-arg]
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
-        from plait.transform.external import enabled_codegens
+        from plait.transform.external import skips_external
 
-        enabled = enabled_codegens(self, ctx)  # type: ignore[arg-type]
-        return dispatch_pool(mod, skip=lambda f: bool(f.attrs.get("compiler"))
-                             and f.attrs.get("compiler") not in enabled)
+        return dispatch_pool(mod, skip=skips_external(self, ctx))  # type: ignore[arg-type]
 
 
 __all__ = ["POOL", "DispatchPool", "dispatch_pool", "pool_rule"]
