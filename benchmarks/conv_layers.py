@@ -1,0 +1,249 @@
+"""Every convolution of a real model, alone, on plait-c against onnxruntime.
+
+    python benchmarks/conv_layers.py --models resnet18
+    python benchmarks/conv_layers.py --models resnet50,mobilenetv2 --threads 1 --runs 50
+
+The convolutions of each model in the real suite (benchmarks/real_models.py, exported
+once per machine into the cache) are taken from its ONNX graph after shape inference and
+deduplicated by (input shape, weight shape, strides, pads, dilations, group).  Each
+distinct layer becomes a one-node model (the layer's own weights, bias when it has one),
+timed on plait's ``c`` target and on onnxruntime, each backend in a child process of
+its own that does not import torch, with the same thread count.  Both backends' outputs
+are compared (rtol 1e-3, atol 1e-3 of the output's largest magnitude) before any figure
+is printed; a layer that disagrees is reported as such, with no figure.
+
+Prints per layer: how often the model uses it, its multiply-accumulates, the median
+milliseconds of each backend, their ratio, what plait ran it with (the callee of the
+call instruction), and the time the layer loses against onnxruntime over the whole
+model (``(plait - ort) x count``), sorted by that loss: the top rows are where a
+convolution kernel change pays.  The machine's load shows in the milliseconds; compare
+figures from one run only and name the CPU beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+CONV_MODELS = ("resnet18", "resnet50", "mobilenetv2", "efficientnet-b0", "convnext")
+
+
+def _attr(node, name, default):
+    from onnx import helper
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+def extract_layers(onnx_path: Path) -> list[dict]:
+    """The distinct Conv layers of a model: shapes, attributes, count, weights.
+
+    The sizes come from running the model once on onnxruntime with every convolution's
+    input as an extra output (the exports compute their paddings at run time, which
+    shape inference cannot follow).  A zero ``Pad`` of the spatial axes right before a
+    convolution is folded into its ``pads``, as plait's c.FoldPadIntoConv does."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    model = onnx.load(str(onnx_path))
+    inits = {t.name: t for t in model.graph.initializer}
+    producer = {o: n for n in model.graph.node for o in n.output}
+    convs = [n for n in model.graph.node
+             if n.op_type == "Conv" and n.input[1] in inits]
+    pads_of = {}
+    for n in convs:
+        pad = producer.get(n.input[0])
+        if pad is not None and pad.op_type == "Pad" and _attr(pad, "mode", b"constant") in (
+                b"constant", "constant") and (len(pad.input) < 3 or not pad.input[2]):
+            pads_of[n.name] = pad
+    wanted = {n.input[0] for n in convs}
+    wanted |= {p.input[0] for p in pads_of.values()} | {p.input[1] for p in pads_of.values()}
+    have = {o.name for o in model.graph.output}
+    for name in sorted(wanted - have - set(inits)):
+        model.graph.output.append(onnx.ValueInfoProto(name=name))
+    feeds = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        dims = [d.dim_value if d.dim_value > 0 else 1 for d in vi.type.tensor_type.shape.dim]
+        elem = vi.type.tensor_type.elem_type
+        feeds[vi.name] = (np.zeros(dims, np.int64) if elem == onnx.TensorProto.INT64
+                          else np.random.default_rng(0).standard_normal(dims)
+                          .astype(np.float32))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    values = dict(zip(names, sess.run(None, feeds)))
+    layers: dict[tuple, dict] = {}
+    for node in convs:
+        w = numpy_helper.to_array(inits[node.input[1]])
+        k = w.shape[2:]
+        xs = tuple(values[node.input[0]].shape)
+        pads = list(_attr(node, "pads", [0] * 2 * len(k)))
+        pad = pads_of.get(node.name)
+        if pad is not None:
+            amounts = [int(v) for v in values[pad.input[1]]]
+            r = len(amounts) // 2
+            if r == 2 + len(k) and not any(amounts[:2] + amounts[r:r + 2]):
+                xs = tuple(values[pad.input[0]].shape)
+                pads = [p + a for p, a in zip(pads, amounts[2:r] + amounts[r + 2:])]
+        attrs = {"strides": list(_attr(node, "strides", [1] * len(k))), "pads": pads,
+                 "dilations": list(_attr(node, "dilations", [1] * len(k))),
+                 "group": int(_attr(node, "group", 1))}
+        key = (xs, w.shape, json.dumps(attrs, sort_keys=True))
+        if key in layers:
+            layers[key]["count"] += 1
+            continue
+        b = (numpy_helper.to_array(inits[node.input[2]])
+             if len(node.input) > 2 and node.input[2] in inits else None)
+        layers[key] = {"x": list(xs), "w": w.astype(np.float32),
+                       "b": None if b is None else b.astype(np.float32),
+                       "attrs": attrs, "count": 1}
+    return list(layers.values())
+
+
+def layer_model(layer: dict) -> bytes:
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    w, b, attrs = layer["w"], layer["b"], layer["attrs"]
+    inputs = ["x", "w"] + (["b"] if b is not None else [])
+    inits = [numpy_helper.from_array(w, "w")]
+    if b is not None:
+        inits.append(numpy_helper.from_array(np.asarray(b, np.float32), "b"))
+    node = helper.make_node("Conv", inputs, ["y"], **attrs)
+    graph = helper.make_graph(
+        [node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, layer["x"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def _median_ms(fn, x, runs: int) -> float:
+    for _ in range(5):
+        fn(x)
+    ts = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn(x)
+        ts.append(time.perf_counter() - t)
+    ts.sort()
+    return ts[len(ts) // 2] * 1e3
+
+
+def worker(backend: str, files: list[str], threads: int, runs: int, out: str) -> None:
+    """Time every layer file on one backend; write outputs (.npy) and a JSON of figures."""
+    import numpy as np
+    results = []
+    for i, f in enumerate(files):
+        data = Path(f).read_bytes()
+        import onnx
+        shape = [d.dim_value for d in onnx.load_from_string(data).graph.input[0]
+                 .type.tensor_type.shape.dim]
+        x = np.random.default_rng(i).standard_normal(shape).astype(np.float32)
+        if backend == "onnxruntime":
+            import onnxruntime as ort
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = threads
+            sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+            fn = lambda v, s=sess: s.run(None, {"x": v})[0]  # noqa: E731
+            how = "onnxruntime"
+        else:
+            import plait
+            from plait.frontend import from_onnx
+            from plait.runtime import VirtualMachine
+            exe = plait.build(from_onnx(data), "c")
+            how = ",".join(sorted({i.func.rsplit("_", 1)[0] if i.func.startswith("plait_")
+                                   else i.func for fn_ in exe.functions.values()
+                                   for i in fn_.instructions if hasattr(i, "func")}))
+            main = VirtualMachine(exe)["main"]
+            fn = lambda v, f=main: np.asarray(f(v))  # noqa: E731
+        np.save(f"{out}.{i}.npy", np.asarray(fn(x)))
+        results.append({"ms": _median_ms(fn, x, runs), "how": how})
+    Path(out + ".json").write_text(json.dumps(results))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="resnet18", help=f"comma-separated, of {CONV_MODELS}")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    args, rest = p.parse_known_args(argv)
+    if args.worker:
+        worker(args.worker[0], rest, args.threads, args.runs, args.worker[1])
+        return 0
+    import numpy as np
+    from real_models import export_cached
+    names = args.models.split(",")
+    bad = [n for n in names if n not in CONV_MODELS]
+    if bad:
+        print(f"unknown model {', '.join(bad)}; choose from {', '.join(CONV_MODELS)}",
+              file=sys.stderr)
+        return 2
+    paths = export_cached(names)
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    from layout import cpu_name
+    print(f"CPU: {cpu_name()}; {args.threads} threads; median of {args.runs} calls")
+    status = 0
+    for name in names:
+        layers = extract_layers(paths[name])
+        with tempfile.TemporaryDirectory() as tmp:
+            files = []
+            for i, layer in enumerate(layers):
+                f = Path(tmp) / f"layer{i}.onnx"
+                f.write_bytes(layer_model(layer))
+                files.append(str(f))
+            figs = {}
+            for backend in ("plait-c", "onnxruntime"):
+                out = str(Path(tmp) / backend)
+                subprocess.run([sys.executable, __file__, "--worker", backend, out,
+                                "--threads", str(args.threads), "--runs", str(args.runs),
+                                *files], check=True, env=env)
+                figs[backend] = json.loads(Path(out + ".json").read_text())
+            rows = []
+            for i, layer in enumerate(layers):
+                a = np.load(str(Path(tmp) / f"plait-c.{i}.npy"))
+                b = np.load(str(Path(tmp) / f"onnxruntime.{i}.npy"))
+                w, at = layer["w"].shape, layer["attrs"]
+                desc = (f"{layer['x'][1]}->{w[0]} k{w[2]}x{w[3]} s{at['strides'][0]} "
+                        f"g{at['group']} @{layer['x'][2]}x{layer['x'][3]}")
+                macs = int(np.prod(b.shape)) * int(np.prod(w[1:]))
+                ok = np.allclose(a, b, rtol=1e-3, atol=1e-3 * float(np.abs(b).max() or 1))
+                pm, om = figs["plait-c"][i]["ms"], figs["onnxruntime"][i]["ms"]
+                rows.append((desc, layer["count"], macs, pm, om, ok,
+                             figs["plait-c"][i]["how"]))
+        rows.sort(key=lambda r: -(r[3] - r[4]) * r[1])
+        print(f"\n## {name}\n")
+        print("| layer | count | MMAC | plait ms | ort ms | ratio | loss ms | plait ran |")
+        print("|---|---|---|---|---|---|---|---|")
+        tot = [0.0, 0.0]
+        for desc, n, macs, pm, om, ok, how in rows:
+            if not ok:
+                status = 1
+                print(f"| {desc} | {n} | {macs / 1e6:.1f} | outputs disagree | | | | {how} |")
+                continue
+            tot[0] += pm * n
+            tot[1] += om * n
+            print(f"| {desc} | {n} | {macs / 1e6:.1f} | {pm:.3f} | {om:.3f} | {pm / om:.2f} "
+                  f"| {(pm - om) * n:.2f} | {how} |")
+        print(f"| **all convolutions** | | | {tot[0]:.2f} | {tot[1]:.2f} | "
+              f"{tot[0] / max(tot[1], 1e-9):.2f} | {tot[0] - tot[1]:.2f} | |")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
