@@ -251,6 +251,119 @@ def test_causal_mask_before_the_scale_and_a_fully_masked_row() -> None:
     np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL)   # NaN where ref is NaN
 
 
+def _guarded(mask: np.ndarray | None, *, torch_style: bool = True):  # type: ignore[no-untyped-def]
+    """PyTorch's scaled_dot_product_attention after its decomposition: bmm over
+    (heads, rows, d), the scores viewed as (1, heads, rows, keys), the mask added, the
+    softmax guarded against fully masked rows (``where(not(any(s != -inf)), 0,
+    softmax(s))``, the any as a max over a cast to uint8), the probabilities viewed back
+    as (heads, rows, keys) for the second bmm.  ``torch_style=False`` writes the guard
+    with not_equal and a zero constant, the mask before the view."""
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        h, s, _ = p[0].ty.shape
+        kt = _call(bb, "permute_dims", p[1], axes=(0, 2, 1))
+        scores = _call(bb, "matmul", _call(bb, "multiply", p[0], _scalar(1.0)), kt)
+        scores = _call(bb, "multiply", scores, _scalar(0.25))
+        if mask is not None and not torch_style:
+            scores = _call(bb, "add", scores, const(mask))
+        scores = _call(bb, "reshape", scores, shape=(1, h, s, s))
+        if mask is not None and torch_style:
+            scores = _call(bb, "add", scores, const(mask))
+        probs = _call(bb, "softmax", scores, axis=-1)
+        if torch_style:
+            ne = _call(bb, "logical_not", _call(bb, "equal", scores,
+                                                const(np.float32(-np.inf))))
+            anyv = _call(bb, "cast", _call(bb, "max", _call(bb, "cast", ne, dtype="uint8"),
+                                           axis=(3,), keepdims=True), dtype="bool")
+            fill = _call(bb, "full_like", probs, fill_value=0, dtype="float32")
+        else:
+            ne = _call(bb, "not_equal", scores, const(np.float32(-np.inf)))
+            anyv = _call(bb, "cast", _call(bb, "max", _call(bb, "cast", ne, dtype="int32"),
+                                           axis=-1, keepdims=True), dtype="bool")
+            fill = const(np.float32(0))
+        probs = _call(bb, "where", _call(bb, "logical_not", anyv), fill, probs)
+        probs = _call(bb, "reshape", probs, shape=(h, s, s))
+        return _call(bb, "matmul", probs, p[2])
+
+    return body
+
+
+@pytest.mark.parametrize("torch_style", [True, False])
+def test_guarded_softmax_of_torch_sdpa_zeroes_fully_masked_rows(torch_style: bool) -> None:
+    """The guard of torch's scaled_dot_product_attention decomposition (and the batch
+    views around its bmm) is taken into the fused call: a fully masked row gives zeros
+    (not NaN), every other row the softmax, as the guarded graph on numpy does."""
+    h, s, d = 3, 13, 8
+    q, k, v = _rand(h, s, d), _rand(h, s, d), _rand(h, s, d)
+    mask = np.triu(np.full((s, s), -np.inf, np.float32), 1)
+    mask[4] = -np.inf
+    mask = mask if torch_style else mask[None].repeat(h, 0)
+    mod = _build_graph({"q": q.shape, "k": k.shape, "v": v.shape},
+                       _guarded(mask, torch_style=torch_style))
+    externs, ops = _dispatched(mod)
+    assert len(externs) == 1 and ops == [], ops
+    got = _run(mod, q, k, v)
+    s64 = 0.25 * (q.astype(np.float64) @ np.swapaxes(k, -1, -2)) + mask.reshape(-1, s, s)
+    with np.errstate(invalid="ignore"):
+        ref = np.nan_to_num(_softmax(s64), nan=0.0) @ v
+    assert (got[:, 4] == 0).all()
+    np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(got, _run(mod, q, k, v, target="numpy"), rtol=RTOL, atol=ATOL)
+
+
+def test_guard_on_other_scores_is_not_taken() -> None:
+    """A where whose condition tests something other than the softmax's own scores (or
+    whose fill is not zero) is no masked-row guard: the graph is left to the unfused
+    path and stays correct."""
+    h, s, d = 2, 9, 4
+    q, k, v = _rand(h, s, d), _rand(h, s, d), _rand(h, s, d)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        kt = _call(bb, "permute_dims", p[1], axes=(0, 2, 1))
+        scores = _call(bb, "matmul", p[0], kt)
+        other = _call(bb, "multiply", scores, _scalar(2.0))
+        probs = _call(bb, "softmax", scores, axis=-1)
+        ne = _call(bb, "not_equal", other, const(np.float32(-np.inf)))
+        anyv = _call(bb, "cast", _call(bb, "max", _call(bb, "cast", ne, dtype="uint8"),
+                                       axis=-1, keepdims=True), dtype="bool")
+        probs = _call(bb, "where", _call(bb, "logical_not", anyv), const(np.float32(1)),
+                      probs)
+        return _call(bb, "matmul", probs, p[2])
+
+    mod = _build_graph({"q": q.shape, "k": k.shape, "v": v.shape}, body)
+    externs, _ = _dispatched(mod)
+    assert externs == []
+    np.testing.assert_allclose(_run(mod, q, k, v), _ref_attention(q, k, v, 1.0),
+                               rtol=RTOL, atol=ATOL)
+
+
+def test_torch_scaled_dot_product_attention_is_fused() -> None:
+    """F.scaled_dot_product_attention through torch.export and from_exported_program
+    becomes one plait_attention call on c, and matches eager PyTorch (rtol/atol 2e-5),
+    with a boolean mask that masks one query row entirely (PyTorch gives zeros there)."""
+    torch = pytest.importorskip("torch")
+    from plait.frontend import from_exported_program
+
+    class Sdpa(torch.nn.Module):
+        def forward(self, q, k, v, m):  # type: ignore[no-untyped-def]
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m)
+
+    h, s, d = 2, 11, 16
+    q, k, v = (torch.from_numpy(_rand(1, h, s, d)) for _ in range(3))
+    m = torch.ones(s, s, dtype=torch.bool).tril()
+    m[3] = False
+    ref = Sdpa()(q, k, v, m).numpy()
+    mod = from_exported_program(torch.export.export(Sdpa(), (q, k, v, m)))
+    exe = plait.build(mod, "c")
+    funcs = [i.func for fn in exe.functions.values() for i in fn.instructions
+             if hasattr(i, "func")]
+    assert any(f.startswith("plait_attention") for f in funcs), funcs
+    got = VirtualMachine(exe)["main"](q.numpy(), k.numpy(), v.numpy(), m.numpy())
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    assert (np.asarray(got)[0, :, 3] == 0).all()
+    np.testing.assert_allclose(np.asarray(got), ref, rtol=RTOL, atol=ATOL)
+
+
 def test_target_attribute_turns_it_off() -> None:
     assert "c.DispatchAttention" in plait.default_pipeline("c").names()
     assert "c.DispatchAttention" not in plait.default_pipeline(

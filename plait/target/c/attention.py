@@ -7,11 +7,14 @@ stage) finds, in each dataflow block,
     s = multiply(s, c)            # optional, any number: c a float32 scalar constant
     s = add(s, m)                 # optional, once: a float32 mask broadcasting to s
     p = softmax(s, axis=-1)
+    p = where(not(any(s != -inf, axis=-1, keepdims)), 0, p)   # optional: the guard
     o = matmul(p, v)              # v: (..., SK, DV)
     y = permute_dims(o, axes)     # optional, when it keeps the last axis last
 
-with ``s`` and ``p`` (and ``o`` when permuted) used nowhere else — the pattern
-:data:`ATTENTION` — and rewrites the last binding into a call of ``plait_attention``
+with ``s`` and ``p`` (and ``o`` when permuted) used nowhere else (but by the guard) —
+the pattern :data:`ATTENTION` — where reshapes that only regroup the batch axes may sit
+between the steps (torch's ``bmm`` works on (batch * heads, rows, d) and views the scores
+as (batch, heads, rows, keys)), and rewrites the last binding into a call of ``plait_attention``
 (``plait_attention.c``): per batch and head, 6 query rows at a time, the scores are
 computed on the micro-kernel's register tile into a block that stays in the L1 cache,
 the softmax is applied there and the probabilities are multiplied by V straight into
@@ -25,6 +28,11 @@ output, so the split, reshape and transpose copies disappear.  Batch dimensions
 broadcast (a K shared by all heads is a stride of 0).  The stride arithmetic is numpy's
 own: the view ops are replayed on a zero-copy strided stand-in array, so a reshape that
 would need a copy is recognized exactly as numpy recognizes it.
+
+The guard is what PyTorch's ``scaled_dot_product_attention`` decomposes into
+(``_safe_softmax``: the ``any`` written as a max over a cast to uint8): a query row whose
+scores are all -inf gives zeros instead of the softmax's NaN.  The fused call does the
+same (``zero_masked_rows``); without the guard such a row gives NaN, as numpy's softmax.
 
 The mask (a BERT-style padding mask of shape (batch, 1, 1, keys), a causal mask of
 (queries, keys) with -inf above the diagonal, a relative-position bias) is read as a
@@ -242,7 +250,8 @@ ATTENTION_FIELDS = ("B", "H", "SQ", "SK", "D", "DV",
                     "k_off", "k_sb", "k_sh", "k_ss", "k_sd",
                     "v_off", "v_sb", "v_sh", "v_ss", "v_sd",
                     "o_sb", "o_sh", "o_ss", "scale",
-                    "m_off", "m_sb", "m_sh", "m_si", "m_sj", "mask_scale")
+                    "m_off", "m_sb", "m_sh", "m_si", "m_sj", "mask_scale",
+                    "zero_masked_rows")
 """The fields of ``plait_attention_desc``, in order."""
 
 
@@ -294,14 +303,99 @@ def _output_permutation_ok(call: Call) -> bool:
     return bool(order) and order[-1] == rank - 1 and _static_shape(call) is not None
 
 
-SCORES = is_op("matmul").repeat(_scale_step).optional(_mask_step).repeat(_scale_step)
-"""``Q @ K^T``, scaled any number of times, plus at most one mask, scaled again."""
+def _batch_reshape_ok(call: Call) -> bool:
+    """A reshape that keeps the last two axes and regroups only the batch axes (the
+    (heads, rows, keys) <-> (1, heads, rows, keys) views around torch's ``bmm``)."""
+    src, dst = _static_shape(call.args[0]), _static_shape(call)
+    return (src is not None and dst is not None and len(src) >= 2 and len(dst) >= 2
+            and src[-2:] == dst[-2:]
+            and int(np.prod(src[:-2], dtype=np.int64)) == int(np.prod(dst[:-2], dtype=np.int64)))
+
+
+def _batch_reshape_step(y: Pattern) -> Pattern:
+    return is_op("reshape")(y.single_use()).where(_batch_reshape_ok)
+
+
+def _scores_step(y: Pattern) -> Pattern:
+    return _scale_step(y) | _batch_reshape_step(y)
+
+
+SCORES = is_op("matmul").repeat(_scores_step).optional(_mask_step).repeat(_scores_step)
+"""``Q @ K^T``, scaled any number of times, plus at most one mask, scaled again; views
+that regroup the batch axes may come anywhere between."""
+
+GUARDED_SOFTMAX = is_op("where")(wildcard(), wildcard(),
+                                 is_op("softmax")(SCORES).where(_softmax_ok))
+"""``where(row_is_all_masked, 0, softmax(scores))``: the guard PyTorch's
+scaled_dot_product_attention decomposition puts around the softmax, so a query row whose
+every score is -inf gives zeros instead of NaN (checked by :func:`_masked_row_guard`)."""
 
 ATTENTION = is_op("matmul")(
-    is_op("softmax")(SCORES.single_use()).where(_softmax_ok).single_use(), wildcard(),
+    (is_op("softmax")(SCORES.single_use()).where(_softmax_ok) | GUARDED_SOFTMAX)
+    .single_use().optional(_batch_reshape_step),
+    wildcard(),
 ).optional(lambda o: is_op("permute_dims")(o.single_use()).where(_output_permutation_ok))
-"""The shape :class:`DispatchAttention` takes: ``softmax(scores, axis=-1) @ V``,
-optionally permuted with the last axis kept last."""
+"""The shape :class:`DispatchAttention` takes: ``softmax(scores, axis=-1) @ V`` (the
+softmax optionally guarded against fully masked rows, the probabilities' batch axes
+optionally regrouped), optionally permuted with the last axis kept last."""
+
+
+def _unwrap(e: Expr, m: Match, *names: str) -> Call | None:
+    """The call bound to ``e`` when it is one of ``names`` (casts to bool or an integer
+    type looked through first), else None."""
+    while True:
+        v = m.definition(e)
+        if not isinstance(v, Call):
+            return None
+        name = _op_name(v)
+        if name == "cast" and "cast" not in names:
+            e = v.args[0]
+            continue
+        return v if name in names else None
+
+
+def _is_neg_inf(e: Expr) -> bool:
+    return (isinstance(e, Constant) and e.data.size == 1
+            and bool(np.isneginf(e.data.reshape(())).item()))
+
+
+def _masked_row_guard(where: Call, scores: Expr, m: Match) -> bool:
+    """Whether ``where`` is ``where(not(any(scores != -inf, axis=-1, keepdims)), 0, p)``
+    (the any written as ``max`` over a cast to an integer, the ``!=`` as
+    ``not(==)``): the condition is true exactly on rows of ``scores`` that are all -inf,
+    and the value there is zero."""
+    cond, fill = where.args[0], where.args[1]
+    fv = m.definition(fill) if not isinstance(fill, Constant) else fill
+    if isinstance(fv, Constant):
+        if fv.data.size == 0 or np.any(fv.data != 0):
+            return False
+    elif not (isinstance(fv, Call) and _op_name(fv) == "full_like"
+              and fv.attrs.get("fill_value") in (0, 0.0, False)):
+        return False
+    rank = len(where.ty.shape)  # type: ignore[union-attr]
+    outer = _unwrap(cond, m, "logical_not")
+    red = _unwrap(outer.args[0], m, "max", "any") if outer is not None else None
+    if red is None or not red.attrs.get("keepdims"):
+        return False
+    axis = red.attrs.get("axis")
+    axes = [axis] if isinstance(axis, int) else list(axis or ())
+    if [int(a) % rank for a in axes] != [rank - 1]:
+        return False
+    inner = _unwrap(red.args[0], m, "logical_not", "not_equal")
+    if inner is not None and _op_name(inner) == "logical_not":
+        inner = _unwrap(inner.args[0], m, "equal")
+    if inner is None:
+        return False
+    a, b = inner.args
+    return (a is scores and _is_neg_inf(b)) or (b is scores and _is_neg_inf(a))
+
+
+def _strip_ones(shape: Sequence[int]) -> tuple[int, ...]:
+    """``shape`` without its leading 1s."""
+    shape = tuple(shape)
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    return shape
 
 
 def _attention_plan(m: Match) -> _Attention | None:
@@ -313,33 +407,45 @@ def _attention_plan(m: Match) -> _Attention | None:
     calls = [g.bindings[i].value for i in members]
     names = [_op_name(c) for c in calls]
     k_sm = names.index("softmax")
-    sm, mm1 = calls[k_sm], calls[0]
+    k_mm2 = names.index("matmul", k_sm)
+    sm, mm1, mm2 = calls[k_sm], calls[0], calls[k_mm2]
     shape = _static_shape(sm)
-    if shape is None or mm1.ty != sm.ty:
+    s_shape = _static_shape(mm1)
+    if (shape is None or s_shape is None or s_shape[-2:] != shape[-2:]
+            or mm1.ty.dtype != sm.ty.dtype):  # type: ignore[union-attr]
         return None
+    zero_rows = 0
+    if "where" in names[k_sm:k_mm2]:
+        guard = calls[names.index("where", k_sm)]
+        if not _masked_row_guard(guard, sm.args[0], m):
+            return None
+        zero_rows = 1
     # the scales between the scores and the softmax, and the mask: the scales after
     # the mask (nearer the softmax) apply to the mask too
-    scale, mask, mask_scale = 1.0, None, 1.0
+    scale, mask, mask_scale, mask_shape = 1.0, None, 1.0, shape
     prev = g.bindings[members[0]].var
     for i, call in zip(members[1:k_sm], calls[1:k_sm]):
-        if _op_name(call) == "add":
+        name = _op_name(call)
+        if name == "add":
             mask = call.args[1] if call.args[0] is prev else call.args[0]
-        else:
+            mask_shape = _static_shape(call)
+        elif name != "reshape":
             c = _scale_of(call)[1]  # type: ignore[index]
             scale *= c
             if mask is not None:
                 mask_scale *= c
         prev = g.bindings[i].var
     qe, ke = mm1.args
-    mm2 = calls[k_sm + 1]
     ve = mm2.args[1]
     o_shape = _static_shape(mm2)
-    if o_shape is None or len(o_shape) != len(shape) or 0 in o_shape:
+    if (o_shape is None or 0 in o_shape or not 2 <= len(o_shape) <= 4
+            or int(np.prod(o_shape[:-2], dtype=np.int64))
+            != int(np.prod(shape[:-2], dtype=np.int64))):
         return None
     out_ty = mm2.ty
     o_arr = _stand_in(o_shape)
-    if len(calls) > k_sm + 2:   # the output permutation: written in place
-        perm = calls[k_sm + 2]
+    if len(calls) > k_mm2 + 1:   # the output permutation: written in place
+        perm = calls[k_mm2 + 1]
         axes = perm.attrs.get("axes")
         rank = len(o_shape)
         order = list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]
@@ -349,7 +455,9 @@ def _attention_plan(m: Match) -> _Attention | None:
     if q is None or k is None or v is None:
         return None
     mo = _operand(mask, m.definition) if mask is not None else None
-    ms = _broadcast_strides(mo, shape) if mo is not None else [0, 0, 0, 0]
+    if mo is not None and _strip_ones(mask_shape[:-2]) != _strip_ones(o_shape[:-2]):
+        return None   # the mask broadcasts over batch axes that the output regroups
+    ms = _broadcast_strides(mo, mask_shape) if mo is not None else [0, 0, 0, 0]
     if mask is not None and (mo is None or ms is None):
         return None
     batch = tuple(o_shape[:-2])
@@ -377,7 +485,8 @@ def _attention_plan(m: Match) -> _Attention | None:
                 scale=float(np.float32(scale * q.scale * k.scale)),
                 m_off=mo.offset if mo is not None else 0, m_sb=ms[0], m_sh=ms[1],
                 m_si=ms[2], m_sj=ms[3],
-                mask_scale=float(np.float32(mask_scale * (mo.scale if mo else 1.0))))
+                mask_scale=float(np.float32(mask_scale * (mo.scale if mo else 1.0))),
+                zero_masked_rows=zero_rows)
     if v.scale != 1.0 or not np.isfinite([desc["scale"], desc["mask_scale"]]).all():
         return None
     return _Attention(q, k, v, mo, desc, out_ty, members)

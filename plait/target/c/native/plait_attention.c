@@ -54,9 +54,10 @@ static inline __attribute__((always_inline)) void plait_exp_sv(plait_sv* v) {
 
 /* softmax(scale * s[0:n]) in place: the max, then the exponentials and their sum on
  * PLAIT_SL lanes (added up in a fixed order), then the division; NaN anywhere makes the
- * row NaN (as in numpy), a row of -inf gives NaN (0/0, as in numpy). */
+ * row NaN (as in numpy), a row of -inf gives NaN (0/0, as in numpy), or zeros when
+ * zero_rows is set. */
 static inline __attribute__((always_inline)) void
-softmax_row(float* restrict s, int64_t n, float scale) {
+softmax_row(float* restrict s, int64_t n, float scale, int zero_rows) {
     plait_sv vmax = PLAIT_SSPLAT(-__builtin_inff());
     plait_svi nan = {0};
     int64_t j = 0;
@@ -82,7 +83,13 @@ softmax_row(float* restrict s, int64_t n, float scale) {
         for (j = 0; j < n; ++j) s[j] = __builtin_nanf("");
         return;
     }
-    if (mx == -__builtin_inff()) mx = 0.0f;   /* all -inf: exp gives 0 everywhere */
+    if (mx == -__builtin_inff()) {
+        if (zero_rows) {
+            for (j = 0; j < n; ++j) s[j] = 0.0f;
+            return;
+        }
+        mx = 0.0f;   /* all -inf: exp gives 0 everywhere, and the sum 0: NaN */
+    }
     plait_sv vsum = {0};
     for (j = 0; j + PLAIT_SL <= n; j += PLAIT_SL) {
         plait_sv e = *(plait_svu*)(s + j) - mx;
@@ -195,10 +202,11 @@ attention_thread(const plait_attention_desc* d, const float* q, const float* k,
                     const float* mrow = mh + (r < mr ? i + r : i) * d->m_si;
                     for (int64_t j = 0; j < SK; ++j)
                         row[j] = row[j] * d->scale + d->mask_scale * mrow[j * d->m_sj];
-                    softmax_row(row, SK, 1.0f);
+                    softmax_row(row, SK, 1.0f, (int)d->zero_masked_rows);
                 }
             } else {
-                for (int64_t r = 0; r < PLAIT_MR; ++r) softmax_row(s + r * ldS, SK, d->scale);
+                for (int64_t r = 0; r < PLAIT_MR; ++r) softmax_row(s + r * ldS, SK, d->scale,
+                                                                (int)d->zero_masked_rows);
             }
             /* probabilities @ V into the output rows */
             for (int64_t cp = 0; cp * PLAIT_NR < d->DV; cp += tp) {

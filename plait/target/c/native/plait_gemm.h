@@ -101,7 +101,9 @@ PLAIT_HIDDEN int plait_conv2d_winograd4(const plait_conv2d_desc* d, const float*
  * q[q_off + b*q_sb + h*q_sh + i*q_ss + e*q_sd] (i < SQ, e < D); K (b, h, j, e) and
  * V (b, h, j, c) likewise (j < SK, c < DV); the additive mask M (b, h, i, j) is
  * m[m_off + b*m_sb + h*m_sh + i*m_si + j*m_sj] (strides of 0 broadcast); out
- * (b, h, i, c) is out[b*o_sb + h*o_sh + i*o_ss + c] (its last axis contiguous). */
+ * (b, h, i, c) is out[b*o_sb + h*o_sh + i*o_ss + c] (its last axis contiguous).  A query
+ * row whose scores are all -inf gives NaN (0/0, as numpy's softmax), or zeros when
+ * zero_masked_rows is set (PyTorch's scaled_dot_product_attention). */
 typedef struct {
     int64_t B, H, SQ, SK, D, DV;
     int64_t q_off, q_sb, q_sh, q_ss, q_sd;
@@ -111,6 +113,7 @@ typedef struct {
     float scale;
     int64_t m_off, m_sb, m_sh, m_si, m_sj;
     float mask_scale;
+    int64_t zero_masked_rows;   /* 1: a row of scores that are all -inf gives zeros, not NaN */
 } plait_attention_desc;
 
 /* m may be NULL (no mask).  0 on success, 1 out of memory, 2 an empty key sequence or
