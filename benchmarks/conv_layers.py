@@ -1,12 +1,15 @@
-"""Every convolution of a real model, alone, on plait-c against onnxruntime.
+"""Every convolution (or matrix product) of a real model, alone, on plait-c against
+onnxruntime.
 
     python benchmarks/conv_layers.py --models resnet18
     python benchmarks/conv_layers.py --models resnet50,mobilenetv2 --threads 1 --runs 50
+    python benchmarks/conv_layers.py --op matmul --models bert,gpt2
 
-The convolutions of each model in the real suite (benchmarks/real_models.py, exported
-once per machine into the cache) are taken from its ONNX graph after shape inference and
-deduplicated by (input shape, weight shape, strides, pads, dilations, group).  Each
-distinct layer becomes a one-node model (the layer's own weights, bias when it has one),
+The convolutions (``--op matmul``: the MatMul and Gemm nodes with constant weights) of
+each model in the real suite (benchmarks/real_models.py, exported once per machine into
+the cache) are taken from its ONNX graph, their input sizes from one onnxruntime run,
+and deduplicated by (op, input shape, weight shapes, attributes).  Each distinct layer
+becomes a one-node model (the layer's own weights, bias when it has one),
 timed on plait's ``c`` target and on onnxruntime, each backend in a child process of
 its own that does not import torch, with the same thread count.  Both backends' outputs
 are compared (rtol 1e-3, atol 1e-3 of the output's largest magnitude) before any figure
@@ -35,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 CONV_MODELS = ("resnet18", "resnet50", "mobilenetv2", "efficientnet-b0", "convnext")
+MATMUL_MODELS = ("bert", "gpt2", "llama", "vit", "deit-small", "whisper-encoder")
 
 
 def _attr(node, name, default):
@@ -45,30 +49,40 @@ def _attr(node, name, default):
     return default
 
 
-def extract_layers(onnx_path: Path) -> list[dict]:
-    """The distinct Conv layers of a model: shapes, attributes, count, weights.
+OPS = {"conv": ("Conv",), "matmul": ("MatMul", "Gemm")}
+"""The layer kinds ``--op`` takes and the ONNX ops of each."""
 
-    The sizes come from running the model once on onnxruntime with every convolution's
-    input as an extra output (the exports compute their paddings at run time, which
-    shape inference cannot follow).  A zero ``Pad`` of the spatial axes right before a
+
+def extract_layers(onnx_path: Path, op: str = "conv") -> list[dict]:
+    """The distinct layers of a model of kind ``op`` (``conv``: Conv; ``matmul``: MatMul
+    and Gemm) whose other operands are constant weights (initializers, or constant nodes'
+    outputs): input shape, weights, attributes, count.
+
+    The sizes come from running the model once on onnxruntime with every layer's input
+    as an extra output (the exports compute their paddings at run time, which shape
+    inference cannot follow).  A zero ``Pad`` of the spatial axes right before a
     convolution is folded into its ``pads``, as plait's c.FoldPadIntoConv does."""
     import numpy as np
     import onnx
     import onnxruntime as ort
-    from onnx import numpy_helper
+    from onnx import helper, numpy_helper
 
     model = onnx.load(str(onnx_path))
     inits = {t.name: t for t in model.graph.initializer}
     producer = {o: n for n in model.graph.node for o in n.output}
-    convs = [n for n in model.graph.node
-             if n.op_type == "Conv" and n.input[1] in inits]
+    consts = {o for n in model.graph.node if n.op_type in ("Constant", "Identity")
+              and all(not i or i in inits for i in n.input) for o in n.output}
+    nodes = [n for n in model.graph.node
+             if n.op_type in OPS[op] and n.input[0] not in inits
+             and all(not i or i in inits or i in consts for i in n.input[1:])]
     pads_of = {}
-    for n in convs:
+    for n in nodes:
         pad = producer.get(n.input[0])
-        if pad is not None and pad.op_type == "Pad" and _attr(pad, "mode", b"constant") in (
-                b"constant", "constant") and (len(pad.input) < 3 or not pad.input[2]):
+        if n.op_type == "Conv" and pad is not None and pad.op_type == "Pad" and _attr(
+                pad, "mode", b"constant") in (b"constant", "constant") and (
+                len(pad.input) < 3 or not pad.input[2]):
             pads_of[n.name] = pad
-    wanted = {n.input[0] for n in convs}
+    wanted = {n.input[0] for n in nodes} | {i for n in nodes for i in n.input[1:] if i in consts}
     wanted |= {p.input[0] for p in pads_of.values()} | {p.input[1] for p in pads_of.values()}
     have = {o.name for o in model.graph.output}
     for name in sorted(wanted - have - set(inits)):
@@ -86,45 +100,56 @@ def extract_layers(onnx_path: Path) -> list[dict]:
     names = [o.name for o in sess.get_outputs()]
     values = dict(zip(names, sess.run(None, feeds)))
     layers: dict[tuple, dict] = {}
-    for node in convs:
-        w = numpy_helper.to_array(inits[node.input[1]])
-        k = w.shape[2:]
+    for node in nodes:
+        weights = [None if not i else np.asarray(
+            numpy_helper.to_array(inits[i]) if i in inits else values[i], np.float32)
+            for i in node.input[1:]]
         xs = tuple(values[node.input[0]].shape)
-        pads = list(_attr(node, "pads", [0] * 2 * len(k)))
-        pad = pads_of.get(node.name)
-        if pad is not None:
-            amounts = [int(v) for v in values[pad.input[1]]]
-            r = len(amounts) // 2
-            if r == 2 + len(k) and not any(amounts[:2] + amounts[r:r + 2]):
-                xs = tuple(values[pad.input[0]].shape)
-                pads = [p + a for p, a in zip(pads, amounts[2:r] + amounts[r + 2:])]
-        attrs = {"strides": list(_attr(node, "strides", [1] * len(k))), "pads": pads,
-                 "dilations": list(_attr(node, "dilations", [1] * len(k))),
-                 "group": int(_attr(node, "group", 1))}
-        key = (xs, w.shape, json.dumps(attrs, sort_keys=True))
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type == "Conv":
+            w = weights[0]
+            k = w.shape[2:]
+            pads = list(_attr(node, "pads", [0] * 2 * len(k)))
+            pad = pads_of.get(node.name)
+            if pad is not None:
+                amounts = [int(v) for v in values[pad.input[1]]]
+                r = len(amounts) // 2
+                if r == 2 + len(k) and not any(amounts[:2] + amounts[r:r + 2]):
+                    xs = tuple(values[pad.input[0]].shape)
+                    pads = [p + a for p, a in zip(pads, amounts[2:r] + amounts[r + 2:])]
+            attrs = {"strides": list(_attr(node, "strides", [1] * len(k))), "pads": pads,
+                     "dilations": list(_attr(node, "dilations", [1] * len(k))),
+                     "group": int(_attr(node, "group", 1))}
+            desc = (f"{xs[1]}->{w.shape[0]} k{w.shape[2]}x{w.shape[3]} s{attrs['strides'][0]} "
+                    f"g{attrs['group']} @{xs[2]}x{xs[3]}")
+        else:
+            w = weights[0]
+            wt = w.T if attrs.get("transB") else w
+            desc = (f"{node.op_type} {'x'.join(map(str, xs))} @ {wt.shape[0]}x{wt.shape[1]}"
+                    + (" + bias" if len(weights) > 1 and weights[1] is not None else ""))
+        key = (node.op_type, xs, tuple(None if w_ is None else w_.shape for w_ in weights),
+               json.dumps(attrs, sort_keys=True, default=str))
         if key in layers:
             layers[key]["count"] += 1
             continue
-        b = (numpy_helper.to_array(inits[node.input[2]])
-             if len(node.input) > 2 and node.input[2] in inits else None)
-        layers[key] = {"x": list(xs), "w": w.astype(np.float32),
-                       "b": None if b is None else b.astype(np.float32),
-                       "attrs": attrs, "count": 1}
+        layers[key] = {"op": node.op_type, "x": list(xs), "weights": weights,
+                       "attrs": attrs, "count": 1, "desc": desc}
     return list(layers.values())
 
 
 def layer_model(layer: dict) -> bytes:
-    import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
-    w, b, attrs = layer["w"], layer["b"], layer["attrs"]
-    inputs = ["x", "w"] + (["b"] if b is not None else [])
-    inits = [numpy_helper.from_array(w, "w")]
-    if b is not None:
-        inits.append(numpy_helper.from_array(np.asarray(b, np.float32), "b"))
-    node = helper.make_node("Conv", inputs, ["y"], **attrs)
+    inputs, inits = ["x"], []
+    for i, w in enumerate(layer["weights"]):
+        if w is None:
+            inputs.append("")
+            continue
+        inputs.append(f"w{i}")
+        inits.append(numpy_helper.from_array(w, f"w{i}"))
+    node = helper.make_node(layer["op"], inputs, ["y"], **layer["attrs"])
     graph = helper.make_graph(
-        [node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, layer["x"])],
+        [node], "layer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, layer["x"])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
@@ -179,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default="resnet18", help=f"comma-separated, of {CONV_MODELS}")
+    p.add_argument("--op", choices=sorted(OPS), default="conv",
+                   help="which layers: conv (Conv) or matmul (MatMul/Gemm with constant weights)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
@@ -189,9 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     from real_models import export_cached
     names = args.models.split(",")
-    bad = [n for n in names if n not in CONV_MODELS]
+    known = CONV_MODELS + MATMUL_MODELS
+    bad = [n for n in names if n not in known]
     if bad:
-        print(f"unknown model {', '.join(bad)}; choose from {', '.join(CONV_MODELS)}",
+        print(f"unknown model {', '.join(bad)}; choose from {', '.join(known)}",
               file=sys.stderr)
         return 2
     paths = export_cached(names)
@@ -200,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CPU: {cpu_name()}; {args.threads} threads; median of {args.runs} calls")
     status = 0
     for name in names:
-        layers = extract_layers(paths[name])
+        layers = extract_layers(paths[name], args.op)
         with tempfile.TemporaryDirectory() as tmp:
             files = []
             for i, layer in enumerate(layers):
@@ -218,10 +246,11 @@ def main(argv: list[str] | None = None) -> int:
             for i, layer in enumerate(layers):
                 a = np.load(str(Path(tmp) / f"plait-c.{i}.npy"))
                 b = np.load(str(Path(tmp) / f"onnxruntime.{i}.npy"))
-                w, at = layer["w"].shape, layer["attrs"]
-                desc = (f"{layer['x'][1]}->{w[0]} k{w[2]}x{w[3]} s{at['strides'][0]} "
-                        f"g{at['group']} @{layer['x'][2]}x{layer['x'][3]}")
-                macs = int(np.prod(b.shape)) * int(np.prod(w[1:]))
+                desc, w = layer["desc"], layer["weights"][0]
+                if layer["op"] == "Conv":
+                    macs = int(np.prod(b.shape)) * int(np.prod(w.shape[1:]))
+                else:   # the contracted length: the input's last axis
+                    macs = int(np.prod(b.shape)) * int(layer["x"][-1])
                 ok = np.allclose(a, b, rtol=1e-3, atol=1e-3 * float(np.abs(b).max() or 1))
                 pm, om = figs["plait-c"][i]["ms"], figs["onnxruntime"][i]["ms"]
                 rows.append((desc, layer["count"], macs, pm, om, ok,
@@ -240,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             tot[1] += om * n
             print(f"| {desc} | {n} | {macs / 1e6:.1f} | {pm:.3f} | {om:.3f} | {pm / om:.2f} "
                   f"| {(pm - om) * n:.2f} | {how} |")
-        print(f"| **all convolutions** | | | {tot[0]:.2f} | {tot[1]:.2f} | "
+        print(f"| **all layers** | | | {tot[0]:.2f} | {tot[1]:.2f} | "
               f"{tot[0] / max(tot[1], 1e-9):.2f} | {tot[0] - tot[1]:.2f} | |")
     return status
 
