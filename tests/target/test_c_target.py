@@ -43,7 +43,7 @@ def lower(mod: plait.IRModule, target: plait.Target | str = "c") -> plait.IRModu
 
 def test_c_target_kind_hooks_and_pipeline() -> None:
     t = plait.Target("c")
-    assert dict(t.attrs) == {"gemm": True, "attention": True, "winograd": 4, "blas": True,
+    assert dict(t.attrs) == {"gemm": True, "attention": True, "winograd": "auto", "blas": True,
                              "fuse": True, "single_entry": True, "opt_level": 3,
                              "march_native": False}
     stages = _target_stages(t)

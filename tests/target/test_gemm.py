@@ -19,7 +19,7 @@ from plait.ir.expr import Call, ExternFunc
 from plait.ir.visitor import post_order
 from plait.runtime import VirtualMachine
 from plait.target.c import DispatchGemm
-from plait.target.c.gemm import MR, NR, pack_a, pack_b
+from plait.target.c.gemm import MR, NR, pack_a, pack_b, winograd_choice
 
 pytest.importorskip("torch")
 import torch  # noqa: E402
@@ -194,18 +194,43 @@ def test_conv2d_matches_torch(xshape, wshape, strides, padding, dilation, epilog
     mod = _build_graph({"x": x.shape, "r": r.shape}, body)
     lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
     assert len(_externs(lowered)) == 1 and _ops(lowered) == []
-    wino = (kh, kw, strides, dilation) == (3, 3, (1, 1), (1, 1)) and min(xshape[1], o) >= 16
+    applies = (kh, kw, strides, dilation) == (3, 3, (1, 1), (1, 1)) and min(xshape[1], o) >= 16
+    desc = dict(C=xshape[1], O=o, KH=kh, KW=kw, SH=strides[0], SW=strides[1],
+                DH=dilation[0], DW=dilation[1], OH=ref.shape[2], OW=ref.shape[3])
+    wino = winograd_choice(desc, "auto")
+    assert applies or not wino
     code = "".join(src["code"] for src in lowered.attrs["c_sources"])
-    assert ("plait_conv2d_winograd4(&d" in code) == wino   # F(4x4, 3x3) by default
+    for m, fn in ((2, "plait_conv2d_winograd(&d"), (4, "plait_conv2d_winograd4(&d")):
+        assert (fn in code) == (wino == m)
     # Winograd's error scales with the output's magnitude, not each element's: F(4x4, 3x3)
     # is checked to 5e-5 of the largest output (F(2x2, 3x3) and the direct product to 1e-4)
-    atol = max(ATOL, 5e-5 * float(np.abs(ref).max())) if wino else ATOL
+    atol = max(ATOL, 5e-5 * float(np.abs(ref).max())) if wino == 4 else ATOL
     np.testing.assert_allclose(_build_and_run(mod, x, r), ref, rtol=RTOL, atol=atol)
-    if wino:  # F(2x2, 3x3) and the direct product give the same result
-        for variant in (2, False):
+    if applies:  # every variant forced gives the same result
+        for variant in (4, 2, False):
             exe = plait.build(mod, plait.Target("c", winograd=variant))
+            tol = max(ATOL, 5e-5 * float(np.abs(ref).max())) if variant == 4 else ATOL
             np.testing.assert_allclose(VirtualMachine(exe)["main"](x, r), ref, rtol=RTOL,
-                                       atol=ATOL)
+                                       atol=tol)
+
+
+@pytest.mark.parametrize("c,hw,expected", [
+    (64, 56, 4), (128, 28, 4), (32, 112, 4), (512, 28, 4),   # many tiles: F(4x4)
+    (256, 14, 2), (512, 14, 2), (64, 14, 2),                  # 4 x 4 tiles of 4: F(2x2)
+    (512, 7, 0), (128, 7, 0),                                 # 2 x 2 tiles: direct
+    (8, 56, 0),                                               # too few channels
+])
+def test_winograd_is_chosen_by_shape(c: int, hw: int, expected: int) -> None:
+    """``winograd="auto"`` (the default) picks F(4x4), F(2x2) or the direct product from
+    the tile count (ResNet's 3x3 layers, padding 1; measured choices: docs/performance.md,
+    round 8); 2 and 4 force their variant wherever Winograd applies, False never."""
+    desc = dict(C=c, O=c, KH=3, KW=3, SH=1, SW=1, DH=1, DW=1, OH=hw, OW=hw)
+    assert winograd_choice(desc, "auto") == expected
+    applies = c >= 16
+    assert winograd_choice(desc, 4) == (4 if applies else 0)
+    assert winograd_choice(desc, 2) == (2 if applies else 0)
+    assert winograd_choice(desc, False) == 0
+    assert winograd_choice(dict(desc, SH=2, SW=2), "auto") == 0
 
 
 def test_winograd_weight_transforms_reproduce_the_convolution() -> None:
@@ -319,9 +344,9 @@ def test_pooling_that_does_not_fit_the_tile_stays_separate() -> None:
 def test_bad_options_name_the_pass_and_the_choices() -> None:
     with pytest.raises(ValueError, match=r"c.DispatchGemm: cannot dispatch \['softmax'\]"):
         DispatchGemm(ops=["softmax"])
-    with pytest.raises(ValueError, match="winograd must be False, True, 2 or 4"):
+    with pytest.raises(ValueError, match="winograd must be 'auto', True, False, 2 or 4"):
         DispatchGemm(winograd=3)
-    with pytest.raises(ValueError, match="winograd must be False, True, 2 or 4"):
+    with pytest.raises(ValueError, match="winograd must be 'auto', True, False, 2 or 4"):
         plait.default_pipeline(plait.Target("c", winograd="fast"))
 
 

@@ -27,11 +27,12 @@ baseline; NEON on aarch64), one chosen per kernel family when the library is loa
 
 Target attributes: ``gemm`` (default True: plait's own matrix product, convolution and
 pooling, :mod:`.gemm`, :mod:`.pool`), ``attention`` (default True, with ``gemm``: fused
-attention, :mod:`.attention`), ``winograd`` (4, 2 or False), ``blas`` (default True;
-False keeps matmul/linear/conv2d as generated kernels), ``fuse`` (default True: kernel
-fusion), ``single_entry`` (default True: :class:`SingleEntry`), ``opt_level`` (3),
-``threads`` (None: when available), ``march_native`` (False).  Derive a target of your
-own with ``register_target_kind("mycpu", parent="c", dispatch=[...])``; see
+attention, :mod:`.attention`), ``winograd`` ("auto": F(4x4), F(2x2) or the direct
+product, chosen by shape; 4, 2 or False force one), ``blas`` (default True; False keeps
+matmul/linear/conv2d as generated kernels), ``fuse`` (default True: kernel fusion),
+``single_entry`` (default True: :class:`SingleEntry`), ``opt_level`` (3), ``threads``
+(None: when available), ``march_native`` (False).  Derive a target of your own with
+``register_target_kind("mycpu", parent="c", dispatch=[...])``; see
 docs/targets.md.
 """
 
@@ -89,7 +90,7 @@ def _dispatch(target: Target) -> list[Any]:
         if target.attrs.get("attention", True):
             passes.append(DispatchAttention())
         passes.append(Conv1dAsConv2d())
-        passes.append(DispatchGemm(winograd=target.attrs.get("winograd", 4)))
+        passes.append(DispatchGemm(winograd=target.attrs.get("winograd", "auto")))
         passes.append(DispatchPool())
     if target.attrs.get("blas", True):
         passes.append(DispatchLibrary())
@@ -106,7 +107,7 @@ def _legalize(target: Target) -> list[Any]:
 
 register_target_kind(
     "c",
-    defaults={"gemm": True, "attention": True, "winograd": 4, "blas": True, "fuse": True,
+    defaults={"gemm": True, "attention": True, "winograd": "auto", "blas": True, "fuse": True,
               "single_entry": True, "opt_level": 3, "march_native": False},
     doc="generated C kernels compiled by the system C compiler; plait's own GEMM/conv2d",
     dispatch=_dispatch,

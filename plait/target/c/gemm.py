@@ -137,11 +137,46 @@ def winograd_weights(w: np.ndarray, m: int = 4) -> np.ndarray:
 
 
 def winograd_applies(desc: dict[str, int]) -> bool:
-    """Whether a convolution goes through Winograd: 3x3 kernel, stride 1,
+    """Whether a convolution can go through Winograd: 3x3 kernel, stride 1,
     dilation 1, at least 16 input and output channels (below that the transforms cost
     more than they save) and at most 512 input channels (one register-tile pass)."""
     return (desc["KH"] == desc["KW"] == 3 and desc["SH"] == desc["SW"] == 1
             and desc["DH"] == desc["DW"] == 1 and 16 <= desc["C"] <= 512 and desc["O"] >= 16)
+
+
+WINOGRAD_COST = {4: (0.9, 0.3), 2: (0.75, 0.3)}
+"""Time of Winograd F(m x m, 3x3) relative to the direct product, ``a * r + b``, where
+``r`` is the ratio of multiply-adds (products of the padded tiles over the direct
+product's, :func:`winograd_cost`).  Fitted to single-layer minima on an Intel Xeon
+(model 207, AVX-512, 1 thread; docs/performance.md, round 8): ``b`` is what the input
+and output transforms cost, ``a`` the products' lower efficiency on few tiles."""
+
+
+def winograd_cost(desc: dict[str, int], m: int) -> float:
+    """The estimated time of F(m x m, 3x3) on ``desc`` relative to the direct product.
+    Tiles are counted as ``plait_winograd.c`` lays them out: ``ceil(OH / m)`` rows of
+    ``ceil(OW / m)`` tiles padded to a multiple of 8, each of ``(m + 2)^2`` products per
+    channel pair, against 9 per output for the direct product."""
+    oh, ow = desc["OH"], desc["OW"]
+    th = -(-oh // m)
+    tw = -(-ow // m)
+    twp = -(-tw // 8) * 8
+    a, b = WINOGRAD_COST[m]
+    return a * (m + 2) ** 2 * th * twp / (9 * oh * ow) + b
+
+
+def winograd_choice(desc: dict[str, int], winograd: int | str) -> int:
+    """The Winograd variant a convolution runs: 0 (the direct product), 2 or 4 for
+    F(m x m, 3x3).  ``winograd`` 2 or 4 forces that variant wherever Winograd applies;
+    ``"auto"`` picks the cheapest by :func:`winograd_cost`: F(4x4) on large images, F(2x2)
+    around 14 x 14, the direct product on 7 x 7 (where F(4x4)'s 4 tiles, padded to 16,
+    made a 512-channel layer 2-3x slower than the direct product)."""
+    if not winograd or not winograd_applies(desc):
+        return 0
+    if winograd in (2, 4):
+        return int(winograd)
+    costs = {0: 1.0, 2: winograd_cost(desc, 2), 4: winograd_cost(desc, 4)}
+    return min(costs, key=lambda m: (costs[m], m))
 
 
 # ------------------------------------------------------------ call plans
@@ -248,7 +283,7 @@ def _const_data(e: Expr) -> np.ndarray | None:
     return e.data if isinstance(e, Constant) else None
 
 
-def _plan_conv2d(call: Call, winograd: int) -> _Plan | None:
+def _plan_conv2d(call: Call, winograd: int | str) -> _Plan | None:
     x, w = call.args
     xs, ws, os_ = _static_shape(x), _static_shape(w), _static_shape(call)
     wd = _const_data(w)
@@ -268,7 +303,7 @@ def _plan_conv2d(call: Call, winograd: int) -> _Plan | None:
         return None
     desc = dict(N=n, C=c, H=h, W=wdt, O=o, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw,
                 PT=pt, PL=pl, PB=pb, PR=pr, OH=os_[2], OW=os_[3])
-    wino = winograd if winograd and winograd_applies(desc) else 0
+    wino = winograd_choice(desc, winograd)
     if wino:
         packed = Constant(winograd_weights(np.asarray(wd, np.float32), wino))
     else:
@@ -348,7 +383,7 @@ def _plan_gemm(call: Call, op: str) -> _Plan | None:
     return plan
 
 
-def _plan(call: Call, ops: Sequence[str], winograd: int) -> _Plan | None:
+def _plan(call: Call, ops: Sequence[str], winograd: int | str) -> _Plan | None:
     op = call.op
     if not isinstance(op, Op) or op.name not in ops:
         return None
@@ -514,7 +549,7 @@ def _extend_act(plan: _Plan, value: Call) -> bool:
     return True
 
 
-def _chain_plan(m: Match, ops: Sequence[str], winograd: int) -> _Plan | None:
+def _chain_plan(m: Match, ops: Sequence[str], winograd: int | str) -> _Plan | None:
     """The plan of a matched product and epilogue (in program order), or None when the
     native call cannot do the whole chain."""
     g = m.graph
@@ -534,7 +569,7 @@ def _chain_plan(m: Match, ops: Sequence[str], winograd: int) -> _Plan | None:
 
 
 def _read_through_view(plan: _Plan, m: Match, pattern: Pattern, ops: Sequence[str],
-                       winograd: int) -> None:
+                       winograd: int | str) -> None:
     """Let the product read its first operand ``x`` where it lies when ``x`` is a view
     (bound in the block) of a tensor holding the same elements in the same order —
     unless that view ends another product's epilogue (that product writes it)."""
@@ -551,7 +586,7 @@ def _read_through_view(plan: _Plan, m: Match, pattern: Pattern, ops: Sequence[st
     plan.params[0] = (_static_shape(source) or plan.params[0][0], "float32")
 
 
-def gemm_rule(ops: Sequence[str], winograd: int,
+def gemm_rule(ops: Sequence[str], winograd: int | str,
               wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
     """The rule of :class:`DispatchGemm`: :func:`product_pattern`, and a rewrite that
     plans the native call (declining what it cannot do) and records its C wrapper in
@@ -572,16 +607,18 @@ def gemm_rule(ops: Sequence[str], winograd: int,
     return Rule("c.gemm", pattern, rewrite)
 
 
-def _winograd_m(winograd: int | bool) -> int:
-    """The Winograd variant asked for: False/0 none, 2 F(2x2, 3x3), True/4 F(4x4, 3x3)."""
-    if winograd is True:
-        return 4
+def _winograd_m(winograd: int | bool | str) -> int | str:
+    """The Winograd variant asked for: False/0 none, 2 F(2x2, 3x3), 4 F(4x4, 3x3)
+    wherever Winograd applies; True/"auto" the cheapest of those and the direct product
+    for each shape (:func:`winograd_choice`)."""
+    if winograd is True or winograd == "auto":
+        return "auto"
     if winograd is False or winograd == 0:
         return 0
     if winograd in (2, 4):
         return int(winograd)
-    raise ValueError(f"winograd must be False, True, 2 or 4 (the output tile of F(m x m, "
-                     f"3x3)), got {winograd!r}")
+    raise ValueError(f"winograd must be 'auto', True, False, 2 or 4 (the output tile of "
+                     f"F(m x m, 3x3)), got {winograd!r}")
 
 
 def functions_to_rewrite(mod: IRModule, skip: Any = None) -> list[tuple[str, Function]]:
@@ -615,7 +652,7 @@ fuses into the product before it."""
 
 
 def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
-                  winograd: int | bool = 4) -> IRModule:
+                  winograd: int | bool | str = "auto") -> IRModule:
     """``mod`` with float32 conv2d/linear/matmul (and their epilogues) rewritten into
     calls of ``plait_gemm.c`` (see the module docstring); functions for which ``skip``
     is true (default: those of external codegens) are left alone."""
@@ -656,7 +693,7 @@ class DispatchGemm:
     """Send float32 conv2d/linear/matmul, with bias, residual, relu and clip/SiLU epilogues, to
     plait_gemm.c (weights packed at compile time)."""
 
-    def __init__(self, ops: Sequence[str] = OPS, *, winograd: int | bool = 4,
+    def __init__(self, ops: Sequence[str] = OPS, *, winograd: int | bool | str = "auto",
                  codegens: Sequence[str] | None = None) -> None:
         super().__init__(codegens=codegens)  # type: ignore[call-arg]
         self.winograd = _winograd_m(winograd)
