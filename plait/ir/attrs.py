@@ -51,6 +51,13 @@ class Attrs(Mapping[str, Any]):
     def __getitem__(self, key: str) -> Any:
         return self._d[key]
 
+    def get(self, key: str, default: Any = None) -> Any:
+        # (the dict's own lookup: Mapping.get goes through __getitem__ and a KeyError)
+        return self._d.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._d
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._d)
 
