@@ -120,19 +120,26 @@ class _ExplicitMemory(ExprMutator):
     def _lower(self, binding: Binding, call: Call, call_args: tuple[Expr, ...]) -> None:
         bb = self.builder
         callee, args = call_args
-        out_ty = call.attrs.get("out")
-        extra = call.attrs.get("attrs")
-        name = binding.var.name_hint
+        attrs = call.attrs
+        out_ty = attrs.get("out")
+        extra = attrs.get("attrs")
+        var = binding.var
+        name = var.name_hint
         if not _allocatable(out_ty):
             new = make_call("builtin.call_alloc", callee, args, out=out_ty, attrs=extra)
             self.emit_rewritten(binding, new)
             return
+        in_dataflow = bb.in_dataflow
         if isinstance(out_ty, TupleType):
-            outs = [self._alloc(f, f"{name}_{i}") for i, f in enumerate(out_ty.fields)]
+            outs = [self._alloc(f, f"{name}_{i}", in_dataflow) for i, f in enumerate(out_ty.fields)]
             result: Expr = Tuple(tuple(outs))
             outs_ty = TupleType(tuple(v.ty for v in outs))  # type: ignore[misc]
         else:
-            outs = [self._alloc(out_ty, name)]
+            # The variable of the result holds its allocation: the same object when it
+            # is of the kind and type the allocation needs (its uses stay as they are)
+            keep = type(var) is (DataflowVar if in_dataflow else Var) and (
+                var.ty is out_ty or var.ty == out_ty)
+            outs = [self._alloc(out_ty, name, in_dataflow, var if keep else None)]
             result = outs[0]
             outs_ty = self._out_tuple_type(outs[0].ty)
         dps_attrs = self._dps_attrs(extra)
@@ -141,15 +148,17 @@ class _ExplicitMemory(ExprMutator):
                 type(callee) is ExternFunc or type(callee) is GlobalVar):
             # typed as call_dps's inference types it (an object; the callee and both
             # tuples are what it checks): bound as it is
-            bb.emit_binding(VarBinding((DataflowVar if bb.in_dataflow else Var)("_", OBJECT), dps))
+            bb.emit_binding(VarBinding((DataflowVar if in_dataflow else Var)("_", OBJECT), dps))
         else:
             bb.emit(dps, "_")
+        if result is var:
+            return
         if isinstance(result, Var):
-            self.var_remap[binding.var] = result
+            self.var_remap[var] = result
         else:
-            var = replace(binding.var, ty=out_ty)
-            bb.emit_binding(VarBinding(var, bb.normalize(result)))
-            self.var_remap[binding.var] = var
+            new_var = replace(var, ty=out_ty)
+            bb.emit_binding(VarBinding(new_var, bb.normalize(result)))
+            self.var_remap[var] = new_var
 
     def _dps_attrs(self, extra: object) -> Attrs:
         """The checked attributes of a call_dps passing ``extra`` (one object per
@@ -169,18 +178,19 @@ class _ExplicitMemory(ExprMutator):
         self._out_tuple_types[id(ty)] = (ty, tt)  # keeps ty alive: its id is not reused
         return tt
 
-    def _alloc(self, ty: Type, name: str) -> Var:
+    def _alloc(self, ty: Type, name: str, in_dataflow: bool, var: Var | None = None) -> Var:
+        """Bind a new allocation of a tensor of type ``ty`` to ``var`` (a new variable
+        named ``name`` if None)."""
         assert isinstance(ty, TensorType)
         key = (ty.shape, ty.dtype)
         attrs = self._alloc_attrs.get(key)
-        if attrs is None:
-            call = make_call("builtin.alloc_tensor", shape=ty.shape, dtype=ty.dtype)
-            self._alloc_attrs[key] = call.attrs
-            return self.builder.emit(call, name)
+        if attrs is None:  # checked once per shape and dtype
+            attrs = self._alloc_attrs[key] = make_call(
+                "builtin.alloc_tensor", shape=ty.shape, dtype=ty.dtype).attrs
         # alloc_tensor(shape, dtype) has type Tensor(shape, dtype): ``ty`` itself
-        bb = self.builder
-        var = (DataflowVar if bb.in_dataflow else Var)(name, ty)
-        bb.emit_binding(VarBinding(var, Call(_ALLOC, (), attrs, ty=ty)))
+        if var is None:
+            var = (DataflowVar if in_dataflow else Var)(name, ty)
+        self.builder.emit_binding(VarBinding(var, Call(_ALLOC, (), attrs, ty=var.ty)))
         return var
 
 

@@ -253,6 +253,22 @@ class M:
     assert_structural_equal(planned.with_attrs(target=None), want_planned)
 
 
+def test_explicit_memory_binds_each_allocation_to_the_results_own_variable() -> None:
+    """A result's allocation is bound to the variable the call was bound to (the same
+    object), so the bindings that use it are kept as they are: nothing is substituted."""
+    mod = opt(LOWERED_BEFORE).with_attrs(target=plait.Target("numpy"))
+    before = make_pass("ToNonDataflow")(make_pass("LegalizeOps")(mod))
+    after = make_pass("ExplicitMemory")(before)
+    old = before["main"].body.blocks[0].bindings
+    new = after["main"].body.blocks[0].bindings
+    a, b = old[0].var, old[1].var
+    assert [x.var for x in new] == [a, new[1].var, b, new[3].var]
+    assert new[0].value.op.name == "builtin.alloc_tensor" and new[0].value.ty is a.ty
+    assert new[3].value.args[1] is old[1].value.args[1]  # the tuple (a, x), unchanged
+    assert new[3].value.args[2].fields == (b,)
+    assert not plait.ir.well_formed.well_formed(after)
+
+
 def test_plan_memory_reuses_storage_of_dead_tensors() -> None:
     text = """
 @module
