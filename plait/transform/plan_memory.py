@@ -23,6 +23,7 @@ import numpy as np
 from ..ir.expr import (
     BindingBlock,
     Call,
+    DataflowVar,
     Function,
     Op,
     SeqExpr,
@@ -32,7 +33,7 @@ from ..ir.expr import (
     VarBinding,
 )
 from ..ir.types import ObjectType, TensorType
-from ..ir.visitor import used_vars
+from ..ir.visitor import _NON_VAR_LEAVES, used_vars
 from ..op.registry import make_call
 from .debug_counter import allow_rewrite
 from .pass_base import function_pass
@@ -78,7 +79,8 @@ def plan_function(func: Function) -> Function:
     # tuples/items) and the lifetime of each static allocation, [index of the
     # allocation, index of its last use] (a variable is defined before its uses, so
     # what it holds is known when a use is met, and uses come in increasing order).
-    holds: dict[Var, set[Var]] = {}
+    # What a variable holds is a tuple of allocations (an allocation holds itself).
+    holds: dict[Var, tuple[Var, ...]] = {}
     static_allocs: dict[Var, int] = {}
     start: dict[Var, int] = {}
     end: dict[Var, int] = {}
@@ -87,10 +89,8 @@ def plan_function(func: Function) -> Function:
     for i, b in enumerate(bindings):
         v = b.value
         tv = type(v)
-        if tv is Call:
-            op = v.op
-            if type(op) is Op and op.name == "builtin.alloc_tensor" and \
-                    type(b) is VarBinding:
+        if tv is Call and type(v.op) is Op:  # type: ignore[attr-defined]
+            if v.op.name == "builtin.alloc_tensor" and type(b) is VarBinding:  # type: ignore[attr-defined]
                 var = b.var
                 ty = var.ty
                 hit = sizes.get(id(ty))
@@ -101,8 +101,34 @@ def plan_function(func: Function) -> Function:
                 if size >= 0:
                     naive += size
                     static_allocs[var] = size
-                    holds[var] = {var}
+                    holds[var] = (var,)
                     start[var] = end[var] = i
+            if not holds:
+                continue
+            # the common call: an op on variables, leaves and tuples of these (what
+            # used_vars reads; a call holds no allocation of its own)
+            for a in v.args:  # type: ignore[attr-defined]
+                ta = type(a)
+                if ta is Tuple:
+                    items = a.fields  # type: ignore[attr-defined]
+                elif ta in _NON_VAR_LEAVES:
+                    continue
+                else:
+                    items = (a,)
+                for f in items:
+                    tf = type(f)
+                    if tf is Var or tf is DataflowVar:
+                        held_by = holds.get(f)
+                        if held_by is not None:
+                            for x in held_by:
+                                end[x] = i
+                    elif tf not in _NON_VAR_LEAVES:
+                        break  # something nested: the general walk below
+                else:
+                    continue
+                break
+            else:
+                continue
         uses = used_vars(v)
         if not holds:
             continue
@@ -112,16 +138,17 @@ def plan_function(func: Function) -> Function:
                 for a in held_by:
                     end[a] = i
         if tv is Tuple or tv is TupleGetItem or isinstance(v, Var):
-            held: set[Var] = set()
+            held: dict[Var, None] = {}
             for n in uses:
-                held |= holds.get(n, set())
+                for a in holds.get(n, ()):
+                    held[a] = None
             if held:
-                holds[b.var] = held
+                holds[b.var] = tuple(held)
     if not static_allocs:
         return func
     escaping: set[Var] = set()
     for n in used_vars(body.body):
-        escaping |= holds.get(n, set())
+        escaping.update(holds.get(n, ()))
     planned = [v for v in static_allocs
                if v not in escaping and allow_rewrite(lambda v=v: f"place {v.name_hint!r} in "
                                                       "the arena")]
@@ -131,20 +158,24 @@ def plan_function(func: Function) -> Function:
     # tensors whose lifetimes overlap a new one costs its lifetime's length, not the
     # number of tensors placed so far (the plan stays linear on long chains).
     live: list[list[int]] = [[] for _ in range(len(bindings))]
-    for v in sorted(planned, key=lambda x: (-static_allocs[x], start[x])):
-        size = _align(static_allocs[v])
-        seen: set[int] = set()
-        for t in range(start[v], end[v] + 1):
-            seen.update(live[t])
-        overlapping = sorted(placed[i] for i in seen)
+    # largest first, then in order of allocation (no two allocations start together)
+    order = sorted([(-static_allocs[v], start[v], v) for v in planned],
+                   key=lambda x: (x[0], x[1]))
+    for neg_size, s, v in order:
+        size = _align(-neg_size)
+        e = end[v] + 1
+        seen = set().union(*live[s:e])
         offset = 0
-        for o, s in overlapping:
-            if offset + size <= o:
-                break
-            offset = max(offset, o + s)
+        if seen:
+            for o, sz in sorted([placed[k] for k in seen]):
+                if offset + size <= o:
+                    break
+                if o + sz > offset:
+                    offset = o + sz
         offsets[v] = offset
-        for t in range(start[v], end[v] + 1):
-            live[t].append(len(placed))
+        k = len(placed)
+        for t in range(s, e):
+            live[t].append(k)
         placed.append((offset, size))
     arena = max((o + s for o, s in placed), default=0)
     unplanned = sum(size for v, size in static_allocs.items() if v not in offsets)
@@ -152,25 +183,27 @@ def plan_function(func: Function) -> Function:
         return func.with_attrs(planned_bytes=unplanned, naive_bytes=naive)  # type: ignore[return-value]
     storage = Var("storage", ObjectType())
     new_bindings = [VarBinding(storage, _typed_storage_call(arena))]
+    append = new_bindings.append
     placed_attrs: dict[tuple, Call] = {}  # (offset, shape, dtype) -> a call to copy
     for b in bindings:
-        if b.var in offsets:
-            ty = b.var.ty
-            assert isinstance(ty, TensorType)
-            key = (offsets[b.var], ty.shape, ty.dtype)
-            proto = placed_attrs.get(key)
-            if proto is None:
-                proto = placed_attrs[key] = make_call(
-                    "builtin.tensor_from_storage",
-                    storage,
-                    offset=offsets[b.var],
-                    shape=ty.shape,
-                    dtype=ty.dtype,
-                )
-            call = Call(proto.op, proto.args, proto.attrs, ty=ty, span=proto.span)
-            new_bindings.append(VarBinding(b.var, call))
-        else:
-            new_bindings.append(b)
+        var = b.var
+        offset = offsets.get(var)
+        if offset is None:
+            append(b)
+            continue
+        ty = var.ty
+        assert isinstance(ty, TensorType)
+        key = (offset, ty.shape, ty.dtype)
+        proto = placed_attrs.get(key)
+        if proto is None:
+            proto = placed_attrs[key] = make_call(
+                "builtin.tensor_from_storage",
+                storage,
+                offset=offset,
+                shape=ty.shape,
+                dtype=ty.dtype,
+            )
+        append(VarBinding(var, Call(proto.op, proto.args, proto.attrs, ty=ty, span=proto.span)))
     new_body = SeqExpr((BindingBlock(tuple(new_bindings)),), body.body, ty=body.ty, span=body.span)
     out = Function(func.params, new_body, func.ret_ty, func.pure, attrs=func.attrs, span=func.span)
     return out.with_attrs(  # type: ignore[return-value]
