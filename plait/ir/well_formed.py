@@ -328,7 +328,9 @@ def _check_types(
     found: list[str] = []
     memo: dict = {}
     for b, _ in bindings:
-        ty = _infer(b.value, gtypes, found, memo)
+        ty = _infer_flat_call(b.value, gtypes, found, memo)  # (the common value)
+        if ty is _SLOW:
+            ty = _infer(b.value, gtypes, found, memo)
         if found:
             name = b.var.name_hint
             for msg in found:
@@ -411,6 +413,21 @@ def _infer_flat_call(
             if key is not None:
                 key.append((t, id(ty)))
         elif t is Tuple:
+            aty = a.ty
+            if type(aty) is TupleType and len(aty.fields) == len(a.fields):  # type: ignore[attr-defined]
+                # fast path: a tuple of variables annotated with their very types
+                afields = aty.fields
+                classes = []
+                for f, fty in zip(a.fields, afields):  # type: ignore[attr-defined]
+                    tf = type(f)
+                    if (tf is not Var and tf is not DataflowVar) or f.ty is not fty:
+                        break
+                    classes.append(tf)
+                else:
+                    if key is not None:
+                        key.append((Tuple, id(aty), tuple(classes)))
+                    arg_types.append(aty)
+                    continue
             if seen is not None and id(a) in seen:
                 ty, part = seen[id(a)]
             else:
@@ -482,6 +499,8 @@ def _infer_flat_call(
     if ety is not None and ty is not None and ety is not ty:
         if ety == ty:
             ty = ety  # the annotation's object (the binding's variable has it, usually)
+            if k is not None and memo.get(k) is not None:  # type: ignore[union-attr]
+                memo[k] = ety  # (an equal type: the next such call compares by identity)
         elif not types_compatible(ety, ty):
             found.append(f"{_describe(e)} is annotated {ety} but its type is {ty}")
     return ty if ty is not None else ety
@@ -938,9 +957,13 @@ def _check_lowered(
                     ta = type(a)
                     if ta is Call:
                         break
-                    if ta is Tuple and not all(
-                        type(f) is not Call and type(f) is not Tuple for f in a.fields
-                    ):
+                    if ta is Tuple:
+                        for f in a.fields:
+                            tf = type(f)
+                            if tf is Call or tf is Tuple:
+                                break
+                        else:
+                            continue
                         break
                 else:
                     continue
