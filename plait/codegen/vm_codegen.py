@@ -43,6 +43,7 @@ from ..ir.expr import (
     Tuple,
     TupleGetItem,
     Var,
+    VarBinding,
 )
 from ..ir.facts import DIM_RANGES, dim_ranges
 from ..ir.module import IRModule
@@ -211,8 +212,15 @@ class _FunctionLowering:
         )
 
     def lower_seq(self, seq: SeqExpr) -> int:
+        builtins = self.builtins
         for block in seq.blocks:
             for b in block.bindings:
+                v = b.value
+                if type(v) is Call and type(b) is VarBinding and type(v.op) is Op:
+                    lower = builtins.get(v.op.name)  # type: ignore[attr-defined]
+                    if lower is not None:  # the build phase's usual binding
+                        lower(self.reg(b.var), v.attrs, v, b.var.name_hint)
+                        continue
                 self.lower_binding(b.var, b.value, isinstance(b, MatchCast), b)
         res = self.arg(seq.body, "<return>")
         if isinstance(res, rx.Reg):
@@ -285,55 +293,14 @@ class _FunctionLowering:
         op = call.op
         dst = self.reg(var)
         if isinstance(op, Op):
-            name, attrs = op.name, call.attrs
-            if name == "builtin.alloc_storage":
-                self.code.append(rx.AllocStorage(dst, int(attrs["nbytes"])))
-            elif name == "builtin.alloc_tensor":
-                shape = tuple(attrs["shape"])
-                if any(type(d) is not int for d in shape) and any(
-                    isinstance(d, str) and d not in self.entry_syms for d in shape
-                ):
-                    # a size only known after a match_cast: allocate from its register
-                    dims = self.dims_value(shape, where)
-                    self.code.append(
-                        rx.Call("vm.builtin.empty", [dims, rx.Imm(attrs["dtype"])], dst)
-                    )
-                else:
-                    self.code.append(rx.AllocTensor(dst, list(shape), attrs["dtype"]))
-            elif name == "builtin.tensor_from_storage":
-                storage = self.arg(call.args[0], where)
-                self.code.append(
-                    rx.AllocTensor(
-                        dst,
-                        list(attrs["shape"]),
-                        attrs["dtype"],
-                        storage.index,
-                        attrs["offset"],  # type: ignore[union-attr]
-                    )
-                )
-            elif name in ("builtin.call_dps", "builtin.call_alloc"):
-                callee = call.args[0]
-                fname = callee.symbol if isinstance(callee, ExternFunc) else callee.name_hint  # type: ignore[attr-defined]
-                args: list[rx.Arg] = []
-                reg_args = self.reg_args
-                for tup in call.args[1:]:
-                    if not isinstance(tup, Tuple):
-                        raise self.fail(where, f"{name} needs literal tuples of arguments")
-                    for a in tup.fields:
-                        ra = reg_args.get(a) if type(a) is Var else None
-                        args.append(ra if ra is not None else self.arg(a, where))
-                kwargs = self.kwargs(attrs.get("attrs"), where)
-                if name == "builtin.call_alloc":
-                    fname = fname + "@alloc"
-                self.code.append(
-                    rx.Call(fname, args, dst if name == "builtin.call_alloc" else None, kwargs)
-                )
-            else:
+            lower = self.builtins.get(op.name)
+            if lower is None:
                 raise self.fail(
                     where,
-                    f"op {name!r} is still present; the module must be fully lowered "
+                    f"op {op.name!r} is still present; the module must be fully lowered "
                     "(run the default pipeline up to the build phase)",
                 )
+            lower(dst, call.attrs, call, where)
             return
         if isinstance(op, GlobalVar):
             args = [self.arg(a, where) for a in call.args]
@@ -344,6 +311,71 @@ class _FunctionLowering:
             self.code.append(rx.Call(op.symbol, args, dst))
             return
         raise self.fail(where, f"cannot call a {type(op).__name__}")
+
+    # The instructions of the build phase's builtins: (register of the result, the
+    # call's attributes, the call, the binding's name for messages)
+    def _alloc_storage(self, dst: int, attrs: Any, call: Call, where: str) -> None:
+        self.code.append(rx.AllocStorage(dst, int(attrs["nbytes"])))
+
+    def _alloc_tensor(self, dst: int, attrs: Any, call: Call, where: str) -> None:
+        shape = tuple(attrs["shape"])
+        if any(type(d) is not int for d in shape) and any(
+            isinstance(d, str) and d not in self.entry_syms for d in shape
+        ):
+            # a size only known after a match_cast: allocate from its register
+            dims = self.dims_value(shape, where)
+            self.code.append(rx.Call("vm.builtin.empty", [dims, rx.Imm(attrs["dtype"])], dst))
+        else:
+            self.code.append(rx.AllocTensor(dst, list(shape), attrs["dtype"]))
+
+    def _tensor_from_storage(self, dst: int, attrs: Any, call: Call, where: str) -> None:
+        storage = self.arg(call.args[0], where)
+        self.code.append(
+            rx.AllocTensor(
+                dst,
+                list(attrs["shape"]),
+                attrs["dtype"],
+                storage.index,  # type: ignore[union-attr]
+                attrs["offset"],
+            )
+        )
+
+    def _call_dps(self, dst: int, attrs: Any, call: Call, where: str,
+                  alloc: bool = False) -> None:
+        name = "builtin.call_alloc" if alloc else "builtin.call_dps"
+        callee = call.args[0]
+        fname = callee.symbol if isinstance(callee, ExternFunc) else callee.name_hint  # type: ignore[attr-defined]
+        args: list[rx.Arg] = []
+        reg_args = self.reg_args
+        for tup in call.args[1:]:
+            if not isinstance(tup, Tuple):
+                raise self.fail(where, f"{name} needs literal tuples of arguments")
+            for a in tup.fields:
+                ra = reg_args.get(a) if type(a) is Var else None
+                args.append(ra if ra is not None else self.arg(a, where))
+        extra = attrs.get("attrs")
+        kwargs = self.kwargs(extra, where) if extra else {}
+        if alloc:
+            self.code.append(rx.Call(fname + "@alloc", args, dst, kwargs))
+        else:
+            self.code.append(rx.Call(fname, args, None, kwargs))
+
+    def _call_alloc(self, dst: int, attrs: Any, call: Call, where: str) -> None:
+        self._call_dps(dst, attrs, call, where, alloc=True)
+
+    @property
+    def builtins(self) -> dict[str, Any]:
+        """Op name -> the method that lowers a call of it."""
+        table = self.__dict__.get("_builtins")
+        if table is None:
+            table = self.__dict__["_builtins"] = {
+                "builtin.alloc_storage": self._alloc_storage,
+                "builtin.alloc_tensor": self._alloc_tensor,
+                "builtin.tensor_from_storage": self._tensor_from_storage,
+                "builtin.call_dps": self._call_dps,
+                "builtin.call_alloc": self._call_alloc,
+            }
+        return table
 
 
 def _uses_symbolic_values(seq: SeqExpr) -> bool:

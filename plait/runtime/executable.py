@@ -232,6 +232,8 @@ class Call(Instr):
             raise TypeError(
                 f"call {self.func}: kwargs must be a dict, got {type(self.kwargs).__name__}"
             )
+        if not self.kwargs:
+            return
         self.kwargs = {
             k: v.value
             if isinstance(v, Imm)
