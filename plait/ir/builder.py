@@ -748,7 +748,9 @@ def tuple_type(fields: tuple[Expr, ...]) -> TupleType | None:
     types = tuple([f.ty for f in fields])
     key = tuple(map(id, types))
     hit = _TUPLE_TYPES.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], types)):
+    if hit is not None:
+        # the entry keeps its types alive, so a live type with the id of one of them
+        # is that very type: the ids matching is the types being the same objects
         return hit[1]
     if any(t is None for t in types):
         return None

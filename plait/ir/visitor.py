@@ -396,14 +396,17 @@ class ExprMutator:
     def visit_binding(self, binding: Binding) -> None:
         """Rewrite one binding and emit the result into ``self.builder``.  Override to
         drop a binding (emit nothing) or to emit several."""
+        self.emit_rewritten(binding, self.at_binding(binding, self.visit_expr, binding.value))
+
+    def at_binding(self, binding: Binding, fn: Any, arg: Any) -> Any:
+        """``fn(arg)`` with the builder naming ``binding`` in its errors."""
         bb = self.builder
         prev = bb.current_binding
         bb.current_binding = binding.var.name_hint
         try:
-            value = self.visit_expr(binding.value)
+            return fn(arg)
         finally:
             bb.current_binding = prev
-        self.emit_rewritten(binding, value)
 
     def emit_rewritten(self, binding: Binding, value: Expr) -> None:
         """Emit ``binding`` with its value replaced by ``value`` (normalized), giving
@@ -412,12 +415,7 @@ class ExprMutator:
         if value is binding.value:
             bb.emit_binding(binding)
             return
-        prev = bb.current_binding
-        bb.current_binding = binding.var.name_hint
-        try:
-            value = bb.normalize(value)
-        finally:
-            bb.current_binding = prev
+        value = self.at_binding(binding, bb.normalize, value)
         var = binding.var
         vty = value.ty
         if (

@@ -27,7 +27,23 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ir.builder import BlockBuilder, tuple_type
-from ..ir.expr import Binding, Call, Expr, ExternFunc, Function, Op, Tuple, VarBinding
+from ..ir.expr import (
+    Binding,
+    Call,
+    Constant,
+    DataflowVar,
+    Expr,
+    ExternFunc,
+    Function,
+    GlobalVar,
+    Op,
+    PrimValue,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+    Var,
+    VarBinding,
+)
 from ..ir.module import IRModule
 from ..ir.visitor import ExprMutator
 from ..op.lowlevel import LOWERED_OPS
@@ -99,6 +115,8 @@ extern function, the checked attributes of the call_extern); an entry keeps the 
 objects alive, so their ids are not reused."""
 _SEEN_MAX = 4096
 _CALL_EXTERN = Op.get("call_extern")
+_PLAIN_ARGS = frozenset({Var, DataflowVar, Constant, PrimValue, StringImm, ShapeExpr, ExternFunc,
+                         GlobalVar})
 
 
 def find_legalization(op: str, target: Any) -> LegalizeFn | None:
@@ -152,6 +170,19 @@ class _Legalizer(ExprMutator):
         if fn is reference_legalization:
             self._typed = result
         return result
+
+    def visit_binding(self, binding: Binding) -> None:
+        value = binding.value
+        if type(value) is Call and type(value.op) is Op and not self.var_remap:
+            # Fast path: an op on variables and plain leaves with nothing to substitute
+            # (what the walk would hand to rewrite_call as it is)
+            for a in value.args:
+                if type(a) not in _PLAIN_ARGS:
+                    break
+            else:
+                self.emit_rewritten(binding, self.at_binding(binding, self.rewrite_call, value))
+                return
+        super().visit_binding(binding)
 
     def emit_rewritten(self, binding: Binding, value: Expr) -> None:
         # reference_legalization's call is typed as the builder would type it (its
