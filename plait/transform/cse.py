@@ -21,6 +21,7 @@ from ..ir.expr import (
     Function,
     Op,
     Tuple,
+    Var,
     VarBinding,
 )
 from ..ir.structural import structural_hash
@@ -34,13 +35,14 @@ def _arg_key(e: Expr) -> Any:
         return ("const", structural_hash(e))
     if isinstance(e, Tuple):
         return ("tuple", tuple(_arg_key(f) for f in e.fields))
-    return ("id", id(e))
+    return id(e)  # (an int: never equal to the tuple keys above)
 
 
 class _CSE(ExprMutator):
     def __init__(self) -> None:
         super().__init__()
         self.seen: dict[Any, Expr] | None = None
+        self._pure_ops: dict[Op, bool] = {}
 
     def visit_block(self, block: BindingBlock) -> BindingBlock:
         outer = self.seen
@@ -50,15 +52,39 @@ class _CSE(ExprMutator):
         finally:
             self.seen = outer
 
+    def _pure(self, op: Op) -> bool:
+        pure = self._pure_ops.get(op)
+        if pure is None:
+            pure = self._pure_ops[op] = op.is_registered and op.definition.pure
+        return pure
+
     def visit_binding(self, binding: Binding) -> None:
-        value = self.visit_expr(binding.value)
+        value = binding.value
+        remap = self.var_remap
+        if type(value) is Call and type(value.op) is Op and type(binding) is VarBinding:
+            # Fast path: an op on variables with nothing to substitute (the value stays
+            # as it is), keyed by the variables' identities as _arg_key keys them
+            args = value.args
+            for a in args:
+                ta = type(a)
+                if (ta is not DataflowVar and ta is not Var) or (remap and a in remap):
+                    break
+            else:
+                if self.seen is None or not self._pure(value.op):
+                    self.builder.emit_binding(binding)
+                    return
+                key = (value.op.name, tuple(map(id, args)), value.attrs)
+                if key not in self.seen:
+                    self.builder.emit_binding(binding)
+                    self.seen[key] = remap.get(binding.var, binding.var)
+                    return
+        value = self.visit_expr(value)
         if (
             self.seen is not None
             and isinstance(binding, VarBinding)
             and isinstance(value, Call)
             and isinstance(value.op, Op)
-            and value.op.is_registered
-            and value.op.definition.pure
+            and self._pure(value.op)
         ):
             key = (value.op.name, tuple(_arg_key(a) for a in value.args), value.attrs)
             first = self.seen.get(key)

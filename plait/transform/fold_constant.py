@@ -13,7 +13,18 @@ from typing import Any
 
 import numpy as np
 
-from ..ir.expr import Binding, Call, Constant, Expr, Function, Op, Tuple, VarBinding
+from ..ir.expr import (
+    Binding,
+    Call,
+    Constant,
+    DataflowVar,
+    Expr,
+    Function,
+    Op,
+    Tuple,
+    Var,
+    VarBinding,
+)
 from ..ir.types import TensorType, TupleType
 from ..ir.visitor import ExprMutator
 from .context import register_config
@@ -72,6 +83,18 @@ class _Folder(ExprMutator):
         return _to_expr(result, typed.ty)
 
     def visit_binding(self, binding: Binding) -> None:
+        value = binding.value
+        if type(value) is Call and type(value.op) is Op and value.args:
+            # Fast path: an op on variables that hold no constant is no constant
+            # computation, and there is nothing to substitute: the binding stays
+            remap = self.var_remap
+            for a in value.args:
+                ta = type(a)
+                if (ta is not Var and ta is not DataflowVar) or (remap and a in remap):
+                    break
+            else:
+                self.builder.emit_binding(binding)
+                return
         self.binding = binding.var.name_hint  # names the debug counter's sites
         value = self.visit_expr(binding.value)
         if isinstance(binding, VarBinding) and _constant_value(value) is not None:
