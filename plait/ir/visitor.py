@@ -306,6 +306,7 @@ class ExprMutator:
         self.var_remap: dict[Var, Expr] = {}
         self._rewrite_cache: dict[type, Any] = {}
         self._plain: bool | None = None  # see _plain_leaves
+        self._direct: bool | None = None  # see _direct_calls
 
     def _plain_leaves(self) -> bool:
         """True when no ``rewrite_*`` hook applies to a leaf or a tuple (the usual
@@ -387,16 +388,45 @@ class ExprMutator:
         for b in block.bindings:
             self.visit_binding(b)
         bindings = self.builder.end_scope()
-        if len(bindings) == len(block.bindings) and all(
-            x is y for x, y in zip(bindings, block.bindings)
-        ):
+        if len(bindings) == len(block.bindings) and _same_objects(bindings, block.bindings):
             return block
         return type(block)(tuple(bindings))
 
     def visit_binding(self, binding: Binding) -> None:
         """Rewrite one binding and emit the result into ``self.builder``.  Override to
         drop a binding (emit nothing) or to emit several."""
-        self.emit_rewritten(binding, self.at_binding(binding, self.visit_expr, binding.value))
+        value = binding.value
+        if type(value) is Call and type(value.op) is Op and self._direct_calls():
+            # Fast path: an op on variables with nothing to substitute is what
+            # visit_expr hands to the call hook as it is
+            remap = self.var_remap
+            for a in value.args:
+                ta = type(a)
+                if (ta is not Var and ta is not DataflowVar) or (remap and a in remap):
+                    break
+            else:
+                value = self.at_binding(binding, self._rewrite, value)
+                if value is binding.value:
+                    self.builder.emit_binding(binding)
+                else:
+                    self.emit_rewritten(binding, value)
+                return
+        self.emit_rewritten(binding, self.at_binding(binding, self.visit_expr, value))
+
+    def _direct_calls(self) -> bool:
+        """True when :meth:`visit_expr` is this class's own and no hook applies to
+        leaves or tuples: a call of an op on variables not remapped is then rewritten
+        by the call hook alone."""
+        direct = self._direct
+        if direct is None:
+            cls = type(self)
+            direct = self._direct = (
+                cls.visit_expr is ExprMutator.visit_expr
+                and cls._flat_call is ExprMutator._flat_call
+                and cls._rewrite is ExprMutator._rewrite
+                and self._plain_leaves()
+            )
+        return direct
 
     def at_binding(self, binding: Binding, fn: Any, arg: Any) -> Any:
         """``fn(arg)`` with the builder naming ``binding`` in its errors."""
@@ -593,6 +623,13 @@ class ExprMutator:
         if hook is _MISSING:
             hook = self._hook_of(cls)
         return e if hook is None else hook(e)
+
+
+def _same_objects(a: list, b: tuple) -> bool:
+    for x, y in zip(a, b):
+        if x is not y:
+            return False
+    return True
 
 
 def _expr_children(e: Expr) -> tuple[Expr, ...]:
