@@ -399,12 +399,7 @@ class ExprMutator:
         if type(value) is Call and type(value.op) is Op and self._direct_calls():
             # Fast path: an op on variables with nothing to substitute is what
             # visit_expr hands to the call hook as it is
-            remap = self.var_remap
-            for a in value.args:
-                ta = type(a)
-                if (ta is not Var and ta is not DataflowVar) or (remap and a in remap):
-                    break
-            else:
+            if vars_kept(value.args, self.var_remap):
                 value = self.at_binding(binding, self._rewrite, value)
                 if value is binding.value:
                     self.builder.emit_binding(binding)
@@ -623,6 +618,15 @@ class ExprMutator:
         if hook is _MISSING:
             hook = self._hook_of(cls)
         return e if hook is None else hook(e)
+
+
+def vars_kept(args: tuple[Expr, ...], remap: dict) -> bool:
+    """True if ``args`` are variables that ``remap`` leaves as they are."""
+    for a in args:
+        ta = type(a)
+        if (ta is not Var and ta is not DataflowVar) or (remap and a in remap):
+            return False
+    return True
 
 
 def _same_objects(a: list, b: tuple) -> bool:

@@ -21,11 +21,10 @@ from ..ir.expr import (
     Function,
     Op,
     Tuple,
-    Var,
     VarBinding,
 )
 from ..ir.structural import structural_hash
-from ..ir.visitor import ExprMutator
+from ..ir.visitor import ExprMutator, vars_kept
 from .debug_counter import allow_rewrite
 from .pass_base import function_pass
 
@@ -65,11 +64,7 @@ class _CSE(ExprMutator):
             # Fast path: an op on variables with nothing to substitute (the value stays
             # as it is), keyed by the variables' identities as _arg_key keys them
             args = value.args
-            for a in args:
-                ta = type(a)
-                if (ta is not DataflowVar and ta is not Var) or (remap and a in remap):
-                    break
-            else:
+            if vars_kept(args, remap):
                 if self.seen is None or not self._pure(value.op):
                     self.builder.emit_binding(binding)
                     return

@@ -17,16 +17,14 @@ from ..ir.expr import (
     Binding,
     Call,
     Constant,
-    DataflowVar,
     Expr,
     Function,
     Op,
     Tuple,
-    Var,
     VarBinding,
 )
 from ..ir.types import TensorType, TupleType
-from ..ir.visitor import ExprMutator
+from ..ir.visitor import ExprMutator, vars_kept
 from .context import register_config
 from .debug_counter import allow_rewrite
 from .pass_base import function_pass
@@ -87,12 +85,7 @@ class _Folder(ExprMutator):
         if type(value) is Call and type(value.op) is Op and value.args:
             # Fast path: an op on variables that hold no constant is no constant
             # computation, and there is nothing to substitute: the binding stays
-            remap = self.var_remap
-            for a in value.args:
-                ta = type(a)
-                if (ta is not Var and ta is not DataflowVar) or (remap and a in remap):
-                    break
-            else:
+            if vars_kept(value.args, self.var_remap):
                 self.builder.emit_binding(binding)
                 return
         self.binding = binding.var.name_hint  # names the debug counter's sites
