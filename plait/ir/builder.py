@@ -678,6 +678,12 @@ class BlockBuilder:
 
     def normalize_binding(self, b: Binding) -> None:
         """Normalize the value of ``b`` and emit it, keeping the variable."""
+        value = b.value
+        if type(value) is Call and type(b) is VarBinding and b.var.ty is not None:
+            # Fast path: a call typed already, as the variable is, stays as it is
+            if self._simple_call(value) is value and b.var.ty is value.ty:
+                self._frames[-1].bindings.append(b)
+                return
         prev = self.current_binding, self.current_span
         self.current_binding, self.current_span = b.var.name_hint, b.value.span
         try:

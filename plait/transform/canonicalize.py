@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from ..ir.expr import (
     Binding,
+    Call,
     Constant,
     DataflowVar,
     Expr,
     Function,
+    Op,
     Tuple,
     TupleGetItem,
     Var,
     VarBinding,
 )
-from ..ir.visitor import ExprMutator
+from ..ir.visitor import ExprMutator, vars_kept
 from .pass_base import function_pass
 
 
@@ -41,7 +43,11 @@ class _Canonicalizer(ExprMutator):
         return e
 
     def visit_binding(self, binding: Binding) -> None:
-        value = self.visit_expr(binding.value)
+        value = binding.value
+        if type(value) is Call and type(value.op) is Op and vars_kept(value.args, self.var_remap):
+            self.builder.emit_binding(binding)  # no hook applies to a call: it stays
+            return
+        value = self.visit_expr(value)
         if isinstance(binding, VarBinding):
             var = binding.var
             if isinstance(value, Tuple):

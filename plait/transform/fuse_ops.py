@@ -140,9 +140,20 @@ def count_uses(body: Expr) -> dict[Var, int]:
         if isinstance(e, SeqExpr):
             for block in e.blocks:
                 for b in block.bindings:
-                    for v in value_uses(b.value):
+                    value = b.value
+                    if type(value) is Call and type(value.op) is Op:
+                        # the common binding (value_uses of it, without the list)
+                        for a in value.args:
+                            ta = type(a)
+                            if ta is Var or ta is DataflowVar or isinstance(a, Var):
+                                counts[a] = counts.get(a, 0) + 1
+                            elif isinstance(a, Tuple):
+                                for v in value_uses(a):
+                                    counts[v] = counts.get(v, 0) + 1
+                        continue
+                    for v in value_uses(value):
                         counts[v] = counts.get(v, 0) + 1
-                    if isinstance(b.value, If):
+                    if isinstance(value, If):
                         todo.append(b.value.then_branch)
                         todo.append(b.value.else_branch)
             todo.append(e.body)
