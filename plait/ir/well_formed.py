@@ -209,20 +209,21 @@ def iter_bindings(func: Function, into_functions: bool = True) -> Iterator[tuple
             stack.extend(reversed(_nested_bodies(e, into_functions)))
 
 
-def _collect_bindings(func: Function) -> tuple[list[tuple[Binding, bool]], bool]:
-    """``list(iter_bindings(func))``, and whether anything is nested in the function (a
-    binding value or a result that is not flat: a sequence, function or If inside).
-    When nothing is, ``func`` is the only function and its body the only sequence."""
+def _collect_bindings(func: Function) -> tuple[list[Binding], bool]:
+    """Every binding of ``func`` in order (those of ``iter_bindings(func)``), and whether
+    anything is nested in the function (a binding value or a result that is not flat:
+    a sequence, function or If inside).  When nothing is, ``func`` is the only function
+    and its body the only sequence."""
     body = func.body
     if type(body) is not SeqExpr or not _is_flat(body.body):
-        return list(iter_bindings(func)), True
-    out: list[tuple[Binding, bool]] = []
+        return [b for b, _ in iter_bindings(func)], True
+    out: list[Binding] = []
     for block in body.blocks:
-        df = isinstance(block, DataflowBlock)
-        for b in block.bindings:
+        bindings = block.bindings
+        for b in bindings:
             if not _is_flat(b.value):
-                return list(iter_bindings(func)), True
-            out.append((b, df))
+                return [b for b, _ in iter_bindings(func)], True
+        out.extend(bindings)
     return out, False
 
 
@@ -288,12 +289,12 @@ def _nested_bodies(e: Expr, into_functions: bool) -> list[Expr]:
 
 
 def _functions_in(
-    func: Function, bindings: list[tuple[Binding, bool]] | None = None
+    func: Function, bindings: list[Binding] | None = None
 ) -> Iterator[Function]:
-    """``func`` and every function nested inside it (at any depth); ``bindings`` is
-    ``list(iter_bindings(func))`` if the caller has it."""
+    """``func`` and every function nested inside it (at any depth); ``bindings`` are
+    those of ``iter_bindings(func)`` if the caller has them."""
     yield func
-    for b, _ in iter_bindings(func) if bindings is None else bindings:
+    for b in (b for b, _ in iter_bindings(func)) if bindings is None else bindings:
         if _is_flat(b.value):
             continue
         stack: list[Expr] = [b.value]
@@ -320,14 +321,14 @@ def _check_types(
     func: Function,
     gtypes: dict[str, Type],
     out: list[Violation],
-    bindings: list[tuple[Binding, bool]] | None = None,
+    bindings: list[Binding] | None = None,
     nested: bool = True,
 ) -> None:
     if bindings is None:
-        bindings = list(iter_bindings(func))
+        bindings = [b for b, _ in iter_bindings(func)]
     found: list[str] = []
     memo: dict = {}
-    for b, _ in bindings:
+    for b in bindings:
         ty = _infer_flat_call(b.value, gtypes, found, memo)  # (the common value)
         if ty is _SLOW:
             ty = _infer(b.value, gtypes, found, memo)
@@ -943,12 +944,12 @@ def _check_lowered(
     func: Function,
     out: list[Violation],
     build: bool,
-    bindings: list[tuple[Binding, bool]] | None = None,
+    bindings: list[Binding] | None = None,
 ) -> None:
     from ..op.lowlevel import BUILD_OPS, LOWERED_OPS
 
     allowed = LOWERED_OPS | BUILD_OPS if build else LOWERED_OPS
-    for b, _ in iter_bindings(func) if bindings is None else bindings:
+    for b in (b for b, _ in iter_bindings(func)) if bindings is None else bindings:
         v = b.value
         if type(v) is Call:  # fast path: an allowed op on leaves
             op = v.op
