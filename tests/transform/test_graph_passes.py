@@ -293,3 +293,47 @@ def test_passes_in_the_wrong_phase_name_what_must_come_first() -> None:
     mod = plait.parse(LOWERED_BEFORE)
     with pytest.raises(Exception, match=r"FoldConstant.*ingestion.*(Normalize|LambdaLift)"):
         make_pass("FoldConstant")(mod)
+
+
+def _chain(n: int) -> plait.IRModule:
+    from plait.ir import BlockBuilder, TensorType, Var
+    from plait.op import make_call
+
+    x = Var("x", TensorType((4, 4), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            v = x
+            for i in range(n):
+                v = bb.emit(make_call("add" if i % 2 else "multiply", v, x))
+            out = bb.emit_output(v)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_a_binding_a_pass_breaks_is_caught_by_the_next_transition_check() -> None:
+    """The passes keep a binding of an op on variables as it is without re-checking it
+    (their fast paths); a binding a pass broke on the way is still reported by the
+    transition check after LegalizeOps, which rewrites every such binding."""
+    from dataclasses import replace as dc_replace
+
+    from plait.ir import DataflowBlock
+    from plait.transform import PassWellFormedError, function_pass
+
+    @function_pass(name="test.SwapTwoBindings", register=False)
+    def swap(func):  # type: ignore[no-untyped-def]
+        block = func.body.blocks[0]
+        b = list(block.bindings)
+        b[100], b[101] = b[101], b[100]  # lv101 now uses lv100 before it is defined
+        body = dc_replace(func.body, blocks=(DataflowBlock(tuple(b)),))
+        return dc_replace(func, body=body)
+
+    mod = _chain(300)
+    assert len(plait.build(mod, "numpy").functions["main"].instructions) > 300
+    pipeline = plait.default_pipeline("numpy")
+    pipeline = pipeline.insert_after("DeadCodeElimination", swap)
+    with pytest.raises(PassWellFormedError) as info:
+        plait.build(mod, "numpy", pipeline=pipeline)
+    assert info.value.pass_name == "LegalizeOps"
+    name = mod["main"].body.blocks[0].bindings[100].var.name_hint
+    assert f"variable {name!r} is used before it is defined" in str(info.value)
