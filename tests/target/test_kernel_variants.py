@@ -296,6 +296,14 @@ CASES: dict[str, Callable[[], Case]] = {
         (1, 6, 7, 9), (5, 6, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1)),
     "conv 1x1 pointwise": _conv((1, 7, 5, 6), (9, 7, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
     "conv + relu + 2x2 max pool on the tile": _conv_pool,
+    # few pixels, many output channels: the rows are split between threads and the
+    # im2col matrix is packed once for all of them (K 450: two blocks; stride 2)
+    "conv 7 x 7 image, rows split, B packed once": _conv(
+        (1, 50, 7, 7), (100, 50, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), winograd=False),
+    "conv stride 2 to 7 x 7, rows split, B packed once": _conv(
+        (1, 50, 13, 13), (100, 50, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+    "conv 1x1 on 7 x 7, rows split, B packed once": _conv(
+        (1, 70, 7, 7), (200, 70, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
     "winograd F(4x4), odd image": _conv(
         (1, 17, 11, 13), (18, 17, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "winograd"),
     "winograd F(2x2), odd image": _conv(

@@ -176,6 +176,16 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
       float* y = calloc({ref.size}, 4);
       if (plait_conv2d(&d, x, w, NULL, NULL, 0, y)) return 4; give(out, y, {ref.size}); }}""")
     expect.append(("conv on 2 threads", ref, 1e-4))
+    # few pixels, many output channels: rows split between the threads, the im2col
+    # matrix packed once for all of them (K 450: two blocks)
+    x, w = _rand(1, 50, 7, 7), _rand(100, 50, 3, 3)
+    ref = conv2d_reference(x, w, (1, 1), (1, 1, 1, 1), (1, 1))
+    desc = (1, 50, 7, 7, 100, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 7, 7)
+    code.append(f"""{{ static const plait_conv2d_desc d = {{{', '.join(map(str, desc))}}};
+      const float* x = {take(x)}; const float* w = {take(pack_a(w.reshape(100, -1)))};
+      float* y = calloc({ref.size}, 4);
+      if (plait_conv2d(&d, x, w, NULL, NULL, 0, y)) return 4; give(out, y, {ref.size}); }}""")
+    expect.append(("conv on 2 threads, rows split", ref, 1e-4))
     attention("attention on 2 threads", 4, 64, 67, 33, 29, 0.25)
 
     # 7. an int8 product (plait_qgemm.c; no NEON copy: its baseline copy runs under both

@@ -245,6 +245,45 @@ static void plait_gemm_task_run(void* arg) {
     else __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
 }
 
+/* B packed whole, as PLAIT_B_PACKED lays it out ([batch][ceil(N/NR)][K][NR]), by up to
+ * nthreads threads (one job per batch, panel and K block) into this thread's scratch
+ * slot 2 (the products' slot of the Winograd family, which never calls the product);
+ * NULL when it would take more than PLAIT_PREPACK_MAX floats or memory is short (then
+ * every job packs its own). */
+#define PLAIT_PREPACK_MAX (1 << 20)
+
+typedef struct {
+    const plait_gemm_problem* p;
+    float* dst;
+    int64_t panels, kblocks, kc_block;
+} plait_prepack_task;
+
+static void plait_prepack_one(void* arg, int64_t job) {
+    const plait_prepack_task* t = (const plait_prepack_task*)arg;
+    const plait_gemm_problem* p = t->p;
+    const int64_t kb = job % t->kblocks, panel = job / t->kblocks % t->panels;
+    const int64_t bi = job / (t->kblocks * t->panels);
+    const int64_t j0 = panel * PLAIT_NR, k0 = kb * t->kc_block;
+    const int64_t nc = p->N - j0 < PLAIT_NR ? p->N - j0 : PLAIT_NR;
+    const int64_t kc = p->K - k0 < t->kc_block ? p->K - k0 : t->kc_block;
+    float* dst = t->dst + (bi * t->panels + panel) * p->K * PLAIT_NR + k0 * PLAIT_NR;
+    if (p->b_kind == PLAIT_B_CONV) pack_b_conv(p, bi, j0, nc, k0, kc, dst);
+    else pack_b_strided(p, bi, j0, nc, k0, kc, dst);
+}
+
+static const float* prepack_b(const plait_gemm_problem* p, int nthreads) {
+    const int64_t panels = (p->N + PLAIT_NR - 1) / PLAIT_NR;
+    const size_t need = (size_t)(p->batch * panels * p->K * PLAIT_NR);
+    if (need > PLAIT_PREPACK_MAX) return NULL;
+    float* dst = plait_scratch(2, need);
+    if (!dst) return NULL;
+    const int64_t kblocks = (p->K + PLAIT_KC - 1) / PLAIT_KC;
+    plait_prepack_task t = {p, dst, panels, kblocks, PLAIT_KC};
+    const int64_t jobs = p->batch * panels * kblocks;
+    plait_parallel_for(jobs, plait_prepack_one, &t, jobs >= 2 * nthreads ? nthreads : 1);
+    return dst;
+}
+
 PLAIT_ISA_HIDDEN int
 PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p) {
     if (p->M <= 0 || p->N <= 0 || p->batch <= 0) return 0;
@@ -252,20 +291,45 @@ PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p) {
     int nthreads = plait_max_threads();
     if (work < PLAIT_GEMM_MIN_PARALLEL) nthreads = 1;
     /* N blocks of at most PLAIT_NC columns (a multiple of NR), as many as it takes to
-     * give every thread the same number of (batch, block) jobs */
+     * give every thread the same amount of work */
     int64_t nblocks = (p->N + PLAIT_NC - 1) / PLAIT_NC;
     if (nthreads > 1 && p->batch * nblocks < 4 * nthreads) {
-        /* about 4 jobs per thread (taken dynamically), blocks of at least 4 panels */
-        int64_t want = (4 * nthreads + p->batch - 1) / p->batch;
-        int64_t most = (p->N + 4 * PLAIT_NR - 1) / (4 * PLAIT_NR);
-        nblocks = want < most ? want : most;
-        if (nblocks < 1) nblocks = 1;
+        /* blocks of at least 4 panels (2, the AVX-512 wide tile, when there are fewer
+         * than 8: a 7 x 7 image), up to about 8 jobs per thread (taken dynamically),
+         * of a size that finishes first: the fewest panels on the busiest thread (49
+         * panels on 2 threads: 10 blocks of 5, 25 on each, not 7 of 7, 28 on one; 13
+         * panels: 7 + 6, not 4 + 4 + 4 + 1) */
+        const int64_t panels = (p->N + PLAIT_NR - 1) / PLAIT_NR;
+        const int64_t want = (8 * nthreads + p->batch - 1) / p->batch;
+        int64_t least = (panels + want - 1) / want;
+        if (least < (panels < 8 ? 2 : 4)) least = panels < 8 ? 2 : 4;
+        int64_t best = 0, best_span = 0, ppb_of[64], span_of[64], n = 0;
+        for (int64_t ppb = least; ppb <= panels && n < 64; ++ppb) {
+            const int64_t blocks = (panels + ppb - 1) / ppb;
+            const int64_t span = (p->batch * blocks + nthreads - 1) / nthreads * ppb;
+            ppb_of[n] = ppb;
+            span_of[n++] = span;
+            if (!best || span < best_span) { best = ppb; best_span = span; }
+        }
+        /* of the sizes within 5% of the best, the one nearest 4 jobs per thread */
+        const int64_t aim = (4 * nthreads + p->batch - 1) / p->batch;
+        int64_t ppb = best ? best : least, off = -1;
+        for (int64_t i = 0; i < n; ++i) {
+            const int64_t blocks = (panels + ppb_of[i] - 1) / ppb_of[i];
+            const int64_t d = blocks > aim ? blocks - aim : aim - blocks;
+            if (20 * span_of[i] <= 21 * best_span && (off < 0 || d < off)) {
+                ppb = ppb_of[i];
+                off = d;
+            }
+        }
+        nblocks = (panels + ppb - 1) / ppb;
     }
     int64_t nc_block = (p->N + nblocks - 1) / nblocks;
     nc_block = (nc_block + PLAIT_NR - 1) / PLAIT_NR * PLAIT_NR;
     nblocks = (p->N + nc_block - 1) / nc_block;
-    /* too few column blocks for the threads (a narrow output, say 10 classes): the
-     * rows are split too, in blocks of at least 2 panels */
+    /* too few column blocks for the threads (a narrow output, say 10 classes, or a
+     * convolution on a 7 x 7 image): the rows are split too, in blocks of at least 2
+     * panels */
     int64_t mc_rows = p->M;
     if (nthreads > 1 && p->batch * nblocks < 2 * nthreads) {
         int64_t want = (2 * nthreads + p->batch * nblocks - 1) / (p->batch * nblocks);
@@ -278,6 +342,20 @@ PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p) {
     }
     const int64_t jobs = p->batch * nblocks * ((p->M + mc_rows - 1) / mc_rows);
     if (jobs < nthreads) nthreads = (int)jobs;
+    plait_gemm_problem packed;
+    if (mc_rows < p->M && p->b_kind != PLAIT_B_PACKED && p->K > 0 && !p->pool) {
+        /* rows split: every row block would pack the same B block again (a 512-channel
+         * 3x3 convolution on 7 x 7 packed its 4608 x 64 B four times on 2 threads), so
+         * B is packed once, whole, by all threads, and the jobs read it packed */
+        const float* whole = prepack_b(p, nthreads);
+        if (whole) {
+            packed = *p;
+            packed.b_kind = PLAIT_B_PACKED;
+            packed.b = whole;
+            packed.b_bs = ((p->N + PLAIT_NR - 1) / PLAIT_NR) * PLAIT_NR * p->K;
+            p = &packed;
+        }
+    }
     if (p->K == 0) {
         /* an empty sum: the epilogue of zero */
         for (int64_t bi = 0; bi < p->batch; ++bi)
