@@ -168,24 +168,21 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
       p.lda_r = {k}; p.lda_c = 1; p.b_kind = PLAIT_B_PACKED; p.b = b; p.c = c; p.ldc = {n};
       p.batch = 1; if (plait_gemm(&p)) return 4; give(out, c, {m * n}); }}""")
     expect.append(("gemm on 2 threads", a.astype(np.float64) @ b, 1e-4))
-    x, w = _rand(1, 16, 23, 25), _rand(20, 16, 3, 3)
-    ref = conv2d_reference(x, w, (1, 1), (1, 1, 1, 1), (1, 1))
-    desc = (1, 16, 23, 25, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 23, 25)
-    code.append(f"""{{ static const plait_conv2d_desc d = {{{', '.join(map(str, desc))}}};
-      const float* x = {take(x)}; const float* w = {take(pack_a(w.reshape(20, -1)))};
+    def conv3x3(name: str, c: int, h: int, w_: int, o: int) -> None:
+        """A 3x3 convolution, padding 1, by plait_conv2d."""
+        x, w = _rand(1, c, h, w_), _rand(o, c, 3, 3)
+        ref = conv2d_reference(x, w, (1, 1), (1, 1, 1, 1), (1, 1))
+        desc = (1, c, h, w_, o, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, h, w_)
+        code.append(f"""{{ static const plait_conv2d_desc d = {{{', '.join(map(str, desc))}}};
+      const float* x = {take(x)}; const float* w = {take(pack_a(w.reshape(o, -1)))};
       float* y = calloc({ref.size}, 4);
       if (plait_conv2d(&d, x, w, NULL, NULL, 0, y)) return 4; give(out, y, {ref.size}); }}""")
-    expect.append(("conv on 2 threads", ref, 1e-4))
+        expect.append((name, ref, 1e-4))
+
+    conv3x3("conv on 2 threads", 16, 23, 25, 20)
     # few pixels, many output channels: rows split between the threads, the im2col
     # matrix packed once for all of them (K 450: two blocks)
-    x, w = _rand(1, 50, 7, 7), _rand(100, 50, 3, 3)
-    ref = conv2d_reference(x, w, (1, 1), (1, 1, 1, 1), (1, 1))
-    desc = (1, 50, 7, 7, 100, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 7, 7)
-    code.append(f"""{{ static const plait_conv2d_desc d = {{{', '.join(map(str, desc))}}};
-      const float* x = {take(x)}; const float* w = {take(pack_a(w.reshape(100, -1)))};
-      float* y = calloc({ref.size}, 4);
-      if (plait_conv2d(&d, x, w, NULL, NULL, 0, y)) return 4; give(out, y, {ref.size}); }}""")
-    expect.append(("conv on 2 threads, rows split", ref, 1e-4))
+    conv3x3("conv on 2 threads, rows split", 50, 7, 7, 100)
     attention("attention on 2 threads", 4, 64, 67, 33, 29, 0.25)
 
     # 7. an int8 product (plait_qgemm.c; no NEON copy: its baseline copy runs under both
