@@ -259,6 +259,7 @@ def _plan_conv2d(call: Call) -> _Plan | None:
         QDepthwiseCall,
         QOut,
         centered_depthwise,
+        conv_groups,
         pack_conv_weights,
     )
 
@@ -275,9 +276,10 @@ def _plan_conv2d(call: Call) -> _Plan | None:
     o, cg, kh, kw = ws
     groups = int(a["groups"])
     if groups == 1 and cg == xs[1]:
+        g = conv_groups(kw, dilation[1])
         desc = (xs[0], xs[1], xs[2], xs[3], o, kh, kw, strides[0], strides[1], dilation[0],
-                dilation[1], padding[0], padding[1], os_[2], os_[3], cg * kh * kw)
-        c = QConvCall(x, zx, pack_conv_weights(wd, zwd), desc, QOut(), os_)
+                dilation[1], padding[0], padding[1], os_[2], os_[3], cg * kh * kw, g)
+        c = QConvCall(x, zx, pack_conv_weights(wd, zwd, g), desc, QOut(), os_)
         return _Plan(c, o, 1, 4)
     if groups == xs[1] == o and cg == 1:
         desc = (xs[0], xs[1], xs[2], xs[3], kh, kw, strides[0], strides[1], dilation[0],

@@ -5,20 +5,20 @@ and the baseline, one chosen at load time) computes 8-bit products with int32
 accumulation and a fused output stage (``plait_qgemm.h``): ``out((A - za) @ (B - zb) +
 bias)`` where ``out`` keeps int32, requantizes to uint8/int8 (the multiplier per
 column or one, the output zero point, round half to even, saturation) or scales to
-float32 (plus a float bias, relu).  A is a strided matrix or the implicit im2col matrix
-of an NCHW image; depthwise convolutions have a kernel of their own.
+float32 (plus a float bias, relu).  Convolutions run as the transposed product
+(``plait_qconv2d``: the weights times panels of the padded image), depthwise
+convolutions on a kernel of their own.
 
 This module knows no op: a dispatch pass (a dialect's, say) decides what a call
 computes and describes it with :class:`QGemmCall` or :class:`QDepthwiseCall`; this
-module packs constant weights at compile time (:func:`pack_b`: the panels the dot
-products stream, with the per-column zero points and column sums the zero-point
-correction needs) and writes the call's C wrapper (:func:`record_calls`).
+module packs constant weights at compile time (:func:`pack_b`,
+:func:`pack_conv_weights`: the panels the dot products stream, with the zero points and
+sums the zero-point correction needs) and writes the call's C wrapper (:func:`record_calls`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,14 +76,29 @@ CONV_ROWS = 12
 this (every copy's tile height divides it: 6, 4, 3)."""
 
 
-def pack_conv_weights(w: np.ndarray, zw: np.ndarray
+def conv_groups(kw: int, dilation_w: int) -> int:
+    """The groups of 4 taps along W per kernel row with which ``plait_qconv2d`` reads a
+    convolution (``ceil(KW / 4)``: each group one 4-byte load of an image row), or 0 for
+    tap by tap (kernels narrower than 3, dilation along W)."""
+    return -(-kw // 4) if kw >= 3 and dilation_w == 1 else 0
+
+
+def pack_conv_weights(w: np.ndarray, zw: np.ndarray, groups: int = 0
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``O x C x KH x KW`` 8-bit weights with zero point ``zw`` (one or per output
     channel) packed for ``plait_qconv2d``: int8 rows of Kp bytes (``w``, or ``w - 128``
     for uint8; zero-padded, rows to a multiple of :data:`CONV_ROWS`), the shifted zero
-    points ``zw'[o]`` and ``rowsum(W'[o]) - K * zw'[o]`` (int32 modulo 2^32)."""
+    points ``zw'[o]`` and ``rowsum(W'[o]) - K' * zw'[o]`` (int32 modulo 2^32).  With
+    ``groups`` (:func:`conv_groups`) each kernel row is padded to ``4 * groups`` taps
+    holding the zero point (they add nothing to the sums), K' counting them."""
     w = np.asarray(w)
     o = w.shape[0]
+    if groups:
+        kwp = 4 * groups
+        z = np.broadcast_to(np.asarray(zw).reshape(-1), (o,)).astype(w.dtype)
+        padded = np.broadcast_to(z.reshape(o, 1, 1, 1), w.shape[:3] + (kwp,)).copy()
+        padded[..., :w.shape[3]] = w
+        w = padded
     k = int(np.prod(w.shape[1:]))
     # the same terms as a K x O matrix's columns
     _, zp, corr = pack_b(w.reshape(o, k).T, zw)
@@ -163,13 +178,11 @@ class _Wrapper:
 
 @dataclass
 class QGemmCall:
-    """A call of ``plait_qgemm``: ``a`` (8-bit, ``batch x M x K`` in row-major order,
-    or an NCHW image when ``conv`` is given: ``(C, H, W, KH, KW, SH, SW, DH, DW, PT, PL,
-    OH, OW)``), its zero point ``za`` (one value, or one per row with ``za_rows``), B
+    """A call of ``plait_qgemm``: ``a`` (8-bit, ``batch x M x K`` in row-major order),
+    its zero point ``za`` (one value, or one per row with ``za_rows``), B
     either ``packed`` (the three constants of :func:`pack_b`) or the 8-bit tensor ``b``
     (``batch x K x N``, or one ``K x N`` for all: ``b_batched``) with zero point ``zb``
-    (``zb_cols``: per column); ``out`` its output stage; the output ``batch x M x N``
-    (a matmul) or NCHW (a convolution: rows are pixels, columns channels)."""
+    (``zb_cols``: per column); ``out`` its output stage; the output ``batch x M x N``."""
 
     M: int
     N: int
@@ -180,7 +193,6 @@ class QGemmCall:
     out: QOut
     out_shape: tuple[int, ...]
     za_rows: bool = False
-    conv: tuple[int, ...] | None = None
     packed: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     b: Expr | None = None
     zb: Expr | None = None
@@ -194,15 +206,8 @@ class QGemmCall:
         lines = ["plait_qgemm_problem p;", "memset(&p, 0, sizeof p);",
                  f"p.M = {self.M}; p.N = {self.N}; p.K = {self.K}; p.batch = {self.batch};",
                  f"p.a = {w.add('a', self.a)}; p.a_signed = {a_signed};"]
-        if self.conv is not None:
-            c, h, wd = self.conv[:3]
-            lines.append("static const plait_qconv_geom g = {"
-                         + ", ".join(map(str, self.conv)) + "};")
-            lines.append(f"p.conv = &g; p.a_bs = {c * h * wd};")
-            lines.append(f"p.ldc_r = 1; p.ldc_c = {self.M}; p.c_bs = {self.M * self.N};")
-        else:
-            lines.append(f"p.lda_r = {self.K}; p.lda_c = 1; p.a_bs = {self.M * self.K};")
-            lines.append(f"p.ldc_r = {self.N}; p.ldc_c = 1; p.c_bs = {self.M * self.N};")
+        lines.append(f"p.lda_r = {self.K}; p.lda_c = 1; p.a_bs = {self.M * self.K};")
+        lines.append(f"p.ldc_r = {self.N}; p.ldc_c = 1; p.c_bs = {self.M * self.N};")
         lines.append(f"p.za = {w.add('za', self.za)}; p.za_rows = {int(self.za_rows)};")
         if self.packed is not None:
             bp, zbp, corr = (Constant(x) for x in self.packed)
@@ -224,7 +229,8 @@ class QGemmCall:
 class QConvCall:
     """A call of ``plait_qconv2d``: the NCHW image ``x`` (8-bit) with zero point ``zx``,
     the weights of :func:`pack_conv_weights`, the descriptor ``(N, C, H, W, O, KH, KW,
-    SH, SW, DH, DW, PT, PL, OH, OW, K)`` and the output stage (column: the channel)."""
+    SH, SW, DH, DW, PT, PL, OH, OW, K, G)`` (K = C*KH*KW; G the groups the weights
+    were packed with) and the output stage (column: the channel)."""
 
     x: Expr
     zx: Expr
@@ -238,10 +244,11 @@ class QConvCall:
         xs = int(self.x.ty.dtype == "int8")  # type: ignore[union-attr]
         wp, zp, corr = (Constant(a) for a in self.packed)
         lines = ["plait_qconv_problem p;", "memset(&p, 0, sizeof p);",
-                 "static const int64_t d[16] = {" + ", ".join(map(str, self.desc)) + "};",
+                 "static const int64_t d[17] = {" + ", ".join(map(str, self.desc)) + "};",
                  "p.N = d[0]; p.C = d[1]; p.H = d[2]; p.W = d[3]; p.O = d[4]; p.KH = d[5];",
                  "p.KW = d[6]; p.SH = d[7]; p.SW = d[8]; p.DH = d[9]; p.DW = d[10];",
                  "p.PT = d[11]; p.PL = d[12]; p.OH = d[13]; p.OW = d[14]; p.K = d[15];",
+                 "p.G = d[16];",
                  f"p.x = {w.add('x', self.x)}; p.x_signed = {xs}; p.zx = {w.add('zx', self.zx)};",
                  f"p.w = {w.add('w', wp)}; p.w_zp = {w.add('wzp', zp)}; "
                  f"p.w_corr = {w.add('wcorr', corr)};",
@@ -279,15 +286,6 @@ def record_calls(mod: IRModule, wrappers: dict[str, tuple[str, CFunction]],
     return record_wrappers(mod, wrappers, "plait_qgemm.h", ["qgemm"], prefix)
 
 
-def conv_geometry(xs: Sequence[int], ws: Sequence[int], os_: Sequence[int],
-                  strides: Sequence[int], dilation: Sequence[int],
-                  padding: Sequence[int]) -> tuple[int, ...]:
-    """The ``plait_qconv_geom`` of an NCHW convolution (C, H, W, KH, KW, SH, SW, DH, DW,
-    PT, PL, OH, OW)."""
-    return (xs[1], xs[2], xs[3], ws[2], ws[3], strides[0], strides[1], dilation[0],
-            dilation[1], padding[0], padding[1], os_[2], os_[3])
-
-
 __all__ = ["CONV_ROWS", "OUT_KINDS", "QConvCall", "QDepthwiseCall", "QGemmCall", "QNR",
-           "QOut", "centered_depthwise", "conv_geometry", "pack_b", "pack_conv_weights",
+           "QOut", "centered_depthwise", "conv_groups", "pack_b", "pack_conv_weights",
            "record_calls", "shifted"]

@@ -178,12 +178,24 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
              ("int8", "int8", (1, 3, 11, 13), 33, (3, 3), {"padding": (1, 1, 1, 1)}),
              ("uint8", "uint8", (1, 16, 6, 5), 17, (1, 1), {"strides": (2, 2)}),
              # rows longer than a panel (16 pixels read as one run of the image)
-             ("int8", "int8", (2, 4, 5, 37), 13, (3, 3), {"padding": (1, 1, 1, 1)})]
+             ("int8", "int8", (2, 4, 5, 37), 13, (3, 3), {"padding": (1, 1, 1, 1)}),
+             # taps in groups of 4 gathered pixel by pixel: stride 2, a panel over rows
+             ("uint8", "int8", (1, 8, 16, 16), 20, (3, 3),
+              {"strides": (2, 2), "padding": (1, 1, 1, 1)}),
+             ("uint8", "uint8", (2, 6, 8, 8), 9, (3, 3), {"padding": (1, 1, 1, 1)}),
+             # two groups per kernel row; dilation along H only
+             ("int8", "int8", (1, 5, 12, 11), 6, (5, 5), {"padding": (2, 2, 2, 2)}),
+             ("int8", "uint8", (1, 4, 10, 10), 5, (3, 3),
+              {"dilation": (2, 1), "padding": (2, 1, 2, 1)}),
+             # 1x1 over contiguous rows; a 2x2 kernel tap by tap, uneven padding
+             ("uint8", "int8", (1, 7, 8, 8), 11, (1, 1), {}),
+             ("uint8", "int8", (1, 3, 9, 10), 5, (2, 2), {"padding": (0, 1, 1, 0)})]
+    zero_zw = (1, 4, 9)   # symmetric weights: no column sums
     for i, (dx, dw, xs_, cout, (kh, kw), attrs) in enumerate(convs):
         x = q(dx, xs_)
         w = q(dw, (cout, xs_[1], kh, kw))
         zx = np.asarray(R.qrange(dx)[1 - i % 2], dx)
-        zw = q(dw, (cout,)) if i != 1 else np.asarray(0, dw)
+        zw = q(dw, (cout,)) if i not in zero_zw else np.asarray(0, dw)
         bias = rng.integers(-3000, 3000, (cout, 1, 1)).astype(np.int32)
         si, so, zo = requant("uint8", cout, per_col=True)
 
@@ -207,21 +219,27 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
                          lambda f, w=w, zx=zx, zw=zw, attrs=attrs:
                          R.conv2d(f[0], w, zx, zw, **attrs)))
 
-    # depthwise convolutions
-    for i, (dx, dw) in enumerate((("uint8", "int8"), ("int8", "uint8"))):
-        c = 10
-        x = q(dx, (2, c, 9, 7))
+    # depthwise convolutions: strided (row by row), stride 1 (rows of the padded width
+    # at once, in several blocks of rows), a row wider than the accumulators
+    dws = [("uint8", "int8", (2, 10, 9, 7), {"strides": (1, 2), "padding": (1, 1, 1, 0)}),
+           ("int8", "uint8", (2, 10, 9, 7), {"strides": (1, 2), "padding": (1, 1, 1, 0)}),
+           ("uint8", "int8", (1, 6, 8, 8), {"padding": (1, 1, 1, 1)}),
+           ("int8", "int8", (1, 3, 9, 300), {"padding": (2, 0, 1, 2), "dilation": (2, 1)}),
+           ("uint8", "uint8", (1, 2, 3, 1030), {"padding": (1, 1, 1, 1)})]
+    for i, (dx, dw, xs_, attrs) in enumerate(dws):
+        c = xs_[1]
+        x = q(dx, xs_)
         w = q(dw, (c, 1, 3, 3))
-        zx = np.asarray(R.qrange(dx)[i], dx)
+        zx = np.asarray(R.qrange(dx)[i % 2], dx)
         zw = q(dw, (c,))
-        attrs = {"strides": (1, 2), "padding": (1, 1, 1, 0), "groups": c}
+        attrs = dict(attrs, groups=c)
         si, so, zo = requant("int8", c, per_col=True)
         sc = np.asarray(0.003, F32)
 
         def build_d(bb: BlockBuilder, xs: list[Var], w=w, zx=zx, zw=zw, si=si, so=so, zo=zo,
                     attrs=attrs, sc=sc, i=i) -> Any:
             acc = _emit(bb, "qnn.conv2d", xs[0], w, zx, zw, **attrs)
-            if i == 0:
+            if i != 1:
                 return _emit(bb, "qnn.requantize", acc, si, np.int32(0), so, zo, axis=1)
             y = _emit(bb, "cast", acc, dtype="float32")
             return _emit(bb, "multiply", y, sc)
@@ -229,7 +247,7 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
         def want_d(f: list[np.ndarray], w=w, zx=zx, zw=zw, si=si, so=so, zo=zo, attrs=attrs,
                    sc=sc, i=i) -> np.ndarray:
             acc = R.conv2d(f[0], w, zx, zw, **attrs)
-            if i == 0:
+            if i != 1:
                 return R.requantize_op(acc, si, np.int32(0), so, zo, axis=1)
             return (acc.astype(F32) * sc).astype(F32)
 

@@ -250,17 +250,10 @@ static inline int32_t q_zero_point(const void* z, int is_signed, int64_t i) {
     return is_signed ? (int32_t)((const int8_t*)z)[i] : (int32_t)((const uint8_t*)z)[i];
 }
 
-/* The taps of a convolution's im2col column k = (c, kh, kw): the offset of its value
- * from the window's corner in the image, and its row and column offsets (bounds). */
-typedef struct {
-    int32_t off, dh, dw, c_off;
-} q_tap;
-
 /* Rows m0..m0+mc-1 of A' (shifted to uint8) as rows of kp bytes (zero-padded; rows up
  * to a multiple of Q_MR are zero), their sums over K into rs, their zero points into
- * zap.  A convolution's rows read the image through the taps: a window inside the
- * image is one gather, a window over the padding checks each tap. */
-static void q_pack_a(const plait_qgemm_problem* p, const q_tap* taps, int64_t bi,
+ * zap. */
+static void q_pack_a(const plait_qgemm_problem* p, int64_t bi,
                      int64_t m0, int64_t mc, int64_t kp, uint8_t* restrict dst,
                      int32_t* restrict rs, int32_t* restrict zap) {
     const uint8_t flip = p->a_signed ? 0x80 : 0;
@@ -272,28 +265,10 @@ static void q_pack_a(const plait_qgemm_problem* p, const q_tap* taps, int64_t bi
         int32_t za = q_zero_point(p->za, p->a_signed, p->za_rows ? m : 0) +
                      (p->a_signed ? 128 : 0);
         zap[r] = za;
-        if (p->conv) {
-            const plait_qconv_geom* g = p->conv;
-            const int64_t oh = m / g->OW, ow = m % g->OW;
-            const int64_t h0 = oh * g->SH - g->PT, w0 = ow * g->SW - g->PL;
-            const uint8_t* corner = (const uint8_t*)p->a + bi * p->a_bs + h0 * g->W + w0;
-            if (h0 >= 0 && h0 + (g->KH - 1) * g->DH < g->H && w0 >= 0 &&
-                w0 + (g->KW - 1) * g->DW < g->W) {
-                for (int64_t k = 0; k < K; ++k) row[k] = (uint8_t)(corner[taps[k].off] ^ flip);
-            } else {
-                for (int64_t k = 0; k < K; ++k) {
-                    const int64_t ih = h0 + taps[k].dh, iw = w0 + taps[k].dw;
-                    row[k] = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W
-                                 ? (uint8_t)(corner[taps[k].off] ^ flip)
-                                 : (uint8_t)za;
-                }
-            }
-        } else {
-            const uint8_t* src = (const uint8_t*)p->a + bi * p->a_bs + m * p->lda_r;
-            if (p->lda_c == 1 && !flip) memcpy(row, src, (size_t)K);
-            else
-                for (int64_t k = 0; k < K; ++k) row[k] = (uint8_t)(src[k * p->lda_c] ^ flip);
-        }
+        const uint8_t* src = (const uint8_t*)p->a + bi * p->a_bs + m * p->lda_r;
+        if (p->lda_c == 1 && !flip) memcpy(row, src, (size_t)K);
+        else
+            for (int64_t k = 0; k < K; ++k) row[k] = (uint8_t)(src[k * p->lda_c] ^ flip);
         uint32_t s = 0;
         for (int64_t k = 0; k < K; ++k) s += row[k];
         rs[r] = (int32_t)s;
@@ -336,7 +311,6 @@ typedef struct {
     const int8_t* bp;        /* the panels of batch 0 (the next batches bp_bs further) */
     const int32_t* zbp;
     const int32_t* corr;
-    const q_tap* taps;       /* a convolution's taps (K of them) */
     int64_t bp_bs, vec_bs;   /* per batch (0: one B for every batch) */
     int64_t kp, mblocks, nblocks, ncb;
     int64_t next;
@@ -355,10 +329,9 @@ static void q_job(const q_task* t, int64_t job, uint8_t* apack, int32_t* rs, int
     const int32_t* corr = t->corr + bi * t->vec_bs;
     const int64_t panel = kp * PLAIT_Q_NR;
     (void)K;
-    q_pack_a(p, t->taps, bi, m0, mc, kp, apack, rs, zap);
+    q_pack_a(p, bi, m0, mc, kp, apack, rs, zap);
     int32_t tile[Q_MR * Q_TN];
     uint32_t blk[Q_MC * Q_TN];   /* the row block's sums of one column tile, [row][col] */
-    uint32_t v[Q_MC > Q_TN ? Q_MC : Q_TN];
     for (int64_t j = 0; j < nc; j += Q_TN) {
         const int64_t nj = nc - j < Q_TN ? nc - j : Q_TN;
         const int64_t n = n0 + j;
@@ -381,15 +354,8 @@ static void q_job(const q_task* t, int64_t job, uint8_t* apack, int32_t* rs, int
             }
         }
         const int64_t base = bi * p->c_bs + m0 * p->ldc_r + n * p->ldc_c;
-        if (p->ldc_c == 1) {          /* rows of the output are contiguous */
-            for (int64_t r = 0; r < mc; ++r)
-                q_store(&p->out, blk + r * Q_TN, nj, n, 1, p->c, base + r * p->ldc_r);
-        } else {                      /* columns are (a convolution's channels) */
-            for (int64_t q = 0; q < nj; ++q) {
-                for (int64_t r = 0; r < mc; ++r) v[r] = blk[r * Q_TN + q];
-                q_store(&p->out, v, mc, n + q, 0, p->c, base + q * p->ldc_c);
-            }
-        }
+        for (int64_t r = 0; r < mc; ++r)
+            q_store(&p->out, blk + r * Q_TN, nj, n, 1, p->c, base + r * p->ldc_r);
     }
 }
 
@@ -443,24 +409,6 @@ PLAIT_ISA_FN(plait_qgemm)(const plait_qgemm_problem* p) {
             t.vec_bs = vec;
         }
     }
-    q_tap* taps = NULL;
-    if (p->conv) {
-        const plait_qconv_geom* g = p->conv;
-        taps = (q_tap*)malloc(sizeof(q_tap) * (size_t)(p->K > 0 ? p->K : 1));
-        if (!taps) {
-            free(owned);
-            return 1;
-        }
-        int64_t k = 0;
-        for (int64_t ch = 0; ch < g->C; ++ch)
-            for (int64_t kh = 0; kh < g->KH; ++kh)
-                for (int64_t kw = 0; kw < g->KW; ++kw, ++k) {
-                    taps[k].dh = (int32_t)(kh * g->DH);
-                    taps[k].dw = (int32_t)(kw * g->DW);
-                    taps[k].off = (int32_t)(ch * g->H * g->W + kh * g->DH * g->W + kw * g->DW);
-                }
-        t.taps = taps;
-    }
     int nthreads = plait_max_threads();
     const int64_t work = p->M * p->N * (p->K > 0 ? p->K : 1) * p->batch;
     if (work < Q_MIN_PARALLEL) nthreads = 1;
@@ -478,7 +426,6 @@ PLAIT_ISA_FN(plait_qgemm)(const plait_qgemm_problem* p) {
     const int64_t jobs = p->batch * t.mblocks * t.nblocks;
     if (jobs < nthreads) nthreads = (int)jobs;
     plait_parallel(q_task_run, &t, nthreads);
-    free(taps);
     free(owned);
     return t.status;
 }
@@ -487,12 +434,19 @@ PLAIT_ISA_FN(plait_qgemm)(const plait_qgemm_problem* p) {
 
 /* out[n][o][p] = out(sum_k (w[o][k] - zw[o]) * (x[n][k][p] - zx)) computed as W' @ X'
  * with the weights broadcast (int8 W': rows of Kp bytes) and the image packed in
- * panels of 16 output pixels x 4 taps (uint8 X', x ^ 0x80 for int8 x; padding holds
- * zx'): an output row of a channel is contiguous in NCHW, and for stride 1 the 16
- * pixels of a tap are 16 contiguous bytes of the image. */
+ * panels of 16 output pixels x 4 taps (uint8 X'): an output row of a channel is
+ * contiguous in NCHW.
+ *
+ * The image is first copied into a padded image (x ^ 0x80 for int8 x; the padding holds
+ * zx'), so no tap is ever out of bounds.  With the taps grouped (G > 0: K runs over
+ * (c, kh, kw4) with KW rounded up to 4 per group, dilation 1 along W), the 4 taps of a
+ * group are 4 consecutive bytes of one image row: a pixel's group is one 4-byte load
+ * (AVX-512: one dword gather for 16 pixels); the extra taps of the rounding have the
+ * weight zw' (they add (zw' - zw') * x = 0, and the weights' correction counts them).
+ * When the 16 pixels of a panel are contiguous in the padded image (stride 1, within
+ * one row), a group is 4 overlapping 16-byte loads interleaved. */
 
 typedef uint8_t q_v16 __attribute__((vector_size(16)));
-typedef uint32_t q_v16i __attribute__((vector_size(64)));
 #if defined(__clang__)
 #define Q_SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
 #else
@@ -516,76 +470,89 @@ static inline void q_interleave4(q_v16 t0, q_v16 t1, q_v16 t2, q_v16 t3, uint8_t
     memcpy(dst + 48, &o3, 16);
 }
 
+static inline q_v16 q_load16(const uint8_t* p) {
+    q_v16 v;
+    memcpy(&v, p, 16);
+    return v;
+}
+
 typedef struct {
     const plait_qconv_problem* p;
-    const q_tap* taps;
+    const uint8_t* xpad;     /* the padded images, uint8 */
+    int64_t img_bytes, wp;   /* bytes of one padded image, its row */
+    const int64_t* toff;     /* per group (G > 0) or tap: offset from a window's corner */
     int64_t kp, panels, pblock, jobs;
+    int need_cs;             /* some zw' != 0: the pixels' column sums are needed */
     int64_t next;
     int status;
 } q_ct_task;
 
-/* The panels [j0, j0 + np) of image bi: X' packed, the pixels' column sums into cs */
-static void q_ct_pack(const plait_qconv_problem* p, const q_tap* taps, int64_t kp,
-                      int64_t bi, int64_t j0, int64_t np, uint8_t* restrict dst,
-                      uint32_t* restrict cs) {
-    const int64_t M = p->OH * p->OW, K = p->K;
-    const uint8_t flip = p->x_signed ? 0x80 : 0;
-    const uint8_t zx = (uint8_t)(p->x_signed ? ((const int8_t*)p->zx)[0] + 128
-                                             : ((const uint8_t*)p->zx)[0]);
-    const uint8_t* img = (const uint8_t*)p->x + bi * p->C * p->H * p->W;
-    const q_v16 vflip = (q_v16){0} + flip;
+/* The panels [j0, j0 + np) of image bi: X' packed; with need_cs the pixels' column sums
+ * into cs */
+static void q_ct_pack(const q_ct_task* t, int64_t bi, int64_t j0, int64_t np,
+                      uint8_t* restrict dst, uint32_t* restrict cs) {
+    const plait_qconv_problem* p = t->p;
+    const int64_t M = p->OH * p->OW, K = p->K, kp = t->kp, k4 = kp / 4;
+    const uint8_t* img = t->xpad + bi * t->img_bytes;
     for (int64_t jp = 0; jp < np; ++jp) {
         const int64_t m0 = (j0 + jp) * PLAIT_Q_NR;
         uint8_t* pd = dst + jp * kp * PLAIT_Q_NR;
-        int64_t h0[PLAIT_Q_NR], w0[PLAIT_Q_NR];
-        int inrow = 1;
+        int32_t off[PLAIT_Q_NR];
+        int contiguous = 1;
         for (int j = 0; j < PLAIT_Q_NR; ++j) {
             const int64_t m = m0 + j < M ? m0 + j : M - 1;
-            h0[j] = (m / p->OW) * p->SH - p->PT;
-            w0[j] = (m % p->OW) * p->SW - p->PL;
-            if (m0 + j >= M || h0[j] != h0[0] || w0[j] != w0[0] + j) inrow = 0;
+            off[j] = (int32_t)((m / p->OW) * p->SH * t->wp + (m % p->OW) * p->SW);
+            if (off[j] != off[0] + j) contiguous = 0;
         }
-        q_v16i sum = (q_v16i){0};
-        for (int64_t k0 = 0; k0 < kp; k0 += 4) {
-            q_v16 t[4];
-            for (int kk = 0; kk < 4; ++kk) {
-                const int64_t k = k0 + kk;
-                if (k >= K) {
-                    t[kk] = (q_v16){0};
-                    continue;
-                }
-                const int64_t ih = h0[0] + taps[k].dh, iw = w0[0] + taps[k].dw;
-                if (inrow && p->SW == 1) {
-                    /* one run of the image row, the padding at its ends */
-                    const uint8_t* src = img + taps[k].c_off + ih * p->W + iw;
-                    if (ih >= 0 && ih < p->H && iw >= 0 && iw + PLAIT_Q_NR <= p->W) {
-                        memcpy(&t[kk], src, 16);
-                        t[kk] ^= vflip;
-                    } else {
-                        uint8_t v[PLAIT_Q_NR];
-                        memset(v, zx, sizeof v);
-                        if (ih >= 0 && ih < p->H) {
-                            const int64_t jlo = iw < 0 ? -iw : 0;
-                            const int64_t jhi = p->W - iw < PLAIT_Q_NR ? p->W - iw : PLAIT_Q_NR;
-                            for (int64_t j = jlo; j < jhi; ++j) v[j] = (uint8_t)(src[j] ^ flip);
-                        }
-                        memcpy(&t[kk], v, 16);
-                    }
+        if (p->G) {
+#if defined(PLAIT_ISA_AVX512VNNI)
+            const __m512i voff = _mm512_loadu_si512((const void*)off);
+#endif
+            for (int64_t g = 0; g < k4; ++g) {
+                const uint8_t* s = img + t->toff[g];
+                if (contiguous) {
+                    const uint8_t* r = s + off[0];
+                    q_interleave4(q_load16(r), q_load16(r + 1), q_load16(r + 2),
+                                  q_load16(r + 3), pd + 64 * g);
                 } else {
-                    uint8_t v[PLAIT_Q_NR];
-                    for (int j = 0; j < PLAIT_Q_NR; ++j) {
-                        const int64_t y = h0[j] + taps[k].dh, x = w0[j] + taps[k].dw;
-                        v[j] = m0 + j < M && y >= 0 && y < p->H && x >= 0 && x < p->W
-                                   ? (uint8_t)(img[taps[k].c_off + y * p->W + x] ^ flip)
-                                   : zx;
-                    }
-                    memcpy(&t[kk], v, 16);
+#if defined(PLAIT_ISA_AVX512VNNI)
+                    _mm512_storeu_si512((void*)(pd + 64 * g),
+                                        _mm512_i32gather_epi32(voff, (const void*)s, 1));
+#else
+                    for (int j = 0; j < PLAIT_Q_NR; ++j) memcpy(pd + 64 * g + 4 * j, s + off[j], 4);
+#endif
                 }
-                sum += __builtin_convertvector(t[kk], q_v16i);
             }
-            q_interleave4(t[0], t[1], t[2], t[3], pd + k0 * PLAIT_Q_NR);
+        } else {
+            for (int64_t g = 0; g < k4; ++g) {
+                if (contiguous) {
+                    q_v16 tv[4];
+                    for (int kk = 0; kk < 4; ++kk)
+                        tv[kk] = 4 * g + kk < K ? q_load16(img + t->toff[4 * g + kk] + off[0])
+                                                : (q_v16){0};
+                    q_interleave4(tv[0], tv[1], tv[2], tv[3], pd + 64 * g);
+                } else {
+                    uint8_t* b = pd + 64 * g;
+                    for (int kk = 0; kk < 4; ++kk) {
+                        if (4 * g + kk < K) {
+                            const uint8_t* s = img + t->toff[4 * g + kk];
+                            for (int j = 0; j < PLAIT_Q_NR; ++j) b[4 * j + kk] = s[off[j]];
+                        } else {
+                            for (int j = 0; j < PLAIT_Q_NR; ++j) b[4 * j + kk] = 0;
+                        }
+                    }
+                }
+            }
         }
-        memcpy(cs + jp * PLAIT_Q_NR, &sum, sizeof sum);
+        if (t->need_cs) {
+            uint32_t s[PLAIT_Q_NR] = {0};
+            for (int64_t g = 0; g < k4; ++g) {
+                const uint8_t* b = pd + 64 * g;
+                for (int j = 0; j < PLAIT_Q_NR; ++j)
+                    s[j] += (uint32_t)b[4 * j] + b[4 * j + 1] + b[4 * j + 2] + b[4 * j + 3];
+            }
+            memcpy(cs + jp * PLAIT_Q_NR, s, sizeof s);
+        }
     }
 }
 
@@ -610,12 +577,13 @@ static void q_ct_run(void* arg) {
          job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED)) {
         const int64_t bi = job / nblocks, j0 = job % nblocks * t->pblock;
         const int64_t np = t->panels - j0 < t->pblock ? t->panels - j0 : t->pblock;
-        q_ct_pack(p, t->taps, kp, bi, j0, np, xp, cs);
+        q_ct_pack(t, bi, j0, np, xp, cs);
         for (int64_t jp = 0; jp < np; jp += Q_NP) {
             const int64_t nn = np - jp < Q_NP ? np - jp : Q_NP;
             const int64_t p0 = (j0 + jp) * PLAIT_Q_NR;
             const int64_t cnt = M - p0 < nn * PLAIT_Q_NR ? M - p0 : nn * PLAIT_Q_NR;
             const int8_t* bj = (const int8_t*)(xp + jp * panel);
+            const uint32_t* csj = cs + jp * PLAIT_Q_NR;
             for (int64_t o0 = 0; o0 < p->O; o0 += Q_MR) {
                 const uint8_t* ar = (const uint8_t*)(p->w + o0 * kp);
 #if Q_NP > 1
@@ -629,9 +597,12 @@ static void q_ct_run(void* arg) {
                     const int64_t o = o0 + r;
                     const uint32_t zw = (uint32_t)p->w_zp[o];
                     const uint32_t corr = zx * (uint32_t)p->w_corr[o];
-                    for (int64_t q = 0; q < cnt; ++q)
-                        v[q] = (uint32_t)tile[r * Q_TN + q] - zw * cs[jp * PLAIT_Q_NR + q] -
-                               corr;
+                    const int32_t* tr = tile + r * Q_TN;
+                    if (t->need_cs)
+                        for (int64_t q = 0; q < cnt; ++q)
+                            v[q] = (uint32_t)tr[q] - zw * csj[q] - corr;
+                    else
+                        for (int64_t q = 0; q < cnt; ++q) v[q] = (uint32_t)tr[q] - corr;
                     q_store(&p->out, v, cnt, o, 0, p->c, (bi * p->O + o) * M + p0);
                 }
             }
@@ -646,21 +617,54 @@ PLAIT_ISA_FN(plait_qconv2d)(const plait_qconv_problem* p) {
     q_ct_task t;
     memset(&t, 0, sizeof t);
     t.p = p;
-    t.kp = (p->K + 3) / 4 * 4;
+    t.kp = p->G ? p->C * p->KH * p->G * 4 : (p->K + 3) / 4 * 4;
     t.panels = (M + PLAIT_Q_NR - 1) / PLAIT_Q_NR;
-    q_tap* taps = (q_tap*)malloc(sizeof(q_tap) * (size_t)(p->K > 0 ? p->K : 1));
-    if (!taps) return 1;
-    const int64_t khw = p->KH * p->KW;
-    for (int64_t k = 0; k < p->K; ++k) {
-        const int64_t ch = k / khw, r = k % khw;
-        taps[k].dh = (int32_t)((r / p->KW) * p->DH);
-        taps[k].dw = (int32_t)((r % p->KW) * p->DW);
-        taps[k].off = 0;
-        taps[k].c_off = (int32_t)(ch * p->H * p->W);
+    for (int64_t o = 0; o < p->O; ++o)
+        if (p->w_zp[o]) t.need_cs = 1;
+    /* the padded images: every tap a window reads (and the rounding of its groups) */
+    const int64_t hp0 = (p->OH - 1) * p->SH + (p->KH - 1) * p->DH + 1;
+    const int64_t wp0 = (p->OW - 1) * p->SW + (p->KW - 1) * p->DW + 1;
+    const int64_t hp = hp0 > p->PT + p->H ? hp0 : p->PT + p->H;
+    const int64_t wp = wp0 > p->PL + p->W ? wp0 : p->PL + p->W;
+    const int64_t plane = hp * wp;
+    t.wp = wp;
+    t.img_bytes = p->C * plane;
+    const int64_t ngroups = t.kp / 4;
+    const int64_t noff = p->G ? ngroups : (p->K > 0 ? p->K : 1);
+    /* 64 bytes past the end: the 16-byte runs and 4-byte groups of the last pixels */
+    size_t words = (size_t)((p->N * t.img_bytes + 64 + 3) / 4) + 2 * (size_t)noff + 16;
+    uint8_t* xpad = (uint8_t*)plait_scratch(1, words);
+    if (!xpad) return 1;
+    int64_t* toff = (int64_t*)(xpad + (p->N * t.img_bytes + 64 + 63) / 64 * 64);
+    const uint8_t flip = p->x_signed ? 0x80 : 0;
+    const uint8_t zx = (uint8_t)(p->x_signed ? ((const int8_t*)p->zx)[0] + 128
+                                             : ((const uint8_t*)p->zx)[0]);
+    memset(xpad, zx, (size_t)(p->N * t.img_bytes + 64));
+    for (int64_t ci = 0; ci < p->N * p->C; ++ci) {
+        const uint8_t* src = (const uint8_t*)p->x + ci * p->H * p->W;
+        uint8_t* dst = xpad + ci * plane + p->PT * wp + p->PL;
+        const int64_t wn = p->W < wp - p->PL ? p->W : wp - p->PL;
+        const int64_t hn = p->H < hp - p->PT ? p->H : hp - p->PT;
+        for (int64_t h = 0; h < hn; ++h)
+            for (int64_t w = 0; w < wn; ++w) dst[h * wp + w] = src[h * p->W + w] ^ flip;
     }
-    t.taps = taps;
+    if (p->G) {
+        int64_t g = 0;
+        for (int64_t ch = 0; ch < p->C; ++ch)
+            for (int64_t kh = 0; kh < p->KH; ++kh)
+                for (int64_t kw4 = 0; kw4 < p->G; ++kw4, ++g)
+                    toff[g] = ch * plane + kh * p->DH * wp + 4 * kw4;
+    } else {
+        const int64_t khw = p->KH * p->KW;
+        for (int64_t k = 0; k < p->K; ++k) {
+            const int64_t ch = k / khw, r = k % khw;
+            toff[k] = ch * plane + (r / p->KW) * p->DH * wp + (r % p->KW) * p->DW;
+        }
+    }
+    t.xpad = xpad;
+    t.toff = toff;
     int nthreads = plait_max_threads();
-    const int64_t work = p->N * M * p->O * (p->K > 0 ? p->K : 1);
+    const int64_t work = p->N * M * p->O * (t.kp > 0 ? t.kp : 1);
     if (work < Q_MIN_PARALLEL) nthreads = 1;
     /* blocks of panels: about 4 jobs per thread, at most 8 panels (128 pixels) */
     int64_t want = nthreads > 1 ? (t.panels * p->N + 4 * nthreads - 1) / (4 * nthreads) : 8;
@@ -668,7 +672,6 @@ PLAIT_ISA_FN(plait_qconv2d)(const plait_qconv_problem* p) {
     t.jobs = p->N * ((t.panels + t.pblock - 1) / t.pblock);
     if (t.jobs < nthreads) nthreads = (int)t.jobs;
     plait_parallel(q_ct_run, &t, nthreads);
-    free(taps);
     return t.status;
 }
 
@@ -682,45 +685,77 @@ typedef struct {
     const int32_t* w;
     const plait_q_out* out;
     void* c;
+    int64_t hp, wp;     /* the padded plane */
+    int status;
 } q_dw_task;
 
-/* planes [lo, hi) of N * C: every output row summed over the window in int32 (taps in
- * the padding hold the zero point: they add nothing), then the output stage */
+#define Q_DW_ACC 1024
+
+/* planes [lo, hi) of N * C: each plane copied centered (x - zx, int16) into a padded
+ * plane (the padding 0), every output summed over the window in int32, then the output
+ * stage.  Stride 1: rows of the padded width at once (one contiguous run per tap, the
+ * columns past OW dropped); else row by row. */
 static void q_dw_range(void* ctx, int64_t lo, int64_t hi) {
-    const q_dw_task* t = (const q_dw_task*)ctx;
+    q_dw_task* t = (q_dw_task*)ctx;
     const plait_qdw_desc* d = t->d;
-    uint32_t acc[1024];
+    const int64_t hp = t->hp, wp = t->wp;
+    int16_t* xc = (int16_t*)plait_scratch(0, (size_t)(hp * wp + 64) / 2 + 1);
+    if (!xc) {
+        __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    uint32_t acc[Q_DW_ACC];
+    const int wide = d->SH == 1 && d->SW == 1 && wp <= Q_DW_ACC;
     for (int64_t plane = lo; plane < hi; ++plane) {
         const int64_t ch = plane % d->C;
-        const uint8_t* img = t->x + plane * d->H * d->W;
         const int32_t* w = t->w + ch * d->KH * d->KW;
-        for (int64_t oh = 0; oh < d->OH; ++oh) {
-            for (int64_t ow0 = 0; ow0 < d->OW; ow0 += 1024) {
-                const int64_t cnt = d->OW - ow0 < 1024 ? d->OW - ow0 : 1024;
+        memset(xc, 0, sizeof(int16_t) * (size_t)(hp * wp));
+        const int64_t hn = d->H < hp - d->PT ? d->H : hp - d->PT;
+        const int64_t wn = d->W < wp - d->PL ? d->W : wp - d->PL;
+        if (t->x_signed) {
+            const int8_t* img = (const int8_t*)t->x + plane * d->H * d->W;
+            for (int64_t h = 0; h < hn; ++h)
+                for (int64_t x = 0; x < wn; ++x)
+                    xc[(h + d->PT) * wp + x + d->PL] = (int16_t)(img[h * d->W + x] - t->zx);
+        } else {
+            const uint8_t* img = t->x + plane * d->H * d->W;
+            for (int64_t h = 0; h < hn; ++h)
+                for (int64_t x = 0; x < wn; ++x)
+                    xc[(h + d->PT) * wp + x + d->PL] = (int16_t)(img[h * d->W + x] - t->zx);
+        }
+        if (wide) {
+            const int64_t rows = Q_DW_ACC / wp;
+            for (int64_t oh0 = 0; oh0 < d->OH; oh0 += rows) {
+                const int64_t nr = d->OH - oh0 < rows ? d->OH - oh0 : rows;
+                /* the last row needs only OW columns: no read past the plane */
+                const int64_t cnt = (nr - 1) * wp + d->OW;
                 memset(acc, 0, sizeof(uint32_t) * (size_t)cnt);
-                for (int64_t kh = 0; kh < d->KH; ++kh) {
-                    const int64_t ih = oh * d->SH - d->PT + kh * d->DH;
-                    if (ih < 0 || ih >= d->H) continue;
-                    const uint8_t* row = img + ih * d->W;
+                for (int64_t kh = 0; kh < d->KH; ++kh)
                     for (int64_t kw = 0; kw < d->KW; ++kw) {
                         const int32_t wv = w[kh * d->KW + kw];
-                        const int64_t off = kw * d->DW - d->PL;
-                        /* the outputs j whose tap (ow0 + j) * SW + off is inside the row */
-                        int64_t jlo = 0, jhi = cnt;
-                        while (jlo < cnt && (ow0 + jlo) * d->SW + off < 0) ++jlo;
-                        while (jhi > jlo && (ow0 + jhi - 1) * d->SW + off >= d->W) --jhi;
-                        const int64_t sw = d->SW;
-                        const uint8_t* src = row + ow0 * sw + off;
-                        if (t->x_signed) {
-                            const int8_t* s8 = (const int8_t*)src;
-                            for (int64_t j = jlo; j < jhi; ++j)
-                                acc[j] += (uint32_t)(((int32_t)s8[j * sw] - t->zx) * wv);
-                        } else {
-                            for (int64_t j = jlo; j < jhi; ++j)
-                                acc[j] += (uint32_t)(((int32_t)src[j * sw] - t->zx) * wv);
-                        }
+                        const int16_t* src = xc + (oh0 + kh * d->DH) * wp + kw * d->DW;
+                        for (int64_t i = 0; i < cnt; ++i)
+                            acc[i] += (uint32_t)((int32_t)src[i] * wv);
                     }
-                }
+                for (int64_t r = 0; r < nr; ++r)
+                    q_store(t->out, acc + r * wp, d->OW, ch, 0, t->c,
+                            (plane * d->OH + oh0 + r) * d->OW);
+            }
+            continue;
+        }
+        for (int64_t oh = 0; oh < d->OH; ++oh) {
+            for (int64_t ow0 = 0; ow0 < d->OW; ow0 += Q_DW_ACC) {
+                const int64_t cnt = d->OW - ow0 < Q_DW_ACC ? d->OW - ow0 : Q_DW_ACC;
+                memset(acc, 0, sizeof(uint32_t) * (size_t)cnt);
+                for (int64_t kh = 0; kh < d->KH; ++kh)
+                    for (int64_t kw = 0; kw < d->KW; ++kw) {
+                        const int32_t wv = w[kh * d->KW + kw];
+                        const int16_t* src = xc + (oh * d->SH + kh * d->DH) * wp +
+                                             ow0 * d->SW + kw * d->DW;
+                        const int64_t sw = d->SW;
+                        for (int64_t j = 0; j < cnt; ++j)
+                            acc[j] += (uint32_t)((int32_t)src[j * sw] * wv);
+                    }
                 q_store(t->out, acc, cnt, ch, 0, t->c, (plane * d->OH + oh) * d->OW + ow0);
             }
         }
@@ -731,12 +766,25 @@ PLAIT_ISA_HIDDEN int
 PLAIT_ISA_FN(plait_qconv2d_depthwise)(const plait_qdw_desc* d, const void* x, int x_signed,
                                       const void* zx, const int32_t* w,
                                       const plait_q_out* out, void* c) {
-    q_dw_task t = {d, (const uint8_t*)x, x_signed, q_zero_point(zx, x_signed, 0), w, out, c};
+    if (d->N <= 0 || d->C <= 0 || d->OH <= 0 || d->OW <= 0) return 0;
+    q_dw_task t;
+    memset(&t, 0, sizeof t);
+    t.d = d;
+    t.x = (const uint8_t*)x;
+    t.x_signed = x_signed;
+    t.zx = q_zero_point(zx, x_signed, 0);
+    t.w = w;
+    t.out = out;
+    t.c = c;
+    const int64_t hp0 = (d->OH - 1) * d->SH + (d->KH - 1) * d->DH + 1;
+    const int64_t wp0 = (d->OW - 1) * d->SW + (d->KW - 1) * d->DW + 1;
+    t.hp = hp0 > d->PT + d->H ? hp0 : d->PT + d->H;
+    t.wp = wp0 > d->PL + d->W ? wp0 : d->PL + d->W;
     const int64_t planes = d->N * d->C;
     const int64_t work = planes * d->OH * d->OW * d->KH * d->KW;
     int nthreads = work < Q_MIN_PARALLEL / 4 ? 1 : plait_max_threads();
     plait_parallel_range(q_dw_range, &t, planes, nthreads);
-    return 0;
+    return t.status;
 }
 
 PLAIT_ISA_FAMILY("qgemm")

@@ -3,7 +3,7 @@
  * library and the per-model call wrappers.
  *
  * A product is C[M,N] = out((A - za) @ (B - zb) + bias) with A the activations (uint8
- * or int8, a strided matrix or the implicit im2col matrix of an NCHW image) and B
+ * or int8, a strided matrix) and B
  * (uint8 or int8) either packed at compile time with its column sums, or a strided
  * matrix packed by the call.  Every sum is exact modulo 2^32 (int32 wrap-around, as
  * the int64 sums of the reference cast to int32). */
@@ -40,19 +40,12 @@ typedef struct {
     int relu;
 } plait_q_out;
 
-/* The convolution whose im2col matrix is A: rows are the output pixels (oh, ow) of one
- * image, columns (c, kh, kw); taps in the padding hold A's zero point. */
-typedef struct {
-    int64_t C, H, W, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW;
-} plait_qconv_geom;
-
 typedef struct {
     int64_t M, N, K, batch;
-    /* A: a[bi*a_bs + m*lda_r + k*lda_c] (or the image of conv at a + bi*a_bs) */
+    /* A: a[bi*a_bs + m*lda_r + k*lda_c] */
     const void* a;
     int a_signed;
     int64_t lda_r, lda_c, a_bs;
-    const plait_qconv_geom* conv;
     const void* za;         /* A's zero point (A's dtype): one, or one per row (za_rows) */
     int za_rows;
     /* B packed at compile time (bp != NULL): the panels, zb' per column (int32, after
@@ -67,7 +60,8 @@ typedef struct {
     const void* zb;
     int zb_cols;
     plait_q_out out;
-    /* C[m][n] at c + (bi*c_bs + m*ldc_r + n*ldc_c) elements of the output's type */
+    /* C[m][n] at c + (bi*c_bs + m*ldc_r + n*ldc_c) elements of the output's type; the
+     * columns of a row are contiguous: ldc_c must be 1 */
     void* c;
     int64_t ldc_r, ldc_c, c_bs;
 } plait_qgemm_problem;
@@ -77,11 +71,14 @@ PLAIT_QGEMM_HIDDEN int plait_qgemm(const plait_qgemm_problem* p);
 
 /* A convolution (groups 1, NCHW/OIHW) as the product of the weights and the image:
  * x uint8 or int8 (x_signed) with zero point zx; the weights packed at compile time as
- * int8 rows of Kp bytes (w, or w - 128 for uint8 w; K = C*KH*KW rounded up to 4, the
- * rows to a multiple of 12), with zw'[o] and corr[o] = rowsum(W'[o]) - K * zw'[o]; the
- * output stage's column is the output channel. */
+ * int8 rows of Kp bytes (w, or w - 128 for uint8 w; zero-padded; the rows to a multiple
+ * of 12), with zw'[o] and corr[o] = rowsum(W'[o]) - K' * zw'[o]; the output stage's
+ * column is the output channel.  The columns of a row: G == 0: the taps (c, kh, kw),
+ * K = C*KH*KW of them, Kp = K rounded up to 4, K' = K; G > 0 (DW must be 1): groups of
+ * 4 taps (c, kh, kw4) with kw = 4*kw4 + 0..3 < 4*G, G = ceil(KW / 4), the taps kw >= KW
+ * holding zw'[o] (they add nothing), Kp = K' = C*KH*4*G. */
 typedef struct {
-    int64_t N, C, H, W, O, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW, K;
+    int64_t N, C, H, W, O, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW, K, G;
     const void* x;
     int x_signed;
     const void* zx;
