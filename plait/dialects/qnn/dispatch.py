@@ -21,9 +21,15 @@ output stage that follows it into one call of ``plait_qgemm.c``
   through its projection: its softmax and score products are float ops of the
   importer (onnxruntime computes them in float too).
 * ``qnn.conv2d``: ``groups == 1`` as the transposed product (``plait_qconv2d``:
-  weights broadcast, the image packed in panels of 16 pixels x 4 taps), depthwise (one
-  input channel per group) on its own kernel; other grouped convolutions stay for
-  ``qnn.Legalize``.
+  weights broadcast, the padded image packed in panels of 16 pixels x 4 taps),
+  depthwise (one input channel per group) on its own kernel; other grouped
+  convolutions stay for ``qnn.Legalize``.
+* then, one op each, on elementwise kernels of the same family: ``qnn.add``
+  (QLinearAdd: per-tensor constant parameters, operands of the output's shape, a
+  scalar or its trailing dimensions; ``plait_qadd``), ``qnn.quantize`` and
+  ``qnn.dequantize`` (8-bit, the scale and zero point one value each, constant or
+  computed, or constants per channel; ``plait_quantize``/``plait_dequantize``).
+  Anything else (other broadcasts, blocked parameters) stays for ``qnn.Legalize``.
 
 Every rewrite computes exactly what :mod:`.reference` computes (the kernels' sums are
 exact modulo 2^32, their float output stage rounds once per operation).
@@ -334,6 +340,101 @@ def int8_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
     return Rule("qnn.int8", PRODUCT, rewrite)
 
 
+
+def _suffix_of(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
+    """``shape`` repeats along the output ``out`` with period its size: a single value,
+    or the output's trailing dimensions (leading ones dropped)."""
+    full = (1,) * (len(out) - len(shape)) + tuple(shape)
+    k = 0
+    while k < len(full) and full[k] == 1:
+        k += 1
+    return full[k:] == out[k:] or int(np.prod(full)) == 1
+
+
+def _plan_add(call: Call) -> Any:
+    """``qnn.add`` (QLinearAdd) on ``plait_qadd``: per-tensor constant parameters, the
+    operands the output's shape, a scalar or its trailing dimensions."""
+    from plait.target.c.qgemm import QAddCall
+
+    from . import reference as R
+
+    a, sa, za, b, sb, zb, sc, zc = call.args
+    as_, bs, os_ = _shape(a), _shape(b), _shape(call)
+    if as_ is None or bs is None or os_ is None or 0 in os_:
+        return None
+    if _dtype(a) != _dtype(b) or _dtype(a) not in ("uint8", "int8"):
+        return None
+    params = [_data(e) for e in (sa, za, sb, zb, sc, zc)]
+    if any(p is None or p.size != 1 for p in params):
+        return None
+    if not (_suffix_of(as_, os_) and _suffix_of(bs, os_)):
+        return None
+    f = np.float32
+    psa, pza, psb, pzb, psc, pzc = (p.reshape(()) for p in params)  # type: ignore[union-attr]
+    with np.errstate(all="ignore"):
+        ra, rb = f(f(psa) / f(psc)), f(f(psb) / f(psc))
+        fixed = f(f(int(pzc)) - R.fma_f32(ra, f(int(pza)), f(rb * f(int(pzb)))))
+    if not all(np.isfinite(v) for v in (ra, rb, fixed)):
+        return None
+    case = R._broadcast_case(as_, bs)
+    return QAddCall(a, b, float(ra), float(rb), float(fixed), case == "a", os_)
+
+
+def _plan_param(call: Call) -> Any:
+    """``qnn.quantize`` (float32 in) / ``qnn.dequantize`` (8-bit in) on
+    ``plait_quantize`` / ``plait_dequantize``: the scale and zero point one value each
+    (constant or computed), or constants per channel of ``axis`` (not blocked)."""
+    from plait.target.c.qgemm import QParamCall
+
+    x, sc, zp = call.args
+    xs, ss, zs, os_ = _shape(x), _shape(sc), _shape(zp), _shape(call)
+    quantize = _is(call, "qnn.quantize")
+    if xs is None or ss is None or zs is None or os_ is None or 0 in os_:
+        return None
+    if int(call.attrs["block_size"]) or _dtype(sc) != "float32":
+        return None
+    if _dtype(x) != ("float32" if quantize else _dtype(zp)):
+        return None
+    if _dtype(zp) not in ("uint8", "int8"):
+        return None
+    if _scalar_like(ss) and _scalar_like(zs):
+        return QParamCall(quantize, x, sc, zp, None, os_)
+    sd, zd = _data(sc), _data(zp)
+    if sd is None or zd is None or not os_:
+        return None
+    axis = int(call.attrs["axis"]) % len(os_)
+    ch = os_[axis]
+    if sd.size not in (1, ch) or zd.size not in (1, ch):
+        return None
+    s_vec = Constant(np.ascontiguousarray(np.broadcast_to(sd.reshape(-1), (ch,)), F32))
+    z_vec = Constant(np.ascontiguousarray(np.broadcast_to(zd.reshape(-1), (ch,))))
+    return QParamCall(quantize, x, s_vec, z_vec, axis, os_)
+
+
+def elementwise_rules(wrappers: dict[str, tuple[str, CFunction]]) -> list[Rule]:
+    """The rules of :class:`DispatchInt8` for single elementwise qnn ops (``qnn.add``,
+    ``qnn.quantize``, ``qnn.dequantize``) on native kernels; run after the products
+    took the output stages that follow them."""
+
+    def rewrite(m: Match) -> Expr | None:
+        b = m.graph.bindings[min(m.bindings)]
+        call = b.value
+        assert isinstance(call, Call)
+        plan = _plan_add(call) if _is(call, "qnn.add") else _plan_param(call)
+        if plan is None:
+            return None
+        name, code, cfn, args = plan.wrapper()
+        wrappers.setdefault(name, (code, cfn))
+        return make_call("call_extern", ExternFunc(name), Tuple(args), out=b.var.ty,
+                         span=call.span)
+
+    w = wildcard
+    return [Rule("qnn.int8_add", is_op("qnn.add")(w(), w(), w(), w(), w(), w(), w(), w()),
+                 rewrite),
+            Rule("qnn.int8_quantize",
+                 is_op("qnn.quantize", "qnn.dequantize")(w(), w(), w()), rewrite)]
+
+
 def dispatch_int8(mod: IRModule, skip: Any = None) -> IRModule:
     """``mod`` with its qnn products (and their output stages) rewritten into calls of
     the ``c`` target's int8 kernels; functions for which ``skip`` is true (default:
@@ -343,9 +444,11 @@ def dispatch_int8(mod: IRModule, skip: Any = None) -> IRModule:
 
     wrappers: dict[str, tuple[str, CFunction]] = {}
     rule = int8_rule(wrappers)
+    elementwise = elementwise_rules(wrappers)
     funcs: dict[str, Function] = {}
     for name, f in functions_to_rewrite(mod, skip):
         nf = rewrite_function(f, [rule], mod, name=name)
+        nf = rewrite_function(nf, elementwise, mod, name=name)
         if nf is not f:
             funcs[name] = nf
     if not funcs:
@@ -376,4 +479,5 @@ def dispatch_hook(target: Any) -> list[Any]:
     return [DispatchInt8()]
 
 
-__all__ = ["PRODUCT", "DispatchInt8", "dispatch_hook", "dispatch_int8", "int8_rule"]
+__all__ = ["PRODUCT", "DispatchInt8", "dispatch_hook", "dispatch_int8", "elementwise_rules",
+           "int8_rule"]

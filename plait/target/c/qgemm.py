@@ -279,6 +279,72 @@ class QDepthwiseCall:
         return w.finish("qdw", "\n    ".join(lines), self.out_shape, self.out.dtype)
 
 
+
+@dataclass
+class QAddCall:
+    """A call of ``plait_qadd`` (QLinearAdd): 8-bit ``a`` and ``b`` of one dtype, each
+    with as many elements as the output or repeating (a scalar, or the output's
+    trailing dimensions), the float32 constants ``ra``, ``rb``, ``fixed`` of the
+    reference and ``a_first`` (A is one value per span: folded first)."""
+
+    a: Expr
+    b: Expr
+    ra: float
+    rb: float
+    fixed: float
+    a_first: bool
+    out_shape: tuple[int, ...]
+
+    def wrapper(self) -> tuple[str, str, CFunction, list[Expr]]:
+        w = _Wrapper()
+        dt = self.a.ty.dtype  # type: ignore[union-attr]
+        n = int(np.prod(self.out_shape))
+        la = int(np.prod(self.a.ty.shape))  # type: ignore[union-attr]
+        lb = int(np.prod(self.b.ty.shape))  # type: ignore[union-attr]
+        lines = ["static const plait_qadd_desc d = {" + f"{n}, {la}, {lb}, "
+                 f"{int(dt == 'int8')}, {int(self.a_first)}, {_c_float(self.ra)}, "
+                 f"{_c_float(self.rb)}, {_c_float(self.fixed)}" + "};",
+                 f"return plait_qadd(&d, {w.add('a', self.a)}, {w.add('b', self.b)}, out);"]
+        return w.finish("qadd", "\n    ".join(lines), self.out_shape, dt)
+
+
+@dataclass
+class QParamCall:
+    """A call of ``plait_quantize`` (``quantize``: float32 ``x`` to the dtype of the
+    zero point) or ``plait_dequantize`` (8-bit ``x`` to float32): ``scale`` (float32)
+    and ``zp`` one value, or one per channel of ``axis``."""
+
+    quantize: bool
+    x: Expr
+    scale: Expr
+    zp: Expr
+    axis: int | None
+    out_shape: tuple[int, ...]
+
+    def wrapper(self) -> tuple[str, str, CFunction, list[Expr]]:
+        w = _Wrapper()
+        shape = self.out_shape
+        if self.axis is None:
+            outer, ch, inner = 1, 1, int(np.prod(shape))
+        else:
+            outer = int(np.prod(shape[:self.axis]))
+            ch = int(shape[self.axis])
+            inner = int(np.prod(shape[self.axis + 1:]))
+        zdt = self.zp.ty.dtype  # type: ignore[union-attr]
+        fn = "plait_quantize" if self.quantize else "plait_dequantize"
+        lines = ["static const plait_qparam_desc d = {" + f"{outer}, {ch}, {inner}, "
+                 f"{int(self.axis is not None)}, {int(zdt == 'int8')}" + "};",
+                 f"return {fn}(&d, {w.add('x', self.x)}, {w.add('scale', self.scale)}, "
+                 f"{w.add('zp', self.zp)}, out);"]
+        return w.finish("qquant" if self.quantize else "qdequant", "\n    ".join(lines),
+                        shape, zdt if self.quantize else "float32")
+
+
+def _c_float(v: float) -> str:
+    """A float32 value as an exact C literal (hexadecimal)."""
+    return float(np.float32(v)).hex() + "f"
+
+
 def record_calls(mod: IRModule, wrappers: dict[str, tuple[str, CFunction]],
                  prefix: str = "plait_qgemm_calls") -> IRModule:
     """``mod`` with the call wrappers ``{symbol: (C code, CFunction)}`` (one file) and
@@ -286,6 +352,7 @@ def record_calls(mod: IRModule, wrappers: dict[str, tuple[str, CFunction]],
     return record_wrappers(mod, wrappers, "plait_qgemm.h", ["qgemm"], prefix)
 
 
-__all__ = ["CONV_ROWS", "OUT_KINDS", "QConvCall", "QDepthwiseCall", "QGemmCall", "QNR",
+__all__ = ["CONV_ROWS", "OUT_KINDS", "QAddCall", "QConvCall", "QDepthwiseCall", "QGemmCall",
+           "QNR", "QParamCall",
            "QOut", "centered_depthwise", "conv_groups", "pack_b", "pack_conv_weights",
            "record_calls", "shifted"]

@@ -252,6 +252,69 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
             return (acc.astype(F32) * sc).astype(F32)
 
         out.append(Chain(f"depthwise_{i}", [x], build_d, want_d))
+
+    # QLinearAdd (plait_qadd): same shapes, a scalar on either side, a row vector (the
+    # output's trailing dimension); ratios that saturate both ways
+    adds = [("uint8", (3, 70), (3, 70), 0.02, 0.03, 0.025),
+            ("int8", (2, 5, 33), (2, 5, 33), 0.5, 0.01, 0.004),
+            ("uint8", (), (4, 19), 0.02, 0.03, 0.025),
+            ("int8", (4, 19), (1,), 0.02, 0.03, 0.025),
+            ("uint8", (6, 130), (130,), 0.01, 0.2, 0.05)]
+    for i, (dt, sa_, sb_, fa, fb_, fc) in enumerate(adds):
+        a_ = q(dt, sa_)
+        b_ = q(dt, sb_)
+        pa = [np.asarray(fa, F32), q(dt, ()), np.asarray(fb_, F32), q(dt, ()),
+              np.asarray(fc, F32), q(dt, ())]
+
+        def build_add(bb: BlockBuilder, xs: list[Var], pa=pa) -> Any:
+            return _emit(bb, "qnn.add", xs[0], pa[0], pa[1], xs[1], pa[2], pa[3], pa[4],
+                         pa[5])
+
+        out.append(Chain(f"add_{i}", [a_, b_], build_add,
+                         lambda f, pa=pa: R.add(f[0], pa[0], pa[1], f[1], pa[2], pa[3],
+                                                pa[4], pa[5])))
+
+    # quantize (plait_quantize): per tensor with NaN, infinities, ties and values out of
+    # range; a scale computed at run time; per channel; dequantize (plait_dequantize)
+    xq = rng.normal(size=(2, 7, 37)).astype(F32) * 3
+    xq.flat[:8] = [np.nan, np.inf, -np.inf, 2.5 * 0.05, -3.5 * 0.05, 1e30, -1e30, 0.5 * 0.05]
+    for i, dt in enumerate(("uint8", "int8")):
+        zq = q(dt, ())
+        sq = np.asarray(0.05, F32)
+
+        def build_qt(bb: BlockBuilder, xs: list[Var], zq=zq, sq=sq) -> Any:
+            return _emit(bb, "qnn.quantize", xs[0], sq, zq)
+
+        out.append(Chain(f"quantize_{i}", [xq], build_qt,
+                         lambda f, zq=zq, sq=sq: R.quantize_op(f[0], sq, zq)))
+        zq_c = q(dt, (7,))
+        sq_c = rng.uniform(0.01, 0.1, 7).astype(F32)
+
+        def build_qc(bb: BlockBuilder, xs: list[Var], zq_c=zq_c, sq_c=sq_c) -> Any:
+            return _emit(bb, "qnn.quantize", xs[0], sq_c, zq_c, axis=1)
+
+        out.append(Chain(f"quantize_axis_{i}", [xq], build_qc,
+                         lambda f, z=zq_c, s=sq_c: R.quantize_op(f[0], s, z, axis=1)))
+        xd = q(dt, (3, 7, 11))
+
+        def build_dq_t(bb: BlockBuilder, xs: list[Var], zq_c=zq_c, sq_c=sq_c) -> Any:
+            return _emit(bb, "qnn.dequantize", xs[0], sq_c, zq_c, axis=-2)
+
+        out.append(Chain(f"dequantize_axis_{i}", [xd], build_dq_t,
+                         lambda f, z=zq_c, s=sq_c: R.dequantize(f[0], s, z, axis=-2)))
+
+    def build_qrt(bb: BlockBuilder, xs: list[Var]) -> Any:
+        return _emit(bb, "qnn.quantize", xs[0], xs[1], np.uint8(131))
+
+    out.append(Chain("quantize_runtime_scale", [xq, np.asarray(0.0371, F32)], build_qrt,
+                     lambda f: R.quantize_op(f[0], f[1], np.uint8(131))))
+    xd = q("int8", (5, 23))
+
+    def build_dqs(bb: BlockBuilder, xs: list[Var]) -> Any:
+        return _emit(bb, "qnn.dequantize", xs[0], np.asarray(0.0173, F32), np.int8(-3))
+
+    out.append(Chain("dequantize_tensor", [xd], build_dqs,
+                     lambda f: R.dequantize(f[0], np.asarray(0.0173, F32), np.int8(-3))))
     return out
 
 
@@ -283,6 +346,8 @@ def test_every_product_reaches_the_int8_kernels(built: tuple[list[Chain], Any]) 
     assert "qnn.matmul" not in text and "qnn.conv2d" not in text
     assert "qnn.requantize" not in text and "qnn.dequantize" not in text
     assert text.count("plait_qdw_") >= 2
+    assert "qnn.add" not in text and "qnn.quantize" not in text
+    assert text.count("plait_qadd_") >= 5
 
 
 @pytest.mark.parametrize("isa", ISAS)

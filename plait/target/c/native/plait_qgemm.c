@@ -25,6 +25,7 @@
  * The output stage (plait_q_out) runs on each finished tile.  Its float arithmetic is
  * one rounding per operation, as the reference's (no contraction into FMA). */
 #include "plait_isa.h"
+#include <math.h>
 #include <stdlib.h>
 #include "plait_qgemm.h"
 #include "plait_threads.h"
@@ -640,13 +641,20 @@ PLAIT_ISA_FN(plait_qconv2d)(const plait_qconv_problem* p) {
     const uint8_t zx = (uint8_t)(p->x_signed ? ((const int8_t*)p->zx)[0] + 128
                                              : ((const uint8_t*)p->zx)[0]);
     memset(xpad, zx, (size_t)(p->N * t.img_bytes + 64));
-    for (int64_t ci = 0; ci < p->N * p->C; ++ci) {
-        const uint8_t* src = (const uint8_t*)p->x + ci * p->H * p->W;
-        uint8_t* dst = xpad + ci * plane + p->PT * wp + p->PL;
-        const int64_t wn = p->W < wp - p->PL ? p->W : wp - p->PL;
-        const int64_t hn = p->H < hp - p->PT ? p->H : hp - p->PT;
-        for (int64_t h = 0; h < hn; ++h)
-            for (int64_t w = 0; w < wn; ++w) dst[h * wp + w] = src[h * p->W + w] ^ flip;
+    {
+        const int64_t H = p->H, W = p->W, images = p->N * p->C;
+        const int64_t wn = W < wp - p->PL ? W : wp - p->PL;
+        const int64_t hn = H < hp - p->PT ? H : hp - p->PT;
+        const uint8_t* x = (const uint8_t*)p->x;
+        uint8_t* base = xpad + p->PT * wp + p->PL;
+        for (int64_t ci = 0; ci < images; ++ci)
+            for (int64_t h = 0; h < hn; ++h) {
+                const uint8_t* restrict src = x + (ci * H + h) * W;
+                uint8_t* restrict dst = base + ci * plane + h * wp;
+                if (!flip) memcpy(dst, src, (size_t)wn);
+                else
+                    for (int64_t w = 0; w < wn; ++w) dst[w] = src[w] ^ 0x80;
+            }
     }
     if (p->G) {
         int64_t g = 0;
@@ -710,18 +718,19 @@ static void q_dw_range(void* ctx, int64_t lo, int64_t hi) {
         const int64_t ch = plane % d->C;
         const int32_t* w = t->w + ch * d->KH * d->KW;
         memset(xc, 0, sizeof(int16_t) * (size_t)(hp * wp));
-        const int64_t hn = d->H < hp - d->PT ? d->H : hp - d->PT;
-        const int64_t wn = d->W < wp - d->PL ? d->W : wp - d->PL;
-        if (t->x_signed) {
-            const int8_t* img = (const int8_t*)t->x + plane * d->H * d->W;
-            for (int64_t h = 0; h < hn; ++h)
-                for (int64_t x = 0; x < wn; ++x)
-                    xc[(h + d->PT) * wp + x + d->PL] = (int16_t)(img[h * d->W + x] - t->zx);
-        } else {
-            const uint8_t* img = t->x + plane * d->H * d->W;
-            for (int64_t h = 0; h < hn; ++h)
-                for (int64_t x = 0; x < wn; ++x)
-                    xc[(h + d->PT) * wp + x + d->PL] = (int16_t)(img[h * d->W + x] - t->zx);
+        const int64_t H = d->H, W = d->W;
+        const int64_t hn = H < hp - d->PT ? H : hp - d->PT;
+        const int64_t wn = W < wp - d->PL ? W : wp - d->PL;
+        const int16_t zx = (int16_t)t->zx;
+        for (int64_t h = 0; h < hn; ++h) {
+            int16_t* restrict dst = xc + (h + d->PT) * wp + d->PL;
+            if (t->x_signed) {
+                const int8_t* restrict src = (const int8_t*)t->x + (plane * H + h) * W;
+                for (int64_t x = 0; x < wn; ++x) dst[x] = (int16_t)(src[x] - zx);
+            } else {
+                const uint8_t* restrict src = t->x + (plane * H + h) * W;
+                for (int64_t x = 0; x < wn; ++x) dst[x] = (int16_t)(src[x] - zx);
+            }
         }
         if (wide) {
             const int64_t rows = Q_DW_ACC / wp;
@@ -787,6 +796,177 @@ PLAIT_ISA_FN(plait_qconv2d_depthwise)(const plait_qdw_desc* d, const void* x, in
     return t.status;
 }
 
+/* ------------------------------------------------------------------ elementwise */
+
+/* QLinearAdd of cnt elements: x runs along the output, y is one value (ylen 1: ys[0])
+ * or runs too; xr, yr their ratios; y_first: y is folded into the fixed part first
+ * (fma(x, xr, fma(y, yr, fixed))), else x.  Three simple loops (the fused
+ * multiply-adds, the rounding and saturation, the narrowing) over chunks of 64, which
+ * the compiler vectorizes. */
+#define Q_ADD_LOOP(T)                                                                   \
+    static void q_add_##T(const T* restrict xs, const T* restrict ys, int y_one,        \
+                          float xr, float yr, float fixed, int y_first, float qlo,     \
+                          float qhi, T* restrict cs, int64_t cnt) {                     \
+        float f[64];                                                                    \
+        int32_t r[64];                                                                  \
+        const float big = 2147483648.0f, magic = 12582912.0f;                           \
+        const float fy = fmaf((float)ys[0], yr, fixed);                                 \
+        for (int64_t j0 = 0; j0 < cnt; j0 += 64) {                                      \
+            const int64_t n = cnt - j0 < 64 ? cnt - j0 : 64;                            \
+            const T* restrict x = xs + j0;                                              \
+            const T* restrict y = ys + j0;                                              \
+            if (y_one && y_first)                                                       \
+                for (int64_t i = 0; i < n; ++i) f[i] = fmaf((float)x[i], xr, fy);       \
+            else if (y_one)                                                             \
+                for (int64_t i = 0; i < n; ++i)                                         \
+                    f[i] = fmaf((float)ys[0], yr, fmaf((float)x[i], xr, fixed));        \
+            else if (y_first)                                                           \
+                for (int64_t i = 0; i < n; ++i)                                         \
+                    f[i] = fmaf((float)x[i], xr, fmaf((float)y[i], yr, fixed));         \
+            else                                                                        \
+                for (int64_t i = 0; i < n; ++i)                                         \
+                    f[i] = fmaf((float)y[i], yr, fmaf((float)x[i], xr, fixed));         \
+            for (int64_t i = 0; i < n; ++i) {                                           \
+                const float v = f[i];                                                   \
+                float c = v > qlo ? v : qlo;                                            \
+                c = c < qhi ? c : qhi;                                                  \
+                c = fabsf(v) < big ? c : qlo;  /* NaN, |v| >= 2^31: INT_MIN */          \
+                r[i] = (int32_t)((c + magic) - magic);                                  \
+            }                                                                           \
+            for (int64_t i = 0; i < n; ++i) cs[j0 + i] = (T)r[i];                       \
+        }                                                                               \
+    }
+Q_ADD_LOOP(uint8_t)
+Q_ADD_LOOP(int8_t)
+
+typedef struct {
+    const plait_qadd_desc* d;
+    const void *a, *b;
+    void* c;
+} q_add_task;
+
+static void q_add_range(void* ctx, int64_t lo, int64_t hi) {
+    const q_add_task* t = (const q_add_task*)ctx;
+    const plait_qadd_desc* d = t->d;
+    /* x: an operand of the output's size (A when both are); the reference's order:
+     * a_first: fma(b, rb, fma(a, ra, fixed)), else fma(a, ra, fma(b, rb, fixed)) */
+    const int a_runs = d->a_len == d->n;
+    const void* x = a_runs ? t->a : t->b;
+    const void* y = a_runs ? t->b : t->a;
+    const int64_t ylen = a_runs ? d->b_len : d->a_len;
+    const float xr = a_runs ? d->ra : d->rb, yr = a_runs ? d->rb : d->ra;
+    const int y_first = a_runs ? !d->a_first : d->a_first;
+    for (int64_t i0 = lo; i0 < hi;) {
+        /* a run of y: to the end of its period (one value: to hi) */
+        const int64_t j0 = ylen == 1 ? 0 : i0 % ylen;
+        const int64_t cnt = ylen == 1 || hi - i0 < ylen - j0 ? hi - i0 : ylen - j0;
+        if (d->is_signed)
+            q_add_int8_t((const int8_t*)x + i0, (const int8_t*)y + j0, ylen == 1, xr, yr,
+                         d->fixed, y_first, -128.0f, 127.0f, (int8_t*)t->c + i0, cnt);
+        else
+            q_add_uint8_t((const uint8_t*)x + i0, (const uint8_t*)y + j0, ylen == 1, xr, yr,
+                          d->fixed, y_first, 0.0f, 255.0f, (uint8_t*)t->c + i0, cnt);
+        i0 += cnt;
+    }
+}
+
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_qadd)(const plait_qadd_desc* d, const void* a, const void* b, void* c) {
+    q_add_task t = {d, a, b, c};
+    int nthreads = d->n < (1 << 18) ? 1 : plait_max_threads();
+    plait_parallel_range(q_add_range, &t, d->n, nthreads);
+    return 0;
+}
+
+typedef struct {
+    const plait_qparam_desc* d;
+    const void* x;
+    const float* scale;
+    const void* zp;
+    void* y;
+} q_param_task;
+
+static inline int32_t q_load8(const void* p, int is_signed, int64_t i) {
+    return is_signed ? (int32_t)((const int8_t*)p)[i] : (int32_t)((const uint8_t*)p)[i];
+}
+
+/* QuantizeLinear of n elements: x / s, clamped with maxps/minps to [qmin - z, qmax - z]
+ * (NaN: qmin - z), rounded half to even, + z */
+#define Q_QUANT_LOOP(T, QLO, QHI)                                                       \
+    static void q_quant_##T(const float* restrict x, float s, int32_t z,                \
+                            T* restrict y, int64_t n) {                                 \
+        const float flo = (float)(QLO - z), fhi = (float)(QHI - z);                     \
+        const float magic = 12582912.0f;                                                \
+        for (int64_t i = 0; i < n; ++i) {                                               \
+            float v = x[i] / s;                                                         \
+            v = v > flo ? v : flo;                                                      \
+            v = v < fhi ? v : fhi;                                                      \
+            y[i] = (T)((int32_t)((v + magic) - magic) + z);                             \
+        }                                                                               \
+    }
+Q_QUANT_LOOP(uint8_t, 0, 255)
+Q_QUANT_LOOP(int8_t, -128, 127)
+
+#define Q_DEQUANT_LOOP(T)                                                               \
+    static void q_dequant_##T(const T* restrict x, float s, int32_t z,                  \
+                              float* restrict y, int64_t n) {                           \
+        for (int64_t i = 0; i < n; ++i) y[i] = (float)((int32_t)x[i] - z) * s;         \
+    }
+Q_DEQUANT_LOOP(uint8_t)
+Q_DEQUANT_LOOP(int8_t)
+
+/* blocks [lo, hi) of outer * ch blocks of inner elements */
+static void q_quantize_range(void* ctx, int64_t lo, int64_t hi) {
+    const q_param_task* t = (const q_param_task*)ctx;
+    const plait_qparam_desc* d = t->d;
+    for (int64_t blk = lo; blk < hi; ++blk) {
+        const int64_t ch = d->per_channel ? blk % d->ch : 0;
+        const float* x = (const float*)t->x + blk * d->inner;
+        const int32_t z = q_load8(t->zp, d->q_signed, ch);
+        if (d->q_signed)
+            q_quant_int8_t(x, t->scale[ch], z, (int8_t*)t->y + blk * d->inner, d->inner);
+        else
+            q_quant_uint8_t(x, t->scale[ch], z, (uint8_t*)t->y + blk * d->inner, d->inner);
+    }
+}
+
+/* DequantizeLinear: float32(x - z) * s */
+static void q_dequantize_range(void* ctx, int64_t lo, int64_t hi) {
+    const q_param_task* t = (const q_param_task*)ctx;
+    const plait_qparam_desc* d = t->d;
+    for (int64_t blk = lo; blk < hi; ++blk) {
+        const int64_t ch = d->per_channel ? blk % d->ch : 0;
+        float* y = (float*)t->y + blk * d->inner;
+        const int32_t z = q_load8(t->zp, d->q_signed, ch);
+        if (d->q_signed)
+            q_dequant_int8_t((const int8_t*)t->x + blk * d->inner, t->scale[ch], z, y,
+                             d->inner);
+        else
+            q_dequant_uint8_t((const uint8_t*)t->x + blk * d->inner, t->scale[ch], z, y,
+                              d->inner);
+    }
+}
+
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_quantize)(const plait_qparam_desc* d, const float* x, const float* scale,
+                             const void* zp, void* y) {
+    q_param_task t = {d, x, scale, zp, y};
+    const int64_t blocks = d->outer * d->ch;
+    int nthreads = blocks * d->inner < (1 << 18) ? 1 : plait_max_threads();
+    plait_parallel_range(q_quantize_range, &t, blocks, nthreads);
+    return 0;
+}
+
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_dequantize)(const plait_qparam_desc* d, const void* x, const float* scale,
+                               const void* zp, float* y) {
+    q_param_task t = {d, x, scale, zp, y};
+    const int64_t blocks = d->outer * d->ch;
+    int nthreads = blocks * d->inner < (1 << 18) ? 1 : plait_max_threads();
+    plait_parallel_range(q_dequantize_range, &t, blocks, nthreads);
+    return 0;
+}
+
 PLAIT_ISA_FAMILY("qgemm")
 PLAIT_ISA_DISPATCH(int, plait_qgemm, (const plait_qgemm_problem* p), (p))
 PLAIT_ISA_DISPATCH(int, plait_qconv2d, (const plait_qconv_problem* p), (p))
@@ -794,3 +974,14 @@ PLAIT_ISA_DISPATCH(int, plait_qconv2d_depthwise,
                    (const plait_qdw_desc* d, const void* x, int x_signed, const void* zx,
                     const int32_t* w, const plait_q_out* out, void* c),
                    (d, x, x_signed, zx, w, out, c))
+PLAIT_ISA_DISPATCH(int, plait_qadd,
+                   (const plait_qadd_desc* d, const void* a, const void* b, void* c),
+                   (d, a, b, c))
+PLAIT_ISA_DISPATCH(int, plait_quantize,
+                   (const plait_qparam_desc* d, const float* x, const float* scale,
+                    const void* zp, void* y),
+                   (d, x, scale, zp, y))
+PLAIT_ISA_DISPATCH(int, plait_dequantize,
+                   (const plait_qparam_desc* d, const void* x, const float* scale,
+                    const void* zp, float* y),
+                   (d, x, scale, zp, y))

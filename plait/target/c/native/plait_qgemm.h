@@ -102,4 +102,33 @@ PLAIT_QGEMM_HIDDEN int plait_qconv2d_depthwise(const plait_qdw_desc* d, const vo
                                                int x_signed, const void* zx,
                                                const int32_t* w, const plait_q_out* out,
                                                void* c);
+
+/* QLinearAdd of two 8-bit tensors of one dtype (is_signed) with per-tensor parameters,
+ * as MLAS computes it: with ra = sa / sc, rb = sb / sc and fixed = zc - fma(ra, za,
+ * rb * zb) (float32, given), v = fma(a, ra, fma(b, rb, fixed)), or with a_first
+ * fma(b, rb, fma(a, ra, fixed)) (A one value per span); rounded half to even
+ * (cvtps2dq: NaN and out-of-range values give INT_MIN), saturated.  The output has n
+ * elements; an operand of len elements (len divides n) repeats: element i reads
+ * operand[i % len] (a scalar, or the output's trailing dimensions). */
+typedef struct {
+    int64_t n, a_len, b_len;
+    int is_signed, a_first;
+    float ra, rb, fixed;
+} plait_qadd_desc;
+
+PLAIT_QGEMM_HIDDEN int plait_qadd(const plait_qadd_desc* d, const void* a, const void* b,
+                                  void* c);
+
+/* QuantizeLinear (float32 -> 8 bits of q_signed) and DequantizeLinear (8 bits ->
+ * float32) of outer * ch * inner elements, the scale and zero point one value or
+ * (per_channel) ch values, the channel axis in the middle. */
+typedef struct {
+    int64_t outer, ch, inner;
+    int per_channel, q_signed;
+} plait_qparam_desc;
+
+PLAIT_QGEMM_HIDDEN int plait_quantize(const plait_qparam_desc* d, const float* x,
+                                      const float* scale, const void* zp, void* y);
+PLAIT_QGEMM_HIDDEN int plait_dequantize(const plait_qparam_desc* d, const void* x,
+                                        const float* scale, const void* zp, float* y);
 #endif
