@@ -28,7 +28,8 @@ output stage that follows it into one call of ``plait_qgemm.c``
   (QLinearAdd: per-tensor constant parameters, operands of the output's shape, a
   scalar or its trailing dimensions; ``plait_qadd``), ``qnn.quantize`` and
   ``qnn.dequantize`` (8-bit, the scale and zero point one value each, constant or
-  computed, or constants per channel; ``plait_quantize``/``plait_dequantize``).
+  computed, or constants per channel; ``plait_quantize``/``plait_dequantize``),
+  ``qnn.dynamic_quantize`` (``plait_dynamic_quantize``: the tuple of three).
   Anything else (other broadcasts, blocked parameters) stays for ``qnn.Legalize``.
 
 Every rewrite computes exactly what :mod:`.reference` computes (the kernels' sums are
@@ -411,6 +412,17 @@ def _plan_param(call: Call) -> Any:
     return QParamCall(quantize, x, s_vec, z_vec, axis, os_)
 
 
+def _plan_dynamic_quantize(call: Call) -> Any:
+    """``qnn.dynamic_quantize`` (float32 in, static shape) on ``plait_dynamic_quantize``."""
+    from plait.target.c.qgemm import QDynamicQuantizeCall
+
+    x = call.args[0]
+    xs = _shape(x)
+    if xs is None or 0 in xs or _dtype(x) != "float32":
+        return None
+    return QDynamicQuantizeCall(x, xs)
+
+
 def elementwise_rules(wrappers: dict[str, tuple[str, CFunction]]) -> list[Rule]:
     """The rules of :class:`DispatchInt8` for single elementwise qnn ops (``qnn.add``,
     ``qnn.quantize``, ``qnn.dequantize``) on native kernels; run after the products
@@ -420,7 +432,10 @@ def elementwise_rules(wrappers: dict[str, tuple[str, CFunction]]) -> list[Rule]:
         b = m.graph.bindings[min(m.bindings)]
         call = b.value
         assert isinstance(call, Call)
-        plan = _plan_add(call) if _is(call, "qnn.add") else _plan_param(call)
+        if _is(call, "qnn.dynamic_quantize"):
+            plan = _plan_dynamic_quantize(call)
+        else:
+            plan = _plan_add(call) if _is(call, "qnn.add") else _plan_param(call)
         if plan is None:
             return None
         name, code, cfn, args = plan.wrapper()
@@ -432,7 +447,8 @@ def elementwise_rules(wrappers: dict[str, tuple[str, CFunction]]) -> list[Rule]:
     return [Rule("qnn.int8_add", is_op("qnn.add")(w(), w(), w(), w(), w(), w(), w(), w()),
                  rewrite),
             Rule("qnn.int8_quantize",
-                 is_op("qnn.quantize", "qnn.dequantize")(w(), w(), w()), rewrite)]
+                 is_op("qnn.quantize", "qnn.dequantize")(w(), w(), w()), rewrite),
+            Rule("qnn.int8_dynamic_quantize", is_op("qnn.dynamic_quantize")(w()), rewrite)]
 
 
 def dispatch_int8(mod: IRModule, skip: Any = None) -> IRModule:

@@ -186,7 +186,8 @@ register_family(KernelFamily("pool", "plait_pool.c", ("plait_max_pool2d",),
 # plain AVX-512 copy (without VNNI, PLAIT_ISA=avx512 runs the avx2 copy)
 register_family(KernelFamily("qgemm", "plait_qgemm.c",
                              ("plait_qgemm", "plait_qconv2d", "plait_qconv2d_depthwise",
-                              "plait_qadd", "plait_quantize", "plait_dequantize"),
+                              "plait_qadd", "plait_quantize", "plait_dequantize",
+                              "plait_dynamic_quantize"),
                              isas=("avx512vnni", "avxvnni", "avx2", "baseline")))
 
 __all__ = ["FAMILIES", "KernelFamily", "all_family_sources", "families_called",

@@ -340,6 +340,26 @@ class QParamCall:
                         shape, zdt if self.quantize else "float32")
 
 
+@dataclass
+class QDynamicQuantizeCall:
+    """A call of ``plait_dynamic_quantize`` (DynamicQuantizeLinear to uint8): float32
+    ``x`` in; the quantized tensor, its float32 scale and uint8 zero point out."""
+
+    x: Expr
+    out_shape: tuple[int, ...]
+
+    def wrapper(self) -> tuple[str, str, CFunction, list[Expr]]:
+        n = int(np.prod(self.out_shape))
+        params = ((self.out_shape, "float32"), (self.out_shape, "uint8"), ((), "float32"),
+                  ((), "uint8"))
+        body = (f"const float* x, uint8_t* y, float* scale, uint8_t* zp) {{\n"
+                f"    return plait_dynamic_quantize({n}, x, y, scale, zp);\n}}\n")
+        key = repr(("qdynq", body, params))
+        name = f"plait_qdynq_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+        code = f"int {name}(" + body
+        return name, code, CFunction(name, params, 3, name, "int"), [self.x]
+
+
 def _c_float(v: float) -> str:
     """A float32 value as an exact C literal (hexadecimal)."""
     return float(np.float32(v)).hex() + "f"
@@ -352,7 +372,7 @@ def record_calls(mod: IRModule, wrappers: dict[str, tuple[str, CFunction]],
     return record_wrappers(mod, wrappers, "plait_qgemm.h", ["qgemm"], prefix)
 
 
-__all__ = ["CONV_ROWS", "OUT_KINDS", "QAddCall", "QConvCall", "QDepthwiseCall", "QGemmCall",
-           "QNR", "QParamCall",
+__all__ = ["CONV_ROWS", "OUT_KINDS", "QAddCall", "QConvCall", "QDepthwiseCall",
+           "QDynamicQuantizeCall", "QGemmCall", "QNR", "QParamCall",
            "QOut", "centered_depthwise", "conv_groups", "pack_b", "pack_conv_weights",
            "record_calls", "shifted"]

@@ -21,7 +21,7 @@ import plait
 from plait.dialects.qnn import reference as R
 from plait.dialects.qnn.dispatch import dispatch_int8
 from plait.ir import BlockBuilder, TensorType, Var
-from plait.ir.expr import Constant, Tuple
+from plait.ir.expr import Constant, Tuple, TupleGetItem
 from plait.op import make_call
 from plait.runtime.vm import VirtualMachine
 from plait.target.c import cpu_features, library_isas, use_isa
@@ -315,6 +315,19 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
 
     out.append(Chain("dequantize_tensor", [xd], build_dqs,
                      lambda f: R.dequantize(f[0], np.asarray(0.0173, F32), np.int8(-3))))
+
+    # DynamicQuantizeLinear (plait_dynamic_quantize): a range over 0, one all positive
+    # (min clamped to 0), an empty one (scale 1); each of the three results
+    dyn = [rng.normal(size=(3, 41)).astype(F32) * 2,
+           rng.uniform(0.5, 3.0, (2, 19)).astype(F32), np.zeros((5, 3), F32)]
+    for i, xv in enumerate(dyn):
+        for k in range(3):
+            def build_dyn_q(bb: BlockBuilder, xs: list[Var], k=k) -> Any:
+                t = _emit(bb, "qnn.dynamic_quantize", xs[0])
+                return bb.emit(TupleGetItem(t, k))
+
+            out.append(Chain(f"dynamic_quantize_{i}_{k}", [xv], build_dyn_q,
+                             lambda f, k=k: R.dynamic_quantize(f[0])[k]))
     return out
 
 
@@ -348,6 +361,7 @@ def test_every_product_reaches_the_int8_kernels(built: tuple[list[Chain], Any]) 
     assert text.count("plait_qdw_") >= 2
     assert "qnn.add" not in text and "qnn.quantize" not in text
     assert text.count("plait_qadd_") >= 5
+    assert "qnn.dynamic_quantize" not in text
 
 
 @pytest.mark.parametrize("isa", ISAS)

@@ -967,6 +967,41 @@ PLAIT_ISA_FN(plait_dequantize)(const plait_qparam_desc* d, const void* x, const 
     return 0;
 }
 
+/* DynamicQuantizeLinear (uint8): the range [min(x, 0), max(x, 0)] (NaN propagates),
+ * scale = (max - min) / 255 (1 for an empty range), zero point = round_half_even(
+ * clamp(0 - min / scale, 0, 255)) (0 for NaN), then QuantizeLinear */
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_dynamic_quantize)(int64_t n, const float* x, uint8_t* y, float* scale,
+                                     uint8_t* zp) {
+    float mn = 0.0f, mx = 0.0f;
+    int nan = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        mn = v < mn ? v : mn;
+        mx = v > mx ? v : mx;
+        nan |= v != v;
+    }
+    float s, z;
+    if (nan) {
+        s = mn = __builtin_nanf("");
+        z = 0.0f;
+    } else {
+        s = mx == mn ? 1.0f : (mx - mn) / 255.0f;
+        float init = 0.0f - mn / s;
+        init = init > 0.0f ? init : 0.0f;
+        init = init < 255.0f ? init : 255.0f;
+        z = (init + 12582912.0f) - 12582912.0f;
+    }
+    *scale = s;
+    *zp = (uint8_t)(int32_t)z;
+    plait_qparam_desc d = {1, 1, n, 0, 0};
+    const float sv[1] = {s};
+    q_param_task t = {&d, x, sv, zp, y};
+    int nthreads = n < (1 << 18) ? 1 : plait_max_threads();
+    plait_parallel_range(q_quantize_range, &t, 1, nthreads);
+    return 0;
+}
+
 PLAIT_ISA_FAMILY("qgemm")
 PLAIT_ISA_DISPATCH(int, plait_qgemm, (const plait_qgemm_problem* p), (p))
 PLAIT_ISA_DISPATCH(int, plait_qconv2d, (const plait_qconv_problem* p), (p))
@@ -985,3 +1020,6 @@ PLAIT_ISA_DISPATCH(int, plait_dequantize,
                    (const plait_qparam_desc* d, const void* x, const float* scale,
                     const void* zp, float* y),
                    (d, x, scale, zp, y))
+PLAIT_ISA_DISPATCH(int, plait_dynamic_quantize,
+                   (int64_t n, const float* x, uint8_t* y, float* scale, uint8_t* zp),
+                   (n, x, y, scale, zp))

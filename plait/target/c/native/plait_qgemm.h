@@ -131,4 +131,8 @@ PLAIT_QGEMM_HIDDEN int plait_quantize(const plait_qparam_desc* d, const float* x
                                       const float* scale, const void* zp, void* y);
 PLAIT_QGEMM_HIDDEN int plait_dequantize(const plait_qparam_desc* d, const void* x,
                                         const float* scale, const void* zp, float* y);
+
+/* DynamicQuantizeLinear of n float32 values to uint8: y, its scale and zero point */
+PLAIT_QGEMM_HIDDEN int plait_dynamic_quantize(int64_t n, const float* x, uint8_t* y,
+                                              float* scale, uint8_t* zp);
 #endif
