@@ -24,9 +24,10 @@ output stage that follows it into one call of ``plait_qgemm.c``
   weights broadcast, the padded image packed in panels of 16 pixels x 4 taps),
   depthwise (one input channel per group) on its own kernel; other grouped
   convolutions stay for ``qnn.Legalize``.
-* then, one op each, on elementwise kernels of the same family: ``qnn.add``
-  (QLinearAdd: per-tensor constant parameters, operands of the output's shape, a
-  scalar or its trailing dimensions; ``plait_qadd``), ``qnn.quantize`` and
+* then, one op each, on elementwise kernels of the same family: ``qnn.add`` and
+  ``qnn.mul`` (QLinearAdd/QLinearMul: per-tensor constant parameters, operands of the
+  output's shape, a scalar or its trailing dimensions; ``plait_qadd``/``plait_qmul``),
+  ``qnn.quantize`` and
   ``qnn.dequantize`` (8-bit, the scale and zero point one value each, constant or
   computed, or constants per channel; ``plait_quantize``/``plait_dequantize``),
   ``qnn.dynamic_quantize`` (``plait_dynamic_quantize``: the tuple of three).
@@ -353,9 +354,10 @@ def _suffix_of(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
 
 
 def _plan_add(call: Call) -> Any:
-    """``qnn.add`` (QLinearAdd) on ``plait_qadd``: per-tensor constant parameters, the
-    operands the output's shape, a scalar or its trailing dimensions."""
-    from plait.target.c.qgemm import QAddCall
+    """``qnn.add`` (QLinearAdd) on ``plait_qadd`` and ``qnn.mul`` (QLinearMul) on
+    ``plait_qmul``: per-tensor constant parameters, the operands the output's shape, a
+    scalar or its trailing dimensions."""
+    from plait.target.c.qgemm import QAddCall, QMulCall
 
     from . import reference as R
 
@@ -372,6 +374,12 @@ def _plan_add(call: Call) -> Any:
         return None
     f = np.float32
     psa, pza, psb, pzb, psc, pzc = (p.reshape(()) for p in params)  # type: ignore[union-attr]
+    if _is(call, "qnn.mul"):
+        with np.errstate(all="ignore"):
+            ratio = f(f(f(psa) * f(psb)) / f(psc))
+        if not np.isfinite(ratio):
+            return None
+        return QMulCall(a, b, int(pza), int(pzb), int(pzc), float(ratio), os_)
     with np.errstate(all="ignore"):
         ra, rb = f(f(psa) / f(psc)), f(f(psb) / f(psc))
         fixed = f(f(int(pzc)) - R.fma_f32(ra, f(int(pza)), f(rb * f(int(pzb)))))
@@ -425,8 +433,8 @@ def _plan_dynamic_quantize(call: Call) -> Any:
 
 def elementwise_rules(wrappers: dict[str, tuple[str, CFunction]]) -> list[Rule]:
     """The rules of :class:`DispatchInt8` for single elementwise qnn ops (``qnn.add``,
-    ``qnn.quantize``, ``qnn.dequantize``) on native kernels; run after the products
-    took the output stages that follow them."""
+    ``qnn.mul``, ``qnn.quantize``, ``qnn.dequantize``, ``qnn.dynamic_quantize``) on
+    native kernels; run after the products took the output stages that follow them."""
 
     def rewrite(m: Match) -> Expr | None:
         b = m.graph.bindings[min(m.bindings)]
@@ -435,7 +443,7 @@ def elementwise_rules(wrappers: dict[str, tuple[str, CFunction]]) -> list[Rule]:
         if _is(call, "qnn.dynamic_quantize"):
             plan = _plan_dynamic_quantize(call)
         else:
-            plan = _plan_add(call) if _is(call, "qnn.add") else _plan_param(call)
+            plan = _plan_add(call) if _is(call, "qnn.add", "qnn.mul") else _plan_param(call)
         if plan is None:
             return None
         name, code, cfn, args = plan.wrapper()
@@ -444,8 +452,8 @@ def elementwise_rules(wrappers: dict[str, tuple[str, CFunction]]) -> list[Rule]:
                          span=call.span)
 
     w = wildcard
-    return [Rule("qnn.int8_add", is_op("qnn.add")(w(), w(), w(), w(), w(), w(), w(), w()),
-                 rewrite),
+    return [Rule("qnn.int8_add",
+                 is_op("qnn.add", "qnn.mul")(w(), w(), w(), w(), w(), w(), w(), w()), rewrite),
             Rule("qnn.int8_quantize",
                  is_op("qnn.quantize", "qnn.dequantize")(w(), w(), w()), rewrite),
             Rule("qnn.int8_dynamic_quantize", is_op("qnn.dynamic_quantize")(w()), rewrite)]

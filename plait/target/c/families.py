@@ -187,7 +187,7 @@ register_family(KernelFamily("pool", "plait_pool.c", ("plait_max_pool2d",),
 register_family(KernelFamily("qgemm", "plait_qgemm.c",
                              ("plait_qgemm", "plait_qconv2d", "plait_qconv2d_depthwise",
                               "plait_qadd", "plait_quantize", "plait_dequantize",
-                              "plait_dynamic_quantize"),
+                              "plait_dynamic_quantize", "plait_qmul"),
                              isas=("avx512vnni", "avxvnni", "avx2", "baseline")))
 
 __all__ = ["FAMILIES", "KernelFamily", "all_family_sources", "families_called",

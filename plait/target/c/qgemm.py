@@ -296,17 +296,42 @@ class QAddCall:
     out_shape: tuple[int, ...]
 
     def wrapper(self) -> tuple[str, str, CFunction, list[Expr]]:
-        w = _Wrapper()
-        dt = self.a.ty.dtype  # type: ignore[union-attr]
-        n = int(np.prod(self.out_shape))
-        la = int(np.prod(self.a.ty.shape))  # type: ignore[union-attr]
-        lb = int(np.prod(self.b.ty.shape))  # type: ignore[union-attr]
-        lines = ["static const plait_qadd_desc d = {" + f"{n}, {la}, {lb}, "
-                 f"{int(dt == 'int8')}, {int(self.a_first)}, {_c_float(self.ra)}, "
-                 f"{_c_float(self.rb)}, {_c_float(self.fixed)}" + "};",
-                 f"return plait_qadd(&d, {w.add('a', self.a)}, {w.add('b', self.b)}, out);"]
-        return w.finish("qadd", "\n    ".join(lines), self.out_shape, dt)
+        return _binary_wrapper("qadd", self.a, self.b, self.out_shape,
+                               f"{int(self.a_first)}, {_c_float(self.ra)}, "
+                               f"{_c_float(self.rb)}, {_c_float(self.fixed)}")
 
+@dataclass
+class QMulCall:
+    """A call of ``plait_qmul`` (QLinearMul): 8-bit ``a`` and ``b`` of one dtype, each
+    with as many elements as the output or repeating (as :class:`QAddCall`'s), their
+    zero points, the output's ``zc`` and the float32 ``ratio = (sa * sb) / sc``."""
+
+    a: Expr
+    b: Expr
+    za: int
+    zb: int
+    zc: int
+    ratio: float
+    out_shape: tuple[int, ...]
+
+    def wrapper(self) -> tuple[str, str, CFunction, list[Expr]]:
+        return _binary_wrapper("qmul", self.a, self.b, self.out_shape,
+                               f"{self.za}, {self.zb}, {self.zc}, {_c_float(self.ratio)}")
+
+
+def _binary_wrapper(kind: str, a: Expr, b: Expr, out_shape: tuple[int, ...], rest: str
+                    ) -> tuple[str, str, CFunction, list[Expr]]:
+    """The wrapper of ``plait_<kind>`` (``plait_qadd``/``plait_qmul``): its descriptor
+    ``{n, a_len, b_len, is_signed, <rest>}`` and the two operands."""
+    w = _Wrapper()
+    dt = a.ty.dtype  # type: ignore[union-attr]
+    n = int(np.prod(out_shape))
+    la = int(np.prod(a.ty.shape))  # type: ignore[union-attr]
+    lb = int(np.prod(b.ty.shape))  # type: ignore[union-attr]
+    lines = [f"static const plait_{kind}_desc d = {{{n}, {la}, {lb}, {int(dt == 'int8')}, "
+             f"{rest}}};",
+             f"return plait_{kind}(&d, {w.add('a', a)}, {w.add('b', b)}, out);"]
+    return w.finish(kind, "\n    ".join(lines), out_shape, dt)
 
 @dataclass
 class QParamCall:
@@ -373,6 +398,6 @@ def record_calls(mod: IRModule, wrappers: dict[str, tuple[str, CFunction]],
 
 
 __all__ = ["CONV_ROWS", "OUT_KINDS", "QAddCall", "QConvCall", "QDepthwiseCall",
-           "QDynamicQuantizeCall", "QGemmCall", "QNR", "QParamCall",
+           "QDynamicQuantizeCall", "QGemmCall", "QMulCall", "QNR", "QParamCall",
            "QOut", "centered_depthwise", "conv_groups", "pack_b", "pack_conv_weights",
            "record_calls", "shifted"]

@@ -253,8 +253,9 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
 
         out.append(Chain(f"depthwise_{i}", [x], build_d, want_d))
 
-    # QLinearAdd (plait_qadd): same shapes, a scalar on either side, a row vector (the
-    # output's trailing dimension); ratios that saturate both ways
+    # QLinearAdd and QLinearMul (plait_qadd, plait_qmul): same shapes, a scalar on
+    # either side, a row vector (the output's trailing dimension); ratios that
+    # saturate both ways
     adds = [("uint8", (3, 70), (3, 70), 0.02, 0.03, 0.025),
             ("int8", (2, 5, 33), (2, 5, 33), 0.5, 0.01, 0.004),
             ("uint8", (), (4, 19), 0.02, 0.03, 0.025),
@@ -266,13 +267,13 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
         pa = [np.asarray(fa, F32), q(dt, ()), np.asarray(fb_, F32), q(dt, ()),
               np.asarray(fc, F32), q(dt, ())]
 
-        def build_add(bb: BlockBuilder, xs: list[Var], pa=pa) -> Any:
-            return _emit(bb, "qnn.add", xs[0], pa[0], pa[1], xs[1], pa[2], pa[3], pa[4],
-                         pa[5])
+        for op, ref in (("qnn.add", R.add), ("qnn.mul", R.mul)):
+            def build_bin(bb: BlockBuilder, xs: list[Var], pa=pa, op=op) -> Any:
+                return _emit(bb, op, xs[0], pa[0], pa[1], xs[1], pa[2], pa[3], pa[4], pa[5])
 
-        out.append(Chain(f"add_{i}", [a_, b_], build_add,
-                         lambda f, pa=pa: R.add(f[0], pa[0], pa[1], f[1], pa[2], pa[3],
-                                                pa[4], pa[5])))
+            out.append(Chain(f"{op[4:]}_{i}", [a_, b_], build_bin,
+                             lambda f, pa=pa, ref=ref: ref(f[0], pa[0], pa[1], f[1], pa[2],
+                                                           pa[3], pa[4], pa[5])))
 
     # quantize (plait_quantize): per tensor with NaN, infinities, ties and values out of
     # range; a scale computed at run time; per channel; dequantize (plait_dequantize)
@@ -359,7 +360,7 @@ def test_every_product_reaches_the_int8_kernels(built: tuple[list[Chain], Any]) 
     assert "qnn.matmul" not in text and "qnn.conv2d" not in text
     assert "qnn.requantize" not in text and "qnn.dequantize" not in text
     assert text.count("plait_qdw_") >= 2
-    assert "qnn.add" not in text and "qnn.quantize" not in text
+    assert "qnn.add" not in text and "qnn.quantize" not in text and "qnn.mul" not in text
     assert text.count("plait_qadd_") >= 5
     assert "qnn.dynamic_quantize" not in text
 

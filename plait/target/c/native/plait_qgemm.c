@@ -798,18 +798,32 @@ PLAIT_ISA_FN(plait_qconv2d_depthwise)(const plait_qdw_desc* d, const void* x, in
 
 /* ------------------------------------------------------------------ elementwise */
 
+/* r[i] = f[i] rounded as cvtps2dq (half to even; NaN and |f| >= 2^31 give INT_MIN)
+ * and saturated to [qlo, qhi], in float arithmetic the compiler vectorizes: INT_MIN
+ * saturates to qlo, and clamping to integer bounds before rounding equals after */
+static inline void q_round_sat(const float* restrict f, int32_t* restrict r, int64_t n,
+                               float qlo, float qhi) {
+    const float big = 2147483648.0f, magic = 12582912.0f;   /* 1.5 * 2^23 */
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = f[i];
+        float c = v > qlo ? v : qlo;
+        c = c < qhi ? c : qhi;
+        c = fabsf(v) < big ? c : qlo;
+        r[i] = (int32_t)((c + magic) - magic);
+    }
+}
+
 /* QLinearAdd of cnt elements: x runs along the output, y is one value (ylen 1: ys[0])
  * or runs too; xr, yr their ratios; y_first: y is folded into the fixed part first
  * (fma(x, xr, fma(y, yr, fixed))), else x.  Three simple loops (the fused
- * multiply-adds, the rounding and saturation, the narrowing) over chunks of 64, which
- * the compiler vectorizes. */
+ * multiply-adds, q_round_sat, the narrowing) over chunks of 64, which the compiler
+ * vectorizes. */
 #define Q_ADD_LOOP(T)                                                                   \
     static void q_add_##T(const T* restrict xs, const T* restrict ys, int y_one,        \
                           float xr, float yr, float fixed, int y_first, float qlo,     \
                           float qhi, T* restrict cs, int64_t cnt) {                     \
         float f[64];                                                                    \
         int32_t r[64];                                                                  \
-        const float big = 2147483648.0f, magic = 12582912.0f;                           \
         const float fy = fmaf((float)ys[0], yr, fixed);                                 \
         for (int64_t j0 = 0; j0 < cnt; j0 += 64) {                                      \
             const int64_t n = cnt - j0 < 64 ? cnt - j0 : 64;                            \
@@ -826,13 +840,7 @@ PLAIT_ISA_FN(plait_qconv2d_depthwise)(const plait_qdw_desc* d, const void* x, in
             else                                                                        \
                 for (int64_t i = 0; i < n; ++i)                                         \
                     f[i] = fmaf((float)y[i], yr, fmaf((float)x[i], xr, fixed));         \
-            for (int64_t i = 0; i < n; ++i) {                                           \
-                const float v = f[i];                                                   \
-                float c = v > qlo ? v : qlo;                                            \
-                c = c < qhi ? c : qhi;                                                  \
-                c = fabsf(v) < big ? c : qlo;  /* NaN, |v| >= 2^31: INT_MIN */          \
-                r[i] = (int32_t)((c + magic) - magic);                                  \
-            }                                                                           \
+            q_round_sat(f, r, n, qlo, qhi);                                             \
             for (int64_t i = 0; i < n; ++i) cs[j0 + i] = (T)r[i];                       \
         }                                                                               \
     }
@@ -875,6 +883,69 @@ PLAIT_ISA_FN(plait_qadd)(const plait_qadd_desc* d, const void* a, const void* b,
     q_add_task t = {d, a, b, c};
     int nthreads = d->n < (1 << 18) ? 1 : plait_max_threads();
     plait_parallel_range(q_add_range, &t, d->n, nthreads);
+    return 0;
+}
+
+/* QLinearMul of cnt elements: x runs along the output, y is one value (y_one) or runs
+ * too; float32((x - zx) * (y - zy)) * ratio + zc, two roundings (the file has no FMA
+ * contraction), then as QLinearAdd */
+#define Q_MUL_LOOP(T)                                                                   \
+    static void q_mul_##T(const T* restrict xs, const T* restrict ys, int y_one,        \
+                          int32_t zx, int32_t zy, float ratio, float zc, float qlo,     \
+                          float qhi, T* restrict cs, int64_t cnt) {                     \
+        float f[64];                                                                    \
+        int32_t r[64];                                                                  \
+        const int32_t y0 = (int32_t)ys[0] - zy;                                         \
+        for (int64_t j0 = 0; j0 < cnt; j0 += 64) {                                      \
+            const int64_t n = cnt - j0 < 64 ? cnt - j0 : 64;                            \
+            const T* restrict x = xs + j0;                                              \
+            const T* restrict y = ys + j0;                                              \
+            if (y_one)                                                                  \
+                for (int64_t i = 0; i < n; ++i)                                         \
+                    f[i] = (float)(((int32_t)x[i] - zx) * y0) * ratio + zc;             \
+            else                                                                        \
+                for (int64_t i = 0; i < n; ++i)                                         \
+                    f[i] = (float)(((int32_t)x[i] - zx) * ((int32_t)y[i] - zy)) * ratio \
+                           + zc;                                                        \
+            q_round_sat(f, r, n, qlo, qhi);                                             \
+            for (int64_t i = 0; i < n; ++i) cs[j0 + i] = (T)r[i];                       \
+        }                                                                               \
+    }
+Q_MUL_LOOP(uint8_t)
+Q_MUL_LOOP(int8_t)
+
+typedef struct {
+    const plait_qmul_desc* d;
+    const void *a, *b;
+    void* c;
+} q_mul_task;
+
+static void q_mul_range(void* ctx, int64_t lo, int64_t hi) {
+    const q_mul_task* t = (const q_mul_task*)ctx;
+    const plait_qmul_desc* d = t->d;
+    const int a_runs = d->a_len == d->n;   /* the product commutes: x runs, y repeats */
+    const void* x = a_runs ? t->a : t->b;
+    const void* y = a_runs ? t->b : t->a;
+    const int64_t ylen = a_runs ? d->b_len : d->a_len;
+    const int32_t zx = a_runs ? d->za : d->zb, zy = a_runs ? d->zb : d->za;
+    for (int64_t i0 = lo; i0 < hi;) {
+        const int64_t j0 = ylen == 1 ? 0 : i0 % ylen;
+        const int64_t cnt = ylen == 1 || hi - i0 < ylen - j0 ? hi - i0 : ylen - j0;
+        if (d->is_signed)
+            q_mul_int8_t((const int8_t*)x + i0, (const int8_t*)y + j0, ylen == 1, zx, zy,
+                         d->ratio, (float)d->zc, -128.0f, 127.0f, (int8_t*)t->c + i0, cnt);
+        else
+            q_mul_uint8_t((const uint8_t*)x + i0, (const uint8_t*)y + j0, ylen == 1, zx, zy,
+                          d->ratio, (float)d->zc, 0.0f, 255.0f, (uint8_t*)t->c + i0, cnt);
+        i0 += cnt;
+    }
+}
+
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_qmul)(const plait_qmul_desc* d, const void* a, const void* b, void* c) {
+    q_mul_task t = {d, a, b, c};
+    int nthreads = d->n < (1 << 18) ? 1 : plait_max_threads();
+    plait_parallel_range(q_mul_range, &t, d->n, nthreads);
     return 0;
 }
 
@@ -1023,3 +1094,6 @@ PLAIT_ISA_DISPATCH(int, plait_dequantize,
 PLAIT_ISA_DISPATCH(int, plait_dynamic_quantize,
                    (int64_t n, const float* x, uint8_t* y, float* scale, uint8_t* zp),
                    (n, x, y, scale, zp))
+PLAIT_ISA_DISPATCH(int, plait_qmul,
+                   (const plait_qmul_desc* d, const void* a, const void* b, void* c),
+                   (d, a, b, c))

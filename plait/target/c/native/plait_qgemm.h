@@ -119,6 +119,19 @@ typedef struct {
 PLAIT_QGEMM_HIDDEN int plait_qadd(const plait_qadd_desc* d, const void* a, const void* b,
                                   void* c);
 
+/* QLinearMul (MLAS's SSE2 kernel): float32((a - za) * (b - zb)) * ratio + float32(zc),
+ * two roundings, ratio = (sa * sb) / sc (float32, given), then rounded and saturated
+ * as plait_qadd; the operands repeat as plait_qadd's. */
+typedef struct {
+    int64_t n, a_len, b_len;
+    int is_signed;
+    int32_t za, zb, zc;
+    float ratio;
+} plait_qmul_desc;
+
+PLAIT_QGEMM_HIDDEN int plait_qmul(const plait_qmul_desc* d, const void* a, const void* b,
+                                  void* c);
+
 /* QuantizeLinear (float32 -> 8 bits of q_signed) and DequantizeLinear (8 bits ->
  * float32) of outer * ch * inner elements, the scale and zero point one value or
  * (per_channel) ch values, the channel axis in the middle. */
