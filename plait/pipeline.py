@@ -6,9 +6,9 @@ in order, each filled from the registries (dialects, the target kind and its
 ancestors, registered external codegens) — this module names none of them.
 
     ingestion     dialect canonicalizations, target hooks, Normalize, LambdaLift
-    optimization  CanonicalizeBindings, FoldConstant, EliminateCommonSubexpr,
-                  DeadCodeElimination, dialect and target passes, user passes,
-                  partitioning for the codegens the target's ``offload`` lists
+    optimization  CanonicalizeBindings, FoldConstant, FoldBatchNorm,
+                  EliminateCommonSubexpr, DeadCodeElimination, dialect and target
+                  passes, user passes, partitioning for the codegens the target's ``offload`` lists
     dispatch      dialect dispatch passes, then the target's (custom kernels, library
                   calls)
     legalize      dialect legalizations, then LegalizeOps for the rest
@@ -66,6 +66,7 @@ def _stage_passes(stage: str, target: Target) -> list[Any]:
         return [
             make_pass("CanonicalizeBindings"),
             make_pass("FoldConstant"),
+            make_pass("FoldBatchNorm"),
             make_pass("EliminateCommonSubexpr"),
             make_pass("DeadCodeElimination"),
             *dialect_passes("optimization", target),
