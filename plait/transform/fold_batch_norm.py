@@ -63,12 +63,12 @@ def _fold(m: Match) -> Expr | None:
     dtype = np.dtype(bn.ty.dtype)  # type: ignore[union-attr]
     if _BIAS in m:
         b = np.asarray(m[_BIAS].data, np.float64)  # type: ignore[union-attr]
-        try:
-            bias = b * scale.reshape(cshape) + shift.reshape(cshape)
+        try:   # a bias per output channel (or one value) only
+            if np.broadcast_shapes(b.shape, tuple(cshape)) != tuple(cshape):
+                return None
         except ValueError:
             return None
-        if np.broadcast_shapes(bias.shape, tuple(conv.ty.shape)) != tuple(conv.ty.shape):  # type: ignore[union-attr]
-            return None
+        bias = b * scale.reshape(cshape) + shift.reshape(cshape)
     else:
         bias = shift.reshape(cshape)
     folded = make_call("conv2d", m[_X], Constant(new_w), span=conv.span, **dict(conv.attrs))
