@@ -64,9 +64,9 @@ def test_passes_loads_plugins_and_suggests_names(capsys) -> None:
     code, _, err = _run(capsys, "passes", "Fold")
     assert code == 2
     assert err.strip() == ("plait: error: no pass named 'Fold' is registered; did you mean "
-                           "'FoldConstant', 'c.FoldPadIntoConv'? (import the module that "
-                           "defines it first; plait.transform.list_passes() shows what is "
-                           "registered)")
+                           "'FoldBatchNorm', 'FoldConstant', 'c.FoldPadIntoConv'? (import the "
+                           "module that defines it first; plait.transform.list_passes() shows "
+                           "what is registered)")
     code, _, err = _run(capsys, "passes", "--plugin", "/no/such/plugin.py")
     assert code == 2 and "--plugin /no/such/plugin.py: no such file" in err
 
