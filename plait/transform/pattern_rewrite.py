@@ -34,10 +34,12 @@ from ..ir.builder import BlockBuilder, types_compatible
 from ..ir.expr import (
     Binding,
     BindingBlock,
+    Call,
     DataflowBlock,
     Expr,
     Function,
     If,
+    Op,
     SeqExpr,
     Var,
     VarBinding,
@@ -47,7 +49,7 @@ from ..ir.well_formed import iter_bindings
 from .dead_code import _is_pure
 from .debug_counter import allow_rewrite
 from .fuse_ops import count_uses, value_uses
-from .pattern import Pattern, PatternError, check_root
+from .pattern import Pattern, PatternError, check_root, root_ops
 from .pattern_match import Match, scan_rules
 
 RewriteFn = Callable[[Match], "Expr | None"]
@@ -230,6 +232,19 @@ class _BlockRewriter:
         return replace(seq, blocks=tuple(blocks)) if changed else seq
 
 
+def _calls_any(func: Function, ops: set[str]) -> bool:
+    """True if a binding of ``func`` (in any block, branch or nested function) calls
+    one of ``ops`` (what :func:`scan_rules` takes as the root of a match)."""
+    for b, _ in iter_bindings(func):
+        if type(b) is VarBinding:
+            value = b.value
+            if isinstance(value, Call):
+                op = value.op
+                if isinstance(op, Op) and op.name in ops:
+                    return True
+    return False
+
+
 def rewrite_function(func: Function, rules: Sequence[Rule], mod: IRModule | None = None, *,
                      name: str | None = None, max_rounds: int = 1) -> Function:
     """``func`` rewritten by ``rules`` (see the module docstring), up to
@@ -237,6 +252,12 @@ def rewrite_function(func: Function, rules: Sequence[Rule], mod: IRModule | None
     module's functions to rewrites that call them; ``name`` is used in errors."""
     if not isinstance(func.body, SeqExpr):
         return func
+    roots: set[str] = set()
+    for r in rules:
+        check_root(r.pattern)
+        roots |= root_ops(r.pattern)
+    if not _calls_any(func, roots):
+        return func  # no binding is the root of a match: nothing to rewrite
     for _ in range(max_rounds):
         defs = {b.var: b.value for b, _ in iter_bindings(func) if isinstance(b, VarBinding)}
         rw = _BlockRewriter(rules, count_uses(func.body), mod, name, defs)
