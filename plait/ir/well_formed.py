@@ -851,9 +851,10 @@ class _StructureCheck:
                             return i
                 elif ta not in _PLAIN_ATOMS:
                     return i
-            ever.add(id(var))
-            live.add(id(var))
-            (own if tv is DataflowVar else lexical).append(id(var))
+            vid = id(var)
+            ever.add(vid)
+            live.add(vid)
+            (own if tv is DataflowVar else lexical).append(vid)
             i += 1
         return i
 

@@ -24,8 +24,10 @@ from ..ir.expr import (
     TupleGetItem,
     Var,
 )
-from ..ir.visitor import used_vars
+from ..ir.visitor import used_vars, vars_kept
 from .pass_base import function_pass
+
+_NO_REMAP: dict = {}
 
 
 def _is_pure(value: Expr) -> bool:
@@ -52,6 +54,10 @@ def _dce_seq(seq: SeqExpr, live: set[Var]) -> SeqExpr:
                 changed = True
                 continue
             value = b.value
+            if type(value) is Call and type(value.op) is Op and vars_kept(value.args, _NO_REMAP):
+                live.update(value.args)  # (used_vars of the common binding)
+                kept.append(b)
+                continue
             if isinstance(value, If):
                 then_b = _dce_seq(_seq(value.then_branch), live)
                 else_b = _dce_seq(_seq(value.else_branch), live)
