@@ -182,13 +182,13 @@ register_family(KernelFamily("attention", "plait_attention.c", ("plait_attention
 # machines run the AVX2 copy (docs/kernels.md)
 register_family(KernelFamily("pool", "plait_pool.c", ("plait_max_pool2d",),
                              isas=("avx2", "neon", "baseline")))
-# 8-bit products (:mod:`.qgemm`): dot-product instructions where the CPU has them; no
-# plain AVX-512 copy (without VNNI, PLAIT_ISA=avx512 runs the avx2 copy)
+# 8-bit products (:mod:`.qgemm`): dot-product instructions where the CPU has them;
+# AVX-512 without VNNI widens to int16 (vpmaddwd on zmm)
 register_family(KernelFamily("qgemm", "plait_qgemm.c",
                              ("plait_qgemm", "plait_qconv2d", "plait_qconv2d_depthwise",
                               "plait_qadd", "plait_quantize", "plait_dequantize",
                               "plait_dynamic_quantize", "plait_qmul"),
-                             isas=("avx512vnni", "avxvnni", "avx2", "baseline")))
+                             isas=("avx512vnni", "avx512", "avxvnni", "avx2", "baseline")))
 
 __all__ = ["FAMILIES", "KernelFamily", "all_family_sources", "families_called",
            "family_sources", "family_text", "header_text", "inline_headers",

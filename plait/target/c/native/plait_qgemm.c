@@ -16,6 +16,8 @@
  *
  * The dot products per copy:
  *  - avx512vnni: vpdpbusd on zmm, a tile of 6 rows x 32 columns (12 accumulators);
+ *  - avx512: no dot products: both operands widened to int16, vpmaddwd (zmm) sums
+ *    pairs in int32, a tile of 4 rows x 32 columns;
  *  - avxvnni: vpdpbusd (VEX) on ymm, 4 rows x 16 columns;
  *  - avx2: no vpmaddubsw (its int16 pair sums saturate for uint8 x int8: 2 * 255 *
  *    -128 < -32768); both operands are widened to int16 and vpmaddwd sums pairs in
@@ -36,12 +38,16 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-#if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVXVNNI) || defined(PLAIT_ISA_AVX2)
+#if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVXVNNI) || \
+    defined(PLAIT_ISA_AVX2)
 #include <immintrin.h>
 #endif
 
 #if defined(PLAIT_ISA_AVX512VNNI)
 #define Q_MR 6
+#define Q_NP 2
+#elif defined(PLAIT_ISA_AVX512)
+#define Q_MR 4
 #define Q_NP 2
 #elif defined(PLAIT_ISA_AVXVNNI)
 #define Q_MR 4
@@ -116,6 +122,33 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
         _mm256_storeu_si256((__m256i*)(out + r * Q_TN), acc[r][0]);
         _mm256_storeu_si256((__m256i*)(out + r * Q_TN + 8), acc[r][1]);
     }
+#elif defined(PLAIT_ISA_AVX512)
+    /* no dot products: both operands widened to int16, vpmaddwd sums pairs in int32;
+     * acc[r][q]: columns 8q..8q+7 (q < 2 * np), two partial sums each (k 0-1, 2-3) */
+    __m512i acc[Q_MR][4];
+    for (int r = 0; r < Q_MR; ++r)
+        for (int q = 0; q < 4; ++q) acc[r][q] = _mm512_setzero_si512();
+    for (int64_t k = 0; k < k4; ++k) {
+        __m512i bw[4];
+        for (int q = 0; q < 2 * np; ++q) {
+            __m256i b8 = _mm256_loadu_si256(
+                (const __m256i*)(b + (q >> 1) * bps + 64 * k + 32 * (q & 1)));
+            bw[q] = swapped ? _mm512_cvtepu8_epi16(b8) : _mm512_cvtepi8_epi16(b8);
+        }
+        for (int r = 0; r < Q_MR; ++r) {
+            __m128i a8 = _mm_cvtsi32_si128(load4(a + r * lda + 4 * k));
+            __m128i a16 = swapped ? _mm_cvtepi8_epi16(a8) : _mm_cvtepu8_epi16(a8);
+            __m512i aw = _mm512_broadcastq_epi64(a16);
+            for (int q = 0; q < 2 * np; ++q)
+                acc[r][q] = _mm512_add_epi32(acc[r][q], _mm512_madd_epi16(aw, bw[q]));
+        }
+    }
+    for (int r = 0; r < Q_MR; ++r)
+        for (int q = 0; q < 2 * np; ++q) {
+            /* the pair sums of column c in lanes 2c, 2c+1: add, keep the even lanes */
+            __m512i t = _mm512_add_epi32(acc[r][q], _mm512_srli_epi64(acc[r][q], 32));
+            _mm256_storeu_si256((__m256i*)(out + r * Q_TN + 8 * q), _mm512_cvtepi64_epi32(t));
+        }
 #elif defined(PLAIT_ISA_AVX2)
     (void)np;
     (void)bps;
@@ -506,7 +539,7 @@ static void q_ct_pack(const q_ct_task* t, int64_t bi, int64_t j0, int64_t np,
             if (off[j] != off[0] + j) contiguous = 0;
         }
         if (p->G) {
-#if defined(PLAIT_ISA_AVX512VNNI)
+#if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVX512)
             const __m512i voff = _mm512_loadu_si512((const void*)off);
 #endif
             for (int64_t g = 0; g < k4; ++g) {
@@ -516,7 +549,7 @@ static void q_ct_pack(const q_ct_task* t, int64_t bi, int64_t j0, int64_t np,
                     q_interleave4(q_load16(r), q_load16(r + 1), q_load16(r + 2),
                                   q_load16(r + 3), pd + 64 * g);
                 } else {
-#if defined(PLAIT_ISA_AVX512VNNI)
+#if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVX512)
                     _mm512_storeu_si512((void*)(pd + 64 * g),
                                         _mm512_i32gather_epi32(voff, (const void*)s, 1));
 #else
