@@ -57,7 +57,7 @@ def test_a_zero_pad_read_once_folds_into_the_convolution() -> None:
 
 
 def test_folded_model_matches_numpy() -> None:
-    """The c build (folded, then the generated depthwise kernel) against the numpy
+    """The c build (folded, then the depthwise kernel, plait_dwconv.c) against the numpy
     target on the unfolded graph, float32 to 1e-5."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((1, 6, 9, 11)).astype(np.float32)

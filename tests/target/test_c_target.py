@@ -43,12 +43,13 @@ def lower(mod: plait.IRModule, target: plait.Target | str = "c") -> plait.IRModu
 
 def test_c_target_kind_hooks_and_pipeline() -> None:
     t = plait.Target("c")
-    assert dict(t.attrs) == {"gemm": True, "attention": True, "winograd": "auto", "blas": True,
-                             "fuse": True, "single_entry": True, "opt_level": 3,
-                             "march_native": False}
+    assert dict(t.attrs) == {"gemm": True, "attention": True, "winograd": "auto",
+                             "depthwise": True, "blas": True, "fuse": True,
+                             "single_entry": True, "opt_level": 3, "march_native": False}
     stages = _target_stages(t)
     assert stages["dispatch"] == ["c.FoldPadIntoConv", "c.DispatchAttention",
-                                  "c.Conv1dAsConv2d", "c.DispatchGemm", "c.DispatchPool",
+                                  "c.Conv1dAsConv2d", "c.DispatchGemm",
+                                  "c.DispatchDepthwise", "c.DispatchPool",
                                   "c.DispatchLibrary"]
     assert stages["legalize"] == ["FuseOps", "FuseKernels", "LegalizeOps"]
     assert stages["build"] == ["RunCodegen", "ToNonDataflow", "ExplicitMemory", "PlanMemory",
@@ -254,7 +255,8 @@ def test_coverage_of_the_core_ops() -> None:
     assert all(get_compute(n) is not None for n, v in cov.items() if v == "kernel")
     table = coverage_table()
     assert f"{len(core) - 2} of {len(core)} core ops have a compute" in table
-    assert ("| `conv2d` | kernel | float32: plait's matrix product (`c.DispatchGemm`); other "
+    assert ("| `conv2d` | kernel | float32: plait's matrix product (`c.DispatchGemm`); "
+            "grouped and depthwise: plait_dwconv.c (`c.DispatchDepthwise`); other "
             "floats: `blas.conv2d` |") in table
     assert "| `topk` | library call |" in table
 

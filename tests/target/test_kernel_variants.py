@@ -14,12 +14,13 @@ and columns that are not multiples of the 6 x 16 (AVX-512: 6 x 32) tile, K not a
 multiple of the 4-step unroll and beyond one 384-deep block, channel counts that are not
 multiples of the vector width, stride 2, dilation, padding, 1x1 convolutions read in
 place, the fused pooling, Winograd F(2x2) and F(4x4) with odd image sizes, attention
-with odd lengths, head sizes past 32 lanes and a causal mask, depthwise convolutions
-(groups = channels: generated kernels) with stride 2 and dilation 2, and generated
+with odd lengths, head sizes past 32 lanes and a causal mask, grouped and depthwise
+convolutions (plait_dwconv.c: 3x3, 5x5, 7x7, stride 2, dilation, asymmetric padding, a
+channel multiplier, several channels per group, rows of 9 to 37 columns, bias, residual,
+relu, ReLU6 and SiLU; and the generated depthwise kernel), and generated
 elementwise, reduction, layer-norm, GELU (erf and tanh) and SiLU kernels (that they give
 the same bits in every copy: tests/codegen/test_codegen_run.py).  ISAs the CPU lacks
-are skipped with the reason; grouped convolutions that are not depthwise go to the BLAS
-library, which has no plait copies.  A registered family without a case fails
+are skipped with the reason.  A registered family without a case fails
 ``test_every_registered_family_has_a_case``.
 """
 
@@ -150,23 +151,52 @@ def _masked_attention() -> Case:
         "attention", {}
 
 
-def _depthwise(c: int, hw: tuple[int, int], k: int, strides: tuple[int, int],
-               dilation: tuple[int, int]) -> Callable[[], Case]:
-    """A depthwise convolution (groups = channels; a generated kernel, not a library
-    product) with bias and relu, padding k // 2 * dilation."""
+def _grouped(c: int, hw: tuple[int, int], k: int, strides: tuple[int, int],
+             dilation: tuple[int, int], groups: int | None = None, out: int | None = None,
+             padding: tuple[int, int, int, int] | None = None, act: str = "relu",
+             residual: bool = False, native: bool = True) -> Callable[[], Case]:
+    """A grouped convolution (default: depthwise, groups = channels) with bias, an
+    optional residual and an activation (relu, ReLU6 or SiLU), padding k // 2 *
+    dilation unless given: the dwconv family (``plait_dwconv.c``), or with ``native``
+    false the generated kernel (depthwise=False)."""
+    g = groups or c
+    o = out or c
+
     def case() -> Case:
-        x, w, b = _rand(1, c, *hw), _rand(c, 1, k, k), _rand(c)
-        pad = (k // 2 * dilation[0], k // 2 * dilation[1]) * 2
+        x, w, b = _rand(2, c, *hw), _rand(o, c // g, k, k), _rand(o)
+        pad = padding or (k // 2 * dilation[0], k // 2 * dilation[1]) * 2
+        cg, og = c // g, o // g
+        ref = np.concatenate([conv2d_reference(x[:, i * cg:(i + 1) * cg],
+                                               w[i * og:(i + 1) * og], strides, pad, dilation)
+                              for i in range(g)], axis=1)
+        ref = ref + b.reshape(1, o, 1, 1)
+        r = _rand(*ref.shape)
+        if residual:
+            ref = ref + r
 
         def body(bb: Any, p: Any) -> Any:
             y = emit(bb, "conv2d", p[0], const(w), strides=strides, padding=pad,
-                     dilation=dilation, groups=c)
-            return emit(bb, "relu", emit(bb, "add", y, const(b.reshape(c, 1, 1))))
+                     dilation=dilation, groups=g)
+            y = emit(bb, "add", y, const(b.reshape(o, 1, 1)))
+            if residual:
+                y = emit(bb, "add", y, p[1])
+            if act == "relu":
+                return emit(bb, "relu", y)
+            if act == "relu6":
+                return emit(bb, "clip", emit(bb, "clip", y, min=0.0), max=6.0)
+            return emit(bb, "multiply", y, emit(bb, "sigmoid", y))
 
-        ref = np.concatenate([conv2d_reference(x[:, i:i + 1], w[i:i + 1], strides, pad,
-                                               dilation) for i in range(c)], axis=1)
-        ref = np.maximum(ref + b.reshape(1, c, 1, 1), 0)
-        return {"x": x.shape}, body, [x], ref, 1e-5, "kernels", {}
+        if act == "relu":
+            ref = np.maximum(ref, 0)
+        elif act == "relu6":
+            ref = np.clip(ref, 0, 6)
+        else:
+            ref = ref / (1 + np.exp(-ref))
+        shapes = {"x": x.shape, "r": r.shape} if residual else {"x": x.shape}
+        inputs = [x, r] if residual else [x]
+        if not native:
+            return shapes, body, inputs, ref, 1e-5, "kernels", {"depthwise": False}
+        return shapes, body, inputs, ref, 1e-4, "dwconv", {}
     return case
 
 
@@ -312,8 +342,21 @@ CASES: dict[str, Callable[[], Case]] = {
     "attention, head sizes 40 and 33 (tails of 32 lanes)":
         lambda: _attention((1, 2, 7, 40), 37, 33),
     "attention with a causal mask": _masked_attention,
-    "depthwise 3x3 stride 2, 7 channels": _depthwise(7, (11, 13), 3, (2, 2), (1, 1)),
-    "depthwise 5x5 dilation 2, 5 channels": _depthwise(5, (12, 9), 5, (1, 1), (2, 2)),
+    "depthwise 3x3 stride 2, 19 channels, ReLU6": _grouped(
+        19, (11, 13), 3, (2, 2), (1, 1), act="relu6"),
+    "depthwise 3x3 stride 2, asymmetric padding, 37 columns": _grouped(
+        5, (9, 37), 3, (2, 2), (1, 1), padding=(0, 1, 1, 0)),
+    "depthwise 5x5 dilation 2, 5 channels": _grouped(5, (12, 9), 5, (1, 1), (2, 2)),
+    "depthwise 5x5 stride 2, SiLU, 35 columns": _grouped(
+        6, (17, 35), 5, (2, 2), (1, 1), act="silu"),
+    "depthwise 7x7, residual and relu, 33 columns": _grouped(
+        3, (10, 33), 7, (1, 1), (1, 1), residual=True),
+    "depthwise 3x3 with channel multiplier 2, stride (1, 2)": _grouped(
+        4, (9, 11), 3, (1, 2), (1, 1), out=8),
+    "grouped 3x3, 3 channels per group, dilation (2, 1)": _grouped(
+        9, (10, 12), 3, (1, 1), (2, 1), groups=3, out=6),
+    "depthwise 3x3 stride 2 (generated kernel)": _grouped(
+        7, (11, 13), 3, (2, 2), (1, 1), native=False),
     "layer norm, erf and tanh GELU, SiLU (generated)": _norm_gelu,
     "max pool 3x3 stride 2 padding": _pool((2, 3, 17, 13), (3, 3), (2, 2), (1, 1),
                                           (1, 1, 1, 1)),

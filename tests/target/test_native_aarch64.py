@@ -8,7 +8,8 @@ production flags (-O3, -fPIC, -shared, the thread pool) build a shared library, 
 ``c.CompileKernels`` keeps it unloaded (an executable for aarch64 machines).  Two
 libraries are built that way:
 
-* every float32 family (product, direct and Winograd convolutions, attention, pooling),
+* every float32 family (product, direct, Winograd and grouped/depthwise convolutions,
+  attention, pooling),
   the int8 product (its baseline copy: it has no NEON copy), the thread pool and two
   generated kernels, with a test source calling each on odd
   shapes (tails, channels not a multiple of the vector width, stride 2, dilation,
@@ -71,7 +72,8 @@ pytestmark = pytest.mark.skipif(
            "gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)")
 
 RNG = np.random.default_rng(11)
-FAMILIES_RUN = ("attention", "conv", "gemm", "kernels", "pool", "qgemm", "winograd")
+FAMILIES_RUN = ("attention", "conv", "dwconv", "gemm", "kernels", "pool", "qgemm",
+                "winograd")
 
 
 def _rand(*shape: int) -> np.ndarray:
@@ -212,7 +214,38 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
     expect.append(("int8 product", (qa.astype(np.int64) - 3) @ (qb.astype(np.int64) + 2)
                    + qbias, 0.0))
 
-    # 8. generated kernels: s[i] = sum_j exp(x[i, j]) * x[i, j] + 0.5 (41 columns), and
+    # 8. grouped and depthwise convolutions (plait_dwconv.c): a depthwise 5x5 stride 2
+    #    with asymmetric padding, bias and SiLU (19 columns: tails of every vector
+    #    width); a grouped 3x3 with dilation 2, 2 in and 3 out channels per group, bias,
+    #    residual and relu; a depthwise 7x7 on 24 channels of 30 x 30 (on 2 threads)
+    for name, (c, o, g, k, stride, pad, dil, hw, act, resid) in {
+        "depthwise 5x5 stride 2": (6, 6, 6, 5, (2, 2), (1, 2, 2, 1), (1, 1), (13, 19),
+                                   2, False),
+        "grouped 3x3 dilation 2": (6, 9, 3, 3, (1, 1), (2, 2, 2, 2), (2, 2), (9, 11),
+                                   0, True),
+        "depthwise 7x7 on 2 threads": (24, 24, 24, 7, (1, 1), (3, 3, 3, 3), (1, 1),
+                                       (30, 30), 0, False),
+    }.items():
+        x, w, bias = _rand(1, c, *hw), _rand(o, c // g, k, k), _rand(o)
+        cg, og = c // g, o // g
+        ref = np.concatenate([conv2d_reference(x[:, i * cg:(i + 1) * cg],
+                                               w[i * og:(i + 1) * og], stride, pad, dil)
+                              for i in range(g)], axis=1) + bias.reshape(1, o, 1, 1)
+        r = _rand(*ref.shape)
+        if resid:
+            ref = np.maximum(ref + r, 0)
+        if act == 2:
+            ref = ref / (1 + np.exp(-ref))
+        desc = (1, c, *hw, o, g, k, k, *stride, *dil, pad[0], pad[1], *ref.shape[2:], act,
+                "0.0f", "0.0f")
+        code.append(f"""{{ static const plait_dwconv2d_desc d = {{{', '.join(map(str, desc))}}};
+      const float* x = {take(x)}; const float* w = {take(w)}; const float* b = {take(bias)};
+      const float* r = {take(r)}; float* y = calloc({ref.size}, 4);
+      if (plait_dwconv2d(&d, x, w, b, {"r" if resid else "NULL"}, {int(resid)}, y)) return 4;
+      give(out, y, {ref.size}); }}""")
+        expect.append((name, ref, 1e-4))
+
+    # 9. generated kernels: s[i] = sum_j exp(x[i, j]) * x[i, j] + 0.5 (41 columns), and
     #    an elementwise kernel whose parallel loop (40960 iterations) runs on the pool
     x = _rand(5, 41)
     code.append(f"""{{ const float* x = {take(x)}; float* s = calloc(5, 4);
@@ -338,7 +371,7 @@ def families(cross: Path, tmp_path_factory: pytest.TempPathFactory
     inputs, expect, code = _cases()
     cases = CSource(CASES_SOURCE.format(
         headers=header_text("plait_gemm.h") + header_text("plait_pool.h")
-        + header_text("plait_qgemm.h"), code=code),
+        + header_text("plait_qgemm.h") + header_text("plait_dwconv.h"), code=code),
         (), "plait_test_cases.c")
     emitted = emit_library(_kernels(), [*all_family_sources(), cases], threads=True,
                            arch="aarch64")

@@ -4,9 +4,11 @@
   ``conv2d`` into its padding, :class:`DispatchAttention` makes attention one fused call,
   :class:`Conv1dAsConv2d` makes float32 ``conv1d`` a ``conv2d`` of height 1,
   :class:`DispatchGemm` sends float32 ``matmul``, ``linear`` and ``conv2d`` (with their
-  epilogues) to plait's own matrix product, :class:`DispatchPool` max pooling to its
-  pooling, and :class:`DispatchLibrary` what is left of ``matmul``, ``linear`` and
-  ``conv2d`` to BLAS-backed library functions (``blas.*``, :mod:`plait.runtime.blas_ops`);
+  epilogues) to plait's own matrix product, :class:`DispatchDepthwise` grouped and
+  depthwise ``conv2d`` (with their epilogues) to its own kernel, :class:`DispatchPool`
+  max pooling to its pooling, and :class:`DispatchLibrary` what is left of ``matmul``,
+  ``linear`` and ``conv2d`` to BLAS-backed library functions (``blas.*``,
+  :mod:`plait.runtime.blas_ops`);
 * **legalize** — ``FuseOps`` and ``FuseKernels`` (unless ``fuse=False``) turn groups of
   fusable ops into single kernels composed from the ops' computes; then every other op
   becomes a kernel generated from its compute
@@ -28,7 +30,9 @@ baseline; NEON on aarch64), one chosen per kernel family when the library is loa
 Target attributes: ``gemm`` (default True: plait's own matrix product, convolution and
 pooling, :mod:`.gemm`, :mod:`.pool`), ``attention`` (default True, with ``gemm``: fused
 attention, :mod:`.attention`), ``winograd`` ("auto": F(4x4), F(2x2) or the direct
-product, chosen by shape; 4, 2 or False force one), ``blas`` (default True; False keeps
+product, chosen by shape; 4, 2 or False force one), ``depthwise`` (default True, with
+``gemm``: grouped and depthwise convolutions on :mod:`.depthwise`), ``blas`` (default
+True; False keeps
 matmul/linear/conv2d as generated kernels), ``fuse`` (default True: kernel fusion),
 ``single_entry`` (default True: :class:`SingleEntry`), ``opt_level`` (3), ``threads``
 (None: when available), ``march_native`` (False).  Derive a target of your own with
@@ -63,6 +67,7 @@ from .compute import (
 )
 from .conv1d import Conv1dAsConv2d
 from .cpu import cpu_features, library_isas, use_isa
+from .depthwise import DispatchDepthwise, dispatch_depthwise
 from .dispatch import DispatchLibrary, RewriteFn, library_rewrite, rewrite_ops
 from .entry import SingleEntry
 from .fold_pad import FoldPadIntoConv
@@ -91,6 +96,8 @@ def _dispatch(target: Target) -> list[Any]:
             passes.append(DispatchAttention())
         passes.append(Conv1dAsConv2d())
         passes.append(DispatchGemm(winograd=target.attrs.get("winograd", "auto")))
+        if target.attrs.get("depthwise", True):
+            passes.append(DispatchDepthwise())
         passes.append(DispatchPool())
     if target.attrs.get("blas", True):
         passes.append(DispatchLibrary())
@@ -107,7 +114,8 @@ def _legalize(target: Target) -> list[Any]:
 
 register_target_kind(
     "c",
-    defaults={"gemm": True, "attention": True, "winograd": "auto", "blas": True, "fuse": True,
+    defaults={"gemm": True, "attention": True, "winograd": "auto", "depthwise": True,
+              "blas": True, "fuse": True,
               "single_entry": True, "opt_level": 3, "march_native": False},
     doc="generated C kernels compiled by the system C compiler; plait's own GEMM/conv2d",
     dispatch=_dispatch,
@@ -119,11 +127,13 @@ register_kernel_fusion("c", get_compute, dtypes=KERNEL_DTYPES)
 
 __all__ = [
     "C_SOURCES_ATTR", "CompileKernels", "ComputeUnsupported", "DispatchAttention",
-    "Conv1dAsConv2d", "DispatchGemm", "DispatchLibrary", "DispatchPool", "FoldPadIntoConv",
+    "Conv1dAsConv2d", "DispatchDepthwise", "DispatchGemm", "DispatchLibrary", "DispatchPool",
+    "FoldPadIntoConv",
     "LIBRARY_NAME", "RewriteFn",
     "add_c_source", "add_kernel", "c_source_provider", "c_sources", "compute_note",
     "coverage", "coverage_table", "cpu_features", "library_isas", "use_isa",
-    "dispatch_attention", "dispatch_gemm", "dispatch_pool", "extern_calls", "flatten_args",
+    "dispatch_attention", "dispatch_depthwise", "dispatch_gemm", "dispatch_pool",
+    "extern_calls", "flatten_args",
     "get_compute", "legalize_to_kernel", "library_call", "library_calls", "library_rewrite",
     "list_computes", "module_kernels", "op_kernel", "register_compute", "rewrite_ops",
     "SingleEntry",

@@ -2,7 +2,8 @@
 
 Each family is one C file in ``plait/target/c/native`` (products ``plait_gemm.c``,
 direct convolutions ``plait_conv.c``, Winograd ``plait_winograd.c``, attention
-``plait_attention.c``, pooling ``plait_pool.c``, 8-bit products ``plait_qgemm.c``)
+``plait_attention.c``, pooling ``plait_pool.c``, grouped and depthwise convolutions
+``plait_dwconv.c``, 8-bit products ``plait_qgemm.c``)
 that plugs into plait's ISA mechanism
 (``plait_isa.h``, :mod:`plait.codegen.c.variants`): the model's library holds one copy
 per instruction set of the machine's architecture, and the running CPU picks one when
@@ -182,6 +183,8 @@ register_family(KernelFamily("attention", "plait_attention.c", ("plait_attention
 # machines run the AVX2 copy (docs/kernels.md)
 register_family(KernelFamily("pool", "plait_pool.c", ("plait_max_pool2d",),
                              isas=("avx2", "neon", "baseline")))
+# grouped and depthwise convolutions (:mod:`.depthwise`)
+register_family(KernelFamily("dwconv", "plait_dwconv.c", ("plait_dwconv2d",)))
 # 8-bit products (:mod:`.qgemm`): dot-product instructions where the CPU has them;
 # AVX-512 without VNNI widens to int16 (vpmaddwd on zmm)
 register_family(KernelFamily("qgemm", "plait_qgemm.c",

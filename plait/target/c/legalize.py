@@ -355,8 +355,10 @@ def coverage_table() -> str:
     for n, v in cov.items():
         notes = []
         if n in DISPATCHED:
-            notes.append(f"float32: plait's matrix product (`c.DispatchGemm`); other "
-                         f"floats: `{DISPATCHED[n]}`")
+            grouped = ("; grouped and depthwise: plait_dwconv.c (`c.DispatchDepthwise`)"
+                       if n == "conv2d" else "")
+            notes.append(f"float32: plait's matrix product (`c.DispatchGemm`){grouped}; "
+                         f"other floats: `{DISPATCHED[n]}`")
         if n == "max_pool2d":
             notes.append("float32 NCHW of static shape: plait_pool.c (`c.DispatchPool`)")
         note = compute_note(n)

@@ -1,0 +1,152 @@
+"""The ``c`` target's grouped and depthwise convolutions: ``c.DispatchDepthwise`` sends
+float32 NCHW ``conv2d`` with ``groups > 1`` (MobileNet's and EfficientNet's depthwise
+convolutions, ConvNeXt's 7x7, ResNeXt's grouped ones) of static shape, with its
+epilogue, to ``plait_dwconv.c`` (a kernel family: :mod:`.families`).
+
+The epilogue is :class:`~plait.target.c.gemm.DispatchGemm`'s, planned by the same steps
+(:func:`~plait.target.c.gemm._extend`): a per-channel constant ``add`` (the bias), an
+``add`` of a tensor of the output's shape (a residual), a ``relu``, then ``clip``
+(ReLU6) or ``silu``, and views that keep the elements in order, each folded while the
+intermediate result has no other use.  The kernel reads the input where it lies (each
+group's planes are copied into a zero-padded, phase-split scratch image in the cache of
+the thread that computes them: no padded copy of the tensor) and computes each output
+plane on a register tile of output rows (see the C file).  Each call gets a wrapper
+with its shape as constants; both are recorded in the module's ``c_sources``.
+
+It runs after ``c.DispatchGemm`` (which takes the ungrouped convolutions and turns
+``x * sigmoid(x)`` into ``silu``) and before ``c.DispatchLibrary``; without it
+(``Target("c", gemm=False)``) depthwise convolutions are generated kernels and other
+grouped ones go to ``blas.conv2d``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from plait.codegen.c import CFunction
+from plait.ir.expr import Call, Expr, ExternFunc, Tuple
+from plait.ir.module import IRModule
+from plait.op.registry import make_call
+from plait.transform.pass_base import module_pass
+from plait.transform.pattern import Match, is_op
+from plait.transform.pattern_rewrite import Rule, rewrite_module
+
+from .families import record_wrappers
+from .gemm import _c_float, _epilogue_step, _extend, _Plan, _static_shape
+
+DESC_FIELDS = ("N", "C", "H", "W", "O", "G", "KH", "KW", "SH", "SW", "DH", "DW", "PT",
+               "PL", "OH", "OW")
+"""The shape fields of ``plait_dwconv2d_desc`` (``plait_dwconv.h``), in order."""
+
+
+def _is_grouped(call: Call) -> bool:
+    return int(call.attrs.get("groups", 1)) > 1
+
+
+def plan_grouped_conv2d(call: Call) -> _Plan | None:
+    """The native call of a grouped float32 NCHW/OIHW ``conv2d`` of static shape (as a
+    plan the epilogue steps extend), or None when the family cannot take it."""
+    from plait.runtime.numpy_ops import _expand, _expand_padding
+
+    x, w = call.args
+    xs, ws, os_ = _static_shape(x), _static_shape(w), _static_shape(call)
+    a = call.attrs
+    if xs is None or ws is None or os_ is None or len(xs) != 4 or len(ws) != 4:
+        return None
+    if a["data_layout"] != "NCHW" or a["kernel_layout"] != "OIHW":
+        return None
+    g = int(a["groups"])
+    n, c, h, wd = xs
+    o, cg, kh, kw = ws
+    if g < 2 or c % g or o % g or cg != c // g or 0 in xs or 0 in os_ or 0 in ws:
+        return None
+    sh, sw = _expand(a["strides"], 2)
+    dh, dw = _expand(a["dilation"], 2)
+    pt, pl, _pb, _pr = _expand_padding(a["padding"], 2)
+    desc = dict(N=n, C=c, H=h, W=wd, O=o, G=g, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw,
+                PT=pt, PL=pl, OH=os_[2], OW=os_[3])
+    return _Plan("dwconv2d", [x, w], [(xs, "float32"), (ws, "float32")], desc, os_, "row", o)
+
+
+def _wrapper(plan: _Plan) -> tuple[str, str, CFunction]:
+    """The plan's call wrapper: (symbol, C code, CFunction)."""
+    fields = [str(plan.desc[k]) for k in DESC_FIELDS]
+    fields += [str(plan.act), _c_float(plan.act_lo), _c_float(plan.act_hi)]
+    args = ["const float* x", "const float* w"]
+    params = list(plan.params)
+    if plan.bias is not None:
+        args.append("const float* bias")
+        params.append(((plan.bias_len,), "float32"))
+    if plan.res is not None:
+        args.append("const float* res")
+        params.append((plan.out_shape, "float32"))
+    args.append("float* out")
+    params.append((plan.out_shape, "float32"))
+    key = repr((fields, params, plan.bias is not None, plan.res is not None, plan.relu))
+    name = f"plait_dwconv2d_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    bias = "bias" if plan.bias is not None else "NULL"
+    res = "res" if plan.res is not None else "NULL"
+    code = (f"int {name}({', '.join(args)}) {{\n"
+            f"    static const plait_dwconv2d_desc d = {{{', '.join(fields)}}};\n"
+            f"    return plait_dwconv2d(&d, x, w, {bias}, {res}, {int(plan.relu)}, out);\n}}\n")
+    return name, code, CFunction(name, tuple(params), 1, name, "int")
+
+
+GROUPED_CONV = (is_op("conv2d").has_dtype("float32").has_rank(4).where(_is_grouped)
+                .repeat(_epilogue_step))
+"""The shape :class:`DispatchDepthwise` takes: a grouped float32 conv2d and any number of
+epilogue steps (what one call can do is the plan's business, as in c.DispatchGemm)."""
+
+
+def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
+    """The rule of :class:`DispatchDepthwise`: :data:`GROUPED_CONV`, planned step by
+    step and rewritten into a call of its wrapper (recorded in ``wrappers``); a chain
+    the call cannot do whole is declined (a shorter one is matched instead)."""
+
+    def rewrite(m: Match) -> Expr | None:
+        g = m.graph
+        members = sorted(m.bindings)
+        plan = plan_grouped_conv2d(g.bindings[members[0]].value)  # type: ignore[arg-type]
+        reads = [g.bindings[i].var for i in members[:-1]]   # what each step reads
+        if plan is None or not all(_extend(plan, g.bindings[i].value, src)  # type: ignore[arg-type]
+                                   for i, src in zip(members[1:], reads)):
+            return None
+        name, code, cfn = _wrapper(plan)
+        wrappers.setdefault(name, (code, cfn))
+        args = list(plan.inputs)
+        args += [e for e in (plan.bias, plan.res) if e is not None]
+        root = g.bindings[members[-1]]
+        return make_call("call_extern", ExternFunc(name), Tuple(args), out=root.var.ty,
+                         span=root.value.span)
+
+    return Rule("c.dwconv2d", GROUPED_CONV, rewrite)
+
+
+def dispatch_depthwise(mod: IRModule, skip: Any = None) -> IRModule:
+    """``mod`` with grouped float32 NCHW conv2d of static shape (and their epilogues)
+    rewritten into calls of ``plait_dwconv.c``; functions for which ``skip`` is true
+    (default: those of external codegens) are left alone."""
+    wrappers: dict[str, tuple[str, CFunction]] = {}
+    out = rewrite_module(mod, [depthwise_rule(wrappers)], skip=skip)
+    return record_wrappers(out, wrappers, "plait_dwconv.h", ["dwconv"],
+                           "plait_dwconv_calls")
+
+
+@module_pass(name="c.DispatchDepthwise", phases=("optimization",))
+class DispatchDepthwise:
+    """Send grouped and depthwise float32 NCHW conv2d of static shape, with bias,
+    residual, relu and clip/SiLU epilogues, to plait_dwconv.c."""
+
+    def __init__(self, *, codegens: Sequence[str] | None = None) -> None:
+        super().__init__(codegens=codegens)  # type: ignore[call-arg]
+
+    def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
+        from plait.transform.external import skips_external
+
+        return dispatch_depthwise(mod, skip=skips_external(self, ctx))  # type: ignore[arg-type]
+
+
+__all__ = ["DESC_FIELDS", "GROUPED_CONV", "DispatchDepthwise", "depthwise_rule",
+           "dispatch_depthwise", "plan_grouped_conv2d"]

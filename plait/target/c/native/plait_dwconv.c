@@ -1,0 +1,308 @@
+/* plait_dwconv.c: the c target's grouped and depthwise 2-D convolutions (float32, NCHW),
+ * a kernel family of plait_isa.h.
+ *
+ * A job is one group of one image: its C / G input planes are copied into a per-thread
+ * scratch image (in L1/L2), zero-padded and split into column phases (padded column q of
+ * a row at [q % SW][q / SW], so output column j and kernel column kw read index
+ * j + kw * DW / SW of phase kw * DW % SW: every tap is a contiguous vector load, for any
+ * stride and dilation, with no bounds test).  Each of the group's output planes is then
+ * computed on a register tile of R output rows x NB vectors of DW_V columns (8
+ * accumulators): for every input channel and kernel tap, one load and one multiply-add
+ * per accumulator, the weight broadcast.  The common windows (3x3, 5x5 and 7x7 at
+ * stride 1 and 3x3, 5x5 at stride 2, no dilation) are compiled with constant taps
+ * (unrolled); any other window runs the same tile with its sizes read at run time.
+ * The bias starts the accumulators; the residual, relu and the activation (clip or
+ * SiLU) run over each tile's rows just stored (still in L1).  Jobs go to the library's
+ * threads (plait_threads.h). */
+#include "plait_isa.h"
+#include <stdint.h>
+#include <string.h>
+#include "plait_dwconv.h"
+#include "plait_exp_f32.h"
+#include "plait_threads.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize ("no-trapping-math", "no-tree-loop-distribute-patterns")
+#endif
+
+/* 16 lanes (zmm) in the AVX-512 copies, 8 elsewhere */
+#if defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVX512VNNI)
+#define DW_V 16
+#define DW_EVEN 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30
+#define DW_ODD 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+#else
+#define DW_V 8
+#define DW_EVEN 0, 2, 4, 6, 8, 10, 12, 14
+#define DW_ODD 1, 3, 5, 7, 9, 11, 13, 15
+#endif
+typedef float dw_v __attribute__((vector_size(DW_V * 4)));
+typedef float dw_vu __attribute__((vector_size(DW_V * 4), aligned(4)));
+typedef int32_t dw_vi __attribute__((vector_size(DW_V * 4)));
+#if defined(__clang__)
+#define DW_SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#define DW_PRAGMA_UNROLL _Pragma("unroll")
+#else
+#define DW_SHUF(a, b, ...) __builtin_shuffle(a, b, (dw_vi){__VA_ARGS__})
+#define DW_PRAGMA_UNROLL _Pragma("GCC unroll 16")
+#endif
+#define DW_LOAD(p) (*(const dw_vu*)(p))
+
+/* the first n < DW_V lanes of a vector: masked loads and stores where the ISA has them
+ * (nothing read or written past them), else lane by lane */
+#if defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVX2)
+#include <immintrin.h>
+#endif
+static inline __attribute__((always_inline)) void
+dw_load_n(dw_v* v, const float* p, int64_t n) {
+#if defined(PLAIT_ISA_AVX512)
+    *v = (dw_v)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1u), p);
+#elif defined(PLAIT_ISA_AVX2)
+    const dw_vi lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    *v = (dw_v)_mm256_maskload_ps(p, (__m256i)(lane < (int32_t)n));
+#else
+    float tmp[DW_V] = {0};
+    for (int64_t q = 0; q < n; ++q) tmp[q] = p[q];
+    *v = DW_LOAD(tmp);
+#endif
+}
+
+static inline __attribute__((always_inline)) void
+dw_store_n(float* p, const dw_v* v, int64_t n) {
+#if defined(PLAIT_ISA_AVX512)
+    _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1u), (__m512)*v);
+#elif defined(PLAIT_ISA_AVX2)
+    const dw_vi lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    _mm256_maskstore_ps(p, (__m256i)(lane < (int32_t)n), (__m256)*v);
+#else
+    float tmp[DW_V];
+    *(dw_vu*)tmp = *v;
+    for (int64_t q = 0; q < n; ++q) p[q] = tmp[q];
+#endif
+}
+
+#define DW_ACC 8          /* accumulators of the tile: R x NB */
+#define DW_SCRATCH_SLOT 3 /* the per-thread scratch buffer (plait_threads.h) */
+
+/* The geometry of a call: the scratch image of one input plane is HA rows, each SW
+ * phases of RL floats; the tile runs over OHA >= OH rows and OWA >= OW columns. */
+typedef struct {
+    const plait_dwconv2d_desc* d;
+    const float* x;
+    const float* w;
+    const float* bias;
+    const float* res;
+    int relu;
+    float* out;
+    int64_t CG, OG, NB, R, RL, HA, OWA, plane;
+    int failed;             /* a thread found no scratch memory: its jobs are undone */
+} dw_call;
+
+/* one input row into its column phases (padded column q = c + PL at [q % SW][q / SW]);
+ * the scratch row's other floats are left as they are (zero) */
+static void dw_split_row(const float* restrict in, int64_t W, int64_t PL, int64_t SW,
+                         float* restrict row, int64_t RL) {
+    int64_t c = 0;
+    if (SW == 1) {
+        float* dst = row + PL;
+        for (; c + DW_V <= W; c += DW_V) *(dw_vu*)(dst + c) = DW_LOAD(in + c);
+        if (c < W) {
+            dw_v v;
+            dw_load_n(&v, in + c, W - c);
+            dw_store_n(dst + c, &v, W - c);
+        }
+    } else if (SW == 2) {
+        float* ph[2] = {row, row + RL};
+        if (W > 0 && PL % 2) {   /* then columns c, c + 1 share an index from c = 1 on */
+            ph[1][PL / 2] = in[0];
+            c = 1;
+        }
+        for (; c + 2 * DW_V <= W; c += 2 * DW_V) {
+            dw_v v0 = DW_LOAD(in + c), v1 = DW_LOAD(in + c + DW_V);
+            int64_t idx = (c + PL) / 2;
+            *(dw_vu*)(ph[0] + idx) = DW_SHUF(v0, v1, DW_EVEN);
+            *(dw_vu*)(ph[1] + idx) = DW_SHUF(v0, v1, DW_ODD);
+        }
+        if (c < W) {   /* the last n < 2 * DW_V columns, the same way */
+            const int64_t n = W - c, idx = (c + PL) / 2;
+            dw_v v0, v1 = {0};
+            if (n < DW_V) {
+                dw_load_n(&v0, in + c, n);
+            } else {
+                v0 = DW_LOAD(in + c);
+                if (n > DW_V) dw_load_n(&v1, in + c + DW_V, n - DW_V);
+            }
+            dw_v even = DW_SHUF(v0, v1, DW_EVEN), odd = DW_SHUF(v0, v1, DW_ODD);
+            const int64_t ne = (n + 1) / 2, no = n / 2;
+            if (ne == DW_V) *(dw_vu*)(ph[0] + idx) = even;
+            else dw_store_n(ph[0] + idx, &even, ne);
+            if (no > 0) dw_store_n(ph[1] + idx, &odd, no);
+        }
+    } else {
+        for (; c < W; ++c) {
+            int64_t q = c + PL;
+            row[(q % SW) * RL + q / SW] = in[c];
+        }
+    }
+}
+
+/* input plane `src` into its padded, phase-split scratch image `dst` (whose padding a
+ * thread zeroes once per call: every plane fills the same places) */
+static void dw_pad_plane(const dw_call* t, const float* src, float* dst) {
+    const plait_dwconv2d_desc* d = t->d;
+    const int64_t rowlen = d->SW * t->RL;
+    int64_t r1 = d->PT + d->H < t->HA ? d->PT + d->H : t->HA;
+    for (int64_t r = d->PT; r < r1; ++r)
+        dw_split_row(src + (r - d->PT) * d->W, d->W, d->PL, d->SW, dst + r * rowlen, t->RL);
+}
+
+/* The output plane `o` (its weights wo, its C / G scratch planes at img) on the R x NB
+ * tile; KH ... DW are constants where the caller's are, so the taps unroll. */
+static inline __attribute__((always_inline)) void
+dw_plane(const int R, const int NB, const int64_t KH, const int64_t KW, const int64_t SH,
+         const int64_t SW, const int64_t DH, const int64_t DW, const dw_call* t,
+         const float* img, const float* wo, float b, float* op) {
+    const plait_dwconv2d_desc* d = t->d;
+    const int64_t RL = t->RL, OW = d->OW, OH = d->OH, CG = t->CG;
+    const int64_t rstep = SH * SW * RL;   /* one output row further down the image */
+    for (int64_t oh0 = 0; oh0 < OH; oh0 += R) {
+        for (int64_t j0 = 0; j0 < t->OWA; j0 += NB * DW_V) {
+            dw_v acc[8][2];
+            DW_PRAGMA_UNROLL
+            for (int r = 0; r < R; ++r)
+                DW_PRAGMA_UNROLL
+                for (int v = 0; v < NB; ++v) acc[r][v] = (dw_v){0} + b;
+            for (int64_t ci = 0; ci < CG; ++ci) {
+                const float* pl = img + ci * t->plane + oh0 * rstep + j0;
+                const float* wc = wo + ci * KH * KW;
+                for (int64_t kh = 0; kh < KH; ++kh) {
+                    for (int64_t kw = 0; kw < KW; ++kw) {
+                        const float wv = wc[kh * KW + kw];
+                        const float* s = pl + (kh * DH * SW + (kw * DW) % SW) * RL
+                                         + (kw * DW) / SW;
+                        DW_PRAGMA_UNROLL
+                        for (int r = 0; r < R; ++r)
+                            DW_PRAGMA_UNROLL
+                            for (int v = 0; v < NB; ++v)
+                                acc[r][v] += DW_LOAD(s + r * rstep + v * DW_V) * wv;
+                    }
+                }
+            }
+            DW_PRAGMA_UNROLL
+            for (int r = 0; r < R; ++r) {
+                if (oh0 + r >= OH) break;
+                float* orow = op + (oh0 + r) * OW;
+                DW_PRAGMA_UNROLL
+                for (int v = 0; v < NB; ++v) {
+                    int64_t j = j0 + v * DW_V;
+                    if (j + DW_V <= OW) {
+                        *(dw_vu*)(orow + j) = acc[r][v];
+                    } else if (j < OW) {
+                        dw_store_n(orow + j, &acc[r][v], OW - j);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* the epilogue after the bias over n outputs at o (res: the residual's, or NULL):
+ * + res, relu (keeping NaN), then clip (keeping NaN) or SiLU */
+static void dw_epilogue(const dw_call* t, float* restrict o, const float* restrict res,
+                        int64_t n) {
+    const plait_dwconv2d_desc* d = t->d;
+    if (res)
+        for (int64_t j = 0; j < n; ++j) o[j] += res[j];
+    if (t->relu)
+        for (int64_t j = 0; j < n; ++j) o[j] = (o[j] > 0.0f || o[j] != o[j]) ? o[j] : 0.0f;
+    if (d->act == PLAIT_DW_ACT_CLIP) {
+        const float lo = d->act_lo, hi = d->act_hi;
+        for (int64_t j = 0; j < n; ++j) {
+            float v = o[j];
+            v = v < lo ? lo : v;
+            o[j] = v > hi ? hi : v;
+        }
+    } else if (d->act == PLAIT_DW_ACT_SILU) {
+        for (int64_t j = 0; j < n; ++j) o[j] = o[j] / (1.0f + plait_exp_f32(-o[j]));
+    }
+}
+
+#define DW_TILE(KH_, KW_, SH_, SW_)                                                      \
+    do {                                                                                  \
+        if (t->NB == 2) dw_plane(DW_ACC / 2, 2, KH_, KW_, SH_, SW_, 1, 1, t, img, wo, b, op); \
+        else dw_plane(DW_ACC, 1, KH_, KW_, SH_, SW_, 1, 1, t, img, wo, b, op);            \
+    } while (0)
+
+/* output plane o of image n (the group's scratch planes at img) */
+static void dw_output(const dw_call* t, int64_t n, int64_t o, const float* img) {
+    const plait_dwconv2d_desc* d = t->d;
+    const float* wo = t->w + o * t->CG * d->KH * d->KW;
+    const float b = t->bias ? t->bias[o] : 0.0f;
+    float* op = t->out + (n * d->O + o) * d->OH * d->OW;
+    const int64_t K = d->KH, S = d->SH;
+    const int plain = d->KH == d->KW && d->SH == d->SW && d->DH == 1 && d->DW == 1;
+    if (plain && K == 3 && S == 1) DW_TILE(3, 3, 1, 1);
+    else if (plain && K == 3 && S == 2) DW_TILE(3, 3, 2, 2);
+    else if (plain && K == 5 && S == 1) DW_TILE(5, 5, 1, 1);
+    else if (plain && K == 5 && S == 2) DW_TILE(5, 5, 2, 2);
+    else if (plain && K == 7 && S == 1) DW_TILE(7, 7, 1, 1);
+    else if (t->NB == 2)
+        dw_plane(DW_ACC / 2, 2, d->KH, d->KW, d->SH, d->SW, d->DH, d->DW, t, img, wo, b, op);
+    else
+        dw_plane(DW_ACC, 1, d->KH, d->KW, d->SH, d->SW, d->DH, d->DW, t, img, wo, b, op);
+    if (t->res || t->relu || d->act) {
+        const int64_t n_out = d->OH * d->OW;
+        dw_epilogue(t, op, t->res ? t->res + (op - t->out) : NULL, n_out);
+    }
+}
+#undef DW_TILE
+
+/* jobs lo .. hi-1: (image, group) pairs */
+static void dw_jobs(void* ctx, int64_t lo, int64_t hi) {
+    dw_call* t = (dw_call*)ctx;
+    const plait_dwconv2d_desc* d = t->d;
+    float* img = plait_scratch(DW_SCRATCH_SLOT, (size_t)(t->CG * t->plane + DW_V));
+    if (!img) {
+        __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    memset(img, 0, sizeof(float) * (size_t)(t->CG * t->plane));
+    for (int64_t job = lo; job < hi; ++job) {
+        const int64_t n = job / d->G, g = job % d->G;
+        for (int64_t ci = 0; ci < t->CG; ++ci)
+            dw_pad_plane(t, t->x + ((n * d->C) + g * t->CG + ci) * d->H * d->W,
+                         img + ci * t->plane);
+        for (int64_t k = 0; k < t->OG; ++k) dw_output(t, n, g * t->OG + k, img);
+    }
+}
+
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const float* w,
+                             const float* bias, const float* res, int relu, float* out) {
+    dw_call t;
+    t.d = d; t.x = x; t.w = w; t.bias = bias; t.res = res; t.relu = relu; t.out = out;
+    t.CG = d->C / d->G;
+    t.OG = d->O / d->G;
+    const int64_t nvec = (d->OW + DW_V - 1) / DW_V;
+    t.NB = nvec >= 2 ? 2 : 1;
+    t.R = DW_ACC / t.NB;
+    t.OWA = (nvec + t.NB - 1) / t.NB * t.NB * DW_V;
+    const int64_t oha = (d->OH + t.R - 1) / t.R * t.R;
+    /* the rows the tile reads (those past the image's are zero) */
+    t.HA = (oha - 1) * d->SH + (d->KH - 1) * d->DH + 1;
+    const int64_t cols = (d->PL + d->W + d->SW - 1) / d->SW + 1;
+    t.RL = t.OWA + (d->KW - 1) * d->DW / d->SW;
+    if (t.RL < cols) t.RL = cols;
+    t.plane = t.HA * d->SW * t.RL;
+    t.failed = 0;
+    const int64_t jobs = d->N * d->G;
+    const int64_t work = d->N * d->O * d->OH * d->OW * d->KH * d->KW * t.CG;
+    int nt = work >= 131072 ? plait_max_threads() : 1;
+    plait_parallel_range(dw_jobs, &t, jobs, nt);
+    return __atomic_load_n(&t.failed, __ATOMIC_RELAXED);
+}
+
+PLAIT_ISA_FAMILY("dwconv")
+PLAIT_ISA_DISPATCH(int, plait_dwconv2d,
+                   (const plait_dwconv2d_desc* d, const float* x, const float* w,
+                    const float* bias, const float* res, int relu, float* out),
+                   (d, x, w, bias, res, relu, out))

@@ -1,0 +1,34 @@
+/* plait_dwconv.h: the interface of plait_dwconv.c (grouped and depthwise 2-D
+ * convolutions), shared by the library and the per-model call wrappers. */
+#ifndef PLAIT_DWCONV_H
+#define PLAIT_DWCONV_H
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define PLAIT_DWCONV_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define PLAIT_DWCONV_HIDDEN
+#endif
+
+/* the activation after the bias, residual and relu (the values of plait_gemm.h's
+ * PLAIT_ACT_*, as c.DispatchGemm's epilogue) */
+#define PLAIT_DW_ACT_NONE 0
+#define PLAIT_DW_ACT_CLIP 1
+#define PLAIT_DW_ACT_SILU 2
+
+/* x[N][C][H][W] convolved with w[O][C / G][KH][KW] in G groups (G = C = O: depthwise),
+ * strides SH, SW, dilations DH, DW, padding PT (top) and PL (left) — the bottom and
+ * right padding follow from OH and OW — into out[N][O][OH][OW]. */
+typedef struct {
+    int64_t N, C, H, W, O, G, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW;
+    int64_t act;            /* PLAIT_DW_ACT_*: clip to [act_lo, act_hi], or SiLU */
+    float act_lo, act_hi;
+} plait_dwconv2d_desc;
+
+/* out = act(relu?(conv(x, w) + bias[o] + res)); bias and res may be NULL; 0 on success,
+ * 1 when out of memory. */
+PLAIT_DWCONV_HIDDEN int plait_dwconv2d(const plait_dwconv2d_desc* d, const float* x,
+                                       const float* w, const float* bias, const float* res,
+                                       int relu, float* out);
+#endif

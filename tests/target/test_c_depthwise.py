@@ -1,0 +1,155 @@
+"""c.DispatchDepthwise and plait_dwconv.c: grouped and depthwise convolutions.
+
+The rewrite is checked on the IR (which chain becomes one native call, what stays an
+op), the kernel against numpy in float64 (rtol/atol 1e-4: sums of up to 81 products of
+values in [-1, 1]) on shapes the per-ISA cases (test_kernel_variants.py) do not cover:
+a window with no compiled form (4x4, stride 3, dilation 3), a 1x1 depthwise, a batch
+of 3, a call large enough to be split over threads, a view before the residual; and a
+grouped float64 convolution still goes to the library.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from graph_helpers import build_graph, const, conv2d_reference, emit  # tests/target
+
+import plait
+from plait.ir.expr import Call, ExternFunc, Op
+from plait.runtime import VirtualMachine
+from plait.target.c import dispatch_depthwise
+
+RNG = np.random.default_rng(7)
+
+
+def _rand(*shape: int) -> np.ndarray:
+    return RNG.uniform(-1, 1, shape).astype(np.float32)
+
+
+def _grouped_reference(x: np.ndarray, w: np.ndarray, groups: int, **kw: Any) -> np.ndarray:
+    cg, og = x.shape[1] // groups, w.shape[0] // groups
+    return np.concatenate([conv2d_reference(x[:, i * cg:(i + 1) * cg],
+                                            w[i * og:(i + 1) * og], **kw)
+                           for i in range(groups)], axis=1)
+
+
+def _callees(mod: plait.IRModule) -> list[str]:
+    """What main's bindings call, in order: op names and external function names."""
+    out = []
+    for block in mod["main"].body.blocks:
+        for b in block.bindings:
+            v = b.value
+            if not isinstance(v, Call):
+                continue
+            if isinstance(v.op, Op) and v.op.name == "call_extern":
+                fn = v.args[0]
+                out.append(fn.symbol if isinstance(fn, ExternFunc) else "?")
+            elif isinstance(v.op, Op):
+                out.append(v.op.name)
+    return out
+
+
+def _chain(act_then_residual: bool = False) -> tuple[plait.IRModule, np.ndarray,
+                                                      np.ndarray, np.ndarray]:
+    x, w, b, r = _rand(1, 6, 9, 9), _rand(6, 1, 3, 3), _rand(6), _rand(1, 6, 9, 9)
+
+    def body(bb: Any, p: Any) -> Any:
+        y = emit(bb, "conv2d", p[0], const(w), padding=(1, 1, 1, 1), groups=6)
+        y = emit(bb, "add", y, const(b.reshape(6, 1, 1)))
+        if act_then_residual:
+            return emit(bb, "add", emit(bb, "relu", y), p[1])
+        y = emit(bb, "relu", emit(bb, "add", p[1], y))
+        return emit(bb, "clip", emit(bb, "clip", y, max=6.0), min=0.5)
+
+    ref = _grouped_reference(x, w, 6, padding=(1, 1, 1, 1)) + b.reshape(1, 6, 1, 1)
+    ref = np.maximum(ref, 0) + r if act_then_residual else np.clip(ref + r, 0.5, 6)
+    return build_graph({"x": x.shape, "r": r.shape}, body), x, r, ref
+
+
+def test_the_epilogue_chain_is_one_native_call() -> None:
+    """conv2d, bias, residual, relu and two clips (one interval) become one call."""
+    mod, x, r, ref = _chain()
+    callees = _callees(dispatch_depthwise(mod))
+    assert len(callees) == 1 and callees[0].startswith("plait_dwconv2d_"), callees
+    got = VirtualMachine(plait.build(mod, "c"))["main"](x, r)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_a_residual_after_the_relu_stays_an_op() -> None:
+    """The native epilogue adds the residual before the relu: a residual after it is
+    left as an add (the call takes conv2d, bias and relu)."""
+    mod, x, r, ref = _chain(act_then_residual=True)
+    callees = _callees(dispatch_depthwise(mod))
+    assert len(callees) == 2 and callees[0].startswith("plait_dwconv2d_"), callees
+    assert callees[1] == "add"
+    got = VirtualMachine(plait.build(mod, "c"))["main"](x, r)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_without_the_pass_depthwise_is_generated_and_float64_goes_to_the_library() -> None:
+    """depthwise=False: the generated depthwise kernel; a float64 grouped convolution is
+    not the family's (blas.conv2d), in the same results."""
+    mod, x, r, ref = _chain()
+    got = VirtualMachine(plait.build(mod, plait.Target("c", depthwise=False)))["main"](x, r)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    x64, w64 = _rand(1, 4, 6, 7).astype(np.float64), _rand(4, 2, 3, 3).astype(np.float64)
+    from plait.ir import BlockBuilder, TensorType, Var
+    from plait.op import make_call
+
+    p = Var("x", TensorType(x64.shape, "float64"))
+    bb = BlockBuilder()
+    with bb.function("main", [p]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(make_call("conv2d", p, const(w64), groups=2)))
+        bb.emit_func_output(out)
+    mod64 = bb.get()
+    assert _callees(dispatch_depthwise(mod64)) == ["conv2d"]
+    got64 = VirtualMachine(plait.build(mod64, "c"))["main"](x64)
+    np.testing.assert_allclose(got64, _grouped_reference(x64, w64, 2), rtol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [
+    # (N, C, H, W, O, groups, k, strides, dilation, padding)
+    (3, 5, 17, 19, 5, 5, 4, (3, 3), (3, 3), (2, 1, 3, 2)),
+    (1, 7, 6, 33, 7, 7, 1, (1, 1), (1, 1), (0, 0, 0, 0)),
+    (1, 64, 40, 41, 64, 64, 7, (1, 1), (1, 1), (3, 3, 3, 3)),
+    (2, 12, 13, 15, 24, 4, 5, (2, 1), (1, 2), (2, 4, 2, 4)),
+], ids=["4x4 stride 3 dilation 3 batch 3", "1x1 depthwise", "on 2 threads",
+        "grouped 3 in 6 out per group"])
+def test_shapes_against_numpy(shape: tuple[Any, ...]) -> None:
+    n, c, h, wd, o, g, k, s, d, pad = shape
+    x, w, b = _rand(n, c, h, wd), _rand(o, c // g, k, k), _rand(o)
+
+    def body(bb: Any, p: Any) -> Any:
+        y = emit(bb, "conv2d", p[0], const(w), strides=s, dilation=d, padding=pad,
+                 groups=g)
+        return emit(bb, "multiply", y, emit(bb, "sigmoid", y))
+
+    mod = build_graph({"x": x.shape}, body)
+    assert _callees(dispatch_depthwise(mod))[0].startswith("plait_dwconv2d_")
+    ref = _grouped_reference(x, w, g, strides=s, padding=pad, dilation=d)
+    ref = ref / (1 + np.exp(-ref))
+    got = VirtualMachine(plait.build(mod, "c"))["main"](x)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    del b
+
+
+def test_a_view_then_a_residual() -> None:
+    """conv2d + bias, reshaped (the call writes the view), then a residual of the view's
+    shape: one call."""
+    x, w, b, r = _rand(1, 8, 5, 6), _rand(8, 1, 3, 3), _rand(8), _rand(8, 30)
+
+    def body(bb: Any, p: Any) -> Any:
+        y = emit(bb, "conv2d", p[0], const(w), padding=(1, 1, 1, 1), groups=8)
+        y = emit(bb, "add", y, const(b.reshape(8, 1, 1)))
+        return emit(bb, "add", emit(bb, "reshape", y, shape=(8, 30)), p[1])
+
+    mod = build_graph({"x": x.shape, "r": r.shape}, body)
+    callees = _callees(dispatch_depthwise(mod))
+    assert len(callees) == 1 and callees[0].startswith("plait_dwconv2d_"), callees
+    ref = (_grouped_reference(x, w, 8, padding=(1, 1, 1, 1))
+           + b.reshape(1, 8, 1, 1)).reshape(8, 30) + r
+    got = VirtualMachine(plait.build(mod, "c"))["main"](x, r)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
