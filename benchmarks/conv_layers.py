@@ -110,6 +110,16 @@ def extract_layers(onnx_path: Path, op: str = "conv") -> list[dict]:
             w = weights[0]
             k = w.shape[2:]
             pads = list(_attr(node, "pads", [0] * 2 * len(k)))
+            auto = _attr(node, "auto_pad", b"NOTSET")
+            auto = auto.decode() if isinstance(auto, bytes) else auto
+            if auto in ("SAME_UPPER", "SAME_LOWER"):   # the explicit pads auto_pad means
+                strides = list(_attr(node, "strides", [1] * len(k)))
+                dil = list(_attr(node, "dilations", [1] * len(k)))
+                tot = [max((-(-n // s) - 1) * s + (kk - 1) * d + 1 - n, 0)
+                       for n, s, kk, d in zip(xs[2:], strides, k, dil)]
+                small = [t // 2 for t in tot]
+                big = [t - t // 2 for t in tot]
+                pads = small + big if auto == "SAME_UPPER" else big + small
             pad = pads_of.get(node.name)
             if pad is not None:
                 amounts = [int(v) for v in values[pad.input[1]]]

@@ -15,15 +15,16 @@
  * SiLU) run over each tile's rows just stored (still in L1).  Jobs go to the library's
  * threads (plait_threads.h). */
 #include "plait_isa.h"
+/* before plait_exp_f32.h: a function with other optimization options than its caller's
+ * is not inlined (and the SiLU loop calling it would not vectorize) */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize ("no-trapping-math", "no-tree-loop-distribute-patterns")
+#endif
 #include <stdint.h>
 #include <string.h>
 #include "plait_dwconv.h"
 #include "plait_exp_f32.h"
 #include "plait_threads.h"
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize ("no-trapping-math", "no-tree-loop-distribute-patterns")
-#endif
 
 /* 16 lanes (zmm) in the AVX-512 copies, 8 elsewhere */
 #if defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVX512VNNI)
