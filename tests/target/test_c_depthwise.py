@@ -1,4 +1,5 @@
-"""c.DispatchDepthwise and plait_dwconv.c: grouped and depthwise convolutions.
+"""c.DispatchDepthwise and plait_dwconv.c: grouped and depthwise convolutions; and
+c.DispatchSqueezeExcite (plait_se_scale, the same family).
 
 The rewrite is checked on the IR (which chain becomes one native call, what stays an
 op), the kernel against numpy in float64 (rtol/atol 1e-4: sums of up to 81 products of
@@ -153,3 +154,56 @@ def test_a_view_then_a_residual() -> None:
            + b.reshape(1, 8, 1, 1)).reshape(8, 30) + r
     got = VirtualMachine(plait.build(mod, "c"))["main"](x, r)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def _se_model(act: str = "silu", leak: bool = False) -> tuple[plait.IRModule, np.ndarray,
+                                                              np.ndarray]:
+    """EfficientNet's squeeze-and-excite on 2 x 12 x 4 x 6 (12 -> 3 -> 12 channels, the
+    first 1x1 convolution without a bias); with ``leak`` the pooled means are also an
+    output (so the gate is not one call)."""
+    x, w1 = _rand(2, 12, 4, 6), _rand(3, 12, 1, 1)
+    w2, b2 = _rand(12, 3, 1, 1), _rand(1, 12, 1, 1)
+
+    def body(bb: Any, p: Any) -> Any:
+        s = emit(bb, "global_avg_pool2d", p[0])
+        h = emit(bb, "conv2d", s, const(w1))
+        h = emit(bb, "multiply", emit(bb, "sigmoid", h), h) if act == "silu" else \
+            emit(bb, "relu", h)
+        g = emit(bb, "add", emit(bb, "conv2d", h, const(w2)), const(b2))
+        y = emit(bb, "multiply", emit(bb, "sigmoid", g), p[0])
+        if leak:
+            from plait.ir.expr import Tuple
+            return bb.emit(Tuple([y, s]))
+        return y
+
+    x64 = x.astype(np.float64)
+    h = x64.mean((2, 3)) @ w1.reshape(3, 12).T
+    h = h / (1 + np.exp(-h)) if act == "silu" else np.maximum(h, 0)
+    g = h @ w2.reshape(12, 3).T + b2.reshape(-1)
+    return build_graph({"x": x.shape}, body), x, x64 / (1 + np.exp(-g))[:, :, None, None]
+
+
+@pytest.mark.parametrize("act", ["silu", "relu"])
+def test_squeeze_excite_is_one_call(act: str) -> None:
+    """global_avg_pool2d, 1x1 conv, SiLU (sigmoid(h) * h as exported) or relu, 1x1 conv
+    + bias, sigmoid and the scale: one plait_se_scale call, against numpy (1e-5)."""
+    from plait.target.c import dispatch_squeeze_excite
+
+    mod, x, ref = _se_model(act)
+    callees = _callees(dispatch_squeeze_excite(mod))
+    assert len(callees) == 1 and callees[0].startswith("plait_se_scale_"), callees
+    got = VirtualMachine(plait.build(mod, "c"))["main"](x)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_squeeze_excite_with_a_value_used_elsewhere_stays() -> None:
+    """The pooled means are an output too: the gate is left to the other passes."""
+    from plait.target.c import dispatch_squeeze_excite
+
+    mod, x, ref = _se_model(leak=True)
+    callees = _callees(dispatch_squeeze_excite(mod))
+    assert not any(c.startswith("plait_se_scale_") for c in callees), callees
+    got = VirtualMachine(plait.build(mod, "c"))["main"](x)
+    np.testing.assert_allclose(got[0], ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1], x.astype(np.float64).mean((2, 3), keepdims=True),
+                               rtol=1e-5, atol=1e-6)

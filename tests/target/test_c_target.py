@@ -48,8 +48,8 @@ def test_c_target_kind_hooks_and_pipeline() -> None:
                              "single_entry": True, "opt_level": 3, "march_native": False}
     stages = _target_stages(t)
     assert stages["dispatch"] == ["c.FoldPadIntoConv", "c.DispatchAttention",
-                                  "c.Conv1dAsConv2d", "c.DispatchGemm",
-                                  "c.DispatchDepthwise", "c.DispatchPool",
+                                  "c.Conv1dAsConv2d", "c.DispatchSqueezeExcite",
+                                  "c.DispatchGemm", "c.DispatchDepthwise", "c.DispatchPool",
                                   "c.DispatchLibrary"]
     assert stages["legalize"] == ["FuseOps", "FuseKernels", "LegalizeOps"]
     assert stages["build"] == ["RunCodegen", "ToNonDataflow", "ExplicitMemory", "PlanMemory",

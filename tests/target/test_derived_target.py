@@ -38,8 +38,9 @@ def test_mycpu_pipeline_lists_its_dispatch_pass_before_the_c_one(example: Module
     stages = {s.name: [p.name for p in s.passes] for s in plait.default_pipeline("mycpu").passes}
     # the dialects' dispatch passes first (qnn's int8 kernels, for kinds derived from c)
     assert stages["dispatch"] == ["qnn.DispatchInt8", "mycpu.Dispatch", "c.FoldPadIntoConv",
-                                  "c.DispatchAttention", "c.Conv1dAsConv2d", "c.DispatchGemm",
-                                  "c.DispatchPool", "c.DispatchLibrary"]
+                                  "c.DispatchAttention", "c.Conv1dAsConv2d",
+                                  "c.DispatchSqueezeExcite", "c.DispatchGemm",
+                                  "c.DispatchDepthwise", "c.DispatchPool", "c.DispatchLibrary"]
     assert stages["build"][0] == "RunCodegen"
     assert stages["build"][-2:] == ["c.SingleEntry", "c.CompileKernels"]
     assert plait.Target("mycpu").is_a("c")

@@ -17,7 +17,8 @@ place, the fused pooling, Winograd F(2x2) and F(4x4) with odd image sizes, atten
 with odd lengths, head sizes past 32 lanes and a causal mask, grouped and depthwise
 convolutions (plait_dwconv.c: 3x3, 5x5, 7x7, stride 2, dilation, asymmetric padding, a
 channel multiplier, several channels per group, rows of 9 to 37 columns, bias, residual,
-relu, ReLU6 and SiLU; and the generated depthwise kernel), and generated
+relu, ReLU6 and SiLU; and the generated depthwise kernel), a squeeze-and-excite gate
+(plait_se_scale), and generated
 elementwise, reduction, layer-norm, GELU (erf and tanh) and SiLU kernels (that they give
 the same bits in every copy: tests/codegen/test_codegen_run.py).  ISAs the CPU lacks
 are skipped with the reason.  A registered family without a case fails
@@ -200,6 +201,27 @@ def _grouped(c: int, hw: tuple[int, int], k: int, strides: tuple[int, int],
     return case
 
 
+def _squeeze_excite() -> Case:
+    """A squeeze-and-excite gate (plait_se_scale, the dwconv family): the mean of each
+    of 2 x 37 planes of 5 x 7, 1x1 convolutions 37 -> 9 -> 37 with biases, SiLU (as
+    exported: x * sigmoid(x)), sigmoid, the input scaled."""
+    x, w1, b1 = _rand(2, 37, 5, 7), _rand(9, 37, 1, 1), _rand(9, 1, 1)
+    w2, b2 = _rand(37, 9, 1, 1), _rand(37, 1, 1)
+
+    def body(bb: Any, p: Any) -> Any:
+        h = emit(bb, "add", emit(bb, "conv2d", emit(bb, "global_avg_pool2d", p[0]),
+                                 const(w1)), const(b1))
+        h = emit(bb, "multiply", h, emit(bb, "sigmoid", h))
+        g = emit(bb, "add", emit(bb, "conv2d", h, const(w2)), const(b2))
+        return emit(bb, "multiply", p[0], emit(bb, "sigmoid", g))
+
+    x64 = x.astype(np.float64)
+    h = x64.mean((2, 3)) @ w1.reshape(9, 37).T + b1.reshape(-1)
+    g = (h / (1 + np.exp(-h))) @ w2.reshape(37, 9).T + b2.reshape(-1)
+    ref = x64 / (1 + np.exp(-g))[:, :, None, None]
+    return {"x": x.shape}, body, [x], ref, 1e-5, "dwconv", {}
+
+
 def _norm_gelu() -> Case:
     """layer_norm over 45 values, GELU in its erf and tanh forms and SiLU: generated
     kernels with plait's float32 exp, erf and tanh, vectorized in every copy."""
@@ -355,6 +377,7 @@ CASES: dict[str, Callable[[], Case]] = {
         4, (9, 11), 3, (1, 2), (1, 1), out=8),
     "grouped 3x3, 3 channels per group, dilation (2, 1)": _grouped(
         9, (10, 12), 3, (1, 1), (2, 1), groups=3, out=6),
+    "squeeze-and-excite, 37 channels": _squeeze_excite,
     "depthwise 3x3 stride 2 (generated kernel)": _grouped(
         7, (11, 13), 3, (2, 2), (1, 1), native=False),
     "layer norm, erf and tanh GELU, SiLU (generated)": _norm_gelu,

@@ -245,6 +245,19 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
       give(out, y, {ref.size}); }}""")
         expect.append((name, ref, 1e-4))
 
+    #    and a squeeze-and-excite gate: 2 images of 19 planes of 3 x 5, 19 -> 5 -> 19
+    #    channels, SiLU, biases
+    x, w1, b1, w2, b2 = _rand(2, 19, 3, 5), _rand(5, 19), _rand(5), _rand(19, 5), _rand(19)
+    hh = x.astype(np.float64).mean((2, 3)) @ w1.T + b1
+    gg = (hh / (1 + np.exp(-hh))) @ w2.T + b2
+    ref = x / (1 + np.exp(-gg))[:, :, None, None]
+    code.append(f"""{{ static const plait_se_desc d = {{2, 19, 15, 5, 2}};
+      const float* x = {take(x)}; const float* w1 = {take(w1)}; const float* b1 = {take(b1)};
+      const float* w2 = {take(w2)}; const float* b2 = {take(b2)};
+      float* y = calloc({ref.size}, 4);
+      if (plait_se_scale(&d, x, w1, b1, w2, b2, y)) return 4; give(out, y, {ref.size}); }}""")
+    expect.append(("squeeze-and-excite", ref, 1e-5))
+
     # 9. generated kernels: s[i] = sum_j exp(x[i, j]) * x[i, j] + 0.5 (41 columns), and
     #    an elementwise kernel whose parallel loop (40960 iterations) runs on the pool
     x = _rand(5, 41)

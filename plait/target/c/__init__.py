@@ -3,6 +3,7 @@
 * **dispatch** — :data:`FoldPadIntoConv` (with ``gemm``) folds a zero pad read only by a
   ``conv2d`` into its padding, :class:`DispatchAttention` makes attention one fused call,
   :class:`Conv1dAsConv2d` makes float32 ``conv1d`` a ``conv2d`` of height 1,
+  :class:`DispatchSqueezeExcite` makes a squeeze-and-excite gate one native call,
   :class:`DispatchGemm` sends float32 ``matmul``, ``linear`` and ``conv2d`` (with their
   epilogues) to plait's own matrix product, :class:`DispatchDepthwise` grouped and
   depthwise ``conv2d`` (with their epilogues) to its own kernel, :class:`DispatchPool`
@@ -31,7 +32,8 @@ Target attributes: ``gemm`` (default True: plait's own matrix product, convoluti
 pooling, :mod:`.gemm`, :mod:`.pool`), ``attention`` (default True, with ``gemm``: fused
 attention, :mod:`.attention`), ``winograd`` ("auto": F(4x4), F(2x2) or the direct
 product, chosen by shape; 4, 2 or False force one), ``depthwise`` (default True, with
-``gemm``: grouped and depthwise convolutions on :mod:`.depthwise`), ``blas`` (default
+``gemm``: grouped and depthwise convolutions on :mod:`.depthwise`, and squeeze-and-excite,
+:mod:`.squeeze_excite`), ``blas`` (default
 True; False keeps
 matmul/linear/conv2d as generated kernels), ``fuse`` (default True: kernel fusion),
 ``single_entry`` (default True: :class:`SingleEntry`), ``opt_level`` (3), ``threads``
@@ -85,6 +87,7 @@ from .legalize import (
     op_kernel,
 )
 from .pool import DispatchPool, dispatch_pool
+from .squeeze_excite import DispatchSqueezeExcite, dispatch_squeeze_excite
 from .reference import c_source_provider
 
 
@@ -95,6 +98,8 @@ def _dispatch(target: Target) -> list[Any]:
         if target.attrs.get("attention", True):
             passes.append(DispatchAttention())
         passes.append(Conv1dAsConv2d())
+        if target.attrs.get("depthwise", True):
+            passes.append(DispatchSqueezeExcite())
         passes.append(DispatchGemm(winograd=target.attrs.get("winograd", "auto")))
         if target.attrs.get("depthwise", True):
             passes.append(DispatchDepthwise())
@@ -128,12 +133,12 @@ register_kernel_fusion("c", get_compute, dtypes=KERNEL_DTYPES)
 __all__ = [
     "C_SOURCES_ATTR", "CompileKernels", "ComputeUnsupported", "DispatchAttention",
     "Conv1dAsConv2d", "DispatchDepthwise", "DispatchGemm", "DispatchLibrary", "DispatchPool",
-    "FoldPadIntoConv",
+    "DispatchSqueezeExcite", "FoldPadIntoConv",
     "LIBRARY_NAME", "RewriteFn",
     "add_c_source", "add_kernel", "c_source_provider", "c_sources", "compute_note",
     "coverage", "coverage_table", "cpu_features", "library_isas", "use_isa",
     "dispatch_attention", "dispatch_depthwise", "dispatch_gemm", "dispatch_pool",
-    "extern_calls", "flatten_args",
+    "dispatch_squeeze_excite", "extern_calls", "flatten_args",
     "get_compute", "legalize_to_kernel", "library_call", "library_calls", "library_rewrite",
     "list_computes", "module_kernels", "op_kernel", "register_compute", "rewrite_ops",
     "SingleEntry",

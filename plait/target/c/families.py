@@ -183,8 +183,9 @@ register_family(KernelFamily("attention", "plait_attention.c", ("plait_attention
 # machines run the AVX2 copy (docs/kernels.md)
 register_family(KernelFamily("pool", "plait_pool.c", ("plait_max_pool2d",),
                              isas=("avx2", "neon", "baseline")))
-# grouped and depthwise convolutions (:mod:`.depthwise`)
-register_family(KernelFamily("dwconv", "plait_dwconv.c", ("plait_dwconv2d",)))
+# grouped and depthwise convolutions (:mod:`.depthwise`), squeeze-and-excite
+# (:mod:`.squeeze_excite`)
+register_family(KernelFamily("dwconv", "plait_dwconv.c", ("plait_dwconv2d", "plait_se_scale")))
 # 8-bit products (:mod:`.qgemm`): dot-product instructions where the CPU has them;
 # AVX-512 without VNNI widens to int16 (vpmaddwd on zmm)
 register_family(KernelFamily("qgemm", "plait_qgemm.c",

@@ -21,6 +21,7 @@
 #pragma GCC optimize ("no-trapping-math", "no-tree-loop-distribute-patterns")
 #endif
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "plait_dwconv.h"
 #include "plait_exp_f32.h"
@@ -302,8 +303,83 @@ PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const
     return __atomic_load_n(&t.failed, __ATOMIC_RELAXED);
 }
 
+/* ------------------------------------------------------- squeeze-and-excite */
+
+typedef struct {
+    const plait_se_desc* d;
+    const float* x;
+    float* out;
+    float* v;   /* the planes' means, then their gates */
+} se_call;
+
+/* the means of planes lo .. hi-1 */
+static void se_means(void* ctx, int64_t lo, int64_t hi) {
+    const se_call* t = (const se_call*)ctx;
+    const int64_t HW = t->d->HW;
+    for (int64_t p = lo; p < hi; ++p) {
+        const float* s = t->x + p * HW;
+        dw_v acc = {0};
+        int64_t j = 0;
+        for (; j + DW_V <= HW; j += DW_V) acc += DW_LOAD(s + j);
+        float tail = 0.0f;
+        for (; j < HW; ++j) tail += s[j];
+        float tot = tail;
+        for (int l = 0; l < DW_V; ++l) tot += acc[l];
+        t->v[p] = tot / (float)HW;
+    }
+}
+
+/* out = x * gate over planes lo .. hi-1 */
+static void se_scale(void* ctx, int64_t lo, int64_t hi) {
+    const se_call* t = (const se_call*)ctx;
+    const int64_t HW = t->d->HW;
+    for (int64_t p = lo; p < hi; ++p) {
+        const float* restrict s = t->x + p * HW;
+        float* restrict o = t->out + p * HW;
+        const float g = t->v[p];
+        for (int64_t j = 0; j < HW; ++j) o[j] = s[j] * g;
+    }
+}
+
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_se_scale)(const plait_se_desc* d, const float* x, const float* w1,
+                             const float* b1, const float* w2, const float* b2, float* out) {
+    float* v = (float*)malloc(sizeof(float) * (size_t)(d->N * d->C + d->CR));
+    if (!v) return 1;
+    float* h = v + d->N * d->C;
+    se_call t = {d, x, out, v};
+    const int64_t planes = d->N * d->C;
+    const int nt = planes * d->HW >= 65536 ? plait_max_threads() : 1;
+    plait_parallel_range(se_means, &t, planes, nt);
+    for (int64_t n = 0; n < d->N; ++n) {
+        float* m = v + n * d->C;
+        for (int64_t j = 0; j < d->CR; ++j) {
+            const float* wr = w1 + j * d->C;
+            float a = b1 ? b1[j] : 0.0f;
+            for (int64_t k = 0; k < d->C; ++k) a += wr[k] * m[k];
+            if (d->act == PLAIT_DW_SE_RELU) a = (a > 0.0f || a != a) ? a : 0.0f;
+            else a = a / (1.0f + plait_exp_f32(-a));
+            h[j] = a;
+        }
+        /* the gates replace the means of image n (all read above) */
+        for (int64_t c = 0; c < d->C; ++c) {
+            const float* wr = w2 + c * d->CR;
+            float a = b2 ? b2[c] : 0.0f;
+            for (int64_t j = 0; j < d->CR; ++j) a += wr[j] * h[j];
+            m[c] = 1.0f / (1.0f + plait_exp_f32(-a));
+        }
+    }
+    plait_parallel_range(se_scale, &t, planes, nt);
+    free(v);
+    return 0;
+}
+
 PLAIT_ISA_FAMILY("dwconv")
 PLAIT_ISA_DISPATCH(int, plait_dwconv2d,
                    (const plait_dwconv2d_desc* d, const float* x, const float* w,
                     const float* bias, const float* res, int relu, float* out),
                    (d, x, w, bias, res, relu, out))
+PLAIT_ISA_DISPATCH(int, plait_se_scale,
+                   (const plait_se_desc* d, const float* x, const float* w1, const float* b1,
+                    const float* w2, const float* b2, float* out),
+                   (d, x, w1, b1, w2, b2, out))

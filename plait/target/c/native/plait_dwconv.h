@@ -31,4 +31,17 @@ typedef struct {
 PLAIT_DWCONV_HIDDEN int plait_dwconv2d(const plait_dwconv2d_desc* d, const float* x,
                                        const float* w, const float* bias, const float* res,
                                        int relu, float* out);
+
+/* Squeeze-and-excite: out[n][c] = x[n][c] * sigmoid(b2[c] + sum_j w2[c][j] *
+ * act(b1[j] + sum_k w1[j][k] * mean(x[n][k]))) over planes of HW floats, act SiLU
+ * (PLAIT_DW_ACT_SILU) or relu (PLAIT_DW_SE_RELU); w1 is CR x C, w2 C x CR; b1, b2 may
+ * be NULL; 0 on success, 1 when out of memory. */
+#define PLAIT_DW_SE_RELU 3
+typedef struct {
+    int64_t N, C, HW, CR, act;
+} plait_se_desc;
+
+PLAIT_DWCONV_HIDDEN int plait_se_scale(const plait_se_desc* d, const float* x,
+                                       const float* w1, const float* b1, const float* w2,
+                                       const float* b2, float* out);
 #endif
