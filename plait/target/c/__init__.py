@@ -87,8 +87,8 @@ from .legalize import (
     op_kernel,
 )
 from .pool import DispatchPool, dispatch_pool
-from .squeeze_excite import DispatchSqueezeExcite, dispatch_squeeze_excite
 from .reference import c_source_provider
+from .squeeze_excite import DispatchSqueezeExcite, dispatch_squeeze_excite
 
 
 def _dispatch(target: Target) -> list[Any]:
