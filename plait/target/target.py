@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..ir.attrs import Attrs
 
 EXTENSION_POINTS = ("ingestion", "optimization", "dispatch", "legalize", "lowering", "build",
@@ -112,6 +114,12 @@ class Target:
         merged: dict[str, Any] = {}
         for tk in reversed(k.chain()):
             merged.update(tk.defaults)
+        for key, value in attrs.items():   # a switch takes True or False, nothing else
+            default = merged.get(key)
+            if isinstance(default, bool) and not isinstance(value, (bool, np.bool_)):
+                raise ValueError(
+                    f"Target({kind!r}): attribute {key!r} is a switch (True or False; "
+                    f"default {default}), got {value!r}")
         merged.update(attrs)
         object.__setattr__(self, "kind", kind)
         object.__setattr__(self, "attrs", Attrs(merged))

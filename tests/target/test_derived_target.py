@@ -106,3 +106,12 @@ def test_example_runs_as_a_script(example: ModuleType, capsys: pytest.CaptureFix
     assert "mycpu.Dispatch" in out and "call concat_cols(" in out and "call mycpu_gelu(" in out
     err = float(out.rsplit("=", 1)[1])
     assert err < 1e-5
+
+
+@pytest.mark.parametrize("attr", ["gemm", "attention", "depthwise", "fuse", "blas"])
+def test_a_switch_takes_only_true_or_false(attr: str) -> None:
+    """A c target switch given anything but a bool is refused by name (a truthy string
+    such as 'no' would otherwise turn the switch on)."""
+    with pytest.raises(ValueError, match=f"attribute '{attr}' is a switch"):
+        plait.Target("c", **{attr: "no"})
+    assert plait.Target("c", **{attr: False}).attrs[attr] is False
