@@ -296,19 +296,17 @@ def test_passes_in_the_wrong_phase_name_what_must_come_first() -> None:
 
 
 def _chain(n: int) -> plait.IRModule:
-    from plait.ir import BlockBuilder, TensorType, Var
-    from plait.op import make_call
+    """The scaling benchmark's own module (benchmarks/run.py scaling_module): a chain of
+    ``n`` multiply/add bindings."""
+    import importlib.util
+    from pathlib import Path
 
-    x = Var("x", TensorType((4, 4), "float32"))
-    bb = BlockBuilder()
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            v = x
-            for i in range(n):
-                v = bb.emit(make_call("add" if i % 2 else "multiply", v, x))
-            out = bb.emit_output(v)
-        bb.emit_func_output(out)
-    return bb.get()
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "run.py"
+    spec = importlib.util.spec_from_file_location("plait_bench_run", path)
+    assert spec is not None and spec.loader is not None
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    return run.scaling_module(n)
 
 
 def test_a_binding_a_pass_breaks_is_caught_by_the_next_transition_check() -> None:
