@@ -319,8 +319,25 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
 
     # DynamicQuantizeLinear (plait_dynamic_quantize): a range over 0, one all positive
     # (min clamped to 0), an empty one (scale 1); each of the three results
+    # ranges of several blocks reduced on two threads (150009 elements: blocks do not
+    # divide it, the quantization runs in one piece; 128 x 3072: it runs in pieces), the
+    # extremes and a NaN in the last block's tail lanes, all negative with -0.0
+    big = rng.normal(size=(3, 50003)).astype(F32)
+    big[2, 50002], big[0, 7] = 9.5, -7.25
+    wide = rng.normal(size=(128, 3072)).astype(F32)
+    wide[127, 3071], wide[64, 1] = -11.0, 6.0
+    with_nan = rng.normal(size=(3, 50003)).astype(F32)
+    with_nan[2, 50001] = np.nan
+    negative = -rng.uniform(0.0, 2.0, (7, 1001)).astype(F32)
+    negative[3, 500] = -0.0
     dyn = [rng.normal(size=(3, 41)).astype(F32) * 2,
-           rng.uniform(0.5, 3.0, (2, 19)).astype(F32), np.zeros((5, 3), F32)]
+           rng.uniform(0.5, 3.0, (2, 19)).astype(F32), np.zeros((5, 3), F32),
+           big, wide, with_nan, negative]
+
+    def want_dyn(f: list[np.ndarray], k: int) -> np.ndarray:
+        with np.errstate(invalid="ignore"):   # the NaN case's zero point (0, as the kernel's)
+            return R.dynamic_quantize(f[0])[k]
+
     for i, xv in enumerate(dyn):
         for k in range(3):
             def build_dyn_q(bb: BlockBuilder, xs: list[Var], k=k) -> Any:
@@ -328,7 +345,7 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
                 return bb.emit(TupleGetItem(t, k))
 
             out.append(Chain(f"dynamic_quantize_{i}_{k}", [xv], build_dyn_q,
-                             lambda f, k=k: R.dynamic_quantize(f[0])[k]))
+                             lambda f, k=k: want_dyn(f, k)))
     return out
 
 

@@ -1071,19 +1071,87 @@ PLAIT_ISA_FN(plait_dequantize)(const plait_qparam_desc* d, const void* x, const 
     return 0;
 }
 
+/* The range of DynamicQuantizeLinear: blocks of Q_RANGE_BLOCK elements, each reduced on
+ * Q_RANGE_LANES independent lanes (one comparison per lane, so the compiler keeps them in
+ * vector registers: min/max/NaN of a whole vector per instruction instead of one element
+ * per 4-cycle dependency chain); the result is the same set minimum/maximum as one
+ * sequential pass (min and max of a set do not depend on the order; a NaN is flagged
+ * apart and overrides everything). */
+#define Q_RANGE_LANES 64
+#define Q_RANGE_BLOCKS_MAX 64
+
+typedef struct {
+    const float* x;
+    int64_t n, block;
+    float mn[Q_RANGE_BLOCKS_MAX], mx[Q_RANGE_BLOCKS_MAX];
+    int nan[Q_RANGE_BLOCKS_MAX];
+} q_range_task;
+
+static void q_range_blocks(void* ctx, int64_t lo, int64_t hi) {
+    q_range_task* t = (q_range_task*)ctx;
+    for (int64_t b = lo; b < hi; ++b) {
+        const int64_t start = b * t->block;
+        const int64_t end = start + t->block < t->n ? start + t->block : t->n;
+        const float* restrict x = t->x;
+        float mn[Q_RANGE_LANES], mx[Q_RANGE_LANES];
+        int32_t nan[Q_RANGE_LANES];
+        for (int j = 0; j < Q_RANGE_LANES; ++j) {
+            mn[j] = 0.0f;
+            mx[j] = 0.0f;
+            nan[j] = 0;
+        }
+        int64_t i = start;
+        for (; i + Q_RANGE_LANES <= end; i += Q_RANGE_LANES)
+            for (int j = 0; j < Q_RANGE_LANES; ++j) {
+                const float v = x[i + j];
+                mn[j] = v < mn[j] ? v : mn[j];
+                mx[j] = v > mx[j] ? v : mx[j];
+                nan[j] |= v != v;
+            }
+        for (int j = 0; i + j < end; ++j) {
+            const float v = x[i + j];
+            mn[j] = v < mn[j] ? v : mn[j];
+            mx[j] = v > mx[j] ? v : mx[j];
+            nan[j] |= v != v;
+        }
+        float bmn = 0.0f, bmx = 0.0f;
+        int bnan = 0;
+        for (int j = 0; j < Q_RANGE_LANES; ++j) {
+            bmn = mn[j] < bmn ? mn[j] : bmn;
+            bmx = mx[j] > bmx ? mx[j] : bmx;
+            bnan |= nan[j];
+        }
+        t->mn[b] = bmn;
+        t->mx[b] = bmx;
+        t->nan[b] = bnan;
+    }
+}
+
 /* DynamicQuantizeLinear (uint8): the range [min(x, 0), max(x, 0)] (NaN propagates),
  * scale = (max - min) / 255 (1 for an empty range), zero point = round_half_even(
  * clamp(0 - min / scale, 0, 255)) (0 for NaN), then QuantizeLinear */
 PLAIT_ISA_HIDDEN int
 PLAIT_ISA_FN(plait_dynamic_quantize)(int64_t n, const float* x, uint8_t* y, float* scale,
                                      uint8_t* zp) {
+    q_range_task r;
+    r.x = x;
+    r.n = n;
+    /* blocks of >= 16K elements (a thread's share is worth its wake-up), at most
+     * Q_RANGE_BLOCKS_MAX of them, a multiple of the lanes */
+    int64_t blocks = n / 16384;
+    blocks = blocks < 1 ? 1 : blocks > Q_RANGE_BLOCKS_MAX ? Q_RANGE_BLOCKS_MAX : blocks;
+    r.block = (n + blocks - 1) / blocks;
+    r.block = (r.block + Q_RANGE_LANES - 1) / Q_RANGE_LANES * Q_RANGE_LANES;
+    if (r.block < Q_RANGE_LANES) r.block = Q_RANGE_LANES;
+    blocks = (n + r.block - 1) / r.block;
+    if (blocks < 1) blocks = 1;
+    plait_parallel_range(q_range_blocks, &r, blocks, blocks > 1 ? plait_max_threads() : 1);
     float mn = 0.0f, mx = 0.0f;
     int nan = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        const float v = x[i];
-        mn = v < mn ? v : mn;
-        mx = v > mx ? v : mx;
-        nan |= v != v;
+    for (int64_t b = 0; b < blocks; ++b) {
+        mn = r.mn[b] < mn ? r.mn[b] : mn;
+        mx = r.mx[b] > mx ? r.mx[b] : mx;
+        nan |= r.nan[b];
     }
     float s, z;
     if (nan) {
@@ -1098,11 +1166,16 @@ PLAIT_ISA_FN(plait_dynamic_quantize)(int64_t n, const float* x, uint8_t* y, floa
     }
     *scale = s;
     *zp = (uint8_t)(int32_t)z;
+    /* QuantizeLinear in as many pieces as the range had blocks when they divide n
+     * (q_quantize_range's blocks are of d.inner elements) */
     plait_qparam_desc d = {1, 1, n, 0, 0};
+    if (blocks > 1 && n % blocks == 0) {
+        d.outer = blocks;
+        d.inner = n / blocks;
+    }
     const float sv[1] = {s};
     q_param_task t = {&d, x, sv, zp, y};
-    int nthreads = n < (1 << 18) ? 1 : plait_max_threads();
-    plait_parallel_range(q_quantize_range, &t, 1, nthreads);
+    plait_parallel_range(q_quantize_range, &t, d.outer, d.outer > 1 ? plait_max_threads() : 1);
     return 0;
 }
 
