@@ -384,6 +384,8 @@ CASES: dict[str, Callable[[], Case]] = {
     "max pool 3x3 stride 2 padding": _pool((2, 3, 17, 13), (3, 3), (2, 2), (1, 1),
                                           (1, 1, 1, 1)),
     "max pool dilation 2": _pool((1, 2, 15, 15), (3, 3), (2, 1), (2, 2), (2, 2, 2, 2)),
+    "max pool stride 3, uneven padding": _pool((2, 3, 10, 23), (2, 3), (3, 3), (1, 1),
+                                               (0, 2, 1, 0)),
     "generated softmax and elementwise kernels": _generated,
     "generated SiLU + pad, split at the pad's bounds": _silu_pad,
     "ReLU6 and SiLU epilogues": _activations,

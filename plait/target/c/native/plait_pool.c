@@ -1,16 +1,28 @@
 /* plait_pool.c: the c target's 2-D max pooling (float32, NCHW), a kernel family of
  * plait_isa.h.
  *
- * Pooling computed row by row: for every output row, each kernel tap (kh, kw) updates
- * the whole row of running maxima with one loop over the output columns, whose input
- * reads are contiguous (stride 1) or evenly strided — a loop the compiler vectorizes
- * (with each copy's instruction set).  Taps outside the input (padding) are skipped,
- * never compared: padding never wins, as in the op's definition.  NaN propagates.  The
- * planes (N * C) are split over the library's threads (plait_threads.h).
+ * Separable: a window's maximum is the maximum over its rows of each row's maximum over
+ * the window's columns.  Per plane:
+ *  1. each input row is copied into a row padded with -inf on both sides (padding never
+ *     wins a maximum, as in the op's definition, where padded taps are skipped) and, for
+ *     a stride SW > 1, split into SW column phases (phase p holds columns p, p + SW, ...),
+ *     so every tap of every output column is a contiguous read;
+ *  2. the row's horizontal maxima, one per output column (max over the KW taps, each
+ *     one contiguous loop over a phase), go to a per-thread plane of H x OW;
+ *  3. each output row is the maximum of its KH valid horizontal rows (rows outside the
+ *     input are skipped), one contiguous loop each.
+ * Each input row is read and split once however many windows overlap it (a 3x3 stride-2
+ * window reads each row 1.5 times, each element 2.25 times, in the direct form); all
+ * loops are contiguous so the compiler vectorizes them with each copy's instruction set.
+ * NaN propagates (a NaN compared wins, and a NaN kept stays).  The planes (N * C) are
+ * split over the library's threads (plait_threads.h); each thread's scratch is one
+ * allocation.
  */
 #include "plait_isa.h"
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include "plait_pool.h"
 #include "plait_threads.h"
 
@@ -18,23 +30,11 @@
 #pragma GCC optimize ("no-trapping-math")
 #endif
 
-/* acc[j] = max(acc[j], r[j * s]) for j in [0, n); a NaN read wins */
-static void row_max(float* restrict acc, const float* restrict r, int64_t n, int64_t s) {
-    if (s == 1) {
-        for (int64_t j = 0; j < n; ++j) {
-            float v = r[j], a = acc[j];
-            acc[j] = (v > a || v != v) ? v : a;
-        }
-    } else if (s == 2) {
-        for (int64_t j = 0; j < n; ++j) {
-            float v = r[2 * j], a = acc[j];
-            acc[j] = (v > a || v != v) ? v : a;
-        }
-    } else {
-        for (int64_t j = 0; j < n; ++j) {
-            float v = r[j * s], a = acc[j];
-            acc[j] = (v > a || v != v) ? v : a;
-        }
+/* acc[j] = max(acc[j], r[j]) for j in [0, n); a NaN read wins, a NaN kept stays */
+static inline void vmax_into(float* restrict acc, const float* restrict r, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) {
+        const float v = r[j], a = acc[j];
+        acc[j] = (v > a || v != v) ? v : a;
     }
 }
 
@@ -42,44 +42,125 @@ typedef struct {
     const plait_pool2d_desc* d;
     const float* x;
     float* out;
+    int64_t padded;   /* columns of a padded row: (OW - 1) * SW + (KW - 1) * DW + 1 */
+    int64_t phase;    /* columns of one phase: ceil(padded / SW) */
+    int64_t lead;     /* padded columns before the first input column read: min(PL, padded) */
+    int64_t body;     /* input columns read: those of [lead - PL, padded - PL) inside [0, W) */
 } max_pool_task;
 
 /* the planes lo .. hi-1 */
 static void max_pool_planes(void* ctx, int64_t lo, int64_t hi) {
     const max_pool_task* t = (const max_pool_task*)ctx;
     const plait_pool2d_desc* d = t->d;
-    const float* x = t->x;
-    float* out = t->out;
-    for (int64_t pl = lo; pl < hi; ++pl) {
-        const float* in = x + pl * d->H * d->W;
-        float* o = out + pl * d->OH * d->OW;
-        for (int64_t oh = 0; oh < d->OH; ++oh) {
-            float* acc = o + oh * d->OW;
-            for (int64_t j = 0; j < d->OW; ++j) acc[j] = -INFINITY;
-            for (int64_t kh = 0; kh < d->KH; ++kh) {
-                int64_t ih = oh * d->SH + kh * d->DH - d->PT;
-                if (ih < 0 || ih >= d->H) continue;
-                const float* row = in + ih * d->W;
-                for (int64_t kw = 0; kw < d->KW; ++kw) {
-                    /* the output columns whose tap kw lands inside the row:
-                     * 0 <= j * SW + kw * DW - PL < W */
-                    int64_t off = kw * d->DW - d->PL;
-                    int64_t j0 = off >= 0 ? 0 : (-off + d->SW - 1) / d->SW;
-                    int64_t j1 = d->W - off <= 0 ? 0 : (d->W - off - 1) / d->SW + 1;
-                    if (j1 > d->OW) j1 = d->OW;
-                    if (j0 >= j1) continue;
-                    row_max(acc + j0, row + j0 * d->SW + off, j1 - j0, d->SW);
+    const int64_t W = d->W, OW = d->OW, SW = d->SW;
+    /* scratch: the padded row, its SW phases, the plane's H horizontal rows */
+    const int64_t need = t->padded + SW * t->phase + d->H * OW;
+    float* scratch = (float*)malloc((size_t)need * sizeof(float));
+    if (!scratch) {
+        /* no memory for the scratch: the direct form, tap by tap (never a wrong answer) */
+        for (int64_t pl = lo; pl < hi; ++pl) {
+            const float* in = t->x + pl * d->H * W;
+            float* o = t->out + pl * d->OH * OW;
+            for (int64_t oh = 0; oh < d->OH; ++oh)
+                for (int64_t ow = 0; ow < OW; ++ow) {
+                    float a = -INFINITY;
+                    for (int64_t kh = 0; kh < d->KH; ++kh) {
+                        const int64_t ih = oh * d->SH + kh * d->DH - d->PT;
+                        if (ih < 0 || ih >= d->H) continue;
+                        for (int64_t kw = 0; kw < d->KW; ++kw) {
+                            const int64_t iw = ow * SW + kw * d->DW - d->PL;
+                            if (iw < 0 || iw >= W) continue;
+                            const float v = in[ih * W + iw];
+                            a = (v > a || v != v) ? v : a;
+                        }
+                    }
+                    o[oh * OW + ow] = a;
                 }
+        }
+        return;
+    }
+    float* row = scratch;
+    float* phases = row + t->padded;
+    float* hrows = phases + SW * t->phase;
+    for (int64_t i = 0; i < SW * t->phase; ++i) phases[i] = -INFINITY;
+    for (int64_t pl = lo; pl < hi; ++pl) {
+        const float* in = t->x + pl * d->H * W;
+        float* o = t->out + pl * d->OH * OW;
+        /* 1-2: the horizontal maxima of every input row some window reads */
+        for (int64_t ih = 0; ih < d->H; ++ih) {
+            const float* r = in + ih * W;
+            float* h = hrows + ih * OW;
+            /* the padded row: column c of it is input column c - PL */
+            for (int64_t c = 0; c < t->lead; ++c) row[c] = -INFINITY;
+            if (t->body > 0)
+                memcpy(row + t->lead, r + (t->lead - d->PL), (size_t)t->body * sizeof(float));
+            for (int64_t c = t->lead + t->body; c < t->padded; ++c) row[c] = -INFINITY;
+            const float* src = row;
+            if (SW == 2) {
+                /* both phases in one pass (an interleaved load the compiler vectorizes) */
+                float* restrict ev = phases;
+                float* restrict od = phases + t->phase;
+                const int64_t n = t->padded / 2;
+                for (int64_t m = 0; m < n; ++m) {
+                    ev[m] = row[2 * m];
+                    od[m] = row[2 * m + 1];
+                }
+                if (t->padded & 1) ev[n] = row[2 * n];
+                src = phases;
+            } else if (SW > 2) {
+                for (int64_t p = 0; p < SW; ++p) {
+                    float* ph = phases + p * t->phase;
+                    const int64_t n = (t->padded - p + SW - 1) / SW;
+                    for (int64_t m = 0; m < n; ++m) ph[m] = row[m * SW + p];
+                }
+                src = phases;
+            }
+            for (int64_t kw = 0; kw < d->KW; ++kw) {
+                /* tap kw of output column j reads padded column j * SW + q */
+                const int64_t q = kw * d->DW;
+                const float* tap = SW > 1 ? src + (q % SW) * t->phase + q / SW : src + q;
+                if (kw == 0)
+                    for (int64_t j = 0; j < OW; ++j) h[j] = tap[j];
+                else
+                    vmax_into(h, tap, OW);
             }
         }
+        /* 3: each output row from its valid horizontal rows */
+        for (int64_t oh = 0; oh < d->OH; ++oh) {
+            float* acc = o + oh * OW;
+            int first = 1;
+            for (int64_t kh = 0; kh < d->KH; ++kh) {
+                const int64_t ih = oh * d->SH + kh * d->DH - d->PT;
+                if (ih < 0 || ih >= d->H) continue;
+                if (first)
+                    for (int64_t j = 0; j < OW; ++j) acc[j] = hrows[ih * OW + j];
+                else
+                    vmax_into(acc, hrows + ih * OW, OW);
+                first = 0;
+            }
+            if (first)   /* a window wholly in the padding (no tap is read) */
+                for (int64_t j = 0; j < OW; ++j) acc[j] = -INFINITY;
+        }
     }
+    free(scratch);
 }
 
 PLAIT_ISA_HIDDEN int
 PLAIT_ISA_FN(plait_max_pool2d)(const plait_pool2d_desc* d, const float* x, float* out) {
     const int64_t planes = d->N * d->C;
-    const int64_t work = planes * d->OH * d->OW * d->KH * d->KW;
-    max_pool_task t = {d, x, out};
+    const int64_t work = planes * d->H * d->W * (d->KW + 2);
+    max_pool_task t = {d, x, out, 0, 0, 0, 0};
+    t.padded = (d->OW - 1) * d->SW + (d->KW - 1) * d->DW + 1;
+    t.phase = (t.padded + d->SW - 1) / d->SW;
+    /* padded column c reads input column c - PL: [lead, lead + body) are the ones inside */
+    t.lead = d->PL < t.padded ? d->PL : t.padded;
+    {
+        int64_t end = t.padded - d->PL;          /* one past the last input column read */
+        end = end < d->W ? end : d->W;
+        const int64_t first = t.lead - d->PL;    /* >= 0 */
+        t.body = end > first ? end - first : 0;
+    }
+    if (d->OH <= 0 || d->OW <= 0 || planes <= 0) return 0;
     plait_parallel_range(max_pool_planes, &t, planes, work >= 262144 ? plait_max_threads() : 1);
     return 0;
 }
