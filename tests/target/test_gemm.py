@@ -19,7 +19,7 @@ from plait.ir.expr import Call, ExternFunc
 from plait.ir.visitor import post_order
 from plait.runtime import VirtualMachine
 from plait.target.c import DispatchGemm
-from plait.target.c.gemm import MR, NR, pack_a, pack_b, winograd_choice
+from plait.target.c.gemm import MR, NR, pack_a, pack_b, pixel_rows_applies, winograd_choice
 
 pytest.importorskip("torch")
 import torch  # noqa: E402
@@ -231,6 +231,80 @@ def test_winograd_is_chosen_by_shape(c: int, hw: int, expected: int) -> None:
     assert winograd_choice(desc, 2) == (2 if applies else 0)
     assert winograd_choice(desc, False) == 0
     assert winograd_choice(dict(desc, SH=2, SW=2), "auto") == 0
+
+
+@pytest.mark.parametrize("c,o,k,s,hw,expected", [
+    (512, 512, 3, 1, 7, True), (256, 512, 3, 2, 14, True),     # ResNet's 7 x 7 layers
+    (2048, 512, 1, 1, 7, True), (512, 2048, 1, 1, 7, True),
+    (384, 96, 3, 1, 7, True),
+    (1024, 256, 1, 1, 14, False), (128, 256, 3, 2, 28, False),  # 196 pixels: 208 columns
+    (64, 64, 3, 1, 56, False),                                   # no padding to save
+    (160, 960, 1, 1, 7, False),                                  # K 160: too short
+    (960, 160, 1, 1, 7, False),                                  # 7.5 million: too small
+])
+def test_pixel_rows_is_chosen_by_shape(c: int, o: int, k: int, s: int, hw: int,
+                                       expected: bool) -> None:
+    """The transposed product (pixels as rows) is taken where the pixels fill the
+    16-column panels badly and the layer is large enough (measured choices:
+    docs/performance.md, round 9)."""
+    oh = (hw + 2 * (k // 2) - k) // s + 1
+    desc = dict(C=c, O=o, KH=k, KW=k, SH=s, SW=s, DH=1, DW=1, OH=oh, OW=oh)
+    assert pixel_rows_applies(desc) == expected
+
+
+PIXEL_ROWS_CONVS = [
+    # (N, C, H, W), (O, KH, KW), strides, padding (t, l, b, r), dilation
+    ((2, 50, 7, 7), (64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),    # K 450: two blocks
+    ((1, 9, 11, 9), (37, 3, 3), (2, 2), (1, 0, 2, 1), (1, 1)),    # stride 2, 37 columns
+    ((1, 7, 9, 9), (21, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),     # dilation 2
+    ((2, 33, 5, 3), (40, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),    # pointwise, 15 pixels
+    ((1, 16, 9, 13), (17, 1, 1), (2, 3), (0, 0, 0, 0), (1, 1)),   # 1x1 read in place
+]
+
+
+@pytest.mark.parametrize("xshape,wshape,strides,padding,dilation", PIXEL_ROWS_CONVS)
+@pytest.mark.parametrize("epilogue", ["bias_res_relu", "relu6", "silu"])
+def test_pixel_rows_conv_matches_torch(monkeypatch: pytest.MonkeyPatch, xshape, wshape,  # type: ignore[no-untyped-def]
+                                       strides, padding, dilation, epilogue) -> None:
+    """plait_conv2d_pixel_rows (the thresholds of pixel_rows_applies lowered so small odd
+    shapes take it): pixel counts that leave 1- to 5-row tails, output channels that
+    leave column tails, batches, every epilogue, against PyTorch."""
+    import plait.target.c.gemm as gemm
+
+    monkeypatch.setattr(gemm, "PIXEL_ROWS_MIN_K", 1)
+    monkeypatch.setattr(gemm, "PIXEL_ROWS_MIN_MACS", 1)
+    monkeypatch.setattr(gemm, "PIXEL_ROWS_RATIO", 10.0)
+    o, kh, kw = wshape
+    x, w, b = _rand(*xshape), _rand(o, xshape[1], kh, kw), _rand(o)
+    xt = torch.nn.functional.pad(torch.from_numpy(x).double(),
+                                 (padding[1], padding[3], padding[0], padding[2]))
+    ref = torch.nn.functional.conv2d(xt, torch.from_numpy(w).double(), stride=strides,
+                                     dilation=dilation).numpy() + b.reshape(1, o, 1, 1)
+    r = _rand(*ref.shape)
+    if epilogue == "bias_res_relu":
+        ref = np.maximum(ref + r, 0)
+    elif epilogue == "relu6":
+        ref = np.clip(ref, 0, 6)
+    else:
+        ref = ref / (1 + np.exp(-ref))
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        y = _call(bb, "conv2d", p[0], _c(w), strides=strides, padding=padding,
+                  dilation=dilation)
+        y = _call(bb, "add", y, _c(b.reshape(o, 1, 1)))
+        if epilogue == "bias_res_relu":
+            return _call(bb, "relu", _call(bb, "add", y, p[1]))
+        if epilogue == "relu6":
+            return _call(bb, "clip", y, min=0.0, max=6.0)
+        return _call(bb, "silu", y)
+
+    mod = _build_graph({"x": x.shape, "r": r.shape}, body)
+    lowered = DispatchGemm(winograd=False)(mod.with_attrs(phase="optimization"))
+    assert len(_externs(lowered)) == 1 and _ops(lowered) == []
+    code = "".join(src["code"] for src in lowered.attrs["c_sources"])
+    assert "plait_conv2d_pixel_rows(&d" in code
+    exe = plait.build(mod, plait.Target("c", winograd=False))
+    np.testing.assert_allclose(VirtualMachine(exe)["main"](x, r), ref, rtol=RTOL, atol=ATOL)
 
 
 def test_winograd_weight_transforms_reproduce_the_convolution() -> None:

@@ -7,13 +7,14 @@ runs the copy the cap allows (its ISA report: that ISA's, or for a family withou
 of it, such as pooling without AVX-512, the best one below; and that
 ``cpu_features()`` predicts the same), that the single native entry point (where main
 makes several native calls) and the VM path give the same bits, and compares the output
-with numpy in float64 — rtol and atol 1e-4 (float32 sums of up to 400 products of values
+with numpy in float64 — rtol and atol 1e-4 (float32 sums of up to 864 products of values
 in [-1, 1]), 1e-5 for the generated kernels (short sums), Winograd 5e-5 of the largest
 output (its error scales with the outputs), pooling exact.  Shapes hit the edges: rows
 and columns that are not multiples of the 6 x 16 (AVX-512: 6 x 32) tile, K not a
 multiple of the 4-step unroll and beyond one 384-deep block, channel counts that are not
 multiples of the vector width, stride 2, dilation, padding, 1x1 convolutions read in
-place, the fused pooling, Winograd F(2x2) and F(4x4) with odd image sizes, attention
+place, the transposed product of small images (pixels as rows), the fused pooling,
+Winograd F(2x2) and F(4x4) with odd image sizes, attention
 with odd lengths, head sizes past 32 lanes and a causal mask, grouped and depthwise
 convolutions (plait_dwconv.c: 3x3, 5x5, 7x7, stride 2, dilation, asymmetric padding, a
 channel multiplier, several channels per group, rows of 9 to 37 columns, bias, residual,
@@ -356,6 +357,10 @@ CASES: dict[str, Callable[[], Case]] = {
         (1, 50, 13, 13), (100, 50, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
     "conv 1x1 on 7 x 7, rows split, B packed once": _conv(
         (1, 70, 7, 7), (200, 70, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
+    # the transposed product (pixels as rows: 49 pixels in 8 panels and a 1-row tail,
+    # 320 channels in 10 wide tiles, K 864 in three blocks), chosen by shape
+    "conv 7 x 7 image, pixels as rows": _conv(
+        (1, 96, 7, 7), (320, 96, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), winograd=False),
     "winograd F(4x4), odd image": _conv(
         (1, 17, 11, 13), (18, 17, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "winograd"),
     "winograd F(2x2), odd image": _conv(

@@ -121,6 +121,18 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
       if (plait_conv2d(&d, x, w, NULL, NULL, 0, y)) return 4; give(out, y, {ref.size}); }}""")
         expect.append((name, ref, 1e-4))
 
+    # 2b. the transposed product (pixels as rows): 2 images, stride 2 with padding to
+    #     3 x 4 = 12 pixels (two 6-row panels), 19 channels (a 3-column tail), K 45
+    x, w = _rand(2, 5, 6, 8), _rand(19, 5, 3, 3)
+    ref = conv2d_reference(x, w, (2, 2), (1, 1, 1, 1), (1, 1))
+    desc = (2, 5, 6, 8, 19, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, 4)
+    code.append(f"""{{ static const plait_conv2d_desc d = {{{', '.join(map(str, desc))}}};
+      const float* x = {take(x)}; const float* w = {take(pack_b(w.reshape(19, -1).T))};
+      float* y = calloc({ref.size}, 4);
+      if (plait_conv2d_pixel_rows(&d, x, w, NULL, NULL, 0, y)) return 4;
+      give(out, y, {ref.size}); }}""")
+    expect.append(("conv, pixels as rows", ref, 1e-4))
+
     # 3. Winograd F(2x2) and F(4x4): odd image sizes, 5 -> 7 channels, padding 1
     for mm, fn in ((2, "plait_conv2d_winograd"), (4, "plait_conv2d_winograd4")):
         x, w = _rand(1, 5, 11, 13), _rand(7, 5, 3, 3)

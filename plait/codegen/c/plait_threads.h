@@ -33,6 +33,6 @@ PLAIT_HIDDEN int plait_max_threads(void);
 /* Per-thread scratch buffer `slot` (0 .. PLAIT_SCRATCH_SLOTS - 1) of at least `floats`
  * floats, 64-byte aligned; it only grows, and a worker frees its own when it exits.
  * NULL when out of memory. */
-#define PLAIT_SCRATCH_SLOTS 4
+#define PLAIT_SCRATCH_SLOTS 5
 PLAIT_HIDDEN float* plait_scratch(int slot, size_t floats);
 #endif

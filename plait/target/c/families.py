@@ -173,7 +173,8 @@ def all_family_sources(names: Sequence[str] | None = None) -> list[CSource]:
 
 
 register_family(KernelFamily("gemm", "plait_gemm.c", ("plait_gemm",)))
-register_family(KernelFamily("conv", "plait_conv.c", ("plait_conv2d", "plait_conv2d_pool"),
+register_family(KernelFamily("conv", "plait_conv.c", ("plait_conv2d", "plait_conv2d_pool",
+                                                      "plait_conv2d_pixel_rows"),
                              needs=("gemm",)))
 register_family(KernelFamily("winograd", "plait_winograd.c",
                              ("plait_conv2d_winograd", "plait_conv2d_winograd4")))

@@ -9,8 +9,10 @@ the library's pool), compiled into the model's native library next to the genera
 kernels.  On the way it
 
 * **packs constant weights at compile time** into the layout the micro-kernel streams
-  (conv2d: the ``O x (C*KH*KW)`` weight matrix in panels of 6 rows; linear/matmul: the
-  ``K x N`` matrix in panels of 16 columns), so a call packs only its activations;
+  (conv2d: the ``O x (C*KH*KW)`` weight matrix in panels of 6 rows, or on small images,
+  where the output pixels are the tile's rows (:func:`pixel_rows_applies`), its
+  transpose in panels of 16 columns; linear/matmul: the ``K x N`` matrix in panels of 16
+  columns), so a call packs only its activations;
 * **fuses the epilogue**: a following ``add`` of a per-channel constant (the bias), an
   ``add`` of a tensor of the output's shape (a residual), a ``relu`` and last an
   activation — ``clip`` (ReLU6; clips in a row narrow one interval) or ``silu``
@@ -179,6 +181,49 @@ def winograd_choice(desc: dict[str, int], winograd: int | str) -> int:
     return min(costs, key=lambda m: (costs[m], m))
 
 
+def _tile_rows(m: int) -> int:
+    """The rows the register tile computes for ``m`` rows: panels of :data:`MR`, a last
+    panel of 1-2 or 3-4 rows on the 2- or 4-row tile."""
+    return MR * (m // MR) + (0, 2, 2, 4, 4, 6)[m % MR]
+
+
+def _tile_cols(n: int) -> int:
+    """The columns the register tile computes for ``n`` columns: panels of :data:`NR`."""
+    return -(-n // NR) * NR
+
+
+PIXEL_ROWS_MIN_K = 256
+"""The shortest reduction (C * KH * KW) computed with the pixels as rows: below it
+packing the transposed im2col matrix costs more than the padding saves (a 160 -> 960
+1x1 convolution on 7 x 7 was 5% slower that way, 960 -> 320 6% faster)."""
+
+PIXEL_ROWS_MIN_MACS = 12_000_000
+"""The fewest multiply-adds (per image) computed with the pixels as rows: below it the
+two extra passes (packing, and the output transposed back) cost more than the padding
+saves (1x1 convolutions on 7 x 7 of 6-11 million: 1-5% slower, 16 and 20 million: 5%
+and 3% faster)."""
+
+PIXEL_ROWS_RATIO = 0.8
+"""Pixels as rows when the tile computes at most this share of what the direct product
+computes (7 x 7 images: 50 rows against 64 columns, 0.78)."""
+
+
+def pixel_rows_applies(desc: dict[str, int]) -> bool:
+    """Whether a convolution runs as the transposed product (``plait_conv2d_pixel_rows``:
+    the output pixels as the tile's rows, the output channels as its columns) rather
+    than the direct one (channels as rows, pixels as columns): when the pixels of an
+    image fill the 16-column panels badly (7 x 7 = 49 pixels take 64 columns but 50
+    rows) and the reduction and the layer are large enough (:data:`PIXEL_ROWS_MIN_K`,
+    :data:`PIXEL_ROWS_MIN_MACS`).  Single layers
+    on an Intel Xeon (model 207, AVX-512, 1 thread): 512 -> 512 3x3 on 7 x 7 2.06 ->
+    1.68 ms, 256 -> 512 3x3 stride 2 to 7 x 7 1.04 -> 0.89 (docs/performance.md,
+    round 9)."""
+    p, o, k = desc["OH"] * desc["OW"], desc["O"], desc["C"] * desc["KH"] * desc["KW"]
+    if k < PIXEL_ROWS_MIN_K or p * o * k < PIXEL_ROWS_MIN_MACS:
+        return False
+    return _tile_rows(p) * _tile_cols(o) <= PIXEL_ROWS_RATIO * _tile_rows(o) * _tile_cols(p)
+
+
 # ------------------------------------------------------------ call plans
 
 
@@ -211,6 +256,7 @@ class _Plan:
     act_lo: float = -math.inf
     act_hi: float = math.inf
     winograd: int = 0             # 0: direct; 2 or 4: Winograd F(m x m, 3x3)
+    pixel_rows: bool = False      # conv2d as the transposed product (pixel_rows_applies)
     members: list[int] = field(default_factory=list)
 
     def can_take_bias(self) -> bool:
@@ -234,7 +280,8 @@ class _Plan:
                 "PT", "PL", "PB", "PR", "OH", "OW"))
             if self.act:
                 fields += ", " + ", ".join(map(str, act))
-            fn = WINOGRAD_FUNCTIONS.get(self.winograd, "plait_conv2d")
+            fn = ("plait_conv2d_pixel_rows" if self.pixel_rows
+                  else WINOGRAD_FUNCTIONS.get(self.winograd, "plait_conv2d"))
             call = (f"plait_conv2d_pool(&d, in0, in1, {bias}, {int(self.relu)}, out)"
                     if self.pool else
                     f"{fn}(&d, in0, in1, {bias}, {res}, {int(self.relu)}, out)")
@@ -264,7 +311,8 @@ class _Plan:
         if self.res is not None:
             params.append((self.out_shape, "float32"))
         params.append((self.out_shape, "float32"))
-        key = repr((self.kind, self.winograd, self.pool, sorted(d.items()), params,
+        key = repr((self.kind, self.winograd, self.pixel_rows, self.pool, sorted(d.items()),
+                    params,
                     self.bias is not None, self.res is not None, self.relu, act))
         name = f"plait_{self.kind}_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
         code = f"int {name}({', '.join(args)}) {{\n{body}}}\n"
@@ -304,13 +352,17 @@ def _plan_conv2d(call: Call, winograd: int | str) -> _Plan | None:
     desc = dict(N=n, C=c, H=h, W=wdt, O=o, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw,
                 PT=pt, PL=pl, PB=pb, PR=pr, OH=os_[2], OW=os_[3])
     wino = winograd_choice(desc, winograd)
+    rows = not wino and pixel_rows_applies(desc)
     if wino:
         packed = Constant(winograd_weights(np.asarray(wd, np.float32), wino))
+    elif rows:   # W^T in 16-column panels, as linear's weights
+        packed = Constant(pack_b(np.asarray(wd, np.float32).reshape(o, c * kh * kw).T))
     else:
         packed = Constant(pack_a(np.asarray(wd, np.float32).reshape(o, c * kh * kw)))
     plan = _Plan("conv2d", [x, packed], [(xs, "float32"), (packed.data.shape, "float32")],
                  desc, os_, "row", o)
     plan.winograd = wino
+    plan.pixel_rows = rows
     return plan
 
 
@@ -403,7 +455,8 @@ def _can_pool(plan: _Plan, call: Call) -> bool:
     from plait.runtime.numpy_ops import _expand, _expand_padding
 
     d = plan.desc
-    if plan.kind != "conv2d" or plan.winograd or plan.res is not None or plan.pool:
+    if (plan.kind != "conv2d" or plan.winograd or plan.pixel_rows or plan.res is not None
+            or plan.pool):
         return False
     if plan.viewed or d["C"] * d["KH"] * d["KW"] > POOL_MAX_K:
         return False

@@ -77,13 +77,44 @@ static void plait_pad_plane(void* arg, int64_t pl) {
     }
 }
 
-static int conv2d_impl(const plait_conv2d_desc* d, const float* x, const float* apacked,
-                       const float* bias, const float* res, int relu, int pool, float* out) {
+/* The input of a convolution as the product reads it: *img and the geometry *g of its
+ * implicit im2col matrix (see the file's comment).  A padded or column-strided input is
+ * copied into this thread's scratch slot 3.  0 on success, 1 out of memory. */
+static int conv2d_input(const plait_conv2d_desc* d, const float* x, plait_conv_geom* g,
+                        const float** img) {
     const int64_t HP = d->H + d->PT + d->PB, WP = d->W + d->PL + d->PR;
     const int64_t WPP = (WP + d->SW - 1) / d->SW, RL = WPP * d->SW;
-    const float* img = x;
-    plait_conv_geom g = {d->C, HP, RL, WPP, d->KH, d->KW, d->SH, d->SW, d->DH, d->DW,
-                         d->OH, d->OW, 1};
+    plait_conv_geom geom = {d->C, HP, RL, WPP, d->KH, d->KW, d->SH, d->SW, d->DH, d->DW,
+                            d->OH, d->OW, 1};
+    *g = geom;
+    *img = x;
+    if (!(d->PT | d->PL | d->PB | d->PR) && d->SW > 1) {
+        /* unpadded with a column stride (a strided 1x1 shortcut, say): the patches are
+         * gathered from the input where it lies, rather than from a phase-split copy of
+         * all of it (of which such a convolution reads a fraction) */
+        g->RL = g->WPP = d->W;
+        g->SW = 1;
+        g->CS = d->SW;
+    } else if (d->PT | d->PL | d->PB | d->PR | (d->SW > 1)) {
+        /* zero-padded, and with a column stride the columns split into SW phases:
+         * padded column q of a row goes to [q % SW][q / SW], so the NR pixels of an
+         * output row read NR neighbouring values for every kernel tap */
+        size_t need = (size_t)(d->N * d->C * HP * RL);
+        float* dst = plait_scratch(3, need);
+        if (!dst) return 1;
+        const int64_t planes = d->N * d->C;
+        plait_pad_task pad = {d, x, dst, HP, RL, WPP};
+        /* on every thread from 64K floats (a 64-channel 56 x 56 input, copied on one
+         * thread, was a tenth of a stride-2 layer that scales to two) */
+        plait_parallel_for(planes, plait_pad_plane, &pad,
+                           planes * HP * RL > 65536 ? plait_max_threads() : 1);
+        *img = dst;
+    }
+    return 0;
+}
+
+static int conv2d_impl(const plait_conv2d_desc* d, const float* x, const float* apacked,
+                       const float* bias, const float* res, int relu, int pool, float* out) {
     plait_gemm_problem p;
     memset(&p, 0, sizeof p);
     p.M = d->O;
@@ -118,33 +149,148 @@ static int conv2d_impl(const plait_conv2d_desc* d, const float* x, const float* 
         p.b_bs = d->C * d->H * d->W;
         return PLAIT_ISA_FN(plait_gemm)(&p);
     }
-    if (!(d->PT | d->PL | d->PB | d->PR) && d->SW > 1) {
-        /* unpadded with a column stride (a strided 1x1 shortcut, say): the patches are
-         * gathered from the input where it lies, rather than from a phase-split copy of
-         * all of it (of which such a convolution reads a fraction) */
-        g.RL = g.WPP = d->W;
-        g.SW = 1;
-        g.CS = d->SW;
-    } else if (d->PT | d->PL | d->PB | d->PR | (d->SW > 1)) {
-        /* zero-padded, and with a column stride the columns split into SW phases:
-         * padded column q of a row goes to [q % SW][q / SW], so the NR pixels of an
-         * output row read NR neighbouring values for every kernel tap */
-        size_t need = (size_t)(d->N * d->C * HP * RL);
-        float* dst = plait_scratch(3, need);
-        if (!dst) return 1;
-        const int64_t planes = d->N * d->C;
-        plait_pad_task pad = {d, x, dst, HP, RL, WPP};
-        /* on every thread from 64K floats (a 64-channel 56 x 56 input, copied on one
-         * thread, was a tenth of a stride-2 layer that scales to two) */
-        plait_parallel_for(planes, plait_pad_plane, &pad,
-                           planes * HP * RL > 65536 ? plait_max_threads() : 1);
-        img = dst;
-    }
+    plait_conv_geom g;
+    const float* img;
+    if (conv2d_input(d, x, &g, &img)) return 1;
     p.b_kind = PLAIT_B_CONV;
     p.b = img;
     p.conv = &g;
-    p.b_bs = d->C * HP * g.RL;
+    p.b_bs = d->C * g.HP * g.RL;
     return PLAIT_ISA_FN(plait_gemm)(&p);
+}
+
+/* ---------------------------------------------- output pixels as the rows */
+
+/* The transposed im2col matrix of a convolution, A'[pixel][k], packed as the product's
+ * A panels ([batch][ceil(P/MR)][K][MR], zero rows past the last pixel): job = (image,
+ * block of PLAIT_KC of k, group of PLAIT_ROWS_GROUP panels).  The offsets of the
+ * block's k are computed once per job, and the pixels' once per panel (plait_tile.h). */
+#define PLAIT_ROWS_GROUP 8
+
+typedef struct {
+    const plait_conv_geom* g;
+    const float* img;
+    int64_t img_bs, P, K, panels, kblocks, groups;
+    float* dst;
+} plait_pack_rows_task;
+
+static void plait_pack_rows(void* arg, int64_t job) {
+    const plait_pack_rows_task* t = (const plait_pack_rows_task*)arg;
+    const plait_conv_geom* g = t->g;
+    const int64_t grp = job % t->groups, kb = job / t->groups % t->kblocks;
+    const int64_t bi = job / (t->groups * t->kblocks);
+    const int64_t k0 = kb * PLAIT_KC, kc = t->K - k0 < PLAIT_KC ? t->K - k0 : PLAIT_KC;
+    const float* img = t->img + bi * t->img_bs;
+    int64_t koff[PLAIT_KC];
+    plait_conv_koff(g, k0, kc, koff);
+    const int64_t pend = (grp + 1) * PLAIT_ROWS_GROUP < t->panels
+                         ? (grp + 1) * PLAIT_ROWS_GROUP : t->panels;
+    for (int64_t panel = grp * PLAIT_ROWS_GROUP; panel < pend; ++panel) {
+        const int64_t p0 = panel * PLAIT_MR, mr = t->P - p0 < PLAIT_MR ? t->P - p0 : PLAIT_MR;
+        float* dst = t->dst + ((bi * t->panels + panel) * t->K + k0) * PLAIT_MR;
+        int64_t pix[PLAIT_MR];
+        plait_conv_pixels(g, p0, mr, pix);
+        if (mr == PLAIT_MR && pix[PLAIT_MR - 1] - pix[0] == PLAIT_MR - 1) {
+            /* MR neighbouring pixels of one output row at stride 1 */
+            const float* base = img + pix[0];
+            for (int64_t k = 0; k < kc; ++k, dst += PLAIT_MR)
+                for (int64_t i = 0; i < PLAIT_MR; ++i) dst[i] = base[koff[k] + i];
+            continue;
+        }
+        for (int64_t k = 0; k < kc; ++k, dst += PLAIT_MR) {
+            const float* src = img + koff[k];
+            int64_t i = 0;
+            for (; i < mr; ++i) dst[i] = src[pix[i]];
+            for (; i < PLAIT_MR; ++i) dst[i] = 0.0f;
+        }
+    }
+}
+
+/* out[b][o][pix] = epilogue(t[b][pix][o]): the transposed product back into NCHW with
+ * the bias, residual, relu and activation; job = (image, block of 16 channels). */
+typedef struct {
+    const plait_conv2d_desc* d;
+    const float* t;
+    const float* bias;
+    const float* res;
+    int relu;
+    float* out;
+    int64_t P, oblocks;
+} plait_unpack_rows_task;
+
+static void plait_unpack_rows(void* arg, int64_t job) {
+    const plait_unpack_rows_task* u = (const plait_unpack_rows_task*)arg;
+    const int64_t O = u->d->O, P = u->P;
+    const int64_t bi = job / u->oblocks, o0 = job % u->oblocks * 16;
+    const int64_t oc = O - o0 < 16 ? O - o0 : 16;
+    const float* t = u->t + bi * P * O;
+    for (int64_t o = o0; o < o0 + oc; ++o) {
+        float* restrict row = u->out + (bi * O + o) * P;
+        const float* rrow = u->res ? u->res + (bi * O + o) * P : NULL;
+        const float bv = u->bias ? u->bias[o] : 0.0f;
+        for (int64_t i = 0; i < P; ++i) {
+            float v = t[i * O + o] + bv;
+            if (rrow) v += rrow[i];
+            if (u->relu && !(v > 0.0f) && v == v) v = 0.0f;   /* as PLAIT_RELU */
+            row[i] = v;
+        }
+    }
+    if (u->d->act) {
+        plait_gemm_problem ap;
+        memset(&ap, 0, sizeof ap);
+        ap.act = u->d->act;
+        ap.act_lo = u->d->act_lo;
+        ap.act_hi = u->d->act_hi;
+        plait_act_tile(u->out + (bi * O + o0) * P, P, oc, P, &ap);
+    }
+}
+
+/* The convolution as the transposed product out^T[pix][o] = A'[pix][k] @ W^T[k][o]:
+ * the output pixels are the rows (panels of 6, tails of 4 and 2) and the output
+ * channels the columns (the vector lanes), so a 7 x 7 image computes 50 rows for its
+ * 49 pixels instead of 64 columns.  A' (the transposed im2col matrix) is packed once,
+ * whole, by every thread into this thread's scratch slot 2; the product accumulates
+ * into slot 4, which is then transposed into out with the epilogue. */
+static int conv2d_pixel_rows(const plait_conv2d_desc* d, const float* x,
+                             const float* bpacked, const float* bias, const float* res,
+                             int relu, float* out) {
+    plait_conv_geom g;
+    const float* img;
+    if (conv2d_input(d, x, &g, &img)) return 1;
+    const int64_t P = d->OH * d->OW, K = d->C * d->KH * d->KW, O = d->O;
+    const int64_t panels = (P + PLAIT_MR - 1) / PLAIT_MR;
+    const int64_t kblocks = (K + PLAIT_KC - 1) / PLAIT_KC;
+    float* apack = plait_scratch(2, (size_t)(d->N * panels * K * PLAIT_MR));
+    float* t = plait_scratch(4, (size_t)(d->N * P * O));
+    if (!apack || !t) return 1;
+    const int nthreads = plait_max_threads();
+    const int64_t groups = (panels + PLAIT_ROWS_GROUP - 1) / PLAIT_ROWS_GROUP;
+    plait_pack_rows_task pk = {&g, img, d->C * g.HP * g.RL, P, K, panels, kblocks, groups,
+                               apack};
+    const int64_t jobs = d->N * kblocks * groups;
+    plait_parallel_for(jobs, plait_pack_rows, &pk,
+                       d->N * panels * K * PLAIT_MR > 65536 ? nthreads : 1);
+    plait_gemm_problem p;
+    memset(&p, 0, sizeof p);
+    p.M = P;
+    p.N = O;
+    p.K = K;
+    p.a_kind = PLAIT_A_PACKED;
+    p.a = apack;
+    p.a_bs = panels * K * PLAIT_MR;
+    p.b_kind = PLAIT_B_PACKED;
+    p.b = bpacked;
+    p.c = t;
+    p.ldc = O;
+    p.c_bs = P * O;
+    p.batch = d->N;
+    int status = PLAIT_ISA_FN(plait_gemm)(&p);
+    if (status) return status;
+    const int64_t oblocks = (O + 15) / 16;
+    plait_unpack_rows_task u = {d, t, bias, res, relu, out, P, oblocks};
+    plait_parallel_for(d->N * oblocks, plait_unpack_rows, &u,
+                       d->N * P * O > 65536 ? nthreads : 1);
+    return 0;
 }
 
 PLAIT_ISA_HIDDEN int
@@ -160,6 +306,13 @@ PLAIT_ISA_FN(plait_conv2d_pool)(const plait_conv2d_desc* d, const float* x,
     return conv2d_impl(d, x, apacked, bias, NULL, relu, 1, out);
 }
 
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_conv2d_pixel_rows)(const plait_conv2d_desc* d, const float* x,
+                                      const float* bpacked, const float* bias,
+                                      const float* res, int relu, float* out) {
+    return conv2d_pixel_rows(d, x, bpacked, bias, res, relu, out);
+}
+
 PLAIT_ISA_FAMILY("conv")
 PLAIT_ISA_DISPATCH(int, plait_conv2d,
                    (const plait_conv2d_desc* d, const float* x, const float* apacked,
@@ -169,3 +322,7 @@ PLAIT_ISA_DISPATCH(int, plait_conv2d_pool,
                    (const plait_conv2d_desc* d, const float* x, const float* apacked,
                     const float* bias, int relu, float* out),
                    (d, x, apacked, bias, relu, out))
+PLAIT_ISA_DISPATCH(int, plait_conv2d_pixel_rows,
+                   (const plait_conv2d_desc* d, const float* x, const float* bpacked,
+                    const float* bias, const float* res, int relu, float* out),
+                   (d, x, bpacked, bias, res, relu, out))

@@ -73,15 +73,8 @@ static inline void pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t 
                                int64_t nc, int64_t k0, int64_t kc, float* dst) {
     const plait_conv_geom* g = p->conv;
     const float* img = p->b + bi * p->b_bs;
-    const int64_t khw = g->KH * g->KW;
     int64_t koff[PLAIT_KC];
-    for (int64_t k = 0; k < kc; ++k) {
-        int64_t kk = k0 + k;
-        int64_t c = kk / khw, r = kk % khw;
-        int64_t q = (r % g->KW) * g->DW;   /* the tap's column offset */
-        koff[k] = c * g->HP * g->RL + (r / g->KW) * g->DH * g->RL + (q % g->SW) * g->WPP +
-                  q / g->SW;
-    }
+    plait_conv_koff(g, k0, kc, koff);
     for (int64_t jr = 0; jr < nc; jr += PLAIT_NR) {
         int64_t nr = nc - jr < PLAIT_NR ? nc - jr : PLAIT_NR;
         int64_t jstart = j0 + jr;
@@ -103,11 +96,7 @@ static inline void pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t 
                 continue;
             }
         } else {
-            int64_t oh = jstart / g->OW, ow = jstart % g->OW;
-            for (int64_t j = 0; j < nr; ++j) {
-                pix[j] = oh * g->SH * g->RL + ow * g->CS;
-                if (++ow == g->OW) { ow = 0; ++oh; }
-            }
+            plait_conv_pixels(g, jstart, nr, pix);
         }
         if (nr == PLAIT_NR && pix[PLAIT_NR - 1] - pix[0] == PLAIT_NR - 1) {
             const float* base = img + pix[0];
@@ -193,8 +182,38 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int6
                 for (int64_t jr = 0; jr < nc; jr += step) {
                     int64_t nr = nc - jr < step ? nc - jr : step;
                     const float* bpj = bp + (jr / PLAIT_NR) * bpanel_stride;
+                    /* weights packed at compile time (B_PACKED) are read from memory by
+                     * the first row panel of a tile and from the caches by the rest: the
+                     * full row panels prefetch the next tile (the next columns, or the
+                     * next K block's first), a slice each (see micro_kernel_wide_pf) */
+                    const float* nxt = NULL;
+                    int64_t nxt_lines = 0, nxt_panels = 0;
+                    if (p->b_kind == PLAIT_B_PACKED && !p->pool) {
+                        if (jr + step < nc) {
+                            nxt = bpj + (step / PLAIT_NR) * bpanel_stride;
+                            nxt_lines = kc;
+                            nxt_panels = (nc - jr - step + PLAIT_NR - 1) / PLAIT_NR;
+                        } else if (k0 + kc < K && i0 + PLAIT_MC >= M) {
+                            nxt = bp + kc * PLAIT_NR;
+                            nxt_lines = K - k0 - kc < kc_block ? K - k0 - kc : kc_block;
+                            nxt_panels = (nc + PLAIT_NR - 1) / PLAIT_NR;
+                        }
+                        if (nxt_panels > step / PLAIT_NR) nxt_panels = step / PLAIT_NR;
+                    }
+                    const int64_t full_panels = mc / PLAIT_MR;
+                    int64_t slice = 0;
+                    int pf_shift = 0;
+                    if (nxt && full_panels > 0) {
+                        slice = (nxt_panels * nxt_lines + full_panels - 1) / full_panels;
+                        while (pf_shift < 6 && (kc >> (pf_shift + 1)) >= slice) ++pf_shift;
+                    }
                     for (int64_t ir = 0; ir < mc; ir += PLAIT_MR) {
                         int64_t mr = mc - ir < PLAIT_MR ? mc - ir : PLAIT_MR;
+                        const float* pf = NULL;
+                        if (slice && mr == PLAIT_MR) {   /* this panel's slice of lines */
+                            const int64_t l = ir / PLAIT_MR * slice;
+                            pf = nxt + (l / nxt_lines) * bpanel_stride + (l % nxt_lines) * PLAIT_NR;
+                        }
                         int64_t i = i0 + ir, j = j0 + jr;
                         const float* rij = rb ? rb + i * p->ldc + j : NULL;
                         const float* apanel = ap + (ir / PLAIT_MR) * apanel_stride;
@@ -204,10 +223,19 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int6
                             micro_kernel_wide(kc, apanel, 1, PLAIT_MR, bpj, bpanel_stride,
                                               cb + i * p->ldc + coff, p->ldc, mr, nr, first,
                                               last, p, i, j, rij);
+                        } else if (direct && mr == PLAIT_MR && pf) {
+                            micro_kernel_wide_pf(kc, arows + ir * p->lda_r, p->lda_r, 1, bpj,
+                                                 bpanel_stride, cb + i * p->ldc + j, p->ldc,
+                                                 mr, nr, first, last, p, i, j, rij, pf,
+                                                 pf_shift);
                         } else if (direct && mr == PLAIT_MR) {
                             micro_kernel_wide(kc, arows + ir * p->lda_r, p->lda_r, 1, bpj,
                                               bpanel_stride, cb + i * p->ldc + j, p->ldc, mr,
                                               nr, first, last, p, i, j, rij);
+                        } else if (pf) {
+                            micro_kernel_wide_pf(kc, apanel, 1, PLAIT_MR, bpj, bpanel_stride,
+                                                 cb + i * p->ldc + j, p->ldc, mr, nr, first,
+                                                 last, p, i, j, rij, pf, pf_shift);
                         } else {
                             micro_kernel_wide(kc, apanel, 1, PLAIT_MR, bpj, bpanel_stride,
                                               cb + i * p->ldc + j, p->ldc, mr, nr, first, last,

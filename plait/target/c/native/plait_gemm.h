@@ -79,6 +79,16 @@ PLAIT_HIDDEN int plait_conv2d(const plait_conv2d_desc* d, const float* x,
                               const float* apacked, const float* bias, const float* res,
                               int relu, float* out);
 
+/* The same computed as the transposed product out^T = im2col^T @ W^T: the output pixels
+ * are the rows of the register tile and the output channels its columns (what a small
+ * image wants: 7 x 7 = 49 pixels are 50 rows but 64 columns); the weights packed in
+ * 16-column panels of W^T ([ceil(O/16)][C*KH*KW][16], as PLAIT_B_PACKED).  Any padding,
+ * stride and dilation; the epilogue and activation of plait_conv2d.  0 on success, 1 out
+ * of memory. */
+PLAIT_HIDDEN int plait_conv2d_pixel_rows(const plait_conv2d_desc* d, const float* x,
+                                         const float* bpacked, const float* bias,
+                                         const float* res, int relu, float* out);
+
 /* The same followed by a 2x2, stride-2 max pooling: out[N][O][OH/2][OW/2] (OH even, OW a
  * multiple of 8, C*KH*KW at most 384, no residual).  2 when those do not hold. */
 PLAIT_HIDDEN int plait_conv2d_pool(const plait_conv2d_desc* d, const float* x,

@@ -71,6 +71,32 @@ typedef int32_t plait_vi8 __attribute__((vector_size(32)));
 #define PLAIT_UNROLL4
 #endif
 
+/* ------------------------------------------------- implicit im2col offsets */
+
+/* The offsets in a convolution's input (plait_conv_geom) of k = k0 .. k0 + kc - 1 of
+ * its im2col matrix (k = (channel, kernel row, kernel column)), into koff. */
+static inline void plait_conv_koff(const plait_conv_geom* g, int64_t k0, int64_t kc,
+                                   int64_t* koff) {
+    const int64_t khw = g->KH * g->KW;
+    for (int64_t k = 0; k < kc; ++k) {
+        const int64_t kk = k0 + k, c = kk / khw, r = kk % khw;
+        const int64_t q = (r % g->KW) * g->DW;   /* the tap's column offset */
+        koff[k] = c * g->HP * g->RL + (r / g->KW) * g->DH * g->RL + (q % g->SW) * g->WPP +
+                  q / g->SW;
+    }
+}
+
+/* The offsets of output pixels start .. start + n - 1 (row-major over OH x OW), into
+ * pix: the im2col matrix's element (k, pixel j) is at koff[k] + pix[j]. */
+static inline void plait_conv_pixels(const plait_conv_geom* g, int64_t start, int64_t n,
+                                     int64_t* pix) {
+    int64_t oh = start / g->OW, ow = start % g->OW;
+    for (int64_t j = 0; j < n; ++j) {
+        pix[j] = oh * g->SH * g->RL + ow * g->CS;
+        if (++ow == g->OW) { ow = 0; ++oh; }
+    }
+}
+
 /* ------------------------------------------------------------ activation */
 
 /* The activation of p (PLAIT_ACT_CLIP or _SILU) over an mr x nr tile of C just stored
@@ -377,16 +403,21 @@ store16_z(float* dst, __m512 v, __mmask16 m, int first, int last,
         if (W > 1) acc[r][1] = _mm512_fmadd_ps(ar, x1, acc[r][1]);                    \
     }
 
+/* PF: every 2^pf_shift steps of k, prefetch (into L2) the next line from pf on (see
+ * micro_kernel_wide_pf) */
 static inline __attribute__((always_inline)) void
 micro_kernel_z(const int R, const int W, int64_t kc, const float* restrict a, int64_t a_rs,
                int64_t a_ks, const float* restrict b, int64_t b_ps, float* restrict c,
                int64_t ldc, int64_t mr, int64_t nr, int first, int last,
-               const plait_gemm_problem* p, int64_t i0, int64_t j0, const float* res) {
+               const plait_gemm_problem* p, int64_t i0, int64_t j0, const float* res,
+               const int PF, const float* pf, int pf_shift) {
     __m512 acc[6][2];
     for (int r = 0; r < 6; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     const float* b1 = b + b_ps;
+    const int64_t pf_mask = ((int64_t)1 << pf_shift) - 1;
     PLAIT_UNROLL4
     for (int64_t k = 0; k < kc; ++k) {
+        if (PF && !(k & pf_mask)) __builtin_prefetch(pf + (k >> pf_shift) * PLAIT_NR, 0, 2);
         __m512 x0 = _mm512_loadu_ps(b);
         __m512 x1 = W > 1 ? _mm512_loadu_ps(b1) : x0;
         PLAIT_Z_ROW(0) PLAIT_Z_ROW(1) PLAIT_Z_ROW(2) PLAIT_Z_ROW(3) PLAIT_Z_ROW(4)
@@ -433,7 +464,8 @@ micro_kernel_wide(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_k
                   int64_t mr, int64_t nr, int first, int last, const plait_gemm_problem* p,
                   int64_t i0, int64_t j0, const float* res) {
 #define PLAIT_Z(R, W) \
-    micro_kernel_z(R, W, kc, a, a_rs, a_ks, b, b_ps, c, ldc, mr, nr, first, last, p, i0, j0, res)
+    micro_kernel_z(R, W, kc, a, a_rs, a_ks, b, b_ps, c, ldc, mr, nr, first, last, p, i0, j0, \
+                   res, 0, NULL, 0)
     if (nr > PLAIT_NR) {
         if (mr > 4) PLAIT_Z(6, 2);
         else if (mr > 2) PLAIT_Z(4, 2);
@@ -444,6 +476,25 @@ micro_kernel_wide(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_k
         else PLAIT_Z(2, 1);
     }
 #undef PLAIT_Z
+    if (last && p->act && !p->pool) plait_act_tile(c, ldc, mr, nr, p);
+}
+
+/* The same, prefetching into L2, every 2^pf_shift steps of k, the next line from pf on:
+ * a slice of the weights that a later tile reads (plait_gemm.c), so that weights
+ * packed at compile time stream in at an even rate over the tiles that reuse the
+ * current ones instead of in one burst when a tile first reads them.  Full 6-row
+ * tiles only (the rest go through micro_kernel_wide). */
+static __attribute__((noinline)) void
+micro_kernel_wide_pf(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
+                     const float* restrict b, int64_t b_ps, float* restrict c, int64_t ldc,
+                     int64_t mr, int64_t nr, int first, int last, const plait_gemm_problem* p,
+                     int64_t i0, int64_t j0, const float* res, const float* pf, int pf_shift) {
+    if (nr > PLAIT_NR)
+        micro_kernel_z(6, 2, kc, a, a_rs, a_ks, b, b_ps, c, ldc, mr, nr, first, last, p, i0,
+                       j0, res, 1, pf, pf_shift);
+    else
+        micro_kernel_z(6, 1, kc, a, a_rs, a_ks, b, b_ps, c, ldc, mr, nr, first, last, p, i0,
+                       j0, res, 1, pf, pf_shift);
     if (last && p->act && !p->pool) plait_act_tile(c, ldc, mr, nr, p);
 }
 #else
@@ -458,6 +509,19 @@ micro_kernel_wide(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_k
     (void)b_ps;
     micro_kernel(kc, a, a_rs, a_ks, b, c, ldc, mr, nr, first, last, p, i0, j0, res);
     if (last && p->act && !p->pool) plait_act_tile(c, ldc, mr, nr, p);
+}
+
+/* (no prefetching in the 16-column tile: the AVX-512 copy's wide tile reads its weights
+ * twice as fast) */
+static inline __attribute__((always_inline)) void
+micro_kernel_wide_pf(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
+                     const float* restrict b, int64_t b_ps, float* restrict c, int64_t ldc,
+                     int64_t mr, int64_t nr, int first, int last, const plait_gemm_problem* p,
+                     int64_t i0, int64_t j0, const float* res, const float* pf, int pf_shift) {
+    (void)pf;
+    (void)pf_shift;
+    micro_kernel_wide(kc, a, a_rs, a_ks, b, b_ps, c, ldc, mr, nr, first, last, p, i0, j0,
+                      res);
 }
 #endif
 
@@ -488,5 +552,6 @@ static inline void plait_parallel_for(int64_t n, void (*body)(void*, int64_t), v
 /* Packing and transform buffers come from per-thread scratch buffers that only grow
  * (plait_scratch in plait_threads.h): a fresh multi-hundred-kilobyte allocation would
  * cost its page faults (or an mmap/munmap pair) on every call.  Slots: 0 A panels,
- * 1 B panels or V, 2 products, 3 padded input. */
+ * 1 B panels or V, 2 products (or a whole packed operand), 3 padded input, 4 the
+ * transposed output of plait_conv2d_pixel_rows. */
 #endif
