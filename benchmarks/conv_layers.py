@@ -16,11 +16,14 @@ are compared (rtol 1e-3, atol 1e-3 of the output's largest magnitude) before any
 is printed; a layer that disagrees is reported as such, with no figure.
 
 Prints per layer: how often the model uses it, its multiply-accumulates, the median
-milliseconds of each backend, their ratio, what plait ran it with (the callee of the
-call instruction), and the time the layer loses against onnxruntime over the whole
-model (``(plait - ort) x count``), sorted by that loss: the top rows are where a
-convolution kernel change pays.  The machine's load shows in the milliseconds; compare
-figures from one run only and name the CPU beside them.
+(``--stat min``: the fastest) milliseconds of each backend, their ratio, what plait ran
+it with (the callee of the call instruction, and how the timed calls used the thread
+pool: ``pool parallel/serial/late``, see docs/kernels.md, "Threads": serial calls ran
+on one thread because a worker had been late shortly before), and the time the layer
+loses against onnxruntime over the whole model (``(plait - ort) x count``), sorted by
+that loss: the top rows are where a convolution kernel change pays.  The machine's load
+shows in the milliseconds (the minima move least); compare figures from one run only
+and name the CPU beside them.
 """
 
 from __future__ import annotations
@@ -166,7 +169,8 @@ def layer_model(layer: dict) -> bytes:
     return model.SerializeToString()
 
 
-def _median_ms(fn, x, runs: int) -> float:
+def _times_ms(fn, x, runs: int) -> list[float]:
+    """``runs`` call times of ``fn(x)`` in ms, sorted, after 5 warm-up calls."""
     for _ in range(5):
         fn(x)
     ts = []
@@ -174,8 +178,20 @@ def _median_ms(fn, x, runs: int) -> float:
         t = time.perf_counter()
         fn(x)
         ts.append(time.perf_counter() - t)
-    ts.sort()
-    return ts[len(ts) // 2] * 1e3
+    return sorted(t * 1e3 for t in ts)
+
+
+def _pool_counts() -> dict[str, int]:
+    """The thread pools' counts summed over the native libraries loaded so far
+    (``NativeModule.pool_report``): calls run in parallel, serially (a worker was late
+    shortly before) and late."""
+    from plait.runtime.native import loaded_libraries
+    total = {"parallel": 0, "serial": 0, "late": 0}
+    for lib in loaded_libraries():
+        report = lib.pool_report() or {}
+        for k in total:
+            total[k] += int(report.get(k, 0))
+    return total
 
 
 def worker(backend: str, files: list[str], threads: int, runs: int, out: str) -> None:
@@ -206,7 +222,13 @@ def worker(backend: str, files: list[str], threads: int, runs: int, out: str) ->
             main = VirtualMachine(exe)["main"]
             fn = lambda v, f=main: np.asarray(f(v))  # noqa: E731
         np.save(f"{out}.{i}.npy", np.asarray(fn(x)))
-        results.append({"ms": _median_ms(fn, x, runs), "how": how})
+        before = _pool_counts() if backend != "onnxruntime" else None
+        ts = _times_ms(fn, x, runs)
+        if before is not None:   # how the timed calls used plait's thread pool
+            after = _pool_counts()
+            how += " (pool {parallel}/{serial}/{late})".format(
+                **{k: after[k] - before[k] for k in after})
+        results.append({"ms": ts[len(ts) // 2], "min": ts[0], "how": how})
     Path(out + ".json").write_text(json.dumps(results))
 
 
@@ -218,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="which layers: conv (Conv) or matmul (MatMul/Gemm with constant weights)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--stat", choices=("median", "min"), default="median",
+                   help="which figure of the runs to print: the median (default) or, on "
+                        "a loaded machine, the minimum")
     p.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args, rest = p.parse_known_args(argv)
     if args.worker:
@@ -235,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = export_cached(names)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     from layout import cpu_name
-    print(f"CPU: {cpu_name()}; {args.threads} threads; median of {args.runs} calls")
+    print(f"CPU: {cpu_name()}; {args.threads} threads; {args.stat} of {args.runs} calls")
     status = 0
     for name in names:
         layers = extract_layers(paths[name], args.op)
@@ -262,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
                 else:   # the contracted length: the input's last axis
                     macs = int(np.prod(b.shape)) * int(layer["x"][-1])
                 ok = np.allclose(a, b, rtol=1e-3, atol=1e-3 * float(np.abs(b).max() or 1))
-                pm, om = figs["plait-c"][i]["ms"], figs["onnxruntime"][i]["ms"]
+                stat = "ms" if args.stat == "median" else "min"
+                pm, om = figs["plait-c"][i][stat], figs["onnxruntime"][i][stat]
                 rows.append((desc, layer["count"], macs, pm, om, ok,
                              figs["plait-c"][i]["how"]))
         rows.sort(key=lambda r: -(r[3] - r[4]) * r[1])
