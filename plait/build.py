@@ -42,11 +42,12 @@ def build(
     if pipeline is None:
         pipeline = default_pipeline(t, from_phase=mod.phase)
     with _gc_paused():
-        mod = pipeline(mod)
-        exe = vm_codegen(mod)
+        # (the built module is dropped before the collector resumes: its first pass
+        # then scans only what survives, the executable)
+        exe = vm_codegen(pipeline(mod))
         if exe.libs:
             _keep_graph(exe, given, keep_graph)
-        return exe
+    return exe
 
 
 def rebuild(exe: Executable, target: Target | str = "numpy", **options: Any) -> Executable:

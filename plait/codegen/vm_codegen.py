@@ -212,14 +212,14 @@ class _FunctionLowering:
         )
 
     def lower_seq(self, seq: SeqExpr) -> int:
-        builtins = self.builtins
+        builtins = _BUILTINS
         for block in seq.blocks:
             for b in block.bindings:
                 v = b.value
                 if type(v) is Call and type(b) is VarBinding and type(v.op) is Op:
                     lower = builtins.get(v.op.name)  # type: ignore[attr-defined]
                     if lower is not None:  # the build phase's usual binding
-                        lower(self.reg(b.var), v.attrs, v, b.var.name_hint)
+                        lower(self, self.reg(b.var), v.attrs, v, b.var.name_hint)
                         continue
                 self.lower_binding(b.var, b.value, isinstance(b, MatchCast), b)
         res = self.arg(seq.body, "<return>")
@@ -293,14 +293,14 @@ class _FunctionLowering:
         op = call.op
         dst = self.reg(var)
         if isinstance(op, Op):
-            lower = self.builtins.get(op.name)
+            lower = _BUILTINS.get(op.name)
             if lower is None:
                 raise self.fail(
                     where,
                     f"op {op.name!r} is still present; the module must be fully lowered "
                     "(run the default pipeline up to the build phase)",
                 )
-            lower(dst, call.attrs, call, where)
+            lower(self, dst, call.attrs, call, where)
             return
         if isinstance(op, GlobalVar):
             args = [self.arg(a, where) for a in call.args]
@@ -363,19 +363,18 @@ class _FunctionLowering:
     def _call_alloc(self, dst: int, attrs: Any, call: Call, where: str) -> None:
         self._call_dps(dst, attrs, call, where, alloc=True)
 
-    @property
-    def builtins(self) -> dict[str, Any]:
-        """Op name -> the method that lowers a call of it."""
-        table = self.__dict__.get("_builtins")
-        if table is None:
-            table = self.__dict__["_builtins"] = {
-                "builtin.alloc_storage": self._alloc_storage,
-                "builtin.alloc_tensor": self._alloc_tensor,
-                "builtin.tensor_from_storage": self._tensor_from_storage,
-                "builtin.call_dps": self._call_dps,
-                "builtin.call_alloc": self._call_alloc,
-            }
-        return table
+
+
+_BUILTINS: dict[str, Any] = {
+    "builtin.alloc_storage": _FunctionLowering._alloc_storage,
+    "builtin.alloc_tensor": _FunctionLowering._alloc_tensor,
+    "builtin.tensor_from_storage": _FunctionLowering._tensor_from_storage,
+    "builtin.call_dps": _FunctionLowering._call_dps,
+    "builtin.call_alloc": _FunctionLowering._call_alloc,
+}
+"""Op name -> the method of :class:`_FunctionLowering` that lowers a call of it (a
+table of plain functions: bound methods kept on the instance would make a reference
+cycle, which kept the lowered function alive until the next garbage collection)."""
 
 
 def _uses_symbolic_values(seq: SeqExpr) -> bool:
