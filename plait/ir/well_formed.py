@@ -145,7 +145,11 @@ def well_formed(mod: IRModule, phase: str | None = None) -> list[Violation]:
     level = PHASES.index(phase)
     out: list[Violation] = []
     gtypes = {n: f.ty for n, f in mod.items() if f.ty is not None}
+    allowed = _allowed_ops(level)
     for name, func in mod.graph_functions():
+        if level >= 1 and _FAST_ACCEPT and func.attrs.get("compiler") is None and \
+                _accepts_common(func, mod, gtypes, level, allowed):
+            continue  # breaks none of the invariants below: nothing to report
         bindings, nested = _collect_bindings(func)
         _check_types(name, func, gtypes, out, bindings, nested)
         if level >= 1:
@@ -182,6 +186,163 @@ def check_well_formed(mod: IRModule, phase: str | None = None) -> IRModule:
     if violations:
         raise WellFormedError(violations, mod.phase if phase is None else phase)
     return mod
+
+
+# ------------------------------------------------------------------ the common function
+
+
+_FAST_ACCEPT = True
+"""Whether :func:`well_formed` first tries :func:`_accepts_common` on each function
+(tests turn it off to compare with the general checks alone)."""
+
+
+def _allowed_ops(level: int) -> frozenset[str] | None:
+    """The ops a function may call at phase index ``level`` (None: any registered op)."""
+    if level < 2:
+        return None
+    from ..op.lowlevel import BUILD_OPS, LOWERED_OPS
+
+    return frozenset(LOWERED_OPS | BUILD_OPS if level >= 3 else LOWERED_OPS)
+
+
+def _accepts_common(
+    func: Function, mod: IRModule, gtypes: dict[str, Type], level: int,
+    allowed: frozenset[str] | None,
+) -> bool:
+    """True when ``func`` is made only of the common binding of A-normal form and
+    breaks none of the invariants that :func:`_check_types`, :class:`_StructureCheck`,
+    :func:`_check_lowered` and :func:`_check_no_dataflow` check at phase index
+    ``level`` (>= 1): one walk over the bindings instead of four.  False means "not
+    shown here" (a violation, or anything less common): the general checks then run
+    and report.  It accepts:
+
+    * parameters that are typed ``Var`` s, each once;
+    * a body that is a sequence of binding blocks (no dataflow block from the build
+      phase on) whose result is a live variable or a plain atom;
+    * bindings ``var = op(args)``: a fresh, typed variable (a ``DataflowVar`` only in
+      a dataflow block) bound to a call of a registered op (pure in a dataflow block;
+      one of the lowered ops from the lowering phase on) on live variables, plain
+      atoms, functions of the module and tuples of these, whose type
+      (:func:`_infer_flat_call`, with no message) fits the variable's;
+    * a result whose type fits the declared return type.
+
+    A dataflow block's variables die at its end."""
+    params = func.params
+    body = func.body
+    if type(body) is not SeqExpr:
+        return False
+    ever: set[Expr] = set()
+    for p in params:
+        if type(p) is not Var or p.ty is None or p in ever:
+            return False
+        ever.add(p)
+    live = set(ever)
+    functions = mod.functions
+    pure_ops: dict[Op, bool] = {}
+    memo: dict = {}
+    found: list[str] = []
+    for block in body.blocks:
+        tb = type(block)
+        if tb is DataflowBlock:
+            if level >= 3:
+                return False
+            df = True
+            local: list[Var] = []
+        elif tb is BindingBlock:
+            df = False
+        else:
+            return False
+        for b in block.bindings:
+            var, value = b.var, b.value
+            tv = type(var)
+            if type(b) is not VarBinding or var.ty is None or var in ever or \
+                    (tv is not Var and (tv is not DataflowVar or not df)):
+                return False
+            if type(value) is not Call:
+                if not _accepts_simple_value(value, var, live, gtypes):
+                    return False
+                ever.add(var)
+                live.add(var)
+                if df and tv is DataflowVar:
+                    local.append(var)
+                continue
+            op = value.op
+            if type(op) is not Op:
+                return False
+            pure = pure_ops.get(op)
+            if pure is None:
+                opdef = Op.definitions.get(op.name)
+                if opdef is None or (allowed is not None and op.name not in allowed):
+                    return False
+                pure = pure_ops[op] = opdef.pure
+            if df and not pure:
+                return False
+            for a in value.args:
+                ta = type(a)
+                if ta is Var or ta is DataflowVar:
+                    if a not in live:
+                        return False
+                elif ta is Tuple:
+                    if not _live_atoms(a.fields, live):  # type: ignore[attr-defined]
+                        return False
+                elif ta is GlobalVar:
+                    if a.name_hint not in functions:  # type: ignore[attr-defined]
+                        return False
+                elif ta not in _PLAIN_ATOMS:
+                    return False
+            ty = _infer_flat_call(value, gtypes, found, memo)
+            if found or ty is _SLOW:
+                return False
+            if ty is not None and ty is not var.ty and not types_compatible(var.ty, ty):
+                return False
+            ever.add(var)
+            live.add(var)
+            if df and tv is DataflowVar:
+                local.append(var)
+        if df:
+            live.difference_update(local)
+    result = body.body
+    tr = type(result)
+    if tr is Var or tr is DataflowVar:
+        if result not in live:
+            return False
+    elif tr not in _PLAIN_ATOMS:
+        return False
+    return func.ret_ty is None or types_compatible(func.ret_ty, _seq_type(body))
+
+
+def _live_atoms(fields: tuple[Expr, ...], live: set) -> bool:
+    """True when every field is a live variable or a plain atom."""
+    for f in fields:
+        tf = type(f)
+        if tf is Var or tf is DataflowVar:
+            if f not in live:
+                return False
+        elif tf not in _PLAIN_ATOMS:
+            return False
+    return True
+
+
+def _accepts_simple_value(value: Expr, var: Var, live: set, gtypes: dict[str, Type]) -> bool:
+    """For :func:`_accepts_common`: True when ``value`` is a live variable, a tuple of
+    live variables and plain atoms, or an item of a live variable, well typed (no
+    message from :func:`_infer`) with a type that fits ``var``'s."""
+    t = type(value)
+    if t is Var or t is DataflowVar:
+        if value not in live:
+            return False
+    elif t is Tuple:
+        if not _live_atoms(value.fields, live):  # type: ignore[attr-defined]
+            return False
+    elif t is TupleGetItem:
+        tv = value.tuple_value  # type: ignore[attr-defined]
+        if (type(tv) is not Var and type(tv) is not DataflowVar) or tv not in live:
+            return False
+    else:
+        return False
+    found: list[str] = []
+    ty = _infer(value, gtypes, found)
+    return not found and (ty is None or ty is var.ty or types_compatible(var.ty, ty))
 
 
 # ------------------------------------------------------------------ traversal helpers
