@@ -237,6 +237,12 @@ def allow_rewrite(what: Any = None) -> bool:
     return frame.allow(what)
 
 
+def counting() -> bool:
+    """Whether a debug counter is configured for the running pass (when not, every
+    :func:`allow_rewrite` is True: a pass may skip describing its sites)."""
+    return _ACTIVE.frame is not None
+
+
 def _check(value: Any) -> DebugCounter | None:
     if value is None or isinstance(value, DebugCounter):
         return value
@@ -253,4 +259,4 @@ register_config(
 )
 
 
-__all__ = ["DebugCounter", "Limit", "Site", "allow_rewrite", "describe_site"]
+__all__ = ["DebugCounter", "Limit", "Site", "allow_rewrite", "counting", "describe_site"]

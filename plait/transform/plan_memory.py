@@ -35,7 +35,7 @@ from ..ir.expr import (
 from ..ir.types import ObjectType, TensorType
 from ..ir.visitor import _NON_VAR_LEAVES, used_vars
 from ..op.registry import make_call
-from .debug_counter import allow_rewrite
+from .debug_counter import allow_rewrite, counting
 from .pass_base import function_pass
 
 ALIGNMENT = 64
@@ -149,35 +149,43 @@ def plan_function(func: Function) -> Function:
     escaping: set[Var] = set()
     for n in used_vars(body.body):
         escaping.update(holds.get(n, ()))
-    planned = [v for v in static_allocs
-               if v not in escaping and allow_rewrite(lambda v=v: f"place {v.name_hint!r} in "
-                                                      "the arena")]
+    if counting():
+        planned = [v for v in static_allocs if v not in escaping and allow_rewrite(
+            lambda v=v: f"place {v.name_hint!r} in the arena")]
+    else:
+        planned = [v for v in static_allocs if v not in escaping]
     offsets: dict[Var, int] = {}
-    placed: list[tuple[int, int]] = []  # (offset, size) of each placed tensor
-    # live[t]: indices into `placed` of tensors alive at binding t, so finding the
-    # tensors whose lifetimes overlap a new one costs its lifetime's length, not the
-    # number of tensors placed so far (the plan stays linear on long chains).
-    live: list[list[int]] = [[] for _ in range(len(bindings))]
-    # largest first, then in order of allocation (no two allocations start together)
-    order = sorted([(-static_allocs[v], start[v], v) for v in planned],
-                   key=lambda x: (x[0], x[1]))
+    # live[t]: (offset, size) of each tensor placed so far that is alive at binding t,
+    # so finding the tensors whose lifetimes overlap a new one costs its lifetime's
+    # length, not the number of tensors placed so far (the plan stays linear on long
+    # chains); a tensor met twice (in two of the lists) changes nothing below.
+    live: list[list[tuple[int, int]]] = [[] for _ in range(len(bindings))]
+    arena = 0
+    # largest first, then in order of allocation (no two allocations start together,
+    # so the variables themselves are never compared)
+    order = sorted([(-static_allocs[v], start[v], v) for v in planned])
     for neg_size, s, v in order:
         size = _align(-neg_size)
         e = end[v] + 1
-        seen = set().union(*live[s:e])
+        if e - s == 1:
+            overlap = live[s]
+        else:
+            overlap = []
+            for t in range(s, e):
+                overlap += live[t]
         offset = 0
-        if seen:
-            for o, sz in sorted([placed[k] for k in seen]):
+        if overlap:
+            for o, sz in sorted(overlap):
                 if offset + size <= o:
                     break
                 if o + sz > offset:
                     offset = o + sz
         offsets[v] = offset
-        k = len(placed)
+        placed = (offset, size)
         for t in range(s, e):
-            live[t].append(k)
-        placed.append((offset, size))
-    arena = max((o + s for o, s in placed), default=0)
+            live[t].append(placed)
+        if offset + size > arena:
+            arena = offset + size
     unplanned = sum(size for v, size in static_allocs.items() if v not in offsets)
     if not offsets:
         return func.with_attrs(planned_bytes=unplanned, naive_bytes=naive)  # type: ignore[return-value]
@@ -203,7 +211,7 @@ def plan_function(func: Function) -> Function:
                 shape=ty.shape,
                 dtype=ty.dtype,
             )
-        append(VarBinding(var, Call(proto.op, proto.args, proto.attrs, ty=ty, span=proto.span)))
+        append(VarBinding(var, Call(proto.op, proto.args, proto.attrs, ty, proto.span)))
     new_body = SeqExpr((BindingBlock(tuple(new_bindings)),), body.body, ty=body.ty, span=body.span)
     out = Function(func.params, new_body, func.ret_ty, func.pure, attrs=func.attrs, span=func.span)
     return out.with_attrs(  # type: ignore[return-value]
