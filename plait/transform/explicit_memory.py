@@ -60,6 +60,8 @@ class _ExplicitMemory(ExprMutator):
         self._out_tuple_types: dict[int, tuple[Type, TupleType]] = {}
         # id(extra attributes) -> (them, the checked attributes of call_dps)
         self._dps: dict[int, tuple[object, Attrs]] = {}
+        # (id(result type), id(variable type)) -> _tensor_plan(both)
+        self._tensor_plans: dict[tuple[int, int], tuple] = {}
 
     def visit_binding(self, binding: Binding) -> None:
         value = binding.value
@@ -115,7 +117,7 @@ class _ExplicitMemory(ExprMutator):
         # The tuple keeps its type when every field kept its type; else it gets the
         # type of its fields (None if one is untyped: the builder types it then).
         ty = args.ty if same_types else tuple_type(fields)
-        return Tuple(tuple(fields), ty=ty, span=args.span)
+        return Tuple(tuple(fields), ty, args.span)
 
     def _lower(self, binding: Binding, call: Call, call_args: tuple[Expr, ...]) -> None:
         bb = self.builder
@@ -124,6 +126,32 @@ class _ExplicitMemory(ExprMutator):
         out_ty = attrs.get("out")
         extra = attrs.get("attrs")
         var = binding.var
+        plan = self._tensor_plans.get((id(out_ty), id(var.ty)))
+        if plan is None or plan[0] is not out_ty or plan[1] is not var.ty:
+            plan = self._tensor_plan(out_ty, var.ty)
+        if plan[2] is not None:
+            # The common result, a tensor of known shape and dtype: its allocation is
+            # bound to the call's own variable when that is of the kind and type the
+            # allocation needs (its uses stay as they are), else to a new variable.
+            vcls = DataflowVar if bb.in_dataflow else Var
+            if type(var) is vcls and plan[3]:
+                out, outs_ty = var, plan[4]
+            else:
+                out, outs_ty = vcls(var.name_hint, out_ty), plan[5]
+            emit = bb.emit_binding
+            emit(VarBinding(out, Call(_ALLOC, (), plan[2], out.ty)))
+            dps = Call(_DPS, (callee, args, Tuple((out,), outs_ty)), self._dps_attrs(extra),
+                       OBJECT)
+            if type(args) is Tuple and type(args.ty) is TupleType and (
+                    type(callee) is ExternFunc or type(callee) is GlobalVar):
+                # typed as call_dps's inference types it (an object; the callee and
+                # both tuples are what it checks): bound as it is
+                emit(VarBinding(vcls("_", OBJECT), dps))
+            else:
+                bb.emit(dps, "_")
+            if out is not var:
+                self.var_remap[var] = out
+            return
         name = var.name_hint
         if not _allocatable(out_ty):
             new = make_call("builtin.call_alloc", callee, args, out=out_ty, attrs=extra)
@@ -160,6 +188,23 @@ class _ExplicitMemory(ExprMutator):
             bb.emit_binding(VarBinding(new_var, bb.normalize(result)))
             self.var_remap[var] = new_var
 
+    def _tensor_plan(self, out_ty: object, var_ty: object) -> tuple:
+        """What lowering a call of result type ``out_ty`` bound to a variable of type
+        ``var_ty`` needs (kept per pair of type objects, which it keeps alive): both
+        types; the checked attributes of the allocation (None unless ``out_ty`` is a
+        tensor of known shape and dtype); whether the variable's type is the result's;
+        the type of the outputs' tuple of the variable, and of a new variable."""
+        if isinstance(out_ty, TensorType) and _allocatable(out_ty):
+            alloc = self._alloc_call_attrs(out_ty)
+            same = var_ty is out_ty or var_ty == out_ty
+            plan = (out_ty, var_ty, alloc, same,
+                    self._out_tuple_type(var_ty) if same else None,  # type: ignore[arg-type]
+                    self._out_tuple_type(out_ty))
+        else:
+            plan = (out_ty, var_ty, None)
+        self._tensor_plans[(id(out_ty), id(var_ty))] = plan
+        return plan
+
     def _dps_attrs(self, extra: object) -> Attrs:
         """The checked attributes of a call_dps passing ``extra`` (one object per
         ``extra`` object: the entry keeps it alive, so its id stays its own)."""
@@ -178,19 +223,25 @@ class _ExplicitMemory(ExprMutator):
         self._out_tuple_types[id(ty)] = (ty, tt)  # keeps ty alive: its id is not reused
         return tt
 
+    def _alloc_call_attrs(self, ty: TensorType) -> Attrs:
+        """The checked attributes of the allocation of a tensor of type ``ty`` (checked
+        once per shape and dtype)."""
+        key = (ty.shape, ty.dtype)
+        attrs = self._alloc_attrs.get(key)
+        if attrs is None:
+            attrs = self._alloc_attrs[key] = make_call(
+                "builtin.alloc_tensor", shape=ty.shape, dtype=ty.dtype).attrs
+        return attrs
+
     def _alloc(self, ty: Type, name: str, in_dataflow: bool, var: Var | None = None) -> Var:
         """Bind a new allocation of a tensor of type ``ty`` to ``var`` (a new variable
         named ``name`` if None)."""
         assert isinstance(ty, TensorType)
-        key = (ty.shape, ty.dtype)
-        attrs = self._alloc_attrs.get(key)
-        if attrs is None:  # checked once per shape and dtype
-            attrs = self._alloc_attrs[key] = make_call(
-                "builtin.alloc_tensor", shape=ty.shape, dtype=ty.dtype).attrs
+        attrs = self._alloc_call_attrs(ty)
         # alloc_tensor(shape, dtype) has type Tensor(shape, dtype): ``ty`` itself
         if var is None:
             var = (DataflowVar if in_dataflow else Var)(name, ty)
-        self.builder.emit_binding(VarBinding(var, Call(_ALLOC, (), attrs, ty=var.ty)))
+        self.builder.emit_binding(VarBinding(var, Call(_ALLOC, (), attrs, var.ty)))
         return var
 
 
