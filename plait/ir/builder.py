@@ -540,7 +540,7 @@ class BlockBuilder:
             return None
         if attrs is call.attrs and (call.ty is ty or call.ty == ty) and new_args is None:
             return call
-        return Call(op, args, attrs, ty=ty, span=call.span)
+        return Call(op, args, attrs, ty, call.span)
 
     def _simple_tuple(self, tup: Tuple) -> Tuple | None:
         """``tup`` typed, if it is a non-empty tuple of typed simple leaves whose

@@ -168,8 +168,10 @@ class Call(Expr):
     attrs: Attrs = EMPTY_ATTRS
 
     def __init__(self, op: Expr = None, args: tuple[Expr, ...] = (),  # type: ignore[assignment]
-                 attrs: Attrs = EMPTY_ATTRS, *, ty: Type | None = None,
+                 attrs: Attrs = EMPTY_ATTRS, ty: Type | None = None,
                  span: Span | None = None) -> None:
+        # (``ty`` and ``span`` may come by position too: a keyword argument costs a
+        # few hundred nanoseconds per node, in passes that make one per binding)
         _SET_OP(self, op)
         _SET_ARGS(self, args if type(args) is tuple or isinstance(args, tuple) else tuple(args))
         _SET_ATTRS(self, attrs if type(attrs) is Attrs or isinstance(attrs, Attrs)
@@ -184,7 +186,7 @@ class Tuple(Expr):
 
     fields: tuple[Expr, ...] = ()
 
-    def __init__(self, fields: tuple[Expr, ...] = (), *, ty: Type | None = None,
+    def __init__(self, fields: tuple[Expr, ...] = (), ty: Type | None = None,
                  span: Span | None = None) -> None:
         _SET_FIELDS(self, fields if type(fields) is tuple or isinstance(fields, tuple)
                     else tuple(fields))

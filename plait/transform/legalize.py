@@ -105,8 +105,8 @@ def reference_legalization(bb: BlockBuilder, call: Call, target: Any) -> Expr:
             _SEEN.clear()
         hit = _SEEN[key] = (call.attrs, call.ty, ext, checked)
     args = call.args
-    return Call(_CALL_EXTERN, (hit[2], Tuple(args, ty=tuple_type(args))), hit[3],
-                ty=call.ty, span=call.span)
+    return Call(_CALL_EXTERN, (hit[2], Tuple(args, tuple_type(args))), hit[3], call.ty,
+                call.span)
 
 
 _SEEN: dict[tuple[str, int, int], tuple[Any, Any, ExternFunc, Any]] = {}

@@ -100,7 +100,7 @@ def _substitute_flat(value: Expr, remap: dict) -> Expr | None:
                 else:
                     nf = f
                 fields.append(nf)
-            na = Tuple(tuple(fields), ty=a.ty, span=a.span) if fchanged else a
+            na = Tuple(tuple(fields), a.ty, a.span) if fchanged else a
         elif ta in _LEAVES:
             na = a
         else:
@@ -110,7 +110,7 @@ def _substitute_flat(value: Expr, remap: dict) -> Expr | None:
     if not changed:
         return value
     if type(value) is Call:
-        return Call(new_op, tuple(args), value.attrs, ty=value.ty, span=value.span)
+        return Call(new_op, tuple(args), value.attrs, value.ty, value.span)
     return replace(value, op=new_op, args=tuple(args))
 
 
