@@ -61,6 +61,43 @@ def _align(n: int) -> int:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
 
+def place(tensors: list[tuple[int, int, int]], nbindings: int) -> tuple[list[int], int]:
+    """Offsets in one arena of ``tensors`` (size in bytes, index of the first and of the
+    last binding it lives at; largest first, then by first binding), and the arena's
+    size: each tensor at the lowest offset (64-byte aligned) where it overlaps no bytes
+    of a tensor placed before it whose lifetime overlaps its own."""
+    # live[t]: (offset, size) of each tensor placed so far that is alive at binding t,
+    # so finding the tensors whose lifetimes overlap a new one costs its lifetime's
+    # length, not the number of tensors placed so far (the plan stays linear on long
+    # chains); a tensor met twice (in two of the lists) changes nothing below.
+    live: list[list[tuple[int, int]]] = [[] for _ in range(nbindings)]
+    offsets: list[int] = []
+    arena = 0
+    for nbytes, s, last in tensors:
+        size = _align(nbytes)
+        e = last + 1
+        if e - s == 1:
+            overlap = live[s]
+        else:
+            overlap = []
+            for t in range(s, e):
+                overlap += live[t]
+        offset = 0
+        if overlap:
+            for o, sz in sorted(overlap):
+                if offset + size <= o:
+                    break
+                if o + sz > offset:
+                    offset = o + sz
+        offsets.append(offset)
+        placed = (offset, size)
+        for t in range(s, e):
+            live[t].append(placed)
+        if offset + size > arena:
+            arena = offset + size
+    return offsets, arena
+
+
 def _is_alloc(value: object) -> bool:
     return (
         isinstance(value, Call)
@@ -154,38 +191,11 @@ def plan_function(func: Function) -> Function:
             lambda v=v: f"place {v.name_hint!r} in the arena")]
     else:
         planned = [v for v in static_allocs if v not in escaping]
-    offsets: dict[Var, int] = {}
-    # live[t]: (offset, size) of each tensor placed so far that is alive at binding t,
-    # so finding the tensors whose lifetimes overlap a new one costs its lifetime's
-    # length, not the number of tensors placed so far (the plan stays linear on long
-    # chains); a tensor met twice (in two of the lists) changes nothing below.
-    live: list[list[tuple[int, int]]] = [[] for _ in range(len(bindings))]
-    arena = 0
     # largest first, then in order of allocation (no two allocations start together,
     # so the variables themselves are never compared)
     order = sorted([(-static_allocs[v], start[v], v) for v in planned])
-    for neg_size, s, v in order:
-        size = _align(-neg_size)
-        e = end[v] + 1
-        if e - s == 1:
-            overlap = live[s]
-        else:
-            overlap = []
-            for t in range(s, e):
-                overlap += live[t]
-        offset = 0
-        if overlap:
-            for o, sz in sorted(overlap):
-                if offset + size <= o:
-                    break
-                if o + sz > offset:
-                    offset = o + sz
-        offsets[v] = offset
-        placed = (offset, size)
-        for t in range(s, e):
-            live[t].append(placed)
-        if offset + size > arena:
-            arena = offset + size
+    placed, arena = place([(-neg, s, end[v]) for neg, s, v in order], len(bindings))
+    offsets = {v: o for (_, _, v), o in zip(order, placed)}
     unplanned = sum(size for v, size in static_allocs.items() if v not in offsets)
     if not offsets:
         return func.with_attrs(planned_bytes=unplanned, naive_bytes=naive)  # type: ignore[return-value]
