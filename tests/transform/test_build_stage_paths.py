@@ -6,10 +6,10 @@ first fit on random lifetimes."""
 
 from __future__ import annotations
 
-import os
 import random
 
 import pytest
+from transform_testlib import onnx_model
 
 import plait
 from plait.ir.structural import structural_equal
@@ -35,18 +35,7 @@ def _module_before(name: str, model: str, target: str,
 
         mod = _chain(200)
     else:
-        pytest.importorskip("onnx")
-        from plait.frontend import from_onnx
-
-        if model == "tiny_mlp":
-            path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "models",
-                                "tiny_mlp.onnx")
-            shapes = {"input": (2, 64)}
-        elif model == "cnn":
-            path, shapes = request.getfixturevalue("cnn_onnx"), {"input": (1, 3, 32, 32)}
-        else:
-            path, shapes = request.getfixturevalue("mlp_onnx"), {"input": (2, 784)}
-        mod = from_onnx(path, shapes=shapes)
+        mod = onnx_model(model, request)
     grab = _Before(name)
     with PassContext(instruments=[grab]):
         plait.build(mod, target)

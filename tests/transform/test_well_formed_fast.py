@@ -7,11 +7,11 @@ it accepts is one the general checks find nothing wrong with."""
 
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import replace
 
 import pytest
+from transform_testlib import onnx_model
 
 import plait
 from plait.ir import (
@@ -29,8 +29,6 @@ from plait.ir import (
 from plait.ir import well_formed as wf
 from plait.ir.module import PHASES
 from plait.transform import PassContext, PassInstrument
-
-pytest.importorskip("onnx")
 
 
 def _violations(mod: IRModule, fast: bool) -> list[wf.Violation]:
@@ -67,19 +65,9 @@ class _Collect(PassInstrument):
 
 def _pipeline_modules(request: pytest.FixtureRequest, model: str,
                       target: str) -> list[tuple[str, IRModule]]:
-    from plait.frontend import from_onnx
-
-    if model == "tiny_mlp":
-        path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "models",
-                            "tiny_mlp.onnx")
-        shapes = {"input": (2, 64)}
-    elif model == "cnn":
-        path, shapes = request.getfixturevalue("cnn_onnx"), {"input": (1, 3, 32, 32)}
-    else:
-        path, shapes = request.getfixturevalue("mlp_onnx"), {"input": (2, 784)}
     collect = _Collect()
     with PassContext(instruments=[collect]):
-        plait.build(from_onnx(path, shapes=shapes), target)
+        plait.build(onnx_model(model, request), target)
     return collect.mods
 
 

@@ -86,3 +86,24 @@ def recorder(name: str, log: list[str], phases: object = ("optimization",),
     run.__name__ = run.__qualname__ = name.replace(".", "_")
     return module_pass(run, name=name, phases=phases, transition=transition,  # type: ignore
                        opt_level=opt_level, requires=requires, register=False)
+
+
+def onnx_model(model: str, request: object) -> IRModule:
+    """A real model imported from ONNX: ``tiny_mlp`` (examples/models, input (2, 64)),
+    ``cnn`` or ``mlp`` (the session's exported models of conftest.py)."""
+    import os
+
+    import pytest
+
+    pytest.importorskip("onnx")
+    from plait.frontend import from_onnx
+
+    if model == "tiny_mlp":
+        path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "models",
+                            "tiny_mlp.onnx")
+        shapes = {"input": (2, 64)}
+    elif model == "cnn":
+        path, shapes = request.getfixturevalue("cnn_onnx"), {"input": (1, 3, 32, 32)}  # type: ignore[attr-defined]
+    else:
+        path, shapes = request.getfixturevalue("mlp_onnx"), {"input": (2, 784)}  # type: ignore[attr-defined]
+    return from_onnx(path, shapes=shapes)
