@@ -119,6 +119,8 @@ class _FunctionLowering:
                     if isinstance(d, str) and d not in self.entry_syms:
                         self.entry_syms[d] = (self.regs[p], axis)
         self.sym_regs: dict[str, int] = {}
+        # id(attributes of tensor_from_storage) -> (them, shape, dtype, offset)
+        self.placed: dict[int, tuple[Any, tuple, str, int]] = {}
 
     def _load_entry_syms(self) -> None:
         """Put every entry-bound symbolic size in a register (at function start, so
@@ -330,27 +332,26 @@ class _FunctionLowering:
 
     def _tensor_from_storage(self, dst: int, attrs: Any, call: Call, where: str) -> None:
         storage = self.arg(call.args[0], where)
-        self.code.append(
-            rx.AllocTensor(
-                dst,
-                list(attrs["shape"]),
-                attrs["dtype"],
-                storage.index,  # type: ignore[union-attr]
-                attrs["offset"],
-            )
-        )
+        # (shape, dtype, offset) read once per attributes object (PlanMemory shares one
+        # per place, shape and dtype)
+        hit = self.placed.get(id(attrs))
+        if hit is None or hit[0] is not attrs:
+            hit = self.placed[id(attrs)] = (
+                attrs, tuple(attrs["shape"]), attrs["dtype"], attrs["offset"])
+        self.code.append(rx.AllocTensor(
+            dst, list(hit[1]), hit[2], storage.index, hit[3]))  # type: ignore[union-attr]
 
     def _call_dps(self, dst: int, attrs: Any, call: Call, where: str,
                   alloc: bool = False) -> None:
-        name = "builtin.call_alloc" if alloc else "builtin.call_dps"
-        callee = call.args[0]
-        fname = callee.symbol if isinstance(callee, ExternFunc) else callee.name_hint  # type: ignore[attr-defined]
+        callee, *tuples = call.args
+        fname = callee.symbol if type(callee) is ExternFunc else callee.name_hint  # type: ignore[attr-defined]
         args: list[rx.Arg] = []
         reg_args = self.reg_args
-        for tup in call.args[1:]:
-            if not isinstance(tup, Tuple):
+        for tup in tuples:
+            if type(tup) is not Tuple:
+                name = "builtin.call_alloc" if alloc else "builtin.call_dps"
                 raise self.fail(where, f"{name} needs literal tuples of arguments")
-            for a in tup.fields:
+            for a in tup.fields:  # type: ignore[attr-defined]
                 ra = reg_args.get(a) if type(a) is Var else None
                 args.append(ra if ra is not None else self.arg(a, where))
         extra = attrs.get("attrs")
