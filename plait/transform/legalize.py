@@ -49,7 +49,7 @@ from ..ir.visitor import ExprMutator
 from ..op.lowlevel import LOWERED_OPS
 from ..op.registry import make_call
 from ..runtime.packed import has_func
-from .debug_counter import allow_rewrite
+from .debug_counter import allow_rewrite, counting
 from .pass_base import module_pass
 
 LegalizeFn = Callable[[BlockBuilder, Call, Any], Expr]
@@ -164,7 +164,8 @@ class _Legalizer(ExprMutator):
         # A call that kept its type is typed already (the optimization phase types
         # every binding; a call whose arguments were replaced lost its type)
         typed = call if call.ty is not None else self.builder.normalize(call)
-        if not allow_rewrite(lambda: f"{op.name} at binding {self.builder.current_binding!r}"):
+        if counting() and not allow_rewrite(
+                lambda: f"{op.name} at binding {self.builder.current_binding!r}"):
             fn = reference_legalization
         result = fn(self.builder, typed, self.target)
         if fn is reference_legalization:
