@@ -73,7 +73,7 @@ class Var(Expr):
 
     name_hint: str = "v"
 
-    def __init__(self, name_hint: str = "v", ty: Type | None = None, *, span: Span | None = None):
+    def __init__(self, name_hint: str = "v", ty: Type | None = None, span: Span | None = None):
         _SET_NAME_HINT(self, name_hint)
         _SET_TY(self, ty)
         _SET_SPAN(self, span)

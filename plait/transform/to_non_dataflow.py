@@ -42,7 +42,7 @@ class _ToNonDataflow(ExprMutator):
                 value = self.visit_expr(b.value)
             var = b.var
             if isinstance(var, DataflowVar):
-                new = Var(var.name_hint, var.ty, span=var.span)
+                new = Var(var.name_hint, var.ty, var.span)
                 remap[var] = new
                 var = new
             if var is b.var and value is b.value:
