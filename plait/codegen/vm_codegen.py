@@ -331,7 +331,7 @@ class _FunctionLowering:
             self.code.append(rx.AllocTensor(dst, list(shape), attrs["dtype"]))
 
     def _tensor_from_storage(self, dst: int, attrs: Any, call: Call, where: str) -> None:
-        storage = self.arg(call.args[0], where)
+        storage = self.reg_args.get(call.args[0]) or self.arg(call.args[0], where)
         # (shape, dtype, offset) read once per attributes object (PlanMemory shares one
         # per place, shape and dtype)
         hit = self.placed.get(id(attrs))
@@ -346,14 +346,22 @@ class _FunctionLowering:
         callee, *tuples = call.args
         fname = callee.symbol if type(callee) is ExternFunc else callee.name_hint  # type: ignore[attr-defined]
         args: list[rx.Arg] = []
-        reg_args = self.reg_args
+        reg_args, regs = self.reg_args, self.regs
         for tup in tuples:
             if type(tup) is not Tuple:
                 name = "builtin.call_alloc" if alloc else "builtin.call_dps"
                 raise self.fail(where, f"{name} needs literal tuples of arguments")
             for a in tup.fields:  # type: ignore[attr-defined]
-                ra = reg_args.get(a) if type(a) is Var else None
-                args.append(ra if ra is not None else self.arg(a, where))
+                if type(a) is Var:
+                    ra = reg_args.get(a)
+                    if ra is None:
+                        r = regs.get(a)
+                        if r is not None:  # (a variable met as an argument the first time)
+                            ra = reg_args[a] = rx.Reg(r)
+                    if ra is not None:
+                        args.append(ra)
+                        continue
+                args.append(self.arg(a, where))
         extra = attrs.get("attrs")
         kwargs = self.kwargs(extra, where) if extra else {}
         if alloc:
