@@ -255,18 +255,23 @@ micro_kernel_r(const int R, int64_t kc, const float* restrict a, int64_t a_rs, i
 }
 #else
 /* The register tile: R (6, 4 or 2, a constant once inlined) rows of A times 16 columns
- * of B, accumulated over kc, then stored (the first mr <= R rows, nr <= 16 columns). */
+ * of B, accumulated over kc, then stored (the first mr <= R rows, nr <= 16 columns).
+ * PF: every 2^pf_shift steps of k, prefetch (into L2) the next line from pf on (see
+ * micro_kernel_wide_pf). */
 static inline __attribute__((always_inline)) void
-micro_kernel_r(const int R, int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
-               const float* restrict b, float* restrict c,
-               int64_t ldc, int64_t mr, int64_t nr, int first, int last,
-               const plait_gemm_problem* p, int64_t i0, int64_t j0, const float* res) {
+micro_kernel_rp(const int R, int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
+                const float* restrict b, float* restrict c,
+                int64_t ldc, int64_t mr, int64_t nr, int first, int last,
+                const plait_gemm_problem* p, int64_t i0, int64_t j0, const float* res,
+                const int PF, const float* pf, int pf_shift) {
     /* A's element (r, k) is a[r * a_rs + k * a_ks]: a packed panel (1, MR) or rows of
      * a row-major matrix (lda, 1) */
     plait_v8 c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
     plait_v8 c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
+    const int64_t pf_mask = ((int64_t)1 << pf_shift) - 1;
     PLAIT_UNROLL4
     for (int64_t k = 0; k < kc; ++k) {
+        if (PF && !(k & pf_mask)) __builtin_prefetch(pf + (k >> pf_shift) * PLAIT_NR, 0, 2);
         plait_v8 b0 = *(const plait_v8u*)b;
         plait_v8 b1 = *(const plait_v8u*)(b + 8);
         plait_v8 a0 = PLAIT_BCAST(a[0 * a_rs]);
@@ -344,6 +349,15 @@ micro_kernel_r(const int R, int64_t kc, const float* restrict a, int64_t a_rs, i
             row[j] = v;
         }
     }
+}
+
+static inline __attribute__((always_inline)) void
+micro_kernel_r(const int R, int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
+               const float* restrict b, float* restrict c,
+               int64_t ldc, int64_t mr, int64_t nr, int first, int last,
+               const plait_gemm_problem* p, int64_t i0, int64_t j0, const float* res) {
+    micro_kernel_rp(R, kc, a, a_rs, a_ks, b, c, ldc, mr, nr, first, last, p, i0, j0, res, 0,
+                    NULL, 0);
 }
 
 #endif
@@ -511,17 +525,23 @@ micro_kernel_wide(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_k
     if (last && p->act && !p->pool) plait_act_tile(c, ldc, mr, nr, p);
 }
 
-/* (no prefetching in the 16-column tile: the AVX-512 copy's wide tile reads its weights
- * twice as fast) */
-static inline __attribute__((always_inline)) void
+/* The 6 x 16 tile prefetching as the AVX-512 one does (not in the baseline copies,
+ * whose tile goes through memory) */
+static __attribute__((noinline)) void
 micro_kernel_wide_pf(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
                      const float* restrict b, int64_t b_ps, float* restrict c, int64_t ldc,
                      int64_t mr, int64_t nr, int first, int last, const plait_gemm_problem* p,
                      int64_t i0, int64_t j0, const float* res, const float* pf, int pf_shift) {
+    (void)b_ps;
+#if defined(PLAIT_ISA_BASELINE)
     (void)pf;
     (void)pf_shift;
-    micro_kernel_wide(kc, a, a_rs, a_ks, b, b_ps, c, ldc, mr, nr, first, last, p, i0, j0,
-                      res);
+    micro_kernel(kc, a, a_rs, a_ks, b, c, ldc, mr, nr, first, last, p, i0, j0, res);
+#else
+    micro_kernel_rp(6, kc, a, a_rs, a_ks, b, c, ldc, mr, nr, first, last, p, i0, j0, res, 1,
+                    pf, pf_shift);
+#endif
+    if (last && p->act && !p->pool) plait_act_tile(c, ldc, mr, nr, p);
 }
 #endif
 
