@@ -156,16 +156,18 @@ def test_a_view_then_a_residual() -> None:
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 
-def _se_model(act: str = "silu", leak: bool = False) -> tuple[plait.IRModule, np.ndarray,
-                                                              np.ndarray]:
+def _se_model(act: str = "silu", leak: bool = False, squeeze: Any = None
+              ) -> tuple[plait.IRModule, np.ndarray, np.ndarray]:
     """EfficientNet's squeeze-and-excite on 2 x 12 x 4 x 6 (12 -> 3 -> 12 channels, the
     first 1x1 convolution without a bias); with ``leak`` the pooled means are also an
-    output (so the gate is not one call)."""
+    output (so the gate is not one call); ``squeeze``: the axes of a ``mean`` (keepdims,
+    as torch.export writes the pooling) instead of ``global_avg_pool2d``."""
     x, w1 = _rand(2, 12, 4, 6), _rand(3, 12, 1, 1)
     w2, b2 = _rand(12, 3, 1, 1), _rand(1, 12, 1, 1)
 
     def body(bb: Any, p: Any) -> Any:
-        s = emit(bb, "global_avg_pool2d", p[0])
+        s = emit(bb, "global_avg_pool2d", p[0]) if squeeze is None else \
+            emit(bb, "mean", p[0], axis=squeeze, keepdims=True)
         h = emit(bb, "conv2d", s, const(w1))
         h = emit(bb, "multiply", emit(bb, "sigmoid", h), h) if act == "silu" else \
             emit(bb, "relu", h)
@@ -194,6 +196,43 @@ def test_squeeze_excite_is_one_call(act: str) -> None:
     assert len(callees) == 1 and callees[0].startswith("plait_se_scale_"), callees
     got = VirtualMachine(plait.build(mod, "c"))["main"](x)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("axes", [(2, 3), (-1, -2)])
+def test_squeeze_excite_from_a_mean_is_one_call(axes: tuple[int, int]) -> None:
+    """torch.export's form: the squeeze is ``mean`` over H and W with keepdims (EfficientNet
+    through from_torch ran each gate as 2 convolutions, a mean and a fused multiply);
+    one plait_se_scale call, against numpy (1e-5)."""
+    from plait.target.c import dispatch_squeeze_excite
+
+    mod, x, ref = _se_model(squeeze=axes)
+    callees = _callees(dispatch_squeeze_excite(mod))
+    assert len(callees) == 1 and callees[0].startswith("plait_se_scale_"), callees
+    got = VirtualMachine(plait.build(mod, "c"))["main"](x)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_squeeze_excite_over_other_axes_stays() -> None:
+    """The same chain after a mean over C and H (a gate per column, not per channel):
+    nothing becomes plait_se_scale, and the model still gives numpy's result (1e-5)."""
+    from plait.target.c import dispatch_squeeze_excite
+
+    x, w1, w2 = _rand(1, 4, 4, 5), _rand(3, 1, 1, 1), _rand(4, 3, 1, 1)
+
+    def body(bb: Any, p: Any) -> Any:
+        s = emit(bb, "mean", p[0], axis=(1, 2), keepdims=True)          # 1 x 1 x 1 x 5
+        h = emit(bb, "relu", emit(bb, "conv2d", s, const(w1)))          # 1 x 3 x 1 x 5
+        g = emit(bb, "sigmoid", emit(bb, "conv2d", h, const(w2)))       # 1 x 4 x 1 x 5
+        return emit(bb, "multiply", p[0], g)
+
+    mod = build_graph({"x": x.shape}, body)
+    assert not any(c.startswith("plait_se_scale_")
+                   for c in _callees(dispatch_squeeze_excite(mod)))
+    x64 = x.astype(np.float64)
+    h = np.maximum(np.einsum("jc,ncw->njw", w1.reshape(3, 1), x64.mean((1, 2))[:, None]), 0)
+    g = 1 / (1 + np.exp(-np.einsum("cj,njw->ncw", w2.reshape(4, 3), h)))
+    got = VirtualMachine(plait.build(mod, "c"))["main"](x)
+    np.testing.assert_allclose(got, x64 * g[:, :, None, :], rtol=1e-5, atol=1e-5)
 
 
 def test_squeeze_excite_with_a_value_used_elsewhere_stays() -> None:

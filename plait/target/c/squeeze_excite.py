@@ -2,7 +2,7 @@
 (and MobileNetV3-style) channel gate one call of ``plait_se_scale`` (``plait_dwconv.c``,
 a kernel family: :mod:`.families`)::
 
-    s = global_avg_pool2d(x)                  # N x C x 1 x 1
+    s = global_avg_pool2d(x)                  # N x C x 1 x 1 (or mean over H, W, kept)
     h = silu|relu(conv2d(s, w1) [+ b1])       # 1x1 convolution to CR channels
     g = sigmoid(conv2d(h, w2) [+ b2])         # 1x1 convolution back to C
     y = multiply(x, g)                        # (either order)
@@ -41,7 +41,18 @@ SE_RELU = 3
 _X = wildcard()
 _W1, _W2 = is_const(), is_const()
 _B1, _B2 = is_const(), is_const()
-_POOL = is_op("global_avg_pool2d", layout="NCHW")(_X)
+
+
+def _spatial_axes(axis: Any) -> bool:
+    """``mean``'s axes are the two spatial axes of a rank-4 NCHW value (x's rank is 4:
+    the rewrite unpacks its static shape)."""
+    axes = (axis,) if isinstance(axis, int) else axis
+    return axes is not None and len(axes) == 2 and {a % 4 for a in axes} == {2, 3}
+
+
+# the squeeze: ONNX's GlobalAveragePool, or torch.export's mean over H, W (keepdim)
+_POOL = (is_op("global_avg_pool2d", layout="NCHW")(_X)
+         | is_op("mean", keepdims=True, axis=_spatial_axes)(_X))
 _CONV1 = is_op("conv2d", groups=1)(_POOL, _W1)
 _PRE1 = is_op("add")(_CONV1, _B1) | _CONV1
 _ACT = is_op("silu", "relu")(_PRE1)
@@ -152,8 +163,8 @@ def dispatch_squeeze_excite(mod: IRModule, skip: Any = None) -> IRModule:
 
 @module_pass(name="c.DispatchSqueezeExcite", phases=("optimization",))
 class DispatchSqueezeExcite:
-    """Make a squeeze-and-excite gate (global average pool, 1x1 conv, SiLU/relu, 1x1
-    conv, sigmoid, multiply) one call of plait_se_scale."""
+    """Make a squeeze-and-excite gate (global average pool or mean over H and W, 1x1
+    conv, SiLU/relu, 1x1 conv, sigmoid, multiply) one call of plait_se_scale."""
 
     def __init__(self, *, codegens: Sequence[str] | None = None) -> None:
         super().__init__(codegens=codegens)  # type: ignore[call-arg]
