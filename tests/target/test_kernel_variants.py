@@ -17,8 +17,9 @@ place, the transposed product of small images (pixels as rows), the fused poolin
 Winograd F(2x2) and F(4x4) with odd image sizes, attention
 with odd lengths, head sizes past 32 lanes and a causal mask, grouped and depthwise
 convolutions (plait_dwconv.c: 3x3, 5x5, 7x7, stride 2, dilation, asymmetric padding, a
-channel multiplier, several channels per group, rows of 9 to 37 columns, bias, residual,
-relu, ReLU6 and SiLU; and the generated depthwise kernel), a squeeze-and-excite gate
+channel multiplier, several channels per group, rows of 7 to 37 columns, bias, residual,
+relu, ReLU6 and SiLU, planes on the register tile and channels in the lanes, each case
+both ways; and the generated depthwise kernel), a squeeze-and-excite gate
 (plait_se_scale), and generated
 elementwise, reduction, layer-norm, GELU (erf and tanh) and SiLU kernels (that they give
 the same bits in every copy: tests/codegen/test_codegen_run.py).  ISAs the CPU lacks
@@ -382,6 +383,12 @@ CASES: dict[str, Callable[[], Case]] = {
         4, (9, 11), 3, (1, 2), (1, 1), out=8),
     "grouped 3x3, 3 channels per group, dilation (2, 1)": _grouped(
         9, (10, 12), 3, (1, 1), (2, 1), groups=3, out=6),
+    "depthwise 3x3 on 7 x 7, 37 channels, ReLU6 (channels in lanes)": _grouped(
+        37, (7, 7), 3, (1, 1), (1, 1), act="relu6"),
+    "depthwise 5x5 stride 2 to 7 x 7, 21 channels, residual, SiLU (channels in lanes)":
+        _grouped(21, (13, 14), 5, (2, 2), (1, 1), act="silu", residual=True),
+    "depthwise 7x7 on 14 x 14, 20 channels (channels in lanes with 16 lanes)": _grouped(
+        20, (14, 14), 7, (1, 1), (1, 1)),
     "squeeze-and-excite, 37 channels": _squeeze_excite,
     "depthwise 3x3 stride 2 (generated kernel)": _grouped(
         7, (11, 13), 3, (2, 2), (1, 1), native=False),
@@ -446,6 +453,26 @@ def test_each_family_matches_numpy_on_every_instruction_set(
         np.testing.assert_array_equal(got, ref)
     else:
         np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+
+
+DW_CASES = [name for name, make in CASES.items() if make()[5] == "dwconv"
+            and "squeeze" not in name]
+
+
+@pytest.mark.parametrize("lanes", ["0", "1"])
+@pytest.mark.parametrize("case", DW_CASES)
+def test_depthwise_cases_on_both_layouts(built: dict[str, Any], case: str, isa: str,
+                                         lanes: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """plait_dwconv.c picks per call between planes on the register tile and channels in
+    the lanes (by the output's width); PLAIT_DW_LANES=0 or 1 forces one, so every
+    grouped and depthwise case runs both ways on every copy (channels in lanes applies to
+    depthwise calls only: the grouped cases take the tile either way), against numpy
+    with the case's tolerance."""
+    exe, inputs, ref, tol, _ = built[case]
+    monkeypatch.setenv("PLAIT_DW_LANES", lanes)
+    with use_isa(isa):
+        got = VirtualMachine(exe)["main"](*inputs)
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
 
 
 def test_every_registered_family_has_a_case() -> None:

@@ -229,7 +229,11 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
     # 8. grouped and depthwise convolutions (plait_dwconv.c): a depthwise 5x5 stride 2
     #    with asymmetric padding, bias and SiLU (19 columns: tails of every vector
     #    width); a grouped 3x3 with dilation 2, 2 in and 3 out channels per group, bias,
-    #    residual and relu; a depthwise 7x7 on 24 channels of 30 x 30 (on 2 threads)
+    #    residual and relu; a depthwise 7x7 on 24 channels of 30 x 30 (on 2 threads);
+    #    with channels in the lanes (output rows of at most 8 columns): a depthwise 3x3
+    #    stride 2 on 21 channels (two 8-channel blocks and a tail of 5) to 7 x 7 with bias,
+    #    residual, relu and SiLU, and a depthwise 3x3 with dilation 2 on 10 channels
+    #    (the window read at run time) to 6 x 5
     for name, (c, o, g, k, stride, pad, dil, hw, act, resid) in {
         "depthwise 5x5 stride 2": (6, 6, 6, 5, (2, 2), (1, 2, 2, 1), (1, 1), (13, 19),
                                    2, False),
@@ -237,6 +241,10 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
                                    0, True),
         "depthwise 7x7 on 2 threads": (24, 24, 24, 7, (1, 1), (3, 3, 3, 3), (1, 1),
                                        (30, 30), 0, False),
+        "depthwise 3x3 stride 2, channels in lanes": (21, 21, 21, 3, (2, 2), (1, 1, 1, 1),
+                                                      (1, 1), (13, 14), 2, True),
+        "depthwise 3x3 dilation 2, channels in lanes": (10, 10, 10, 3, (1, 1), (2, 2, 2, 2),
+                                                        (2, 2), (6, 5), 0, False),
     }.items():
         x, w, bias = _rand(1, c, *hw), _rand(o, c // g, k, k), _rand(o)
         cg, og = c // g, o // g

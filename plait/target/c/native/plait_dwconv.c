@@ -30,12 +30,18 @@
 /* 16 lanes (zmm) in the AVX-512 copies, 8 elsewhere */
 #if defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVX512VNNI)
 #define DW_V 16
+#define DW_LOG2V 4
 #define DW_EVEN 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30
 #define DW_ODD 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+#define DW_ZIPLO 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23
+#define DW_ZIPHI 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31
 #else
 #define DW_V 8
+#define DW_LOG2V 3
 #define DW_EVEN 0, 2, 4, 6, 8, 10, 12, 14
 #define DW_ODD 1, 3, 5, 7, 9, 11, 13, 15
+#define DW_ZIPLO 0, 8, 1, 9, 2, 10, 3, 11
+#define DW_ZIPHI 4, 12, 5, 13, 6, 14, 7, 15
 #endif
 typedef float dw_v __attribute__((vector_size(DW_V * 4)));
 typedef float dw_vu __attribute__((vector_size(DW_V * 4), aligned(4)));
@@ -96,6 +102,7 @@ typedef struct {
     int relu;
     float* out;
     int64_t CG, OG, NB, R, RL, HA, OWA, plane;
+    int64_t HP, WP;         /* channels in lanes: the scratch image's rows and columns */
     int failed;             /* a thread found no scratch memory: its jobs are undone */
 } dw_call;
 
@@ -277,6 +284,176 @@ static void dw_jobs(void* ctx, int64_t lo, int64_t hi) {
     }
 }
 
+/* ------------------------------------------ depthwise with channels in the lanes */
+/* A depthwise convolution (one input and one output channel per group) on small output
+ * rows wastes lanes on the tile above (a 7-column row fills 7 of 16) and pays a copy and
+ * a tile per plane.  Here a job is DW_V channels of one image instead, as in the NCHWc
+ * kernels of onnxruntime's MLAS: their planes are transposed into a scratch image of
+ * pixels of DW_V channels each (zero-padded; every tap of every stride and dilation is
+ * one full vector load), each output row is computed DW_CL_J pixels at a time (one
+ * multiply-add per pixel and tap, the tap's DW_V weights one vector), and the output
+ * pixels are transposed back to planes, where the epilogue runs.  The transposes go
+ * DW_V pixels at a time through log2(DW_V) rounds of interleaving. */
+
+#define DW_CL_J 8   /* output pixels of a row per tile */
+
+/* A depthwise call with channels in lanes, or planes on the tile?  Lanes where output
+ * rows are short: narrower than a vector, at most 8 columns (a tile per plane costs more
+ * than the transposes), or up to two vectors under a 7-wide window (Xeon 207: 7x7 planes
+ * 0.4-0.6x the time of the tile, 14x14 0.65-0.9x, 28x28 at 7x7 0.8x; 28 columns and
+ * more under smaller windows, and 56 and 112, faster on the tile).  PLAIT_DW_LANES=0 or 1
+ * forces the choice (read per call: measurements and tests run both on one model). */
+static int dw_channels_in_lanes(const plait_dwconv2d_desc* d) {
+    const char* e = getenv("PLAIT_DW_LANES");
+    if (e && (e[0] == '0' || e[0] == '1') && !e[1]) return e[0] == '1';
+    return d->OW < DW_V || d->OW <= 8 || (d->KW >= 7 && d->OW <= 2 * DW_V);
+}
+
+/* r[i][j] -> r[j][i] for a DW_V x DW_V block in registers */
+static inline __attribute__((always_inline)) void dw_transpose(dw_v* r) {
+    DW_PRAGMA_UNROLL
+    for (int s = 0; s < DW_LOG2V; ++s) {
+        dw_v n[DW_V];
+        DW_PRAGMA_UNROLL
+        for (int i = 0; i < DW_V / 2; ++i) {
+            n[2 * i] = DW_SHUF(r[i], r[i + DW_V / 2], DW_ZIPLO);
+            n[2 * i + 1] = DW_SHUF(r[i], r[i + DW_V / 2], DW_ZIPHI);
+        }
+        DW_PRAGMA_UNROLL
+        for (int i = 0; i < DW_V; ++i) r[i] = n[i];
+    }
+}
+
+/* r[k] = lane i: src[i * stride + k] for i < nc (0 past them), k < m <= DW_V: DW_V
+ * pixels (or taps) of nc channel planes, each a vector of channels */
+static inline __attribute__((always_inline)) void
+dw_load_transposed(dw_v* r, const float* src, int64_t stride, int64_t nc, int64_t m) {
+    DW_PRAGMA_UNROLL
+    for (int i = 0; i < DW_V; ++i) {
+        if (i >= nc) r[i] = (dw_v){0};
+        else if (m == DW_V) r[i] = DW_LOAD(src + i * stride);
+        else dw_load_n(&r[i], src + i * stride, m);
+    }
+    dw_transpose(r);
+}
+
+/* the output rows of one job: img the transposed padded input (HP x WP pixels), wt the
+ * KH * KW weight vectors, bv the bias vector; pixels into ob (OH * OW of them) */
+static inline __attribute__((always_inline)) void
+dw_cl_rows(const int64_t KH, const int64_t KW, const int64_t SH, const int64_t SW,
+           const int64_t DH, const int64_t DW, const dw_call* t, const float* img,
+           const float* wt, dw_v bv, float* ob) {
+    const plait_dwconv2d_desc* d = t->d;
+    const int64_t OH = d->OH, OW = d->OW, WP = t->WP;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+        for (int64_t ow0 = 0; ow0 < OW; ow0 += DW_CL_J) {
+            dw_v acc[DW_CL_J];
+            DW_PRAGMA_UNROLL
+            for (int j = 0; j < DW_CL_J; ++j) acc[j] = bv;
+            for (int64_t kh = 0; kh < KH; ++kh) {
+                const float* row = img + ((oh * SH + kh * DH) * WP + ow0 * SW) * DW_V;
+                for (int64_t kw = 0; kw < KW; ++kw) {
+                    const dw_v wv = *(const dw_v*)(wt + (kh * KW + kw) * DW_V);
+                    const float* s = row + kw * DW * DW_V;
+                    DW_PRAGMA_UNROLL
+                    for (int j = 0; j < DW_CL_J; ++j)
+                        acc[j] += *(const dw_v*)(s + j * SW * DW_V) * wv;
+                }
+            }
+            float* o = ob + (oh * OW + ow0) * DW_V;
+            DW_PRAGMA_UNROLL
+            for (int j = 0; j < DW_CL_J; ++j)
+                if (ow0 + j < OW) *(dw_v*)(o + j * DW_V) = acc[j];
+        }
+    }
+}
+
+#define DW_CL(KH_, KW_, SH_, SW_) dw_cl_rows(KH_, KW_, SH_, SW_, 1, 1, t, img, wt, bv, ob)
+
+/* jobs lo .. hi-1: (image, block of DW_V channels) pairs */
+static void dw_cl_jobs(void* ctx, int64_t lo, int64_t hi) {
+    dw_call* t = (dw_call*)ctx;
+    const plait_dwconv2d_desc* d = t->d;
+    const int64_t C = d->C, HW = d->H * d->W, OHW = d->OH * d->OW, KK = d->KH * d->KW;
+    const int64_t HP = t->HP, WP = t->WP;
+    float* img = plait_scratch(DW_SCRATCH_SLOT, (size_t)((HP * WP + KK + OHW) * DW_V));
+    if (!img) {
+        __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    float* wt = img + HP * WP * DW_V;
+    float* ob = wt + KK * DW_V;
+    /* the padding (the image's other pixels are rewritten by every job) */
+    const int64_t r0 = d->PT < HP ? d->PT : HP, r1 = d->PT + d->H < HP ? d->PT + d->H : HP;
+    const int64_t c0 = d->PL < WP ? d->PL : WP, c1 = d->PL + d->W < WP ? d->PL + d->W : WP;
+    for (int64_t r = 0; r < HP; ++r) {
+        float* row = img + r * WP * DW_V;
+        if (r < r0 || r >= r1) {
+            memset(row, 0, sizeof(float) * (size_t)(WP * DW_V));
+        } else {
+            memset(row, 0, sizeof(float) * (size_t)(c0 * DW_V));
+            memset(row + c1 * DW_V, 0, sizeof(float) * (size_t)((WP - c1) * DW_V));
+        }
+    }
+    const int plain = d->KH == d->KW && d->SH == d->SW && d->DH == 1 && d->DW == 1;
+    for (int64_t job = lo; job < hi; ++job) {
+        const int64_t n = job / t->R, cb = (job % t->R) * DW_V;
+        const int64_t nc = C - cb < DW_V ? C - cb : DW_V;
+        /* the channels' planes, DW_V pixels at a time, into the image's pixels */
+        const float* xb = t->x + (n * C + cb) * HW;
+        int64_t ih = 0, iw = 0;
+        for (int64_t p0 = 0; p0 < HW; p0 += DW_V) {
+            const int64_t m = HW - p0 < DW_V ? HW - p0 : DW_V;
+            dw_v r[DW_V];
+            dw_load_transposed(r, xb + p0, HW, nc, m);
+            for (int64_t k = 0; k < m; ++k) {
+                const int64_t pr = ih + d->PT, pc = iw + d->PL;
+                if (pr < HP && pc < WP) *(dw_v*)(img + (pr * WP + pc) * DW_V) = r[k];
+                if (++iw == d->W) {
+                    iw = 0;
+                    ++ih;
+                }
+            }
+        }
+        /* the weights and the bias of the block (0 past the last channel) */
+        for (int64_t k0 = 0; k0 < KK; k0 += DW_V) {
+            const int64_t m = KK - k0 < DW_V ? KK - k0 : DW_V;
+            dw_v r[DW_V];
+            dw_load_transposed(r, t->w + cb * KK + k0, KK, nc, m);
+            for (int64_t k = 0; k < m; ++k) *(dw_v*)(wt + (k0 + k) * DW_V) = r[k];
+        }
+        dw_v bv = {0};
+        if (t->bias)
+            for (int64_t i = 0; i < nc; ++i) bv[i] = t->bias[cb + i];
+        const int64_t K = d->KH, S = d->SH;
+        if (plain && K == 3 && S == 1) DW_CL(3, 3, 1, 1);
+        else if (plain && K == 3 && S == 2) DW_CL(3, 3, 2, 2);
+        else if (plain && K == 5 && S == 1) DW_CL(5, 5, 1, 1);
+        else if (plain && K == 5 && S == 2) DW_CL(5, 5, 2, 2);
+        else if (plain && K == 7 && S == 1) DW_CL(7, 7, 1, 1);
+        else dw_cl_rows(d->KH, d->KW, d->SH, d->SW, d->DH, d->DW, t, img, wt, bv, ob);
+        /* the output pixels back into the channels' planes, then the epilogue */
+        float* outb = t->out + (n * C + cb) * OHW;
+        for (int64_t q0 = 0; q0 < OHW; q0 += DW_V) {
+            const int64_t m = OHW - q0 < DW_V ? OHW - q0 : DW_V;
+            dw_v r[DW_V];
+            DW_PRAGMA_UNROLL
+            for (int i = 0; i < DW_V; ++i)
+                r[i] = i < m ? *(const dw_v*)(ob + (q0 + i) * DW_V) : (dw_v){0};
+            dw_transpose(r);
+            for (int64_t c = 0; c < nc; ++c) {
+                if (m == DW_V) *(dw_vu*)(outb + c * OHW + q0) = r[c];
+                else dw_store_n(outb + c * OHW + q0, &r[c], m);
+            }
+        }
+        if (t->res || t->relu || d->act)
+            for (int64_t c = 0; c < nc; ++c)
+                dw_epilogue(t, outb + c * OHW,
+                            t->res ? t->res + (outb - t->out) + c * OHW : NULL, OHW);
+    }
+}
+#undef DW_CL
+
 PLAIT_ISA_HIDDEN int
 PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const float* w,
                              const float* bias, const float* res, int relu, float* out) {
@@ -284,6 +461,17 @@ PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const
     t.d = d; t.x = x; t.w = w; t.bias = bias; t.res = res; t.relu = relu; t.out = out;
     t.CG = d->C / d->G;
     t.OG = d->O / d->G;
+    t.failed = 0;
+    const int64_t work = d->N * d->O * d->OH * d->OW * d->KH * d->KW * t.CG;
+    const int nt = work >= 131072 ? plait_max_threads() : 1;
+    if (t.CG == 1 && t.OG == 1 && dw_channels_in_lanes(d)) {
+        t.R = (d->C + DW_V - 1) / DW_V;   /* channel blocks per image */
+        const int64_t owa = (d->OW + DW_CL_J - 1) / DW_CL_J * DW_CL_J;
+        t.HP = (d->OH - 1) * d->SH + (d->KH - 1) * d->DH + 1;
+        t.WP = (owa - 1) * d->SW + (d->KW - 1) * d->DW + 1;
+        plait_parallel_range(dw_cl_jobs, &t, d->N * t.R, nt);
+        return __atomic_load_n(&t.failed, __ATOMIC_RELAXED);
+    }
     const int64_t nvec = (d->OW + DW_V - 1) / DW_V;
     t.NB = nvec >= 2 ? 2 : 1;
     t.R = DW_ACC / t.NB;
@@ -295,10 +483,7 @@ PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const
     t.RL = t.OWA + (d->KW - 1) * d->DW / d->SW;
     if (t.RL < cols) t.RL = cols;
     t.plane = t.HA * d->SW * t.RL;
-    t.failed = 0;
     const int64_t jobs = d->N * d->G;
-    const int64_t work = d->N * d->O * d->OH * d->OW * d->KH * d->KW * t.CG;
-    int nt = work >= 131072 ? plait_max_threads() : 1;
     plait_parallel_range(dw_jobs, &t, jobs, nt);
     return __atomic_load_n(&t.failed, __ATOMIC_RELAXED);
 }
