@@ -111,6 +111,32 @@ def test_without_the_pass_depthwise_is_generated_and_float64_goes_to_the_library
     np.testing.assert_allclose(got64, _grouped_reference(x64, w64, 2), rtol=1e-10)
 
 
+@pytest.mark.parametrize("lanes", ["0", "1"])
+def test_relu_and_clip_on_the_tile_keep_nan_and_zero(lanes: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a residual, relu and clip run on the accumulators (the register tile with
+    relu and a clip to [0.5, 6], channels in lanes with relu): NaN and inf pass as numpy
+    passes them, bit for bit (a 1x1 depthwise of weight 1, so the sums are exact)."""
+    x = _rand(1, 19, 5, 7) * 8
+    x[0, 3, 1, 2] = np.nan
+    x[0, 5, 0, 0] = np.inf
+    w = np.ones((19, 1, 1, 1), np.float32)
+
+    def body(bb: Any, p: Any) -> Any:
+        y = emit(bb, "relu", emit(bb, "conv2d", p[0], const(w), groups=19))
+        return emit(bb, "clip", y, min=0.5, max=6.0) if lanes == "0" else y
+
+    monkeypatch.setenv("PLAIT_DW_LANES", lanes)
+    mod = build_graph({"x": x.shape}, body)
+    assert _callees(dispatch_depthwise(mod))[0].startswith("plait_dwconv2d_")
+    got = VirtualMachine(plait.build(mod, "c"))["main"](x)
+    ref = np.maximum(x, np.float32(0))
+    ref = np.where(np.isnan(x), x, ref)
+    if lanes == "0":
+        ref = np.clip(ref, np.float32(0.5), np.float32(6))
+    assert got.tobytes() == ref.astype(np.float32).tobytes()
+
+
 @pytest.mark.parametrize("shape", [
     # (N, C, H, W, O, groups, k, strides, dilation, padding)
     (3, 5, 17, 19, 5, 5, 4, (3, 3), (3, 3), (2, 1, 3, 2)),

@@ -11,8 +11,9 @@
  * per accumulator, the weight broadcast.  The common windows (3x3, 5x5 and 7x7 at
  * stride 1 and 3x3, 5x5 at stride 2, no dilation) are compiled with constant taps
  * (unrolled); any other window runs the same tile with its sizes read at run time.
- * The bias starts the accumulators; the residual, relu and the activation (clip or
- * SiLU) run over each tile's rows just stored (still in L1).  Jobs go to the library's
+ * The bias starts the accumulators; without a residual, relu and clip run on the
+ * accumulators before they are stored; otherwise the residual, relu and the activation
+ * (clip or SiLU) run over each output plane just stored.  Jobs go to the library's
  * threads (plait_threads.h). */
 #include "plait_isa.h"
 /* before plait_exp_f32.h: a function with other optimization options than its caller's
@@ -88,6 +89,21 @@ dw_store_n(float* p, const dw_v* v, int64_t n) {
 #endif
 }
 
+/* relu (keeping NaN), then a clip to [lo, hi] (keeping NaN) of a tile's vector: the
+ * scalar epilogue's results, bit for bit */
+static inline __attribute__((always_inline)) dw_v
+dw_tile_act(dw_v v, int relu, int clip, float lo, float hi) {
+    if (relu) v = (dw_v)(((v > (dw_v){0}) | (v != v)) & (dw_vi)v);
+    if (clip) {
+        const dw_v vl = (dw_v){0} + lo, vh = (dw_v){0} + hi;
+        dw_vi m = v < vl;
+        v = (dw_v)((m & (dw_vi)vl) | (~m & (dw_vi)v));
+        m = v > vh;
+        v = (dw_v)((m & (dw_vi)vh) | (~m & (dw_vi)v));
+    }
+    return v;
+}
+
 #define DW_ACC 8          /* accumulators of the tile: R x NB */
 #define DW_SCRATCH_SLOT 3 /* the per-thread scratch buffer (plait_threads.h) */
 
@@ -103,6 +119,7 @@ typedef struct {
     float* out;
     int64_t CG, OG, NB, R, RL, HA, OWA, plane;
     int64_t HP, WP;         /* channels in lanes: the scratch image's rows and columns */
+    int tile_act;           /* no residual, no SiLU: relu and clip run on the tile */
     int failed;             /* a thread found no scratch memory: its jobs are undone */
 } dw_call;
 
@@ -196,6 +213,14 @@ dw_plane(const int R, const int NB, const int64_t KH, const int64_t KW, const in
                     }
                 }
             }
+            if (t->tile_act) {
+                const int clip = d->act == PLAIT_DW_ACT_CLIP;
+                DW_PRAGMA_UNROLL
+                for (int r = 0; r < R; ++r)
+                    DW_PRAGMA_UNROLL
+                    for (int v = 0; v < NB; ++v)
+                        acc[r][v] = dw_tile_act(acc[r][v], t->relu, clip, d->act_lo, d->act_hi);
+            }
             DW_PRAGMA_UNROLL
             for (int r = 0; r < R; ++r) {
                 if (oh0 + r >= OH) break;
@@ -258,7 +283,7 @@ static void dw_output(const dw_call* t, int64_t n, int64_t o, const float* img) 
         dw_plane(DW_ACC / 2, 2, d->KH, d->KW, d->SH, d->SW, d->DH, d->DW, t, img, wo, b, op);
     else
         dw_plane(DW_ACC, 1, d->KH, d->KW, d->SH, d->SW, d->DH, d->DW, t, img, wo, b, op);
-    if (t->res || t->relu || d->act) {
+    if (!t->tile_act && (t->res || t->relu || d->act)) {
         const int64_t n_out = d->OH * d->OW;
         dw_epilogue(t, op, t->res ? t->res + (op - t->out) : NULL, n_out);
     }
@@ -360,6 +385,12 @@ dw_cl_rows(const int64_t KH, const int64_t KW, const int64_t SH, const int64_t S
                         acc[j] += *(const dw_v*)(s + j * SW * DW_V) * wv;
                 }
             }
+            if (t->tile_act) {
+                const int clip = d->act == PLAIT_DW_ACT_CLIP;
+                DW_PRAGMA_UNROLL
+                for (int j = 0; j < DW_CL_J; ++j)
+                    acc[j] = dw_tile_act(acc[j], t->relu, clip, d->act_lo, d->act_hi);
+            }
             float* o = ob + (oh * OW + ow0) * DW_V;
             DW_PRAGMA_UNROLL
             for (int j = 0; j < DW_CL_J; ++j)
@@ -446,7 +477,7 @@ static void dw_cl_jobs(void* ctx, int64_t lo, int64_t hi) {
                 else dw_store_n(outb + c * OHW + q0, &r[c], m);
             }
         }
-        if (t->res || t->relu || d->act)
+        if (!t->tile_act && (t->res || t->relu || d->act))
             for (int64_t c = 0; c < nc; ++c)
                 dw_epilogue(t, outb + c * OHW,
                             t->res ? t->res + (outb - t->out) + c * OHW : NULL, OHW);
@@ -462,6 +493,7 @@ PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const
     t.CG = d->C / d->G;
     t.OG = d->O / d->G;
     t.failed = 0;
+    t.tile_act = !res && d->act != PLAIT_DW_ACT_SILU;
     const int64_t work = d->N * d->O * d->OH * d->OW * d->KH * d->KW * t.CG;
     const int nt = work >= 131072 ? plait_max_threads() : 1;
     if (t.CG == 1 && t.OG == 1 && dw_channels_in_lanes(d)) {
