@@ -317,21 +317,25 @@ static void dw_jobs(void* ctx, int64_t lo, int64_t hi) {
  * pixels of DW_V channels each (zero-padded; every tap of every stride and dilation is
  * one full vector load), each output row is computed DW_CL_J pixels at a time (one
  * multiply-add per pixel and tap, the tap's DW_V weights one vector), and the output
- * pixels are transposed back to planes, where the epilogue runs.  The transposes go
+ * pixels are transposed back to planes (relu and clip run on the accumulators, the
+ * residual and SiLU on the planes, as on the tile).  The transposes go
  * DW_V pixels at a time through log2(DW_V) rounds of interleaving. */
 
 #define DW_CL_J 8   /* output pixels of a row per tile */
 
 /* A depthwise call with channels in lanes, or planes on the tile?  Lanes where output
- * rows are short: narrower than a vector, at most 8 columns (a tile per plane costs more
- * than the transposes), or up to two vectors under a 7-wide window (Xeon 207: 7x7 planes
- * 0.4-0.6x the time of the tile, 14x14 0.65-0.9x, 28x28 at 7x7 0.8x; 28 columns and
- * more under smaller windows, and 56 and 112, faster on the tile).  PLAIT_DW_LANES=0 or 1
- * forces the choice (read per call: measurements and tests run both on one model). */
+ * rows are short: narrower than a vector or at most 8 columns (a tile per plane wastes
+ * lanes and costs more than the transposes), and with 16 lanes under a 7-wide window
+ * (ConvNeXt's).  Measured on a Xeon 207, each layer alone, 2 threads, time with lanes /
+ * on the tile: 16 lanes 0.44-0.54 on 7x7 outputs, 0.77-0.88 on 14x14, 0.73-0.78 for
+ * 7x7 windows on 28x28 and 56x56, but 1.2-1.6 for smaller windows on 28 and more
+ * columns at stride 1; 8 lanes (AVX2) 0.83-0.91 on 7x7, 1.0-1.1 on 14x14, 1.06-1.12 for
+ * 7x7 windows on 28 and 56.  PLAIT_DW_LANES=0 or 1 forces the choice (read per call:
+ * measurements and tests run both on one model). */
 static int dw_channels_in_lanes(const plait_dwconv2d_desc* d) {
     const char* e = getenv("PLAIT_DW_LANES");
     if (e && (e[0] == '0' || e[0] == '1') && !e[1]) return e[0] == '1';
-    return d->OW < DW_V || d->OW <= 8 || (d->KW >= 7 && d->OW <= 2 * DW_V);
+    return d->OW < DW_V || d->OW <= 8 || (DW_V >= 16 && d->KW >= 7);
 }
 
 /* r[i][j] -> r[j][i] for a DW_V x DW_V block in registers */
