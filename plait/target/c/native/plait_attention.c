@@ -19,38 +19,7 @@
 #else
 #define PLAIT_SL 8
 #endif
-typedef float plait_sv __attribute__((vector_size(PLAIT_SL * 4)));
-typedef float plait_svu __attribute__((vector_size(PLAIT_SL * 4), aligned(4)));
-typedef int32_t plait_svi __attribute__((vector_size(PLAIT_SL * 4)));
-typedef uint32_t plait_svui __attribute__((vector_size(PLAIT_SL * 4)));
-#define PLAIT_SSPLAT(x) ((plait_sv){0} + (x))
-#define PLAIT_SELECT(mask, a, b) \
-    ((plait_sv)(((plait_svi)(a) & (mask)) | ((plait_svi)(b) & ~(mask))))
-
-/* *v = plait_exp_f32 of its lanes (the same operations, so the same results; a pointer,
- * not a vector argument, so the baseline variant keeps the default ABI) */
-static inline __attribute__((always_inline)) void plait_exp_sv(plait_sv* v) {
-    plait_sv x = *v;
-    plait_sv xc = PLAIT_SELECT(x > PLAIT_SSPLAT(88.8f), PLAIT_SSPLAT(88.8f), x);
-    xc = PLAIT_SELECT(xc < PLAIT_SSPLAT(-104.0f), PLAIT_SSPLAT(-104.0f), xc);
-    plait_sv m = xc * 1.44269504088896341f + 12582912.0f;
-    plait_sv kf = m - 12582912.0f;
-    plait_svi k = (plait_svi)m - 0x4B400000;
-    plait_sv r = xc - kf * 0.693359375f;
-    r = r - kf * (-2.12194440e-4f);
-    plait_sv z = r * r;
-    plait_sv p = PLAIT_SSPLAT(1.9875691500e-4f);
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * z + r + 1.0f;
-    plait_svi k1 = (k + (plait_svi)((plait_svui)k >> 31)) >> 1;
-    plait_sv s1 = (plait_sv)((k1 + 127) << 23);
-    plait_sv s2 = (plait_sv)((k - k1 + 127) << 23);
-    *v = p * s1 * s2;
-}
+#include "plait_vexp.h"
 
 /* softmax(scale * s[0:n]) in place: the max, then the exponentials and their sum on
  * PLAIT_SL lanes (added up in a fixed order), then the division; NaN anywhere makes the

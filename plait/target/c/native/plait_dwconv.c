@@ -44,6 +44,8 @@
 #define DW_ZIPLO 0, 8, 1, 9, 2, 10, 3, 11
 #define DW_ZIPHI 4, 12, 5, 13, 6, 14, 7, 15
 #endif
+#define PLAIT_SL DW_V
+#include "plait_vexp.h"
 typedef float dw_v __attribute__((vector_size(DW_V * 4)));
 typedef float dw_vu __attribute__((vector_size(DW_V * 4), aligned(4)));
 typedef int32_t dw_vi __attribute__((vector_size(DW_V * 4)));
@@ -89,10 +91,17 @@ dw_store_n(float* p, const dw_v* v, int64_t n) {
 #endif
 }
 
+/* SiLU of a vector (plait_vexp.h) */
+static inline __attribute__((always_inline)) dw_v dw_silu_v(dw_v x) {
+    plait_silu_sv(&x);
+    return x;
+}
+
 /* relu (keeping NaN), then a clip to [lo, hi] (keeping NaN) of a tile's vector: the
  * scalar epilogue's results, bit for bit */
 static inline __attribute__((always_inline)) dw_v
 dw_tile_act(dw_v v, int relu, int clip, float lo, float hi) {
+    if (clip < 0) return dw_silu_v(v);   /* SiLU (no relu before it: see tile_act) */
     if (relu) v = (dw_v)(((v > (dw_v){0}) | (v != v)) & (dw_vi)v);
     if (clip) {
         const dw_v vl = (dw_v){0} + lo, vh = (dw_v){0} + hi;
@@ -214,7 +223,7 @@ dw_plane(const int R, const int NB, const int64_t KH, const int64_t KW, const in
                 }
             }
             if (t->tile_act) {
-                const int clip = d->act == PLAIT_DW_ACT_CLIP;
+                const int clip = d->act == PLAIT_DW_ACT_SILU ? -1 : d->act == PLAIT_DW_ACT_CLIP;
                 DW_PRAGMA_UNROLL
                 for (int r = 0; r < R; ++r)
                     DW_PRAGMA_UNROLL
@@ -256,7 +265,14 @@ static void dw_epilogue(const dw_call* t, float* restrict o, const float* restri
             o[j] = v > hi ? hi : v;
         }
     } else if (d->act == PLAIT_DW_ACT_SILU) {
-        for (int64_t j = 0; j < n; ++j) o[j] = o[j] / (1.0f + plait_exp_f32(-o[j]));
+        int64_t j = 0;
+        for (; j + DW_V <= n; j += DW_V) *(dw_vu*)(o + j) = dw_silu_v(DW_LOAD(o + j));
+        if (j < n) {
+            dw_v v;
+            dw_load_n(&v, o + j, n - j);
+            v = dw_silu_v(v);
+            dw_store_n(o + j, &v, n - j);
+        }
     }
 }
 
@@ -390,7 +406,7 @@ dw_cl_rows(const int64_t KH, const int64_t KW, const int64_t SH, const int64_t S
                 }
             }
             if (t->tile_act) {
-                const int clip = d->act == PLAIT_DW_ACT_CLIP;
+                const int clip = d->act == PLAIT_DW_ACT_SILU ? -1 : d->act == PLAIT_DW_ACT_CLIP;
                 DW_PRAGMA_UNROLL
                 for (int j = 0; j < DW_CL_J; ++j)
                     acc[j] = dw_tile_act(acc[j], t->relu, clip, d->act_lo, d->act_hi);
@@ -497,7 +513,7 @@ PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const
     t.CG = d->C / d->G;
     t.OG = d->O / d->G;
     t.failed = 0;
-    t.tile_act = !res && d->act != PLAIT_DW_ACT_SILU;
+    t.tile_act = !res && !(relu && d->act == PLAIT_DW_ACT_SILU);
     const int64_t work = d->N * d->O * d->OH * d->OW * d->KH * d->KW * t.CG;
     const int nt = work >= 131072 ? plait_max_threads() : 1;
     if (t.CG == 1 && t.OG == 1 && dw_channels_in_lanes(d)) {
