@@ -16,7 +16,7 @@
  * loops are contiguous so the compiler vectorizes them with each copy's instruction set.
  * NaN propagates (a NaN compared wins, and a NaN kept stays).  The planes (N * C) are
  * split over the library's threads (plait_threads.h); each thread's scratch is one
- * allocation.
+ * allocation (none possible: status 1, out of memory, as the other families).
  */
 #include "plait_isa.h"
 #include <math.h>
@@ -46,37 +46,19 @@ typedef struct {
     int64_t phase;    /* columns of one phase: ceil(padded / SW) */
     int64_t lead;     /* padded columns before the first input column read: min(PL, padded) */
     int64_t body;     /* input columns read: those of [lead - PL, padded - PL) inside [0, W) */
+    int failed;       /* a thread could not allocate its scratch */
 } max_pool_task;
 
 /* the planes lo .. hi-1 */
 static void max_pool_planes(void* ctx, int64_t lo, int64_t hi) {
-    const max_pool_task* t = (const max_pool_task*)ctx;
+    max_pool_task* t = (max_pool_task*)ctx;
     const plait_pool2d_desc* d = t->d;
     const int64_t W = d->W, OW = d->OW, SW = d->SW;
     /* scratch: the padded row, its SW phases, the plane's H horizontal rows */
     const int64_t need = t->padded + SW * t->phase + d->H * OW;
     float* scratch = (float*)malloc((size_t)need * sizeof(float));
-    if (!scratch) {
-        /* no memory for the scratch: the direct form, tap by tap (never a wrong answer) */
-        for (int64_t pl = lo; pl < hi; ++pl) {
-            const float* in = t->x + pl * d->H * W;
-            float* o = t->out + pl * d->OH * OW;
-            for (int64_t oh = 0; oh < d->OH; ++oh)
-                for (int64_t ow = 0; ow < OW; ++ow) {
-                    float a = -INFINITY;
-                    for (int64_t kh = 0; kh < d->KH; ++kh) {
-                        const int64_t ih = oh * d->SH + kh * d->DH - d->PT;
-                        if (ih < 0 || ih >= d->H) continue;
-                        for (int64_t kw = 0; kw < d->KW; ++kw) {
-                            const int64_t iw = ow * SW + kw * d->DW - d->PL;
-                            if (iw < 0 || iw >= W) continue;
-                            const float v = in[ih * W + iw];
-                            a = (v > a || v != v) ? v : a;
-                        }
-                    }
-                    o[oh * OW + ow] = a;
-                }
-        }
+    if (!scratch) {   /* status 1 (out of memory), as every family's scratch */
+        __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
         return;
     }
     float* row = scratch;
@@ -149,7 +131,7 @@ PLAIT_ISA_HIDDEN int
 PLAIT_ISA_FN(plait_max_pool2d)(const plait_pool2d_desc* d, const float* x, float* out) {
     const int64_t planes = d->N * d->C;
     const int64_t work = planes * d->H * d->W * (d->KW + 2);
-    max_pool_task t = {d, x, out, 0, 0, 0, 0};
+    max_pool_task t = {d, x, out, 0, 0, 0, 0, 0};
     t.padded = (d->OW - 1) * d->SW + (d->KW - 1) * d->DW + 1;
     t.phase = (t.padded + d->SW - 1) / d->SW;
     /* padded column c reads input column c - PL: [lead, lead + body) are the ones inside */
@@ -162,7 +144,7 @@ PLAIT_ISA_FN(plait_max_pool2d)(const plait_pool2d_desc* d, const float* x, float
     }
     if (d->OH <= 0 || d->OW <= 0 || planes <= 0) return 0;
     plait_parallel_range(max_pool_planes, &t, planes, work >= 262144 ? plait_max_threads() : 1);
-    return 0;
+    return __atomic_load_n(&t.failed, __ATOMIC_RELAXED);
 }
 
 PLAIT_ISA_FAMILY("pool")
