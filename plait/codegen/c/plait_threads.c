@@ -12,16 +12,22 @@
  * threads, e.g. torch's OpenMP workers spinning for milliseconds after each torch
  * operation, or a loaded machine) makes the caller wait until the scheduler gives it the
  * CPU back: milliseconds for a call that takes a tenth of that on one thread.  So the
- * caller spins only briefly for its workers, then sleeps (its CPU goes idle, and the
- * scheduler may move the waiting worker there), and a wait that is long both in time
- * and next to the caller's own share is *late*: the calls of the next few milliseconds
- * run on the calling thread alone, a period that doubles while the probes that follow
- * are late too (up to half a second) and halves when one is not.  The pool is then
- * never much slower than one thread, and back to all of them soon after the contention
- * ends (plait_pool_report counts what happened).
+ * caller spins 300 us at most for its workers, then sleeps (its CPU goes idle, and the
+ * scheduler may move the waiting worker there), and a worker that leaves the task long
+ * after the caller finished its own share (200 us, and more than half that share) is
+ * *late*: the calls of the next few milliseconds run on the calling thread alone, a
+ * period that doubles while the probes that follow are late too (up to half a second)
+ * and halves when one is not.  The pool is then never much slower than one thread, and
+ * back to all of them soon after the contention ends (plait_pool_report counts what
+ * happened).  Ordinary delays are not late: a worker's last chunk ending some tens of
+ * microseconds after the caller's (its CPU a little slower), or the caller's own
+ * wake-up after it slept (on a virtual machine 30-80 us: that is why it spins that
+ * long first, and why lateness is measured to the time the worker left).
  *
- * Workers spin about 100 us for the next task (the gap between the kernels of one
- * inference), then sleep on a condition variable; a worker idle for a second exits (and
+ * Workers spin 300 us for the next task (the gap between the kernels of one inference,
+ * and a caller still finishing a longer share), yielding every 64 pauses, then sleep on
+ * a condition variable (a wake-up from there takes 30-130 us on a virtual machine, more
+ * than many a task); a worker idle for a second exits (and
  * frees its scratch), so a process that loads many libraries does not keep a thread per
  * library.  A second caller while the pool is busy (a nested call, or another
  * application thread) runs its call on its own thread.  After fork() the child starts
@@ -97,12 +103,13 @@ void plait_parallel_range(plait_range_fn fn, void* ctx, int64_t n, int nthreads)
 /* --------------------------------------------------------------------- pool */
 
 #define PLAIT_POOL_MAX 256
-#define PLAIT_POOL_SPIN 4000     /* pauses (about 25 ns each) before a worker sleeps */
-#define PLAIT_POOL_YIELD 64      /* pauses between yields while spinning */
+#define PLAIT_POOL_SPIN_NS 300000      /* a worker spins this long for the next task */
+#define PLAIT_POOL_YIELD 64      /* pauses between yields (and clock reads) while spinning */
 #define PLAIT_POOL_IDLE_NS 1000000000L   /* a worker asleep this long exits */
-#define PLAIT_POOL_WAIT_SPIN_NS 20000    /* the caller spins this long for its workers */
-#define PLAIT_POOL_LATE_NS 50000         /* a wait this long, and longer than half the
-                                          * caller's own share, is late */
+#define PLAIT_POOL_WAIT_SPIN_NS 300000   /* the caller spins this long for its workers */
+#define PLAIT_POOL_LATE_NS 200000        /* a worker that leaves this long after the caller
+                                          * has finished its own share, and later than
+                                          * half that share, is late */
 #define PLAIT_POOL_SERIAL_MIN_NS 2000000L     /* serial period after a first late wait */
 #define PLAIT_POOL_SERIAL_MAX_NS 500000000L   /* the longest serial period */
 
@@ -112,6 +119,7 @@ static struct {
     int64_t gen;       /* tasks posted so far */
     int64_t closed;    /* the last task whose caller has finished its own share */
     int64_t active;    /* workers inside (or deciding whether to join) a task */
+    int64_t left_ns;   /* when a worker last left a task (plait_now_ns) */
     int64_t seats;     /* workers the current task may still take */
     int64_t sleepers;  /* workers waiting on wake */
     int busy;          /* a caller is using the pool */
@@ -125,10 +133,16 @@ static struct {
     int64_t serial_until, backoff;
     /* counts for plait_pool_report */
     int64_t n_parallel, n_serial, n_late, wait_ns, late_ns;
-} plait_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, 0, 0,
+} plait_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, 0, 0, 0,
                 NULL, NULL, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, 0, 0, 0};
 
 static pthread_once_t plait_pool_once = PTHREAD_ONCE_INIT;
+
+static inline int64_t plait_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* One step of a spin-wait.  Every PLAIT_POOL_YIELD steps it yields the CPU: when a
  * worker and the thread it waits for share one CPU (more threads than the CPUs the
@@ -155,8 +169,12 @@ static void plait_free_scratch(void) {
  * (idle for PLAIT_POOL_IDLE_NS; it has left the count of workers then). */
 static int64_t plait_pool_wait(int64_t seen) {
     int64_t g;
-    for (int spins = 0; spins < PLAIT_POOL_SPIN; ++spins) {
+    const int64_t start = plait_now_ns();
+    for (int spins = 0;; ++spins) {
         if ((g = __atomic_load_n(&plait_pool.gen, __ATOMIC_SEQ_CST)) != seen) return g;
+        if (spins % PLAIT_POOL_YIELD == PLAIT_POOL_YIELD - 1
+            && plait_now_ns() - start > PLAIT_POOL_SPIN_NS)
+            break;
         plait_relax(spins);
     }
     struct timespec until;
@@ -196,7 +214,9 @@ static void* plait_pool_worker(void* start) {
             fn(arg);
         }
         /* the last to leave wakes a caller that sleeps waiting for it (it set waiting
-         * before reading active: one of the two sees the other's write) */
+         * before reading active: one of the two sees the other's write); the time it
+         * left tells the caller how late it was (not counting the caller's own wake-up) */
+        __atomic_store_n(&plait_pool.left_ns, plait_now_ns(), __ATOMIC_SEQ_CST);
         if (__atomic_sub_fetch(&plait_pool.active, 1, __ATOMIC_SEQ_CST) == 0
             && __atomic_load_n(&plait_pool.waiting, __ATOMIC_SEQ_CST)) {
             pthread_mutex_lock(&plait_pool.lock);
@@ -239,19 +259,15 @@ static int plait_pool_grow(int want) {
     return n;
 }
 
-static inline int64_t plait_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Wait until no worker is inside the task: spin PLAIT_POOL_WAIT_SPIN_NS, then sleep on
- * done.  The time waited in ns (0 when nobody was inside). */
+/* Wait until no worker is inside the task: spin PLAIT_POOL_WAIT_SPIN_NS (yielding now
+ * and then, for a worker that shares this CPU), then sleep on done.  The time waited in
+ * ns (0 when nobody was inside). */
 static int64_t plait_pool_join(void) {
     if (__atomic_load_n(&plait_pool.active, __ATOMIC_SEQ_CST) == 0) return 0;
-    int64_t start = plait_now_ns(), now = start;
+    int64_t start = plait_now_ns();
     for (int step = 0; __atomic_load_n(&plait_pool.active, __ATOMIC_SEQ_CST) != 0; ++step) {
-        if (step % 64 == 63 && (now = plait_now_ns()) - start > PLAIT_POOL_WAIT_SPIN_NS) {
+        if (step % PLAIT_POOL_YIELD == PLAIT_POOL_YIELD - 1
+            && plait_now_ns() - start > PLAIT_POOL_WAIT_SPIN_NS) {
             pthread_mutex_lock(&plait_pool.lock);
             __atomic_store_n(&plait_pool.waiting, 1, __ATOMIC_SEQ_CST);
             while (__atomic_load_n(&plait_pool.active, __ATOMIC_SEQ_CST) != 0) {
@@ -266,9 +282,7 @@ static int64_t plait_pool_join(void) {
             pthread_mutex_unlock(&plait_pool.lock);
             break;
         }
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+        plait_relax(step);
     }
     return plait_now_ns() - start;
 }
@@ -303,8 +317,12 @@ void plait_parallel(plait_task_fn fn, void* arg, int nthreads) {
     __atomic_store_n(&plait_pool.closed, g, __ATOMIC_SEQ_CST);
     const int64_t own = plait_now_ns() - t0;
     const int64_t waited = plait_pool_join();
-    /* late: a worker held part of the task long after the caller had done the rest */
-    if (waited > PLAIT_POOL_LATE_NS && 2 * waited > own) {
+    /* late: a worker held part of the task long after the caller had done the rest.
+     * Measured to the time the last worker left (a caller that slept also waited for
+     * its own wake-up: 30-80 us on a virtual machine, no sign of a worker's trouble) */
+    const int64_t tail = waited > 0 ? __atomic_load_n(&plait_pool.left_ns, __ATOMIC_SEQ_CST)
+                                          - (t0 + own) : 0;
+    if (tail > PLAIT_POOL_LATE_NS && 2 * tail > own) {
         int64_t b = plait_pool.backoff * 2;
         b = b < PLAIT_POOL_SERIAL_MIN_NS ? PLAIT_POOL_SERIAL_MIN_NS
             : b > PLAIT_POOL_SERIAL_MAX_NS ? PLAIT_POOL_SERIAL_MAX_NS : b;
