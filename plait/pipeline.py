@@ -14,8 +14,9 @@ ancestors, registered external codegens) — this module names none of them.
     legalize      dialect legalizations, then LegalizeOps for the rest
     lowering      dialect and target kernel passes
     build         RunCodegen (external codegens), target codegen passes,
-                  ToNonDataflow, ExplicitMemory, PlanMemory, then the target's link
-                  passes (native code of the planned module)
+                  ExplicitMemory (which also turns dataflow blocks into ordinary
+                  ones), PlanMemory, then the target's link passes (native code of
+                  the planned module)
 
 Print it, edit it by name (``insert_after``, ``remove``, ``replace``) and hand it back
 to ``plait.build(mod, target, pipeline=...)``.
@@ -88,7 +89,6 @@ def _stage_passes(stage: str, target: Target) -> list[Any]:
         return [
             make_pass("RunCodegen"),
             *target.hook_passes("build"),
-            make_pass("ToNonDataflow"),
             make_pass("ExplicitMemory"),
             make_pass("PlanMemory"),
             *target.hook_passes("link"),

@@ -10,6 +10,12 @@ becomes
 and likewise for ``call_kernel``.  A result that is a tuple of tensors gets one
 allocation per field.  A result whose shape is not known at compile time (unknown
 rank) is produced by ``builtin.call_alloc``, which lets the callee allocate.
+
+The build phase has no dataflow blocks: the same walk does what
+:mod:`~plait.transform.to_non_dataflow` does (every ``DataflowVar`` becomes a ``Var`` of
+the same name, type and span, and the blocks of each sequence are merged into one
+binding block), so the module is that of ``ToNonDataflow`` then this pass, made
+without a module in between (the default pipeline runs this pass alone).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from ..ir.attrs import Attrs
 from ..ir.builder import tuple_type
 from ..ir.expr import (
     Binding,
+    BindingBlock,
     Call,
     Constant,
     DataflowVar,
@@ -29,6 +36,7 @@ from ..ir.expr import (
     GlobalVar,
     Op,
     PrimValue,
+    SeqExpr,
     ShapeExpr,
     StringImm,
     Tuple,
@@ -36,7 +44,7 @@ from ..ir.expr import (
     VarBinding,
 )
 from ..ir.types import OBJECT, TensorType, TupleType, Type
-from ..ir.visitor import ExprMutator
+from ..ir.visitor import ExprMutator, _same_objects
 from ..op.registry import make_call, normalize_attrs
 from .pass_base import function_pass
 
@@ -63,7 +71,32 @@ class _ExplicitMemory(ExprMutator):
         # (id(result type), id(variable type)) -> _tensor_plan(both)
         self._tensor_plans: dict[tuple[int, int], tuple] = {}
 
+    def visit_seq(self, seq: SeqExpr) -> SeqExpr:
+        out = super().visit_seq(seq)
+        if len(out.blocks) <= 1:
+            return out
+        # (ToNonDataflow's merge: one binding block per sequence)
+        merged = tuple([b for blk in out.blocks for b in blk.bindings])
+        blocks = (BindingBlock(merged),) if merged else ()
+        return SeqExpr(blocks, out.body, ty=out.ty, span=out.span)
+
+    def visit_block(self, block: BindingBlock) -> BindingBlock:
+        bb = self.builder
+        bb.begin_scope(False)  # a dataflow block becomes an ordinary one
+        for b in block.bindings:
+            self.visit_binding(b)
+        bindings = bb.end_scope()
+        if type(block) is BindingBlock and len(bindings) == len(block.bindings) and \
+                _same_objects(bindings, block.bindings):
+            return block
+        return BindingBlock(tuple(bindings))
+
     def visit_binding(self, binding: Binding) -> None:
+        orig = binding.var
+        # the variable of the result: a DataflowVar becomes a Var (as ToNonDataflow
+        # makes it), which the uses of ``orig`` get (``_lower``, ``_converted``)
+        var = orig if type(orig) is Var or not isinstance(orig, DataflowVar) else \
+            Var(orig.name_hint, orig.ty, orig.span)
         value = binding.value
         if type(binding) is VarBinding and type(value) is Call:
             # Fast path: a lowered call on a tuple of leaves (the usual binding);
@@ -74,7 +107,7 @@ class _ExplicitMemory(ExprMutator):
                 if type(callee) is ExternFunc or type(callee) is GlobalVar:
                     new_args = self._substitute_args(args)
                     if new_args is not None:
-                        self._lower(binding, value, (callee, new_args))
+                        self._lower(binding, orig, var, value, (callee, new_args))
                         return
         value = self.visit_expr(value)
         if (
@@ -83,9 +116,26 @@ class _ExplicitMemory(ExprMutator):
             and isinstance(value.op, Op)
             and value.op.name in _LOWERED
         ):
-            self._lower(binding, value, value.args)
+            self._lower(binding, orig, var, value, value.args)
             return
-        self.emit_rewritten(binding, value)
+        if var is orig:
+            self.emit_rewritten(binding, value)
+        else:
+            self.emit_rewritten(self._converted(binding, var), value)
+            self._follow(orig, var)
+
+    def _converted(self, binding: Binding, var: Var) -> Binding:
+        """``binding`` with its DataflowVar replaced by ``var``, which its uses get."""
+        self.var_remap[binding.var] = var
+        if type(binding) is VarBinding:
+            return VarBinding(var, binding.value)
+        return replace(binding, var=var)
+
+    def _follow(self, orig: Var, var: Var) -> None:
+        """``orig``'s uses get what ``var``'s get, if ``var`` was replaced in turn."""
+        new = self.var_remap.get(var)
+        if new is not None:
+            self.var_remap[orig] = new
 
     def _substitute_args(self, args: Expr) -> Expr | None:
         """``args`` (a variable or a tuple of leaves) with the variables replaced by
@@ -119,13 +169,15 @@ class _ExplicitMemory(ExprMutator):
         ty = args.ty if same_types else tuple_type(fields)
         return Tuple(tuple(fields), ty, args.span)
 
-    def _lower(self, binding: Binding, call: Call, call_args: tuple[Expr, ...]) -> None:
+    def _lower(self, binding: Binding, orig: Var, var: Var, call: Call,
+               call_args: tuple[Expr, ...]) -> None:
+        """Lower ``binding`` (of variable ``orig``, whose result variable is ``var``:
+        ``orig`` or its Var if it is a DataflowVar) of a lowered call."""
         bb = self.builder
         callee, args = call_args
         attrs = call.attrs
         out_ty = attrs.get("out")
         extra = attrs.get("attrs")
-        var = binding.var
         plan = self._tensor_plans.get((id(out_ty), id(var.ty)))
         if plan is None or plan[0] is not out_ty or plan[1] is not var.ty:
             plan = self._tensor_plan(out_ty, var.ty)
@@ -133,11 +185,10 @@ class _ExplicitMemory(ExprMutator):
             # The common result, a tensor of known shape and dtype: its allocation is
             # bound to the call's own variable when that is of the kind and type the
             # allocation needs (its uses stay as they are), else to a new variable.
-            vcls = DataflowVar if bb.in_dataflow else Var
-            if type(var) is vcls and plan[3]:
+            if type(var) is Var and plan[3]:
                 out, outs_ty = var, plan[4]
             else:
-                out, outs_ty = vcls(var.name_hint, out_ty), plan[5]
+                out, outs_ty = Var(var.name_hint, out_ty), plan[5]
             emit = bb.emit_binding
             emit(VarBinding(out, Call(_ALLOC, (), plan[2], out.ty)))
             dps = Call(_DPS, (callee, args, Tuple((out,), outs_ty)), self._dps_attrs(extra),
@@ -146,28 +197,30 @@ class _ExplicitMemory(ExprMutator):
                     type(callee) is ExternFunc or type(callee) is GlobalVar):
                 # typed as call_dps's inference types it (an object; the callee and
                 # both tuples are what it checks): bound as it is
-                emit(VarBinding(vcls("_", OBJECT), dps))
+                emit(VarBinding(Var("_", OBJECT), dps))
             else:
                 bb.emit(dps, "_")
-            if out is not var:
-                self.var_remap[var] = out
+            if out is not orig:
+                self.var_remap[orig] = out
             return
         name = var.name_hint
         if not _allocatable(out_ty):
             new = make_call("builtin.call_alloc", callee, args, out=out_ty, attrs=extra)
-            self.emit_rewritten(binding, new)
+            if var is orig:
+                self.emit_rewritten(binding, new)
+            else:
+                self.emit_rewritten(self._converted(binding, var), new)
+                self._follow(orig, var)
             return
-        in_dataflow = bb.in_dataflow
         if isinstance(out_ty, TupleType):
-            outs = [self._alloc(f, f"{name}_{i}", in_dataflow) for i, f in enumerate(out_ty.fields)]
+            outs = [self._alloc(f, f"{name}_{i}") for i, f in enumerate(out_ty.fields)]
             result: Expr = Tuple(tuple(outs))
             outs_ty = TupleType(tuple(v.ty for v in outs))  # type: ignore[misc]
         else:
             # The variable of the result holds its allocation: the same object when it
             # is of the kind and type the allocation needs (its uses stay as they are)
-            keep = type(var) is (DataflowVar if in_dataflow else Var) and (
-                var.ty is out_ty or var.ty == out_ty)
-            outs = [self._alloc(out_ty, name, in_dataflow, var if keep else None)]
+            keep = type(var) is Var and (var.ty is out_ty or var.ty == out_ty)
+            outs = [self._alloc(out_ty, name, var if keep else None)]
             result = outs[0]
             outs_ty = self._out_tuple_type(outs[0].ty)
         dps_attrs = self._dps_attrs(extra)
@@ -176,17 +229,19 @@ class _ExplicitMemory(ExprMutator):
                 type(callee) is ExternFunc or type(callee) is GlobalVar):
             # typed as call_dps's inference types it (an object; the callee and both
             # tuples are what it checks): bound as it is
-            bb.emit_binding(VarBinding((DataflowVar if in_dataflow else Var)("_", OBJECT), dps))
+            bb.emit_binding(VarBinding(Var("_", OBJECT), dps))
         else:
             bb.emit(dps, "_")
         if result is var:
+            if var is not orig:
+                self.var_remap[orig] = var
             return
         if isinstance(result, Var):
-            self.var_remap[var] = result
+            self.var_remap[orig] = result
         else:
-            new_var = replace(var, ty=out_ty)
-            bb.emit_binding(VarBinding(new_var, bb.normalize(result)))
-            self.var_remap[var] = new_var
+            retyped = replace(var, ty=out_ty)
+            bb.emit_binding(VarBinding(retyped, bb.normalize(result)))
+            self.var_remap[orig] = retyped
 
     def _tensor_plan(self, out_ty: object, var_ty: object) -> tuple:
         """What lowering a call of result type ``out_ty`` bound to a variable of type
@@ -233,14 +288,14 @@ class _ExplicitMemory(ExprMutator):
                 "builtin.alloc_tensor", shape=ty.shape, dtype=ty.dtype).attrs
         return attrs
 
-    def _alloc(self, ty: Type, name: str, in_dataflow: bool, var: Var | None = None) -> Var:
+    def _alloc(self, ty: Type, name: str, var: Var | None = None) -> Var:
         """Bind a new allocation of a tensor of type ``ty`` to ``var`` (a new variable
         named ``name`` if None)."""
         assert isinstance(ty, TensorType)
         attrs = self._alloc_call_attrs(ty)
         # alloc_tensor(shape, dtype) has type Tensor(shape, dtype): ``ty`` itself
         if var is None:
-            var = (DataflowVar if in_dataflow else Var)(name, ty)
+            var = Var(name, ty)
         self.builder.emit_binding(VarBinding(var, Call(_ALLOC, (), attrs, var.ty)))
         return var
 
@@ -254,13 +309,14 @@ _ALLOC = Op.get("builtin.alloc_tensor")
 
 
 def explicit_memory(func: Function) -> Function:
-    """``func`` with allocations made explicit (see the module docstring)."""
+    """``func`` with allocations made explicit and no dataflow blocks (see the module
+    docstring)."""
     return _ExplicitMemory().visit_function(func)
 
 
-@function_pass(phases=("lowering",), transition="build", requires=("ToNonDataflow",))
+@function_pass(phases=("lowering",), transition="build")
 class ExplicitMemory:
-    """Allocate every result explicitly and call kernels/externs in DPS (enters build)."""
+    """Explicit allocations, DPS calls of kernels/externs, no dataflow blocks (enters build)."""
 
     def transform_function(self, func, mod, ctx):  # type: ignore[no-untyped-def]
         return explicit_memory(func)

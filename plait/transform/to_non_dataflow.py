@@ -1,7 +1,9 @@
 """ToNonDataflow: turn dataflow blocks into ordinary binding blocks.
 
 Every :class:`DataflowVar` becomes a :class:`Var` of the same name and type, and
-adjacent blocks are merged into one.  The first step of the build phase.
+adjacent blocks are merged into one.  ExplicitMemory does the same in its own walk
+(the default pipeline does not run this pass); this pass gives the module without
+dataflow blocks in the lowering phase, for passes that want it so.
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ def to_non_dataflow(func: Function) -> Function:
 
 @function_pass(phases=("lowering",))
 class ToNonDataflow:
-    """Turn dataflow blocks into ordinary blocks (first step of the build)."""
+    """Turn dataflow blocks into ordinary blocks (ExplicitMemory does it too)."""
 
     def transform_function(self, func, mod, ctx):  # type: ignore[no-untyped-def]
         return to_non_dataflow(func)

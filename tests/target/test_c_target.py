@@ -52,7 +52,7 @@ def test_c_target_kind_hooks_and_pipeline() -> None:
                                   "c.DispatchGemm", "c.DispatchDepthwise", "c.DispatchPool",
                                   "c.DispatchLibrary"]
     assert stages["legalize"] == ["FuseOps", "FuseKernels", "LegalizeOps"]
-    assert stages["build"] == ["RunCodegen", "ToNonDataflow", "ExplicitMemory", "PlanMemory",
+    assert stages["build"] == ["RunCodegen", "ExplicitMemory", "PlanMemory",
                                "c.SingleEntry", "c.CompileKernels"]
     plain = plait.Target("c", gemm=False, blas=False, fuse=False)
     stages = _target_stages(plain)

@@ -50,7 +50,7 @@ def test_passes_lists_every_pass_with_phases_and_options(capsys) -> None:
     assert "options: max_size: int | None = None" in out
     code, out, _ = _run(capsys, "passes", "--json")
     records = {r["name"]: r for r in json.loads(out)}
-    assert records["ExplicitMemory"]["requires"] == ["ToNonDataflow"]
+    assert records["PlanMemory"]["requires"] == ["ExplicitMemory"]
     assert records["c.DispatchGemm"]["phases"] == ["optimization"]
     code, out, _ = _run(capsys, "passes", "FoldConstant")
     assert code == 0 and out.startswith("FoldConstant: [optimization]")

@@ -1,8 +1,9 @@
 """The build stage's fast paths against their general paths: ExplicitMemory's lowering
 of a call with a tensor result (from what it keeps per pair of types) against its
 general lowering, on the module each real model's pipeline hands it (numpy and c) and
-on the scaling benchmark's chain; PlanMemory's placement against a brute-force
-first fit on random lifetimes."""
+on the scaling benchmark's chain; ExplicitMemory, which leaves no dataflow block,
+against ToNonDataflow then ExplicitMemory (the pipeline's two walks before they were
+one); PlanMemory's placement against a brute-force first fit on random lifetimes."""
 
 from __future__ import annotations
 
@@ -12,10 +13,29 @@ import pytest
 from transform_testlib import onnx_model
 
 import plait
+from plait.ir import (
+    BindingBlock,
+    BlockBuilder,
+    DataflowBlock,
+    DataflowVar,
+    ExternFunc,
+    Function,
+    If,
+    SeqExpr,
+    TensorType,
+    Tuple,
+    TupleGetItem,
+    TupleType,
+    Var,
+    VarBinding,
+)
 from plait.ir.structural import structural_equal
+from plait.ir.visitor import post_order
+from plait.op import make_call
 from plait.transform import PassContext, PassInstrument
 from plait.transform import explicit_memory as em
 from plait.transform.plan_memory import ALIGNMENT, place
+from plait.transform.to_non_dataflow import to_non_dataflow
 
 
 class _Before(PassInstrument):
@@ -58,6 +78,83 @@ def test_explicit_memory_fast_path_makes_the_general_paths_module(
     monkeypatch.setattr(em._ExplicitMemory, "_tensor_plan", general_only)
     for name, func in mod.graph_functions():
         assert structural_equal(fast[name], em.explicit_memory(func)), name
+
+
+def _no_dataflow(func: Function) -> bool:
+    return not any(isinstance(n, DataflowBlock | DataflowVar) for n in post_order(func))
+
+
+@pytest.mark.parametrize(("model", "target"), [
+    ("chain", "numpy"), ("tiny_mlp", "numpy"), ("tiny_mlp", "c"), ("cnn", "numpy"),
+    ("cnn", "c"), ("mlp", "numpy"), ("mlp", "c")])
+@pytest.mark.parametrize("general", [False, True])
+def test_explicit_memory_makes_the_module_of_to_non_dataflow_then_explicit_memory(
+        model: str, target: str, general: bool, request: pytest.FixtureRequest,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    mod = _module_before("ExplicitMemory", model, target, request)
+    if general:  # every call through the general lowering
+        monkeypatch.setattr(em._ExplicitMemory, "_tensor_plan",
+                            lambda self, out_ty, var_ty: (out_ty, var_ty, None))
+    for name, func in mod.graph_functions():
+        if func.attrs.get("compiler"):
+            continue
+        one = em.explicit_memory(func)
+        assert _no_dataflow(one), name
+        assert structural_equal(one, em.explicit_memory(to_non_dataflow(func))), name
+
+
+def _ext(name: str, *args: object, out: object) -> object:
+    return make_call("call_extern", ExternFunc(name), Tuple(tuple(args)), out=out)
+
+
+def _every_kind_of_binding() -> Function:
+    """Dataflow blocks between ordinary blocks holding every kind of binding
+    ExplicitMemory meets: tensor results (a variable typed as its result, one typed
+    less precisely), a tuple result, a result of unknown rank (call_alloc), a tuple,
+    an item, an alias, a match_cast, and an If whose branches hold dataflow blocks."""
+    t23, t6 = TensorType((2, 3), "float32"), TensorType((6,), "float32")
+    x = Var("x", t23)
+    c = Var("c", TensorType((), "bool"))
+    bb = BlockBuilder()
+    with bb.function("main", [x, c]):
+        a0 = bb.emit(_ext("numpy.relu", x, out=t23), "a0")
+        with bb.dataflow():
+            a = bb.emit(_ext("numpy.relu", a0, out=t23), "a")
+            w = bb.emit(_ext("numpy.exp", a, out=t23), "w", ty=TensorType(None, "float32"))
+            t = bb.emit(Tuple((a, w)), "t")
+            i = bb.emit(TupleGetItem(t, 1), "i")
+            al = bb.emit(i, "al")
+            s = bb.emit(_ext("numpy.split", al, out=TupleType((t23, t23))), "s")
+            s0 = bb.emit(TupleGetItem(s, 0), "s0")
+            u = bb.emit(_ext("numpy.unique", s0, out=TensorType(None, "float32")), "u")
+            m = bb.emit_match_cast(u, t6, "m")
+            o = bb.emit_output(_ext("numpy.exp", m, out=t6), "o")
+        bb.emit_func_output(o)
+    func = bb.get()["main"]
+    branches = []
+    for k in range(2):
+        d, g = DataflowVar(f"d{k}", t6), Var(f"g{k}", t6)
+        block = DataflowBlock((VarBinding(d, _ext("numpy.relu", o, out=t6)),
+                               VarBinding(g, _ext("numpy.exp", d, out=t6))))
+        branches.append(SeqExpr((block,), g, ty=t6))
+    f, r = Var("f", t6), Var("r", t6)
+    last = BindingBlock((VarBinding(f, If(c, branches[0], branches[1], ty=t6)),
+                         VarBinding(r, _ext("numpy.exp", f, out=t6))))
+    return Function(func.params, SeqExpr((*func.body.blocks, last), r, ty=t6), t6)
+
+
+def test_explicit_memory_leaves_no_dataflow_block_on_every_kind_of_binding() -> None:
+    func = _every_kind_of_binding()
+    assert any(isinstance(b, DataflowBlock) for b in func.body.blocks)
+    one = em.explicit_memory(func)
+    assert _no_dataflow(one)
+    assert len(one.body.blocks) == 1 and type(one.body.blocks[0]) is BindingBlock
+    assert structural_equal(one, em.explicit_memory(to_non_dataflow(func)))
+    names = [b.var.name_hint for b in one.body.blocks[0].bindings]
+    assert names[:3] == ["a0", "_", "a"]  # the call's own variable holds its allocation
+    ops = [b.value.op.name for b in one.body.blocks[0].bindings
+           if hasattr(b.value, "op") and hasattr(b.value.op, "name")]
+    assert "builtin.call_alloc" in ops and "builtin.alloc_tensor" in ops
 
 
 def _first_fit(tensors: list[tuple[int, int, int]]) -> tuple[list[int], int]:
