@@ -371,6 +371,74 @@ _SET_VAR = Binding.var.__set__  # type: ignore[attr-defined]
 _SET_VALUE = Binding.value.__set__  # type: ignore[attr-defined]
 
 
+
+# Nodes built per binding by the passes.  Each is the node its class's constructor makes
+# from the same arguments, for arguments of the types the constructor would convert
+# them to (a tuple of arguments or fields, an Attrs).  A constructor call goes through
+# the class's __init__ and each slot's setter; these build the node as an instance of a
+# private writable twin of its class (the same slots, object's __setattr__), so that
+# each field is a plain attribute store, then give it its class: about half the time
+# (Call: 5 fields).  The node is as frozen as any (assigning a field raises).
+
+
+def _writable_twin(cls: type) -> type:
+    """A subclass of node class ``cls`` with its layout, object's initializer and plain
+    attribute stores; an instance has it only while one of the functions below fills
+    it in."""
+    return type(cls.__name__, (cls,), {
+        "__slots__": (), "__init__": object.__init__, "__setattr__": object.__setattr__,
+        "__delattr__": object.__delattr__, "__module__": cls.__module__,
+        "__qualname__": f"{cls.__qualname__} (being built)"})
+
+
+_BUILDING_VAR = _writable_twin(Var)
+_BUILDING_CALL = _writable_twin(Call)
+_BUILDING_TUPLE = _writable_twin(Tuple)
+_BUILDING_VAR_BINDING = _writable_twin(VarBinding)
+
+
+def new_var(name_hint: str, ty: Type | None, span: Span | None) -> Var:
+    """``Var(name_hint, ty, span)``."""
+    n = _BUILDING_VAR()
+    n.name_hint = name_hint
+    n.ty = ty
+    n.span = span
+    n.__class__ = Var
+    return n
+
+
+def new_call(op: Expr, args: tuple[Expr, ...], attrs: Attrs, ty: Type | None,
+             span: Span | None) -> Call:
+    """``Call(op, args, attrs, ty, span)`` for a tuple ``args`` and an Attrs ``attrs``."""
+    n = _BUILDING_CALL()
+    n.op = op
+    n.args = args
+    n.attrs = attrs
+    n.ty = ty
+    n.span = span
+    n.__class__ = Call
+    return n
+
+
+def new_tuple(fields: tuple[Expr, ...], ty: Type | None, span: Span | None) -> Tuple:
+    """``Tuple(fields, ty, span)`` for a tuple ``fields``."""
+    n = _BUILDING_TUPLE()
+    n.fields = fields
+    n.ty = ty
+    n.span = span
+    n.__class__ = Tuple
+    return n
+
+
+def new_var_binding(var: Var, value: Expr) -> VarBinding:
+    """``VarBinding(var, value)``."""
+    n = _BUILDING_VAR_BINDING()
+    n.var = var
+    n.value = value
+    n.__class__ = VarBinding
+    return n
+
+
 def const(value: Any, dtype: str | None = None) -> Constant:
     """A :class:`Constant` from a Python or numpy value."""
     return Constant(np.asarray(value, dtype=dtype))

@@ -42,6 +42,10 @@ from ..ir.expr import (
     Tuple,
     Var,
     VarBinding,
+    new_call,
+    new_tuple,
+    new_var,
+    new_var_binding,
 )
 from ..ir.types import OBJECT, TensorType, TupleType, Type
 from ..ir.visitor import ExprMutator, _same_objects
@@ -96,7 +100,7 @@ class _ExplicitMemory(ExprMutator):
         # the variable of the result: a DataflowVar becomes a Var (as ToNonDataflow
         # makes it), which the uses of ``orig`` get (``_lower``, ``_converted``)
         var = orig if type(orig) is Var or not isinstance(orig, DataflowVar) else \
-            Var(orig.name_hint, orig.ty, orig.span)
+            new_var(orig.name_hint, orig.ty, orig.span)
         value = binding.value
         if type(binding) is VarBinding and type(value) is Call:
             # Fast path: a lowered call on a tuple of leaves (the usual binding);
@@ -167,7 +171,7 @@ class _ExplicitMemory(ExprMutator):
         # The tuple keeps its type when every field kept its type; else it gets the
         # type of its fields (None if one is untyped: the builder types it then).
         ty = args.ty if same_types else tuple_type(fields)
-        return Tuple(tuple(fields), ty, args.span)
+        return new_tuple(tuple(fields), ty, args.span)
 
     def _lower(self, binding: Binding, orig: Var, var: Var, call: Call,
                call_args: tuple[Expr, ...]) -> None:
@@ -188,16 +192,16 @@ class _ExplicitMemory(ExprMutator):
             if type(var) is Var and plan[3]:
                 out, outs_ty = var, plan[4]
             else:
-                out, outs_ty = Var(var.name_hint, out_ty), plan[5]
+                out, outs_ty = new_var(var.name_hint, out_ty, None), plan[5]
             emit = bb.emit_binding
-            emit(VarBinding(out, Call(_ALLOC, (), plan[2], out.ty)))
-            dps = Call(_DPS, (callee, args, Tuple((out,), outs_ty)), self._dps_attrs(extra),
-                       OBJECT)
+            emit(new_var_binding(out, new_call(_ALLOC, (), plan[2], out.ty, None)))
+            dps = new_call(_DPS, (callee, args, new_tuple((out,), outs_ty, None)),
+                           self._dps_attrs(extra), OBJECT, None)
             if type(args) is Tuple and type(args.ty) is TupleType and (
                     type(callee) is ExternFunc or type(callee) is GlobalVar):
                 # typed as call_dps's inference types it (an object; the callee and
                 # both tuples are what it checks): bound as it is
-                emit(VarBinding(Var("_", OBJECT), dps))
+                emit(new_var_binding(new_var("_", OBJECT, None), dps))
             else:
                 bb.emit(dps, "_")
             if out is not orig:

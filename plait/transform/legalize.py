@@ -43,6 +43,9 @@ from ..ir.expr import (
     Tuple,
     Var,
     VarBinding,
+    new_call,
+    new_tuple,
+    new_var_binding,
 )
 from ..ir.module import IRModule
 from ..ir.visitor import ExprMutator
@@ -105,8 +108,8 @@ def reference_legalization(bb: BlockBuilder, call: Call, target: Any) -> Expr:
             _SEEN.clear()
         hit = _SEEN[key] = (call.attrs, call.ty, ext, checked)
     args = call.args
-    return Call(_CALL_EXTERN, (hit[2], Tuple(args, tuple_type(args))), hit[3], call.ty,
-                call.span)
+    return new_call(_CALL_EXTERN, (hit[2], new_tuple(args, tuple_type(args), None)), hit[3],
+                    call.ty, call.span)
 
 
 _SEEN: dict[tuple[str, int, int], tuple[Any, Any, ExternFunc, Any]] = {}
@@ -192,7 +195,7 @@ class _Legalizer(ExprMutator):
         if value is self._typed and type(binding) is VarBinding and \
                 binding.var.ty is value.ty:
             self.builder.emit_binding(
-                binding if value is binding.value else VarBinding(binding.var, value))
+                binding if value is binding.value else new_var_binding(binding.var, value))
             return
         super().emit_rewritten(binding, value)
 

@@ -31,6 +31,8 @@ from ..ir.expr import (
     TupleGetItem,
     Var,
     VarBinding,
+    new_call,
+    new_var_binding,
 )
 from ..ir.types import ObjectType, TensorType
 from ..ir.visitor import _NON_VAR_LEAVES, used_vars
@@ -221,7 +223,7 @@ def plan_function(func: Function) -> Function:
                 shape=ty.shape,
                 dtype=ty.dtype,
             )
-        append(VarBinding(var, Call(proto.op, proto.args, proto.attrs, ty, proto.span)))
+        append(new_var_binding(var, new_call(proto.op, proto.args, proto.attrs, ty, proto.span)))
     new_body = SeqExpr((BindingBlock(tuple(new_bindings)),), body.body, ty=body.ty, span=body.span)
     out = Function(func.params, new_body, func.ret_ty, func.pure, attrs=func.attrs, span=func.span)
     return out.with_attrs(  # type: ignore[return-value]

@@ -3,12 +3,15 @@ hashing, visitors and mutators, and their error messages."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+import pickle
+from dataclasses import FrozenInstanceError, dataclass, fields, replace
 
 import numpy as np
 import pytest
 
 from plait.ir import (
+    Attrs,
     BaseFunc,
     BindingBlock,
     BlockBuilder,
@@ -26,6 +29,7 @@ from plait.ir import (
     PrimType,
     SeqExpr,
     ShapeType,
+    Span,
     StructuralMismatch,
     TensorType,
     Tuple,
@@ -37,7 +41,7 @@ from plait.ir import (
     structural_equal,
     structural_hash,
 )
-from plait.ir.expr import Op
+from plait.ir.expr import Op, new_call, new_tuple, new_var, new_var_binding
 from plait.ir.structural import _compare, _generic_hash
 from plait.ir.visitor import SKIP, ExprMutator, ExprVisitor, post_order
 from plait.op import make_call
@@ -281,6 +285,43 @@ def _loop(name: str, op: str = "relu") -> _Loop:
     v = Var(name, F32)
     args = (v,) if op == "relu" else (v, v)
     return _Loop(loop_var=v, body=make_call(op, *args))
+
+
+def test_node_builders_make_the_constructors_nodes_frozen():
+    """new_var, new_call, new_tuple and new_var_binding (the passes' per-binding
+    builders) make the node the class's constructor makes from the same arguments: of
+    the class itself, with the same fields, as frozen (assigning or deleting a field
+    raises), and copied, replaced and pickled as any node."""
+    x = Var("x", F32)
+    relu = Op.get("relu")
+    span = Span("m.py", 3, 4)
+    attrs = Attrs({"k": 1})
+    pairs = [
+        (new_var("v", F32, span), Var("v", F32, span)),
+        (new_var("w", None, None), Var("w")),
+        (new_call(relu, (x,), attrs, F32, span), Call(relu, [x], attrs, F32, span)),
+        (new_call(relu, (x, x), Attrs({}), None, None), Call(relu, (x, x))),
+        (new_tuple((x, x), TupleType((F32, F32)), None), Tuple([x, x], TupleType((F32, F32)))),
+        (new_tuple((), None, span), Tuple((), span=span)),
+        (new_var_binding(x, relu), VarBinding(x, relu)),
+    ]
+    for built, made in pairs:
+        cls = type(made)
+        assert type(built) is cls
+        for f in fields(cls):
+            a, b = getattr(built, f.name), getattr(made, f.name)
+            assert a is b or a == b, f.name
+        for f in fields(built):
+            with pytest.raises(FrozenInstanceError):
+                setattr(built, f.name, None)
+            with pytest.raises(FrozenInstanceError):
+                delattr(built, f.name)
+        for again in (replace(built), copy.copy(built)):
+            assert type(again) is cls and again is not built
+            assert all(getattr(again, f.name) is getattr(built, f.name) for f in fields(cls))
+        again = pickle.loads(pickle.dumps(built))
+        assert type(again) is cls and repr(again) == repr(built)
+        assert built != made  # equality is identity
 
 
 def test_unknown_node_classes_take_the_generic_paths():
