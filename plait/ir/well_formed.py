@@ -240,6 +240,7 @@ def _accepts_common(
     functions = mod.functions
     pure_ops: dict[Op, bool] = {}
     memo: dict = {}
+    types: dict[tuple, Type] = {}
     found: list[str] = []
     for block in body.blocks:
         tb = type(block)
@@ -277,22 +278,87 @@ def _accepts_common(
                 pure = pure_ops[op] = opdef.pure
             if df and not pure:
                 return False
+            # The arguments are live (or plain atoms, or functions of the module), and
+            # ``key`` the call's type is kept under in ``types`` (None: not kept): the
+            # op, its attributes' identity, each variable's class and type's identity,
+            # each tuple's type's identity when it is its variables' very types (and which
+            # of them are DataflowVars, if any), an extern's symbol and type, another
+            # atom's identity; the nodes stay alive during the check.
+            key: list | None = [op, id(value.attrs)]
             for a in value.args:
                 ta = type(a)
                 if ta is Var or ta is DataflowVar:
                     if a not in live:
                         return False
+                    if key is not None:
+                        key.append(ta)
+                        key.append(id(a.ty))
                 elif ta is Tuple:
-                    if not _live_atoms(a.fields, live):  # type: ignore[attr-defined]
-                        return False
+                    fields = a.fields  # type: ignore[attr-defined]
+                    aty = a.ty
+                    if key is None or type(aty) is not TupleType or \
+                            len(aty.fields) != len(fields):  # type: ignore[attr-defined]
+                        if not _live_atoms(fields, live):
+                            return False
+                        key = None
+                        continue
+                    dataflow = 0  # bit i: field i is a DataflowVar
+                    bit = 1
+                    for f, fty in zip(fields, aty.fields):  # type: ignore[attr-defined]
+                        tf = type(f)
+                        if tf is Var or tf is DataflowVar:
+                            if f not in live:
+                                return False
+                            if f.ty is not fty:
+                                key = None
+                            elif tf is DataflowVar:
+                                dataflow |= bit
+                        elif tf in _PLAIN_ATOMS:
+                            key = None
+                        else:
+                            return False
+                        bit <<= 1
+                    if key is not None:
+                        key.append(Tuple)
+                        key.append(id(aty))
+                        if dataflow:
+                            key.append(dataflow)
                 elif ta is GlobalVar:
                     if a.name_hint not in functions:  # type: ignore[attr-defined]
                         return False
-                elif ta not in _PLAIN_ATOMS:
+                    key = None
+                elif ta in _PLAIN_ATOMS:
+                    if key is not None:
+                        key.append(ta)
+                        if ta is ExternFunc:
+                            key.append(a.symbol)  # type: ignore[attr-defined]
+                            key.append(a.ty)
+                        else:
+                            key.append(id(a))
+                else:
                     return False
-            ty = _infer_flat_call(value, gtypes, found, memo)
-            if found or ty is _SLOW:
-                return False
+            if key is None:
+                ty = _infer_flat_call(value, gtypes, found, memo)
+                if found or ty is _SLOW:
+                    return False
+            else:
+                k = tuple(key)
+                ty = types.get(k)
+                if ty is None:
+                    ty = _infer_kept_call(value)
+                    if ty is _SLOW:
+                        return False
+                    if ty is not None:
+                        types[k] = ty
+                # (as _infer_flat_call takes the call's annotation)
+                ety = value.ty
+                if ety is not None and ty is not None and ety is not ty:
+                    if ety == ty:
+                        ty = types[k] = ety  # (the next such call compares by identity)
+                    elif not types_compatible(ety, ty):
+                        return False
+                if ty is None:
+                    ty = ety
             if ty is not None and ty is not var.ty and not types_compatible(var.ty, ty):
                 return False
             ever.add(var)
@@ -321,6 +387,23 @@ def _live_atoms(fields: tuple[Expr, ...], live: set) -> bool:
         elif tf not in _PLAIN_ATOMS:
             return False
     return True
+
+
+def _infer_kept_call(e: Call) -> Any:
+    """For :func:`_accepts_common`: the type the registered op of ``e`` infers from its
+    arguments' types (a tuple's annotation: its fields' very types), None if one is
+    unknown, ``_SLOW`` if the call is ill-typed (the general checks report it)."""
+    arg_types = []
+    for a in e.args:
+        ty = a.ty
+        if ty is None:
+            return None
+        arg_types.append(ty)
+    try:
+        ty, _ = Op.definitions[e.op.name].infer_call(e, tuple(arg_types))  # type: ignore[attr-defined]
+    except _INFER_ERRORS:
+        return _SLOW
+    return ty
 
 
 def _accepts_simple_value(value: Expr, var: Var, live: set, gtypes: dict[str, Type]) -> bool:

@@ -23,6 +23,8 @@ from plait.ir import (
     IRModule,
     Op,
     TensorType,
+    Tuple,
+    TupleType,
     Var,
     VarBinding,
 )
@@ -154,6 +156,18 @@ def _mutations(func: Function, rng: random.Random) -> list[tuple[str, Function]]
             value, args=tuple(Var("ghost", a.ty) if isinstance(a, Var) else a
                               for a in value.args))))
         put("impure", VarBinding(var, replace(value, op=Op.get("builtin.call_dps"))))
+        # (the types the one walk keeps per key of a call: the same key as earlier calls,
+        # with a wrong annotation of the call or of its argument tuple)
+        put("call annotated wrong", VarBinding(var, replace(
+            value, ty=TensorType((7, 5, 3), "float32"))))
+        tuples = [k for k, a in enumerate(value.args) if isinstance(a, Tuple) and a.fields]
+        if tuples:
+            k = tuples[-1]
+            tup = value.args[k]
+            wrong = replace(tup, ty=TupleType(tuple(
+                TensorType((7, 5, 3), "int8") for _ in tup.fields)))
+            put("tuple annotated wrong", VarBinding(var, replace(
+                value, args=(*value.args[:k], wrong, *value.args[k + 1:]))))
     else:
         put("an undefined value", VarBinding(var, Var("ghost", var.ty)))
     kinds = {type(blk) for blk in func.body.blocks}  # type: ignore[attr-defined]
