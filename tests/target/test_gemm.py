@@ -424,6 +424,28 @@ def test_bad_options_name_the_pass_and_the_choices() -> None:
         plait.default_pipeline(plait.Target("c", winograd="fast"))
 
 
+def test_relu6_in_registers_keeps_nan() -> None:
+    """The fused ReLU6 of a 1x1 convolution (on AVX-512 applied in registers as the tile
+    is stored, elsewhere by a pass over the stored tile) keeps NaN as numpy's clip does
+    and clips the rest: a NaN input pixel, 7 channels of 19 x 3 pixels (tails), inputs
+    up to 8 so that both bounds bite, against numpy in float64."""
+    x, w = _rand(1, 4, 19, 3) * 8, _rand(7, 4, 1, 1)
+    x[0, 2, 5, 1] = np.nan
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        y = _call(bb, "conv2d", p[0], _c(w))
+        return _call(bb, "clip", _call(bb, "clip", y, min=0.0), max=6.0)
+
+    mod = _build_graph({"x": x.shape}, body)
+    assert len(_externs(DispatchGemm()(mod.with_attrs(phase="optimization")))) == 1
+    got = VirtualMachine(plait.build(mod, "c"))["main"](x)
+    y = np.einsum("oc,nchw->nohw", w[:, :, 0, 0].astype(np.float64), x.astype(np.float64))
+    want = np.clip(y, 0.0, 6.0)
+    assert np.isnan(got[0, :, 5, 1]).all() and np.isnan(want[0, :, 5, 1]).all()
+    assert (got == 0).any() and (got == 6).any()
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
 def test_relu6_and_silu_epilogues_are_one_fused_call() -> None:
     """MobileNetV2's ReLU6 (two clips, as exported) after a 1x1 convolution and its bias,
     EfficientNet's SiLU (x * sigmoid(x), either order) after a strided convolution and
