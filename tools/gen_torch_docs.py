@@ -46,21 +46,22 @@ REASONS = {
 
 
 def core_aten_ops() -> list[str]:
-    """The core ATen op overloads of the installed torch (tagged ``core``)."""
+    """The core ATen op overloads of the installed torch (tagged ``core``), from every
+    operator registered with the dispatcher (``dir(torch.ops.aten)`` lists only the op
+    packets a process has touched so far: the count depended on what ran before)."""
     import torch
 
     out = []
-    for name in dir(torch.ops.aten):
+    for name in torch._C._dispatch_get_all_op_names():
+        if not name.startswith("aten::"):
+            continue
+        base, _, overload = name[len("aten::"):].partition(".")
         try:
-            packet = getattr(torch.ops.aten, name)
+            op = getattr(getattr(torch.ops.aten, base), overload or "default")
         except Exception:  # noqa: BLE001 - a lazily failing op packet
             continue
-        if not hasattr(packet, "overloads"):
-            continue
-        for o in packet.overloads():
-            op = getattr(packet, o)
-            if torch.Tag.core in op.tags:
-                out.append(str(op))
+        if torch.Tag.core in op.tags:
+            out.append(str(op))
     return sorted(set(out))
 
 
