@@ -197,20 +197,15 @@ def plan_function(func: Function) -> Function:
     # so the variables themselves are never compared)
     order = sorted([(-static_allocs[v], start[v], v) for v in planned])
     placed, arena = place([(-neg, s, end[v]) for neg, s, v in order], len(bindings))
-    offsets = {v: o for (_, _, v), o in zip(order, placed)}
-    unplanned = sum(size for v, size in static_allocs.items() if v not in offsets)
-    if not offsets:
+    unplanned = naive + sum([neg for neg, _, _ in order])
+    if not order:
         return func.with_attrs(planned_bytes=unplanned, naive_bytes=naive)  # type: ignore[return-value]
     storage = Var("storage", ObjectType())
-    new_bindings = [VarBinding(storage, _typed_storage_call(arena))]
-    append = new_bindings.append
+    # the bindings after the storage's, each placed allocation (the binding at its
+    # start) replaced by its tensor in the storage
+    new_bindings = [VarBinding(storage, _typed_storage_call(arena)), *bindings]
     placed_attrs: dict[tuple, Call] = {}  # (offset, shape, dtype) -> a call to copy
-    for b in bindings:
-        var = b.var
-        offset = offsets.get(var)
-        if offset is None:
-            append(b)
-            continue
+    for (_, at, var), offset in zip(order, placed):
         ty = var.ty
         assert isinstance(ty, TensorType)
         key = (offset, ty.shape, ty.dtype)
@@ -223,7 +218,8 @@ def plan_function(func: Function) -> Function:
                 shape=ty.shape,
                 dtype=ty.dtype,
             )
-        append(new_var_binding(var, new_call(proto.op, proto.args, proto.attrs, ty, proto.span)))
+        new_bindings[at + 1] = new_var_binding(
+            var, new_call(proto.op, proto.args, proto.attrs, ty, proto.span))
     new_body = SeqExpr((BindingBlock(tuple(new_bindings)),), body.body, ty=body.ty, span=body.span)
     out = Function(func.params, new_body, func.ret_ty, func.pure, attrs=func.attrs, span=func.span)
     return out.with_attrs(  # type: ignore[return-value]
