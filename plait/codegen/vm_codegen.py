@@ -215,13 +215,18 @@ class _FunctionLowering:
 
     def lower_seq(self, seq: SeqExpr) -> int:
         builtins = _BUILTINS
+        regs = self.regs
         for block in seq.blocks:
             for b in block.bindings:
                 v = b.value
                 if type(v) is Call and type(b) is VarBinding and type(v.op) is Op:
                     lower = builtins.get(v.op.name)  # type: ignore[attr-defined]
                     if lower is not None:  # the build phase's usual binding
-                        lower(self, self.reg(b.var), v.attrs, v, b.var.name_hint)
+                        var = b.var
+                        r = regs.get(var)  # (self.reg(var))
+                        if r is None:
+                            r = regs[var] = len(regs)
+                        lower(self, r, v.attrs, v, var.name_hint)
                         continue
                 self.lower_binding(b.var, b.value, isinstance(b, MatchCast), b)
         res = self.arg(seq.body, "<return>")
