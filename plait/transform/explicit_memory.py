@@ -72,8 +72,8 @@ class _ExplicitMemory(ExprMutator):
         self._out_tuple_types: dict[int, tuple[Type, TupleType]] = {}
         # id(extra attributes) -> (them, the checked attributes of call_dps)
         self._dps: dict[int, tuple[object, Attrs]] = {}
-        # (id(result type), id(variable type)) -> _tensor_plan(both)
-        self._tensor_plans: dict[tuple[int, int], tuple] = {}
+        # (id(call attributes), id(variable type)) -> _call_plan(both)
+        self._call_plans: dict[tuple[int, int], tuple] = {}
 
     def visit_seq(self, seq: SeqExpr) -> SeqExpr:
         out = super().visit_seq(seq)
@@ -180,11 +180,10 @@ class _ExplicitMemory(ExprMutator):
         bb = self.builder
         callee, args = call_args
         attrs = call.attrs
-        out_ty = attrs.get("out")
-        extra = attrs.get("attrs")
-        plan = self._tensor_plans.get((id(out_ty), id(var.ty)))
-        if plan is None or plan[0] is not out_ty or plan[1] is not var.ty:
-            plan = self._tensor_plan(out_ty, var.ty)
+        vty = var.ty
+        plan = self._call_plans.get((id(attrs), id(vty)))
+        if plan is None or plan[0] is not attrs or plan[1] is not vty:
+            plan = self._call_plan(attrs, vty)
         if plan[2] is not None:
             # The common result, a tensor of known shape and dtype: its allocation is
             # bound to the call's own variable when that is of the kind and type the
@@ -192,11 +191,11 @@ class _ExplicitMemory(ExprMutator):
             if type(var) is Var and plan[3]:
                 out, outs_ty = var, plan[4]
             else:
-                out, outs_ty = new_var(var.name_hint, out_ty, None), plan[5]
+                out, outs_ty = new_var(var.name_hint, plan[6], None), plan[5]
             emit = bb.emit_binding
             emit(new_var_binding(out, new_call(_ALLOC, (), plan[2], out.ty, None)))
-            dps = new_call(_DPS, (callee, args, new_tuple((out,), outs_ty, None)),
-                           self._dps_attrs(extra), OBJECT, None)
+            dps = new_call(_DPS, (callee, args, new_tuple((out,), outs_ty, None)), plan[8],
+                           OBJECT, None)
             if type(args) is Tuple and type(args.ty) is TupleType and (
                     type(callee) is ExternFunc or type(callee) is GlobalVar):
                 # typed as call_dps's inference types it (an object; the callee and
@@ -207,6 +206,7 @@ class _ExplicitMemory(ExprMutator):
             if out is not orig:
                 self.var_remap[orig] = out
             return
+        out_ty, extra = plan[6], plan[7]
         name = var.name_hint
         if not _allocatable(out_ty):
             new = make_call("builtin.call_alloc", callee, args, out=out_ty, attrs=extra)
@@ -247,12 +247,30 @@ class _ExplicitMemory(ExprMutator):
             bb.emit_binding(VarBinding(retyped, bb.normalize(result)))
             self.var_remap[orig] = retyped
 
+    def _call_plan(self, attrs: Attrs, var_ty: object) -> tuple:
+        """What lowering a call of attributes ``attrs`` bound to a variable of type
+        ``var_ty`` needs (kept per pair of objects, which it keeps alive): both; the
+        allocation's attributes, whether the variable keeps its type and the two
+        outputs' tuple types (``_tensor_plan``: None, None, None, None but for a
+        tensor result of known shape and dtype); the result type, the extra
+        attributes, and the checked attributes of the call_dps."""
+        out_ty = attrs.get("out")
+        extra = attrs.get("attrs")
+        tp = self._tensor_plan(out_ty, var_ty)
+        if tp[2] is None:
+            plan = (attrs, var_ty, None, None, None, None, out_ty, extra, None)
+        else:
+            plan = (attrs, var_ty, tp[2], tp[3], tp[4], tp[5], out_ty, extra,
+                    self._dps_attrs(extra))
+        self._call_plans[(id(attrs), id(var_ty))] = plan
+        return plan
+
     def _tensor_plan(self, out_ty: object, var_ty: object) -> tuple:
         """What lowering a call of result type ``out_ty`` bound to a variable of type
-        ``var_ty`` needs (kept per pair of type objects, which it keeps alive): both
-        types; the checked attributes of the allocation (None unless ``out_ty`` is a
-        tensor of known shape and dtype); whether the variable's type is the result's;
-        the type of the outputs' tuple of the variable, and of a new variable."""
+        ``var_ty`` needs: both types; the checked attributes of the allocation (None
+        unless ``out_ty`` is a tensor of known shape and dtype); whether the variable's
+        type is the result's; the type of the outputs' tuple of the variable, and of a
+        new variable."""
         if isinstance(out_ty, TensorType) and _allocatable(out_ty):
             alloc = self._alloc_call_attrs(out_ty)
             same = var_ty is out_ty or var_ty == out_ty
@@ -261,7 +279,6 @@ class _ExplicitMemory(ExprMutator):
                     self._out_tuple_type(out_ty))
         else:
             plan = (out_ty, var_ty, None)
-        self._tensor_plans[(id(out_ty), id(var_ty))] = plan
         return plan
 
     def _dps_attrs(self, extra: object) -> Attrs:
