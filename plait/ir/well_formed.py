@@ -236,7 +236,8 @@ def _accepts_common(
         if type(p) is not Var or p.ty is None or p in ever:
             return False
         ever.add(p)
-    live = set(ever)
+    # (no dataflow block from the build phase on: nothing leaves ``live`` then)
+    live = ever if level >= 3 else set(ever)
     functions = mod.functions
     pure_ops: dict[Op, bool] = {}
     memo: dict = {}
@@ -263,7 +264,8 @@ def _accepts_common(
                 if not _accepts_simple_value(value, var, live, gtypes):
                     return False
                 ever.add(var)
-                live.add(var)
+                if live is not ever:
+                    live.add(var)
                 if df and tv is DataflowVar:
                     local.append(var)
                 continue
@@ -362,7 +364,8 @@ def _accepts_common(
             if ty is not None and ty is not var.ty and not types_compatible(var.ty, ty):
                 return False
             ever.add(var)
-            live.add(var)
+            if live is not ever:
+                live.add(var)
             if df and tv is DataflowVar:
                 local.append(var)
         if df:
