@@ -287,6 +287,10 @@ class BlockBuilder:
         self.current_span: Span | None = None
         self.var_remap: dict[Var, Var] = {}
         """Variables replaced while normalizing (old -> new); uses are substituted."""
+        # (op, id(attributes), then each argument's class and id(type)) -> (the type
+        # inferred, the attributes, the types): a call of an op on variables, see
+        # _simple_call (an entry keeps the objects of its ids alive)
+        self._inferred: dict[tuple, tuple] = {}
 
     # ---------------------------------------------------------------- module
     def get(self) -> IRModule:
@@ -507,16 +511,28 @@ class BlockBuilder:
         args = call.args
         remap = self.var_remap
         new_args: list[Expr] | None = None
+        # A call of an op on variables with attributes checked for it: its type is
+        # kept per key (what OpDef.infer_call caches it by, without the signature it
+        # makes: the classes of variables are the signature); None: not kept.
+        attrs = call.attrs
+        key: list | None = [op, id(attrs)] if attrs.checked_by is opdef else None
         for i, a in enumerate(args):
             t = type(a)
             if t in _SIMPLE_LEAVES:
                 if a.ty is None or (remap and a in remap):
                     return None
+                if key is not None:
+                    if t is Var or t is DataflowVar:
+                        key.append(t)
+                        key.append(id(a.ty))
+                    else:
+                        key = None  # (a constant's value may be read)
             elif t is ExternFunc:  # always typed (Object)
-                pass
+                key = None
             elif t is GlobalVar:  # a kernel or function by reference (may be untyped)
                 if a.ty is None and a.name_hint in self.global_types:
                     return None
+                key = None
             elif t is Tuple:  # call_kernel/call_extern/call_dps argument tuples
                 typed_tuple = self._simple_tuple(a)
                 if typed_tuple is None:
@@ -525,17 +541,32 @@ class BlockBuilder:
                     if new_args is None:
                         new_args = list(args)
                     new_args[i] = typed_tuple
+                key = None
             else:
                 return None
-        if new_args is not None:
-            args = tuple(new_args)
-        types = tuple([a.ty for a in args])
-        # Inference is cached by the op (see OpDef.infer_call) when it can only see
-        # the argument types and the attributes.
-        try:
-            ty, attrs = opdef.infer_call(call, types)
-        except Exception:
-            return None
+        if key is not None:
+            k = tuple(key)
+            hit = self._inferred.get(k)
+            if hit is not None:
+                ty = hit[0]
+            else:
+                types = tuple([a.ty for a in args])
+                try:
+                    ty, attrs = opdef.infer_call(call, types)
+                except Exception:
+                    return None
+                if ty is not None and attrs is call.attrs:
+                    self._inferred[k] = (ty, attrs, types)
+        else:
+            if new_args is not None:
+                args = tuple(new_args)
+            types = tuple([a.ty for a in args])
+            # Inference is cached by the op (see OpDef.infer_call) when it can only see
+            # the argument types and the attributes.
+            try:
+                ty, attrs = opdef.infer_call(call, types)
+            except Exception:
+                return None
         if ty is None or (call.ty is not None and not types_compatible(call.ty, ty)):
             return None
         if attrs is call.attrs and (call.ty is ty or call.ty == ty) and new_args is None:

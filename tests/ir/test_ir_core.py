@@ -141,6 +141,35 @@ def test_inference_cache_does_not_hide_errors():
         bb.emit_func_output(b)
 
 
+def test_builder_keeps_the_type_of_an_op_call_on_variables_per_key():
+    """The builder keeps the type inferred for a call of an op on variables per op,
+    attributes and the variables' classes and types: the same key gets the same type,
+    another key its own, a failure is never kept, and an annotation that does not fit
+    still sends the call to the general path (which reports it)."""
+    bb = BlockBuilder()
+    x, y = Var("x", F32), Var("y", TensorType((3, 3), "float32"))
+    d = DataflowVar("d", F32)
+    with bb.function("main", [x, y]):
+        a = bb.emit(make_call("add", x, x))  # (a type object of its own, equal to F32)
+        b = bb.emit(make_call("add", a, x))
+        c = bb.emit(make_call("add", b, x))  # b's key: kept
+        assert a.ty is b.ty is c.ty and len(bb._inferred) == 2
+        e = bb.emit(make_call("add", y, y))
+        assert e.ty == TensorType((3, 3), "float32") and len(bb._inferred) == 3
+        call = make_call("add", d, x)  # another class of variable: another key
+        assert bb._simple_call(call).ty == F32 and len(bb._inferred) == 4
+        for _ in range(2):
+            with pytest.raises(IRTypeError, match="cannot broadcast dimension"):
+                bb.emit(make_call("add", a, y), "bad")
+        assert len(bb._inferred) == 4
+        wrong = Call(Op.get("add"), (a, x), make_call("add", a, x).attrs,
+                     TensorType((9,), "float32"))
+        assert bb._simple_call(wrong) is None
+        with pytest.raises(IRTypeError):
+            bb.normalize(wrong)
+        bb.emit_func_output(b)
+
+
 def test_builder_recovers_after_a_return_type_error():
     bb = BlockBuilder()
     x = Var("x", F32)
