@@ -69,9 +69,9 @@ class _CSE(ExprMutator):
                     self.builder.emit_binding(binding)
                     return
                 key = (value.op.name, tuple(map(id, args)), value.attrs)
-                if key not in self.seen:
+                var = remap.get(binding.var, binding.var)
+                if self.seen.setdefault(key, var) is var:  # (a first: kept; one hashing)
                     self.builder.emit_binding(binding)
-                    self.seen[key] = remap.get(binding.var, binding.var)
                     return
         value = self.visit_expr(value)
         if (
