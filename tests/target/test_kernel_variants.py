@@ -366,6 +366,13 @@ CASES: dict[str, Callable[[], Case]] = {
         (1, 17, 11, 13), (18, 17, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "winograd"),
     "winograd F(2x2), odd image": _conv(
         (1, 17, 9, 15), (19, 17, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "winograd", winograd=2),
+    # 224 tiles in blocks of 32: 7 blocks, the last one cut in two for 2 threads
+    "winograd F(4x4), 56 x 56, 48 channels": _conv(
+        (1, 48, 56, 56), (20, 48, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "winograd"),
+    # 240 tiles in blocks of 32 (15 x 16 tiles): the last 48 cut into 32 and 16
+    "winograd F(2x2), 30 x 30, 70 channels": _conv(
+        (1, 70, 30, 30), (71, 70, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "winograd",
+        winograd=2),
     "attention, odd lengths": _attention,
     "attention, head sizes 40 and 33 (tails of 32 lanes)":
         lambda: _attention((1, 2, 7, 40), 37, 33),

@@ -30,6 +30,7 @@ static inline int64_t wino_wide_blocks(int64_t tb, int64_t per_tile) {
 typedef struct {
     const plait_conv2d_desc* d;
     int64_t TH, TWp, T, HP, RL, tb;
+    int64_t blocks, nfull, tpart;   /* an image's tile blocks (wino_plan_blocks) */
     const float* img;    /* F(2x2): the de-interleaved padded input [N][C][HP][RL];
                           * F(4x4): the input itself [N][C][H][W] */
     const float* u;      /* packed transformed weights */
@@ -38,6 +39,36 @@ typedef struct {
     int relu;
     float* out;
 } plait_wino;
+
+/* An image's tile blocks: nfull blocks of tb tiles, then blocks of tpart (<= tb) up to
+ * T (the last one shorter), blocks in all.  With one thread (or when the full blocks
+ * come in whole rounds of nthreads) that is ceil(T / tb) blocks of tb.  Otherwise the
+ * tiles past the last whole round are cut into nthreads parts of whole 16-tile panels:
+ * ResNet's 56 x 56 F(4x4) layers have 224 tiles, 7 blocks of 32, which 2 threads took
+ * 4 and 3; now 6 blocks of 32 and 2 of 16, 112 tiles each.  (56 tiles, 32 + 24, stay as
+ * they are: the products of both run the 32-column tile; only the transforms of one
+ * group of 8 tiles differ.) */
+static void wino_plan_blocks(plait_wino* w, int nthreads) {
+    const int64_t T = w->T, tb = w->tb;
+    w->nfull = T / tb;
+    w->tpart = tb;
+    w->blocks = (T + tb - 1) / tb;
+    if (nthreads < 2 || (w->nfull % nthreads == 0 && w->nfull * tb == T)) return;
+    const int64_t keep = w->nfull - w->nfull % nthreads, tail = T - keep * tb;
+    int64_t part = (tail + nthreads - 1) / nthreads;
+    part = (part + PLAIT_NR - 1) / PLAIT_NR * PLAIT_NR;
+    if (part > tb) part = tb;
+    w->nfull = keep;
+    w->tpart = part;
+    w->blocks = keep + (tail + part - 1) / part;
+}
+
+/* Block b of an image: its first tile t0 and its tiles len (a multiple of 8) */
+static inline void wino_block(const plait_wino* w, int64_t b, int64_t* t0, int64_t* len) {
+    *t0 = b < w->nfull ? b * w->tb : w->nfull * w->tb + (b - w->nfull) * w->tpart;
+    const int64_t n = b < w->nfull ? w->tb : w->tpart;
+    *len = w->T - *t0 < n ? w->T - *t0 : n;
+}
 
 /* The strides between the 16 transform elements in the V ([16][tb/NR][C][NR]) and
  * product ([16][O][tb]) buffers, one cache line more than the data: a power-of-two
@@ -78,14 +109,15 @@ wino_zero_lanes(float* v, int nx, int64_t xs, int64_t C, int64_t panel, int64_t 
 }
 
 static inline __attribute__((always_inline)) void
-wino_input(const plait_wino* w, int64_t n, int64_t t0, float* v) {
+wino_input(const plait_wino* w, int64_t n, int64_t t0, int64_t len, float* v) {
     const plait_conv2d_desc* d = w->d;
-    const int64_t C = d->C, tb = w->tb, half = w->TWp + 1;
-    /* v: [16][panels][C][NR] */
-    for (int64_t g = 0; g < tb; g += 8) {
+    const int64_t C = d->C, half = w->TWp + 1;
+    /* v: [16][panels][C][NR]; the lanes past the block's tiles in its last panel are
+     * zeroed (the products read whole panels) */
+    for (int64_t g = 0; g < (len + PLAIT_NR - 1) / PLAIT_NR * PLAIT_NR; g += 8) {
         int64_t t = t0 + g;
         int64_t panel = g / PLAIT_NR, lane = g % PLAIT_NR;
-        if (t >= w->T) {
+        if (g >= len) {
             wino_zero_lanes(v, 16, PLAIT_WINO_VS(w), C, panel, lane);
             continue;
         }
@@ -120,7 +152,7 @@ wino_input(const plait_wino* w, int64_t n, int64_t t0, float* v) {
 }
 
 static inline __attribute__((always_inline)) void
-wino_output(const plait_wino* w, int64_t n, int64_t t0, const float* m) {
+wino_output(const plait_wino* w, int64_t n, int64_t t0, int64_t len, const float* m) {
     const plait_conv2d_desc* d = w->d;
     const int64_t O = d->O, tb = w->tb, OH = d->OH, OW = d->OW;
     /* m: [16][O][tb] */
@@ -128,9 +160,8 @@ wino_output(const plait_wino* w, int64_t n, int64_t t0, const float* m) {
         const float bo = w->bias ? w->bias[o] : 0.0f;
         float* outo = w->out + (n * O + o) * OH * OW;
         const float* reso = w->res ? w->res + (n * O + o) * OH * OW : NULL;
-        for (int64_t g = 0; g < tb; g += 8) {
+        for (int64_t g = 0; g < len; g += 8) {
             int64_t t = t0 + g;
-            if (t >= w->T) break;
             const float* mg = m + o * tb + g;
             plait_v8 mm[16];
             for (int xi = 0; xi < 16; ++xi) mm[xi] = *(const plait_v8u*)(mg + xi * PLAIT_WINO_MS(w));
@@ -174,18 +205,19 @@ static void
 wino_thread(const plait_wino* w, int64_t* next, float* v, float* m) {
     const plait_conv2d_desc* d = w->d;
     const int64_t C = d->C, O = d->O, tb = w->tb;
-    const int64_t blocks = (w->T + tb - 1) / tb;
+    const int64_t blocks = w->blocks;
     const int64_t jobs = d->N * blocks;
     const int64_t apanels = (O + PLAIT_MR - 1) / PLAIT_MR;
     for (int64_t job = PLAIT_NEXT_JOB(next); job < jobs; job = PLAIT_NEXT_JOB(next)) {
-        int64_t n = job / blocks, t0 = (job % blocks) * tb;
-        wino_input(w, n, t0, v);
+        int64_t n = job / blocks, t0, len;
+        wino_block(w, job % blocks, &t0, &len);
+        wino_input(w, n, t0, len, v);
         for (int64_t xi = 0; xi < 16; ++xi) {
             const float* uxi = w->u + xi * apanels * C * PLAIT_MR;
             const float* vxi = v + xi * PLAIT_WINO_VS(w);
             float* mxi = m + xi * PLAIT_WINO_MS(w);
-            for (int64_t jr = 0; jr < tb; jr += PLAIT_TILE_N) {   /* the wide tile */
-                int64_t nr = tb - jr < PLAIT_TILE_N ? tb - jr : PLAIT_TILE_N;
+            for (int64_t jr = 0; jr < len; jr += PLAIT_TILE_N) {   /* the wide tile */
+                int64_t nr = len - jr < PLAIT_TILE_N ? len - jr : PLAIT_TILE_N;
                 for (int64_t ir = 0; ir < O; ir += PLAIT_MR) {
                     int64_t mr = O - ir < PLAIT_MR ? O - ir : PLAIT_MR;
                     micro_kernel_wide(C, uxi + (ir / PLAIT_MR) * C * PLAIT_MR, 1, PLAIT_MR,
@@ -194,7 +226,7 @@ wino_thread(const plait_wino* w, int64_t* next, float* v, float* m) {
                 }
             }
         }
-        wino_output(w, n, t0, m);
+        wino_output(w, n, t0, len, m);
     }
 }
 
@@ -221,7 +253,7 @@ static void plait_wino_task_run(void* arg) {
 static int wino_run(const plait_wino* w, int nthreads, size_t vfloats, size_t mfloats,
                     plait_wino_fn run) {
     const plait_conv2d_desc* d = w->d;
-    const int64_t blocks = d->N * ((w->T + w->tb - 1) / w->tb);
+    const int64_t blocks = d->N * w->blocks;
     if (blocks < nthreads) nthreads = (int)blocks;
     plait_wino_task task = {w, run, vfloats, mfloats, 0, 0};
     plait_parallel(plait_wino_task_run, &task, nthreads);
@@ -290,11 +322,12 @@ PLAIT_ISA_FN(plait_conv2d_winograd)(const plait_conv2d_desc* d, const float* x,
     w.res = res;
     w.relu = relu;
     w.out = out;
+    int nthreads = plait_max_threads();
+    wino_plan_blocks(&w, nthreads);
     const int64_t planes = d->N * d->C, half = w.TWp + 1;
     size_t need = (size_t)(planes * w.HP * w.RL);
     float* img = plait_scratch(3, need);   /* the padded input, this thread's */
     if (!img) return 1;
-    int nthreads = plait_max_threads();
     /* zero-pad and de-interleave: padded row r, column q (input row r - PT, column
      * q - PL) goes to [r][q / 2] (even q) or [r][half + q / 2] (odd q) */
     plait_wino_pad_task pad = {&w, x, img, half};
@@ -353,14 +386,14 @@ wino4_row(const float* row, int64_t col0, int64_t W, plait_v8 out[6]) {
 }
 
 static inline __attribute__((always_inline)) void
-wino4_input(const plait_wino* w, int64_t n, int64_t t0, float* v) {
+wino4_input(const plait_wino* w, int64_t n, int64_t t0, int64_t len, float* v) {
     const plait_conv2d_desc* d = w->d;
-    const int64_t C = d->C, tb = w->tb;
+    const int64_t C = d->C;
     const int64_t xs = PLAIT_W4_VS(w);
-    for (int64_t g = 0; g < tb; g += 8) {
+    for (int64_t g = 0; g < (len + PLAIT_NR - 1) / PLAIT_NR * PLAIT_NR; g += 8) {
         int64_t t = t0 + g;
         int64_t panel = g / PLAIT_NR, lane = g % PLAIT_NR;
-        if (t >= w->T) {
+        if (g >= len) {   /* past the block's tiles in its last panel */
             wino_zero_lanes(v, 36, xs, C, panel, lane);
             continue;
         }
@@ -403,7 +436,7 @@ wino4_input(const plait_wino* w, int64_t n, int64_t t0, float* v) {
 /* The output transform of channels [o0, o0 + ob) of a tile block: m holds their
  * products, [36][ob][tb] (stride PLAIT_W4_MS between transform elements). */
 static inline __attribute__((always_inline)) void
-wino4_output(const plait_wino* w, int64_t n, int64_t t0, int64_t o0, int64_t ob,
+wino4_output(const plait_wino* w, int64_t n, int64_t t0, int64_t len, int64_t o0, int64_t ob,
              const float* m) {
     const plait_conv2d_desc* d = w->d;
     const int64_t O = d->O, tb = w->tb, OH = d->OH, OW = d->OW, ms = PLAIT_W4_MS(w);
@@ -412,9 +445,8 @@ wino4_output(const plait_wino* w, int64_t n, int64_t t0, int64_t o0, int64_t ob,
         const float bo = w->bias ? w->bias[o] : 0.0f;
         float* outo = w->out + (n * O + o) * OH * OW;
         const float* reso = w->res ? w->res + (n * O + o) * OH * OW : NULL;
-        for (int64_t g = 0; g < tb; g += 8) {
+        for (int64_t g = 0; g < len; g += 8) {
             int64_t t = t0 + g;
-            if (t >= w->T) break;
             const float* mg = m + oo * tb + g;
             plait_v8 s[4][6];   /* A^T M, column by column */
             for (int c2 = 0; c2 < 6; ++c2) {
@@ -473,21 +505,22 @@ static void
 wino4_thread(const plait_wino* w, int64_t* next, float* v, float* m) {
     const plait_conv2d_desc* d = w->d;
     const int64_t C = d->C, O = d->O, tb = w->tb;
-    const int64_t blocks = (w->T + tb - 1) / tb;
+    const int64_t blocks = w->blocks;
     const int64_t jobs = d->N * blocks;
     const int64_t apanels = (O + PLAIT_MR - 1) / PLAIT_MR;
     const int64_t vs = PLAIT_W4_VS(w), ms = PLAIT_W4_MS(w);
     for (int64_t job = PLAIT_NEXT_JOB(next); job < jobs; job = PLAIT_NEXT_JOB(next)) {
-        int64_t n = job / blocks, t0 = (job % blocks) * tb;
-        wino4_input(w, n, t0, v);
+        int64_t n = job / blocks, t0, len;
+        wino_block(w, job % blocks, &t0, &len);
+        wino4_input(w, n, t0, len, v);
         for (int64_t o0 = 0; o0 < O; o0 += PLAIT_W4_OB) {
             int64_t ob = O - o0 < PLAIT_W4_OB ? O - o0 : PLAIT_W4_OB;
             for (int64_t xi = 0; xi < 36; ++xi) {
                 const float* uxi = w->u + xi * apanels * C * PLAIT_MR;
                 const float* vxi = v + xi * vs;
                 float* mxi = m + xi * ms;
-                for (int64_t jr = 0; jr < tb; jr += PLAIT_TILE_N) {   /* the wide tile */
-                    int64_t nr = tb - jr < PLAIT_TILE_N ? tb - jr : PLAIT_TILE_N;
+                for (int64_t jr = 0; jr < len; jr += PLAIT_TILE_N) {   /* the wide tile */
+                    int64_t nr = len - jr < PLAIT_TILE_N ? len - jr : PLAIT_TILE_N;
                     for (int64_t ir = 0; ir < ob; ir += PLAIT_MR) {
                         int64_t mr = ob - ir < PLAIT_MR ? ob - ir : PLAIT_MR;
                         micro_kernel_wide(C, uxi + ((o0 + ir) / PLAIT_MR) * C * PLAIT_MR, 1,
@@ -497,7 +530,7 @@ wino4_thread(const plait_wino* w, int64_t* next, float* v, float* m) {
                     }
                 }
             }
-            wino4_output(w, n, t0, o0, ob, m);
+            wino4_output(w, n, t0, len, o0, ob, m);
         }
     }
 }
@@ -525,7 +558,9 @@ PLAIT_ISA_FN(plait_conv2d_winograd4)(const plait_conv2d_desc* d, const float* x,
     w.relu = relu;
     w.out = out;
     w.img = x;
-    return wino_run(&w, plait_max_threads(), 36 * (size_t)PLAIT_W4_VS(&w),
+    const int nthreads = plait_max_threads();
+    wino_plan_blocks(&w, nthreads);
+    return wino_run(&w, nthreads, 36 * (size_t)PLAIT_W4_VS(&w),
                     36 * (size_t)PLAIT_W4_MS(&w), wino4_thread);
 }
 
