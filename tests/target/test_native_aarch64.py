@@ -171,6 +171,13 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
       if (plait_max_pool2d(&d, x, y)) return 4; give(out, y, {ref.size}); }}""")
     expect.append(("max_pool2d", ref, 0.0))
 
+    #    and the global average: 37 planes of 7 x 7 (whole vectors and a tail)
+    x = _rand(1, 37, 7, 7)
+    code.append(f"""{{ static const plait_mean_desc d = {{37, 49}};
+      const float* x = {take(x)}; float* y = calloc(37, 4);
+      if (plait_global_avg_pool2d(&d, x, y)) return 4; give(out, y, 37); }}""")
+    expect.append(("global average", x.astype(np.float64).mean((2, 3)).reshape(-1), 1e-6))
+
     # 6. on the thread pool (PLAIT_NUM_THREADS=2): a product, a convolution and an
     #    attention large enough to be split (gemm: M*N*K >= 2^18; attention: 2^20)
     m, k, n = 50, 70, 131

@@ -1,6 +1,10 @@
-"""The ``c`` target's max pooling: ``c.DispatchPool`` sends float32 NCHW ``max_pool2d``
+"""The ``c`` target's pooling: ``c.DispatchPool`` sends float32 NCHW ``max_pool2d``
 of static shape to ``plait_pool.c`` (a kernel family: :mod:`.families`), which pools row
-by row with vectorized loops over the output columns.
+by row with vectorized loops over the output columns, and float32 ``global_avg_pool2d``
+(NCHW) and ``mean`` over the two spatial axes of a rank-4 value (kept or not) to its
+global average pooling, each plane summed on vector lanes (the generated reduction sums
+a plane with one scalar chain: every ISA copy of a generated kernel computes the same
+bits, so it may not reassociate).
 
 The generated kernel for ``max_pool2d`` keeps the window loops innermost, which the C
 compiler does not vectorize (a 2x2/2 pooling of a 32x224x224 tensor took 5.5 ms on one
@@ -26,6 +30,7 @@ from plait.transform.pattern_rewrite import Rule, rewrite_module
 
 from .families import record_wrappers
 from .gemm import _static_shape
+from .squeeze_excite import _spatial_axes
 
 
 def _wrapper(call: Call) -> tuple[str, str, CFunction] | None:
@@ -56,6 +61,47 @@ def _wrapper(call: Call) -> tuple[str, str, CFunction] | None:
 POOL = is_op("max_pool2d").has_dtype("float32").has_rank(4)
 """The shape :class:`DispatchPool` takes (static NCHW shapes, checked by the rewrite)."""
 
+_GAP = is_op("global_avg_pool2d", layout="NCHW")
+_MEAN = is_op("mean", axis=_spatial_axes)
+_AVG = is_op("avg_pool2d", "adaptive_avg_pool2d", layout="NCHW")
+GLOBAL_AVG = (_GAP | _MEAN | _AVG).has_dtype("float32")
+"""The global averages :class:`DispatchPool` takes: ``global_avg_pool2d`` (NCHW),
+``mean`` over axes 2 and 3 of a rank-4 value, and the poolings that are one: an
+``adaptive_avg_pool2d`` to 1 x 1 and an unpadded, undilated ``avg_pool2d`` whose one
+window covers the image (EfficientNet's head as HF writes it: a 1280-wide window with
+ceil_mode on 7 x 7); static shapes, checked by the rewrite.  The squeezes of
+squeeze-and-excite gates are ``c.DispatchSqueezeExcite``'s, which runs first."""
+
+
+def _covers_image(call: Call, xs: tuple[int, ...], os_: tuple[int, ...]) -> bool:
+    """An ``avg_pool2d``/``adaptive_avg_pool2d`` call is the mean of each whole plane."""
+    from plait.runtime.numpy_ops import _expand, _expand_padding
+
+    if os_[2:] != (1, 1):
+        return False
+    if call.op.name == "adaptive_avg_pool2d":
+        return True
+    a = call.attrs
+    k = _expand(a["pool_size"], 2)
+    return (_expand(a["dilation"], 2) == (1, 1) and _expand_padding(a["padding"], 2) == (0,) * 4
+            and k[0] >= xs[2] and k[1] >= xs[3])
+
+
+def _mean_wrapper(call: Call) -> tuple[str, str, CFunction] | None:
+    """The wrapper (name, C code, CFunction) of a global average it takes, or None."""
+    xs, os_ = _static_shape(call.args[0]), _static_shape(call)
+    if xs is None or os_ is None or len(xs) != 4 or 0 in xs:
+        return None
+    if call.op.name in ("avg_pool2d", "adaptive_avg_pool2d") and not _covers_image(call, xs, os_):
+        return None
+    planes, hw = xs[0] * xs[1], xs[2] * xs[3]
+    key = repr((planes, hw, xs, os_))
+    name = f"plait_global_avg_pool2d_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    code = (f"int {name}(const float* x, float* out) {{\n"
+            f"    static const plait_mean_desc d = {{{planes}, {hw}}};\n"
+            "    return plait_global_avg_pool2d(&d, x, out);\n}\n")
+    return name, code, CFunction(name, ((xs, "float32"), (os_, "float32")), 1, name, "int")
+
 
 def pool_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
     """The rule of :class:`DispatchPool`: :data:`POOL`, rewritten into a call of its
@@ -74,18 +120,36 @@ def pool_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
     return Rule("c.max_pool2d", POOL, rewrite)
 
 
+def global_avg_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
+    """The rule of :class:`DispatchPool` for :data:`GLOBAL_AVG`: a call of its wrapper
+    (recorded in ``wrappers``) when the shapes are static."""
+
+    def rewrite(m: Match) -> Expr | None:
+        call = next(m.call(p) for p in (_GAP, _MEAN, _AVG) if p in m)
+        w = _mean_wrapper(call)
+        if w is None:
+            return None
+        name, code, cfn = w
+        wrappers.setdefault(name, (code, cfn))
+        return make_call("call_extern", ExternFunc(name), Tuple(call.args[:1]), out=call.ty,
+                         span=call.span)
+
+    return Rule("c.global_avg_pool2d", GLOBAL_AVG, rewrite)
+
+
 def dispatch_pool(mod: IRModule, skip: Any = None) -> IRModule:
-    """``mod`` with float32 NCHW max_pool2d of static shape rewritten into calls of
-    ``plait_pool.c``; functions for which ``skip`` is true (default: those of external
-    codegens) are left alone."""
+    """``mod`` with float32 NCHW max_pool2d and global averages (:data:`GLOBAL_AVG`) of
+    static shape rewritten into calls of ``plait_pool.c``; functions for which ``skip``
+    is true (default: those of external codegens) are left alone."""
     wrappers: dict[str, tuple[str, CFunction]] = {}
-    out = rewrite_module(mod, [pool_rule(wrappers)], skip=skip)
+    out = rewrite_module(mod, [pool_rule(wrappers), global_avg_rule(wrappers)], skip=skip)
     return record_wrappers(out, wrappers, "plait_pool.h", ["pool"], "plait_pool_calls")
 
 
 @module_pass(name="c.DispatchPool", phases=("optimization",))
 class DispatchPool:
-    """Send float32 NCHW max_pool2d of static shape to plait_pool.c (row-wise, vectorized)."""
+    """Send float32 NCHW max_pool2d (row-wise, vectorized) and global average pooling
+    (global_avg_pool2d, mean over H and W) of static shape to plait_pool.c."""
 
     def __init__(self, *, codegens: Sequence[str] | None = None) -> None:
         super().__init__(codegens=codegens)  # type: ignore[call-arg]
@@ -96,4 +160,4 @@ class DispatchPool:
         return dispatch_pool(mod, skip=skips_external(self, ctx))  # type: ignore[arg-type]
 
 
-__all__ = ["POOL", "DispatchPool", "dispatch_pool", "pool_rule"]
+__all__ = ["GLOBAL_AVG", "POOL", "DispatchPool", "dispatch_pool", "global_avg_rule", "pool_rule"]

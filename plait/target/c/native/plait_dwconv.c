@@ -26,6 +26,7 @@
 #include <string.h>
 #include "plait_dwconv.h"
 #include "plait_exp_f32.h"
+#include "plait_means.h"
 #include "plait_threads.h"
 
 /* 16 lanes (zmm) in the AVX-512 copies, 8 elsewhere */
@@ -552,18 +553,7 @@ typedef struct {
 /* the means of planes lo .. hi-1 */
 static void se_means(void* ctx, int64_t lo, int64_t hi) {
     const se_call* t = (const se_call*)ctx;
-    const int64_t HW = t->d->HW;
-    for (int64_t p = lo; p < hi; ++p) {
-        const float* s = t->x + p * HW;
-        dw_v acc = {0};
-        int64_t j = 0;
-        for (; j + DW_V <= HW; j += DW_V) acc += DW_LOAD(s + j);
-        float tail = 0.0f;
-        for (; j < HW; ++j) tail += s[j];
-        float tot = tail;
-        for (int l = 0; l < DW_V; ++l) tot += acc[l];
-        t->v[p] = tot / (float)HW;
-    }
+    plait_plane_means(t->x, t->d->HW, lo, hi, t->v);
 }
 
 /* out = x * gate over planes lo .. hi-1 */

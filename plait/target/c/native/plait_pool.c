@@ -1,5 +1,5 @@
-/* plait_pool.c: the c target's 2-D max pooling (float32, NCHW), a kernel family of
- * plait_isa.h.
+/* plait_pool.c: the c target's 2-D max pooling and global average pooling (float32,
+ * NCHW), a kernel family of plait_isa.h.  Max pooling:
  *
  * Separable: a window's maximum is the maximum over its rows of each row's maximum over
  * the window's columns.  Per plane:
@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "plait_means.h"
 #include "plait_pool.h"
 #include "plait_threads.h"
 
@@ -147,6 +148,35 @@ PLAIT_ISA_FN(plait_max_pool2d)(const plait_pool2d_desc* d, const float* x, float
     return __atomic_load_n(&t.failed, __ATOMIC_RELAXED);
 }
 
+/* ------------------------------------------------------ global average pooling */
+
+/* The generated kernel of global_avg_pool2d (and of mean over H, W) summed each plane
+ * with one scalar chain (no reassociation there: every copy computes the same bits), 40
+ * us for MobileNetV2's 1280 planes of 7 x 7 against onnxruntime's 15; here each plane's
+ * sum runs on vector lanes (plait_means.h), planes split over the threads when there
+ * are at least 65536 floats. */
+typedef struct {
+    const plait_mean_desc* d;
+    const float* x;
+    float* out;
+} mean_task;
+
+static void mean_planes(void* ctx, int64_t lo, int64_t hi) {
+    const mean_task* t = (const mean_task*)ctx;
+    plait_plane_means(t->x, t->d->HW, lo, hi, t->out);
+}
+
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_global_avg_pool2d)(const plait_mean_desc* d, const float* x, float* out) {
+    if (d->planes <= 0) return 0;
+    mean_task t = {d, x, out};
+    plait_parallel_range(mean_planes, &t, d->planes,
+                         d->planes * d->HW >= 65536 ? plait_max_threads() : 1);
+    return 0;
+}
+
 PLAIT_ISA_FAMILY("pool")
 PLAIT_ISA_DISPATCH(int, plait_max_pool2d,
                    (const plait_pool2d_desc* d, const float* x, float* out), (d, x, out))
+PLAIT_ISA_DISPATCH(int, plait_global_avg_pool2d,
+                   (const plait_mean_desc* d, const float* x, float* out), (d, x, out))

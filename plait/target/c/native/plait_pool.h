@@ -1,4 +1,4 @@
-/* plait_pool.h: the interface of plait_pool.c (2-D max pooling), shared by the library
+/* plait_pool.h: the interface of plait_pool.c (2-D max pooling, global average pooling), shared by the library
  * and the per-model call wrappers. */
 #ifndef PLAIT_POOL_H
 #define PLAIT_POOL_H
@@ -18,4 +18,13 @@ typedef struct {
  * skipped); 0 on success. */
 PLAIT_POOL_HIDDEN int plait_max_pool2d(const plait_pool2d_desc* d, const float* x,
                                        float* out);
+
+typedef struct {
+    int64_t planes, HW;
+} plait_mean_desc;
+
+/* out[p] = the mean of plane p of x (HW floats each) for p < planes: global average
+ * pooling of x[N][C][H][W] (planes N * C, HW = H * W); 0 on success. */
+PLAIT_POOL_HIDDEN int plait_global_avg_pool2d(const plait_mean_desc* d, const float* x,
+                                              float* out);
 #endif
