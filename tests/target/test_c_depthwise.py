@@ -89,6 +89,28 @@ def test_a_residual_after_the_relu_stays_an_op() -> None:
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 
+def test_gelu_after_a_depthwise_stays_an_op() -> None:
+    """plait_dwconv.c has no GELU (the products' epilogue has): the call takes the
+    convolution and its bias, the gelu stays a generated kernel, against float64 with
+    math.erf at 1e-4."""
+    import math
+
+    x, w, b = _rand(1, 6, 9, 9) * 3, _rand(6, 1, 3, 3), _rand(6)
+
+    def body(bb: Any, p: Any) -> Any:
+        y = emit(bb, "conv2d", p[0], const(w), padding=(1, 1, 1, 1), groups=6)
+        return emit(bb, "gelu", emit(bb, "add", y, const(b.reshape(6, 1, 1))))
+
+    mod = build_graph({"x": x.shape}, body)
+    callees = _callees(dispatch_depthwise(mod))
+    assert len(callees) == 2 and callees[0].startswith("plait_dwconv2d_"), callees
+    assert callees[1] == "gelu"
+    y = _grouped_reference(x, w, 6, padding=(1, 1, 1, 1)) + b.reshape(1, 6, 1, 1)
+    ref = 0.5 * y * (1 + np.vectorize(math.erf)(y / math.sqrt(2)))
+    got = VirtualMachine(plait.build(mod, "c"))["main"](x)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
 def test_without_the_pass_depthwise_is_generated_and_float64_goes_to_the_library() -> None:
     """depthwise=False: the generated depthwise kernel; a float64 grouped convolution is
     not the family's (blas.conv2d), in the same results."""

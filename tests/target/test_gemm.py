@@ -10,6 +10,8 @@ tile, K beyond one 384-deep block, batches, strides, dilation, asymmetric paddin
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from graph_helpers import build_graph, const, emit  # tests/target
@@ -500,3 +502,88 @@ def test_an_activation_ends_the_epilogue() -> None:
     got = VirtualMachine(plait.build(mod, "c"))["main"](x)
     for g, e in zip(got, want, strict=True):
         np.testing.assert_allclose(g, e, rtol=RTOL, atol=ATOL)
+
+
+def _gelu_erf_graph(bb, x, order: int):  # type: ignore[no-untyped-def]
+    """GELU as torch.onnx exports it, x * (1 + erf(x / sqrt 2)) * 0.5, with the operands
+    of each step in the order ``order`` picks (and x * (1 / sqrt 2) for the division)."""
+    if order == 0:
+        arg = _call(bb, "divide", x, _c(np.array(np.sqrt(2.0), np.float32)))
+    else:
+        arg = _call(bb, "multiply", _c(np.array(np.sqrt(0.5), np.float32)), x)
+    e = _call(bb, "erf", arg)
+    one = _c(np.array(1.0, np.float32))
+    s = _call(bb, "add", e, one) if order == 0 else _call(bb, "add", one, e)
+    y = _call(bb, "multiply", x, s) if order == 0 else _call(bb, "multiply", s, x)
+    half = _c(np.array(0.5, np.float32))
+    return _call(bb, "multiply", y, half) if order == 0 else _call(bb, "multiply", half, y)
+
+
+def _gelu_reference(x: np.ndarray) -> np.ndarray:
+    """GELU in float64 by math.erf (no scipy): x (1 + erf(x / sqrt 2)) / 2."""
+    erf = np.vectorize(math.erf, otypes=[np.float64])
+    with np.errstate(invalid="ignore"):
+        return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def test_gelu_epilogue_is_one_fused_call() -> None:
+    """ViT's and ConvNeXt's feed-forward product, bias and GELU (erf form, as exported:
+    five elementwise ops, in both operand orders) is one native call (c.GELU_RULE makes
+    it ``gelu``, the epilogue runs plait_gelu_sv on each tile), as is a convolution's;
+    the tanh form stays a generated kernel; against float64 with math.erf at rtol/atol
+    1e-4 (the products' own tolerance)."""
+    a, wl, bl = _rand(13, 70) * 2, _rand(70, 37), _rand(37)
+    x, w = _rand(1, 5, 9, 11), _rand(7, 5, 3, 3)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        m = _call(bb, "add", _c(bl), _call(bb, "matmul", p[1], _c(wl)))
+        g0 = _gelu_erf_graph(bb, m, 0)
+        z = _call(bb, "conv2d", p[0], _c(w), padding=(1, 1, 1, 1), strides=(2, 2))
+        g1 = _gelu_erf_graph(bb, z, 1)
+        t = _call(bb, "gelu", _call(bb, "matmul", p[1], _c(wl)), approximate="tanh")
+        return bb.emit(plait.ir.Tuple([g0, g1, t]))
+
+    mod = _build_graph({"x": x.shape, "a": a.shape}, body)
+    lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
+    assert len(_externs(lowered)) == 3 and _ops(lowered) == ["gelu"]
+    code = "".join(src["code"] for src in lowered.attrs["c_sources"])
+    assert "p.act = 3;" in code   # PLAIT_ACT_GELU in the product's wrapper
+    m = a.astype(np.float64) @ wl + bl
+    z = torch.nn.functional.conv2d(torch.from_numpy(x.astype(np.float64)),
+                                   torch.from_numpy(w.astype(np.float64)), stride=2,
+                                   padding=1).numpy()
+    mt = a.astype(np.float64) @ wl
+    tanh = 0.5 * mt * (1 + np.tanh(math.sqrt(2 / math.pi) * (mt + 0.044715 * mt ** 3)))
+    got = VirtualMachine(plait.build(mod, "c"))["main"](x, a)
+    for g, e in zip(got, (_gelu_reference(m), _gelu_reference(z), tanh), strict=True):
+        np.testing.assert_allclose(g, e, rtol=RTOL, atol=ATOL)
+
+
+def test_gelu_epilogue_accuracy_over_the_range() -> None:
+    """plait_gelu_sv (a rational erf with fused multiply-adds, the quotient by a
+    reciprocal estimate and a Newton step) on every value of a dense grid of [-8, 8] and
+    on inf, -inf and NaN, fed exactly as the bias of a product of zeros (one row of
+    16021 columns: whole vectors and a 5-column tail): within 2e-6 relative plus
+    2.5e-7 (1 + |x|) absolute of GELU by math.erf in float64 (the erf's own error, up to
+    5e-7 absolute in float32, enters GELU halved and scaled by |x|: 7.7e-7 near x = -3.5);
+    NaN where the reference is NaN (-inf: -inf * 0, and NaN), inf for inf."""
+    grid = np.linspace(-8, 8, 16021, dtype=np.float32)
+    grid[:4] = [np.inf, -np.inf, np.nan, 0.0]
+    zeros = np.zeros((1, grid.size), np.float32)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        return _call(bb, "gelu", _call(bb, "add", _call(bb, "matmul", p[0], _c(zeros)),
+                                       _c(grid)))
+
+    mod = _build_graph({"x": (1, 1)}, body)
+    lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
+    assert len(_externs(lowered)) == 1 and _ops(lowered) == []
+    got = VirtualMachine(plait.build(mod, "c"))["main"](np.ones((1, 1), np.float32))
+    got = got.reshape(-1)
+    ref = _gelu_reference(grid.astype(np.float64))
+    assert np.array_equal(np.isnan(got), np.isnan(ref))
+    assert got[0] == np.inf
+    ok = ~np.isnan(ref) & np.isfinite(ref)
+    err = np.abs(got[ok] - ref[ok])
+    bound = 2e-6 * np.abs(ref[ok]) + 2.5e-7 * (1 + np.abs(grid[ok]))
+    assert (err <= bound).all(), (float(err.max()), float((err / bound).max()))

@@ -323,6 +323,65 @@ def _activations() -> Case:
     return {"x": x.shape, "a": a.shape}, body, [x, a], ref, 1e-4, "gemm", {}
 
 
+def _silu_extremes() -> Case:
+    """SiLU after a product whose bias puts its outputs at the edges of the activation's
+    range (inf, -inf, NaN, beyond +-88 where exp overflows, the largest float): the
+    native epilogue (plait_act_tile, 21 columns: a vectorized loop and its tail) matches
+    numpy's x / (1 + exp(-x)) (NaN where numpy's is; -inf gives NaN, as -inf / inf)."""
+    a, wl = _rand(9, 13), _rand(13, 21)
+    b = _rand(21) * 3
+    b[[0, 5, 16, 20]] = [np.inf, -np.inf, np.nan, -1e30]
+    b[[1, 6, 17, 19]] = [-88.5, 88.5, -100.0, 3.4e38]
+
+    def body(bb: Any, p: Any) -> Any:
+        m = emit(bb, "add", emit(bb, "matmul", p[0], const(wl)), const(b))
+        return emit(bb, "multiply", m, emit(bb, "sigmoid", m))
+
+    m = a.astype(np.float64) @ wl + b
+    with np.errstate(over="ignore", invalid="ignore"):
+        ref = m / (1 + np.exp(-m))
+    return {"a": a.shape}, body, [a], ref, 1e-4, "gemm", {}
+
+
+def _gelu_epilogue() -> Case:
+    """GELU (erf form, as torch.onnx exports it) after a product and its bias: the native
+    epilogue (plait_gelu_sv on vectors and masked on a row's 21-column tail; c.GELU_RULE
+    makes the five ops ``gelu``), with inf, -inf and NaN among the outputs, against
+    float64 with math.erf."""
+    a, wl = _rand(9, 13) * 2, _rand(13, 21)
+    b = _rand(21) * 3
+    b[[0, 5, 16]] = [np.inf, -np.inf, np.nan]
+    b[[1, 6, 17, 20]] = [-4.0, 4.0, -30.0, 30.0]
+
+    def body(bb: Any, p: Any) -> Any:
+        m = emit(bb, "add", emit(bb, "matmul", p[0], const(wl)), const(b))
+        d = emit(bb, "divide", m, const(np.array(1.4142135, np.float32)))
+        e = emit(bb, "add", emit(bb, "erf", d), const(np.array(1.0, np.float32)))
+        return emit(bb, "multiply", emit(bb, "multiply", m, e),
+                    const(np.array(0.5, np.float32)))
+
+    m = a.astype(np.float64) @ wl + b
+    with np.errstate(invalid="ignore"):
+        ref = 0.5 * m * (1 + np.vectorize(math.erf)(m / math.sqrt(2)))
+    return {"a": a.shape}, body, [a], ref, 1e-4, "gemm", {}
+
+
+def _global_avg() -> Case:
+    """global_avg_pool2d (plait_pool.c's global average): planes of 49 floats (whole
+    vectors and a tail) and of 5 (a tail only), more than 65536 floats in all so the
+    planes are split over the threads."""
+    x, y = _rand(1, 1400, 7, 7), _rand(2, 3, 1, 5)
+
+    def body(bb: Any, p: Any) -> Any:
+        g = emit(bb, "global_avg_pool2d", p[0])
+        return emit(bb, "add", emit(bb, "reshape", g, shape=(2, 700)),
+                    emit(bb, "sum", emit(bb, "global_avg_pool2d", p[1])))
+
+    ref = (x.astype(np.float64).mean(axis=(2, 3)).reshape(2, 700)
+           + y.astype(np.float64).mean(axis=(2, 3)).sum())
+    return {"x": x.shape, "y": y.shape}, body, [x, y], ref, 1e-5, "pool", {}
+
+
 def _silu_pad() -> Case:
     """SiLU then a zero pad (EfficientNet before a depthwise convolution): the generated
     kernel's loops are split at the pad's bounds (plait/kernel/guard_split.py), odd
@@ -408,6 +467,9 @@ CASES: dict[str, Callable[[], Case]] = {
     "generated softmax and elementwise kernels": _generated,
     "generated SiLU + pad, split at the pad's bounds": _silu_pad,
     "ReLU6 and SiLU epilogues": _activations,
+    "SiLU epilogue on inf, NaN and beyond the exp's range": _silu_extremes,
+    "GELU epilogue (erf form) with inf and NaN": _gelu_epilogue,
+    "global average pooling": _global_avg,
 }
 
 

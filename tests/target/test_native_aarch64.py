@@ -8,8 +8,8 @@ production flags (-O3, -fPIC, -shared, the thread pool) build a shared library, 
 ``c.CompileKernels`` keeps it unloaded (an executable for aarch64 machines).  Two
 libraries are built that way:
 
-* every float32 family (product, direct, Winograd and grouped/depthwise convolutions,
-  attention, pooling),
+* every float32 family (product with its SiLU and GELU epilogues, direct, Winograd and
+  grouped/depthwise convolutions, attention, max and global average pooling),
   the int8 product (its baseline copy: it has no NEON copy), the thread pool and two
   generated kernels, with a test source calling each on odd
   shapes (tails, channels not a multiple of the vector width, stride 2, dilation,
@@ -33,6 +33,7 @@ install gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user``; .ci/run install
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -103,6 +104,24 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
       p.bias_kind = PLAIT_BIAS_COL; p.bias = bias; p.relu = 1; p.batch = 1;
       if (plait_gemm(&p)) return 4; give(out, c, {m * n}); }}""")
     expect.append(("gemm", np.maximum(a.astype(np.float64) @ b + bias, 0), 1e-4))
+
+    # 1b. the same product with the SiLU and GELU epilogues (plait_act_tile: whole
+    #     vectors and a 13-column tail)
+    for act, name in ((2, "gemm + SiLU"), (3, "gemm + GELU")):
+        a2 = _rand(m, k) * 3
+        code.append(f"""{{ const float* a = {take(a2)}; const float* b = {take(pack_b(b))};
+      const float* bias = {take(bias)}; float* c = calloc({m * n}, 4);
+      plait_gemm_problem p; memset(&p, 0, sizeof p);
+      p.M = {m}; p.N = {n}; p.K = {k}; p.a_kind = PLAIT_A_STRIDED; p.a = a;
+      p.lda_r = {k}; p.lda_c = 1; p.b_kind = PLAIT_B_PACKED; p.b = b; p.c = c; p.ldc = {n};
+      p.bias_kind = PLAIT_BIAS_COL; p.bias = bias; p.act = {act}; p.batch = 1;
+      if (plait_gemm(&p)) return 4; give(out, c, {m * n}); }}""")
+        y = a2.astype(np.float64) @ b + bias
+        if act == 2:
+            ref = y / (1 + np.exp(-y))
+        else:
+            ref = 0.5 * y * (1 + np.vectorize(math.erf)(y / math.sqrt(2)))
+        expect.append((name, ref, 1e-4))
 
     # 2. direct convolutions: 5 channels, stride 2 with padding; dilation 2; 1x1 stride 2
     for name, (cin, o, kh, stride, pad, dil, hw) in {

@@ -6,11 +6,12 @@ epilogue, to ``plait_dwconv.c`` (a kernel family: :mod:`.families`).
 The epilogue is :class:`~plait.target.c.gemm.DispatchGemm`'s, planned by the same steps
 (:func:`~plait.target.c.gemm._extend`): a per-channel constant ``add`` (the bias), an
 ``add`` of a tensor of the output's shape (a residual), a ``relu``, then ``clip``
-(ReLU6) or ``silu``, and views that keep the elements in order, each folded while the
-intermediate result has no other use.  The kernel reads the input where it lies (each
-group's planes are copied into a zero-padded, phase-split scratch image in the cache of
-the thread that computes them: no padded copy of the tensor) and computes each output
-plane on a register tile of output rows (see the C file).  Each call gets a wrapper
+(ReLU6) or ``silu`` (not ``gelu``: the chain stops before it), and views that keep the
+elements in order, each folded while the intermediate result has no other use.  The
+kernel reads the input where it lies (each group's planes are copied into a zero-padded,
+phase-split scratch image in the cache of the thread that computes them: no padded copy
+of the tensor) and computes each output plane on a register tile of output rows (see
+the C file).  Each call gets a wrapper
 with its shape as constants; both are recorded in the module's ``c_sources``.
 
 It runs after ``c.DispatchGemm`` (which takes the ungrouped convolutions and turns
@@ -34,7 +35,7 @@ from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
 from .families import record_wrappers
-from .gemm import _c_float, _epilogue_step, _extend, _Plan, _static_shape
+from .gemm import ACT_GELU, _c_float, _epilogue_step, _extend, _Plan, _static_shape
 
 DESC_FIELDS = ("N", "C", "H", "W", "O", "G", "KH", "KW", "SH", "SW", "DH", "DW", "PT",
                "PL", "OH", "OW")
@@ -113,6 +114,8 @@ def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
         if plan is None or not all(_extend(plan, g.bindings[i].value, src)  # type: ignore[arg-type]
                                    for i, src in zip(members[1:], reads)):
             return None
+        if plan.act == ACT_GELU:
+            return None   # plait_dwconv.c has no GELU: the chain stops before it
         name, code, cfn = _wrapper(plan)
         wrappers.setdefault(name, (code, cfn))
         args = list(plan.inputs)

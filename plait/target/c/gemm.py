@@ -15,10 +15,12 @@ kernels.  On the way it
   columns), so a call packs only its activations;
 * **fuses the epilogue**: a following ``add`` of a per-channel constant (the bias), an
   ``add`` of a tensor of the output's shape (a residual), a ``relu`` and last an
-  activation — ``clip`` (ReLU6; clips in a row narrow one interval) or ``silu``
-  (``x * sigmoid(x)`` is made ``silu`` first, :data:`SILU_RULE`), applied to each tile
-  as it is stored (``plait_act_tile``) — are folded into the call when each
-  intermediate result has no other use: one pass over the output instead of several;
+  activation — ``clip`` (ReLU6; clips in a row narrow one interval), ``silu``
+  (``x * sigmoid(x)`` is made ``silu`` first, :data:`SILU_RULE`) or ``gelu`` of the erf
+  form (``x * (1 + erf(x / sqrt 2)) * 0.5`` as exported is made ``gelu`` first,
+  :data:`GELU_RULE`), applied to each tile as it is stored (``plait_act_tile``) — are
+  folded into the call when each intermediate result has no other use: one pass over
+  the output instead of several;
 * computes a convolution as an implicit im2col product: patches are packed straight
   from the zero-padded input, block by block, never materialized whole.
 
@@ -64,13 +66,13 @@ from plait.ir.module import IRModule
 from plait.ir.types import TensorType
 from plait.op.registry import make_call
 from plait.transform.pass_base import module_pass
-from plait.transform.pattern import Match, Pattern, is_op, match_at, wildcard
+from plait.transform.pattern import Match, Pattern, is_const, is_op, match_at, wildcard
 from plait.transform.pattern_rewrite import Rule, rewrite_function
 
 from .build import add_c_source
 from .families import families_called, family_sources, header_text
 
-ACT_NONE, ACT_CLIP, ACT_SILU = 0, 1, 2
+ACT_NONE, ACT_CLIP, ACT_SILU, ACT_GELU = 0, 1, 2, 3
 """The activations of the native epilogue (``PLAIT_ACT_*`` of ``plait_gemm.h``)."""
 
 
@@ -252,7 +254,7 @@ class _Plan:
     relu: bool = False
     viewed: bool = False          # the output was reshaped (no more bias: its axis moved)
     pool: bool = False            # conv2d followed by a 2x2/2 max pooling
-    act: int = ACT_NONE           # then an activation: ACT_CLIP to [act_lo, act_hi], ACT_SILU
+    act: int = ACT_NONE           # then ACT_CLIP to [act_lo, act_hi], ACT_SILU or ACT_GELU
     act_lo: float = -math.inf
     act_hi: float = math.inf
     winograd: int = 0             # 0: direct; 2 or 4: Winograd F(m x m, 3x3)
@@ -532,15 +534,16 @@ def _epilogue_step(y: Pattern) -> Pattern:
     the elements in order (the product then writes the view directly)."""
     y = y.single_use()
     return (is_op("relu")(y) | is_op("add")(y, wildcard()) | is_op("add")(wildcard(), y)
-            | is_op("clip", "silu")(y) | is_op("max_pool2d")(y)
+            | is_op("clip", "silu", "gelu")(y) | is_op("max_pool2d")(y)
             | is_op(*VIEW_OPS)(y).where(_is_view))
 
 
 def product_pattern(ops: Sequence[str] = OPS) -> Pattern:
     """The shape :class:`DispatchGemm` takes: a float32 product followed by any number
     of epilogue steps, ``conv2d|linear|matmul >> (relu(^) | add(^, _) | add(_, ^) |
-    clip(^) | silu(^) | max_pool2d(^) | <view>(^))*``.  Which of them one native call
-    can do (a bias once, before a residual, before the relu, before a clip or SiLU;
+    clip(^) | silu(^) | gelu(^) | max_pool2d(^) | <view>(^))*``.  Which of them one
+    native call can do (a bias once, before a residual, before the relu, before a clip,
+    SiLU or GELU (erf form);
     pooling only after a convolution ...) is the plan's business (:func:`_extend`)."""
     return is_op(*ops).has_dtype("float32").repeat(_epilogue_step)
 
@@ -560,7 +563,7 @@ def _extend(plan: _Plan, value: Call, src: Var) -> bool:
         return True
     if value.ty != src.ty:
         return False
-    if _is_op(value, "clip") or _is_op(value, "silu"):
+    if _is_op(value, "clip") or _is_op(value, "silu") or _is_op(value, "gelu"):
         return _extend_act(plan, value)
     if plan.act:
         return False          # the activation comes last (after bias, residual, relu)
@@ -582,14 +585,15 @@ def _extend(plan: _Plan, value: Call, src: Var) -> bool:
 
 
 def _extend_act(plan: _Plan, value: Call) -> bool:
-    """Fold a ``clip`` or ``silu`` into the plan's activation (the last step of the
-    native epilogue, ``plait_act_tile``); clips in a row narrow the interval."""
+    """Fold a ``clip``, ``silu`` or ``gelu`` (erf form) into the plan's activation (the
+    last step of the native epilogue, ``plait_act_tile``); clips in a row narrow the
+    interval."""
     if plan.pool or plan.winograd:
         return False          # neither epilogue has the activation
-    if _is_op(value, "silu"):
-        if plan.act:
-            return False
-        plan.act = ACT_SILU
+    if _is_op(value, "silu") or _is_op(value, "gelu"):
+        if plan.act or value.attrs.get("approximate", "none") != "none":
+            return False      # the tanh form of GELU stays a generated kernel
+        plan.act = ACT_SILU if _is_op(value, "silu") else ACT_GELU
         return True
     if plan.act not in (ACT_NONE, ACT_CLIP):
         return False
@@ -704,6 +708,41 @@ SILU_RULE = Rule("c.silu", _SILU_ROOT, _silu)
 fuses into the product before it."""
 
 
+def _scalar_near(value: float) -> Pattern:
+    """A float constant of one element within 1e-6 relative of ``value``."""
+    return is_const(lambda d: d.dtype.kind == "f" and math.isclose(float(d.reshape(-1)[0]),
+                                                                  value, rel_tol=1e-6),
+                    scalar=True)
+
+
+_GELU_X = wildcard()
+_GELU_ARG = (is_op("divide")(_GELU_X, _scalar_near(math.sqrt(2.0)))
+             | is_op("multiply")(_GELU_X, _scalar_near(math.sqrt(0.5)))
+             | is_op("multiply")(_scalar_near(math.sqrt(0.5)), _GELU_X)).single_use()
+_GELU_ERF = is_op("erf")(_GELU_ARG).single_use()
+_GELU_ONE = (is_op("add")(_GELU_ERF, _scalar_near(1.0))
+             | is_op("add")(_scalar_near(1.0), _GELU_ERF)).single_use()
+_GELU_PROD = (is_op("multiply")(_GELU_X, _GELU_ONE)
+              | is_op("multiply")(_GELU_ONE, _GELU_X)).single_use()
+_GELU_ROOT = (is_op("multiply")(_GELU_PROD, _scalar_near(0.5))
+              | is_op("multiply")(_scalar_near(0.5), _GELU_PROD)).has_dtype("float32")
+
+
+def _gelu(m: Match) -> Expr | None:
+    """``x * (1 + erf(x / sqrt 2)) * 0.5`` (as torch.onnx exports GELU; the division may
+    be a multiplication by 1 / sqrt 2, each step in either order) as ``gelu(x)``."""
+    xs = m.all(_GELU_X)
+    if len(xs) != 2 or xs[0] is not xs[1]:
+        return None
+    return make_call("gelu", xs[0], approximate="none")
+
+
+GELU_RULE = Rule("c.gelu", _GELU_ROOT, _gelu)
+"""GELU of the erf form as exported (ViT, DeiT, BERT, ConvNeXt, Whisper: five elementwise
+ops reading x twice) as the ``gelu`` op, so that it fuses into the product before it
+(plait_gelu_sv: a rational erf on vectors, with fused multiply-adds)."""
+
+
 def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
                   winograd: int | bool | str = "auto") -> IRModule:
     """``mod`` with float32 conv2d/linear/matmul (and their epilogues) rewritten into
@@ -713,11 +752,11 @@ def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
     rule = gemm_rule(ops, _winograd_m(winograd), wrappers)
     funcs: dict[str, Function] = {}
     for name, f in functions_to_rewrite(mod, skip):
-        f = rewrite_function(f, [SILU_RULE], mod, name=name)
+        f = rewrite_function(f, [SILU_RULE, GELU_RULE], mod, name=name)
         nf = rewrite_function(f, [rule], mod, name=name)
         if nf is not mod[name]:
             funcs[name] = nf
-    if not wrappers:    # no product: at most SiLUs renamed
+    if not wrappers:    # no product: at most SiLUs and GELUs renamed
         return mod.with_functions(funcs) if funcs else mod
     return with_native_calls(mod, funcs, wrappers, "plait_gemm_calls")
 
@@ -743,7 +782,7 @@ def with_native_calls(mod: IRModule, funcs: dict[str, Function],
 
 @module_pass(name="c.DispatchGemm", phases=("optimization",))
 class DispatchGemm:
-    """Send float32 conv2d/linear/matmul, with bias, residual, relu and clip/SiLU epilogues, to
+    """Send float32 conv2d/linear/matmul, with bias, residual, relu and clip/SiLU/GELU epilogues, to
     plait_gemm.c (weights packed at compile time)."""
 
     def __init__(self, ops: Sequence[str] = OPS, *, winograd: int | bool | str = "auto",

@@ -9,17 +9,9 @@
  * fixed order) and multiplies the probabilities by V straight into the output rows.
  * Q, K, V, the mask and out are strided views (the heads of one QKV projection are read
  * where they lie; a mask broadcast over heads or query rows has strides of 0). */
+/* plait_tile.h includes plait_vexp.h: the softmax's vectors of PLAIT_SL floats */
 #include "plait_isa.h"
 #include "plait_tile.h"
-#include "plait_exp_f32.h"
-
-/* The softmax's vectors: 16 lanes (zmm) in the AVX-512 copies, 8 elsewhere. */
-#if defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVX512VNNI)
-#define PLAIT_SL 16
-#else
-#define PLAIT_SL 8
-#endif
-#include "plait_vexp.h"
 
 /* softmax(scale * s[0:n]) in place: the max, then the exponentials and their sum on
  * PLAIT_SL lanes (added up in a fixed order), then the division; NaN anywhere makes the

@@ -59,38 +59,9 @@ typedef int32_t dw_vi __attribute__((vector_size(DW_V * 4)));
 #endif
 #define DW_LOAD(p) (*(const dw_vu*)(p))
 
-/* the first n < DW_V lanes of a vector: masked loads and stores where the ISA has them
- * (nothing read or written past them), else lane by lane */
-#if defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVX2)
-#include <immintrin.h>
-#endif
-static inline __attribute__((always_inline)) void
-dw_load_n(dw_v* v, const float* p, int64_t n) {
-#if defined(PLAIT_ISA_AVX512)
-    *v = (dw_v)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1u), p);
-#elif defined(PLAIT_ISA_AVX2)
-    const dw_vi lane = {0, 1, 2, 3, 4, 5, 6, 7};
-    *v = (dw_v)_mm256_maskload_ps(p, (__m256i)(lane < (int32_t)n));
-#else
-    float tmp[DW_V] = {0};
-    for (int64_t q = 0; q < n; ++q) tmp[q] = p[q];
-    *v = DW_LOAD(tmp);
-#endif
-}
-
-static inline __attribute__((always_inline)) void
-dw_store_n(float* p, const dw_v* v, int64_t n) {
-#if defined(PLAIT_ISA_AVX512)
-    _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1u), (__m512)*v);
-#elif defined(PLAIT_ISA_AVX2)
-    const dw_vi lane = {0, 1, 2, 3, 4, 5, 6, 7};
-    _mm256_maskstore_ps(p, (__m256i)(lane < (int32_t)n), (__m256)*v);
-#else
-    float tmp[DW_V];
-    *(dw_vu*)tmp = *v;
-    for (int64_t q = 0; q < n; ++q) p[q] = tmp[q];
-#endif
-}
+/* the first n < DW_V lanes of a vector (plait_vexp.h: masked where the ISA has it) */
+#define dw_load_n plait_sv_load_n
+#define dw_store_n plait_sv_store_n
 
 /* SiLU of a vector (plait_vexp.h) */
 static inline __attribute__((always_inline)) dw_v dw_silu_v(dw_v x) {

@@ -18,6 +18,14 @@
 #include "plait_gemm.h"
 #include "plait_threads.h"
 #include "plait_exp_f32.h"
+/* vectors of PLAIT_SL floats for GELU and attention's exp (plait_vexp.h): 16 lanes
+ * (zmm) in the AVX-512 copies, 8 elsewhere */
+#if defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVX512VNNI)
+#define PLAIT_SL 16
+#else
+#define PLAIT_SL 8
+#endif
+#include "plait_vexp.h"
 
 #define PLAIT_MR 6
 #define PLAIT_NR 16
@@ -99,10 +107,14 @@ static inline void plait_conv_pixels(const plait_conv_geom* g, int64_t start, in
 
 /* ------------------------------------------------------------ activation */
 
-/* The activation of p (PLAIT_ACT_CLIP or _SILU) over an mr x nr tile of C just stored
- * (still in the L1 cache): one more pass over 6 x 32 floats instead of a kernel of its
- * own over the whole output.  Clip keeps NaN (like numpy's clip); SiLU is x / (1 +
- * exp(-x)) with the generated kernels' exp. */
+/* The activation of p (PLAIT_ACT_CLIP, _SILU or _GELU) over an mr x nr tile of C just
+ * stored (still in the L1 cache): one more pass over 6 x 32 floats instead of a kernel
+ * of its own over the whole output.  Clip keeps NaN (like numpy's clip); SiLU is x / (1 +
+ * exp(-x)) with the generated kernels' exp (GCC vectorizes the loop, with a division:
+ * plait_silu_sv of plait_vexp.h, the reciprocal estimate and a Newton step, measured
+ * 0.96-1.05 of its time on EfficientNet's shapes, so the exp is the cost, not the
+ * division); GELU (erf form) is plait_gelu_sv on vectors (a rational erf with fused
+ * multiply-adds), a row's last nr % PLAIT_SL columns by masked loads and stores. */
 static __attribute__((noinline)) void
 plait_act_tile(float* restrict c, int64_t ldc, int64_t mr, int64_t nr,
                const plait_gemm_problem* p) {
@@ -115,10 +127,23 @@ plait_act_tile(float* restrict c, int64_t ldc, int64_t mr, int64_t nr,
                 v = v < lo ? lo : v;
                 row[j] = v > hi ? hi : v;
             }
-        } else {
+        } else if (p->act == PLAIT_ACT_SILU) {
             for (int64_t j = 0; j < nr; ++j) {
                 float v = row[j];
                 row[j] = v / (1.0f + plait_exp_f32(-v));
+            }
+        } else {
+            int64_t j = 0;
+            for (; j + PLAIT_SL <= nr; j += PLAIT_SL) {
+                plait_sv v = *(const plait_svu*)(row + j);
+                plait_gelu_sv(&v);
+                *(plait_svu*)(row + j) = v;
+            }
+            if (j < nr) {
+                plait_sv v;
+                plait_sv_load_n(&v, row + j, nr - j);
+                plait_gelu_sv(&v);
+                plait_sv_store_n(row + j, &v, nr - j);
             }
         }
     }
@@ -395,8 +420,8 @@ micro_kernel(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_ks,
 /* 16 columns of one row (mask m: those that exist) into dst, accumulated onto it
  * unless first, with the epilogue when last (bcol: the row's column bias), clip
  * included: max(lo, v) then min(hi, v) compare as plait_act_tile's v < lo ? lo : v and
- * v > hi ? hi : v (a NaN stays, -0 stays), so the results are the same bits; SiLU is
- * left to plait_act_tile.  (A clip as a second pass over each stored tile cost 17% of a
+ * v > hi ? hi : v (a NaN stays, -0 stays), so the results are the same bits; SiLU and
+ * GELU are left to plait_act_tile.  (A clip as a second pass over each stored tile cost 17% of a
  * 16 -> 96 1x1 convolution on 112 x 112, whose tile does 16 multiply-adds per output.) */
 static inline __attribute__((always_inline)) void
 store16_z(float* dst, __m512 v, __mmask16 m, int first, int last,
@@ -497,7 +522,8 @@ micro_kernel_wide(int64_t kc, const float* restrict a, int64_t a_rs, int64_t a_k
         else PLAIT_Z(2, 1);
     }
 #undef PLAIT_Z
-    if (last && p->act == PLAIT_ACT_SILU && !p->pool) plait_act_tile(c, ldc, mr, nr, p);
+    if (last && p->act && p->act != PLAIT_ACT_CLIP && !p->pool)   /* SiLU, GELU */
+        plait_act_tile(c, ldc, mr, nr, p);
 }
 
 /* The same, prefetching into L2, every 2^pf_shift steps of k, the next line from pf on:
@@ -516,7 +542,8 @@ micro_kernel_wide_pf(int64_t kc, const float* restrict a, int64_t a_rs, int64_t 
     else
         micro_kernel_z(6, 1, kc, a, a_rs, a_ks, b, b_ps, c, ldc, mr, nr, first, last, p, i0,
                        j0, res, 1, pf, pf_shift);
-    if (last && p->act == PLAIT_ACT_SILU && !p->pool) plait_act_tile(c, ldc, mr, nr, p);
+    if (last && p->act && p->act != PLAIT_ACT_CLIP && !p->pool)   /* SiLU, GELU */
+        plait_act_tile(c, ldc, mr, nr, p);
 }
 #else
 #define PLAIT_TILE_N 16
