@@ -519,6 +519,28 @@ def _gelu_erf_graph(bb, x, order: int):  # type: ignore[no-untyped-def]
     return _call(bb, "multiply", y, half) if order == 0 else _call(bb, "multiply", half, y)
 
 
+def test_gelu_rule_keeps_the_type() -> None:
+    """A GELU pattern whose 0.5 is a (1, 1, 1) constant broadcasts x (13 x 37) to rank 3:
+    it is not made ``gelu`` (which would keep x's shape); the five ops stay and give
+    the reference's values and shape."""
+    a, wl = _rand(13, 70), _rand(70, 37)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        m = _call(bb, "matmul", p[0], _c(wl))
+        e = _call(bb, "add", _call(bb, "erf", _call(bb, "divide", m, _c(
+            np.array(math.sqrt(2.0), np.float32)))), _c(np.array(1.0, np.float32)))
+        return _call(bb, "multiply", _call(bb, "multiply", m, e),
+                     _c(np.full((1, 1, 1), 0.5, np.float32)))
+
+    mod = _build_graph({"a": a.shape}, body)
+    lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
+    assert "gelu" not in _ops(lowered) and "erf" in _ops(lowered)
+    got = VirtualMachine(plait.build(mod, "c"))["main"](a)
+    want = _gelu_reference(a.astype(np.float64) @ wl)[None]
+    assert got.shape == want.shape == (1, 13, 37)
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
 def _gelu_reference(x: np.ndarray) -> np.ndarray:
     """GELU in float64 by math.erf (no scipy): x (1 + erf(x / sqrt 2)) / 2."""
     erf = np.vectorize(math.erf, otypes=[np.float64])

@@ -732,8 +732,8 @@ def _gelu(m: Match) -> Expr | None:
     """``x * (1 + erf(x / sqrt 2)) * 0.5`` (as torch.onnx exports GELU; the division may
     be a multiplication by 1 / sqrt 2, each step in either order) as ``gelu(x)``."""
     xs = m.all(_GELU_X)
-    if len(xs) != 2 or xs[0] is not xs[1]:
-        return None
+    if len(xs) != 2 or xs[0] is not xs[1] or m.root.ty != xs[0].ty:
+        return None   # not x's twice, or a constant of another rank broadcasts the result
     return make_call("gelu", xs[0], approximate="none")
 
 
