@@ -86,6 +86,5 @@ def test_conv1d_on_c_runs_on_plaits_convolution_and_matches_numpy() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     calls = [i.func for i in exe.functions["main"].instructions if hasattr(i, "func")]
     calls = [c for c in calls if not c.startswith("vm.builtin.")]
-    # the two convolutions and GELU between them: no copies for the views
-    assert len(calls) == 3 and calls[0].startswith("plait_conv2d_"), calls
-    assert calls[2].startswith("plait_conv2d_") and "conv1d" not in calls[1], calls
+    # the two convolutions, GELU in the first one's epilogue: no copies for the views
+    assert len(calls) == 2 and all(c.startswith("plait_conv2d_") for c in calls), calls

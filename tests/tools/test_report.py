@@ -54,14 +54,18 @@ def test_the_report_is_one_self_contained_page(report: str, cnn_onnx: str) -> No
                     "What each pass changed"):
         assert f"<h2>{section}</h2>" in page
     assert page.count('<table class="diff"') >= 5  # the passes that changed the module
-    assert "peak planned bytes: <b>" in page and "<h4>C</h4>" in page
+    # the native families' C sources (the CNN's last generated kernel, its global
+    # average, runs on plait_pool.c since round 10: a generated kernel's IR and C below)
+    assert "peak planned bytes: <b>" in page and "C source <code>" in page
     assert 'class="num ok"' in page and 'class="num bad"' not in page  # --numeric column
     opt, low = _modules(cnn_onnx)
     svgs = re.findall(r'<svg class="graph".*?</svg>', page, flags=re.S)
     assert len(svgs) == 2
     for svg, mod in zip(svgs, (opt, low)):
         assert svg.count('<g class="node') == _bindings(mod)
-    assert '<g class="node library">' in svgs[1] and '<g class="node kernel">' in svgs[1]
+    assert '<g class="node library">' in svgs[1]
+    # a generated kernel's node where lowering left one (none in the CNN since round 10)
+    assert ('<g class="node kernel">' in svgs[1]) == ("call_kernel(" in str(low))
 
 
 def test_the_report_opens_in_headless_chromium(report: str, tmp_path) -> None:
@@ -92,3 +96,25 @@ def test_report_errors_are_one_line(capsys, tmp_path) -> None:
     code = cli.main(["report", str(tmp_path / "no.onnx"), "-o", str(tmp_path / "r.html")])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("plait: error: no such file")
+
+
+def test_a_generated_kernel_shows_its_ir_and_c() -> None:
+    """The kernels section shows a generated kernel's IR and its C (an exp, which no
+    native family takes, lowered by the default pipeline for c)."""
+    from plait.ir import BlockBuilder, TensorType, Var
+    from plait.op import make_call
+    from plait.tools.report import _kernels
+
+    x = Var("x", TensorType((4, 5), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(make_call("exp", x))
+        bb.emit_func_output(y)
+    pipe = plait.default_pipeline("c")
+    leaves = [s.pass_ for s in pipe.flatten(None)]
+    low = plait.transform.Sequential(leaves[: pipe.names().index("LegalizeOps") + 1])(
+        bb.get().with_attrs(target=plait.Target("c")))
+    html = _kernels(low)
+    assert "<h4>kernel IR</h4>" in html and "<h4>C</h4>" in html
+    assert "plait_exp_f32" in html   # the generated exp, in the kernel's C
