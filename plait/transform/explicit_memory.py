@@ -51,6 +51,7 @@ from ..ir.types import OBJECT, TensorType, TupleType, Type
 from ..ir.visitor import ExprMutator, _same_objects
 from ..op.registry import make_call, normalize_attrs
 from .pass_base import function_pass
+from .to_non_dataflow import merge_blocks
 
 
 def _allocatable(ty: Type | None) -> bool:
@@ -76,13 +77,7 @@ class _ExplicitMemory(ExprMutator):
         self._call_plans: dict[tuple[int, int], tuple] = {}
 
     def visit_seq(self, seq: SeqExpr) -> SeqExpr:
-        out = super().visit_seq(seq)
-        if len(out.blocks) <= 1:
-            return out
-        # (ToNonDataflow's merge: one binding block per sequence)
-        merged = tuple([b for blk in out.blocks for b in blk.bindings])
-        blocks = (BindingBlock(merged),) if merged else ()
-        return SeqExpr(blocks, out.body, ty=out.ty, span=out.span)
+        return merge_blocks(super().visit_seq(seq))   # one binding block per sequence
 
     def visit_block(self, block: BindingBlock) -> BindingBlock:
         bb = self.builder

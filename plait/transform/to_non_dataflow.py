@@ -14,7 +14,6 @@ from ..ir.expr import (
     BindingBlock,
     Call,
     Constant,
-    DataflowBlock,
     DataflowVar,
     Expr,
     ExternFunc,
@@ -56,12 +55,18 @@ class _ToNonDataflow(ExprMutator):
         return BindingBlock(tuple(self.builder.end_scope()))
 
     def visit_seq(self, seq: SeqExpr) -> SeqExpr:
-        out = super().visit_seq(seq)
-        if len(out.blocks) <= 1 and not any(isinstance(b, DataflowBlock) for b in out.blocks):
-            return out
-        merged = tuple(b for blk in out.blocks for b in blk.bindings)
-        blocks = (BindingBlock(merged),) if merged else ()
-        return SeqExpr(blocks, out.body, ty=out.ty, span=out.span)
+        return merge_blocks(super().visit_seq(seq))
+
+
+def merge_blocks(seq: SeqExpr) -> SeqExpr:
+    """``seq`` with its binding blocks (none of them a dataflow block) merged into one
+    (``seq`` itself when it has at most one): ToNonDataflow's and ExplicitMemory's last
+    step on every sequence."""
+    if len(seq.blocks) <= 1:
+        return seq
+    merged = tuple([b for blk in seq.blocks for b in blk.bindings])
+    blocks = (BindingBlock(merged),) if merged else ()
+    return SeqExpr(blocks, seq.body, ty=seq.ty, span=seq.span)
 
 
 _LEAVES = frozenset(

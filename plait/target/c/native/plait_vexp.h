@@ -75,12 +75,6 @@ static inline __attribute__((always_inline)) void plait_exp_sv(plait_sv* v) {
     *v = p * s1 * s2;
 }
 
-/* *v = SiLU of its lanes, v / (1 + exp(-v)): the exp above (its input clamped to 88 so
- * that 1 + exp stays finite), the division as a reciprocal estimate refined by one Newton
- * step where the ISA has one (AVX-512 rcp14, AVX2 rcp: within 4e-7 relative of the
- * quotient; a vdivps held GCC's vectorized scalar loop to ~2.5 cycles per element).
- * NaN stays NaN, +inf gives inf, v < -88 gives v * 0 (-0; NaN for -inf, as -inf / inf:
- * the quotient is below 4e-37 there). */
 /* *q = *num / *den: a reciprocal estimate refined by one Newton step where the ISA has
  * one (AVX-512 rcp14, AVX2 rcp: within 4e-7 relative of the quotient for the finite,
  * normal denominators of SiLU and erf), else the division */
@@ -99,6 +93,11 @@ plait_quot_sv(plait_sv* q, const plait_sv* num, const plait_sv* den) {
 #endif
 }
 
+/* *v = SiLU of its lanes, v / (1 + exp(-v)): the exp above (its input clamped to 88 so
+ * that 1 + exp stays finite), the division by plait_quot_sv (a vdivps held GCC's
+ * vectorized scalar loop to ~2.5 cycles per element).
+ * NaN stays NaN, +inf gives inf, v < -88 gives v * 0 (-0; NaN for -inf, as -inf / inf:
+ * the quotient is below 4e-37 there). */
 static inline __attribute__((always_inline)) void plait_silu_sv(plait_sv* v) {
     const plait_sv x = *v;
     plait_sv e = -x;
