@@ -366,6 +366,32 @@ def _gelu_epilogue() -> Case:
     return {"a": a.shape}, body, [a], ref, 1e-4, "gemm", {}
 
 
+
+def _gelu_tanh_epilogue() -> Case:
+    """GELU's tanh form as GPT-2 exports it (0.5 x (1 + tanh(c (x + 0.044715 pow(x, 3))))
+    after a product and its bias: the native epilogue (plait_gelu_tanh_sv, x sigmoid(2u),
+    on vectors and masked on a row's 21-column tail; c.GELU_TANH_RULE makes the eight ops
+    ``gelu``), with inf, -inf, NaN and the exp's saturation among the outputs, against
+    float64."""
+    a, wl = _rand(9, 13) * 2, _rand(13, 21)
+    b = _rand(21) * 3
+    b[[0, 5, 16]] = [np.inf, -np.inf, np.nan]
+    b[[1, 6, 17, 20]] = [-8.0, 8.0, -60.0, 60.0]
+
+    def f(v: float) -> Any:
+        return const(np.array(v, np.float32))
+
+    def body(bb: Any, p: Any) -> Any:
+        m = emit(bb, "add", emit(bb, "matmul", p[0], const(wl)), const(b))
+        k = emit(bb, "multiply", emit(bb, "power", m, f(3.0)), f(0.044715))
+        t = emit(bb, "tanh", emit(bb, "multiply", emit(bb, "add", m, k), f(0.7978846)))
+        return emit(bb, "multiply", emit(bb, "multiply", m, f(0.5)), emit(bb, "add", t, f(1.0)))
+
+    m = a.astype(np.float64) @ wl + b
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref = 0.5 * m * (1 + np.tanh(math.sqrt(2 / math.pi) * (m + 0.044715 * m ** 3)))
+    return {"a": a.shape}, body, [a], ref, 1e-4, "gemm", {}
+
 def _global_avg() -> Case:
     """global_avg_pool2d (plait_pool.c's global average): planes of 49 floats (whole
     vectors and a tail) and of 5 (a tail only), more than 65536 floats in all so the
@@ -469,6 +495,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "ReLU6 and SiLU epilogues": _activations,
     "SiLU epilogue on inf, NaN and beyond the exp's range": _silu_extremes,
     "GELU epilogue (erf form) with inf and NaN": _gelu_epilogue,
+    "GELU epilogue (tanh form) with inf and NaN": _gelu_tanh_epilogue,
     "global average pooling": _global_avg,
 }
 

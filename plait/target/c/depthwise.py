@@ -35,7 +35,7 @@ from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
 from .families import record_wrappers
-from .gemm import ACT_GELU, _c_float, _epilogue_step, _extend, _Plan, _static_shape
+from .gemm import ACT_GELU, ACT_GELU_TANH, _c_float, _epilogue_step, _extend, _Plan, _static_shape
 
 DESC_FIELDS = ("N", "C", "H", "W", "O", "G", "KH", "KW", "SH", "SW", "DH", "DW", "PT",
                "PL", "OH", "OW")
@@ -114,7 +114,7 @@ def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
         if plan is None or not all(_extend(plan, g.bindings[i].value, src)  # type: ignore[arg-type]
                                    for i, src in zip(members[1:], reads)):
             return None
-        if plan.act == ACT_GELU:
+        if plan.act in (ACT_GELU, ACT_GELU_TANH):
             return None   # plait_dwconv.c has no GELU: the chain stops before it
         name, code, cfn = _wrapper(plan)
         wrappers.setdefault(name, (code, cfn))

@@ -16,11 +16,12 @@ kernels.  On the way it
 * **fuses the epilogue**: a following ``add`` of a per-channel constant (the bias), an
   ``add`` of a tensor of the output's shape (a residual), a ``relu`` and last an
   activation — ``clip`` (ReLU6; clips in a row narrow one interval), ``silu``
-  (``x * sigmoid(x)`` is made ``silu`` first, :data:`SILU_RULE`) or ``gelu`` of the erf
+  (``x * sigmoid(x)`` is made ``silu`` first, :data:`SILU_RULE`) or ``gelu`` of either
   form (``x * (1 + erf(x / sqrt 2)) * 0.5`` as exported is made ``gelu`` first,
-  :data:`GELU_RULE`), applied to each tile as it is stored (``plait_act_tile``) — are
-  folded into the call when each intermediate result has no other use: one pass over
-  the output instead of several;
+  :data:`GELU_RULE`; GPT-2's ``0.5 x (1 + tanh(...))``, :data:`GELU_TANH_RULE`),
+  applied to each tile as it is stored (``plait_act_tile``) — are folded into the call
+  when each intermediate result has no other use: one pass over the output instead of
+  several;
 * computes a convolution as an implicit im2col product: patches are packed straight
   from the zero-padded input, block by block, never materialized whole.
 
@@ -72,7 +73,7 @@ from plait.transform.pattern_rewrite import Rule, rewrite_function
 from .build import add_c_source
 from .families import families_called, family_sources, header_text
 
-ACT_NONE, ACT_CLIP, ACT_SILU, ACT_GELU = 0, 1, 2, 3
+ACT_NONE, ACT_CLIP, ACT_SILU, ACT_GELU, ACT_GELU_TANH = 0, 1, 2, 3, 4
 """The activations of the native epilogue (``PLAIT_ACT_*`` of ``plait_gemm.h``)."""
 
 
@@ -254,7 +255,7 @@ class _Plan:
     relu: bool = False
     viewed: bool = False          # the output was reshaped (no more bias: its axis moved)
     pool: bool = False            # conv2d followed by a 2x2/2 max pooling
-    act: int = ACT_NONE           # then ACT_CLIP to [act_lo, act_hi], ACT_SILU or ACT_GELU
+    act: int = ACT_NONE           # then ACT_CLIP to [act_lo, act_hi], ACT_SILU, ACT_GELU(_TANH)
     act_lo: float = -math.inf
     act_hi: float = math.inf
     winograd: int = 0             # 0: direct; 2 or 4: Winograd F(m x m, 3x3)
@@ -543,7 +544,7 @@ def product_pattern(ops: Sequence[str] = OPS) -> Pattern:
     of epilogue steps, ``conv2d|linear|matmul >> (relu(^) | add(^, _) | add(_, ^) |
     clip(^) | silu(^) | gelu(^) | max_pool2d(^) | <view>(^))*``.  Which of them one
     native call can do (a bias once, before a residual, before the relu, before a clip,
-    SiLU or GELU (erf form);
+    SiLU or GELU (either form);
     pooling only after a convolution ...) is the plan's business (:func:`_extend`)."""
     return is_op(*ops).has_dtype("float32").repeat(_epilogue_step)
 
@@ -585,15 +586,18 @@ def _extend(plan: _Plan, value: Call, src: Var) -> bool:
 
 
 def _extend_act(plan: _Plan, value: Call) -> bool:
-    """Fold a ``clip``, ``silu`` or ``gelu`` (erf form) into the plan's activation (the
-    last step of the native epilogue, ``plait_act_tile``); clips in a row narrow the
-    interval."""
+    """Fold a ``clip``, ``silu`` or ``gelu`` (either form) into the plan's activation
+    (the last step of the native epilogue, ``plait_act_tile``); clips in a row narrow
+    the interval."""
     if plan.pool or plan.winograd:
         return False          # neither epilogue has the activation
     if _is_op(value, "silu") or _is_op(value, "gelu"):
-        if plan.act or value.attrs.get("approximate", "none") != "none":
-            return False      # the tanh form of GELU stays a generated kernel
-        plan.act = ACT_SILU if _is_op(value, "silu") else ACT_GELU
+        if plan.act:
+            return False
+        if _is_op(value, "silu"):
+            plan.act = ACT_SILU
+        else:
+            plan.act = ACT_GELU_TANH if value.attrs.get("approximate") == "tanh" else ACT_GELU
         return True
     if plan.act not in (ACT_NONE, ACT_CLIP):
         return False
@@ -743,6 +747,44 @@ ops reading x twice) as the ``gelu`` op, so that it fuses into the product befor
 (plait_gelu_sv: a rational erf on vectors, with fused multiply-adds)."""
 
 
+def _either(op: str, a: Pattern, b: Pattern) -> Pattern:
+    """``op(a, b)`` or ``op(b, a)`` (a commutative op's operands in either order)."""
+    return is_op(op)(a, b) | is_op(op)(b, a)
+
+
+_GELU_T_X = wildcard()
+_GELU_T_CUBE = (is_op("power")(_GELU_T_X, _scalar_near(3.0))
+                | _either("multiply", _GELU_T_X,
+                          is_op("multiply")(_GELU_T_X, _GELU_T_X).single_use())).single_use()
+_GELU_T_SUM = _either("add", _GELU_T_X, _either("multiply", _GELU_T_CUBE,
+                                                _scalar_near(0.044715)).single_use())
+_GELU_T_TANH = is_op("tanh")(
+    _either("multiply", _GELU_T_SUM.single_use(),
+            _scalar_near(math.sqrt(2.0 / math.pi))).single_use()).single_use()
+_GELU_T_ONE = _either("add", _GELU_T_TANH, _scalar_near(1.0)).single_use()
+_GELU_T_ROOT = (_either("multiply", _either("multiply", _GELU_T_X,
+                                            _scalar_near(0.5)).single_use(), _GELU_T_ONE)
+                | _either("multiply", _either("multiply", _GELU_T_X, _GELU_T_ONE).single_use(),
+                          _scalar_near(0.5))).has_dtype("float32")
+
+
+def _gelu_tanh(m: Match) -> Expr | None:
+    """``0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))`` as exported (GPT-2's
+    ``gelu_new`` with ``pow(x, 3)``, torch.onnx's tanh-approximate GELU with ``x * (x *
+    x)``; each step's operands in either order, the 0.5 on x or on the product) as
+    ``gelu(x, approximate="tanh")``."""
+    xs = m.all(_GELU_T_X)
+    if len(xs) < 3 or any(x is not xs[0] for x in xs) or m.root.ty != xs[0].ty:
+        return None   # not one x throughout, or a constant of another rank broadcasts
+    return make_call("gelu", xs[0], approximate="tanh")
+
+
+GELU_TANH_RULE = Rule("c.gelu_tanh", _GELU_T_ROOT, _gelu_tanh)
+"""GELU of the tanh form as exported (GPT-2: eight elementwise ops reading x three
+times) as the ``gelu`` op with ``approximate="tanh"``, so that it fuses into the product
+before it (plait_gelu_tanh_sv: x sigmoid(2u), SiLU's quotient)."""
+
+
 def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
                   winograd: int | bool | str = "auto") -> IRModule:
     """``mod`` with float32 conv2d/linear/matmul (and their epilogues) rewritten into
@@ -752,7 +794,7 @@ def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
     rule = gemm_rule(ops, _winograd_m(winograd), wrappers)
     funcs: dict[str, Function] = {}
     for name, f in functions_to_rewrite(mod, skip):
-        f = rewrite_function(f, [SILU_RULE, GELU_RULE], mod, name=name)
+        f = rewrite_function(f, [SILU_RULE, GELU_RULE, GELU_TANH_RULE], mod, name=name)
         nf = rewrite_function(f, [rule], mod, name=name)
         if nf is not mod[name]:
             funcs[name] = nf

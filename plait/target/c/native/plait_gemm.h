@@ -34,6 +34,7 @@ typedef struct {
 #define PLAIT_ACT_CLIP 1
 #define PLAIT_ACT_SILU 2
 #define PLAIT_ACT_GELU 3
+#define PLAIT_ACT_GELU_TANH 4
 
 typedef struct {
     int64_t M, N, K;
@@ -51,8 +52,9 @@ typedef struct {
     const float* res;         /* residual, res[i*ldc + j], or NULL */
     int relu;
     /* act: then an activation (PLAIT_ACT_*, after the relu): clip to [act_lo, act_hi]
-     * (ReLU6 is [0, 6]; a bound may be infinite), SiLU, x * sigmoid(x), or GELU (the
-     * erf form, x (1 + erf(x / sqrt 2)) / 2) */
+     * (ReLU6 is [0, 6]; a bound may be infinite), SiLU, x * sigmoid(x), GELU (the
+     * erf form, x (1 + erf(x / sqrt 2)) / 2) or GELU's tanh form, x (1 + tanh(sqrt(2 /
+     * pi) (x + 0.044715 x^3))) / 2 */
     int act;
     float act_lo, act_hi;
     /* pool: then a 2x2, stride-2 max pooling (a convolution's B only; one K block): the

@@ -107,14 +107,32 @@ static inline void plait_conv_pixels(const plait_conv_geom* g, int64_t start, in
 
 /* ------------------------------------------------------------ activation */
 
-/* The activation of p (PLAIT_ACT_CLIP, _SILU or _GELU) over an mr x nr tile of C just
- * stored (still in the L1 cache): one more pass over 6 x 32 floats instead of a kernel
- * of its own over the whole output.  Clip keeps NaN (like numpy's clip); SiLU is x / (1 +
- * exp(-x)) with the generated kernels' exp (GCC vectorizes the loop, with a division:
+/* FN (plait_vexp.h) over the row's nr columns: whole vectors, then a masked tail */
+#define PLAIT_ACT_ROW_SV(FN)                                  \
+    do {                                                      \
+        int64_t j = 0;                                        \
+        for (; j + PLAIT_SL <= nr; j += PLAIT_SL) {           \
+            plait_sv v = *(const plait_svu*)(row + j);        \
+            FN(&v);                                           \
+            *(plait_svu*)(row + j) = v;                       \
+        }                                                     \
+        if (j < nr) {                                         \
+            plait_sv v;                                       \
+            plait_sv_load_n(&v, row + j, nr - j);             \
+            FN(&v);                                           \
+            plait_sv_store_n(row + j, &v, nr - j);            \
+        }                                                     \
+    } while (0)
+
+/* The activation of p (PLAIT_ACT_CLIP, _SILU, _GELU or _GELU_TANH) over an mr x nr tile
+ * of C just stored (still in the L1 cache): one more pass over 6 x 32 floats instead of
+ * a kernel of its own over the whole output.  Clip keeps NaN (like numpy's clip); SiLU is
+ * x / (1 + exp(-x)) with the generated kernels' exp (GCC vectorizes the loop, with a division:
  * plait_silu_sv of plait_vexp.h, the reciprocal estimate and a Newton step, measured
  * 0.96-1.05 of its time on EfficientNet's shapes, so the exp is the cost, not the
- * division); GELU (erf form) is plait_gelu_sv on vectors (a rational erf with fused
- * multiply-adds), a row's last nr % PLAIT_SL columns by masked loads and stores. */
+ * division); GELU is plait_gelu_sv (erf form: a rational erf with fused multiply-adds)
+ * or plait_gelu_tanh_sv (tanh form: x sigmoid(2u)) on vectors, a row's last nr % PLAIT_SL
+ * columns by masked loads and stores. */
 static __attribute__((noinline)) void
 plait_act_tile(float* restrict c, int64_t ldc, int64_t mr, int64_t nr,
                const plait_gemm_problem* p) {
@@ -132,22 +150,14 @@ plait_act_tile(float* restrict c, int64_t ldc, int64_t mr, int64_t nr,
                 float v = row[j];
                 row[j] = v / (1.0f + plait_exp_f32(-v));
             }
+        } else if (p->act == PLAIT_ACT_GELU) {
+            PLAIT_ACT_ROW_SV(plait_gelu_sv);
         } else {
-            int64_t j = 0;
-            for (; j + PLAIT_SL <= nr; j += PLAIT_SL) {
-                plait_sv v = *(const plait_svu*)(row + j);
-                plait_gelu_sv(&v);
-                *(plait_svu*)(row + j) = v;
-            }
-            if (j < nr) {
-                plait_sv v;
-                plait_sv_load_n(&v, row + j, nr - j);
-                plait_gelu_sv(&v);
-                plait_sv_store_n(row + j, &v, nr - j);
-            }
+            PLAIT_ACT_ROW_SV(plait_gelu_tanh_sv);
         }
     }
 }
+#undef PLAIT_ACT_ROW_SV
 
 /* ------------------------------------------------------------- micro-kernel */
 

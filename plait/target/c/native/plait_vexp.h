@@ -1,5 +1,5 @@
-/* plait_vexp.h: plait_exp_f32, SiLU, erf and GELU on vectors of PLAIT_SL floats (GCC
- * vector extensions), for the kernel families of plait_isa.h (attention's softmax, the
+/* plait_vexp.h: plait_exp_f32, SiLU, erf and GELU (both forms) on vectors of PLAIT_SL
+ * floats (GCC vector extensions), for the kernel families of plait_isa.h (attention's softmax, the
  * depthwise convolutions' SiLU, the products' GELU epilogue, plait_tile.h).
  * Define PLAIT_SL (16 in AVX-512 copies, 8 elsewhere) and include plait_isa.h first.
  * Unlike the generated kernels, these may contract multiply-adds into fused ones (the
@@ -142,5 +142,24 @@ static inline __attribute__((always_inline)) void plait_gelu_sv(plait_sv* v) {
     plait_sv e = x * 0.70710678118654752f;
     plait_erf_sv(&e);
     *v = (x * 0.5f) * (e + 1.0f);
+}
+
+/* *v = GELU of its lanes, tanh form: x (1 + tanh(u)) / 2 with u = sqrt(2 / pi) (x +
+ * 0.044715 x^3), computed as the identical x sigmoid(2u) = x / (1 + exp(-2u)), SiLU's
+ * quotient (no cancellation in 1 + tanh(u) for u near -inf, and one exp instead of
+ * tanh's); exp(-2u) saturates as in plait_silu_sv (the result is -0 there, and NaN for
+ * x = -inf as -inf * 0); NaN stays NaN. */
+static inline __attribute__((always_inline)) void plait_gelu_tanh_sv(plait_sv* v) {
+    const plait_sv x = *v;
+    /* -2u = x (k1 + k3 x^2) */
+    plait_sv e = x * ((x * x) * (-2.0f * 0.7978845608028654f * 0.044715f)
+                      + (-2.0f * 0.7978845608028654f));
+    const plait_sv big = e;
+    e = PLAIT_SELECT(e > PLAIT_SSPLAT(88.0f), PLAIT_SSPLAT(88.0f), e);
+    plait_exp_sv(&e);
+    const plait_sv den = e + 1.0f;
+    plait_sv q;
+    plait_quot_sv(&q, &x, &den);
+    *v = PLAIT_SELECT(big > PLAIT_SSPLAT(88.0f), x * 0.0f, q);
 }
 #endif
