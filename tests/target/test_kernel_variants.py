@@ -458,6 +458,18 @@ CASES: dict[str, Callable[[], Case]] = {
     "winograd F(2x2), 30 x 30, 70 channels": _conv(
         (1, 70, 30, 30), (71, 70, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "winograd",
         winograd=2),
+    # more output channels than (padded) tiles: the whole image's input transform is
+    # shared and the output channels are split (plait_winograd.c, wino_shared_run);
+    # two images, edge tiles, a last panel of 2 and 4 rows
+    "winograd F(2x2), weight-heavy, channels split": _conv(
+        (2, 40, 7, 9), (50, 40, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "winograd",
+        winograd=2),
+    "winograd F(4x4), weight-heavy, channels split": _conv(
+        (2, 24, 10, 11), (70, 24, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "winograd"),
+    # ResNet-50's 256 -> 256 on 14 x 14: 56 tiles in 4 panels, 43 row panels in 6 chunks
+    "winograd F(2x2), 256 channels on 14 x 14": _conv(
+        (1, 256, 14, 14), (256, 256, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "winograd",
+        winograd=2),
     "attention, odd lengths": _attention,
     "attention, head sizes 40 and 33 (tails of 32 lanes)":
         lambda: _attention((1, 2, 7, 40), 37, 33),

@@ -151,20 +151,23 @@ wino_input(const plait_wino* w, int64_t n, int64_t t0, int64_t len, float* v) {
     }
 }
 
+/* The output transform of channels [o0, o0 + ob) of a tile block: m holds their
+ * products, [16][ob][tb] (stride ms between transform elements). */
 static inline __attribute__((always_inline)) void
-wino_output(const plait_wino* w, int64_t n, int64_t t0, int64_t len, const float* m) {
+wino_output(const plait_wino* w, int64_t n, int64_t t0, int64_t len, int64_t o0, int64_t ob,
+            int64_t ms, const float* m) {
     const plait_conv2d_desc* d = w->d;
     const int64_t O = d->O, tb = w->tb, OH = d->OH, OW = d->OW;
-    /* m: [16][O][tb] */
-    for (int64_t o = 0; o < O; ++o) {
+    for (int64_t oo = 0; oo < ob; ++oo) {
+        const int64_t o = o0 + oo;
         const float bo = w->bias ? w->bias[o] : 0.0f;
         float* outo = w->out + (n * O + o) * OH * OW;
         const float* reso = w->res ? w->res + (n * O + o) * OH * OW : NULL;
         for (int64_t g = 0; g < len; g += 8) {
             int64_t t = t0 + g;
-            const float* mg = m + o * tb + g;
+            const float* mg = m + oo * tb + g;
             plait_v8 mm[16];
-            for (int xi = 0; xi < 16; ++xi) mm[xi] = *(const plait_v8u*)(mg + xi * PLAIT_WINO_MS(w));
+            for (int xi = 0; xi < 16; ++xi) mm[xi] = *(const plait_v8u*)(mg + xi * ms);
             plait_v8 s0[4], s1[4];   /* A^T M: rows 0 and 1, per column */
             for (int c2 = 0; c2 < 4; ++c2) {
                 s0[c2] = mm[0 * 4 + c2] + mm[1 * 4 + c2] + mm[2 * 4 + c2];
@@ -226,7 +229,7 @@ wino_thread(const plait_wino* w, int64_t* next, float* v, float* m) {
                 }
             }
         }
-        wino_output(w, n, t0, len, m);
+        wino_output(w, n, t0, len, 0, O, PLAIT_WINO_MS(w), m);
     }
 }
 
@@ -297,6 +300,10 @@ static void plait_wino_pad_plane(void* arg, int64_t pl) {
     }
 }
 
+/* the shared-V path of weight-heavy layers (below, after F(4x4)'s transforms) */
+static int wino_shared_applies(const plait_wino* w, int nx);
+static int wino_shared_run(plait_wino* w, int nx, int nthreads);
+
 PLAIT_ISA_HIDDEN int
 PLAIT_ISA_FN(plait_conv2d_winograd)(const plait_conv2d_desc* d, const float* x,
                                     const float* u, const float* bias, const float* res,
@@ -333,6 +340,7 @@ PLAIT_ISA_FN(plait_conv2d_winograd)(const plait_conv2d_desc* d, const float* x,
     plait_wino_pad_task pad = {&w, x, img, half};
     plait_parallel_for(planes, plait_wino_pad_plane, &pad, need > 262144 ? nthreads : 1);
     w.img = img;
+    if (wino_shared_applies(&w, 16)) return wino_shared_run(&w, 16, nthreads);
     return wino_run(&w, nthreads, 16 * (size_t)PLAIT_WINO_VS(&w),
                     16 * (size_t)PLAIT_WINO_MS(&w), wino_thread);
 }
@@ -434,12 +442,12 @@ wino4_input(const plait_wino* w, int64_t n, int64_t t0, int64_t len, float* v) {
 }
 
 /* The output transform of channels [o0, o0 + ob) of a tile block: m holds their
- * products, [36][ob][tb] (stride PLAIT_W4_MS between transform elements). */
+ * products, [36][ob][tb] (stride ms between transform elements). */
 static inline __attribute__((always_inline)) void
 wino4_output(const plait_wino* w, int64_t n, int64_t t0, int64_t len, int64_t o0, int64_t ob,
-             const float* m) {
+             int64_t ms, const float* m) {
     const plait_conv2d_desc* d = w->d;
-    const int64_t O = d->O, tb = w->tb, OH = d->OH, OW = d->OW, ms = PLAIT_W4_MS(w);
+    const int64_t O = d->O, tb = w->tb, OH = d->OH, OW = d->OW;
     for (int64_t oo = 0; oo < ob; ++oo) {
         const int64_t o = o0 + oo;
         const float bo = w->bias ? w->bias[o] : 0.0f;
@@ -530,9 +538,110 @@ wino4_thread(const plait_wino* w, int64_t* next, float* v, float* m) {
                     }
                 }
             }
-            wino4_output(w, n, t0, len, o0, ob, m);
+            wino4_output(w, n, t0, len, o0, ob, ms, m);
         }
     }
+}
+
+/* ------------------------------ weight-heavy layers: one shared V, channels split */
+
+/* When the transformed weights U (nx x O x C floats) outweigh an image's transformed
+ * input V (nx x C x tiles) -- ResNet's 256 -> 256 F(2x2) on 14 x 14 (U 4.2 MB, V 1 MB),
+ * 128 -> 128 F(4x4) on 28 x 28 (U 2.4 MB, V 1.2 MB) -- the tile blocks read all of U
+ * once per block, and inside a model U comes from memory (the weights of a whole model
+ * do not stay in the caches from one inference to the next): 256 -> 256 @14 took 1.57 ms
+ * on one thread with its U evicted before each call against 1.10 ms with U in the
+ * caches, and on two threads each thread read all of U.  Such a layer computes the
+ * whole image's V once, shared (the threads transform one 16-tile panel at a time), and
+ * then splits the products and the output transform by output channels: each thread
+ * reads its rows of U once, with every tile of the image as the product's columns. */
+typedef struct {
+    const plait_wino* w;
+    int nx;              /* transform elements: 16 (F(2x2)) or 36 (F(4x4)) */
+    int64_t n;           /* the image */
+    float* v;            /* the image's V: [nx][panels][C][NR], vs floats between elements */
+    int64_t vs, ms;      /* ms: the floats between transform elements of the products */
+    int64_t apanels, chunks;   /* U's 6-row panels, split into chunks of channels */
+    int64_t next;        /* the next chunk (see PLAIT_NEXT_JOB) */
+    int status;          /* 1: a thread was out of memory */
+} plait_wino_shared;
+
+/* Whether a layer takes the shared-V path: U larger than V (more output channels than
+ * padded tiles) and V within 1.5 MB (with a chunk's products, within this CPU's 2 MB L2). */
+static int wino_shared_applies(const plait_wino* w, int nx) {
+    const int64_t tp = (w->T + PLAIT_NR - 1) / PLAIT_NR * PLAIT_NR;
+    const int64_t opad = (w->d->O + PLAIT_MR - 1) / PLAIT_MR * PLAIT_MR;
+    return opad > tp && nx * w->d->C * tp <= 393216;
+}
+
+/* V's 16-tile panel p (every transform element) */
+static void wino_shared_input(void* arg, int64_t p) {
+    const plait_wino_shared* s = (const plait_wino_shared*)arg;
+    const plait_wino* w = s->w;
+    const int64_t t0 = p * PLAIT_NR, len = w->T - t0 < PLAIT_NR ? w->T - t0 : PLAIT_NR;
+    float* v = s->v + p * w->d->C * PLAIT_NR;
+    if (s->nx == 16) wino_input(w, s->n, t0, len, v);
+    else wino4_input(w, s->n, t0, len, v);
+}
+
+/* The chunks of output channels a thread takes: their products over all tiles, then
+ * their output transform (products in this thread's scratch slot 2) */
+static void wino_shared_thread(void* arg) {
+    plait_wino_shared* s = (plait_wino_shared*)arg;
+    const plait_wino* w = s->w;
+    const int64_t C = w->d->C, O = w->d->O, T = w->T, tb = w->tb;
+    float* m = plait_scratch(2, (size_t)s->nx * (size_t)s->ms);
+    if (!m) {
+        __atomic_store_n(&s->status, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t c = PLAIT_NEXT_JOB(&s->next); c < s->chunks; c = PLAIT_NEXT_JOB(&s->next)) {
+        const int64_t pa = c * s->apanels / s->chunks, pb = (c + 1) * s->apanels / s->chunks;
+        const int64_t o0 = pa * PLAIT_MR, o1 = pb * PLAIT_MR < O ? pb * PLAIT_MR : O;
+        for (int64_t xi = 0; xi < s->nx; ++xi) {
+            const float* uxi = w->u + xi * s->apanels * C * PLAIT_MR;
+            const float* vxi = s->v + xi * s->vs;
+            float* mxi = m + xi * s->ms;
+            /* each panel of U (from memory) for all the tiles in turn, from the caches
+             * after the first: twice the work per byte of U that a 32-tile block does */
+            for (int64_t ir = o0; ir < o1; ir += PLAIT_MR) {
+                int64_t mr = o1 - ir < PLAIT_MR ? o1 - ir : PLAIT_MR;
+                for (int64_t jr = 0; jr < T; jr += PLAIT_TILE_N) {   /* the wide tile */
+                    int64_t nr = T - jr < PLAIT_TILE_N ? T - jr : PLAIT_TILE_N;
+                    micro_kernel_wide(C, uxi + (ir / PLAIT_MR) * C * PLAIT_MR, 1, PLAIT_MR,
+                                      vxi + (jr / PLAIT_NR) * C * PLAIT_NR, C * PLAIT_NR,
+                                      mxi + (ir - o0) * tb + jr, tb, mr, nr, 1, 0, NULL, 0, 0,
+                                      NULL);
+                }
+            }
+        }
+        if (s->nx == 16) wino_output(w, s->n, 0, T, o0, o1 - o0, s->ms, m);
+        else wino4_output(w, s->n, 0, T, o0, o1 - o0, s->ms, m);
+    }
+}
+
+/* The shared-V path (wino_shared_applies) on nthreads threads, image by image: V in
+ * this thread's scratch slot 1, then chunks of about 8 panels of channels, as many as
+ * makes a whole number per thread.  0, or 1 out of memory. */
+static int wino_shared_run(plait_wino* w, int nx, int nthreads) {
+    const plait_conv2d_desc* d = w->d;
+    const int64_t panels = (w->T + PLAIT_NR - 1) / PLAIT_NR;
+    w->tb = panels * PLAIT_NR;   /* one block of every tile */
+    const int64_t vs = w->tb * d->C + 16;
+    float* v = plait_scratch(1, (size_t)nx * (size_t)vs);
+    if (!v) return 1;
+    const int64_t apanels = (d->O + PLAIT_MR - 1) / PLAIT_MR;
+    int64_t chunks = (apanels + 7) / 8;
+    chunks = (chunks + nthreads - 1) / nthreads * nthreads;
+    if (chunks > apanels) chunks = apanels;
+    const int64_t most = (apanels + chunks - 1) / chunks * PLAIT_MR;   /* rows of a chunk */
+    for (int64_t n = 0; n < d->N; ++n) {
+        plait_wino_shared s = {w, nx, n, v, vs, most * w->tb + 16, apanels, chunks, 0, 0};
+        plait_parallel_for(panels, wino_shared_input, &s, nthreads);
+        plait_parallel(wino_shared_thread, &s, chunks < nthreads ? (int)chunks : nthreads);
+        if (s.status) return 1;
+    }
+    return 0;
 }
 
 PLAIT_ISA_HIDDEN int
@@ -559,6 +668,7 @@ PLAIT_ISA_FN(plait_conv2d_winograd4)(const plait_conv2d_desc* d, const float* x,
     w.out = out;
     w.img = x;
     const int nthreads = plait_max_threads();
+    if (wino_shared_applies(&w, 36)) return wino_shared_run(&w, 36, nthreads);
     wino_plan_blocks(&w, nthreads);
     return wino_run(&w, nthreads, 36 * (size_t)PLAIT_W4_VS(&w),
                     36 * (size_t)PLAIT_W4_MS(&w), wino4_thread);
