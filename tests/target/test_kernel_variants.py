@@ -433,6 +433,10 @@ CASES: dict[str, Callable[[], Case]] = {
         (1, 3, 12, 10), (10, 3, 3, 3), (1, 1), (2, 1, 2, 3), (2, 2)),
     "conv 1x1 stride 2, read in place": _conv(
         (1, 6, 7, 9), (5, 6, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1)),
+    # output rows of 3 pixels (33 in all): two 16-pixel panels of 6 runs of neighbours
+    # each (gathered, on AVX-512; fewer runs take masked loads), a last one of 1 pixel
+    "conv stride 2 to 3 pixels a row": _conv(
+        (1, 5, 21, 5), (7, 5, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
     "conv 1x1 pointwise": _conv((1, 7, 5, 6), (9, 7, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
     "conv + relu + 2x2 max pool on the tile": _conv_pool,
     # few pixels, many output channels: the rows are split between threads and the

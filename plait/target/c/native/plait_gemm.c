@@ -65,6 +65,53 @@ static inline void pack_b_strided(const plait_gemm_problem* p, int64_t bi, int64
     }
 }
 
+#if defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVX512VNNI)
+/* A panel of nr (<= 16) pixels that are not one run of neighbours, with AVX-512: as at
+ * most 4 runs of neighbouring pixels (a panel that wraps around the end of an output
+ * row, on images narrower than 16 pixels, or 16 pixels on 2-3 rows), one masked load
+ * per run and k, the runs merged into one vector; else (pixels a stride apart: a
+ * strided 1x1 convolution read in place) one gather per k.  A masked-out lane is never
+ * read.  The element-by-element copy cost a quarter of ResNet-50's 256 -> 256 3x3
+ * stride-2 layer on 28 x 28 (1 thread).  0 when the pixels' offsets do not fit the
+ * gather's 32-bit indices (the caller copies element by element). */
+static inline int pack_b_conv_z(const float* img, const int64_t* koff, int64_t kc,
+                                const int64_t* pix, int64_t nr, float* dst) {
+    int64_t start[4];
+    __mmask16 mask[4];
+    int runs = 0;
+    for (int64_t j = 0; j < nr && runs <= 4;) {
+        int64_t e = j + 1;
+        while (e < nr && pix[e] == pix[e - 1] + 1) ++e;
+        if (runs < 4) {
+            start[runs] = pix[j] - j;   /* lane j reads start + j */
+            mask[runs] = (__mmask16)(((1u << e) - 1) & ~((1u << j) - 1));
+        }
+        ++runs;
+        j = e;
+    }
+    if (runs <= 4) {
+        for (int64_t k = 0; k < kc; ++k, dst += PLAIT_NR) {
+            const float* src = img + koff[k];
+            __m512 v = _mm512_maskz_loadu_ps(mask[0], src + start[0]);
+            for (int r = 1; r < runs; ++r) v = _mm512_mask_loadu_ps(v, mask[r], src + start[r]);
+            _mm512_storeu_ps(dst, v);
+        }
+        return 1;
+    }
+    int32_t rel[PLAIT_NR] = {0};
+    for (int64_t j = 0; j < nr; ++j) {
+        if (pix[j] - pix[0] > INT32_MAX || pix[j] < pix[0]) return 0;
+        rel[j] = (int32_t)(pix[j] - pix[0]);
+    }
+    const __m512i idx = _mm512_loadu_si512(rel);
+    const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    for (int64_t k = 0; k < kc; ++k, dst += PLAIT_NR)
+        _mm512_storeu_ps(dst, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, idx,
+                                                       img + koff[k] + pix[0], 4));
+    return 1;
+}
+#endif
+
 /* B[k][j] of a convolution: k = (c, kh, kw), j = (oh, ow); the input is zero-padded,
  * so every read is in bounds.  The offsets of the block's k (channel, kernel tap) and
  * of each panel's NR pixels are computed once, so the copy itself has no divisions;
@@ -108,6 +155,12 @@ static inline void pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t 
             }
             continue;
         }
+#if defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVX512VNNI)
+        if (pack_b_conv_z(img, koff, kc, pix, nr, dst)) {
+            dst += kc * PLAIT_NR;
+            continue;
+        }
+#endif
         for (int64_t k = 0; k < kc; ++k) {
             const float* src = img + koff[k];
             int64_t j = 0;
