@@ -437,6 +437,14 @@ CASES: dict[str, Callable[[], Case]] = {
     # each (gathered, on AVX-512; fewer runs take masked loads), a last one of 1 pixel
     "conv stride 2 to 3 pixels a row": _conv(
         (1, 5, 21, 5), (7, 5, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+    # a short sum (K 40): the tiles a row panel at a time across the columns (3 wide
+    # tiles and 21 columns), 20 rows in 3 panels and 2 rows
+    "conv 1x1, short sum, row panels across the columns": _conv(
+        (1, 40, 9, 13), (20, 40, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
+    # 14 x 14 pixels in 2 column blocks, rows split on 2 threads: B packed once, 4
+    # panels of each row at a time (groups of 4, 4, 4 and 1 panel, the last of 4 columns)
+    "conv 1x1 on 14 x 14, rows split, B rows packed 4 panels at a time": _conv(
+        (1, 30, 14, 14), (64, 30, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
     "conv 1x1 pointwise": _conv((1, 7, 5, 6), (9, 7, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
     "conv + relu + 2x2 max pool on the tile": _conv_pool,
     # few pixels, many output channels: the rows are split between threads and the
