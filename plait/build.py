@@ -11,7 +11,7 @@ from typing import Any
 from .codegen.vm_codegen import vm_codegen
 from .ir.expr import Function
 from .ir.module import IRModule
-from .pipeline import default_pipeline
+from .pipeline import build_pipeline
 from .runtime.executable import Executable
 from .target import Target
 
@@ -40,7 +40,7 @@ def build(
     given = mod
     mod = mod.with_attrs(target=t)
     if pipeline is None:
-        pipeline = default_pipeline(t, from_phase=mod.phase)
+        pipeline = build_pipeline(t, mod.phase)
     with _gc_paused():
         # (the built module is dropped before the collector resumes: its first pass
         # then scans only what survives, the executable)

@@ -96,6 +96,64 @@ def _stage_passes(stage: str, target: Target) -> list[Any]:
     raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(STAGES)}")
 
 
+_CORE_PASSES = ("Normalize", "LambdaLift", "CanonicalizeBindings", "FoldConstant",
+                "FoldBatchNorm", "EliminateCommonSubexpr", "DeadCodeElimination",
+                "LegalizeOps", "RunCodegen", "ExplicitMemory", "PlanMemory")
+"""The passes :func:`_stage_passes` makes by name."""
+
+_BUILT: dict[tuple[Any, ...], tuple[list[Any], Sequential]] = {}
+_BUILT_MAX = 64
+
+
+def _inputs(t: Target) -> list[Any]:
+    """Everything :func:`default_pipeline` reads for ``t`` besides ``t`` itself: the
+    dialects and their hooks, the target kind's chain and its hooks, the classes
+    registered under the core passes' names, the user passes, the codegens the target
+    offloads to (objects, compared by identity; names, compared by value)."""
+    from .dialects import DIALECTS
+    from .transform.codegens import _CODEGENS
+    from .transform.registry import _PASSES
+
+    out: list[Any] = []
+    for name, d in DIALECTS.items():
+        out += (name, d)
+        for item in d.hooks.items():
+            out += item
+    for kind in t.kind_info.chain():
+        out.append(kind)
+        for item in kind.hooks.items():
+            out += item
+    out += [_PASSES.get(n) for n in _CORE_PASSES]
+    out += USER_PASSES
+    out.append(len(USER_PASSES))
+    offload = t.attrs.get("offload") or ()
+    for n in (offload,) if isinstance(offload, str) else offload:
+        out += (n, _CODEGENS.get(n))
+    return out
+
+
+def build_pipeline(target: Target, from_phase: str) -> Sequential:
+    """The default pipeline as ``build`` runs it: the same object for the same target
+    and phase while nothing it is made from changes (see :func:`_inputs`), so the
+    passes are made and the pipeline validated once, not per build (about 0.1 ms of
+    a build's fixed cost).  Its passes keep no state between runs (their attributes
+    are their constructor's parameters) and the target hooks are functions of the
+    target (docs/targets.md), which is what makes sharing them safe.  Do not edit
+    the result in place; :func:`default_pipeline` gives a pipeline of one's own."""
+    inputs = _inputs(target)
+    # (ids of objects the entry keeps alive, so no id is reused while it is cached)
+    key = (target, from_phase,
+           tuple(x if type(x) is str or type(x) is int else id(x) for x in inputs))
+    hit = _BUILT.get(key)
+    if hit is not None:
+        return hit[1]
+    pipeline = default_pipeline(target, from_phase=from_phase)
+    if len(_BUILT) >= _BUILT_MAX:
+        _BUILT.clear()
+    _BUILT[key] = (inputs, pipeline)
+    return pipeline
+
+
 def default_pipeline(
     target: Target | str = "numpy", *, from_phase: str = "ingestion"
 ) -> Sequential:

@@ -7,9 +7,16 @@ from typing import Any
 
 import numpy as np
 
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+"""Value classes that are frozen already (checked by class first: the ``Mapping``
+test below is an abstract-class check, whose first use per class walks every
+registered mapping class, about a millisecond in a fresh process)."""
+
 
 def freeze_value(value: Any) -> Any:
     """Turn lists into tuples and numpy scalars into Python scalars, recursively."""
+    if type(value) in _ATOMS:
+        return value
     if isinstance(value, list | tuple):
         return tuple(freeze_value(v) for v in value)
     if isinstance(value, np.generic):

@@ -59,9 +59,12 @@ SKIP = object()
 """Returned by an :class:`ExprVisitor` hook to skip the node's children."""
 
 
+_CAMEL_BREAK = re.compile(r"(?<!^)(?=[A-Z])")
+
+
 @cache
 def _snake(cls: type) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
+    return _CAMEL_BREAK.sub("_", cls.__name__).lower()
 
 
 def _children(node: Node) -> Iterator[tuple[Any, bool]]:

@@ -17,6 +17,15 @@ if TYPE_CHECKING:
     from .pass_base import Pass, PassInfo
 
 _PASSES: dict[str, type[Pass]] = {}
+_GENERATION = [0]  # bumped by every change of _PASSES (see registry_generation)
+
+
+def registry_generation() -> int:
+    """A number that changes whenever a pass is registered under a name (anew or
+    replacing another class) or unregistered: what was computed from the registry
+    under one number (a validated pipeline, the default pipeline) holds while it
+    stays the same."""
+    return _GENERATION[0]
 
 
 def register_pass(cls: type[Pass], *, override: bool = False) -> type[Pass]:
@@ -31,13 +40,16 @@ def register_pass(cls: type[Pass], *, override: bool = False) -> type[Pass]:
             f"a pass named {info.name!r} is already registered (by {_origin(old)}); "
             "choose another name, or pass override=True to replace it"
         )
-    _PASSES[info.name] = cls
+    if old is not cls:
+        _PASSES[info.name] = cls
+        _GENERATION[0] += 1
     return cls
 
 
 def unregister_pass(name: str) -> None:
     """Remove pass ``name`` from the registry (tests use this to clean up)."""
-    _PASSES.pop(name, None)
+    if _PASSES.pop(name, None) is not None:
+        _GENERATION[0] += 1
 
 
 def _origin(cls: type) -> str:
@@ -112,5 +124,6 @@ __all__ = [
     "pass_info",
     "register_pass",
     "registered_classes",
+    "registry_generation",
     "unregister_pass",
 ]

@@ -33,6 +33,7 @@ from .context import PassContext
 from .errors import PhaseError, PipelineError
 from .pass_base import Pass, PassInfo
 from .phases import describe_route, phase_index
+from .registry import registry_generation
 
 DEFAULT_NAME = "sequential"
 _NAME_AT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -93,6 +94,8 @@ class Sequential(Pass):
                              "sequential")
         self._params = {}
         self.codegens = frozenset()
+        # what the last successful validation before a run was for (see _run)
+        self._validated: tuple[Any, ...] | None = None
 
     # ------------------------------------------------------------ container
     def __iter__(self) -> Iterator[Pass]:
@@ -124,7 +127,14 @@ class Sequential(Pass):
 
     # ------------------------------------------------------------ running
     def _run(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        self.validate(mod.phase, ctx)
+        # The plan depends on the phase, the context's skips and (for requirements met
+        # in earlier phases) the pass registry; the passes themselves never change (a
+        # Sequential is edited into a new one): a pipeline run again under the same
+        # (``build`` keeps the default pipeline) is not validated again.
+        key = (mod.phase, ctx.opt_level, ctx.required, ctx.disabled, registry_generation())
+        if key != self._validated:
+            self.validate(mod.phase, ctx)
+            self._validated = key
         _RUNNING.stack.append(self)
         try:
             for p in self.passes:
