@@ -105,7 +105,9 @@ class _FunctionLowering:
         self.consts = consts
         self.const_ids = const_ids
         self.regs: dict[Var, int] = {}
-        self.reg_args: dict[Var, rx.Reg] = {}  # a variable's register as an argument
+        # register i as an argument (made when first passed; one object, Reg is frozen),
+        # a list beside the numbers (no second table keyed by variable)
+        self.reg_args: list[rx.Reg | None] = []
         self.code: list[rx.Instr] = []
         for p in func.params:
             self.reg(p)
@@ -163,6 +165,7 @@ class _FunctionLowering:
         r = self.regs.get(var)
         if r is None:
             r = self.regs[var] = len(self.regs)
+            self.reg_args.append(None)
         return r
 
     def fresh(self) -> int:
@@ -174,12 +177,12 @@ class _FunctionLowering:
 
     def arg(self, e: Expr, where: str) -> rx.Arg:
         if isinstance(e, Var):
-            ra = self.reg_args.get(e)
-            if ra is not None:
-                return ra
-            if e not in self.regs:
+            r = self.regs.get(e)
+            if r is None:
                 raise self.fail(where, f"variable {e.name_hint!r} is used before it is defined")
-            ra = self.reg_args[e] = rx.Reg(self.regs[e])  # (one object: Reg is frozen)
+            ra = self.reg_args[r]
+            if ra is None:
+                ra = self.reg_args[r] = rx.Reg(r)
             return ra
         if isinstance(e, Constant):
             key = id(e.data)
@@ -216,6 +219,7 @@ class _FunctionLowering:
     def lower_seq(self, seq: SeqExpr) -> int:
         builtins = _BUILTINS
         regs = self.regs
+        new_reg = self.reg_args.append
         for block in seq.blocks:
             for b in block.bindings:
                 v = b.value
@@ -226,6 +230,7 @@ class _FunctionLowering:
                         r = regs.get(var)  # (self.reg(var))
                         if r is None:
                             r = regs[var] = len(regs)
+                            new_reg(None)
                         lower(self, r, v.attrs, v, var.name_hint)
                         continue
                 self.lower_binding(b.var, b.value, isinstance(b, MatchCast), b)
@@ -336,15 +341,19 @@ class _FunctionLowering:
             self.code.append(rx.AllocTensor(dst, list(shape), attrs["dtype"]))
 
     def _tensor_from_storage(self, dst: int, attrs: Any, call: Call, where: str) -> None:
-        storage = self.reg_args.get(call.args[0]) or self.arg(call.args[0], where)
+        src = call.args[0]
+        storage = self.regs.get(src) if type(src) is Var else None
+        if storage is None:
+            storage = self.arg(src, where).index  # type: ignore[union-attr]
         # (shape, dtype, offset) read once per attributes object (PlanMemory shares one
-        # per place, shape and dtype)
+        # per place, shape and dtype); the instructions of one attributes object share
+        # its shape list (nothing changes an instruction's shape in place), one object
+        # less per tensor for the garbage collector to scan
         hit = self.placed.get(id(attrs))
         if hit is None or hit[0] is not attrs:
             hit = self.placed[id(attrs)] = (
-                attrs, tuple(attrs["shape"]), attrs["dtype"], attrs["offset"])
-        self.code.append(rx.AllocTensor(
-            dst, list(hit[1]), hit[2], storage.index, hit[3]))  # type: ignore[union-attr]
+                attrs, list(attrs["shape"]), attrs["dtype"], attrs["offset"])
+        self.code.append(rx.AllocTensor(dst, hit[1], hit[2], storage, hit[3]))
 
     def _call_dps(self, dst: int, attrs: Any, call: Call, where: str,
                   alloc: bool = False) -> None:
@@ -358,12 +367,11 @@ class _FunctionLowering:
                 raise self.fail(where, f"{name} needs literal tuples of arguments")
             for a in tup.fields:  # type: ignore[attr-defined]
                 if type(a) is Var:
-                    ra = reg_args.get(a)
-                    if ra is None:
-                        r = regs.get(a)
-                        if r is not None:  # (a variable met as an argument the first time)
-                            ra = reg_args[a] = rx.Reg(r)
-                    if ra is not None:
+                    r = regs.get(a)
+                    if r is not None:
+                        ra = reg_args[r]
+                        if ra is None:  # (a variable met as an argument the first time)
+                            ra = reg_args[r] = rx.Reg(r)
                         args.append(ra)
                         continue
                 args.append(self.arg(a, where))

@@ -115,14 +115,15 @@ def plan_function(func: Function) -> Function:
         return func
     bindings = body.blocks[0].bindings
     # One walk: which allocation(s) each variable holds (tensors flow through
-    # tuples/items) and the lifetime of each static allocation, [index of the
-    # allocation, index of its last use] (a variable is defined before its uses, so
-    # what it holds is known when a use is met, and uses come in increasing order).
-    # What a variable holds is a tuple of allocations (an allocation holds itself).
-    holds: dict[Var, tuple[Var, ...]] = {}
-    static_allocs: dict[Var, int] = {}
-    start: dict[Var, int] = {}
-    end: dict[Var, int] = {}
+    # tuples/items) and the lifetime of each static allocation, from the index of
+    # its binding to the index of its last use (a variable is defined before its
+    # uses, so what it holds is known when a use is met, and uses come in increasing
+    # order).  Each static allocation is a record [size, first, last, variable] and
+    # what a variable holds a tuple of records: a use updates its records in place
+    # (one table keyed by variable, not one per field: at a million bindings every
+    # lookup in a table of the module's size misses the caches).
+    holds: dict[Var, tuple[list, ...]] = {}
+    allocs: list[list] = []  # the static allocations' records, in binding order
     sizes: dict[int, tuple[TensorType, int]] = {}  # id(type) -> (type, size or -1)
     naive = 0
     for i, b in enumerate(bindings):
@@ -139,9 +140,9 @@ def plan_function(func: Function) -> Function:
                 size = hit[1]
                 if size >= 0:
                     naive += size
-                    static_allocs[var] = size
-                    holds[var] = (var,)
-                    start[var] = end[var] = i
+                    rec = [size, i, i, var]
+                    allocs.append(rec)
+                    holds[var] = (rec,)
             if not holds:
                 continue
             # the common call: an op on variables, leaves and tuples of these (what
@@ -160,7 +161,7 @@ def plan_function(func: Function) -> Function:
                         held_by = holds.get(f)
                         if held_by is not None:
                             for x in held_by:
-                                end[x] = i
+                                x[2] = i
                     elif tf not in _NON_VAR_LEAVES:
                         break  # something nested: the general walk below
                 else:
@@ -174,30 +175,30 @@ def plan_function(func: Function) -> Function:
         for n in uses:
             held_by = holds.get(n)
             if held_by is not None:
-                for a in held_by:
-                    end[a] = i
+                for x in held_by:
+                    x[2] = i
         if tv is Tuple or tv is TupleGetItem or isinstance(v, Var):
-            held: dict[Var, None] = {}
+            held: dict[int, list] = {}
             for n in uses:
-                for a in holds.get(n, ()):
-                    held[a] = None
+                for x in holds.get(n, ()):
+                    held[id(x)] = x
             if held:
-                holds[b.var] = tuple(held)
-    if not static_allocs:
+                holds[b.var] = tuple(held.values())
+    if not allocs:
         return func
-    escaping: set[Var] = set()
+    escaping: set[int] = set()
     for n in used_vars(body.body):
-        escaping.update(holds.get(n, ()))
+        escaping.update(id(x) for x in holds.get(n, ()))
     if counting():
-        planned = [v for v in static_allocs if v not in escaping and allow_rewrite(
-            lambda v=v: f"place {v.name_hint!r} in the arena")]
+        planned = [x for x in allocs if id(x) not in escaping and allow_rewrite(
+            lambda v=x[3]: f"place {v.name_hint!r} in the arena")]
     else:
-        planned = [v for v in static_allocs if v not in escaping]
+        planned = [x for x in allocs if id(x) not in escaping]
     # largest first, then in order of allocation (no two allocations start together,
     # so the variables themselves are never compared)
-    order = sorted([(-static_allocs[v], start[v], v) for v in planned])
-    placed, arena = place([(-neg, s, end[v]) for neg, s, v in order], len(bindings))
-    unplanned = naive + sum([neg for neg, _, _ in order])
+    order = sorted([(-size, first, last, var) for size, first, last, var in planned])
+    placed, arena = place([(-neg, s, e) for neg, s, e, _ in order], len(bindings))
+    unplanned = naive + sum([neg for neg, _, _, _ in order])
     if not order:
         return func.with_attrs(planned_bytes=unplanned, naive_bytes=naive)  # type: ignore[return-value]
     storage = Var("storage", ObjectType())
@@ -205,7 +206,7 @@ def plan_function(func: Function) -> Function:
     # start) replaced by its tensor in the storage
     new_bindings = [VarBinding(storage, _typed_storage_call(arena)), *bindings]
     placed_attrs: dict[tuple, Call] = {}  # (offset, shape, dtype) -> a call to copy
-    for (_, at, var), offset in zip(order, placed):
+    for (_, at, _, var), offset in zip(order, placed):
         ty = var.ty
         assert isinstance(ty, TensorType)
         key = (offset, ty.shape, ty.dtype)
