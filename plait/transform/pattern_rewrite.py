@@ -26,7 +26,7 @@ and the ``c`` target's dispatch rules are written this way.  See ``docs/patterns
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -232,9 +232,11 @@ class _BlockRewriter:
         return replace(seq, blocks=tuple(blocks)) if changed else seq
 
 
-def _calls_any(func: Function, ops: set[str]) -> bool:
+def calls_any(func: Function, ops: Container[str]) -> bool:
     """True if a binding of ``func`` (in any block, branch or nested function) calls
-    one of ``ops`` (what :func:`scan_rules` takes as the root of a match)."""
+    one of the ops named ``ops`` (for :func:`rewrite_function`, the roots of its rules'
+    patterns): a pass that rewrites only calls of some ops returns a function without
+    any as it is, with no walk that rebuilds nothing."""
     for b, _ in iter_bindings(func):
         if type(b) is VarBinding:
             value = b.value
@@ -256,7 +258,7 @@ def rewrite_function(func: Function, rules: Sequence[Rule], mod: IRModule | None
     for r in rules:
         check_root(r.pattern)
         roots |= root_ops(r.pattern)
-    if not _calls_any(func, roots):
+    if not calls_any(func, roots):
         return func  # no binding is the root of a match: nothing to rewrite
     for _ in range(max_rounds):
         defs = {b.var: b.value for b, _ in iter_bindings(func) if isinstance(b, VarBinding)}
@@ -315,6 +317,7 @@ __all__ = [
     "RewriteFn",
     "Rule",
     "as_rules",
+    "calls_any",
     "rewrite_function",
     "rewrite_module",
     "rewrite_pass",

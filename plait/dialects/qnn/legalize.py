@@ -35,6 +35,7 @@ from plait.ir.types import TensorType
 from plait.ir.visitor import ExprMutator
 from plait.op.registry import make_call
 from plait.transform.pass_base import function_pass
+from plait.transform.pattern_rewrite import calls_any
 
 from . import reference as R
 
@@ -520,7 +521,10 @@ class _Lower(ExprMutator):
 
 
 def legalize_function(func: Any, mod: IRModule | None = None) -> Any:
-    """``func`` with every qnn call lowered to core ops."""
+    """``func`` with every qnn call lowered to core ops (``func`` itself when it calls
+    none: the usual float model is not walked and rebuilt)."""
+    if not calls_any(func, LOWERINGS):
+        return func
     return _Lower(mod).visit_function(func)
 
 

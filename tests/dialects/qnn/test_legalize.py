@@ -96,3 +96,25 @@ class M:
     for target in ("numpy", "c"):
         got = VirtualMachine(plait.build(plait.parse(text), target))["main"](x, s, z)
         np.testing.assert_array_equal(got, R.quantize(x, s, z, axis=1, out_dtype="int8"))
+
+
+def test_a_function_without_qnn_calls_is_kept_and_a_branch_is_looked_into() -> None:
+    """qnn.Legalize finds a qnn call inside an If branch and lowers it; a function
+    that calls no qnn op (the result) it returns as it is, with no walk."""
+    branch = _opt("""
+@module
+class M:
+    @function
+    def main(c: Tensor((), "bool"), x: Tensor((2, 3), "uint8")) -> Tensor((2, 3), "float32"):
+        if c:
+            y = qnn.dequantize(x, const(0.5, "float32"), const(3, "uint8"))
+            r = y
+        else:
+            r = cast(x, dtype="float32")
+        return r
+""")
+    legalize = make_pass("qnn.Legalize")
+    got = legalize(branch)
+    assert "qnn." in branch.script() and "qnn." not in got.script()
+    assert "multiply" in got.script()
+    assert legalize(got) is got
