@@ -35,7 +35,7 @@ Everything is iterative: a function of 100,000 bindings is checked without recur
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -454,6 +454,54 @@ def iter_bindings(func: Function, into_functions: bool = True) -> Iterator[tuple
             stack.extend(reversed(pending))
         else:
             stack.extend(reversed(_nested_bodies(e, into_functions)))
+
+
+def calls_any(func: Function, ops: Container[str]) -> bool:
+    """True if a binding of ``func`` (one of :func:`iter_bindings`: in any block,
+    branch or nested function) calls an op named in ``ops``: a pass that rewrites only
+    calls of some ops returns a function that has none as it is, with no walk.  A
+    function with nothing nested (the usual one) is scanned in one loop."""
+    found = scan_flat(func, ops)
+    return _calls_any_nested(func, ops) if found is None else found
+
+
+def scan_flat(func: Function, ops: Container[str] = ()) -> bool | None:
+    """One loop over the bindings of ``func``: True at the first binding that calls
+    an op named in ``ops``; else None if anything is nested in the function (a
+    sequence, function or If in a binding value or the result: ask
+    :func:`iter_bindings`), False if nothing is (with no ``ops``: False means flat)."""
+    body = func.body
+    if type(body) is not SeqExpr or not _is_flat(body.body):
+        return None
+    for block in body.blocks:
+        for b in block.bindings:
+            v = b.value
+            if type(v) is Call and type(v.op) is Op:
+                if v.op.name in ops and type(b) is VarBinding:  # type: ignore[attr-defined]
+                    return True
+                for a in v.args:  # (what _is_flat reads)
+                    ta = type(a)
+                    if ta in _NO_BODY:
+                        continue
+                    if ta is not Tuple:
+                        return None
+                    for f in a.fields:  # type: ignore[attr-defined]
+                        if type(f) not in _NO_BODY:
+                            return None
+            elif not _is_flat(v):
+                return None
+    return False
+
+
+def _calls_any_nested(func: Function, ops: Container[str]) -> bool:
+    for b, _ in iter_bindings(func):
+        if type(b) is VarBinding:
+            value = b.value
+            if isinstance(value, Call):
+                op = value.op
+                if isinstance(op, Op) and op.name in ops:
+                    return True
+    return False
 
 
 def _collect_bindings(func: Function) -> tuple[list[Binding], bool]:
@@ -1267,9 +1315,11 @@ def _check_no_dataflow(fname: str, func: Function, out: list[Violation],
 __all__ = [
     "Violation",
     "WellFormedError",
+    "calls_any",
     "check_well_formed",
     "iter_bindings",
     "phase_checks",
     "register_phase_check",
+    "scan_flat",
     "well_formed",
 ]

@@ -36,7 +36,7 @@ from ..ir.expr import (
 )
 from ..ir.module import IRModule
 from ..ir.visitor import ExprMutator, ExprVisitor
-from ..ir.well_formed import iter_bindings
+from ..ir.well_formed import iter_bindings, scan_flat
 from .context import PassContext
 from .pass_base import module_pass
 
@@ -171,6 +171,8 @@ class _Lifter(ExprMutator):
 
 
 def _has_nested(func: Function) -> bool:
+    if scan_flat(func) is False:
+        return False  # (nothing nested: one loop, no walk)
     return any(isinstance(b.value, Function) for b, _ in iter_bindings(func, False))
 
 

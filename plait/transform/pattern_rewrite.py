@@ -26,7 +26,7 @@ and the ``c`` target's dispatch rules are written this way.  See ``docs/patterns
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,18 +34,16 @@ from ..ir.builder import BlockBuilder, types_compatible
 from ..ir.expr import (
     Binding,
     BindingBlock,
-    Call,
     DataflowBlock,
     Expr,
     Function,
     If,
-    Op,
     SeqExpr,
     Var,
     VarBinding,
 )
 from ..ir.module import IRModule
-from ..ir.well_formed import iter_bindings
+from ..ir.well_formed import calls_any, iter_bindings
 from .dead_code import _is_pure
 from .debug_counter import allow_rewrite
 from .fuse_ops import count_uses, value_uses
@@ -232,21 +230,6 @@ class _BlockRewriter:
         return replace(seq, blocks=tuple(blocks)) if changed else seq
 
 
-def calls_any(func: Function, ops: Container[str]) -> bool:
-    """True if a binding of ``func`` (in any block, branch or nested function) calls
-    one of the ops named ``ops`` (for :func:`rewrite_function`, the roots of its rules'
-    patterns): a pass that rewrites only calls of some ops returns a function without
-    any as it is, with no walk that rebuilds nothing."""
-    for b, _ in iter_bindings(func):
-        if type(b) is VarBinding:
-            value = b.value
-            if isinstance(value, Call):
-                op = value.op
-                if isinstance(op, Op) and op.name in ops:
-                    return True
-    return False
-
-
 def rewrite_function(func: Function, rules: Sequence[Rule], mod: IRModule | None = None, *,
                      name: str | None = None, max_rounds: int = 1) -> Function:
     """``func`` rewritten by ``rules`` (see the module docstring), up to
@@ -317,7 +300,6 @@ __all__ = [
     "RewriteFn",
     "Rule",
     "as_rules",
-    "calls_any",
     "rewrite_function",
     "rewrite_module",
     "rewrite_pass",

@@ -202,3 +202,53 @@ def test_a_broken_function_is_never_accepted(
                         broken += 1
                         assert fname not in _accepted(m), (name, what)
     assert tried > 0 and broken > tried // 2
+
+
+_NESTED = """
+@module
+class M:
+    @function
+    def main(c: Tensor((), "bool"), x: Tensor((4,), "float32")) -> Tensor((4,), "float32"):
+        a = relu(x)
+        t = (a, x)
+        u = t[0]
+        if c:
+            b = exp(u)
+            r = b
+        else:
+            r = u
+        def inner(z: Tensor((4,), "float32")) -> Tensor((4,), "float32"):
+            w = tanh(z)
+            return w
+        s = inner(r)
+        return s
+"""
+
+
+@pytest.mark.parametrize("where", ["flat", "nested"])
+def test_calls_any_finds_the_calls_iter_bindings_yields(where: str) -> None:
+    """``calls_any``'s one loop over a function with nothing nested and its general
+    walk (If branches, nested functions) agree with the bindings ``iter_bindings``
+    yields, for every op name."""
+    text = _NESTED if where == "nested" else """
+@module
+class M:
+    @function
+    def main(x: Tensor((4,), "float32")) -> Tensor((4,), "float32"):
+        with dataflow():
+            a = relu(x)
+            t = (a, x)
+            u = t[0]
+            b = exp(u)
+            output(b)
+        return b
+"""
+    func = plait.parse(text)["main"]
+    called = {b.value.op.name for b, _ in wf.iter_bindings(func)
+              if isinstance(b, VarBinding) and isinstance(b.value, Call)
+              and isinstance(b.value.op, Op)}
+    assert called >= {"relu", "exp"}
+    for name in ["relu", "exp", "tanh", "add", "sigmoid"]:
+        assert wf.calls_any(func, {name}) == (name in called), name
+        assert wf._calls_any_nested(func, {name}) == (name in called), name
+    assert not wf.calls_any(func, set())
