@@ -403,7 +403,18 @@ class ExprMutator:
             # Fast path: an op on variables with nothing to substitute is what
             # visit_expr hands to the call hook as it is
             if vars_kept(value.args, self.var_remap):
-                value = self.at_binding(binding, self._rewrite, value)
+                # (at_binding(binding, self._rewrite, value), without their two calls)
+                hook = self._rewrite_cache.get(Call, _MISSING)
+                if hook is _MISSING:
+                    hook = self._hook_of(Call)
+                if hook is not None:
+                    bb = self.builder
+                    prev = bb.current_binding
+                    bb.current_binding = binding.var.name_hint
+                    try:
+                        value = hook(value)
+                    finally:
+                        bb.current_binding = prev
                 if value is binding.value:
                     self.builder.emit_binding(binding)
                 else:
@@ -422,6 +433,7 @@ class ExprMutator:
                 cls.visit_expr is ExprMutator.visit_expr
                 and cls._flat_call is ExprMutator._flat_call
                 and cls._rewrite is ExprMutator._rewrite
+                and cls.at_binding is ExprMutator.at_binding
                 and self._plain_leaves()
             )
         return direct

@@ -64,7 +64,7 @@ from .expr import (
     VarBinding,
 )
 from .module import PHASES, IRModule
-from .types import FuncType, PrimType, TensorType, TupleType, Type
+from .types import FuncType, ObjectType, PrimType, TensorType, TupleType, Type
 
 
 @dataclass(frozen=True)
@@ -334,7 +334,10 @@ def _accepts_common(
                         key.append(ta)
                         if ta is ExternFunc:
                             key.append(a.symbol)  # type: ignore[attr-defined]
-                            key.append(a.ty)
+                            ety = a.ty
+                            # (every ObjectType is equal to every other: its class
+                            # keys it without a hash computed in Python per call)
+                            key.append(ObjectType if type(ety) is ObjectType else ety)
                         else:
                             key.append(id(a))
                 else:

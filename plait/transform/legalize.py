@@ -184,7 +184,15 @@ class _Legalizer(ExprMutator):
                 if type(a) not in _PLAIN_ARGS:
                     break
             else:
-                self.emit_rewritten(binding, self.at_binding(binding, self.rewrite_call, value))
+                # (at_binding(binding, self.rewrite_call, value) without its call)
+                bb = self.builder
+                prev = bb.current_binding
+                bb.current_binding = binding.var.name_hint
+                try:
+                    new = self.rewrite_call(value)
+                finally:
+                    bb.current_binding = prev
+                self.emit_rewritten(binding, new)
                 return
         super().visit_binding(binding)
 
