@@ -144,13 +144,18 @@ def build_pipeline(target: Target, from_phase: str) -> Sequential:
     # (ids of objects the entry keeps alive, so no id is reused while it is cached)
     key = (target, from_phase,
            tuple(x if type(x) is str or type(x) is int else id(x) for x in inputs))
-    hit = _BUILT.get(key)
-    if hit is not None:
-        return hit[1]
-    pipeline = default_pipeline(target, from_phase=from_phase)
-    if len(_BUILT) >= _BUILT_MAX:
-        _BUILT.clear()
-    _BUILT[key] = (inputs, pipeline)
+    try:
+        hit = _BUILT.get(key)
+        if hit is not None:
+            return hit[1]
+        pipeline = default_pipeline(target, from_phase=from_phase)
+        if len(_BUILT) >= _BUILT_MAX:
+            _BUILT.clear()
+        _BUILT[key] = (inputs, pipeline)
+    except (TypeError, ValueError):
+        # a target attribute that has no hash or no plain equality (an array): the
+        # pipeline is made every time
+        pipeline = default_pipeline(target, from_phase=from_phase)
     return pipeline
 
 

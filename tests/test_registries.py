@@ -131,6 +131,11 @@ def test_build_keeps_its_default_pipeline_until_a_registry_changes() -> None:
     vm = VirtualMachine(plait.build(plait.parse(_ONE_RELU), "numpy"))
     np.testing.assert_array_equal(vm["main"](x), np.maximum(x, 0))  # (exact)
 
+    # a target with an array attribute (no plain equality) builds, cached or not
+    for weights in (np.zeros(100, np.float32), np.zeros(100, np.float32)):
+        vm = VirtualMachine(plait.build(plait.parse(_ONE_RELU), Target("numpy", w=weights)))
+        np.testing.assert_array_equal(vm["main"](x), np.maximum(x, 0))
+
     register_target_kind("reg_cached", parent="numpy", dispatch=lambda t: [], override=True)
     t = Target("reg_cached")
     before = build_pipeline(t, "ingestion")
