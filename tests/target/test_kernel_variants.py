@@ -449,9 +449,12 @@ CASES: dict[str, Callable[[], Case]] = {
     "conv + relu + 2x2 max pool on the tile": _conv_pool,
     # few pixels, many output channels: the rows are split between threads and the
     # im2col matrix is packed once for all of them (K 450: two blocks; stride 2)
-    "conv 7 x 7 image, rows split, B packed once": _conv(
-        (1, 50, 7, 7), (100, 50, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), winograd=False),
-    "conv stride 2 to 7 x 7, rows split, B packed once": _conv(
+    "conv 5 x 5 image, rows split, B packed once": _conv(
+        (1, 50, 5, 5), (100, 50, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), winograd=False),
+    "conv stride 2 to 5 x 5, rows split, B packed once": _conv(
+        (1, 50, 9, 9), (100, 50, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+    # 49 pixels in two column blocks of 2 panels: one per thread, rows not split
+    "conv stride 2 to 7 x 7, columns split": _conv(
         (1, 50, 13, 13), (100, 50, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
     "conv 1x1 on 7 x 7, rows split, B packed once": _conv(
         (1, 70, 7, 7), (200, 70, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
