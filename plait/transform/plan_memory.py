@@ -16,6 +16,7 @@ Each tensor placed in the arena is a site of the debug counter
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import replace
 
 import numpy as np
@@ -63,27 +64,34 @@ def _align(n: int) -> int:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
 
-def place(tensors: list[tuple[int, int, int]], nbindings: int) -> tuple[list[int], int]:
+def place(tensors: list[tuple[int, int, int]], nbindings: int,
+          starts: list[int] | None = None) -> tuple[list[int], int]:
     """Offsets in one arena of ``tensors`` (size in bytes, index of the first and of the
     last binding it lives at; largest first, then by first binding), and the arena's
     size: each tensor at the lowest offset (64-byte aligned) where it overlaps no bytes
-    of a tensor placed before it whose lifetime overlaps its own."""
-    # live[t]: (offset, size) of each tensor placed so far that is alive at binding t,
-    # so finding the tensors whose lifetimes overlap a new one costs its lifetime's
-    # length, not the number of tensors placed so far (the plan stays linear on long
-    # chains); a tensor met twice (in two of the lists) changes nothing below.
-    live: list[list[tuple[int, int]]] = [[] for _ in range(nbindings)]
+    of a tensor placed before it whose lifetime overlaps its own.  ``starts``: the
+    tensors' first bindings in increasing order, each once (computed if None)."""
+    # live[k]: (offset, size) of each tensor placed so far that is alive at the k-th
+    # start (the first binding of some tensor), so finding the tensors whose lifetimes
+    # overlap a new one costs its lifetime's length, not the number of tensors placed
+    # so far (the plan stays linear on long chains).  Starts suffice: a tensor whose
+    # lifetime overlaps [s, e] is alive at s or starts within it.  A tensor met twice
+    # (in two of the lists) changes nothing below.
+    if starts is None:
+        starts = sorted({s for _, s, _ in tensors})
+    live: list[list[tuple[int, int]]] = [[] for _ in starts]
     offsets: list[int] = []
     arena = 0
     for nbytes, s, last in tensors:
         size = _align(nbytes)
-        e = last + 1
-        if e - s == 1:
-            overlap = live[s]
+        lo = bisect_left(starts, s)
+        hi = bisect_right(starts, last, lo)
+        if hi - lo == 1:
+            overlap = live[lo]
         else:
             overlap = []
-            for t in range(s, e):
-                overlap += live[t]
+            for k in range(lo, hi):
+                overlap += live[k]
         offset = 0
         if overlap:
             for o, sz in sorted(overlap):
@@ -93,8 +101,8 @@ def place(tensors: list[tuple[int, int, int]], nbindings: int) -> tuple[list[int
                     offset = o + sz
         offsets.append(offset)
         placed = (offset, size)
-        for t in range(s, e):
-            live[t].append(placed)
+        for k in range(lo, hi):
+            live[k].append(placed)
         if offset + size > arena:
             arena = offset + size
     return offsets, arena
@@ -197,7 +205,8 @@ def plan_function(func: Function) -> Function:
     # largest first, then in order of allocation (no two allocations start together,
     # so the variables themselves are never compared)
     order = sorted([(-size, first, last, var) for size, first, last, var in planned])
-    placed, arena = place([(-neg, s, e) for neg, s, e, _ in order], len(bindings))
+    placed, arena = place([(-neg, s, e) for neg, s, e, _ in order], len(bindings),
+                          [x[1] for x in planned])  # (in binding order: increasing)
     unplanned = naive + sum([neg for neg, _, _, _ in order])
     if not order:
         return func.with_attrs(planned_bytes=unplanned, naive_bytes=naive)  # type: ignore[return-value]

@@ -184,3 +184,4 @@ def test_placement_is_the_first_fit(seed: int) -> None:
         tensors.append((rng.choice([1, 64, 100, 256, 4096, 5000]), first, last))
     tensors.sort(key=lambda t: (-t[0], t[1]))
     assert place(tensors, n) == _first_fit(tensors)
+    assert place(tensors, n, sorted(t[1] for t in tensors)) == _first_fit(tensors)
