@@ -267,6 +267,16 @@ def test_a_late_worker_sends_the_next_calls_to_the_calling_thread(tmp_path: Path
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
 
 
+NOW_NS = r"""#include <pthread.h>
+#include <time.h>
+static long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}"""
+"""The C prelude of the children below that spin for a while (``now_ns``)."""
+
+
 SLOWER_CHILD = r'''
 import sys
 import numpy as np
@@ -274,14 +284,8 @@ from plait.codegen.c import CFunction, CSource, compile_kernels
 from plait.codegen.c.emit import threads_header_text
 
 CODE = threads_header_text() + """
-#include <pthread.h>
-#include <time.h>
+@NOW_NS@
 typedef struct { pthread_t caller; int64_t next; float* out; } job;
-static long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
 static void run(void* arg) {
     job* j = (job*)arg;
     for (int64_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED); i < 2;
@@ -313,7 +317,7 @@ for _ in range(20):
     assert np.array_equal(out, [0, 1]), out
 last = report()
 print(last["parallel"] - first["parallel"], last["late"] - first["late"])
-'''
+'''.replace("@NOW_NS@", NOW_NS)
 
 
 def test_a_worker_a_little_slower_than_its_caller_is_not_late(tmp_path: Path) -> None:
@@ -329,3 +333,74 @@ def test_a_worker_a_little_slower_than_its_caller_is_not_late(tmp_path: Path) ->
     assert r.returncode == 0, r.stderr[-3000:]
     parallel, late = map(int, r.stdout.split())
     assert parallel >= 14 and late <= 1, r.stdout
+
+
+ENDS_CHILD = r'''
+import sys
+import numpy as np
+from plait.codegen.c import CFunction, CSource, compile_kernels
+from plait.codegen.c.emit import threads_header_text
+
+CODE = threads_header_text() + """
+@NOW_NS@
+typedef struct { pthread_t caller; int64_t ends, n; float* out; } job;
+static void run(void* arg) {
+    job* j = (job*)arg;
+    const int worker = !pthread_equal(pthread_self(), j->caller);
+    for (int64_t i; (i = plait_take_job(&j->ends, j->n)) >= 0;) {
+        long end = now_ns() + 20000;   /* 20 us of work per job (busy) */
+        while (now_ns() < end) {}
+        j->out[i] += worker ? 2.0f : 1.0f;   /* 1: the caller's, 2: a worker's */
+    }
+}
+int two_ends(float* out, int64_t n) {
+    job j = {pthread_self(), 0, n, out};
+    plait_parallel(run, &j, plait_max_threads());
+    return 0;
+}
+/* jobs taken one after another on this thread (no pool): the front, in order, also
+ * past 2^31 jobs (where the back's count has no room) */
+int front_only(float* out, int64_t n) {
+    int64_t small = 0, big = 0;
+    const int64_t huge = ((int64_t)1 << 31) + 5;
+    for (int64_t i = 0; i < n; ++i) {
+        out[i] = (float)plait_take_job(&small, n);
+        if (plait_take_job(&big, huge) != i) return 1;
+    }
+    return plait_take_job(&small, n) == -1 ? 0 : 2;
+}
+"""
+fns = (CFunction("two_ends", ((("n",), "float32"),), returns="int"),
+       CFunction("front_only", ((("n",), "float32"),), returns="int"))
+lib = compile_kernels({}, c_sources=[CSource(CODE, fns, "two_ends.c")],
+                      cache_dir=sys.argv[1])
+f, report = lib.get("two_ends"), lib.module.pool_report
+for n in (1, 2, 7, 64):
+    out = np.zeros(n, np.float32)
+    lib.get("front_only")(out)
+    assert np.array_equal(out, np.arange(n)), out
+split = 0
+for _ in range(20):
+    for n in (1, 2, 7, 64):
+        out = np.zeros(n, np.float32)
+        f(out)
+        # every job once; the caller's a prefix, the worker's the rest
+        assert set(out.tolist()) <= {1.0, 2.0}, out
+        k = int(np.sum(out == 1.0))
+        assert np.all(out[:k] == 1.0) and np.all(out[k:] == 2.0), out
+        split += n == 64 and 0 < k < n
+print(split)
+'''.replace("@NOW_NS@", NOW_NS)
+
+
+def test_jobs_from_both_ends(tmp_path: Path) -> None:
+    """plait_take_job: every job is taken exactly once; the calling thread takes them
+    from the front and the worker from the back, so the caller's jobs are a prefix
+    and the worker's the rest (on an idle machine both take some of 64 jobs of 20 us);
+    alone, a thread takes them in order, also when there are more than 2^31."""
+    _compiler_or_skip()
+    env = dict(os.environ, PLAIT_NUM_THREADS="2")
+    r = subprocess.run([sys.executable, "-c", ENDS_CHILD, str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert int(r.stdout.split()[-1]) >= 1, r.stdout   # the worker joined at least once

@@ -68,20 +68,40 @@ float* plait_scratch(int slot, size_t floats) {
     return plait_scratch_buf[slot];
 }
 
+/* --------------------------------------------------------------------- jobs */
+
+/* 1 on the pool's workers, 0 on every other thread (a caller) */
+static __thread int plait_is_worker;
+
+int64_t plait_take_job(int64_t* ends, int64_t n) {
+    if (n >= ((int64_t)1 << 31)) {   /* no room for two counts: the front only */
+        int64_t j = __atomic_fetch_add(ends, 1, __ATOMIC_RELAXED);
+        return j < n ? j : -1;
+    }
+    const int back = plait_is_worker;
+    int64_t v = __atomic_load_n(ends, __ATOMIC_RELAXED);
+    for (;;) {
+        const int64_t front = v & 0xffffffff, taken = front + (v >> 32);
+        if (taken >= n) return -1;
+        const int64_t w = back ? v + ((int64_t)1 << 32) : v + 1;
+        if (__atomic_compare_exchange_n(ends, &v, w, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return back ? n - 1 - (v >> 32) : front;
+    }
+}
+
 /* ------------------------------------------------------------------- ranges */
 
 typedef struct {
     plait_range_fn fn;
     void* ctx;
-    int64_t n, chunk;
-    int64_t next;   /* the start of the next chunk */
+    int64_t n, chunk, chunks;
+    int64_t ends;   /* the chunks taken (plait_take_job) */
 } plait_range_task;
 
 static void plait_range_run(void* arg) {
     plait_range_task* t = (plait_range_task*)arg;
-    for (;;) {
-        int64_t lo = __atomic_fetch_add(&t->next, t->chunk, __ATOMIC_RELAXED);
-        if (lo >= t->n) return;
+    for (int64_t c; (c = plait_take_job(&t->ends, t->chunks)) >= 0;) {
+        const int64_t lo = c * t->chunk;
         t->fn(t->ctx, lo, t->n - lo < t->chunk ? t->n : lo + t->chunk);
     }
 }
@@ -93,9 +113,11 @@ void plait_parallel_range(plait_range_fn fn, void* ctx, int64_t n, int nthreads)
         fn(ctx, 0, n);
         return;
     }
-    /* four chunks per thread: a thread that starts late takes fewer of them */
+    /* four chunks per thread: a thread that starts late takes fewer of them; the caller
+     * takes them from the front, the workers from the back (plait_take_job) */
     int64_t pieces = 4 * (int64_t)nthreads;
-    plait_range_task t = {fn, ctx, n, (n + pieces - 1) / pieces, 0};
+    const int64_t chunk = (n + pieces - 1) / pieces;
+    plait_range_task t = {fn, ctx, n, chunk, (n + chunk - 1) / chunk, 0};
     plait_parallel(plait_range_run, &t, nthreads);
 }
 
@@ -199,6 +221,7 @@ static int64_t plait_pool_wait(int64_t seen) {
 
 static void* plait_pool_worker(void* start) {
     int64_t seen = (int64_t)(intptr_t)start;   /* the generation when it was started */
+    plait_is_worker = 1;
     for (;;) {
         int64_t g = plait_pool_wait(seen);
         if (g < 0) break;

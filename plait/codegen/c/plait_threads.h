@@ -26,6 +26,16 @@ PLAIT_HIDDEN void plait_parallel(plait_task_fn fn, void* arg, int nthreads);
  * threads (nthreads <= 1: one call fn(ctx, 0, n) on this thread). */
 PLAIT_HIDDEN void plait_parallel_range(plait_range_fn fn, void* ctx, int64_t n, int nthreads);
 
+/* Jobs 0 .. n-1 of a parallel call taken from both ends: the calling thread takes them
+ * from the front, the workers from the back, each exactly once (*ends starts at 0, the
+ * front's and the back's counts packed in one word).  The next job, or -1 when none is
+ * left.  So with two threads the caller computes the first jobs and the worker the last
+ * ones in every call: kernels whose jobs are ordered the same way (the pixels of an
+ * image, top to bottom) read, in the next layer, what the same thread (its CPU's
+ * caches) wrote in the previous one; a shared counter dealt the jobs out in the order
+ * threads asked.  Needs n < 2^31 (more jobs: all from the front). */
+PLAIT_HIDDEN int64_t plait_take_job(int64_t* ends, int64_t n);
+
 /* How many threads a parallel call may use: OMP_NUM_THREADS, or the CPUs this process
  * may run on; 1 when the library was built without threads. */
 PLAIT_HIDDEN int plait_max_threads(void);

@@ -190,8 +190,9 @@ static inline void pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t 
 
 /* ------------------------------------------------------------------ driver */
 
-/* The part of the product that thread `tid` of `nthreads` computes: it takes the
- * (batch, N-block) jobs tid, tid + nthreads, ... */
+/* The part of the product that one thread computes: (batch, N-block, M-block) jobs,
+ * the caller's from the first, the workers' from the last (plait_take_job: the columns,
+ * the pixels of a convolution, that the same thread wrote or read in the layer before). */
 static void
 gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int64_t* next,
             float* apack, float* bpack) {
@@ -199,7 +200,7 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int6
     const int64_t nblocks = (N + nc_block - 1) / nc_block;
     const int64_t mblocks = (p->M + mc_rows - 1) / mc_rows;
     const int64_t jobs = p->batch * nblocks * mblocks;
-    for (int64_t job = PLAIT_NEXT_JOB(next); job < jobs; job = PLAIT_NEXT_JOB(next)) {
+    for (int64_t job; (job = plait_take_job(next, jobs)) >= 0;) {
         int64_t bi = job / (nblocks * mblocks);
         int64_t j0 = (job / mblocks % nblocks) * nc_block;
         int64_t m0 = job % mblocks * mc_rows;
@@ -348,7 +349,7 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int6
 typedef struct {
     const plait_gemm_problem* p;
     int64_t nc_block, mc_rows;
-    int64_t next;                 /* the next job (see PLAIT_NEXT_JOB) */
+    int64_t next;                 /* the jobs taken (see plait_take_job) */
     int status;                   /* 1: a thread was out of memory */
 } plait_gemm_task;
 
