@@ -502,6 +502,13 @@ CASES: dict[str, Callable[[], Case]] = {
         4, (9, 11), 3, (1, 2), (1, 1), out=8),
     "grouped 3x3, 3 channels per group, dilation (2, 1)": _grouped(
         9, (10, 12), 3, (1, 1), (2, 1), groups=3, out=6),
+    # large enough for two threads: each plane's output rows in two parts (taken from
+    # both ends), the first filled band by band (its scratch plane is past 32 KB)
+    "depthwise 3x3 stride 2 on 113 x 115, residual, ReLU6, rows in parts and bands":
+        _grouped(3, (113, 115), 3, (2, 2), (1, 1), padding=(0, 1, 1, 0), act="relu6",
+                 residual=True),
+    "grouped 3x3, 3 channels and 2 outputs per group, 40 x 41, rows in parts": _grouped(
+        9, (40, 41), 3, (1, 1), (1, 1), groups=3, out=6),
     "depthwise 3x3 on 7 x 7, 37 channels, ReLU6 (channels in lanes)": _grouped(
         37, (7, 7), 3, (1, 1), (1, 1), act="relu6"),
     "depthwise 5x5 stride 2 to 7 x 7, 21 channels, residual, SiLU (channels in lanes)":
