@@ -509,6 +509,10 @@ CASES: dict[str, Callable[[], Case]] = {
                  residual=True),
     "grouped 3x3, 3 channels and 2 outputs per group, 40 x 41, rows in parts": _grouped(
         9, (40, 41), 3, (1, 1), (1, 1), groups=3, out=6),
+    "depthwise 3x3 stride 2 to 14 x 14, 40 channels, residual, ReLU6, rows in parts":
+        _grouped(40, (28, 28), 3, (2, 2), (1, 1), act="relu6", residual=True),
+    "depthwise 3x3 on 7 x 7, 160 channels, rows in parts (4 and 3)": _grouped(
+        160, (7, 7), 3, (1, 1), (1, 1)),
     "depthwise 3x3 on 7 x 7, 37 channels, ReLU6 (channels in lanes)": _grouped(
         37, (7, 7), 3, (1, 1), (1, 1), act="relu6"),
     "depthwise 5x5 stride 2 to 7 x 7, 21 channels, residual, SiLU (channels in lanes)":

@@ -594,17 +594,17 @@ micro_kernel_wide_pf(int64_t kc, const float* restrict a, int64_t a_rs, int64_t 
 /* Every parallel part of the library goes through the library's thread pool
  * (plait_threads.h, shared with the generated kernels): fn(arg) runs on up to nthreads
  * threads, each taking its work from a counter in arg, so any thread may do any share. */
-/* body(ctx, i) for i in [0, n), the indices taken one by one from a shared counter. */
+/* body(ctx, i) for i in [0, n), the indices taken one by one from both ends (the
+ * caller's from the front: plait_take_job). */
 typedef struct {
     void (*body)(void* ctx, int64_t i);
     void* ctx;
-    int64_t n, next;
+    int64_t n, ends;
 } plait_for_task;
 
 static inline void plait_for_run(void* arg) {
     plait_for_task* t = (plait_for_task*)arg;
-    for (int64_t i = PLAIT_NEXT_JOB(&t->next); i < t->n; i = PLAIT_NEXT_JOB(&t->next))
-        t->body(t->ctx, i);
+    for (int64_t i; (i = plait_take_job(&t->ends, t->n)) >= 0;) t->body(t->ctx, i);
 }
 
 static inline void plait_parallel_for(int64_t n, void (*body)(void*, int64_t), void* ctx,
