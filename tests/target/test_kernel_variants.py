@@ -503,15 +503,16 @@ CASES: dict[str, Callable[[], Case]] = {
     "grouped 3x3, 3 channels per group, dilation (2, 1)": _grouped(
         9, (10, 12), 3, (1, 1), (2, 1), groups=3, out=6),
     # large enough for two threads: each plane's output rows in two parts (taken from
-    # both ends), the first filled band by band (its scratch plane is past 32 KB)
+    # both ends), filled band by band (its scratch plane is past 32 KB); the others on
+    # two threads too, whole planes (jobs from both ends)
     "depthwise 3x3 stride 2 on 113 x 115, residual, ReLU6, rows in parts and bands":
         _grouped(3, (113, 115), 3, (2, 2), (1, 1), padding=(0, 1, 1, 0), act="relu6",
                  residual=True),
-    "grouped 3x3, 3 channels and 2 outputs per group, 40 x 41, rows in parts": _grouped(
+    "grouped 3x3, 3 channels and 2 outputs per group, 40 x 41, on 2 threads": _grouped(
         9, (40, 41), 3, (1, 1), (1, 1), groups=3, out=6),
-    "depthwise 3x3 stride 2 to 14 x 14, 40 channels, residual, ReLU6, rows in parts":
+    "depthwise 3x3 stride 2 to 14 x 14, 40 channels, residual, ReLU6, on 2 threads":
         _grouped(40, (28, 28), 3, (2, 2), (1, 1), act="relu6", residual=True),
-    "depthwise 3x3 on 7 x 7, 160 channels, rows in parts (4 and 3)": _grouped(
+    "depthwise 3x3 on 7 x 7, 160 channels, on 2 threads": _grouped(
         160, (7, 7), 3, (1, 1), (1, 1)),
     "depthwise 3x3 on 7 x 7, 37 channels, ReLU6 (channels in lanes)": _grouped(
         37, (7, 7), 3, (1, 1), (1, 1), act="relu6"),

@@ -396,16 +396,15 @@ dw_load_transposed(dw_v* r, const float* src, int64_t stride, int64_t nc, int64_
     dw_transpose(r);
 }
 
-/* the output rows oh_lo .. oh_hi-1 of one job: img the transposed padded input (HP x WP
- * pixels), wt the KH * KW weight vectors, bv the bias vector; pixels into ob (OH * OW of
- * them) */
+/* the output rows of one job: img the transposed padded input (HP x WP pixels), wt the
+ * KH * KW weight vectors, bv the bias vector; pixels into ob (OH * OW of them) */
 static inline __attribute__((always_inline)) void
 dw_cl_rows(const int64_t KH, const int64_t KW, const int64_t SH, const int64_t SW,
            const int64_t DH, const int64_t DW, const dw_call* t, const float* img,
-           const float* wt, dw_v bv, float* ob, int64_t oh_lo, int64_t oh_hi) {
+           const float* wt, dw_v bv, float* ob) {
     const plait_dwconv2d_desc* d = t->d;
-    const int64_t OW = d->OW, WP = t->WP;
-    for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+    const int64_t OH = d->OH, OW = d->OW, WP = t->WP;
+    for (int64_t oh = 0; oh < OH; ++oh) {
         for (int64_t ow0 = 0; ow0 < OW; ow0 += DW_CL_J) {
             dw_v acc[DW_CL_J];
             DW_PRAGMA_UNROLL
@@ -434,10 +433,9 @@ dw_cl_rows(const int64_t KH, const int64_t KW, const int64_t SH, const int64_t S
     }
 }
 
-#define DW_CL(KH_, KW_, SH_, SW_) \
-    dw_cl_rows(KH_, KW_, SH_, SW_, 1, 1, t, img, wt, bv, ob, oh_lo, oh_hi)
+#define DW_CL(KH_, KW_, SH_, SW_) dw_cl_rows(KH_, KW_, SH_, SW_, 1, 1, t, img, wt, bv, ob)
 
-/* jobs lo .. hi-1: (part of the rows, image, block of DW_V channels) */
+/* jobs lo .. hi-1: (image, block of DW_V channels) pairs */
 static void dw_cl_jobs(void* ctx, int64_t lo, int64_t hi) {
     dw_call* t = (dw_call*)ctx;
     const plait_dwconv2d_desc* d = t->d;
@@ -463,23 +461,14 @@ static void dw_cl_jobs(void* ctx, int64_t lo, int64_t hi) {
         }
     }
     const int plain = d->KH == d->KW && d->SH == d->SW && d->DH == 1 && d->DW == 1;
-    const int64_t blocks = d->N * t->R;
     for (int64_t job = lo; job < hi; ++job) {
-        const int64_t part = job / blocks;
-        const int64_t n = job % blocks / t->R, cb = (job % t->R) * DW_V;
+        const int64_t n = job / t->R, cb = (job % t->R) * DW_V;
         const int64_t nc = C - cb < DW_V ? C - cb : DW_V;
-        const int64_t oh_lo = part * t->part_rows;
-        const int64_t oh_hi = oh_lo + t->part_rows < d->OH ? oh_lo + t->part_rows : d->OH;
-        /* the input rows those read (the others' pixels are not read) */
-        int64_t ih_lo = oh_lo * d->SH - d->PT, ih_hi = (oh_hi - 1) * d->SH
-                                                      + (d->KH - 1) * d->DH + 1 - d->PT;
-        ih_lo = ih_lo < 0 ? 0 : ih_lo;
-        ih_hi = ih_hi > d->H ? d->H : ih_hi;
         /* the channels' planes, DW_V pixels at a time, into the image's pixels */
         const float* xb = t->x + (n * C + cb) * HW;
-        int64_t ih = ih_lo, iw = 0;
-        for (int64_t p0 = ih_lo * d->W; p0 < ih_hi * d->W; p0 += DW_V) {
-            const int64_t m = ih_hi * d->W - p0 < DW_V ? ih_hi * d->W - p0 : DW_V;
+        int64_t ih = 0, iw = 0;
+        for (int64_t p0 = 0; p0 < HW; p0 += DW_V) {
+            const int64_t m = HW - p0 < DW_V ? HW - p0 : DW_V;
             dw_v r[DW_V];
             dw_load_transposed(r, xb + p0, HW, nc, m);
             for (int64_t k = 0; k < m; ++k) {
@@ -507,13 +496,11 @@ static void dw_cl_jobs(void* ctx, int64_t lo, int64_t hi) {
         else if (plain && K == 5 && S == 1) DW_CL(5, 5, 1, 1);
         else if (plain && K == 5 && S == 2) DW_CL(5, 5, 2, 2);
         else if (plain && K == 7 && S == 1) DW_CL(7, 7, 1, 1);
-        else dw_cl_rows(d->KH, d->KW, d->SH, d->SW, d->DH, d->DW, t, img, wt, bv, ob, oh_lo,
-                        oh_hi);
+        else dw_cl_rows(d->KH, d->KW, d->SH, d->SW, d->DH, d->DW, t, img, wt, bv, ob);
         /* the output pixels back into the channels' planes, then the epilogue */
         float* outb = t->out + (n * C + cb) * OHW;
-        const int64_t q_hi = oh_hi * d->OW;
-        for (int64_t q0 = oh_lo * d->OW; q0 < q_hi; q0 += DW_V) {
-            const int64_t m = q_hi - q0 < DW_V ? q_hi - q0 : DW_V;
+        for (int64_t q0 = 0; q0 < OHW; q0 += DW_V) {
+            const int64_t m = OHW - q0 < DW_V ? OHW - q0 : DW_V;
             dw_v r[DW_V];
             DW_PRAGMA_UNROLL
             for (int i = 0; i < DW_V; ++i)
@@ -525,11 +512,9 @@ static void dw_cl_jobs(void* ctx, int64_t lo, int64_t hi) {
             }
         }
         if (!t->tile_act && (t->res || t->relu || d->act))
-            for (int64_t c = 0; c < nc; ++c) {
-                float* o = outb + c * OHW + oh_lo * d->OW;
-                dw_epilogue(t, o, t->res ? t->res + (o - t->out) : NULL,
-                            (oh_hi - oh_lo) * d->OW);
-            }
+            for (int64_t c = 0; c < nc; ++c)
+                dw_epilogue(t, outb + c * OHW,
+                            t->res ? t->res + (outb - t->out) + c * OHW : NULL, OHW);
     }
 }
 #undef DW_CL
@@ -550,11 +535,7 @@ PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const
         const int64_t owa = (d->OW + DW_CL_J - 1) / DW_CL_J * DW_CL_J;
         t.HP = (d->OH - 1) * d->SH + (d->KH - 1) * d->DH + 1;
         t.WP = (owa - 1) * d->SW + (d->KW - 1) * d->DW + 1;
-        /* rows in parts on several threads, as on the tile (below) */
-        const int64_t parts = nt > 1 && d->OH >= 2 * nt ? nt : 1;
-        t.part_rows = (d->OH + parts - 1) / parts;
-        plait_parallel_range(dw_cl_jobs, &t, ((d->OH + t.part_rows - 1) / t.part_rows)
-                                             * d->N * t.R, nt);
+        plait_parallel_range(dw_cl_jobs, &t, d->N * t.R, nt);
         return __atomic_load_n(&t.failed, __ATOMIC_RELAXED);
     }
     const int64_t nvec = (d->OW + DW_V - 1) / DW_V;
@@ -569,13 +550,16 @@ PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const
     if (t.RL < cols) t.RL = cols;
     t.plane = t.HA * d->SW * t.RL;
     t.bands = (size_t)(t.CG * t.plane) * sizeof(float) > DW_BAND_BYTES;
-    /* On several threads each plane is cut into as many parts of rows, and the jobs go
-     * part by part (every plane's top part first): the threads take jobs from both ends
-     * (plait_take_job), so with two the caller computes the top halves and the worker
-     * the bottom halves: the rows that the same threads' products (their column blocks,
-     * taken the same way) wrote in the layer before and read in the layer after. */
+    /* On several threads each large plane (filled in bands) is cut into as many parts of
+     * rows, and the jobs go part by part (every plane's top part first): the threads
+     * take jobs from both ends (plait_take_job), so with two the caller computes the top
+     * halves and the worker the bottom halves: the rows that the same threads' products
+     * (their column blocks, taken the same way) wrote in the layer before and read in
+     * the layer after.  Measured on MobileNetV2, two threads, quiet: 32 x 112 x 112 137
+     * -> 121 us; smaller planes in parts were slower (192 x 28 x 28 47 -> 61-65, the
+     * channels-in-lanes layout on 14 x 14 and 7 x 7 49 -> 66-70 and 20 -> 33): whole. */
     const int64_t bands_of_plane = oha / t.R;
-    int64_t parts = nt > 1 && bands_of_plane >= 4 ? nt : 1;
+    int64_t parts = nt > 1 && t.bands && bands_of_plane >= 4 ? nt : 1;
     if (parts > bands_of_plane / 2) parts = bands_of_plane / 2 > 1 ? bands_of_plane / 2 : 1;
     t.part_rows = (bands_of_plane + parts - 1) / parts * t.R;
     parts = (d->OH + t.part_rows - 1) / t.part_rows;
