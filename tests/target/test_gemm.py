@@ -675,6 +675,23 @@ def test_gelu_tanh_rule_declines_other_constants_and_xs() -> None:
         np.testing.assert_allclose(g, e, rtol=RTOL, atol=ATOL)
 
 
+def _gelu_epilogue_on(grid: np.ndarray, approximate: str) -> np.ndarray:
+    """``gelu(approximate=...)`` of every value of ``grid`` by the products' epilogue: the
+    values fed exactly as the bias of a product of zeros (one row of grid.size columns),
+    which DispatchGemm makes one native call with nothing generated left."""
+    zeros = np.zeros((1, grid.size), np.float32)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        return _call(bb, "gelu", _call(bb, "add", _call(bb, "matmul", p[0], _c(zeros)),
+                                       _c(grid)), approximate=approximate)
+
+    mod = _build_graph({"x": (1, 1)}, body)
+    lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
+    assert len(_externs(lowered)) == 1 and _ops(lowered) == []
+    got = VirtualMachine(plait.build(mod, "c"))["main"](np.ones((1, 1), np.float32))
+    return got.reshape(-1)
+
+
 def test_gelu_tanh_epilogue_accuracy_over_the_range() -> None:
     """plait_gelu_tanh_sv (x / (1 + exp(-2u)), the identical form of 0.5 x (1 + tanh(u)))
     on every value of a dense grid of [-12, 12], near zero, and on inf, -inf and NaN, fed
@@ -687,17 +704,7 @@ def test_gelu_tanh_epilogue_accuracy_over_the_range() -> None:
                            -np.geomspace(1e-30, 1e-3, 40).astype(np.float32),
                            np.array([1e20, -1e20, 3e38, -3e38], np.float32)])
     grid[:4] = [np.inf, -np.inf, np.nan, 0.0]
-    zeros = np.zeros((1, grid.size), np.float32)
-
-    def body(bb, p):  # type: ignore[no-untyped-def]
-        return _call(bb, "gelu", _call(bb, "add", _call(bb, "matmul", p[0], _c(zeros)),
-                                       _c(grid)), approximate="tanh")
-
-    mod = _build_graph({"x": (1, 1)}, body)
-    lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
-    assert len(_externs(lowered)) == 1 and _ops(lowered) == []
-    got = VirtualMachine(plait.build(mod, "c"))["main"](np.ones((1, 1), np.float32))
-    got = got.reshape(-1)
+    got = _gelu_epilogue_on(grid, "tanh")
     xd = grid.astype(np.float64)
     ref = _gelu_tanh_reference(xd)
     assert np.array_equal(np.isnan(got), np.isnan(ref))
@@ -718,17 +725,7 @@ def test_gelu_epilogue_accuracy_over_the_range() -> None:
     NaN where the reference is NaN (-inf: -inf * 0, and NaN), inf for inf."""
     grid = np.linspace(-8, 8, 16021, dtype=np.float32)
     grid[:4] = [np.inf, -np.inf, np.nan, 0.0]
-    zeros = np.zeros((1, grid.size), np.float32)
-
-    def body(bb, p):  # type: ignore[no-untyped-def]
-        return _call(bb, "gelu", _call(bb, "add", _call(bb, "matmul", p[0], _c(zeros)),
-                                       _c(grid)))
-
-    mod = _build_graph({"x": (1, 1)}, body)
-    lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
-    assert len(_externs(lowered)) == 1 and _ops(lowered) == []
-    got = VirtualMachine(plait.build(mod, "c"))["main"](np.ones((1, 1), np.float32))
-    got = got.reshape(-1)
+    got = _gelu_epilogue_on(grid, "none")
     ref = _gelu_reference(grid.astype(np.float64))
     assert np.array_equal(np.isnan(got), np.isnan(ref))
     assert got[0] == np.inf
