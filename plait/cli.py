@@ -110,8 +110,9 @@ def _parser() -> argparse.ArgumentParser:
                           "or on the VM path, and why; and the CPU's instruction sets and "
                           "the variant each native kernel family runs (PLAIT_ISA forces one)")
     run.add_argument("--profile", action="store_true",
-                     help="time each call of main once more (on the VM path) and list the "
-                          "costliest")
+                     help="time each call of main once more and list the costliest (a model "
+                          "built for c times them inside its single entry point; a .plx "
+                          "without step timing on the VM path)")
     run.add_argument(
         "--allow-native", action="store_true",
         help="run the native code of a .plx that is not signed by this machine or a "
@@ -430,7 +431,10 @@ def _compare(
 # ---------------------------------------------------------------------- commands
 
 
-def _build(mod: Any, target: str | None, offload: list[str] | None = None) -> Any:
+def _build(mod: Any, target: str | None, offload: list[str] | None = None,
+           timed: bool = False) -> Any:
+    """``mod`` built for ``target`` (with ``timed``, a ``c``-derived target's entry points
+    time their calls: ``--profile``)."""
     from .build import build
     from .pipeline import default_pipeline
     from .target import Target
@@ -438,7 +442,10 @@ def _build(mod: Any, target: str | None, offload: list[str] | None = None) -> An
 
     target = target or "numpy"
     try:
-        t = Target(target, offload=tuple(offload)) if offload else target
+        extra: dict[str, Any] = {"offload": tuple(offload)} if offload else {}
+        if timed and Target(target).is_a("c"):
+            extra["step_timing"] = True
+        t = Target(target, **extra) if extra else target
         with progress(len(default_pipeline(t, from_phase=mod.phase).names())):
             return build(mod, target=t)
     except Exception as e:
@@ -470,13 +477,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if kind == "pt2":
         ep, mod = _import_pt2(args.model)
         names = _pt2_names(ep)
-        exe = _build(mod, args.target, args.offload)
+        exe = _build(mod, args.target, args.offload, args.profile)
     elif kind == "onnx":
         mod, frozen = _import_onnx(args.model, shapes, given, static=True)
         import onnx
 
         names = [o.name for o in onnx.load(args.model, load_external_data=False).graph.output]
-        exe = _build(mod, args.target, args.offload)
+        exe = _build(mod, args.target, args.offload, args.profile)
     elif kind == "plx":
         try:
             exe = Executable.load(args.model, allow_native=args.allow_native)
@@ -485,7 +492,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.target is not None:
             exe = _rebuild(exe, args.model, args.target)
     else:
-        exe = _build(_parse_text(args.model), args.target, args.offload)
+        exe = _build(_parse_text(args.model), args.target, args.offload, args.profile)
     t_compile = time.perf_counter() - t0
     if args.compare == "onnxruntime" and kind != "onnx":
         raise CliError("--compare onnxruntime needs an ONNX model (.onnx)")
@@ -570,16 +577,25 @@ PROFILE_ROWS = 10
 
 
 def _print_profile(vm: Any, inputs: list[np.ndarray]) -> None:
-    """One run of main on the VM path, every call timed: the costliest calls."""
+    """One more run of main, every call timed: the costliest calls.  Inside main's
+    single entry point when it times its calls (a model built here with ``--profile``);
+    otherwise on the VM path, one call at a time from Python."""
+    info = (vm.executable.attrs.get("single_entry") or {}).get("main")
+    inside = vm.entry_point("main") is not None and isinstance(info, dict) and info.get("timed")
     try:
-        _, entries = vm.profile("main", *inputs)
+        if inside:
+            _, entries = vm.profile_steps("main", *inputs)
+        else:
+            _, entries = vm.profile("main", *inputs)
     except Exception as e:
         raise CliError(f"profiling main: {_first_line(e)}") from None
     total = sum(e.seconds for e in entries)
     note = ""
-    if vm.entry_point("main") is not None:
-        note = (" (on the VM path, one call at a time: main's single entry point makes them "
-                "all as one native call, which has no per-call timing)")
+    if inside:
+        note = " (inside main's single entry point, each call timed in C)"
+    elif vm.entry_point("main") is not None:
+        note = (" (on the VM path, one call at a time: this executable's single entry point "
+                "does not time its calls; a model built by plait run --profile does)")
     print(f"profile: {len(entries)} calls, {total * 1e3:.3f} ms{note}")
     for e in sorted(entries, key=lambda e: -e.seconds)[:PROFILE_ROWS]:
         print(f"  {e}")

@@ -215,17 +215,26 @@ def test_run_with_the_c_target(capsys: pytest.CaptureFixture[str]) -> None:
     not any(shutil.which(c) for c in ("cc", "gcc", "clang")), reason="no C compiler"
 )
 def test_run_verbose_says_how_main_runs_and_profile_times_its_calls(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], tmp_path
 ) -> None:
     code, out, err = _run(capsys, "run", TINY, "--target", "c", "--verbose", "--profile")
     assert code == 0, err
     assert "execution: main: single native entry point 'main@entry' (2 native calls" in out
-    assert "profile: 2 calls" in out and "(on the VM path, one call at a time" in out
-    assert out.count("main[") == 2   # the two calls, each with its VM location
+    assert "profile: 2 calls" in out and "(inside main's single entry point" in out
+    assert out.count("main@entry[") == 2   # the two calls, each with its step
+    assert "step 0: plait_gemm_" in out and "step 1: plait_gemm_" in out
     code, out, err = _run(capsys, "run", TINY, "--verbose", "--profile")
     assert code == 0, err
     assert "execution: main: VM path (the executable records no single entry point" in out
     assert "profile: " in out and "on the VM path" not in out
+    plx = str(tmp_path / "tiny-c.plx")   # built without step timing: the VM path, and why
+    assert _run(capsys, "compile", TINY, "--target", "c", "--shape", "input=1,64",
+                "-o", plx)[0] == 0
+    code, out, err = _run(capsys, "run", plx, "--profile")
+    assert code == 0, err
+    assert ("profile: 2 calls" in out and "(on the VM path, one call at a time: this "
+            "executable's single entry point does not time its calls" in out)
+    assert out.count("main[") == 2   # the two calls, each with its VM location
 
 
 def test_a_c_executable_from_elsewhere_needs_a_flag_or_runs_on_numpy(

@@ -172,3 +172,18 @@ def test_profile_summary_is_the_median_per_callee_and_families() -> None:
     text = pm.table(rows, "callee", 1)
     assert "| plait_gemm_ab | 4000.000 | 80.0% |" in text
     assert "| (1 more) | 1000.000 | 20.0% |" in text
+
+
+def test_profile_steps_table_is_the_longest_calls_with_median_and_minimum() -> None:
+    """benchmarks/profile_models.py --steps: per call the median and the minimum over the
+    runs (microseconds), longest median first; the sums and the whole inference."""
+    import profile_models as pm
+
+    prof = pm.Profile(per_run=[], calls=["0: conv", "1: gemm", "2: pool"],
+                      call_seconds=[[1e-4, 5e-4, 1e-5], [2e-4, 3e-4, 2e-5],
+                                    [4e-4, 4e-4, 3e-5]],
+                      totals=[9e-4, 7e-4, 8e-4])
+    lines = pm.steps_table(prof, 2).splitlines()
+    assert lines[2:4] == ["| 1: gemm | 400 | 300 |", "| 0: conv | 200 | 100 |"]
+    assert lines[4] == "| **sum of 3 calls** | 620 | 410 |"
+    assert lines[5] == "| **whole inference** | 800 | 700 |"

@@ -156,6 +156,31 @@ class NativeFunction:
                                  for ax, d in enumerate(p.shape)))
             for p in self.params
         )
+        # a timed entry point (plait/codegen/c/entry.py): its steps' callees and the
+        # function returning the calling thread's clock readings of its last call
+        self.steps: tuple[str, ...] = tuple(spec.get("steps", ()))
+        self._step_times = None
+        if spec.get("step_times"):
+            try:
+                getter = module.handle[spec["step_times"]]
+            except AttributeError:
+                raise NativeLoadError(
+                    f"native library {module.path}: the manifest lists "
+                    f"{spec['step_times']!r}, which the library does not export") from None
+            getter.argtypes = []
+            getter.restype = ctypes.POINTER(ctypes.c_double)
+            self._step_times = getter
+
+    def step_times(self) -> list[float]:
+        """The seconds each step of this timed entry point took in its last call on the
+        calling thread (in the order of :attr:`steps`).  A function that is not a timed
+        entry point raises ValueError naming the fix."""
+        if self._step_times is None:
+            raise ValueError(
+                f"native function {self.name!r} is not a timed entry point: build with "
+                "Target('c', step_timing=True) to time the steps of an entry point")
+        clock = self._step_times()
+        return [clock[i + 1] - clock[i] for i in range(len(self.steps))]
 
     @property
     def entry_address(self) -> int:

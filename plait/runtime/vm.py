@@ -478,6 +478,7 @@ class VirtualMachine:
         self._code = self._decode()
         self._entries = self._entry_codes() if single_entry else {}
         self._profiled: dict[str, _Code] | None = None
+        self._timed_entries: dict[str, NativeFunction] = {}   # profile_steps
         self._records: dict[tuple[str, int], list[float]] = {}
 
     # ----------------------------------------------------------------- public API
@@ -552,6 +553,34 @@ class VirtualMachine:
                 ins = self.executable.functions[fname].instructions[pc]
                 assert isinstance(ins, Call)
                 entries.append(ProfileEntry(fname, pc, str(ins), ins.func, int(calls), seconds))
+        return result, entries
+
+    def profile_steps(self, name: str, *args: Any) -> tuple[Any, list[ProfileEntry]]:
+        """Run ``name`` once through its single entry point and return the result and
+        the time of each native call inside that one call, in order (``function`` is
+        the entry point's native name, ``pc`` the step's index).  Unlike
+        :meth:`profile`, nothing runs between the calls but the calls: these are the
+        times inside the model.  Needs an executable built with the ``c`` target's
+        ``step_timing=True``; otherwise raises :class:`VMError` saying so."""
+        native = self._timed_entries.get(name)
+        if native is None:
+            self._lookup(name)
+            report = self.executable.attrs.get(_ENTRY_REPORT)
+            info = report.get(name) if isinstance(report, dict) else None
+            if self.entry_point(name) is None or not isinstance(info, dict):
+                raise VMError(f"profile_steps({name!r}): {self.execution_path(name)}; only "
+                              "a single entry point has steps to time (use profile() for "
+                              "the VM path)", name)
+            found = load_native_func(self.executable, str(info.get("native")))
+            if not isinstance(found, NativeFunction) or not found.steps:
+                raise VMError(f"profile_steps({name!r}): the entry point "
+                              f"{info.get('native')!r} does not time its steps: build with "
+                              "Target('c', step_timing=True)", name)
+            native = self._timed_entries[name] = found
+        result = self[name](*args)
+        seconds = native.step_times()
+        entries = [ProfileEntry(native.name, i, f"step {i}: {callee}", callee, 1, t)
+                   for i, (callee, t) in enumerate(zip(native.steps, seconds))]
         return result, entries
 
     # ------------------------------------------------------------------- decoding

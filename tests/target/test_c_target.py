@@ -45,7 +45,8 @@ def test_c_target_kind_hooks_and_pipeline() -> None:
     t = plait.Target("c")
     assert dict(t.attrs) == {"gemm": True, "attention": True, "winograd": "auto",
                              "depthwise": True, "blas": True, "fuse": True,
-                             "single_entry": True, "opt_level": 3, "march_native": False}
+                             "single_entry": True, "step_timing": False, "opt_level": 3,
+                             "march_native": False}
     stages = _target_stages(t)
     assert stages["dispatch"] == ["c.FoldPadIntoConv", "c.DispatchAttention",
                                   "c.Conv1dAsConv2d", "c.DispatchSqueezeExcite",

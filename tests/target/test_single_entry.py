@@ -3,20 +3,26 @@ native runs as one native call.  The pass writes the module before and after in 
 text format; the entry point's results equal the VM path's bitwise (the same kernels)
 and numpy's; functions that do not qualify run on the VM path with the reason; bad
 inputs get the VM's errors; the executable saves, loads and runs from several threads.
-(The project's models: tests/e2e/test_single_entry_models.py.)"""
+Built with ``step_timing=True``, the entry point times each call
+(``VirtualMachine.profile_steps``).  (The project's models:
+tests/e2e/test_single_entry_models.py.)"""
 
 from __future__ import annotations
 
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
 
 import plait
+from plait.codegen.c import CFunction, CSource
 from plait.codegen.vm_codegen import vm_codegen
 from plait.ir import assert_structural_equal
-from plait.runtime import Executable, VirtualMachine, VMInputError
+from plait.runtime import Executable, VirtualMachine, VMError, VMInputError
+from plait.runtime.native import native_loader
+from plait.target.c import add_c_source
 from plait.transform import PassContext, WellFormedCheck, make_pass
 
 KERNELS = """
@@ -228,3 +234,69 @@ def test_functions_that_do_not_qualify_run_on_the_vm_path(text: str, target: pla
     w = np.eye(8, dtype=np.float32)
     for g, want in zip(vm["main"](x, w), _reference(x, w)):
         np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
+
+
+SPIN = CSource(
+    "#include <time.h>\n"
+    "static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);\n"
+    "    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec; }\n"
+    "void spin(const float* x, float* y, long n) {   /* y = x, after 3 ms */\n"
+    "    double end = now() + 3e-3;\n"
+    "    while (now() < end) {}\n"
+    "    for (long i = 0; i < n; ++i) y[i] = x[i]; }\n",
+    (CFunction("spin", ((("n",), "float32"), (("n",), "float32"))),), "spin.c")
+
+SPIN_MODEL = """
+@module
+class Module:
+    @function
+    def main(x: Tensor((16,), "float32")) -> Tensor((16,), "float32"):
+        with dataflow():
+            y = call_extern(extern("spin"), (x,), out=Tensor((16,), "float32"))
+            z = relu(y)
+            output(z)
+        return z
+"""
+
+
+def test_step_timing_times_each_call_inside_the_entry_point() -> None:
+    """Target("c", step_timing=True): VirtualMachine.profile_steps gives each native
+    call's time inside the one entry call: the 3 ms spin is the first step's, not the
+    relu's; the result is the untimed executable's."""
+    mod = add_c_source(plait.parse(SPIN_MODEL), SPIN)
+    with PassContext(instruments=[WellFormedCheck()]):
+        timed = plait.build(mod, plait.Target("c", step_timing=True))
+    plain = plait.build(mod, "c")
+    assert timed.attrs["single_entry"]["main"]["timed"] is True
+    assert "timed" not in plain.attrs["single_entry"]["main"]
+    x = np.linspace(-2, 2, 16, dtype=np.float32)
+    vm = VirtualMachine(timed)
+    start = time.perf_counter()
+    got, steps = vm.profile_steps("main", x)
+    wall = time.perf_counter() - start
+    np.testing.assert_array_equal(got, np.maximum(x, 0))
+    assert got.tobytes() == VirtualMachine(plain)["main"](x).tobytes()
+    assert [(e.function, e.pc, e.calls) for e in steps] == [("main@entry", 0, 1),
+                                                           ("main@entry", 1, 1)]
+    assert steps[0].callee == "spin" and steps[0].instruction == "step 0: spin"
+    assert 3e-3 <= steps[0].seconds <= wall
+    assert 0 <= steps[1].seconds < steps[0].seconds
+    assert sum(e.seconds for e in steps) <= wall
+    # again: the times of the last call (thread-local), the same steps
+    _, again = vm.profile_steps("main", x)
+    assert [e.callee for e in again] == [e.callee for e in steps] and again[0].seconds >= 3e-3
+
+
+def test_profile_steps_names_what_is_missing(model_exe: Executable) -> None:
+    x, w = np.zeros((4, 8), np.float32), np.zeros((8, 8), np.float32)
+    with pytest.raises(VMError, match=r"profile_steps\('main'\): the entry point "
+                                      r"'main@entry' does not time its steps: build with "
+                                      r"Target\('c', step_timing=True\)"):
+        VirtualMachine(model_exe).profile_steps("main", x, w)
+    with pytest.raises(VMError, match=r"main: VM path .*single_entry=False.*only a single "
+                                      r"entry point has steps to time"):
+        VirtualMachine(model_exe, single_entry=False).profile_steps("main", x, w)
+    native = native_loader(model_exe, "main@entry")
+    with pytest.raises(ValueError, match=r"'main@entry' is not a timed entry point: build "
+                                         r"with Target\('c', step_timing=True\)"):
+        native.step_times()

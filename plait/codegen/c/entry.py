@@ -23,6 +23,15 @@ values of the callee's size variables (known, since every shape is static).
 The function keeps no state between calls (the caller passes the workspace), so it is
 as safe to call from several threads at once as the calls it makes.  It is exported
 with its own manifest entry, so the runtime calls it like any other native function.
+
+A *timed* program (``EntryProgram(..., timed=True)``, from the ``c`` target's
+``step_timing`` attribute) also reads the monotonic clock before each call and after
+the last one, into a thread-local array that the exported function
+``<symbol>_step_times`` returns (``len(steps) + 1`` doubles, seconds: the times of the
+calling thread's last call).  The manifest entry names that function
+(``"step_times"``) and the steps' callees (``"steps"``), so the runtime can give each
+call's time inside the one native call (:meth:`VirtualMachine.profile_steps`), where
+the VM path's per-call profile also counts Python between the calls.
 """
 
 from __future__ import annotations
@@ -34,6 +43,9 @@ from typing import Any
 
 ENTRY_PREFIX = "plait_e_"
 """The prefix of entry points' C symbols."""
+
+STEP_TIMES_SUFFIX = "_step_times"
+"""The suffix of the C symbol returning a timed entry point's step times."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,7 @@ class EntryProgram:
     steps: tuple[EntryStep, ...]
     workspace: int | None = None
     doc: str = ""
+    timed: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", tuple(
@@ -71,24 +84,32 @@ class EntryProgram:
         object.__setattr__(self, "steps", tuple(self.steps))
 
     def as_literal(self) -> dict[str, Any]:
-        """The program as a literal dict (tuples, ints and strings only)."""
-        return {"name": self.name, "params": self.params, "num_outputs": self.num_outputs,
-                "workspace": self.workspace, "doc": self.doc,
-                "steps": tuple((s.callee, s.args, s.sizes) for s in self.steps)}
+        """The program as a literal dict (tuples, ints and strings only; ``timed`` only
+        when set)."""
+        out = {"name": self.name, "params": self.params, "num_outputs": self.num_outputs,
+               "workspace": self.workspace, "doc": self.doc,
+               "steps": tuple((s.callee, s.args, s.sizes) for s in self.steps)}
+        if self.timed:
+            out["timed"] = True
+        return out
 
     @classmethod
     def from_literal(cls, lit: Mapping[str, Any]) -> EntryProgram:
         """The program of a dict made by :meth:`as_literal`."""
         steps = tuple(EntryStep(c, tuple(a), tuple(z)) for c, a, z in lit["steps"])
         return cls(lit["name"], tuple(lit["params"]), int(lit["num_outputs"]), steps,
-                   lit.get("workspace"), lit.get("doc", ""))
+                   lit.get("workspace"), lit.get("doc", ""), bool(lit.get("timed", False)))
 
     def manifest_entry(self, symbol: str) -> dict[str, Any]:
         """The entry point's description in the library manifest."""
-        return {"name": self.name, "symbol": symbol, "num_outputs": self.num_outputs,
-                "params": [{"name": n, "shape": list(s), "dtype": t}
-                           for n, s, t in self.params],
-                "size_vars": []}
+        out: dict[str, Any] = {
+            "name": self.name, "symbol": symbol, "num_outputs": self.num_outputs,
+            "params": [{"name": n, "shape": list(s), "dtype": t} for n, s, t in self.params],
+            "size_vars": []}
+        if self.timed:
+            out["step_times"] = symbol + STEP_TIMES_SUFFIX
+            out["steps"] = [s.callee for s in self.steps]
+        return out
 
 
 class EntryError(ValueError):
@@ -124,7 +145,20 @@ def emit_entry(program: EntryProgram, symbol: str, symbols: Mapping[str, str]) -
     function names to their C symbols (all with the uniform ABI)."""
     _check(program, symbols)
     doc = re.sub(r"\*/", "* /", program.doc or f"entry point {program.name}")
-    lines = [f"/* {doc} */",
+    n = len(program.steps)
+    clock = f"{symbol}_clock"
+    lines = []
+    if program.timed:   # the clock before each step and after the last (thread-local)
+        lines += ["#include <time.h>",
+                  f"static _Thread_local double {clock}[{n + 1}];",
+                  f"PLAIT_EXPORT const double* {symbol}{STEP_TIMES_SUFFIX}(void) "
+                  f"{{ return {clock}; }}",
+                  f"static inline double {clock}_now(void) {{",
+                  "    struct timespec t;",
+                  "    clock_gettime(CLOCK_MONOTONIC, &t);",
+                  "    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;",
+                  "}"]
+    lines += [f"/* {doc} */",
              f"PLAIT_EXPORT int32_t {symbol}(void* const* plait_args, "
              "const int64_t* plait_sizes) {",
              "    static const int64_t plait_no_sizes[1] = {0};",
@@ -135,6 +169,8 @@ def emit_entry(program: EntryProgram, symbol: str, symbols: Mapping[str, str]) -
     for i, step in enumerate(program.steps):
         args = [f"plait_args[{v}]" if kind == "param" else f"(void*)(plait_ws + {v})"
                 for kind, v in step.args]
+        if program.timed:
+            lines.append(f"    {clock}[{i}] = {clock}_now();")
         lines.append(f"    {{   /* {i}: {re.sub(r'[*]/', '* /', step.callee)} */")
         argv = "a"
         if args:
@@ -149,8 +185,11 @@ def emit_entry(program: EntryProgram, symbol: str, symbols: Mapping[str, str]) -
         lines.append(f"        if ((plait_status = {symbols[step.callee]}({argv}, {sizes})) "
                      "!= 0) return plait_status;")
         lines.append("    }")
+    if program.timed:
+        lines.append(f"    {clock}[{n}] = {clock}_now();")
     lines += ["    return 0;", "}"]
     return "\n".join(lines)
 
 
-__all__ = ["ENTRY_PREFIX", "EntryError", "EntryProgram", "EntryStep", "emit_entry"]
+__all__ = ["ENTRY_PREFIX", "STEP_TIMES_SUFFIX", "EntryError", "EntryProgram", "EntryStep",
+           "emit_entry"]

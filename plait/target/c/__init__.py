@@ -36,7 +36,8 @@ product, chosen by shape; 4, 2 or False force one), ``depthwise`` (default True,
 :mod:`.squeeze_excite`), ``blas`` (default
 True; False keeps
 matmul/linear/conv2d as generated kernels), ``fuse`` (default True: kernel fusion),
-``single_entry`` (default True: :class:`SingleEntry`), ``opt_level`` (3), ``threads``
+``single_entry`` (default True: :class:`SingleEntry`), ``step_timing`` (default False:
+the entry points time each call, ``VirtualMachine.profile_steps``), ``opt_level`` (3), ``threads``
 (None: when available), ``march_native`` (False).  Derive a target of your own with
 ``register_target_kind("mycpu", parent="c", dispatch=[...])``; see
 docs/targets.md.
@@ -121,7 +122,8 @@ register_target_kind(
     "c",
     defaults={"gemm": True, "attention": True, "winograd": "auto", "depthwise": True,
               "blas": True, "fuse": True,
-              "single_entry": True, "opt_level": 3, "march_native": False},
+              "single_entry": True, "step_timing": False, "opt_level": 3,
+              "march_native": False},
     doc="generated C kernels compiled by the system C compiler; plait's own GEMM/conv2d",
     dispatch=_dispatch,
     legalize=_legalize,

@@ -45,7 +45,10 @@ calls, like any storage) and the outputs, and makes one native call.  Constants 
 passed at each call; the VM takes their addresses once, when it loads the executable.
 
 Target attribute ``single_entry`` (default True); with False every function is
-recorded as not qualifying, with that reason.
+recorded as not qualifying, with that reason.  Target attribute ``step_timing`` (default
+False): the entry points read the clock around each call
+(:meth:`VirtualMachine.profile_steps` gives each call's time inside the one native
+call; plait/codegen/c/entry.py), and the report says ``"timed": True``.
 """
 
 from __future__ import annotations
@@ -387,7 +390,8 @@ def _used_constants(plan: _Plan) -> list[int]:
     return out
 
 
-def _program(fname: str, func: Function, plan: _Plan) -> tuple[EntryProgram, list[int]]:
+def _program(fname: str, func: Function, plan: _Plan,
+             timed: bool = False) -> tuple[EntryProgram, list[int]]:
     """The entry program and the allocation ids of its outputs, in order."""
     outputs = _result_allocs(plan.result)
     inner_offsets: dict[int, int] = {}
@@ -431,7 +435,7 @@ def _program(fname: str, func: Function, plan: _Plan) -> tuple[EntryProgram, lis
     native = fname + ENTRY_SUFFIX
     doc = f"entry point {native}: the {len(steps)} native calls of {fname} in one"
     return EntryProgram(native, tuple(params), len(outputs) + int(uses_ws), steps,
-                        ws_index, doc), outputs
+                        ws_index, doc, timed), outputs
 
 
 def _entry_function(bb: BlockBuilder, name: str, fname: str, func: Function, plan: _Plan,
@@ -478,6 +482,7 @@ class SingleEntry:
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
         attrs = getattr(mod.target, "attrs", None) or {}
         enabled = bool(attrs.get("single_entry", True))
+        timed = bool(attrs.get("step_timing", False))
         kernels = module_kernels(mod)
         cfuncs = {f.name: f for src in c_sources(mod) for f in src.functions}
         graph = {n for n, _ in mod.graph_functions()}
@@ -498,11 +503,13 @@ class SingleEntry:
             except NotQualified as e:
                 report[fname] = {"reason": str(e)}
                 continue
-            program, outputs = _program(fname, func, plan)
+            program, outputs = _program(fname, func, plan, timed)
             name = bb.unique_name(fname + FUNCTION_SUFFIX)
             _entry_function(bb, name, fname, func, plan, program, outputs)
             programs.append(program.as_literal())
             report[fname] = {"entry": name, "native": program.name, "calls": len(plan.steps)}
+            if timed:
+                report[fname]["timed"] = True
         if not report:
             return mod
         runtime[REPORT_KEY] = report
