@@ -17,9 +17,9 @@ place, the transposed product of small images (pixels as rows), the fused poolin
 Winograd F(2x2) and F(4x4) with odd image sizes, attention
 with odd lengths, head sizes past 32 lanes and a causal mask, grouped and depthwise
 convolutions (plait_dwconv.c: 3x3, 5x5, 7x7, stride 2, dilation, asymmetric padding, a
-channel multiplier, several channels per group, rows of 7 to 37 columns, bias, residual,
-relu, ReLU6 and SiLU, planes on the register tile and channels in the lanes, each case
-both ways; and the generated depthwise kernel), a squeeze-and-excite gate
+channel multiplier, several channels per group, rows of 7 to 75 columns, bias, residual,
+relu, ReLU6 and SiLU, planes on the register tile, channels in the lanes and stride-2
+rows read in place, each case every way; and the generated depthwise kernel), a squeeze-and-excite gate
 (plait_se_scale), and generated
 elementwise, reduction, layer-norm, GELU (erf and tanh) and SiLU kernels (that they give
 the same bits in every copy: tests/codegen/test_codegen_run.py).  ISAs the CPU lacks
@@ -520,6 +520,13 @@ CASES: dict[str, Callable[[], Case]] = {
         _grouped(21, (13, 14), 5, (2, 2), (1, 1), act="silu", residual=True),
     "depthwise 7x7 on 14 x 14, 20 channels (channels in lanes with 16 lanes)": _grouped(
         20, (14, 14), 7, (1, 1), (1, 1)),
+    # stride 2 with the input rows read in place: 3x3 over 75 output columns (a group of
+    # 4 column blocks, then 1, the last partly past the row), no left padding; 5x5 over
+    # 40 columns with 2 left, a residual and relu, on 2 threads (rows in parts)
+    "depthwise 3x3 stride 2 to 75 columns, no left padding (rows in place)": _grouped(
+        3, (9, 150), 3, (2, 2), (1, 1), padding=(1, 0, 1, 1), act="relu6"),
+    "depthwise 5x5 stride 2 to 40 columns, residual, on 2 threads (rows in place)":
+        _grouped(36, (61, 81), 5, (2, 2), (1, 1), padding=(2, 2, 1, 1), residual=True),
     "squeeze-and-excite, 37 channels": _squeeze_excite,
     "depthwise 3x3 stride 2 (generated kernel)": _grouped(
         7, (11, 13), 3, (2, 2), (1, 1), native=False),
@@ -594,15 +601,17 @@ DW_CASES = [name for name, make in CASES.items() if make()[5] == "dwconv"
             and "squeeze" not in name]
 
 
-@pytest.mark.parametrize("lanes", ["0", "1"])
+@pytest.mark.parametrize("lanes", ["0", "1", "2"])
 @pytest.mark.parametrize("case", DW_CASES)
-def test_depthwise_cases_on_both_layouts(built: dict[str, Any], case: str, isa: str,
+def test_depthwise_cases_on_every_layout(built: dict[str, Any], case: str, isa: str,
                                          lanes: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """plait_dwconv.c picks per call between planes on the register tile and channels in
-    the lanes (by the output's width); PLAIT_DW_LANES=0 or 1 forces one, so every
-    grouped and depthwise case runs both ways on every copy (channels in lanes applies to
-    depthwise calls only: the grouped cases take the tile either way), against numpy
-    with the case's tolerance."""
+    """plait_dwconv.c picks per call between planes on the register tile, channels in
+    the lanes (by the output's width) and, for stride-2 depthwise 3x3 and 5x5 windows,
+    the input rows read in place; PLAIT_DW_LANES=0 or 1 forces one of the first two, 2
+    the third where it applies (any width; the others choose as usual), so every
+    grouped and depthwise case runs each way on every copy (channels in lanes and rows
+    in place apply to depthwise calls only: the grouped cases take the tile), against
+    numpy with the case's tolerance."""
     exe, inputs, ref, tol, _ = built[case]
     monkeypatch.setenv("PLAIT_DW_LANES", lanes)
     with use_isa(isa):

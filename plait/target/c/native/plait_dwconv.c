@@ -16,8 +16,10 @@
  * (unrolled); any other window runs the same tile with its sizes read at run time.
  * The bias starts the accumulators; without a residual, relu and clip run on the
  * accumulators before they are stored; otherwise the residual, relu and the activation
- * (clip or SiLU) run over each output plane just stored.  Jobs go to the library's
- * threads (plait_threads.h). */
+ * (clip or SiLU) run over each output plane just stored.  Depthwise stride-2 3x3 and
+ * 5x5 windows read their input rows in place instead (no scratch copy: dw_s2_plane), and
+ * depthwise calls with short output rows put channels in the lanes (dw_cl_jobs).  Jobs
+ * go to the library's threads (plait_threads.h). */
 #include "plait_isa.h"
 /* before plait_exp_f32.h: a function with other optimization options than its caller's
  * is not inlined (and the SiLU loop calling it would not vectorize) */
@@ -339,6 +341,202 @@ static void dw_jobs(void* ctx, int64_t lo, int64_t hi) {
     }
 }
 
+/* ------------------------------------------------- stride 2, input rows read in place */
+/* A depthwise convolution of stride 2 (3x3 or 5x5, no dilation) reads its input rows
+ * where they are, with no scratch copy: for a block of DW_V output columns starting at
+ * j0, tap kw reads input columns base + kw + 2 i (base = 2 j0 - PL, i < DW_V), the even
+ * lanes of the 2 DW_V floats at base + kw; the pair of vectors at base + 2p gives taps 2p
+ * (its even lanes) and 2p + 1 (its odd lanes) with one shuffle each.  Each input row's
+ * taps are made once and multiplied into every output row that reads it (ceil(K / 2)
+ * accumulators per column block, rolling down the plane two input rows per output
+ * row); the blocks at the plane's left and right edges load with masks (zero outside
+ * the row), rows above and below the image are skipped. */
+
+/* a mask of lanes [lo, hi) (0 <= lo, hi <= DW_V; empty when hi <= lo) and a load of
+ * those lanes of p[lane], zero elsewhere (nothing else read) */
+#if defined(PLAIT_ISA_AVX512) && DW_V == 16
+typedef __mmask16 dw_rmask;
+static inline __attribute__((always_inline)) dw_rmask dw_range_mask(int64_t lo, int64_t hi) {
+    return hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+}
+static inline __attribute__((always_inline)) dw_v dw_load_masked(const float* p, dw_rmask m) {
+    return (dw_v)_mm512_maskz_loadu_ps(m, p);
+}
+#elif defined(PLAIT_ISA_AVX2) && DW_V == 8
+typedef dw_vi dw_rmask;
+static inline __attribute__((always_inline)) dw_rmask dw_range_mask(int64_t lo, int64_t hi) {
+    const dw_vi lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    return (lane >= (int32_t)lo) & (lane < (int32_t)hi);
+}
+static inline __attribute__((always_inline)) dw_v dw_load_masked(const float* p, dw_rmask m) {
+    return (dw_v)_mm256_maskload_ps(p, (__m256i)m);
+}
+#else
+typedef struct {
+    int64_t lo, hi;
+} dw_rmask;
+static inline __attribute__((always_inline)) dw_rmask dw_range_mask(int64_t lo, int64_t hi) {
+    dw_rmask m = {lo, hi};
+    return m;
+}
+static inline __attribute__((always_inline)) dw_v dw_load_masked(const float* p, dw_rmask m) {
+    float tmp[DW_V] = {0};
+    for (int64_t q = m.lo; q < m.hi; ++q) tmp[q] = p[q];
+    return *(const dw_vu*)tmp;
+}
+#endif
+
+/* the mask of the columns [0, W) among s .. s + DW_V - 1 */
+static inline __attribute__((always_inline)) dw_rmask dw_cols_mask(int64_t s, int64_t W) {
+    int64_t lo = -s, hi = W - s;
+    lo = lo < 0 ? 0 : lo > DW_V ? DW_V : lo;
+    hi = hi > DW_V ? DW_V : hi;
+    return dw_range_mask(lo, hi);
+}
+
+/* the K taps of one input row for the column block at base (edge: the loads masked by
+ * m, the row's columns [0, W)) */
+static inline __attribute__((always_inline)) void
+dw_s2_taps(const int K, const float* row, int64_t base, int edge, const dw_rmask* m, dw_v* tap) {
+    DW_PRAGMA_UNROLL
+    for (int p = 0; p < (K + 1) / 2; ++p) {
+        const float* s = row + base + 2 * p;
+        dw_v a, b;
+        if (!edge) {
+            a = DW_LOAD(s);
+            b = DW_LOAD(s + DW_V);
+        } else {
+            a = dw_load_masked(s, m[2 * p]);
+            b = dw_load_masked(s + DW_V, m[2 * p + 1]);
+        }
+        tap[2 * p] = DW_SHUF(a, b, DW_EVEN);
+        if (2 * p + 1 < K) tap[2 * p + 1] = DW_SHUF(a, b, DW_ODD);
+    }
+}
+
+/* output rows oh_lo .. oh_hi-1 of plane x -> op, NB column blocks at a time */
+static inline __attribute__((always_inline)) void
+dw_s2_plane(const int K, const int NB, const dw_call* t, const float* x, const float* wo,
+            float b, float* op, int64_t oh_lo, int64_t oh_hi) {
+    const int A = (K + 1) / 2;   /* output rows an input row feeds (at most 3) */
+    const plait_dwconv2d_desc* d = t->d;
+    const int64_t H = d->H, W = d->W, OW = d->OW, PT = d->PT, PL = d->PL;
+    const int clip = d->act == PLAIT_DW_ACT_SILU ? -1 : d->act == PLAIT_DW_ACT_CLIP;
+    const float* w = wo;
+    for (int64_t j0 = 0; j0 < OW; j0 += NB * DW_V) {
+        int64_t base[4];
+        int edge[4];
+        dw_rmask m[4][6];
+        DW_PRAGMA_UNROLL
+        for (int v = 0; v < NB; ++v) {
+            base[v] = 2 * (j0 + v * DW_V) - PL;
+            edge[v] = base[v] < 0 || base[v] + 2 * (A - 1) + 2 * DW_V > W;
+            DW_PRAGMA_UNROLL
+            for (int q = 0; q < 2 * A; ++q)
+                m[v][q] = dw_cols_mask(base[v] + 2 * (q / 2) + (q % 2) * DW_V, W);
+        }
+        dw_v acc[3][4];
+        DW_PRAGMA_UNROLL
+        for (int j = 0; j < A; ++j)
+            DW_PRAGMA_UNROLL
+            for (int v = 0; v < NB; ++v) acc[j][v] = (dw_v){0} + b;
+        /* the rows before the first step's two: acc[j] is output row oh_lo + j */
+        for (int64_t ih = 2 * oh_lo - PT; ih < 2 * oh_lo - PT + K - 2; ++ih) {
+            if (ih < 0 || ih >= H) continue;
+            DW_PRAGMA_UNROLL
+            for (int v = 0; v < NB; ++v) {
+                dw_v tap[5];
+                dw_s2_taps(K, x + ih * W, base[v], edge[v], m[v], tap);
+                DW_PRAGMA_UNROLL
+                for (int j = 0; j < A; ++j) {
+                    const int64_t kh = ih + PT - 2 * (oh_lo + j);
+                    if (kh < 0 || kh >= K) continue;
+                    DW_PRAGMA_UNROLL
+                    for (int kw = 0; kw < K; ++kw) acc[j][v] += tap[kw] * w[kh * K + kw];
+                }
+            }
+        }
+        for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+            /* input rows 2 oh - PT + K - 2 (kh = K - 2 - 2 j of output row oh + j) and the
+             * next (kh = K - 1 - 2 j) */
+            DW_PRAGMA_UNROLL
+            for (int r = 0; r < 2; ++r) {
+                const int64_t ih = 2 * oh - PT + K - 2 + r;
+                if (ih < 0 || ih >= H) continue;
+                DW_PRAGMA_UNROLL
+                for (int v = 0; v < NB; ++v) {
+                    dw_v tap[5];
+                    dw_s2_taps(K, x + ih * W, base[v], edge[v], m[v], tap);
+                    DW_PRAGMA_UNROLL
+                    for (int j = 0; j < A; ++j) {
+                        const int kh = K - 2 + r - 2 * j;
+                        if (kh < 0) continue;
+                        DW_PRAGMA_UNROLL
+                        for (int kw = 0; kw < K; ++kw) acc[j][v] += tap[kw] * w[kh * K + kw];
+                    }
+                }
+            }
+            float* orow = op + oh * OW;
+            DW_PRAGMA_UNROLL
+            for (int v = 0; v < NB; ++v) {
+                dw_v o = acc[0][v];
+                if (t->tile_act) o = dw_tile_act(o, t->relu, clip, d->act_lo, d->act_hi);
+                const int64_t j = j0 + v * DW_V;
+                if (j + DW_V <= OW) *(dw_vu*)(orow + j) = o;
+                else if (j < OW) dw_store_n(orow + j, &o, OW - j);
+            }
+            DW_PRAGMA_UNROLL
+            for (int j = 0; j + 1 < A; ++j)
+                DW_PRAGMA_UNROLL
+                for (int v = 0; v < NB; ++v) acc[j][v] = acc[j + 1][v];
+            DW_PRAGMA_UNROLL
+            for (int v = 0; v < NB; ++v) acc[A - 1][v] = (dw_v){0} + b;
+        }
+    }
+}
+
+/* Stride 2 with the rows read in place for this call?  Depthwise, 3x3 or 5x5 windows,
+ * no dilation, output rows wider than 8 columns (on 7 x 7 outputs a row fills 7 of 16
+ * lanes: channels in lanes are faster there); PLAIT_DW_LANES=2 forces it for any width,
+ * 0 or 1 turns it off (see dw_channels_in_lanes). */
+static int dw_stride2_in_place(const plait_dwconv2d_desc* d) {
+    const char* e = getenv("PLAIT_DW_LANES");
+    const int forced = e && (e[0] == '0' || e[0] == '1' || e[0] == '2') && !e[1] ? e[0] - '0' : -1;
+    if (forced == 0 || forced == 1) return 0;
+    return d->C == d->G && d->O == d->G && d->SH == 2 && d->SW == 2 && d->DH == 1 &&
+           d->DW == 1 && d->KH == d->KW && (d->KH == 3 || d->KH == 5) &&
+           (d->OW > 8 || forced == 2);
+}
+
+/* jobs lo .. hi-1: (part of rows, image, channel) */
+static void dw_s2_jobs(void* ctx, int64_t lo, int64_t hi) {
+    const dw_call* t = (const dw_call*)ctx;
+    const plait_dwconv2d_desc* d = t->d;
+    const int64_t planes = d->N * d->C, HW = d->H * d->W, OHW = d->OH * d->OW;
+    const int64_t nvec = (d->OW + DW_V - 1) / DW_V;
+    for (int64_t job = lo; job < hi; ++job) {
+        const int64_t part = job / planes, p = job % planes, c = p % d->C;
+        const int64_t oh_lo = part * t->part_rows;
+        const int64_t oh_hi = oh_lo + t->part_rows < d->OH ? oh_lo + t->part_rows : d->OH;
+        const float* x = t->x + p * HW;
+        const float* wo = t->w + c * d->KH * d->KW;
+        const float b = t->bias ? t->bias[c] : 0.0f;
+        float* op = t->out + p * OHW;
+        if (d->KH == 3) {
+            if (nvec >= 4) dw_s2_plane(3, 4, t, x, wo, b, op, oh_lo, oh_hi);
+            else if (nvec >= 2) dw_s2_plane(3, 2, t, x, wo, b, op, oh_lo, oh_hi);
+            else dw_s2_plane(3, 1, t, x, wo, b, op, oh_lo, oh_hi);
+        } else {
+            if (nvec >= 2) dw_s2_plane(5, 2, t, x, wo, b, op, oh_lo, oh_hi);
+            else dw_s2_plane(5, 1, t, x, wo, b, op, oh_lo, oh_hi);
+        }
+        if (!t->tile_act && (t->res || t->relu || d->act)) {
+            float* o0 = op + oh_lo * d->OW;
+            dw_epilogue(t, o0, t->res ? t->res + (o0 - t->out) : NULL, (oh_hi - oh_lo) * d->OW);
+        }
+    }
+}
+
 /* ------------------------------------------ depthwise with channels in the lanes */
 /* A depthwise convolution (one input and one output channel per group) on small output
  * rows wastes lanes on the tile above (a 7-column row fills 7 of 16) and pays a copy and
@@ -530,6 +728,15 @@ PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const
     t.tile_act = !res && !(relu && d->act == PLAIT_DW_ACT_SILU);
     const int64_t work = d->N * d->O * d->OH * d->OW * d->KH * d->KW * t.CG;
     const int nt = work >= 131072 ? plait_max_threads() : 1;
+    if (dw_stride2_in_place(d)) {
+        /* on several threads each plane's output rows in one part per thread, jobs part
+         * by part from both ends (as the planes filled in bands below) */
+        int64_t parts = nt > 1 ? nt : 1;
+        t.part_rows = (d->OH + parts - 1) / parts;
+        parts = (d->OH + t.part_rows - 1) / t.part_rows;
+        plait_parallel_range(dw_s2_jobs, &t, d->N * d->C * parts, nt);
+        return 0;
+    }
     if (t.CG == 1 && t.OG == 1 && dw_channels_in_lanes(d)) {
         t.R = (d->C + DW_V - 1) / DW_V;   /* channel blocks per image */
         const int64_t owa = (d->OW + DW_CL_J - 1) / DW_CL_J * DW_CL_J;
