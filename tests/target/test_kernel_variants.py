@@ -18,9 +18,9 @@ Winograd F(2x2) and F(4x4) with odd image sizes, attention
 with odd lengths, head sizes past 32 lanes and a causal mask, grouped and depthwise
 convolutions (plait_dwconv.c: 3x3, 5x5, 7x7, stride 2, dilation, asymmetric padding, a
 channel multiplier, several channels per group, rows of 7 to 75 columns, bias, residual,
-relu, ReLU6 and SiLU, planes on the register tile, channels in the lanes and stride-2
-rows read in place, each case every way; and the generated depthwise kernel), a squeeze-and-excite gate
-(plait_se_scale), and generated
+relu, ReLU6 and SiLU, planes on the register tile, channels in the lanes and input rows
+read in place, each case every way; and the generated depthwise kernel), a
+squeeze-and-excite gate (plait_se_scale), and generated
 elementwise, reduction, layer-norm, GELU (erf and tanh) and SiLU kernels (that they give
 the same bits in every copy: tests/codegen/test_codegen_run.py).  ISAs the CPU lacks
 are skipped with the reason.  A registered family without a case fails
