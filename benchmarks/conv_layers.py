@@ -4,8 +4,10 @@ onnxruntime.
     python benchmarks/conv_layers.py --models resnet18
     python benchmarks/conv_layers.py --models resnet50,mobilenetv2 --threads 1 --runs 50
     python benchmarks/conv_layers.py --op matmul --models bert,gpt2
+    python benchmarks/conv_layers.py --op pool --models resnet18,resnet50 --threads 1
 
-The convolutions (``--op matmul``: the MatMul and Gemm nodes with constant weights) of
+The convolutions (``--op matmul``: the MatMul and Gemm nodes with constant weights;
+``--op pool``: the MaxPool nodes, whose "MMAC" column counts comparisons) of
 each model in the real suite (benchmarks/real_models.py, exported once per machine into
 the cache) are taken from its ONNX graph, their input sizes from one onnxruntime run,
 and deduplicated by (op, input shape, weight shapes, attributes).  Each distinct layer
@@ -52,7 +54,7 @@ def _attr(node, name, default):
     return default
 
 
-OPS = {"conv": ("Conv",), "matmul": ("MatMul", "Gemm")}
+OPS = {"conv": ("Conv",), "matmul": ("MatMul", "Gemm"), "pool": ("MaxPool",)}
 """The layer kinds ``--op`` takes and the ONNX ops of each."""
 
 
@@ -135,6 +137,14 @@ def extract_layers(onnx_path: Path, op: str = "conv") -> list[dict]:
                      "group": int(_attr(node, "group", 1))}
             desc = (f"{xs[1]}->{w.shape[0]} k{w.shape[2]}x{w.shape[3]} s{attrs['strides'][0]} "
                     f"g{attrs['group']} @{xs[2]}x{xs[3]}")
+        elif node.op_type == "MaxPool":
+            k = list(attrs["kernel_shape"])
+            attrs = {"kernel_shape": k, "strides": list(attrs.get("strides", [1] * len(k))),
+                     "pads": list(attrs.get("pads", [0] * 2 * len(k))),
+                     "dilations": list(attrs.get("dilations", [1] * len(k))),
+                     "ceil_mode": int(attrs.get("ceil_mode", 0))}
+            desc = (f"MaxPool {'x'.join(map(str, k))} s{attrs['strides'][0]} "
+                    f"p{attrs['pads'][0]} {'x'.join(map(str, xs))}")
         else:
             w = weights[0]
             wt = w.T if attrs.get("transB") else w
@@ -237,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default="resnet18", help=f"comma-separated, of {CONV_MODELS}")
     p.add_argument("--op", choices=sorted(OPS), default="conv",
-                   help="which layers: conv (Conv) or matmul (MatMul/Gemm with constant weights)")
+                   help="which layers: conv (Conv), matmul (MatMul/Gemm with constant "
+                        "weights) or pool (MaxPool)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--stat", choices=("median", "min"), default="median",
@@ -281,8 +292,11 @@ def main(argv: list[str] | None = None) -> int:
             for i, layer in enumerate(layers):
                 a = np.load(str(Path(tmp) / f"plait-c.{i}.npy"))
                 b = np.load(str(Path(tmp) / f"onnxruntime.{i}.npy"))
-                desc, w = layer["desc"], layer["weights"][0]
-                if layer["op"] == "Conv":
+                desc = layer["desc"]
+                w = layer["weights"][0] if layer["weights"] else None
+                if layer["op"] == "MaxPool":   # comparisons: one per tap and output
+                    macs = int(np.prod(b.shape)) * int(np.prod(layer["attrs"]["kernel_shape"]))
+                elif layer["op"] == "Conv":
                     macs = int(np.prod(b.shape)) * int(np.prod(w.shape[1:]))
                 else:   # the contracted length: the input's last axis
                     macs = int(np.prod(b.shape)) * int(layer["x"][-1])

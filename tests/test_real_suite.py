@@ -187,3 +187,38 @@ def test_profile_steps_table_is_the_longest_calls_with_median_and_minimum() -> N
     assert lines[2:4] == ["| 1: gemm | 400 | 300 |", "| 0: conv | 200 | 100 |"]
     assert lines[4] == "| **sum of 3 calls** | 620 | 410 |"
     assert lines[5] == "| **whole inference** | 800 | 700 |"
+
+
+def test_conv_layers_takes_max_pools(tmp_path: Path) -> None:
+    """benchmarks/conv_layers.py --op pool: a model's MaxPool nodes, deduplicated, with
+    their sizes from a run; each one-node model computes the model's pooling (numpy's
+    maximum over each window, exact)."""
+    pytest.importorskip("onnxruntime")
+    onnx = pytest.importorskip("onnx")
+    import conv_layers
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["c"], ["p"], kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["p"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    layers = conv_layers.extract_layers(path, "pool")
+    assert [(layer["desc"], layer["count"]) for layer in layers] == [
+        ("MaxPool 3x3 s2 p1 1x4x12x12", 1), ("MaxPool 2x2 s2 p0 1x4x6x6", 1)]
+    x = np.random.default_rng(1).standard_normal((1, 4, 12, 12)).astype(np.float32)
+    sess = ort.InferenceSession(conv_layers.layer_model(layers[0]),
+                                providers=["CPUExecutionProvider"])
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    want = np.array([[[[padded[0, c, 2 * i:2 * i + 3, 2 * j:2 * j + 3].max()
+                        for j in range(6)] for i in range(6)] for c in range(4)]])
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want)

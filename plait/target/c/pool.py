@@ -1,6 +1,7 @@
 """The ``c`` target's pooling: ``c.DispatchPool`` sends float32 NCHW ``max_pool2d``
-of static shape to ``plait_pool.c`` (a kernel family: :mod:`.families`), which pools row
-by row with vectorized loops over the output columns, and float32 ``global_avg_pool2d``
+of static shape to ``plait_pool.c`` (a kernel family: :mod:`.families`), which pools
+output row by output row (the maximum of the window's input rows on vectors across the
+row, then of its taps, a vector of output columns at a time), and float32 ``global_avg_pool2d``
 (NCHW) and ``mean`` over the two spatial axes of a rank-4 value (kept or not) to its
 global average pooling, each plane summed on vector lanes (the generated reduction sums
 a plane with one scalar chain: every ISA copy of a generated kernel computes the same

@@ -1,19 +1,23 @@
 /* plait_pool.c: the c target's 2-D max pooling and global average pooling (float32,
  * NCHW), a kernel family of plait_isa.h.  Max pooling:
  *
- * Separable: a window's maximum is the maximum over its rows of each row's maximum over
- * the window's columns.  Per plane:
- *  1. each input row is copied into a row padded with -inf on both sides (padding never
- *     wins a maximum, as in the op's definition, where padded taps are skipped) and, for
- *     a stride SW > 1, split into SW column phases (phase p holds columns p, p + SW, ...),
- *     so every tap of every output column is a contiguous read;
- *  2. the row's horizontal maxima, one per output column (max over the KW taps, each
- *     one contiguous loop over a phase), go to a per-thread plane of H x OW;
- *  3. each output row is the maximum of its KH valid horizontal rows (rows outside the
- *     input are skipped), one contiguous loop each.
- * Each input row is read and split once however many windows overlap it (a 3x3 stride-2
- * window reads each row 1.5 times, each element 2.25 times, in the direct form); all
- * loops are contiguous so the compiler vectorizes them with each copy's instruction set.
+ * Separable: a window's maximum is the maximum over its columns of each column's maximum
+ * over the window's rows.  Per output row of a plane:
+ *  1. the maximum of the window's valid input rows (rows outside the input are skipped,
+ *     as in the op's definition, where padded taps are skipped), column by column, on
+ *     vectors across the row (up to three rows in one pass), into a row padded with
+ *     -inf on both sides (padding never wins a maximum; it is written once per thread);
+ *  2. each output column the maximum over the KW taps of that row, MP_V output columns
+ *     per vector: at stride 1 one unaligned load per tap, at stride 2 the even lanes of
+ *     two loads (a shuffle), the last partial vector stored lane by lane; a stride above
+ *     2 splits the row into column phases (phase p holds columns p, p + SW, ...), so
+ *     every tap is a contiguous loop over a phase.
+ * Rows first: the column step runs once per output row, not once per input row (half as
+ * often for a 3x3 stride-2 window), and the rows' loops are as wide as the input
+ * (ResNet's 112 columns: 7 vectors of 16).  Each input row is read from memory once
+ * (the rows windows share come from L1).  ResNet's 3x3 stride-2 pool of 64 x 112 x 112,
+ * one thread: 432 -> ~200 us (the column step's many short loops, each with its set-up
+ * and tail, were the cost, not memory).
  * NaN propagates (a NaN compared wins, and a NaN kept stays).  The planes (N * C) are
  * split over the library's threads (plait_threads.h); each thread's scratch is one
  * allocation (none possible: status 1, out of memory, as the other families).
@@ -31,12 +35,36 @@
 #pragma GCC optimize ("no-trapping-math")
 #endif
 
+/* MP_V lanes per vector: 16 in the AVX-512 copies, 8 elsewhere */
+#if defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVX512VNNI)
+#define MP_V 16
+#define MP_EVEN 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30
+#else
+#define MP_V 8
+#define MP_EVEN 0, 2, 4, 6, 8, 10, 12, 14
+#endif
+typedef float mp_v __attribute__((vector_size(MP_V * 4)));
+typedef float mp_vu __attribute__((vector_size(MP_V * 4), aligned(4)));
+typedef int32_t mp_vi __attribute__((vector_size(MP_V * 4)));
+#define MP_LOAD(p) ((mp_v)(*(const mp_vu*)(p)))
+#define MP_STORE(p, v) (*(mp_vu*)(p) = (v))
+#if defined(__clang__)
+#define MP_EVENS(a, b) __builtin_shufflevector(a, b, MP_EVEN)
+#else
+#define MP_EVENS(a, b) __builtin_shuffle(a, b, (mp_vi){MP_EVEN})
+#endif
+
+/* max(acc, v) lane by lane: a NaN read wins, a NaN kept stays (as vmax_into) */
+static inline __attribute__((always_inline)) mp_v mp_max(mp_v acc, mp_v v) {
+    const mp_vi take = (v > acc) | (v != v);
+    return (mp_v)((take & (mp_vi)v) | (~take & (mp_vi)acc));
+}
+
+static inline float mp_max1(float acc, float v) { return (v > acc || v != v) ? v : acc; }
+
 /* acc[j] = max(acc[j], r[j]) for j in [0, n); a NaN read wins, a NaN kept stays */
 static inline void vmax_into(float* restrict acc, const float* restrict r, int64_t n) {
-    for (int64_t j = 0; j < n; ++j) {
-        const float v = r[j], a = acc[j];
-        acc[j] = (v > a || v != v) ? v : a;
-    }
+    for (int64_t j = 0; j < n; ++j) acc[j] = mp_max1(acc[j], r[j]);
 }
 
 typedef struct {
@@ -50,79 +78,112 @@ typedef struct {
     int failed;       /* a thread could not allocate its scratch */
 } max_pool_task;
 
+/* step 1: dst[c] = the maximum of rows[0..nr)[c] for c in [0, n), nr >= 1 */
+static void mp_rows(float* restrict dst, const float* const* rows, int64_t nr, int64_t n) {
+    const int64_t full = n - n % MP_V;
+    const float* r0 = rows[0];
+    if (nr <= 3) {   /* the common windows: every row in one pass */
+        const float* r1 = rows[nr > 1 ? 1 : 0];
+        const float* r2 = rows[nr > 2 ? 2 : 0];   /* (a row again: max(x, x) = x) */
+        for (int64_t c = 0; c < full; c += MP_V)
+            MP_STORE(dst + c, mp_max(mp_max(MP_LOAD(r0 + c), MP_LOAD(r1 + c)), MP_LOAD(r2 + c)));
+        for (int64_t c = full; c < n; ++c) dst[c] = mp_max1(mp_max1(r0[c], r1[c]), r2[c]);
+        return;
+    }
+    for (int64_t c = 0; c < full; c += MP_V) {
+        mp_v acc = MP_LOAD(r0 + c);
+        for (int64_t r = 1; r < nr; ++r) acc = mp_max(acc, MP_LOAD(rows[r] + c));
+        MP_STORE(dst + c, acc);
+    }
+    for (int64_t c = full; c < n; ++c) {
+        float acc = r0[c];
+        for (int64_t r = 1; r < nr; ++r) acc = mp_max1(acc, rows[r][c]);
+        dst[c] = acc;
+    }
+}
+
+/* step 2 at stride 1 or 2: o[j] = max over kw of row[j * SW + kw * DW], j in [0, OW);
+ * the row holds MP_V * (SW + 1) + (KW - 1) * DW columns past the last one read */
+static void mp_columns(float* restrict o, const float* row, int64_t OW, int64_t SW,
+                       int64_t KW, int64_t DW) {
+    for (int64_t j = 0; j < OW; j += MP_V) {
+        mp_v acc;
+        const float* p = row + j * SW;
+        if (SW == 1) {
+            acc = MP_LOAD(p);
+            for (int64_t kw = 1; kw < KW; ++kw) acc = mp_max(acc, MP_LOAD(p + kw * DW));
+        } else {
+            acc = MP_EVENS(MP_LOAD(p), MP_LOAD(p + MP_V));
+            for (int64_t kw = 1; kw < KW; ++kw) {
+                const float* q = p + kw * DW;
+                acc = mp_max(acc, MP_EVENS(MP_LOAD(q), MP_LOAD(q + MP_V)));
+            }
+        }
+        if (j + MP_V <= OW) {
+            MP_STORE(o + j, acc);
+        } else {   /* the last, partial vector */
+            float lanes[MP_V];
+            MP_STORE(lanes, acc);
+            memcpy(o + j, lanes, (size_t)(OW - j) * sizeof(float));
+        }
+    }
+}
+
 /* the planes lo .. hi-1 */
 static void max_pool_planes(void* ctx, int64_t lo, int64_t hi) {
     max_pool_task* t = (max_pool_task*)ctx;
     const plait_pool2d_desc* d = t->d;
-    const int64_t W = d->W, OW = d->OW, SW = d->SW;
-    /* scratch: the padded row, its SW phases, the plane's H horizontal rows */
-    const int64_t need = t->padded + SW * t->phase + d->H * OW;
-    float* scratch = (float*)malloc((size_t)need * sizeof(float));
+    const int64_t W = d->W, OW = d->OW, SW = d->SW, KH = d->KH;
+    /* scratch: the rows of a window, the padded row (and the vectors read past its
+     * end), for a stride above 2 its SW phases */
+    const int64_t tail = MP_V * (SW + 1) + 1;
+    const int64_t phases_n = SW > 2 ? SW * t->phase : 0;
+    const size_t need = (size_t)KH * sizeof(const float*)
+                        + (size_t)(t->padded + tail + phases_n) * sizeof(float);
+    void* scratch = malloc(need);
     if (!scratch) {   /* status 1 (out of memory), as every family's scratch */
         __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
         return;
     }
-    float* row = scratch;
-    float* phases = row + t->padded;
-    float* hrows = phases + SW * t->phase;
-    for (int64_t i = 0; i < SW * t->phase; ++i) phases[i] = -INFINITY;
+    const float** rows = (const float**)scratch;
+    float* row = (float*)(rows + KH);
+    float* phases = row + t->padded + tail;
+    /* the padding of the row stays -inf: only [lead, lead + body) is written */
+    for (int64_t i = 0; i < t->padded + tail + phases_n; ++i) row[i] = -INFINITY;
+    float* const body = row + t->lead;
+    const int64_t from = t->body > 0 ? t->lead - d->PL : 0;   /* the first input column read */
     for (int64_t pl = lo; pl < hi; ++pl) {
-        const float* in = t->x + pl * d->H * W;
+        const float* in = t->x + pl * d->H * W + from;
         float* o = t->out + pl * d->OH * OW;
-        /* 1-2: the horizontal maxima of every input row some window reads */
-        for (int64_t ih = 0; ih < d->H; ++ih) {
-            const float* r = in + ih * W;
-            float* h = hrows + ih * OW;
-            /* the padded row: column c of it is input column c - PL */
-            for (int64_t c = 0; c < t->lead; ++c) row[c] = -INFINITY;
-            if (t->body > 0)
-                memcpy(row + t->lead, r + (t->lead - d->PL), (size_t)t->body * sizeof(float));
-            for (int64_t c = t->lead + t->body; c < t->padded; ++c) row[c] = -INFINITY;
-            const float* src = row;
-            if (SW == 2) {
-                /* both phases in one pass (an interleaved load the compiler vectorizes) */
-                float* restrict ev = phases;
-                float* restrict od = phases + t->phase;
-                const int64_t n = t->padded / 2;
-                for (int64_t m = 0; m < n; ++m) {
-                    ev[m] = row[2 * m];
-                    od[m] = row[2 * m + 1];
-                }
-                if (t->padded & 1) ev[n] = row[2 * n];
-                src = phases;
-            } else if (SW > 2) {
-                for (int64_t p = 0; p < SW; ++p) {
-                    float* ph = phases + p * t->phase;
-                    const int64_t n = (t->padded - p + SW - 1) / SW;
-                    for (int64_t m = 0; m < n; ++m) ph[m] = row[m * SW + p];
-                }
-                src = phases;
+        for (int64_t oh = 0; oh < d->OH; ++oh, o += OW) {
+            int64_t nr = 0;
+            for (int64_t kh = 0; kh < KH; ++kh) {
+                const int64_t ih = oh * d->SH + kh * d->DH - d->PT;
+                if (ih >= 0 && ih < d->H) rows[nr++] = in + ih * W;
+            }
+            if (nr == 0) {   /* a window wholly in the padding (no tap is read) */
+                for (int64_t j = 0; j < OW; ++j) o[j] = -INFINITY;
+                continue;
+            }
+            mp_rows(body, rows, nr, t->body);
+            if (SW <= 2) {
+                mp_columns(o, row, OW, SW, d->KW, d->DW);
+                continue;
+            }
+            for (int64_t p = 0; p < SW; ++p) {   /* a stride above 2: column phases */
+                float* ph = phases + p * t->phase;
+                const int64_t n = (t->padded - p + SW - 1) / SW;
+                for (int64_t m = 0; m < n; ++m) ph[m] = row[m * SW + p];
             }
             for (int64_t kw = 0; kw < d->KW; ++kw) {
                 /* tap kw of output column j reads padded column j * SW + q */
                 const int64_t q = kw * d->DW;
-                const float* tap = SW > 1 ? src + (q % SW) * t->phase + q / SW : src + q;
+                const float* tap = phases + (q % SW) * t->phase + q / SW;
                 if (kw == 0)
-                    for (int64_t j = 0; j < OW; ++j) h[j] = tap[j];
+                    for (int64_t j = 0; j < OW; ++j) o[j] = tap[j];
                 else
-                    vmax_into(h, tap, OW);
+                    vmax_into(o, tap, OW);
             }
-        }
-        /* 3: each output row from its valid horizontal rows */
-        for (int64_t oh = 0; oh < d->OH; ++oh) {
-            float* acc = o + oh * OW;
-            int first = 1;
-            for (int64_t kh = 0; kh < d->KH; ++kh) {
-                const int64_t ih = oh * d->SH + kh * d->DH - d->PT;
-                if (ih < 0 || ih >= d->H) continue;
-                if (first)
-                    for (int64_t j = 0; j < OW; ++j) acc[j] = hrows[ih * OW + j];
-                else
-                    vmax_into(acc, hrows + ih * OW, OW);
-                first = 0;
-            }
-            if (first)   /* a window wholly in the padding (no tap is read) */
-                for (int64_t j = 0; j < OW; ++j) acc[j] = -INFINITY;
         }
     }
     free(scratch);
