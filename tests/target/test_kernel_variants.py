@@ -441,23 +441,27 @@ CASES: dict[str, Callable[[], Case]] = {
     # tiles and 21 columns), 20 rows in 3 panels and 2 rows
     "conv 1x1, short sum, row panels across the columns": _conv(
         (1, 40, 9, 13), (20, 40, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
-    # 14 x 14 pixels in 2 column blocks, rows split on 2 threads: B packed once, 4
-    # panels of each row at a time (groups of 4, 4, 4 and 1 panel, the last of 4 columns)
-    "conv 1x1 on 14 x 14, rows split, B rows packed 4 panels at a time": _conv(
+    # 14 x 14 pixels in 2 column blocks (7 and 6 panels, the last of 4 columns), the
+    # weights smaller than B: the columns alone split on 2 threads
+    "conv 1x1 on 14 x 14, columns split": _conv(
         (1, 30, 14, 14), (64, 30, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
     "conv 1x1 pointwise": _conv((1, 7, 5, 6), (9, 7, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
     "conv + relu + 2x2 max pool on the tile": _conv_pool,
-    # few pixels, many output channels: the rows are split between threads and the
-    # im2col matrix is packed once for all of them (K 450: two blocks; stride 2)
-    "conv 5 x 5 image, rows split, B packed once": _conv(
+    # few pixels, many output channels: the rows alone are split between threads (blocks
+    # of 17 and 16 panels and 4 rows: 102 + 98) and each thread packs all of the
+    # im2col matrix (K 450: two blocks; stride 2)
+    "conv 5 x 5 image, rows only": _conv(
         (1, 50, 5, 5), (100, 50, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), winograd=False),
-    "conv stride 2 to 5 x 5, rows split, B packed once": _conv(
+    "conv stride 2 to 5 x 5, rows only": _conv(
         (1, 50, 9, 9), (100, 50, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
-    # 49 pixels in two column blocks of 2 panels: one per thread, rows not split
-    "conv stride 2 to 7 x 7, columns split": _conv(
+    "conv stride 2 to 7 x 7, rows only": _conv(
         (1, 50, 13, 13), (100, 50, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
-    "conv 1x1 on 7 x 7, rows split, B packed once": _conv(
+    "conv 1x1 on 7 x 7, rows only": _conv(
         (1, 70, 7, 7), (200, 70, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
+    # 49 pixels in two column blocks of 2 panels, fewer output channels than pixels:
+    # one column block per thread, rows not split
+    "conv stride 2 to 7 x 7, columns split": _conv(
+        (1, 40, 13, 13), (27, 40, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
     # the transposed product (pixels as rows: 49 pixels in 8 panels and a 1-row tail,
     # 320 channels in 10 wide tiles, K 864 in three blocks), chosen by shape
     "conv 7 x 7 image, pixels as rows": _conv(

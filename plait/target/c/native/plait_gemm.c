@@ -15,15 +15,19 @@
  *    plait_act_tile, on each tile as it is stored).
  *
  * The register tile (plait_tile.h) is PLAIT_MR x PLAIT_NR (6 x 16).  Threads (the pool
- * of plait_threads.h) split the N dimension (and the batch) into blocks, and the M
- * dimension too when there are fewer column blocks than threads; each job packs its own
- * B block. */
+ * of plait_threads.h) split the N dimension (and the batch) into blocks, or the M
+ * dimension when there are few column blocks and A is the larger operand (see
+ * plait_gemm); each job packs its own B block. */
 #include "plait_isa.h"
 #include "plait_tile.h"
 
 /* products of fewer multiply-adds run on one thread (about 6 us of work: waking a
  * second one costs about as much as it saves below this) */
 #define PLAIT_GEMM_MIN_PARALLEL (1 << 18)
+
+/* A product with few column blocks whose jobs pack B splits its rows alone between the
+ * threads when A has more than this many times B's elements (see plait_gemm) */
+#define PLAIT_ROWS_ONLY_RATIO 1
 
 /* ------------------------------------------------------------------ packing */
 
@@ -190,20 +194,21 @@ static inline void pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t 
 
 /* ------------------------------------------------------------------ driver */
 
-/* The part of the product that one thread computes: (batch, N-block, M-block) jobs,
- * the caller's from the first, the workers' from the last (plait_take_job: the columns,
- * the pixels of a convolution, that the same thread wrote or read in the layer before). */
+/* The part of the product that one thread computes: (batch, N-block, M-block) jobs (or
+ * (batch, M-block, N-block): rows_outer), the caller's from the first, the workers' from
+ * the last (plait_take_job: the columns, the pixels of a convolution, or the rows, its
+ * output channels, that the same thread wrote or read in the layer before). */
 static void
-gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int64_t* next,
-            float* apack, float* bpack) {
+gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int rows_outer,
+            int64_t* next, float* apack, float* bpack) {
     const int64_t N = p->N, K = p->K;
     const int64_t nblocks = (N + nc_block - 1) / nc_block;
     const int64_t mblocks = (p->M + mc_rows - 1) / mc_rows;
     const int64_t jobs = p->batch * nblocks * mblocks;
     for (int64_t job; (job = plait_take_job(next, jobs)) >= 0;) {
-        int64_t bi = job / (nblocks * mblocks);
-        int64_t j0 = (job / mblocks % nblocks) * nc_block;
-        int64_t m0 = job % mblocks * mc_rows;
+        const int64_t bi = job / (nblocks * mblocks), in = job % (nblocks * mblocks);
+        const int64_t j0 = (rows_outer ? in % nblocks : in / mblocks) * nc_block;
+        const int64_t m0 = (rows_outer ? in / nblocks : in % mblocks) * mc_rows;
         const int64_t M = p->M - m0 < mc_rows ? p->M : m0 + mc_rows;   /* rows m0..M-1 */
         int64_t nc = N - j0 < nc_block ? N - j0 : nc_block;
         float* cb = p->c + bi * p->c_bs;
@@ -349,6 +354,7 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int6
 typedef struct {
     const plait_gemm_problem* p;
     int64_t nc_block, mc_rows;
+    int rows_outer;               /* jobs row block by row block (else column blocks) */
     int64_t next;                 /* the jobs taken (see plait_take_job) */
     int status;                   /* 1: a thread was out of memory */
 } plait_gemm_task;
@@ -367,51 +373,8 @@ static void plait_gemm_task_run(void* arg) {
         bpack = plait_scratch(1, (size_t)t->nc_block * PLAIT_KC);
         ok &= bpack != NULL;
     }
-    if (ok) gemm_thread(p, t->nc_block, t->mc_rows, &t->next, apack, bpack);
+    if (ok) gemm_thread(p, t->nc_block, t->mc_rows, t->rows_outer, &t->next, apack, bpack);
     else __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
-}
-
-/* B packed whole, as PLAIT_B_PACKED lays it out ([batch][ceil(N/NR)][K][NR]), by up to
- * nthreads threads (one job per batch, group of panels and K block: a strided B's rows
- * are read 4 panels, 4 lines, at a time, a convolution's panel by panel) into this
- * thread's scratch slot 2 (the products' slot of the Winograd family, which never calls
- * the product); NULL when it would take more than PLAIT_PREPACK_MAX floats or memory is
- * short (then every job packs its own). */
-#define PLAIT_PREPACK_MAX (1 << 20)
-
-typedef struct {
-    const plait_gemm_problem* p;
-    float* dst;
-    int64_t panels, kblocks, kc_block;
-    int64_t group, groups;   /* panels per job, and jobs per K block and image */
-} plait_prepack_task;
-
-static void plait_prepack_one(void* arg, int64_t job) {
-    const plait_prepack_task* t = (const plait_prepack_task*)arg;
-    const plait_gemm_problem* p = t->p;
-    const int64_t kb = job % t->kblocks, panel = job / t->kblocks % t->groups * t->group;
-    const int64_t bi = job / (t->kblocks * t->groups);
-    const int64_t j0 = panel * PLAIT_NR, k0 = kb * t->kc_block;
-    const int64_t nc = p->N - j0 < t->group * PLAIT_NR ? p->N - j0 : t->group * PLAIT_NR;
-    const int64_t kc = p->K - k0 < t->kc_block ? p->K - k0 : t->kc_block;
-    float* dst = t->dst + (bi * t->panels + panel) * p->K * PLAIT_NR + k0 * PLAIT_NR;
-    if (p->b_kind == PLAIT_B_CONV) pack_b_conv(p, bi, j0, nc, k0, kc, dst);
-    else pack_b_strided(p, bi, j0, nc, k0, kc, dst, p->K * PLAIT_NR);
-}
-
-static const float* prepack_b(const plait_gemm_problem* p, int nthreads) {
-    const int64_t panels = (p->N + PLAIT_NR - 1) / PLAIT_NR;
-    const size_t need = (size_t)(p->batch * panels * p->K * PLAIT_NR);
-    if (need > PLAIT_PREPACK_MAX) return NULL;
-    float* dst = plait_scratch(2, need);
-    if (!dst) return NULL;
-    const int64_t kblocks = (p->K + PLAIT_KC - 1) / PLAIT_KC;
-    const int64_t group = p->b_kind == PLAIT_B_CONV ? 1 : 4;
-    plait_prepack_task t = {p, dst, panels, kblocks, PLAIT_KC, group,
-                            (panels + group - 1) / group};
-    const int64_t jobs = p->batch * t.groups * kblocks;
-    plait_parallel_for(jobs, plait_prepack_one, &t, jobs >= 2 * nthreads ? nthreads : 1);
-    return dst;
 }
 
 PLAIT_ISA_HIDDEN int
@@ -457,19 +420,40 @@ PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p) {
     int64_t nc_block = (p->N + nblocks - 1) / nblocks;
     nc_block = (nc_block + PLAIT_NR - 1) / PLAIT_NR * PLAIT_NR;
     nblocks = (p->N + nc_block - 1) / nc_block;
-    /* too few column blocks for the threads (a narrow output, say 10 classes, or a
-     * convolution on a 5 x 5 image): the rows are split too, in blocks of at least 2
-     * panels.  Not a convolution's that has a column block per thread: each thread
-     * packs its own columns of the im2col matrix, where the split rows read it packed
-     * whole, half of it from the other core's cache (256 -> 256 3x3 stride 2 on 28 x 28,
-     * two column blocks of 7 and 6 panels, 2 threads: 1.19 ms with the rows split too,
-     * 1.11 without; 1.35 and 1.23 with the caches cold) */
+    /* Few column blocks for the threads (a product on a 7 x 7 or 14 x 14 image, a narrow
+     * output) when the jobs pack B themselves (a 1x1 convolution's input planes, an
+     * im2col matrix): every thread would read either all of A or all of B.  The columns
+     * alone are split when A (the weights) is at most PLAIT_ROWS_ONLY_RATIO times B and
+     * there is a column block per thread, the rows alone otherwise: each thread then
+     * packs all of B for itself, but reads only its share of A, and no thread waits for
+     * a B that another packs (MobileNetV2 on two threads, per step inside the model:
+     * 96 -> 576 on 14 x 14 98 -> 86 us, rows only; 576 -> 96 112 -> 102, columns only;
+     * docs/performance.md, round 12).  The rows a thread computes are the output
+     * channels that the same thread reads in a depthwise layer after it (both take
+     * their jobs from both ends).  With B packed at compile time (linear, matmul) the rows
+     * are split too when there are fewer column blocks than twice the threads, in
+     * blocks of at least 2 panels (with the pooling epilogue, when there are fewer column
+     * blocks than threads). */
     int64_t mc_rows = p->M;
-    if (nthreads > 1 && p->batch * nblocks < 2 * nthreads
-        && !(p->b_kind == PLAIT_B_CONV && p->batch * nblocks >= nthreads)) {
-        int64_t want = (2 * nthreads + p->batch * nblocks - 1) / (p->batch * nblocks);
-        int64_t most = p->M / (2 * PLAIT_MR);
-        int64_t mblocks = want < most ? want : most;
+    int rows_outer = 0;
+    if (nthreads > 1 && p->batch * nblocks < 2 * nthreads) {
+        const int64_t most = p->M / (2 * PLAIT_MR);
+        int64_t mblocks = 1;
+        if (p->b_kind == PLAIT_B_PACKED || (p->pool && p->batch * nblocks < nthreads)) {
+            const int64_t want = (2 * nthreads + p->batch * nblocks - 1) / (p->batch * nblocks);
+            mblocks = want < most ? want : most;
+        } else if (p->pool) {
+            mblocks = 1;   /* a column block per thread: each packs its own patches */
+        } else if (p->batch * nblocks < nthreads || p->M > PLAIT_ROWS_ONLY_RATIO * p->N) {
+            /* the rows alone: column blocks as on one thread, all of a row block's in turn */
+            nblocks = (p->N + PLAIT_NC - 1) / PLAIT_NC;
+            nc_block = (p->N + nblocks - 1) / nblocks;
+            nc_block = (nc_block + PLAIT_NR - 1) / PLAIT_NR * PLAIT_NR;
+            nblocks = (p->N + nc_block - 1) / nc_block;
+            rows_outer = 1;
+            const int64_t want = (nthreads + p->batch - 1) / p->batch;
+            mblocks = want < most ? want : most;
+        }
         if (mblocks > 1) {
             mc_rows = (p->M + mblocks - 1) / mblocks;
             mc_rows = (mc_rows + PLAIT_MR - 1) / PLAIT_MR * PLAIT_MR;
@@ -477,20 +461,6 @@ PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p) {
     }
     const int64_t jobs = p->batch * nblocks * ((p->M + mc_rows - 1) / mc_rows);
     if (jobs < nthreads) nthreads = (int)jobs;
-    plait_gemm_problem packed;
-    if (mc_rows < p->M && p->b_kind != PLAIT_B_PACKED && p->K > 0 && !p->pool) {
-        /* rows split: every row block would pack the same B block again (a 512-channel
-         * 3x3 convolution on 7 x 7 packed its 4608 x 64 B four times on 2 threads), so
-         * B is packed once, whole, by all threads, and the jobs read it packed */
-        const float* whole = prepack_b(p, nthreads);
-        if (whole) {
-            packed = *p;
-            packed.b_kind = PLAIT_B_PACKED;
-            packed.b = whole;
-            packed.b_bs = ((p->N + PLAIT_NR - 1) / PLAIT_NR) * PLAIT_NR * p->K;
-            p = &packed;
-        }
-    }
     if (p->K == 0) {
         /* an empty sum: the epilogue of zero */
         for (int64_t bi = 0; bi < p->batch; ++bi)
@@ -508,7 +478,7 @@ PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p) {
                 plait_act_tile(p->c + bi * p->c_bs, p->ldc, p->M, p->N, p);
         return 0;
     }
-    plait_gemm_task task = {p, nc_block, mc_rows, 0, 0};
+    plait_gemm_task task = {p, nc_block, mc_rows, rows_outer, 0, 0};
     plait_parallel(plait_gemm_task_run, &task, nthreads);
     return task.status;
 }
