@@ -463,9 +463,14 @@ CASES: dict[str, Callable[[], Case]] = {
     "conv stride 2 to 7 x 7, columns split": _conv(
         (1, 40, 13, 13), (27, 40, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
     # the transposed product (pixels as rows: 49 pixels in 8 panels and a 1-row tail,
-    # 320 channels in 10 wide tiles, K 864 in three blocks), chosen by shape
+    # 320 channels in 10 wide tiles, K 864 in three blocks), chosen by shape; on two
+    # threads a job of 5 tiles each
     "conv 7 x 7 image, pixels as rows": _conv(
         (1, 96, 7, 7), (320, 96, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), winograd=False),
+    # 2 images, 500 channels: jobs of 8 wide tiles (256 channels) and of 244, each
+    # thread packs an image's transposed im2col matrix when it takes its first job of it
+    "conv 1x1 on 7 x 7, pixels as rows, 2 images": _conv(
+        (2, 512, 7, 7), (500, 512, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
     "winograd F(4x4), odd image": _conv(
         (1, 17, 11, 13), (18, 17, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "winograd"),
     "winograd F(2x2), odd image": _conv(

@@ -161,136 +161,156 @@ static int conv2d_impl(const plait_conv2d_desc* d, const float* x, const float* 
 
 /* ---------------------------------------------- output pixels as the rows */
 
-/* The transposed im2col matrix of a convolution, A'[pixel][k], packed as the product's
- * A panels ([batch][ceil(P/MR)][K][MR], zero rows past the last pixel): job = (image,
- * block of PLAIT_KC of k, group of PLAIT_ROWS_GROUP panels).  The offsets of the
- * block's k are computed once per job, and the pixels' once per panel (plait_tile.h). */
-#define PLAIT_ROWS_GROUP 8
-
-typedef struct {
-    const plait_conv_geom* g;
-    const float* img;
-    int64_t img_bs, P, K, panels, kblocks, groups;
-    float* dst;
-} plait_pack_rows_task;
-
-static void plait_pack_rows(void* arg, int64_t job) {
-    const plait_pack_rows_task* t = (const plait_pack_rows_task*)arg;
-    const plait_conv_geom* g = t->g;
-    const int64_t grp = job % t->groups, kb = job / t->groups % t->kblocks;
-    const int64_t bi = job / (t->groups * t->kblocks);
-    const int64_t k0 = kb * PLAIT_KC, kc = t->K - k0 < PLAIT_KC ? t->K - k0 : PLAIT_KC;
-    const float* img = t->img + bi * t->img_bs;
+/* The transposed im2col matrix of one image of a convolution, A'[pixel][k], packed as
+ * the product's A panels ([ceil(P/MR)][K][MR], zero rows past the last pixel), into dst.
+ * The offsets of a block of PLAIT_KC of k are computed once, and the pixels' once per
+ * panel (plait_tile.h). */
+static void pack_rows_image(const plait_conv_geom* g, const float* img, int64_t P, int64_t K,
+                            float* dst) {
+    const int64_t panels = (P + PLAIT_MR - 1) / PLAIT_MR;
     int64_t koff[PLAIT_KC];
-    plait_conv_koff(g, k0, kc, koff);
-    const int64_t pend = (grp + 1) * PLAIT_ROWS_GROUP < t->panels
-                         ? (grp + 1) * PLAIT_ROWS_GROUP : t->panels;
-    for (int64_t panel = grp * PLAIT_ROWS_GROUP; panel < pend; ++panel) {
-        const int64_t p0 = panel * PLAIT_MR, mr = t->P - p0 < PLAIT_MR ? t->P - p0 : PLAIT_MR;
-        float* dst = t->dst + ((bi * t->panels + panel) * t->K + k0) * PLAIT_MR;
-        int64_t pix[PLAIT_MR];
-        plait_conv_pixels(g, p0, mr, pix);
-        if (mr == PLAIT_MR && pix[PLAIT_MR - 1] - pix[0] == PLAIT_MR - 1) {
-            /* MR neighbouring pixels of one output row at stride 1 */
-            const float* base = img + pix[0];
-            for (int64_t k = 0; k < kc; ++k, dst += PLAIT_MR)
-                for (int64_t i = 0; i < PLAIT_MR; ++i) dst[i] = base[koff[k] + i];
-            continue;
-        }
-        for (int64_t k = 0; k < kc; ++k, dst += PLAIT_MR) {
-            const float* src = img + koff[k];
-            int64_t i = 0;
-            for (; i < mr; ++i) dst[i] = src[pix[i]];
-            for (; i < PLAIT_MR; ++i) dst[i] = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += PLAIT_KC) {
+        const int64_t kc = K - k0 < PLAIT_KC ? K - k0 : PLAIT_KC;
+        plait_conv_koff(g, k0, kc, koff);
+        for (int64_t panel = 0; panel < panels; ++panel) {
+            const int64_t p0 = panel * PLAIT_MR, mr = P - p0 < PLAIT_MR ? P - p0 : PLAIT_MR;
+            float* d = dst + (panel * K + k0) * PLAIT_MR;
+            int64_t pix[PLAIT_MR];
+            plait_conv_pixels(g, p0, mr, pix);
+            if (mr == PLAIT_MR && pix[PLAIT_MR - 1] - pix[0] == PLAIT_MR - 1) {
+                /* MR neighbouring pixels of one output row at stride 1 */
+                const float* base = img + pix[0];
+                for (int64_t k = 0; k < kc; ++k, d += PLAIT_MR)
+                    for (int64_t i = 0; i < PLAIT_MR; ++i) d[i] = base[koff[k] + i];
+                continue;
+            }
+            for (int64_t k = 0; k < kc; ++k, d += PLAIT_MR) {
+                const float* src = img + koff[k];
+                int64_t i = 0;
+                for (; i < mr; ++i) d[i] = src[pix[i]];
+                for (; i < PLAIT_MR; ++i) d[i] = 0.0f;
+            }
         }
     }
 }
 
-/* out[b][o][pix] = epilogue(t[b][pix][o]): the transposed product back into NCHW with
- * the bias, residual, relu and activation; job = (image, block of 16 channels). */
-typedef struct {
-    const plait_conv2d_desc* d;
-    const float* t;
-    const float* bias;
-    const float* res;
-    int relu;
-    float* out;
-    int64_t P, oblocks;
-} plait_unpack_rows_task;
-
-static void plait_unpack_rows(void* arg, int64_t job) {
-    const plait_unpack_rows_task* u = (const plait_unpack_rows_task*)arg;
-    const int64_t O = u->d->O, P = u->P;
-    const int64_t bi = job / u->oblocks, o0 = job % u->oblocks * 16;
-    const int64_t oc = O - o0 < 16 ? O - o0 : 16;
-    const float* t = u->t + bi * P * O;
+/* out[bi][o][pix] = epilogue(t[pix][o - o0]) for the oc channels from o0 (t: ldt floats
+ * from one pixel to the next): the transposed product back into NCHW with the bias,
+ * residual, relu and activation. */
+static void unpack_rows_block(const plait_conv2d_desc* d, const float* t, int64_t ldt,
+                              const float* bias, const float* res, int relu, float* out,
+                              int64_t P, int64_t bi, int64_t o0, int64_t oc) {
+    const int64_t O = d->O;
     for (int64_t o = o0; o < o0 + oc; ++o) {
-        float* restrict row = u->out + (bi * O + o) * P;
-        const float* rrow = u->res ? u->res + (bi * O + o) * P : NULL;
-        const float bv = u->bias ? u->bias[o] : 0.0f;
+        float* restrict row = out + (bi * O + o) * P;
+        const float* rrow = res ? res + (bi * O + o) * P : NULL;
+        const float* tc = t + (o - o0);
+        const float bv = bias ? bias[o] : 0.0f;
         for (int64_t i = 0; i < P; ++i) {
-            float v = t[i * O + o] + bv;
+            float v = tc[i * ldt] + bv;
             if (rrow) v += rrow[i];
-            if (u->relu && !(v > 0.0f) && v == v) v = 0.0f;   /* as PLAIT_RELU */
+            if (relu && !(v > 0.0f) && v == v) v = 0.0f;   /* as PLAIT_RELU */
             row[i] = v;
         }
     }
-    if (u->d->act) {
+    if (d->act) {
         plait_gemm_problem ap;
         memset(&ap, 0, sizeof ap);
-        ap.act = u->d->act;
-        ap.act_lo = u->d->act_lo;
-        ap.act_hi = u->d->act_hi;
-        plait_act_tile(u->out + (bi * O + o0) * P, P, oc, P, &ap);
+        ap.act = d->act;
+        ap.act_lo = d->act_lo;
+        ap.act_hi = d->act_hi;
+        plait_act_tile(out + (bi * O + o0) * P, P, oc, P, &ap);
     }
 }
 
 /* The convolution as the transposed product out^T[pix][o] = A'[pix][k] @ W^T[k][o]:
  * the output pixels are the rows (panels of 6, tails of 4 and 2) and the output
  * channels the columns (the vector lanes), so a 7 x 7 image computes 50 rows for its
- * 49 pixels instead of 64 columns.  A' (the transposed im2col matrix) is packed once,
- * whole, by every thread into this thread's scratch slot 2; the product accumulates
- * into slot 4, which is then transposed into out with the epilogue. */
+ * 49 pixels instead of 64 columns.  One parallel call: jobs (image, block of output
+ * channels), PLAIT_PIXEL_ROWS_JOBS per thread and image, taken from both ends.  A thread
+ * packs the image's A' (the transposed im2col matrix) into its scratch slot 2 when it
+ * takes its first job of the image, runs the block's product into a P x cols buffer
+ * (slot 4: in its L2 cache) and writes that back into NCHW with the epilogue.  Each
+ * thread reads its share of the weights and none waits for another: packing A' once
+ * for all threads, then the product, then the transposition, were three parallel calls,
+ * each thread waiting at the end of each (docs/performance.md, round 12). */
+#define PLAIT_PIXEL_ROWS_JOBS 1
+
+typedef struct {
+    const plait_conv2d_desc* d;
+    const plait_conv_geom* g;
+    const float* img;             /* the input as the packing reads it (conv2d_input) */
+    int64_t img_bs;
+    const float* bpacked;
+    const float* bias;
+    const float* res;
+    int relu;
+    float* out;
+    int64_t cols, oblocks;        /* channels per job (whole wide tiles), jobs per image */
+    int64_t next;                 /* the jobs taken (see plait_take_job) */
+    int status;                   /* 1: a thread was out of memory */
+} plait_pixel_rows_task;
+
+static void plait_pixel_rows_run(void* arg) {
+    plait_pixel_rows_task* t = (plait_pixel_rows_task*)arg;
+    const plait_conv2d_desc* d = t->d;
+    const int64_t P = d->OH * d->OW, K = d->C * d->KH * d->KW, O = d->O;
+    const int64_t panels = (P + PLAIT_MR - 1) / PLAIT_MR;
+    float* apack = NULL;
+    float* tb = NULL;
+    int64_t packed = -1;          /* the image whose A' is in apack */
+    for (int64_t job; (job = plait_take_job(&t->next, d->N * t->oblocks)) >= 0;) {
+        const int64_t bi = job / t->oblocks, o0 = job % t->oblocks * t->cols;
+        const int64_t oc = O - o0 < t->cols ? O - o0 : t->cols;
+        if (!apack) {
+            apack = plait_scratch(2, (size_t)(panels * K * PLAIT_MR));
+            tb = plait_scratch(4, (size_t)(P * t->cols));
+            if (!apack || !tb) {
+                __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
+                return;
+            }
+        }
+        if (packed != bi) {
+            pack_rows_image(t->g, t->img + bi * t->img_bs, P, K, apack);
+            packed = bi;
+        }
+        plait_gemm_problem p;
+        memset(&p, 0, sizeof p);
+        p.M = P;
+        p.N = oc;
+        p.K = K;
+        p.a_kind = PLAIT_A_PACKED;
+        p.a = apack;
+        p.b_kind = PLAIT_B_PACKED;
+        p.b = t->bpacked + (o0 / PLAIT_NR) * K * PLAIT_NR;
+        p.c = tb;
+        p.ldc = t->cols;
+        p.batch = 1;
+        p.max_threads = 1;
+        if (PLAIT_ISA_FN(plait_gemm)(&p)) {
+            __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        unpack_rows_block(d, tb, t->cols, t->bias, t->res, t->relu, t->out, P, bi, o0, oc);
+    }
+}
+
 static int conv2d_pixel_rows(const plait_conv2d_desc* d, const float* x,
                              const float* bpacked, const float* bias, const float* res,
                              int relu, float* out) {
     plait_conv_geom g;
     const float* img;
     if (conv2d_input(d, x, &g, &img)) return 1;
-    const int64_t P = d->OH * d->OW, K = d->C * d->KH * d->KW, O = d->O;
-    const int64_t panels = (P + PLAIT_MR - 1) / PLAIT_MR;
-    const int64_t kblocks = (K + PLAIT_KC - 1) / PLAIT_KC;
-    float* apack = plait_scratch(2, (size_t)(d->N * panels * K * PLAIT_MR));
-    float* t = plait_scratch(4, (size_t)(d->N * P * O));
-    if (!apack || !t) return 1;
     const int nthreads = plait_max_threads();
-    const int64_t groups = (panels + PLAIT_ROWS_GROUP - 1) / PLAIT_ROWS_GROUP;
-    plait_pack_rows_task pk = {&g, img, d->C * g.HP * g.RL, P, K, panels, kblocks, groups,
-                               apack};
-    const int64_t jobs = d->N * kblocks * groups;
-    plait_parallel_for(jobs, plait_pack_rows, &pk,
-                       d->N * panels * K * PLAIT_MR > 65536 ? nthreads : 1);
-    plait_gemm_problem p;
-    memset(&p, 0, sizeof p);
-    p.M = P;
-    p.N = O;
-    p.K = K;
-    p.a_kind = PLAIT_A_PACKED;
-    p.a = apack;
-    p.a_bs = panels * K * PLAIT_MR;
-    p.b_kind = PLAIT_B_PACKED;
-    p.b = bpacked;
-    p.c = t;
-    p.ldc = O;
-    p.c_bs = P * O;
-    p.batch = d->N;
-    int status = PLAIT_ISA_FN(plait_gemm)(&p);
-    if (status) return status;
-    const int64_t oblocks = (O + 15) / 16;
-    plait_unpack_rows_task u = {d, t, bias, res, relu, out, P, oblocks};
-    plait_parallel_for(d->N * oblocks, plait_unpack_rows, &u,
-                       d->N * P * O > 65536 ? nthreads : 1);
-    return 0;
+    /* blocks of whole wide tiles, PLAIT_PIXEL_ROWS_JOBS per thread */
+    const int64_t tiles = (d->O + PLAIT_TILE_N - 1) / PLAIT_TILE_N;
+    const int64_t per = (int64_t)PLAIT_PIXEL_ROWS_JOBS * nthreads;
+    const int64_t cols = (tiles + per - 1) / per * PLAIT_TILE_N;
+    plait_pixel_rows_task t = {d, &g, img, d->C * g.HP * g.RL, bpacked, bias, res, relu, out,
+                               cols, (d->O + cols - 1) / cols, 0, 0};
+    const int64_t jobs = d->N * t.oblocks;
+    plait_parallel(plait_pixel_rows_run, &t, jobs < nthreads ? (int)jobs : nthreads);
+    return t.status;
 }
 
 PLAIT_ISA_HIDDEN int

@@ -383,6 +383,7 @@ PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p) {
     const int64_t work = p->M * p->N * (p->K > 0 ? p->K : 1) * p->batch;
     int nthreads = plait_max_threads();
     if (work < PLAIT_GEMM_MIN_PARALLEL) nthreads = 1;
+    if (p->max_threads > 0 && nthreads > p->max_threads) nthreads = p->max_threads;
     /* N blocks of at most PLAIT_NC columns (a multiple of NR), as many as it takes to
      * give every thread the same amount of work */
     int64_t nblocks = (p->N + PLAIT_NC - 1) / PLAIT_NC;

@@ -63,6 +63,9 @@ typedef struct {
     int pool;
     /* batch: matrix b of the batch is at a + b*a_bs, b + b*b_bs, c (and res) + b*c_bs */
     int64_t batch, a_bs, b_bs, c_bs;
+    /* max_threads: at most this many threads (0: the pool's count); 1 from inside a
+     * parallel call that gave each thread a product of its own */
+    int max_threads;
 } plait_gemm_problem;
 
 typedef struct {
