@@ -462,6 +462,18 @@ CASES: dict[str, Callable[[], Case]] = {
     # one column block per thread, rows not split
     "conv stride 2 to 7 x 7, columns split": _conv(
         (1, 40, 13, 13), (27, 40, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+    # a padded input of more than 65536 floats is read band by band: each job of the
+    # product copies the padded rows its pixels read (blocks of pixels that start and
+    # end inside an output row; K blocks that start inside a channel's taps: 450 = 384
+    # + 66; images of a batch; stride 2 phase-split; dilation; a 7 x 7 stride-2 stem)
+    "conv read band by band, stride 2, 2 images": _conv(
+        (2, 3, 151, 151), (10, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+    "conv read band by band, K in two blocks": _conv(
+        (1, 50, 38, 37), (16, 50, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), winograd=False),
+    "conv read band by band, dilation 2, asymmetric padding": _conv(
+        (1, 4, 131, 127), (9, 4, 3, 3), (1, 1), (2, 1, 2, 3), (2, 2)),
+    "conv read band by band, 7 x 7 stride 2": _conv(
+        (1, 3, 151, 149), (8, 3, 7, 7), (2, 2), (3, 3, 3, 3), (1, 1)),
     # the transposed product (pixels as rows: 49 pixels in 8 panels and a 1-row tail,
     # 320 channels in 10 wide tiles, K 864 in three blocks), chosen by shape; on two
     # threads a job of 5 tiles each

@@ -35,6 +35,32 @@ static void split_row2(const float* in, int64_t W, int64_t PL, float* row, int64
     for (; c < W; ++c) phase[(c + PL) % 2][(c + PL) / 2] = in[c];
 }
 
+/* Input row in (W values; NULL: a padding row) into its zero-padded, phase-split copy
+ * row (RL values): padded column q = col + PL at row[(q % SW) * WPP + q / SW]. */
+static void pad_row(const plait_conv2d_desc* d, const float* in, float* row, int64_t RL,
+                    int64_t WPP) {
+    memset(row, 0, sizeof(float) * (size_t)RL);
+    if (!in) return;
+    if (d->SW == 1) {
+        memcpy(row + d->PL, in, sizeof(float) * (size_t)d->W);
+        return;
+    }
+    if (d->SW == 2) {
+        split_row2(in, d->W, d->PL, row, WPP);
+        return;
+    }
+    for (int64_t ph = 0; ph < d->SW; ++ph) {
+        /* padded columns q = j * SW + ph hold input column q - PL */
+        float* dph = row + ph * WPP;
+        int64_t j0 = d->PL > ph ? (d->PL - ph + d->SW - 1) / d->SW : 0;
+        for (int64_t j = j0; j < WPP; ++j) {
+            int64_t col = j * d->SW + ph - d->PL;
+            if (col >= d->W) break;
+            dph[j] = in[col];
+        }
+    }
+}
+
 /* Plane pl of a convolution's input into its zero-padded, phase-split copy (see
  * conv2d_impl). */
 typedef struct {
@@ -47,41 +73,44 @@ typedef struct {
 static void plait_pad_plane(void* arg, int64_t pl) {
     const plait_pad_task* c = (const plait_pad_task*)arg;
     const plait_conv2d_desc* d = c->d;
-    const int64_t HP = c->HP, RL = c->RL, WPP = c->WPP;
-    float* dst = c->dst;
-    const float* x = c->x;
-    float* o = dst + pl * HP * RL;
-    const float* s = x + pl * d->H * d->W;
-    memset(o, 0, sizeof(float) * (size_t)(HP * RL));
-    for (int64_t h = 0; h < d->H; ++h) {
-        float* row = o + (d->PT + h) * RL;
-        const float* in = s + h * d->W;
-        if (d->SW == 1) {
-            memcpy(row + d->PL, in, sizeof(float) * (size_t)d->W);
-            continue;
-        }
-        if (d->SW == 2) {
-            split_row2(in, d->W, d->PL, row, WPP);
-            continue;
-        }
-        for (int64_t ph = 0; ph < d->SW; ++ph) {
-            /* padded columns q = j * SW + ph hold input column q - PL */
-            float* dph = row + ph * WPP;
-            int64_t j0 = d->PL > ph ? (d->PL - ph + d->SW - 1) / d->SW : 0;
-            for (int64_t j = j0; j < WPP; ++j) {
-                int64_t col = j * d->SW + ph - d->PL;
-                if (col >= d->W) break;
-                dph[j] = in[col];
-            }
+    const float* s = c->x + pl * d->H * d->W;
+    float* o = c->dst + pl * c->HP * c->RL;
+    for (int64_t r = 0; r < c->HP; ++r) {
+        const int64_t h = r - d->PT;
+        pad_row(d, h >= 0 && h < d->H ? s + h * d->W : NULL, o + r * c->RL, c->RL, c->WPP);
+    }
+}
+
+/* plait_conv_band.fill: padded rows r0 .. r1 of channels c0 .. c1 of image bi */
+static void conv_band_fill(const plait_conv_band* band, int64_t bi, int64_t c0, int64_t c1,
+                           int64_t r0, int64_t r1, float* dst) {
+    const plait_conv2d_desc* d = (const plait_conv2d_desc*)band->desc;
+    const int64_t WP = d->W + d->PL + d->PR;
+    const int64_t WPP = (WP + d->SW - 1) / d->SW, RL = WPP * d->SW;
+    for (int64_t c = c0; c <= c1; ++c) {
+        const float* s = band->x + (bi * d->C + c) * d->H * d->W;
+        for (int64_t r = r0; r <= r1; ++r, dst += RL) {
+            const int64_t h = r - d->PT;
+            pad_row(d, h >= 0 && h < d->H ? s + h * d->W : NULL, dst, RL, WPP);
         }
     }
 }
 
+/* A padded or column-strided input of more than this many floats (a 3 x 224 x 224 image
+ * padded: 153,228) is not copied whole before the product: each of the product's jobs
+ * copies the rows that its pixels read, for the channels of one block of the sum at a
+ * time (plait_gemm_problem.band), and packs them at once from its L1 cache.  The whole
+ * copy was a parallel call of its own, over planes (3 of them for an RGB image: one
+ * thread copied two), that every thread waited for. */
+#define PLAIT_BAND_MIN 65536
+
 /* The input of a convolution as the product reads it: *img and the geometry *g of its
  * implicit im2col matrix (see the file's comment).  A padded or column-strided input is
- * copied into this thread's scratch slot 3.  0 on success, 1 out of memory. */
+ * copied into this thread's scratch slot 3, or, larger than PLAIT_BAND_MIN and with band
+ * given, described in *band for the product's jobs to copy.  0 on success, 1 out of
+ * memory. */
 static int conv2d_input(const plait_conv2d_desc* d, const float* x, plait_conv_geom* g,
-                        const float** img) {
+                        const float** img, plait_conv_band* band) {
     const int64_t HP = d->H + d->PT + d->PB, WP = d->W + d->PL + d->PR;
     const int64_t WPP = (WP + d->SW - 1) / d->SW, RL = WPP * d->SW;
     plait_conv_geom geom = {d->C, HP, RL, WPP, d->KH, d->KW, d->SH, d->SW, d->DH, d->DW,
@@ -100,6 +129,13 @@ static int conv2d_input(const plait_conv2d_desc* d, const float* x, plait_conv_g
          * padded column q of a row goes to [q % SW][q / SW], so the NR pixels of an
          * output row read NR neighbouring values for every kernel tap */
         size_t need = (size_t)(d->N * d->C * HP * RL);
+        if (band && need > (size_t)PLAIT_BAND_MIN) {
+            /* not copied whole: the product's jobs copy the rows they read (conv_band_fill) */
+            band->fill = conv_band_fill;
+            band->desc = d;
+            band->x = x;
+            return 0;
+        }
         float* dst = plait_scratch(3, need);
         if (!dst) return 1;
         const int64_t planes = d->N * d->C;
@@ -151,7 +187,9 @@ static int conv2d_impl(const plait_conv2d_desc* d, const float* x, const float* 
     }
     plait_conv_geom g;
     const float* img;
-    if (conv2d_input(d, x, &g, &img)) return 1;
+    plait_conv_band band = {NULL, NULL, NULL};
+    if (conv2d_input(d, x, &g, &img, pool ? NULL : &band)) return 1;
+    if (band.fill) p.band = &band;
     p.b_kind = PLAIT_B_CONV;
     p.b = img;
     p.conv = &g;
@@ -300,7 +338,7 @@ static int conv2d_pixel_rows(const plait_conv2d_desc* d, const float* x,
                              int relu, float* out) {
     plait_conv_geom g;
     const float* img;
-    if (conv2d_input(d, x, &g, &img)) return 1;
+    if (conv2d_input(d, x, &g, &img, NULL)) return 1;
     const int nthreads = plait_max_threads();
     /* blocks of whole wide tiles, PLAIT_PIXEL_ROWS_JOBS per thread */
     const int64_t tiles = (d->O + PLAIT_TILE_N - 1) / PLAIT_TILE_N;

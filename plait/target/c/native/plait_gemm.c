@@ -137,12 +137,30 @@ static inline int pack_b_conv_z(const float* img, const int64_t* koff, int64_t k
  * so every read is in bounds.  The offsets of the block's k (channel, kernel tap) and
  * of each panel's NR pixels are computed once, so the copy itself has no divisions;
  * NR pixels of one output row at stride 1 are one contiguous copy. */
-static inline void pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t j0,
-                               int64_t nc, int64_t k0, int64_t kc, float* dst) {
+static inline int pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t j0,
+                              int64_t nc, int64_t k0, int64_t kc, float* dst) {
     const plait_conv_geom* g = p->conv;
     const float* img = p->b + bi * p->b_bs;
     int64_t koff[PLAIT_KC];
-    plait_conv_koff(g, k0, kc, koff);
+    int64_t pix0 = 0;   /* the offset of the band's first row */
+    plait_conv_geom gb;
+    if (p->band) {
+        /* the padded rows r0 .. r1 that output rows oh0 .. oh1 read, channels c0 .. c1 */
+        const int64_t khw = g->KH * g->KW, c0 = k0 / khw, c1 = (k0 + kc - 1) / khw;
+        const int64_t r0 = j0 / g->OW * g->SH;
+        const int64_t r1 = (j0 + nc - 1) / g->OW * g->SH + (g->KH - 1) * g->DH;
+        float* band = plait_scratch(3, (size_t)((c1 - c0 + 1) * (r1 - r0 + 1) * g->RL));
+        if (!band) return 1;
+        p->band->fill(p->band, bi, c0, c1, r0, r1, band);
+        gb = *g;
+        gb.HP = r1 - r0 + 1;
+        g = &gb;
+        img = band;
+        pix0 = r0 * g->RL;
+        plait_conv_koff(g, k0 - c0 * khw, kc, koff);
+    } else {
+        plait_conv_koff(g, k0, kc, koff);
+    }
     for (int64_t jr = 0; jr < nc; jr += PLAIT_NR) {
         int64_t nr = nc - jr < PLAIT_NR ? nc - jr : PLAIT_NR;
         int64_t jstart = j0 + jr;
@@ -165,6 +183,7 @@ static inline void pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t 
             }
         } else {
             plait_conv_pixels(g, jstart, nr, pix);
+            for (int64_t j = 0; j < nr; ++j) pix[j] -= pix0;
         }
         if (nr == PLAIT_NR && pix[PLAIT_NR - 1] - pix[0] == PLAIT_NR - 1) {
             const float* base = img + pix[0];
@@ -190,6 +209,7 @@ static inline void pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t 
             dst += PLAIT_NR;
         }
     }
+    return 0;
 }
 
 /* ------------------------------------------------------------------ driver */
@@ -198,7 +218,7 @@ static inline void pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t 
  * (batch, M-block, N-block): rows_outer), the caller's from the first, the workers' from
  * the last (plait_take_job: the columns, the pixels of a convolution, or the rows, its
  * output channels, that the same thread wrote or read in the layer before). */
-static void
+static int
 gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int rows_outer,
             int64_t* next, float* apack, float* bpack) {
     const int64_t N = p->N, K = p->K;
@@ -225,8 +245,9 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int 
                 bp = p->b + bi * p->b_bs + (j0 / PLAIT_NR) * K * PLAIT_NR + k0 * PLAIT_NR;
                 bpanel_stride = K * PLAIT_NR;
             } else {
-                if (p->b_kind == PLAIT_B_CONV) pack_b_conv(p, bi, j0, nc, k0, kc, bpack);
-                else pack_b_strided(p, bi, j0, nc, k0, kc, bpack, kc * PLAIT_NR);
+                if (p->b_kind == PLAIT_B_CONV) {
+                    if (pack_b_conv(p, bi, j0, nc, k0, kc, bpack)) return 1;
+                } else pack_b_strided(p, bi, j0, nc, k0, kc, bpack, kc * PLAIT_NR);
                 bp = bpack;
                 bpanel_stride = kc * PLAIT_NR;
             }
@@ -349,6 +370,7 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int 
             }
         }
     }
+    return 0;
 }
 
 typedef struct {
@@ -373,8 +395,8 @@ static void plait_gemm_task_run(void* arg) {
         bpack = plait_scratch(1, (size_t)t->nc_block * PLAIT_KC);
         ok &= bpack != NULL;
     }
-    if (ok) gemm_thread(p, t->nc_block, t->mc_rows, t->rows_outer, &t->next, apack, bpack);
-    else __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
+    if (!ok || gemm_thread(p, t->nc_block, t->mc_rows, t->rows_outer, &t->next, apack, bpack))
+        __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
 }
 
 PLAIT_ISA_HIDDEN int

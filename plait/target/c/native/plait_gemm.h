@@ -29,6 +29,16 @@ typedef struct {
     int64_t CS;
 } plait_conv_geom;
 
+/* A convolution's input read band by band (plait_gemm_problem.band): fill copies the
+ * zero-padded, phase-split rows r0 .. r1 (of the HP rows of plait_conv_geom) of channels
+ * c0 .. c1 of image bi into dst, [c - c0][r - r0][RL]. */
+typedef struct plait_conv_band {
+    void (*fill)(const struct plait_conv_band* band, int64_t bi, int64_t c0, int64_t c1,
+                 int64_t r0, int64_t r1, float* dst);
+    const void* desc;         /* the convolution's plait_conv2d_desc */
+    const float* x;           /* its unpadded input, NCHW */
+} plait_conv_band;
+
 /* The activations of plait_gemm_problem.act */
 #define PLAIT_ACT_NONE 0
 #define PLAIT_ACT_CLIP 1
@@ -63,6 +73,10 @@ typedef struct {
     int pool;
     /* batch: matrix b of the batch is at a + b*a_bs, b + b*b_bs, c (and res) + b*c_bs */
     int64_t batch, a_bs, b_bs, c_bs;
+    /* band (B_CONV only, not with pool): b is not the padded image; each job copies the
+     * padded rows its block of pixels reads, the channels of one K block at a time, into
+     * a band of its own (this thread's scratch slot 3) just before packing from it */
+    const plait_conv_band* band;
     /* max_threads: at most this many threads (0: the pool's count); 1 from inside a
      * parallel call that gave each thread a product of its own */
     int max_threads;
