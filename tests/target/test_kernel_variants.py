@@ -483,6 +483,10 @@ CASES: dict[str, Callable[[], Case]] = {
     # thread packs an image's transposed im2col matrix when it takes its first job of it
     "conv 1x1 on 7 x 7, pixels as rows, 2 images": _conv(
         (2, 512, 7, 7), (500, 512, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
+    # K 2304: the transposed im2col matrix (124,416 floats) packed once by all threads,
+    # then the product, then the transposition (three parallel calls); 300 channels
+    "conv 7 x 7 image, pixels as rows, packed once for all threads": _conv(
+        (1, 256, 7, 7), (300, 256, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), winograd=False),
     "winograd F(4x4), odd image": _conv(
         (1, 17, 11, 13), (18, 17, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "winograd"),
     "winograd F(2x2), odd image": _conv(

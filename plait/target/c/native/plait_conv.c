@@ -199,37 +199,63 @@ static int conv2d_impl(const plait_conv2d_desc* d, const float* x, const float* 
 
 /* ---------------------------------------------- output pixels as the rows */
 
-/* The transposed im2col matrix of one image of a convolution, A'[pixel][k], packed as
- * the product's A panels ([ceil(P/MR)][K][MR], zero rows past the last pixel), into dst.
- * The offsets of a block of PLAIT_KC of k are computed once, and the pixels' once per
- * panel (plait_tile.h). */
+/* Rows k0 .. k0 + kc - 1 (kc <= PLAIT_KC) of panels lo .. hi - 1 of the transposed im2col
+ * matrix of one image of a convolution, A'[pixel][k], packed as the product's A panels
+ * ([ceil(P/MR)][K][MR], zero rows past the last pixel), into dst.  The offsets of the k
+ * are computed once, and the pixels' once per panel (plait_tile.h). */
+static void pack_rows_part(const plait_conv_geom* g, const float* img, int64_t P, int64_t K,
+                           int64_t k0, int64_t kc, int64_t lo, int64_t hi, float* dst) {
+    int64_t koff[PLAIT_KC];
+    plait_conv_koff(g, k0, kc, koff);
+    for (int64_t panel = lo; panel < hi; ++panel) {
+        const int64_t p0 = panel * PLAIT_MR, mr = P - p0 < PLAIT_MR ? P - p0 : PLAIT_MR;
+        float* d = dst + (panel * K + k0) * PLAIT_MR;
+        int64_t pix[PLAIT_MR];
+        plait_conv_pixels(g, p0, mr, pix);
+        if (mr == PLAIT_MR && pix[PLAIT_MR - 1] - pix[0] == PLAIT_MR - 1) {
+            /* MR neighbouring pixels of one output row at stride 1 */
+            const float* base = img + pix[0];
+            for (int64_t k = 0; k < kc; ++k, d += PLAIT_MR)
+                for (int64_t i = 0; i < PLAIT_MR; ++i) d[i] = base[koff[k] + i];
+            continue;
+        }
+        for (int64_t k = 0; k < kc; ++k, d += PLAIT_MR) {
+            const float* src = img + koff[k];
+            int64_t i = 0;
+            for (; i < mr; ++i) d[i] = src[pix[i]];
+            for (; i < PLAIT_MR; ++i) d[i] = 0.0f;
+        }
+    }
+}
+
+/* All of one image's A' (see pack_rows_part) */
 static void pack_rows_image(const plait_conv_geom* g, const float* img, int64_t P, int64_t K,
                             float* dst) {
     const int64_t panels = (P + PLAIT_MR - 1) / PLAIT_MR;
-    int64_t koff[PLAIT_KC];
-    for (int64_t k0 = 0; k0 < K; k0 += PLAIT_KC) {
-        const int64_t kc = K - k0 < PLAIT_KC ? K - k0 : PLAIT_KC;
-        plait_conv_koff(g, k0, kc, koff);
-        for (int64_t panel = 0; panel < panels; ++panel) {
-            const int64_t p0 = panel * PLAIT_MR, mr = P - p0 < PLAIT_MR ? P - p0 : PLAIT_MR;
-            float* d = dst + (panel * K + k0) * PLAIT_MR;
-            int64_t pix[PLAIT_MR];
-            plait_conv_pixels(g, p0, mr, pix);
-            if (mr == PLAIT_MR && pix[PLAIT_MR - 1] - pix[0] == PLAIT_MR - 1) {
-                /* MR neighbouring pixels of one output row at stride 1 */
-                const float* base = img + pix[0];
-                for (int64_t k = 0; k < kc; ++k, d += PLAIT_MR)
-                    for (int64_t i = 0; i < PLAIT_MR; ++i) d[i] = base[koff[k] + i];
-                continue;
-            }
-            for (int64_t k = 0; k < kc; ++k, d += PLAIT_MR) {
-                const float* src = img + koff[k];
-                int64_t i = 0;
-                for (; i < mr; ++i) d[i] = src[pix[i]];
-                for (; i < PLAIT_MR; ++i) d[i] = 0.0f;
-            }
-        }
-    }
+    for (int64_t k0 = 0; k0 < K; k0 += PLAIT_KC)
+        pack_rows_part(g, img, P, K, k0, K - k0 < PLAIT_KC ? K - k0 : PLAIT_KC, 0, panels, dst);
+}
+
+/* A' of every image ([batch][ceil(P/MR)][K][MR]) by several threads: job = (image, block
+ * of PLAIT_KC of k, group of PLAIT_ROWS_GROUP panels) */
+#define PLAIT_ROWS_GROUP 8
+
+typedef struct {
+    const plait_conv_geom* g;
+    const float* img;
+    int64_t img_bs, P, K, panels, kblocks, groups;
+    float* dst;
+} plait_pack_rows_task;
+
+static void plait_pack_rows(void* arg, int64_t job) {
+    const plait_pack_rows_task* t = (const plait_pack_rows_task*)arg;
+    const int64_t grp = job % t->groups, kb = job / t->groups % t->kblocks;
+    const int64_t bi = job / (t->groups * t->kblocks);
+    const int64_t k0 = kb * PLAIT_KC, kc = t->K - k0 < PLAIT_KC ? t->K - k0 : PLAIT_KC;
+    const int64_t lo = grp * PLAIT_ROWS_GROUP;
+    const int64_t hi = lo + PLAIT_ROWS_GROUP < t->panels ? lo + PLAIT_ROWS_GROUP : t->panels;
+    pack_rows_part(t->g, t->img + bi * t->img_bs, t->P, t->K, k0, kc, lo, hi,
+                   t->dst + bi * t->panels * t->K * PLAIT_MR);
 }
 
 /* out[bi][o][pix] = epilogue(t[pix][o - o0]) for the oc channels from o0 (t: ldt floats
@@ -259,6 +285,26 @@ static void unpack_rows_block(const plait_conv2d_desc* d, const float* t, int64_
         ap.act_hi = d->act_hi;
         plait_act_tile(out + (bi * O + o0) * P, P, oc, P, &ap);
     }
+}
+
+/* job = (image, block of 16 channels) of unpack_rows_block over the whole product */
+typedef struct {
+    const plait_conv2d_desc* d;
+    const float* t;
+    const float* bias;
+    const float* res;
+    int relu;
+    float* out;
+    int64_t P, oblocks;
+} plait_unpack_rows_task;
+
+static void plait_unpack_rows(void* arg, int64_t job) {
+    const plait_unpack_rows_task* u = (const plait_unpack_rows_task*)arg;
+    const int64_t O = u->d->O, P = u->P;
+    const int64_t bi = job / u->oblocks, o0 = job % u->oblocks * 16;
+    const int64_t oc = O - o0 < 16 ? O - o0 : 16;
+    unpack_rows_block(u->d, u->t + bi * P * O + o0, O, u->bias, u->res, u->relu, u->out, P,
+                      bi, o0, oc);
 }
 
 /* The convolution as the transposed product out^T[pix][o] = A'[pix][k] @ W^T[k][o]:
@@ -333,6 +379,48 @@ static void plait_pixel_rows_run(void* arg) {
     }
 }
 
+/* The same with A' packed once by all threads, the product and the transposition each a
+ * parallel call of its own: for an A' larger than PLAIT_PIXEL_ROWS_OWN_MAX floats, which
+ * every thread packing it for itself costs more than waiting (ResNet-50's 3x3 512 -> 512
+ * and 2048 -> 512 1x1 on 7 x 7, K 4608 and 2048, on two threads: 1067 -> 1108 and 486 ->
+ * 512 us with each thread's own). */
+#define PLAIT_PIXEL_ROWS_OWN_MAX 65536
+
+static int conv2d_pixel_rows_shared(const plait_conv2d_desc* d, const plait_conv_geom* g,
+                                    const float* img, const float* bpacked, const float* bias,
+                                    const float* res, int relu, float* out, int nthreads) {
+    const int64_t P = d->OH * d->OW, K = d->C * d->KH * d->KW, O = d->O;
+    const int64_t panels = (P + PLAIT_MR - 1) / PLAIT_MR;
+    const int64_t kblocks = (K + PLAIT_KC - 1) / PLAIT_KC;
+    float* apack = plait_scratch(2, (size_t)(d->N * panels * K * PLAIT_MR));
+    float* t = plait_scratch(4, (size_t)(d->N * P * O));
+    if (!apack || !t) return 1;
+    const int64_t groups = (panels + PLAIT_ROWS_GROUP - 1) / PLAIT_ROWS_GROUP;
+    plait_pack_rows_task pk = {g, img, d->C * g->HP * g->RL, P, K, panels, kblocks, groups,
+                               apack};
+    plait_parallel_for(d->N * kblocks * groups, plait_pack_rows, &pk, nthreads);
+    plait_gemm_problem p;
+    memset(&p, 0, sizeof p);
+    p.M = P;
+    p.N = O;
+    p.K = K;
+    p.a_kind = PLAIT_A_PACKED;
+    p.a = apack;
+    p.a_bs = panels * K * PLAIT_MR;
+    p.b_kind = PLAIT_B_PACKED;
+    p.b = bpacked;
+    p.c = t;
+    p.ldc = O;
+    p.c_bs = P * O;
+    p.batch = d->N;
+    int status = PLAIT_ISA_FN(plait_gemm)(&p);
+    if (status) return status;
+    const int64_t oblocks = (O + 15) / 16;
+    plait_unpack_rows_task u = {d, t, bias, res, relu, out, P, oblocks};
+    plait_parallel_for(d->N * oblocks, plait_unpack_rows, &u, nthreads);
+    return 0;
+}
+
 static int conv2d_pixel_rows(const plait_conv2d_desc* d, const float* x,
                              const float* bpacked, const float* bias, const float* res,
                              int relu, float* out) {
@@ -340,6 +428,9 @@ static int conv2d_pixel_rows(const plait_conv2d_desc* d, const float* x,
     const float* img;
     if (conv2d_input(d, x, &g, &img, NULL)) return 1;
     const int nthreads = plait_max_threads();
+    const int64_t apanels = (d->OH * d->OW + PLAIT_MR - 1) / PLAIT_MR;
+    if (nthreads > 1 && apanels * d->C * d->KH * d->KW * PLAIT_MR > PLAIT_PIXEL_ROWS_OWN_MAX)
+        return conv2d_pixel_rows_shared(d, &g, img, bpacked, bias, res, relu, out, nthreads);
     /* blocks of whole wide tiles, PLAIT_PIXEL_ROWS_JOBS per thread */
     const int64_t tiles = (d->O + PLAIT_TILE_N - 1) / PLAIT_TILE_N;
     const int64_t per = (int64_t)PLAIT_PIXEL_ROWS_JOBS * nthreads;
