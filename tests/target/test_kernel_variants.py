@@ -547,19 +547,20 @@ CASES: dict[str, Callable[[], Case]] = {
         20, (14, 14), 7, (1, 1), (1, 1)),
     # stride 2 with the input rows read in place: 3x3 over 75 output columns (a group of
     # 4 column blocks, then 1, the last partly past the row), no left padding; 5x5 over
-    # 40 columns with 2 left, a residual and relu, on 2 threads (rows in parts)
+    # 40 columns with 2 left, a residual and relu, on 2 threads (whole planes)
     "depthwise 3x3 stride 2 to 75 columns, no left padding (rows in place)": _grouped(
         3, (9, 150), 3, (2, 2), (1, 1), padding=(1, 0, 1, 1), act="relu6"),
     "depthwise 5x5 stride 2 to 40 columns, residual, on 2 threads (rows in place)":
         _grouped(36, (61, 81), 5, (2, 2), (1, 1), padding=(2, 2, 1, 1), residual=True),
     # stride 1 read in place: 14 columns (one block, both edges), 66 columns (4 blocks,
-    # then 1) with uneven padding, 5x5 over 70 columns on 2 threads (rows in parts)
+    # then 1) with uneven padding, 5x5 over 70 columns on 2 threads (planes past 32 KB:
+    # rows in parts)
     "depthwise 3x3 on 14 x 14, 37 channels, residual, SiLU (rows in place)": _grouped(
         37, (14, 14), 3, (1, 1), (1, 1), act="silu", residual=True),
     "depthwise 3x3 to 66 columns, padding (0, 1, 2, 0) (rows in place)": _grouped(
         3, (12, 67), 3, (1, 1), (1, 1), padding=(0, 1, 2, 0)),
-    "depthwise 5x5 on 40 x 70, ReLU6, uneven padding, on 2 threads (rows in place)":
-        _grouped(20, (40, 70), 5, (1, 1), (1, 1), padding=(1, 2, 3, 2), act="relu6"),
+    "depthwise 5x5 on 125 x 70, ReLU6, uneven padding, on 2 threads (rows in place)":
+        _grouped(5, (125, 70), 5, (1, 1), (1, 1), padding=(1, 2, 3, 2), act="relu6"),
     "squeeze-and-excite, 37 channels": _squeeze_excite,
     "depthwise 3x3 stride 2 (generated kernel)": _grouped(
         7, (11, 13), 3, (2, 2), (1, 1), native=False),
