@@ -264,18 +264,10 @@ PIXEL_ROWS_CONVS = [
 ]
 
 
-@pytest.mark.parametrize("xshape,wshape,strides,padding,dilation", PIXEL_ROWS_CONVS)
-@pytest.mark.parametrize("epilogue", ["bias_res_relu", "relu6", "silu"])
-def test_pixel_rows_conv_matches_torch(monkeypatch: pytest.MonkeyPatch, xshape, wshape,  # type: ignore[no-untyped-def]
-                                       strides, padding, dilation, epilogue) -> None:
-    """plait_conv2d_pixel_rows (the thresholds of pixel_rows_applies lowered so small odd
-    shapes take it): pixel counts that leave 1- to 5-row tails, output channels that
-    leave column tails, batches, every epilogue, against PyTorch."""
-    import plait.target.c.gemm as gemm
-
-    monkeypatch.setattr(gemm, "PIXEL_ROWS_MIN_K", 1)
-    monkeypatch.setattr(gemm, "PIXEL_ROWS_MIN_MACS", 1)
-    monkeypatch.setattr(gemm, "PIXEL_ROWS_RATIO", 10.0)
+def _conv_with_epilogue_matches_torch(xshape, wshape, strides, padding,  # type: ignore[no-untyped-def]
+                                      dilation, epilogue, callee: str) -> None:
+    """A convolution (wshape: O, KH, KW) with its bias and epilogue, built for the c target,
+    against PyTorch in float64; the module's call must be callee's."""
     o, kh, kw = wshape
     x, w, b = _rand(*xshape), _rand(o, xshape[1], kh, kw), _rand(o)
     xt = torch.nn.functional.pad(torch.from_numpy(x).double(),
@@ -304,9 +296,43 @@ def test_pixel_rows_conv_matches_torch(monkeypatch: pytest.MonkeyPatch, xshape, 
     lowered = DispatchGemm(winograd=False)(mod.with_attrs(phase="optimization"))
     assert len(_externs(lowered)) == 1 and _ops(lowered) == []
     code = "".join(src["code"] for src in lowered.attrs["c_sources"])
-    assert "plait_conv2d_pixel_rows(&d" in code
+    assert f"{callee}(&d" in code
     exe = plait.build(mod, plait.Target("c", winograd=False))
     np.testing.assert_allclose(VirtualMachine(exe)["main"](x, r), ref, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("xshape,wshape,strides,padding,dilation", PIXEL_ROWS_CONVS)
+@pytest.mark.parametrize("epilogue", ["bias_res_relu", "relu6", "silu"])
+def test_pixel_rows_conv_matches_torch(monkeypatch: pytest.MonkeyPatch, xshape, wshape,  # type: ignore[no-untyped-def]
+                                       strides, padding, dilation, epilogue) -> None:
+    """plait_conv2d_pixel_rows (the thresholds of pixel_rows_applies lowered so small odd
+    shapes take it): pixel counts that leave 1- to 5-row tails, output channels that
+    leave column tails, batches, every epilogue, against PyTorch."""
+    import plait.target.c.gemm as gemm
+
+    monkeypatch.setattr(gemm, "PIXEL_ROWS_MIN_K", 1)
+    monkeypatch.setattr(gemm, "PIXEL_ROWS_MIN_MACS", 1)
+    monkeypatch.setattr(gemm, "PIXEL_ROWS_RATIO", 10.0)
+    _conv_with_epilogue_matches_torch(xshape, wshape, strides, padding, dilation, epilogue,
+                                      "plait_conv2d_pixel_rows")
+
+
+SPLIT_SUM_CONVS = [
+    ((1, 400, 9, 11), (37, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),    # K 400: halves of 200
+    ((1, 777, 7, 7), (21, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),     # 2 K blocks a half
+]
+
+
+@pytest.mark.parametrize("xshape,wshape,strides,padding,dilation", SPLIT_SUM_CONVS)
+@pytest.mark.parametrize("epilogue", ["bias_res_relu", "relu6", "silu"])
+def test_split_sum_conv_matches_torch(xshape, wshape, strides, padding,  # type: ignore[no-untyped-def]
+                                      dilation, epilogue) -> None:
+    """A 1x1 convolution with few pixels and a sum of at least 384 on two threads: the
+    sum split in two halves (plait_gemm.c, gemm_split_k: partial products, then added with
+    the epilogue by row blocks): odd channels and pixels, every epilogue, against PyTorch
+    (rtol/atol of the module)."""
+    _conv_with_epilogue_matches_torch(xshape, wshape, strides, padding, dilation, epilogue,
+                                      "plait_conv2d")
 
 
 def test_winograd_weight_transforms_reproduce_the_convolution() -> None:

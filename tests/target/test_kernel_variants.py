@@ -458,6 +458,10 @@ CASES: dict[str, Callable[[], Case]] = {
         (1, 50, 13, 13), (100, 50, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
     "conv 1x1 on 7 x 7, rows only": _conv(
         (1, 70, 7, 7), (200, 70, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
+    # few pixels and a sum of 400: split in two halves on 2 threads, the partial products
+    # then added with the epilogue (37 rows: blocks of 19 and 18)
+    "conv 1x1 on 9 x 11, K 400, the sum split in two": _conv(
+        (1, 400, 9, 11), (37, 400, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
     # 49 pixels in two column blocks of 2 panels, fewer output channels than pixels:
     # one column block per thread, rows not split
     "conv stride 2 to 7 x 7, columns split": _conv(

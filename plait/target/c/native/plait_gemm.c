@@ -29,6 +29,9 @@
  * threads when A has more than this many times B's elements (see plait_gemm) */
 #define PLAIT_ROWS_ONLY_RATIO 1
 
+/* the shortest sum split between two threads (see plait_gemm) */
+#define PLAIT_SPLIT_K_MIN 384
+
 /* ------------------------------------------------------------------ packing */
 
 static inline void pack_a_strided(const plait_gemm_problem* p, int64_t bi, int64_t i0,
@@ -235,10 +238,11 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int 
         const float* rb = p->res ? p->res + bi * p->c_bs : NULL;
         /* K in equal blocks of at most PLAIT_KC (a short last block would pay the
          * tile's load and store for little work) */
-        const int64_t kblocks = (K + PLAIT_KC - 1) / PLAIT_KC;
-        const int64_t kc_block = (K + kblocks - 1) / kblocks;
-        for (int64_t k0 = 0; k0 < K; k0 += kc_block) {
-            int64_t kc = K - k0 < kc_block ? K - k0 : kc_block;
+        const int64_t Klo = p->k_hi ? p->k_lo : 0, Khi = p->k_hi ? p->k_hi : K;
+        const int64_t kblocks = (Khi - Klo + PLAIT_KC - 1) / PLAIT_KC;
+        const int64_t kc_block = (Khi - Klo + kblocks - 1) / kblocks;
+        for (int64_t k0 = Klo; k0 < Khi; k0 += kc_block) {
+            int64_t kc = Khi - k0 < kc_block ? Khi - k0 : kc_block;
             const float* bp;
             int64_t bpanel_stride;
             if (p->b_kind == PLAIT_B_PACKED) {
@@ -251,7 +255,7 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int 
                 bp = bpack;
                 bpanel_stride = kc * PLAIT_NR;
             }
-            int first = k0 == 0, last = k0 + kc == K;
+            int first = k0 == Klo, last = k0 + kc == Khi;
             for (int64_t i0 = m0; i0 < M; i0 += PLAIT_MC) {
                 int64_t mc = M - i0 < PLAIT_MC ? M - i0 : PLAIT_MC;
                 const float* ap;
@@ -317,9 +321,9 @@ gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int 
                             nxt = bpj + (step / PLAIT_NR) * bpanel_stride;
                             nxt_lines = kc;
                             nxt_panels = (nc - jr - step + PLAIT_NR - 1) / PLAIT_NR;
-                        } else if (k0 + kc < K && i0 + PLAIT_MC >= M) {
+                        } else if (k0 + kc < Khi && i0 + PLAIT_MC >= M) {
                             nxt = bp + kc * PLAIT_NR;
-                            nxt_lines = K - k0 - kc < kc_block ? K - k0 - kc : kc_block;
+                            nxt_lines = Khi - k0 - kc < kc_block ? Khi - k0 - kc : kc_block;
                             nxt_panels = (nc + PLAIT_NR - 1) / PLAIT_NR;
                         }
                         if (nxt_panels > step / PLAIT_NR) nxt_panels = step / PLAIT_NR;
@@ -397,6 +401,79 @@ static void plait_gemm_task_run(void* arg) {
     }
     if (!ok || gemm_thread(p, t->nc_block, t->mc_rows, t->rows_outer, &t->next, apack, bpack))
         __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
+}
+
+PLAIT_ISA_HIDDEN int PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p);
+
+/* The sum split in two (see plait_gemm): each part's product (k_lo .. k_hi, no epilogue)
+ * into a buffer of its own, the parts taken from both ends (the caller the first half of
+ * the input channels: those its depthwise layer wrote), then the two added with the
+ * epilogue by blocks of rows.  Two parallel calls. */
+
+typedef struct {
+    const plait_gemm_problem* p;
+    float* part;
+    int64_t ends;
+    int status;
+} plait_ks_task;
+
+static void ks_run(void* arg) {
+    plait_ks_task* t = (plait_ks_task*)arg;
+    const plait_gemm_problem* p = t->p;
+    for (int64_t j; (j = plait_take_job(&t->ends, 2)) >= 0;) {
+        plait_gemm_problem sub = *p;
+        const int64_t half = (p->K / 2 + 7) / 8 * 8;
+        sub.k_lo = j ? half : 0;
+        sub.k_hi = j ? p->K : half;
+        sub.c = t->part + j * p->M * p->N;
+        sub.ldc = p->N;
+        sub.bias_kind = PLAIT_BIAS_NONE;
+        sub.res = NULL;
+        sub.relu = 0;
+        sub.act = 0;
+        sub.max_threads = 1;
+        if (PLAIT_ISA_FN(plait_gemm)(&sub)) __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
+    }
+}
+
+typedef struct {
+    const plait_gemm_problem* p;
+    const float* part;
+    int64_t rows;
+} plait_ksr_task;
+
+static void ks_reduce(void* arg, int64_t job) {
+    const plait_ksr_task* t = (const plait_ksr_task*)arg;
+    const plait_gemm_problem* p = t->p;
+    const int64_t M = p->M, N = p->N, i0 = job * t->rows;
+    const int64_t i1 = i0 + t->rows < M ? i0 + t->rows : M;
+    for (int64_t i = i0; i < i1; ++i) {
+        const float* a = t->part + i * N;
+        const float* b = t->part + (M + i) * N;
+        const float* r = p->res ? p->res + i * p->ldc : NULL;
+        float* c = p->c + i * p->ldc;
+        const float bi = p->bias_kind == PLAIT_BIAS_ROW ? p->bias[i] : 0.0f;
+        for (int64_t j = 0; j < N; ++j) {
+            float v = a[j] + b[j];
+            if (p->bias_kind == PLAIT_BIAS_ROW) v += bi;
+            else if (p->bias_kind == PLAIT_BIAS_COL) v += p->bias[j];
+            if (r) v += r[j];
+            if (p->relu && !(v > 0.0f) && v == v) v = 0.0f;
+            c[j] = v;
+        }
+    }
+    if (p->act && i1 > i0) plait_act_tile(p->c + i0 * p->ldc, p->ldc, i1 - i0, N, p);
+}
+
+static int gemm_split_k(const plait_gemm_problem* p) {
+    float* part = plait_scratch(2, (size_t)(2 * p->M * p->N));
+    if (!part) return 1;
+    plait_ks_task t = {p, part, 0, 0};
+    plait_parallel(ks_run, &t, 2);
+    if (t.status) return 1;
+    plait_ksr_task r = {p, part, (p->M + 1) / 2};
+    plait_parallel_for(2, ks_reduce, &r, 2);
+    return 0;
 }
 
 PLAIT_ISA_HIDDEN int
@@ -482,6 +559,16 @@ PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p) {
             mc_rows = (mc_rows + PLAIT_MR - 1) / PLAIT_MR * PLAIT_MR;
         }
     }
+    /* A 1x1 convolution with few pixels and a long sum (K >= PLAIT_SPLIT_K_MIN) on several
+     * threads splits the sum in two instead: each thread reads half of A and half of B,
+     * the input channels that the same thread wrote in the depthwise layer before (whose
+     * jobs are channel blocks), and the partial outputs, smaller than B, are added
+     * (MobileNetV2 on two threads, per step: 576 -> 96 on 14 x 14 107 -> 95 us, 960 -> 160
+     * on 7 x 7 79 -> 74; docs/performance.md, round 12) */
+    if (nthreads > 1 && p->batch == 1 && p->a_kind == PLAIT_A_PACKED
+        && p->b_kind == PLAIT_B_STRIDED && !p->pool && !p->k_hi && p->K >= PLAIT_SPLIT_K_MIN
+        && (p->N + PLAIT_NC - 1) / PLAIT_NC < 2 * nthreads)
+        return gemm_split_k(p);
     const int64_t jobs = p->batch * nblocks * ((p->M + mc_rows - 1) / mc_rows);
     if (jobs < nthreads) nthreads = (int)jobs;
     if (p->K == 0) {

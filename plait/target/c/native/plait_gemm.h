@@ -80,6 +80,9 @@ typedef struct {
     /* max_threads: at most this many threads (0: the pool's count); 1 from inside a
      * parallel call that gave each thread a product of its own */
     int max_threads;
+    /* k_lo, k_hi: the sum over k_lo .. k_hi - 1 only (both 0: all of it), for a part of a
+     * split sum (plait_gemm.c, gemm_split_k) */
+    int64_t k_lo, k_hi;
 } plait_gemm_problem;
 
 typedef struct {
