@@ -124,7 +124,7 @@ def profile_plait(onnx_path: str, x: Any, runs: int, vm_path: bool = False) -> P
             per[e.callee] += e.seconds
         prof.per_run.append(dict(per))
         prof.call_seconds.append([e.seconds for e in entries])
-        prof.calls = [f"{e.pc}: {e.callee}" for e in entries]
+    prof.calls = [f"{e.pc}: {e.callee}" for e in entries]   # (the same in every run)
     return prof
 
 
@@ -161,8 +161,8 @@ def profile_ort(onnx_path: str, x: Any, runs: int) -> Profile:
             per[e["args"].get("op_name", "?")] += e["dur"] * 1e-6
         prof.per_run.append(dict(per))
         prof.call_seconds.append([e["dur"] * 1e-6 for e in run_nodes])
-        prof.calls = [f"{i}: {e['args'].get('op_name', '?')} -> {_shape(e)}"
-                      for i, e in enumerate(run_nodes)]
+    prof.calls = [f"{i}: {e['args'].get('op_name', '?')} -> {_shape(e)}"
+                  for i, e in enumerate(nodes[3 * per_run:4 * per_run])]
     return prof
 
 

@@ -465,6 +465,10 @@ static void ks_reduce(void* arg, int64_t job) {
     if (p->act && i1 > i0) plait_act_tile(p->c + i0 * p->ldc, p->ldc, i1 - i0, N, p);
 }
 
+/* The partial products live in this thread's scratch slot 2.  The sub-products use slots
+ * 0 and 1 (bands 3); plait_conv.c's pixels-as-rows paths also hold slot 2 across a call of
+ * plait_gemm, but with a packed B or one thread, which this split never takes: a caller
+ * that holds slot 2 and calls it with a strided B on several threads must change slots. */
 static int gemm_split_k(const plait_gemm_problem* p) {
     float* part = plait_scratch(2, (size_t)(2 * p->M * p->N));
     if (!part) return 1;
