@@ -5,7 +5,7 @@ from . import (
     op,  # noqa: F401  (registers the core operators)
 )
 from . import transform as transform  # the pass infrastructure and its passes
-from .build import build, rebuild
+from .build import build, graph_module, rebuild
 from .codegen import onnxruntime as _onnxruntime  # noqa: F401  (registers the codegen)
 from .dialects import load_dialects as _load_dialects  # noqa: E402  (after the core)
 from .ir import *  # noqa: F403
@@ -18,5 +18,5 @@ from .target import Target
 _load_dialects()
 
 __version__ = "0.1.0"
-__all__ = [*_ir_all, "build", "default_pipeline", "parse", "partition", "rebuild", "Target",
-           "transform"]
+__all__ = [*_ir_all, "build", "default_pipeline", "graph_module", "parse", "partition",
+           "rebuild", "Target", "transform"]

@@ -6,13 +6,22 @@ import gc
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from .codegen.vm_codegen import vm_codegen
 from .ir.expr import Function
 from .ir.module import IRModule
+from .kernel.ir import Kernel
 from .pipeline import build_pipeline
 from .runtime.executable import Executable
+from .runtime.trust import (
+    MODULE_TRUST_ATTR,
+    code_attributes,
+    module_trust_attr,
+    rebuilt_trust,
+    require_trusted,
+)
 from .target import Target
 
 
@@ -47,23 +56,76 @@ def build(
         exe = vm_codegen(pipeline(mod))
         if exe.libs:
             _keep_graph(exe, given, keep_graph)
+    rebuilt = rebuilt_trust(given.attrs.get(MODULE_TRUST_ATTR))
+    if rebuilt is not None:  # from the graph of an untrusted file: never signed here
+        exe.trust = rebuilt
     return exe
 
 
-def rebuild(exe: Executable, target: Target | str = "numpy", **options: Any) -> Executable:
+def rebuild(exe: Executable, target: Target | str = "numpy", *, allow_native: bool = False,
+            **options: Any) -> Executable:
     """Build the graph an executable keeps (``exe.graph``) again, for ``target``: the way
     to run an executable whose native code may not run here (an unsigned file from
-    elsewhere) on numpy.  ``options`` go to :func:`build`."""
+    elsewhere) on numpy, or on native code this compiler generates.  ``options`` go to
+    :func:`build`.
+
+    The graph comes through :func:`graph_module`, which applies the trust policy: code
+    the graph carries (hand-written kernels, C sources, compiled libraries, external
+    modules) is not built from a file nobody vouched for unless the file was loaded
+    with ``allow_native=True`` or ``allow_native`` is given here; and an executable
+    rebuilt from such a file is never signed by this machine's key when saved."""
+    return build(graph_module(exe, allow_native=allow_native), target, **options)
+
+
+def graph_module(exe: Executable, *, allow_native: bool = False) -> IRModule:
+    """The graph an executable keeps, parsed (never executed), under the trust policy
+    of :mod:`plait.runtime.trust`: this is how a file's graph becomes a module.
+
+    For a file not vouched for (neither built here nor signed by a trusted key) the
+    module records where it came from (module attribute ``trust``, so the executable
+    built from it is ``rebuilt`` and never signed by this machine), and a graph that
+    carries code of its own — kernels, or an attribute a target or codegen registered
+    as code (:func:`~plait.runtime.trust.register_code_attribute`: C sources, native
+    libraries, entry points, external modules) — raises
+    :class:`~plait.runtime.trust.UntrustedCodeError` unless the file was loaded with
+    ``allow_native=True`` or ``allow_native`` is given here.  ``parse(exe.graph)``
+    skips this decision: text you parse yourself is your own code."""
     from .ir.parser import parse
 
     if not isinstance(exe, Executable):
-        raise TypeError(f"rebuild() takes an Executable, got {type(exe).__name__}")
+        raise TypeError(f"graph_module() takes an Executable, got {type(exe).__name__}")
     if exe.graph is None:
         why = exe.attrs.get("graph_not_kept") or "it holds no native code, or was built so"
         raise BuildError(f"the executable keeps no graph to rebuild ({why}); build the "
-                         f"model again for target {str(target)!r}")
-    mod = parse(exe.graph, f"<the graph of {exe.trust.source or 'the executable'}>")
-    return build(mod, target, **options)
+                         "model again")
+    trust = exe.trust
+    if allow_native and not trust.native_allowed:
+        trust = replace(trust, allow_native=True)
+    mod = parse(exe.graph, f"<the graph of {trust.source or 'the executable'}>")
+    attr = module_trust_attr(trust)
+    if attr is None:
+        return mod
+    code = carried_code(mod)
+    if code:
+        require_trusted(trust, f"a graph that carries code of its own ({'; '.join(code)})",
+                        "To build it anyway: plait.rebuild(exe, target, allow_native=True) "
+                        "(plait run FILE --target T --allow-native).")
+    return mod.with_attrs(**{MODULE_TRUST_ATTR: attr})
+
+
+def carried_code(mod: IRModule) -> list[str]:
+    """What in ``mod`` is code rather than a graph of ops: its kernels and every
+    registered code attribute it holds, each as ``"<what>: <names>"``."""
+    out = []
+    kernels = [name for name, f in mod.items() if isinstance(f, Kernel)]
+    if kernels:
+        out.append(f"kernels: {', '.join(kernels[:5])}" +
+                   (f" and {len(kernels) - 5} more" if len(kernels) > 5 else ""))
+    for attr, what in code_attributes().items():
+        value = mod.attrs.get(attr)
+        if value:
+            out.append(f"{what} (module attribute {attr!r})")
+    return out
 
 
 def _keep_graph(exe: Executable, mod: IRModule, keep: bool) -> None:

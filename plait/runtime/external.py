@@ -334,14 +334,13 @@ def resolve_external(exe: Executable, name: str) -> ExternalFn | None:
 
 
 def _check_trust(exe: Executable, m: ExternalModule) -> None:
-    trust = getattr(exe, "trust", None)
-    if m.format not in _NATIVE_CODE or trust is None or trust.native_allowed:
+    if m.format not in _NATIVE_CODE:
         return
-    from plait.runtime.trust import UntrustedCodeError, untrusted_message
+    from plait.runtime.trust import native_code_description, rebuild_hint, require_trusted
 
     libs = {f"external module of codegen {m.codegen!r}": b"".join(m.blobs.values())}
-    raise UntrustedCodeError(untrusted_message(trust, libs, exe.graph is not None,
-                                               exe.attrs.get("graph_not_kept")))
+    require_trusted(getattr(exe, "trust", None), native_code_description(libs),
+                    rebuild_hint(exe.graph is not None, exe.attrs.get("graph_not_kept")))
 
 
 # ------------------------------------------------------------------ the shipped formats
@@ -377,10 +376,33 @@ def _onnxruntime_loader(m: ExternalModule) -> dict[str, ExternalFn]:
         if not isinstance(g, dict) or g.get("model") not in m.blobs:
             raise ExternalModuleError(f"external module of codegen {m.codegen!r}: no ONNX "
                                       f"model recorded for {f.name!r}")
+        _refuse_external_data(m, f.name, m.blobs[g["model"]])
         sess = ort.InferenceSession(m.blobs[g["model"]], opts,
                                     providers=["CPUExecutionProvider"])
         out[f.name] = _ort_function(sess, list(g["inputs"]), list(g["outputs"]))
     return out
+
+
+def _refuse_external_data(m: ExternalModule, name: str, model: bytes) -> None:
+    """An ONNX model inside an executable is data: it must hold its tensors itself.
+    onnxruntime would read a tensor's ``external_data`` file (relative to the working
+    directory for a model given as bytes), so such a model is refused whoever signed
+    the file: an executable names no files of the machine that runs it."""
+    from plait.runtime.onnx_wire import OnnxWireError, external_data_tensors
+
+    try:
+        bad = external_data_tensors(model)
+    except OnnxWireError as e:
+        raise ExternalModuleError(f"external function {name!r} of codegen {m.codegen!r}: "
+                                  f"its ONNX model is malformed ({e})") from None
+    if bad:
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        raise ExternalModuleError(
+            f"external function {name!r} of codegen {m.codegen!r}: its ONNX model keeps "
+            f"tensor data in other files ({', '.join(bad[:3])}{more}); an executable's "
+            "models must hold their own data, and plait does not let a file make the "
+            "process read other files: export the model with its data inside (onnx.save "
+            "without save_as_external_data) and build it again")
 
 
 def _ort_function(sess: Any, inputs: list[str], outputs: list[str]) -> ExternalFn:

@@ -61,10 +61,13 @@ class Trust:
     """Where an executable came from, and what that allows.
 
     ``origin`` is ``"built"`` (made in this process: by ``plait.build`` or by the
-    caller's own code) or ``"file"`` (read by ``Executable.load``/``from_bytes``);
+    caller's own code), ``"file"`` (read by ``Executable.load``/``from_bytes``) or
+    ``"rebuilt"`` (built in this process from the graph of a file nobody vouched for:
+    its native code is this compiler's, so it runs here, but saving never signs it);
     ``signer`` names the trusted key whose signature verified (``"this machine"`` for
     the local key), None when none did; ``allow_native`` is the caller's explicit
-    permission; ``source`` the path or ``"<bytes>"`` the file was read from."""
+    permission; ``source`` the path or ``"<bytes>"`` the file was read from (for
+    ``"rebuilt"``: where the graph came from)."""
 
     origin: str = "built"
     signer: str | None = None
@@ -73,8 +76,10 @@ class Trust:
 
     @property
     def native_allowed(self) -> bool:
-        """Whether native code of the executable may be loaded and run."""
-        return self.origin == "built" or self.signer is not None or self.allow_native
+        """Whether native code of the executable may be loaded and run: the one trust
+        decision every path asks (:func:`require_trusted`)."""
+        return (self.origin in ("built", "rebuilt") or self.signer is not None
+                or self.allow_native)
 
     @property
     def vouched(self) -> bool:
@@ -85,6 +90,8 @@ class Trust:
     def __str__(self) -> str:
         if self.origin == "built":
             return "built in this process"
+        if self.origin == "rebuilt":
+            return f"rebuilt in this process from the graph of {self.source or 'a file'}"
         where = self.source or "a file"
         if self.signer is not None:
             return f"{where}, signed by {self.signer}"
@@ -94,30 +101,85 @@ class Trust:
 
 BUILT = Trust()
 
+MODULE_TRUST_ATTR = "trust"
+"""The module attribute recording that a module came from the graph of a file nobody
+vouched for (``{"source": "<where>", "allow_native": bool}``); ``plait.build`` gives
+the executable it makes from such a module the ``"rebuilt"`` origin, which is never
+signed by this machine's key."""
 
-def untrusted_message(trust: Trust, libs: dict[str, bytes], has_graph: bool,
-                      graph_note: str | None = None) -> str:
-    """The error for native code refused by the policy: what, why, and the ways out."""
-    sizes = ", ".join(f"{n!r} ({len(b) / 1024:.0f} KiB)" for n, b in libs.items())
+
+def module_trust_attr(trust: Trust) -> dict[str, Any] | None:
+    """The :data:`MODULE_TRUST_ATTR` value for a module made from the graph of an
+    executable of ``trust``; None when the executable is vouched for (built here, or
+    signed by a trusted key)."""
+    if trust.vouched:
+        return None
+    return {"source": str(trust), "allow_native": bool(trust.native_allowed)}
+
+
+def rebuilt_trust(attr: Any) -> Trust | None:
+    """The trust of an executable built from a module whose :data:`MODULE_TRUST_ATTR`
+    is ``attr`` (None: no such attribute, the executable is ``built``)."""
+    if attr is None:
+        return None
+    source = attr.get("source") if isinstance(attr, dict) else None
+    return Trust("rebuilt", None, False, source if isinstance(source, str) else "a file")
+
+
+_CODE_ATTRIBUTES: dict[str, str] = {}
+
+
+def register_code_attribute(name: str, what: str) -> None:
+    """Declare that module attribute ``name`` holds code or names files (``what``, e.g.
+    ``"C sources"``): a module made from the graph of an untrusted file that carries
+    it is not built without the caller's consent.  Targets and codegens register their
+    attributes (the core names none)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a code attribute is named by a non-empty string, got {name!r}")
+    _CODE_ATTRIBUTES[name] = what
+
+
+def code_attributes() -> dict[str, str]:
+    """The registered code attributes: ``{attribute: what it holds}``."""
+    return dict(_CODE_ATTRIBUTES)
+
+
+def require_trusted(trust: Trust | None, code: str, fallback: str = "") -> None:
+    """The one trust decision for turning a file's contents into running code or file
+    reads: nothing to decide for ``trust`` None (the caller's own objects) or a trust
+    that allows native code (:attr:`Trust.native_allowed`); otherwise
+    :class:`UntrustedCodeError` naming ``code`` (what would run), why it does not, how
+    to allow it, and ``fallback`` (another way to get the result)."""
+    if trust is None or trust.native_allowed:
+        return
     where = trust.source or "the executable"
-    lines = [
-        f"{where} holds native code (libraries {sizes}) and is not signed by this machine "
-        "or by a key you trust, so its code does not run (mapping a library runs it).",
-    ]
+    lines = [f"{where} holds {code} and is not signed by this machine or by a key you "
+             "trust, so it does not run (compiling or mapping it runs it)."]
     problem = local_key_problem()
     if problem:
         lines.append(f"This machine's signing key is not usable: {problem}.")
     lines.append("If you trust where the file came from: Executable.load(path, "
                  "allow_native=True) (plait run --allow-native), or pass the signer's key "
                  "as trusted_keys=[...].")
+    if fallback:
+        lines.append(fallback)
+    raise UntrustedCodeError("\n".join(lines))
+
+
+def native_code_description(libs: dict[str, bytes]) -> str:
+    """``native code (libraries 'c' (412 KiB), ...)``."""
+    sizes = ", ".join(f"{n!r} ({len(b) / 1024:.0f} KiB)" for n, b in libs.items())
+    return f"native code (libraries {sizes})"
+
+
+def rebuild_hint(has_graph: bool, graph_note: str | None = None) -> str:
+    """How to run an executable without its native code: rebuild its graph on numpy."""
     if has_graph:
-        lines.append("Or run its graph on numpy, without native code: "
-                     "plait.rebuild(exe, \"numpy\") (plait run FILE --target numpy).")
-    else:
-        lines.append("It keeps no graph to rebuild on numpy" +
-                     (f" ({graph_note})" if graph_note else "") +
-                     "; rebuild it from the model with target=\"numpy\".")
-    return "\n".join(lines)
+        return ("Or run its graph on numpy, without native code: "
+                "plait.rebuild(exe, \"numpy\") (plait run FILE --target numpy).")
+    return ("It keeps no graph to rebuild on numpy" +
+            (f" ({graph_note})" if graph_note else "") +
+            "; rebuild it from the model with target=\"numpy\".")
 
 
 # ------------------------------------------------------------------------ local key
@@ -383,6 +445,26 @@ def _parse_signatures(data: bytes) -> list[dict[str, str]]:
     return entries
 
 
+def trusted_key_list(trusted_keys: Any) -> list[Any]:
+    """``trusted_keys`` as a list: one key (HMAC secret bytes, an Ed25519 public key)
+    counts as a list of one; anything else must be an iterable of keys."""
+    if trusted_keys is None:
+        return []
+    if isinstance(trusted_keys, bytes | bytearray | memoryview) or hasattr(
+            trusted_keys, "public_bytes"):
+        return [trusted_keys]
+    if isinstance(trusted_keys, str):
+        raise TypeError("trusted_keys must be keys (HMAC secrets as bytes, Ed25519 public "
+                        "keys) or a list of them, got a str: pass the secret as bytes, "
+                        "e.g. trusted_keys=[bytes.fromhex(text)]")
+    try:
+        return list(trusted_keys)
+    except TypeError:
+        raise TypeError("trusted_keys must be a key (HMAC secret bytes, an Ed25519 public "
+                        "key) or a list of keys, got "
+                        f"{type(trusted_keys).__name__}") from None
+
+
 def verify(
     manifest: bytes, data: bytes | None, trusted_keys: Iterable[Any] = ()
 ) -> tuple[str | None, str | None]:
@@ -392,7 +474,7 @@ def verify(
     changed after it was signed), the message saying so.  Signatures by keys nobody
     trusts are ignored.  Raises ``ValueError`` for a malformed member."""
     verifiers: dict[tuple[str, str], _Verifier] = {}
-    for i, k in enumerate(trusted_keys):
+    for i, k in enumerate(trusted_key_list(trusted_keys)):
         v = _verifier(k, f"trusted_keys[{i}]")
         verifiers[(v.alg, v.kid)] = v
     if data is None:
@@ -428,8 +510,9 @@ def sha256_hex(data: bytes) -> str:
 
 
 __all__ = [
-    "BUILT", "ED25519_ALG", "HMAC_ALG", "SIGNATURES_MEMBER", "Trust",
-    "UntrustedCodeError", "cache_root", "forget_local_keys", "key_id", "local_key",
-    "local_key_path", "local_key_problem", "sha256_hex", "signatures", "untrusted_message",
-    "verify",
+    "BUILT", "ED25519_ALG", "HMAC_ALG", "MODULE_TRUST_ATTR", "SIGNATURES_MEMBER", "Trust",
+    "UntrustedCodeError", "cache_root", "code_attributes", "forget_local_keys", "key_id",
+    "local_key", "local_key_path", "local_key_problem", "module_trust_attr",
+    "native_code_description", "rebuild_hint", "rebuilt_trust", "register_code_attribute",
+    "require_trusted", "sha256_hex", "signatures", "trusted_key_list", "verify",
 ]

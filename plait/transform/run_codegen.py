@@ -29,6 +29,7 @@ from ..ir.module import IRModule
 from ..ir.types import TensorType, TupleType, Type
 from ..ir.visitor import ExprMutator
 from ..op.registry import make_call
+from ..runtime.trust import register_code_attribute
 from .codegens import Codegen, CodegenError, as_pipeline_items, get_codegen
 from .context import PassContext
 from .errors import PhaseError
@@ -39,6 +40,7 @@ from .sequential import Sequential
 
 EXTERNAL_MODS_ATTR = "external_mods"
 """The module attribute holding the compiled external modules."""
+register_code_attribute(EXTERNAL_MODS_ATTR, "compiled external modules")
 
 _LOG = logging.getLogger("plait.transform")
 

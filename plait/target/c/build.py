@@ -32,6 +32,7 @@ from plait.codegen.c.variants import host_arch
 from plait.ir.module import IRModule
 from plait.kernel.ir import Kernel, Var
 from plait.runtime.native import load_library
+from plait.runtime.trust import register_code_attribute
 from plait.transform.pass_base import module_pass
 
 from .library_blob import LibraryBlob, store_library
@@ -49,6 +50,11 @@ ENTRIES_ATTR = "native_entries"
 """The module attribute holding the entry points to compile into the library
 (:class:`~plait.codegen.c.EntryProgram` s as literal dicts; ``c.SingleEntry`` adds
 them)."""
+
+
+register_code_attribute(C_SOURCES_ATTR, "C sources")
+register_code_attribute(ENTRIES_ATTR, "native entry points")
+register_code_attribute("native_libs", "compiled native libraries")
 
 
 def _function_literal(f: CFunction) -> dict[str, Any]:
