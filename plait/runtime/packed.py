@@ -114,10 +114,12 @@ def load_native_func(exe: Executable, name: str) -> PackedFunc | None:
     from a file nobody trusted: see :mod:`plait.runtime.trust`)."""
     if not exe.libs:
         return None
-    from plait.runtime.trust import native_code_description, rebuild_hint, require_trusted
+    trust = getattr(exe, "trust", None)
+    if trust is not None and not trust.native_allowed:
+        from plait.runtime.trust import native_code_description, rebuild_hint, require_trusted
 
-    require_trusted(getattr(exe, "trust", None), native_code_description(exe.libs),
-                    rebuild_hint(exe.graph is not None, exe.attrs.get("graph_not_kept")))
+        require_trusted(trust, native_code_description(exe.libs),
+                        rebuild_hint(exe.graph is not None, exe.attrs.get("graph_not_kept")))
     for loader in list(_NATIVE_LOADERS):
         fn = loader(exe, name)
         if fn is not None:
