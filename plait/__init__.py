@@ -11,6 +11,7 @@ from .dialects import load_dialects as _load_dialects  # noqa: E402  (after the 
 from .ir import *  # noqa: F403
 from .ir import __all__ as _ir_all
 from .ir.parser import parse as parse  # the text format: plait.parse(text)
+from .limits import LimitExceeded, Limits, current_limits, use_limits
 from .offload import partition
 from .pipeline import default_pipeline
 from .target import Target
@@ -19,4 +20,5 @@ _load_dialects()
 
 __version__ = "0.1.0"
 __all__ = [*_ir_all, "build", "default_pipeline", "graph_module", "parse", "partition",
-           "rebuild", "Target", "transform"]
+           "rebuild", "Target", "transform", "LimitExceeded", "Limits", "current_limits",
+           "use_limits"]

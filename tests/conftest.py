@@ -7,7 +7,9 @@ compiler runs.)"""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -62,3 +64,25 @@ def cnn_onnx(tmp_path_factory: pytest.TempPathFactory) -> str:
 def mlp_onnx(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The MLP of examples/export_models.py (input (batch, 784))."""
     return exported_model("mlp", tmp_path_factory)
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    def expired(signum: int, frame: object) -> None:
+        raise TimeoutError(f"took longer than {seconds} s: the refusal is not immediate")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture
+def deadline() -> Callable[[float], AbstractContextManager[None]]:
+    """``with deadline(10): ...`` fails the test (a TimeoutError) when the block takes
+    longer than 10 s, instead of hanging the suite (a guard for tests of refusals that
+    must be immediate; SIGALRM, main thread)."""
+    return _deadline

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..ir.types import Dim, TensorType, TupleType, Type
+from ..limits import LimitExceeded, check_limit
 from ..runtime import numpy_ops as npo
 from .define import op_definer
 from .infer import (
@@ -361,6 +362,10 @@ def infer_split(ctx: InferContext) -> Type:
         if any(i < 0 for i in ios) or any(a > b for a, b in zip(ios, ios[1:])):
             ctx.fail(f"split: indices must be non-negative and non-decreasing, got {ios}")
         count = len(ios) + 1
+    try:   # before any work: a count of 2**31 - 1 would build as many types
+        check_limit("max_outputs", count, "split: the number of sections")
+    except LimitExceeded as e:
+        ctx.fail(str(e))
     if x.shape is None:
         return TupleType(tuple(TensorType(None, x.dtype) for _ in range(count)))
     axis = normalize_axis(ctx, ctx.attrs["axis"], len(x.shape))

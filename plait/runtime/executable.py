@@ -41,6 +41,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from plait.limits import LimitExceeded, check_limit, current_limits
 from plait.runtime.external import ExternalFunction, ExternalModule, TensorSig
 from plait.runtime.trust import BUILT, SIGNATURES_MEMBER, Trust, sha256_hex, signatures, verify
 
@@ -988,14 +989,45 @@ def _function_from_json(data: Any, where: str) -> VMFunction:
     return VMFunction(data["name"], params, data["num_registers"], instructions)
 
 
-def _read_member(zf: zipfile.ZipFile, name: Any) -> bytes:
+class _Budget:
+    """What is left of ``max_inflated_bytes`` (:mod:`plait.limits`) while an archive's
+    members are read: a member is never inflated past it, whatever its header says."""
+
+    def __init__(self, zf: zipfile.ZipFile) -> None:
+        self.allowed = current_limits().max_inflated_bytes
+        self.used = 0
+        if self.allowed is not None:   # the declared sizes first: refuse before inflating
+            check_limit("max_inflated_bytes", sum(i.file_size for i in zf.infolist()),
+                        "the executable's members declare")
+
+    def take(self, name: str, n: int) -> int:
+        """Count ``n`` more bytes of member ``name``; the bytes that may still be read."""
+        self.used += n
+        if self.allowed is None:
+            return 1 << 62
+        if self.used > self.allowed:
+            raise LimitExceeded("max_inflated_bytes", self.used, self.allowed,
+                                f"member {name!r}: the executable's members inflate to "
+                                "at least")
+        return self.allowed - self.used
+
+
+def _read_member(zf: zipfile.ZipFile, name: Any, budget: _Budget) -> bytes:
     _expect(isinstance(name, str), "manifest", f"member name must be a string, got {_short(name)}")
+    chunks = []
     try:
-        return zf.read(name)
+        with zf.open(name) as f:
+            left = budget.take(name, 0)
+            while chunk := f.read(min(1 << 24, left + 1)):
+                chunks.append(chunk)
+                left = budget.take(name, len(chunk))
     except KeyError:
         raise ExecutableFormatError(f"the archive has no member {name!r}") from None
+    except LimitExceeded:
+        raise
     except Exception as e:  # CRC errors, bad compression, encryption, truncation
         raise ExecutableFormatError(f"cannot read member {name!r}: {e}") from None
+    return b"".join(chunks)
 
 
 def _member(blobs: dict[str, bytes], name: Any, where: str) -> bytes:
@@ -1051,7 +1083,8 @@ def _check_header(manifest: Any) -> None:
         )
 
 
-def _verified_members(zf: zipfile.ZipFile, digests: dict[str, str]) -> dict[str, bytes]:
+def _verified_members(zf: zipfile.ZipFile, digests: dict[str, str],
+                      budget: _Budget) -> dict[str, bytes]:
     """Every member the manifest lists, read once and checked against its digest; the
     archive must hold exactly those (and the manifest and signatures)."""
     names = [info.filename for info in zf.infolist()]
@@ -1071,7 +1104,7 @@ def _verified_members(zf: zipfile.ZipFile, digests: dict[str, str]) -> dict[str,
             raise ExecutableFormatError(
                 f"the archive has no member {name!r} (the manifest lists it)"
             )
-        data = _read_member(zf, name)
+        data = _read_member(zf, name, budget)
         got = sha256_hex(data)
         if got != want:
             raise ExecutableFormatError(
@@ -1101,14 +1134,16 @@ def _read_zip(
         names = set(zf.namelist())
         if _MANIFEST not in names:
             raise ExecutableFormatError(f"not a plait executable: no {_MANIFEST} in the archive")
-        raw = _read_member(zf, _MANIFEST)
+        budget = _Budget(zf)
+        raw = _read_member(zf, _MANIFEST, budget)
         try:
             manifest = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
             raise ExecutableFormatError(f"{_MANIFEST} is not valid JSON: {e}") from None
         _check_header(manifest)
-        blobs = _verified_members(zf, manifest["members"])
-        signed = _read_member(zf, SIGNATURES_MEMBER) if SIGNATURES_MEMBER in names else None
+        blobs = _verified_members(zf, manifest["members"], budget)
+        signed = (_read_member(zf, SIGNATURES_MEMBER, budget) if SIGNATURES_MEMBER in names
+                  else None)
     try:
         signer, mismatch = verify(raw, signed, trusted_keys)
     except ValueError as e:

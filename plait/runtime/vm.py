@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 import plait.runtime.builtins  # noqa: F401  (registers the vm.builtin.* functions)
+from plait.limits import LimitExceeded, check_limit, limit_value
 from plait.runtime.executable import (
     AllocStorage,
     AllocTensor,
@@ -254,6 +255,16 @@ class _Binder:
             items[i] = kind(items[i])
         return tuple(root)
 
+    def _check_copy(self, p: ParamSig, a: np.ndarray) -> None:
+        """Refuse to copy argument ``a`` (a view, or of another byte order) when the
+        copy would exceed ``max_tensor_bytes`` (:mod:`plait.limits`)."""
+        try:
+            check_limit("max_tensor_bytes", a.nbytes,
+                        f"the contiguous copy of this argument (shape {_fmt_shape(a.shape)}, "
+                        f"{dtype_text(a.dtype)}) needs")
+        except LimitExceeded as e:
+            raise self._error(p, str(e)) from None
+
     def _check(
         self,
         p: ParamSig,
@@ -284,6 +295,8 @@ class _Binder:
                         f"got rank {a.ndim} (shape {_fmt_shape(a.shape)})",
                     )
                 self._bind_dims(p, a.shape, syms, bound_by)
+            if (dtype is not None and a.dtype != dtype) or not a.flags.c_contiguous:
+                self._check_copy(p, a)   # a broadcast view of 10^9 rows: refuse, not copy
             if dtype is not None and a.dtype != dtype:
                 swapped = to_native_order(a, dtype)
                 if swapped is None:
@@ -292,7 +305,12 @@ class _Binder:
                     )
                 a = swapped
             if not a.flags.c_contiguous:
-                a = a.copy(order="C")
+                try:
+                    a = a.copy(order="C")
+                except MemoryError:
+                    raise self._error(p, f"no memory for the contiguous copy of this argument "
+                                         f"({a.nbytes:,} bytes): pass a contiguous array "
+                                         "(numpy.ascontiguousarray)") from None
             return a
         if kind == "tuple":
             if not isinstance(a, tuple | list):
@@ -776,6 +794,11 @@ class VirtualMachine:
                     if shape is None:
                         shape = tuple(syms[d] if isinstance(d, str) else d for d in spec)
                         nbytes = dtype.itemsize * math.prod(shape)
+                        allowed = limit_value("max_tensor_bytes")
+                        if allowed is not None and nbytes > allowed:
+                            raise LimitExceeded("max_tensor_bytes", nbytes, allowed,
+                                                f"a tensor of shape {_fmt_shape(shape)} "
+                                                f"{dtype} needs")
                     if storage is None:
                         regs[dst] = np.empty(shape, dtype)
                     else:

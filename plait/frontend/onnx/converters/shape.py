@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from ....ir.expr import Expr
+from ....limits import LimitExceeded, check_limit
 from ....op.index import TO_END
 from ..context import NodeContext
 from ..registry import converter
@@ -241,6 +242,10 @@ def convert_split(ctx: NodeContext) -> list[Expr | Value]:
         sizes = ctx.attr_ints("split", None)
     if sizes is None and ctx.opset >= 18 and ctx.has_attr("num_outputs"):
         n_out = ctx.attr_int("num_outputs")
+    try:   # before any work: num_outputs=2**31-1 would make as many outputs
+        check_limit("max_outputs", n_out, "the number of outputs")
+    except LimitExceeded as e:
+        ctx.fail(str(e), "num_outputs" if ctx.has_attr("num_outputs") else None)
     if sizes is not None:
         if len(sizes) != n_out:
             ctx.fail(f"{len(sizes)} split sizes for {n_out} outputs")
