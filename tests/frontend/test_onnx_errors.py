@@ -74,12 +74,13 @@ def test_other_domains_are_named() -> None:
     [
         (
             helper.make_node("Conv", ["x", "w"], ["y"], name="c1", auto_pad="SAME_MIDDLE"),
-            "node 'c1' (Conv, opset 17): attribute 'auto_pad' = 'SAME_MIDDLE' is not supported; "
-            "plait supports 'NOTSET', 'SAME_UPPER', 'SAME_LOWER', 'VALID'",
+            "node 'c1' (Conv, opset 17): attribute 'auto_pad' = 'SAME_MIDDLE' is not allowed; "
+            "ONNX allows 'NOTSET', 'SAME_UPPER', 'SAME_LOWER', 'VALID'",
         ),
         (
             helper.make_node("Resize", ["x", "", "scales"], ["y"], name="r1", mode="bicubic"),
-            "node 'r1' (Resize, opset 17): attribute 'mode' = 'bicubic' is not supported",
+            "node 'r1' (Resize, opset 17): attribute 'mode' = 'bicubic' is not allowed; ONNX "
+            "allows 'nearest', 'linear', 'cubic'",
         ),
         (
             helper.make_node("Softmax", ["x"], ["y"], name="s1", axis=1.5),

@@ -23,6 +23,7 @@ import onnx.inliner
 from google.protobuf.descriptor import FieldDescriptor
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto
 
+from .attr_values import attribute_problem
 from .dtypes import onnx_type_name, to_dtype
 from .errors import OnnxImportError, describe_node
 from .registry import DEFAULT_DOMAIN, find_converter, normalize_domain
@@ -594,10 +595,19 @@ def _check_node(
             _check_against_schema(node, schema, desc + where, problems)
             if len(problems) == before and len(_SCHEMA_OK) < 100_000:
                 _SCHEMA_OK.add(key)
+    refused: set[str] = set()
+    if dom == DEFAULT_DOMAIN:   # the values ONNX allows (attr_values), for every op
+        for a in node.attribute:
+            if a.type in (AttributeProto.INT, AttributeProto.STRING):
+                bad = attribute_problem(node.op_type, a.name,
+                                        onnx.helper.get_attribute_value(a))
+                if bad is not None:
+                    problems.append(f"{desc}{where}: {bad}")
+                    refused.add(a.name)
     if conv is not None:
         for a in node.attribute:
             allowed = conv.attr_choices.get(a.name)
-            if allowed is None:
+            if allowed is None or a.name in refused:
                 continue
             value = onnx.helper.get_attribute_value(a)
             if isinstance(value, bytes):
