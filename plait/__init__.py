@@ -11,9 +11,9 @@ from .dialects import load_dialects as _load_dialects  # noqa: E402  (after the 
 from .ir import *  # noqa: F403
 from .ir import __all__ as _ir_all
 from .ir.parser import parse as parse  # the text format: plait.parse(text)
-from .limits import LimitExceeded, Limits, current_limits, use_limits
 from .offload import partition
 from .pipeline import default_pipeline
+from .runtime.limits import LimitExceeded, Limits, current_limits, use_limits
 from .target import Target
 
 _load_dialects()

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..ir.types import Dim, TensorType, TupleType, Type
-from ..limits import LimitExceeded, check_limit
 from ..runtime import numpy_ops as npo
+from ..runtime.limits import LimitExceeded, check_limit
 from .define import op_definer
 from .infer import (
     add_dim,

@@ -41,8 +41,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from plait.limits import LimitExceeded, check_limit, current_limits
 from plait.runtime.external import ExternalFunction, ExternalModule, TensorSig
+from plait.runtime.limits import LimitExceeded, check_limit, current_limits
 from plait.runtime.trust import BUILT, SIGNATURES_MEMBER, Trust, sha256_hex, signatures, verify
 
 FORMAT_NAME = "plait.executable"
@@ -990,7 +990,7 @@ def _function_from_json(data: Any, where: str) -> VMFunction:
 
 
 class _Budget:
-    """What is left of ``max_inflated_bytes`` (:mod:`plait.limits`) while an archive's
+    """What is left of ``max_inflated_bytes`` (:mod:`plait.runtime.limits`) while an archive's
     members are read: a member is never inflated past it, whatever its header says."""
 
     def __init__(self, zf: zipfile.ZipFile) -> None:

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 import plait.runtime.builtins  # noqa: F401  (registers the vm.builtin.* functions)
-from plait.limits import LimitExceeded, check_limit, limit_value
 from plait.runtime.executable import (
     AllocStorage,
     AllocTensor,
@@ -40,6 +39,7 @@ from plait.runtime.executable import (
     VMFunction,
 )
 from plait.runtime.external import resolve_external
+from plait.runtime.limits import LimitExceeded, check_limit, limit_value
 from plait.runtime.native import NativeFunction, dtype_text, to_native_order
 from plait.runtime.packed import close_func_names, get_func, has_func, load_native_func
 
@@ -257,7 +257,7 @@ class _Binder:
 
     def _check_copy(self, p: ParamSig, a: np.ndarray) -> None:
         """Refuse to copy argument ``a`` (a view, or of another byte order) when the
-        copy would exceed ``max_tensor_bytes`` (:mod:`plait.limits`)."""
+        copy would exceed ``max_tensor_bytes`` (:mod:`plait.runtime.limits`)."""
         try:
             check_limit("max_tensor_bytes", a.nbytes,
                         f"the contiguous copy of this argument (shape {_fmt_shape(a.shape)}, "

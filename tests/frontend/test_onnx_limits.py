@@ -1,5 +1,5 @@
 """Attacks on the ONNX importer: a Split into 2**31 - 1 outputs is refused at once
-(max_outputs, plait.limits), and attribute values outside what ONNX allows (a pooling
+(max_outputs, plait.runtime.limits), and attribute values outside what ONNX allows (a pooling
 ceil_mode of 2, ...) are refused at import, naming node, attribute, value and what is
 allowed (plait/frontend/onnx/attr_values.py)."""
 

@@ -1,5 +1,5 @@
 """The text format's split into 2**31 - 1 sections is refused at once (max_outputs of
-plait.limits), not after building as many types."""
+plait.runtime.limits), not after building as many types."""
 
 from __future__ import annotations
 

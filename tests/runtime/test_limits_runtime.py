@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import plait
-from plait.limits import LimitExceeded
 from plait.runtime import Executable, ExecutableFormatError, VirtualMachine
+from plait.runtime.limits import LimitExceeded
 from plait.runtime.vm import VMError
 
 ADD = '''

@@ -9,8 +9,8 @@ import math
 import numpy as np
 
 from ....ir.expr import Expr
-from ....limits import LimitExceeded, check_limit
 from ....op.index import TO_END
+from ....runtime.limits import LimitExceeded, check_limit
 from ..context import NodeContext
 from ..registry import converter
 from ..values import EMPTY, SYM_BINOPS, Value

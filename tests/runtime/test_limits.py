@@ -1,11 +1,11 @@
-"""plait.limits: the budget's defaults, the environment, use_limits blocks, messages."""
+"""plait.runtime.limits: the budget's defaults, the environment, use_limits blocks, messages."""
 
 from __future__ import annotations
 
 import pytest
 
 import plait
-from plait.limits import LimitExceeded, Limits, check_limit, current_limits, limit_value
+from plait.runtime.limits import LimitExceeded, Limits, check_limit, current_limits, limit_value
 
 
 def test_defaults_environment_and_blocks(monkeypatch: pytest.MonkeyPatch):
