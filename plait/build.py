@@ -46,6 +46,7 @@ def build(
         target = mod.target if mod.target is not None else "numpy"
     _check_param_names(mod)
     t = Target.from_any(target)
+    _check_built_for(mod, t)
     given = mod
     mod = mod.with_attrs(target=t)
     if pipeline is None:
@@ -60,6 +61,22 @@ def build(
     if rebuilt is not None:  # from the graph of an untrusted file: never signed here
         exe.trust = rebuilt
     return exe
+
+
+def _check_built_for(mod: IRModule, t: Target) -> None:
+    """A module at the build phase was lowered for its own target: its kernels and
+    library calls are that target's, and only its passes (``c.CompileKernels``, which
+    compiles the kernels it holds) can finish it.  Building it for another kind would
+    run its old library (the kernels' edits ignored), so that is refused."""
+    own = mod.target
+    if mod.phase != "build" or own is None:
+        return
+    kind = getattr(Target.from_any(own), "kind", None)
+    if kind is not None and kind != t.kind:
+        raise ValueError(
+            f"the module is at the build phase, lowered for target {kind!r}: build it for "
+            f"{kind!r} (its libraries are compiled again from its kernels), or build the "
+            f"module of an earlier phase for {t.kind!r}")
 
 
 def rebuild(exe: Executable, target: Target | str = "numpy", *, allow_native: bool = False,

@@ -171,11 +171,17 @@ def default_pipeline(
     start = PHASES.index(from_phase)
     stages = []
     for stage in STAGES:
-        if PHASES.index(STAGE_PHASE[stage]) < start:
-            continue
-        if from_phase == "build" and stage == "build":
+        again = from_phase == "build" and stage == "build"
+        if PHASES.index(STAGE_PHASE[stage]) < start and not again:
             continue
         passes = _stage_passes(stage, t)
+        if again:
+            # a module already built (printed, perhaps edited, and parsed back) runs the
+            # passes it cannot be built without: c.CompileKernels makes its library
+            # again from the kernels it holds, so an edited kernel is never ignored (an
+            # unedited module finds its library in the compile cache)
+            passes = [p for p in passes
+                      if p.info.essential and "build" in p.info.phases]
         if passes:
             stages.append(Sequential(passes, name=stage))
     return Sequential(stages, name="default")
