@@ -282,6 +282,22 @@ def _erf(x: Any) -> Any:
     return out if isinstance(x, np.ndarray) else out[()]
 
 
+def _checked_index(i: Any, n: Any, mask: Any, kernel: str) -> Any:
+    """``checked_index`` (plait.kernel.intrin): negative counts from the end; an index
+    out of range in an active lane is an error."""
+    j = np.where(i < 0, i + n, i)
+    bad = (j < 0) | (j >= n)
+    hit = bad if mask is None else bad & mask
+    if np.any(hit):
+        shape = np.broadcast(i, hit, n).shape
+        first = np.broadcast_to(i, shape)[np.broadcast_to(hit, shape)][0]
+        size = np.broadcast_to(n, shape)[np.broadcast_to(hit, shape)][0]
+        raise KernelRunError(f"kernel {kernel!r}: index {int(first)} is out of range for an "
+                             f"axis of size {int(size)}")
+    out = np.where(bad, 0, j)
+    return out if out.ndim else out[()]
+
+
 def _cast(x: Any, dtype: str) -> Any:
     if dtype == "bool":
         return x != 0
@@ -309,7 +325,8 @@ _CALLOPS = {Min: "np.minimum", Max: "np.maximum", And: "np.logical_and",
             Or: "np.logical_or"}
 _GLOBALS = {"np": np, "_cdiv": _cdiv, "_load": _load, "_store": _store,
             "_lane_ids": _lane_ids, "_scratch": _scratch, "_sigmoid": _sigmoid,
-            "_erf": _erf, "_cast": _cast, "_Conflict": _Conflict}
+            "_erf": _erf, "_cast": _cast, "_Conflict": _Conflict,
+            "_checked_index": _checked_index}
 
 
 # ------------------------------------------------------------------ translation
@@ -457,6 +474,8 @@ class _Translator:
             text = f"np.logical_not({args[0]})"
         elif isinstance(node, Cast):
             text = f"_cast({args[0]}, {node.dtype!r})"
+        elif isinstance(node, Call) and node.name == "checked_index":
+            text = f"_checked_index({args[0]}, {args[1]}, {mask}, {self.name!r})"
         elif isinstance(node, Call):
             fn = _INTRIN.get(node.name)
             if node.name == "rsqrt":

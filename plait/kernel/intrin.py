@@ -39,7 +39,7 @@ class IntrinsicDef:
 
     name: str
     arity: int
-    kind: str  # "float" | "numeric" | "predicate"
+    kind: str  # "float" | "numeric" | "predicate" | "index"
 
     def result_dtype(self, arg_dtypes: list[str]) -> str:
         """The result dtype for the given argument dtypes; raises TypeError when they
@@ -53,6 +53,8 @@ class IntrinsicDef:
                 f"arguments of {self.name} must have one dtype, got {', '.join(arg_dtypes)}"
             )
         dtype = arg_dtypes[0]
+        if self.kind == "index" and dtype != "int64":
+            raise TypeError(f"intrinsic {self.name} needs int64 arguments, got {dtype}")
         if self.kind in ("float", "predicate") and not is_float_dtype(dtype):
             raise TypeError(
                 f"intrinsic {self.name} needs float arguments, got {dtype}; cast it first"
@@ -73,10 +75,23 @@ INTRINSICS: dict[str, IntrinsicDef] = {
     **{n: IntrinsicDef(n, 2, "float") for n in _FLOAT_BINARY},
     "abs": IntrinsicDef("abs", 1, "numeric"),
     **{n: IntrinsicDef(n, 1, "predicate") for n in ("isnan", "isinf", "isfinite")},
+    "checked_index": IntrinsicDef("checked_index", 2, "index"),
 }
 """Every intrinsic by name.  ``round`` rounds half to even (like ``np.round``),
 ``sigmoid`` is ``1 / (1 + exp(-x))``, ``rsqrt`` is ``1 / sqrt(x)``, ``fmod`` has C
-semantics (sign of the dividend)."""
+semantics (sign of the dividend).
+
+``checked_index(i, n)`` (int64) is index ``i`` into an axis of size ``n``, negative
+counting from the end: ``i + n`` for ``-n <= i < 0``, ``i`` for ``0 <= i < n``.  Any
+other ``i`` is an error of the kernel: the generated C sets the kernel's status to
+:data:`INDEX_OUT_OF_RANGE` (the call raises ``NativeCallError``, the VM a ``VMError``
+naming the call) and reads element 0 instead, never outside the buffer; the kernel
+interpreter raises ``KernelRunError``.  (The ``c`` target's
+``out_of_range_indices="clamp"`` compiles it as a clamp into ``[0, n - 1]`` instead.)"""
+
+INDEX_OUT_OF_RANGE = 2
+"""The status a kernel returns when a :func:`checked_index` was out of range (1 is a
+failed scratch allocation; :data:`plait.runtime.native.STATUS_MESSAGES`)."""
 
 
 def call_intrin(name: str, *args: Any) -> Call:
@@ -138,6 +153,7 @@ abs = _make("abs")  # noqa: A001
 isnan = _make("isnan")
 isinf = _make("isinf")
 isfinite = _make("isfinite")
+checked_index = _make("checked_index")
 
 
 def maximum(a: Any, b: Any) -> PrimExpr:

@@ -57,7 +57,12 @@ MANIFEST_SYMBOL = "plait_manifest"
 ISA_REPORT_SYMBOL = "plait_isa_report"
 POOL_REPORT_SYMBOL = "plait_pool_report"
 ISA_FORCE_SYMBOL = "plait_isa_force"
-STATUS_MESSAGES = {1: "out of memory while allocating a scratch buffer"}
+STATUS_MESSAGES = {
+    1: "out of memory while allocating a scratch buffer",
+    2: "an index is out of range (take, gather, gather_elements...: numpy raises "
+       "IndexError for it; build with Target('c', out_of_range_indices='clamp') to clamp "
+       "indices instead)",
+}
 
 if sys.platform == "win32":
     LIB_SUFFIX = ".dll"

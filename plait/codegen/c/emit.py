@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from plait.kernel.intrin import INDEX_OUT_OF_RANGE
 from plait.kernel.ir import (
     EQ,
     GE,
@@ -261,6 +262,16 @@ def _helper_source(name: str) -> str:
         return f"static inline {t} {name}({t} a, {t} b) {{ return ({cond}) ? a : b; }}"
     if op == "abs":
         return f"static inline {t} {name}({t} a) {{ return a < 0 ? ({t})-a : a; }}"
+    if op == "checkidx":   # checked_index (plait.kernel.intrin): status 2 when outside
+        return (f"static inline int64_t {name}(int64_t i, int64_t n, int32_t* status) {{\n"
+                "    const int64_t j = i < 0 ? i + n : i;\n"
+                "    if (__builtin_expect(j >= 0 && j < n, 1)) return j;\n"
+                f"    *status = {INDEX_OUT_OF_RANGE};\n"
+                "    return 0;\n}")
+    if op == "clampidx":   # checked_index under out_of_range_indices="clamp"
+        return (f"static inline int64_t {name}(int64_t i, int64_t n) {{\n"
+                "    const int64_t j = i < 0 ? i + n : i;\n"
+                "    return j < 0 ? 0 : (j >= n ? n - 1 : j);\n}")
     if op == "sigmoid":
         e = "plait_exp_f32" if dtype == "float32" else "exp"
         return f"static inline {t} {name}({t} x) {{ return {one} / ({one} + {e}(-x)); }}"
@@ -424,8 +435,10 @@ def _c_type(dtype: str, where: str) -> str:
 
 
 class _KernelEmitter:
-    def __init__(self, name: str, kernel: Kernel, threads: bool, helpers: set[str]) -> None:
+    def __init__(self, name: str, kernel: Kernel, threads: bool, helpers: set[str],
+                 clamp_indices: bool = False) -> None:
         self.name = name
+        self.clamp_indices = clamp_indices
         self.kernel = kernel
         self.threads = threads
         self.helpers = helpers
@@ -523,6 +536,10 @@ class _KernelEmitter:
         args = [self.expr(a) for a in e.args]
         dt = e.args[0].dtype if e.args else e.dtype
         f = "f" if dt == "float32" else ""
+        if e.name == "checked_index":
+            if self.clamp_indices:
+                return f"{self.helper('clampidx', 'int64')}({args[0]}, {args[1]})"
+            return f"{self.helper('checkidx', 'int64')}({args[0]}, {args[1]}, &plait_status)"
         if e.name in ("isnan", "isinf", "isfinite"):
             return f"({e.name}({args[0]}) != 0)"
         if e.name == "abs":
@@ -666,7 +683,7 @@ class _KernelEmitter:
                  f"    const {ctx}* plait_c = (const {ctx}*)plait_ctx;"]
         text += [f"    {lt} {name} = plait_c->{name};" for _, lt, name in fields]
         text += ["    int32_t plait_status = 0;", *body,
-                 "    if (plait_status) __atomic_store_n(plait_c->plait_status, 1, "
+                 "    if (plait_status) __atomic_store_n(plait_c->plait_status, plait_status, "
                  "__ATOMIC_RELAXED);",
                  "}"]
         self.outlined.append("\n".join(text))
@@ -851,7 +868,7 @@ KERNELS_FAMILY = "kernels"
 def emit_library(
     kernels: Mapping[str, Kernel], c_sources: Sequence[CSource] = (), threads: bool = False,
     entries: Sequence[EntryProgram] = (), *, arch: str | None = None,
-    isas: Sequence[str] | None = None,
+    isas: Sequence[str] | None = None, clamp_indices: bool = False,
 ) -> EmittedLibrary:
     """The C sources of a library exporting ``kernels`` (by name), the functions of
     the user sources ``c_sources`` and the entry points ``entries`` (straight-line
@@ -862,7 +879,8 @@ def emit_library(
     machine's) has, into ``plait_kernels.c`` (the baseline copy, which also holds the
     exported kernel functions, the user functions' wrappers, the entry points and the
     manifest) and ``plait_kernels__<isa>.c``; so are user sources with ``isas``.
-    ``isas`` limits every family to those ISAs (``("baseline",)``: each family once)."""
+    ``isas`` limits every family to those ISAs (``("baseline",)``: each family once).
+    ``clamp_indices`` compiles ``checked_index`` as a clamp (no error status)."""
     helpers: set[str] = set()
     bodies: list[str] = []
     manifest_entries: list[dict[str, Any]] = []
@@ -882,7 +900,7 @@ def emit_library(
             raise CodegenError(f"{name!r} is a {type(k).__name__}, not a Kernel")
         claim(name)
         sym = _symbol("plait_k_", name, used)
-        em = _KernelEmitter(name, k, threads, helpers)
+        em = _KernelEmitter(name, k, threads, helpers, clamp_indices)
         bodies.append(em.function(sym))
         manifest_entries.append(_manifest_entry(name, sym, k, em.names))
         symbols[name] = sym

@@ -104,13 +104,16 @@ def build_library(
     extra_flags: Sequence[str] = (),
     verify: bool = True,
     entries: Sequence[EntryProgram] = (),
+    clamp_indices: bool = False,
 ) -> tuple[Path, dict[str, str], str]:
     """Compile what :func:`compile_kernels` compiles into a shared library (or take it
     from the disk cache) without loading it: ``(path, sources, arch)``, ``arch`` being
     the architecture the compiler (``$CC``) builds for, which may be another machine's
     (``CC=aarch64-linux-gnu-gcc``: a cross build, whose library runs there).  Raises as
     :func:`compile_kernels` does; ``march_native`` with a cross compiler is a
-    ``ValueError``."""
+    ``ValueError``.  ``clamp_indices``: out-of-range indices of ``checked_index``
+    are clamped instead of failing the call (the ``c`` target's
+    ``out_of_range_indices="clamp"``)."""
     if verify:
         errors = [m for name, k in kernels.items() for m in verify_kernel(k, name)]
         if errors:
@@ -126,7 +129,8 @@ def build_library(
     flags, use_threads = build_flags(cc, options, d)
     # with -march=native the library is for this machine only: every family once
     emitted = emit_library(kernels, c_sources, threads=use_threads, entries=entries,
-                           arch=arch, isas=("baseline",) if march_native else None)
+                           arch=arch, isas=("baseline",) if march_native else None,
+                           clamp_indices=clamp_indices)
     path = compile_shared(emitted.files, options, cache_dir, flags=(flags, use_threads))
     return path, emitted.files, arch
 

@@ -38,7 +38,9 @@ True; False keeps
 matmul/linear/conv2d as generated kernels), ``fuse`` (default True: kernel fusion),
 ``single_entry`` (default True: :class:`SingleEntry`), ``step_timing`` (default False:
 the entry points time each call, ``VirtualMachine.profile_steps``), ``opt_level`` (3), ``threads``
-(None: when available), ``march_native`` (False).  Derive a target of your own with
+(None: when available), ``march_native`` (False), ``out_of_range_indices`` ("raise":
+an index out of range in ``take``/``gather_elements`` fails the call with a
+``NativeCallError``, as numpy does; "clamp": clamped, no check).  Derive a target of your own with
 ``register_target_kind("mycpu", parent="c", dispatch=[...])``; see
 docs/targets.md.
 """
@@ -60,6 +62,7 @@ from .build import (
     add_c_source,
     c_sources,
     module_kernels,
+    out_of_range_indices,
 )
 from .compute import (
     ComputeUnsupported,
@@ -93,6 +96,7 @@ from .squeeze_excite import DispatchSqueezeExcite, dispatch_squeeze_excite
 
 
 def _dispatch(target: Target) -> list[Any]:
+    out_of_range_indices(target.attrs)   # a bad value is refused before any pass runs
     passes: list[Any] = []
     if target.attrs.get("gemm", True):
         passes.append(FoldPadIntoConv)
@@ -123,7 +127,7 @@ register_target_kind(
     defaults={"gemm": True, "attention": True, "winograd": "auto", "depthwise": True,
               "blas": True, "fuse": True,
               "single_entry": True, "step_timing": False, "opt_level": 3,
-              "march_native": False},
+              "march_native": False, "out_of_range_indices": "raise"},
     doc="generated C kernels compiled by the system C compiler; plait's own GEMM/conv2d",
     dispatch=_dispatch,
     legalize=_legalize,

@@ -18,7 +18,10 @@ the executable runs on aarch64 machines (tests/target/test_native_aarch64.py run
 under qemu); on this machine loading it says so.
 
 Compiler options come from the target's attributes: ``opt_level`` (default 3),
-``threads`` (None: when the compiler supports them), ``march_native`` (default False).
+``threads`` (None: when the compiler supports them), ``march_native`` (default False),
+``out_of_range_indices`` ("raise", the default: a kernel's ``checked_index`` out of
+range fails the call, as numpy and onnxruntime do; "clamp": clamped into the axis,
+no check).
 """
 
 from __future__ import annotations
@@ -129,7 +132,18 @@ def _target_options(mod: IRModule) -> dict[str, Any]:
         opts["threads"] = bool(attrs["threads"])
     if attrs.get("march_native"):
         opts["march_native"] = True
+    if out_of_range_indices(attrs) == "clamp":
+        opts["clamp_indices"] = True
     return opts
+
+
+def out_of_range_indices(attrs: Mapping[str, Any]) -> str:
+    """The target attribute ``out_of_range_indices``: "raise" (default) or "clamp"."""
+    mode = attrs.get("out_of_range_indices", "raise")
+    if mode not in ("raise", "clamp"):
+        raise ValueError(f"target attribute out_of_range_indices={mode!r}: use 'raise' (the "
+                         "default: an index out of range fails the call) or 'clamp'")
+    return str(mode)
 
 
 @module_pass(name="c.CompileKernels", phases=("lowering", "build"), essential=True)

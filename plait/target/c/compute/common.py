@@ -11,6 +11,7 @@ import numpy as np
 
 from plait.ir.types import TensorType, TupleType, Type
 from plait.kernel import dsl
+from plait.kernel import intrin as I
 from plait.kernel.dsl import Tensor
 from plait.kernel.intrin import eq, minimum, select
 from plait.kernel.ir import (
@@ -256,13 +257,11 @@ def _is_one(e: PrimExpr) -> bool:
     return isinstance(e, IntImm) and e.value == 1
 
 
-def clamp_index(i: PrimExpr, size: Dim | PrimExpr) -> PrimExpr:
+def checked_index(i: PrimExpr, size: Dim | PrimExpr) -> PrimExpr:
     """An index (any integer dtype, negative counting from the end) as an int64 index
-    inside ``[0, size)``; out-of-range indices are clamped (a kernel cannot raise)."""
-    i = to_dtype(i, "int64")
-    s = dim_expr(size)
-    i = select(i < 0, i + s, i)
-    return dsl.maximum(dsl.minimum(i, s - 1), 0)
+    inside ``[0, size)``; one out of range fails the kernel's call (the ``checked_index``
+    intrinsic, plait.kernel.intrin)."""
+    return I.checked_index(to_dtype(i, "int64"), to_dtype(dim_expr(size), "int64"))
 
 
 def reshape_load(x: Tensor, idx: Sequence[PrimExpr], shape: Sequence[Dim]) -> PrimExpr:

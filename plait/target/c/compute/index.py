@@ -1,6 +1,7 @@
 """Computes of the indexing ops: ``strided_slice take gather_elements one_hot
-shape_of``.  Out-of-range indices (which numpy reports) are clamped into range: a
-kernel cannot raise, and it must never read outside its buffers."""
+shape_of``.  Indices go through ``checked_index`` (plait.kernel.intrin): one out of
+range fails the kernel's call, as numpy raises (never a read outside the buffer); the
+``c`` target's ``out_of_range_indices="clamp"`` clamps them instead."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from plait.kernel.dsl import Tensor
 from plait.kernel.ir import IntImm, PrimExpr, const
 
 from .common import (
-    clamp_index,
+    checked_index,
     dim_expr,
     norm_axis,
     numpy_const,
@@ -53,7 +54,8 @@ def strided_slice_compute(inputs: list[Any], attrs: Attrs, out_ty: Type) -> Tens
     return dsl.compute(shape, f, "strided_slice")
 
 
-@register_compute("take", note="out-of-range indices are clamped (numpy raises)")
+@register_compute("take", note="an out-of-range index fails the call (or is clamped: "
+                  "out_of_range_indices)")
 def take_compute(inputs: list[Any], attrs: Attrs, out_ty: Type) -> Tensor:
     """``out[..., j..., ...] = x[..., indices[j...], ...]`` along ``axis`` (the flattened
     x when None); negative indices count from the end."""
@@ -66,18 +68,19 @@ def take_compute(inputs: list[Any], attrs: Attrs, out_ty: Type) -> Tensor:
         for d in x.shape:
             total = total * dim_expr(d)
         return dsl.compute(
-            shape, lambda *i: x[unravel(clamp_index(indices[i], total), x.shape)], "take"
+            shape, lambda *i: x[unravel(checked_index(indices[i], total), x.shape)], "take"
         )
     ax = norm_axis(int(axis), x.ndim)
 
     def f(*i: PrimExpr) -> PrimExpr:
-        j = clamp_index(indices[tuple(i[ax: ax + k])], x.shape[ax])
+        j = checked_index(indices[tuple(i[ax: ax + k])], x.shape[ax])
         return x[(*i[:ax], j, *i[ax + k:])]
 
     return dsl.compute(shape, f, "take")
 
 
-@register_compute("gather_elements", note="out-of-range indices are clamped (numpy raises)")
+@register_compute("gather_elements", note="an out-of-range index fails the call (or is "
+                  "clamped: out_of_range_indices)")
 def gather_elements_compute(inputs: list[Any], attrs: Attrs, out_ty: Type) -> Tensor:
     """``out[i][j] = x[indices[i][j]][j]`` for axis 0 (``torch.gather``)."""
     x, indices = inputs
@@ -85,7 +88,7 @@ def gather_elements_compute(inputs: list[Any], attrs: Attrs, out_ty: Type) -> Te
     ax = norm_axis(int(attrs["axis"]), x.ndim)
 
     def f(*i: PrimExpr) -> PrimExpr:
-        j = clamp_index(indices[i], x.shape[ax])
+        j = checked_index(indices[i], x.shape[ax])
         return x[tuple(j if d == ax else e for d, e in enumerate(i))]
 
     return dsl.compute(shape, f, "gather_elements")
