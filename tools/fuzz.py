@@ -9,11 +9,17 @@ space limited to ``--memory-gb``), so that a case that kills its process (a sign
 SIGSEGV, SIGBUS...) is a *crash* and a case that runs longer than ``--hang-seconds`` is
 a *hang*; the parent records the case, starts a new child and goes on.  The other
 outcomes (ok, clean error, raw exception, mismatch with the reference) are judged in
-the child by tests/fuzz/fuzzlib.py.  Cases that are not ok or clean are written to
-``--findings`` (default ``fuzz-findings/``), one file per case with a JSON note;
-reproduce one with ``--replay FILE``.  Keep a fixed finding as a regression case in
-``tests/fuzz/corpus/<target>/``.  The summary (counts per target and outcome, and the
-distinct findings) is printed and written as JSON next to the findings.
+the child by tests/fuzz/fuzzlib.py.  The children set plait's limits
+(``plait.runtime.limits``) below their memory cap (``max_tensor_bytes``: an eighth of
+it) and below the deflated bomb the executable mutations plant
+(``max_inflated_bytes``: half of ``fuzzlib.BOMB_BYTES``): a huge count or size must be
+refused by a limit before the work, so there a ``MemoryError`` is a *raw* finding, an
+executable that loads past the budget too, and a count that hangs a *hang*.  Cases
+that are not ok or clean are written to ``--findings`` (default ``fuzz-findings/``),
+one file per case with a JSON note; reproduce one with ``--replay FILE``.  Keep a fixed
+finding as a regression case in ``tests/fuzz/corpus/<target>/``.  The summary (counts
+per target and outcome, and the distinct findings) is printed and written as JSON next
+to the findings.
 """
 
 from __future__ import annotations
@@ -50,6 +56,11 @@ def worker(target: str, seed: int, current: Path, memory_gb: float) -> None:
         pass
     import fuzzlib
 
+    # plait's limits below the memory cap (and below the deflated bomb of mutate_exe):
+    # a huge count or size must be refused by a limit, so a MemoryError is raw
+    os.environ["PLAIT_MAX_TENSOR_BYTES"] = str(int(memory_gb * 2**30) // 8)
+    os.environ["PLAIT_MAX_INFLATED_BYTES"] = str(fuzzlib.BOMB_BYTES // 2)
+    fuzzlib.MEMORY_ERRORS_ARE_CLEAN = False
     # the bases are built before the first case is timed
     if target in ("vm", "exe"):
         fuzzlib.exe_bases()

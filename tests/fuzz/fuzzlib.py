@@ -25,7 +25,10 @@ An outcome is ``ok`` (ran, and agreed with the reference when there is one), ``c
 (an error plait raised on purpose: an exception class of plait's, or a built-in one
 raised by a ``raise`` statement of plait's code, following ``PassError``/``VMError`` to
 the error they wrap;
-``MemoryError``, the limit of a huge input, counts as clean), ``raw`` (an exception
+``MemoryError`` counts as clean unless :data:`MEMORY_ERRORS_ARE_CLEAN` is false, as in
+tools/fuzz.py, whose children run under a memory cap with plait's limits set below it:
+there a huge count or size must be refused by ``plait.runtime.limits`` before the work,
+so a ``MemoryError`` is ``raw``), ``raw`` (an exception
 escaping from deep inside: an internal error type such as ``KeyError`` or
 ``AssertionError``, or one raised in numpy, onnx or the standard library), or
 ``mismatch`` (ran but disagreed with the reference).  An error the VM located (raised
@@ -58,6 +61,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).resolve().parent / "corpus"
 TARGETS = ("text", "onnx", "exe", "vm")
+MEMORY_ERRORS_ARE_CLEAN = True
+"""Whether a ``MemoryError`` is a clean outcome (see the module docstring)."""
+BOMB_BYTES = 16 << 20
+"""The inflated size of the deflated constant that :func:`mutate_exe` plants (a few
+KiB in the file); tools/fuzz.py sets ``max_inflated_bytes`` below it."""
 MAX_ELEMENTS = 1 << 20
 """Inputs (and static tensors of a fuzzed model) above this many elements are not run:
 a mutated size makes a model slow, not wrong."""
@@ -168,7 +176,10 @@ def classify(exc: BaseException) -> Outcome:
     frame = _plait_raise(root.__traceback__)
     where = frame or _innermost(root.__traceback__)
     if isinstance(root, MemoryError):
-        return Outcome("clean", f"MemoryError at {where}")
+        if MEMORY_ERRORS_ARE_CLEAN:
+            return Outcome("clean", f"MemoryError at {where}")
+        return Outcome("raw", f"MemoryError at {where}: a size past the memory that no "
+                              "limit of plait.runtime.limits refused")
     if own and not isinstance(root, AssertionError):
         return Outcome("clean", f"{name}")
     if located and (isinstance(root, _REFUSALS) or (
@@ -283,7 +294,19 @@ def text_bases() -> tuple[str, ...]:
     out += [b.split("```", 1)[0] for b in doc.split("```python\n")[1:]
             if b.startswith("@module")]
     out += [text for text, _ in VM_MODELS.values()]
+    out.append(SPLIT_TEXT)   # a count to mutate into a huge one
     return tuple(out)
+
+
+SPLIT_TEXT = '''@module
+class Split:
+    @function
+    def main(x: Tensor((6, 4), "float32")):
+        y = split(x, indices_or_sections=3, axis=0)
+        a = y[0]
+        return a
+'''
+"""A base whose ``split`` count the mutations make huge (``2147483647`` hung)."""
 
 
 def _onnx_models() -> list[bytes]:
@@ -293,9 +316,10 @@ def _onnx_models() -> list[bytes]:
     rng = np.random.default_rng(0)
     f = TensorProto.FLOAT
 
-    def model(nodes: list, inputs: list, outputs: list, inits: list = ()) -> bytes:
+    def model(nodes: list, inputs: list, outputs: list, inits: list = (),
+              opset: int = 17) -> bytes:
         g = helper.make_graph(nodes, "fuzz", inputs, outputs, list(inits))
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
         m.ir_version = 8
         return m.SerializeToString()
 
@@ -331,7 +355,18 @@ def _onnx_models() -> list[bytes]:
         [helper.make_tensor_value_info("x", f, ["batch", 5])],
         [helper.make_tensor_value_info("y", f, ["batch", 2])],
         [init("w", (5, 2))])
-    out = [(ROOT / "examples" / "models" / "tiny_mlp.onnx").read_bytes(), conv, shapes, reduce]
+    # counts and flags for the attribute mutations to make huge or out of range
+    # (num_outputs=2**31-1 hung; ceil_mode=2 was taken as ceil)
+    split = model(
+        [helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2),
+         helper.make_node("AveragePool", ["a"], ["y"], kernel_shape=[2, 2], strides=[2, 2],
+                          ceil_mode=1, count_include_pad=0),
+         helper.make_node("Relu", ["b"], ["z"])],
+        [helper.make_tensor_value_info("x", f, [1, 4, 5, 5])],
+        [helper.make_tensor_value_info("y", f, [1, 2, 3, 3]),
+         helper.make_tensor_value_info("z", f, [1, 2, 5, 5])], opset=18)
+    out = [(ROOT / "examples" / "models" / "tiny_mlp.onnx").read_bytes(), conv, shapes, reduce,
+           split]
     for data in out:
         onnx.checker.check_model(onnx.load_from_string(data))
     return out
@@ -366,7 +401,8 @@ _TEXT_PIECES = ("(", ")", "[", "]", ",", ":", "=", ".", '"', "'", " ", "\n", "  
                 "*", "0", "1", "-1", "1e400", "2**63", "9223372036854775808", "n", "x",
                 "None", "float32", "int8", "Tensor", "relu", "add", "const", "output",
                 "with", "dataflow()", "return", "@function", "cls.", "lambda", "import os",
-                "__import__", "\\", "\x00", "é", "axis=", "shape(", "prim(")
+                "__import__", "\\", "\x00", "é", "axis=", "shape(", "prim(", "2147483647",
+                "10**6", "split(x, indices_or_sections=", "num_outputs")
 
 
 def mutate_text(data: bytes, ch: Chooser) -> bytes:
@@ -539,11 +575,12 @@ def _members(data: bytes) -> dict[str, bytes]:
         return {n: zf.read(n) for n in zf.namelist()}
 
 
-def _zip(parts: list[tuple[str, bytes]]) -> bytes:
+def _zip(parts: list[tuple[str, bytes]], deflate: bool = False) -> bytes:
     import warnings
 
     out = io.BytesIO()
-    with warnings.catch_warnings(), zipfile.ZipFile(out, "w") as zf:
+    kind = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
+    with warnings.catch_warnings(), zipfile.ZipFile(out, "w", kind, compresslevel=1) as zf:
         warnings.simplefilter("ignore")  # a member twice is what some cases want
         for name, payload in parts:
             zf.writestr(name, payload)
@@ -588,11 +625,21 @@ def _mutate_json(value: Any, ch: Chooser) -> Any:
 
 
 def mutate_exe(data: bytes, ch: Chooser) -> bytes:
-    """Corrupted members, forged digests, manifest edits, raw byte flips."""
-    op = ch.int(0, 5)
+    """Corrupted members, forged digests, manifest edits, raw byte flips, a deflated
+    bomb."""
+    op = ch.int(0, 6)
     if op == 0:
         return mutate_bytes(data, ch)
     parts = _members(data)
+    if op == 6:   # a constant inflating to BOMB_BYTES from a few KiB, digests forged
+        names = [n for n in parts if n.startswith("constants/")]
+        if names:
+            header = io.BytesIO()
+            np.lib.format.write_array_header_1_0(
+                header, {"descr": "<f4", "fortran_order": False, "shape": (BOMB_BYTES // 4,)})
+            parts[ch.choice(names)] = header.getvalue() + bytes(BOMB_BYTES)
+            _forge(parts)
+            return _zip(list(parts.items()), deflate=True)
     names = list(parts)
     name = ch.choice(names)
     if op == 1:  # truncate a member
@@ -731,7 +778,10 @@ def run_vm_case(data: bytes) -> Outcome:
     try:
         with np.errstate(all="ignore"):
             want = reference(*plain)
-    except ValueError:  # numpy has no answer either (a reduction over nothing)
+    except (ValueError, MemoryError):
+        # numpy has no answer either (a reduction over nothing; or the reference itself
+        # needs more memory: the max over an empty axis of 2**40 rows, which plait's
+        # 0-byte result did not)
         return Outcome("ok")
     if not _close(got, want):
         return Outcome("mismatch", f"{spec['exe']}: {_diff(got, want)}")
@@ -843,8 +893,15 @@ def _finite_initializers(data: bytes) -> bool:
 
 def run_exe_case(data: bytes) -> Outcome:
     from plait.runtime import Executable, VirtualMachine
+    from plait.runtime.limits import limit_value
 
     exe = Executable.from_bytes(data)
+    allowed = limit_value("max_inflated_bytes")
+    inflated = (sum(c.nbytes for c in exe.constants) + sum(len(b) for b in exe.libs.values())
+                + len((exe.graph or "").encode()))
+    if allowed is not None and inflated > allowed:
+        return Outcome("raw", f"an executable of {inflated:,} inflated bytes loaded past "
+                              f"max_inflated_bytes = {allowed:,}")
     vm = VirtualMachine(exe)
     if "main" in exe.functions and not _too_big(exe):
         inputs = _random_inputs(exe.functions["main"].params, 0)

@@ -46,7 +46,7 @@ def test_c_target_kind_hooks_and_pipeline() -> None:
     assert dict(t.attrs) == {"gemm": True, "attention": True, "winograd": "auto",
                              "depthwise": True, "blas": True, "fuse": True,
                              "single_entry": True, "step_timing": False, "opt_level": 3,
-                             "march_native": False}
+                             "march_native": False, "out_of_range_indices": "raise"}
     stages = _target_stages(t)
     assert stages["dispatch"] == ["c.FoldPadIntoConv", "c.DispatchAttention",
                                   "c.Conv1dAsConv2d", "c.DispatchSqueezeExcite",
