@@ -79,6 +79,7 @@ from .expr import (
 from .expr import BindingBlock as _BindingBlock
 from .module import IRModule
 from .printer import FORMAT_WORDS
+from .symbolic import SymbolicError, from_ast
 from .types import (
     DTYPES,
     FuncType,
@@ -422,7 +423,15 @@ class ParseContext:
                 return (_LEAF, v)
             if type(v) is str and v.isidentifier():
                 return (_LEAF, v)
-        self.error(node, "a dimension is a non-negative int or a symbolic size name such as n")
+        if t is ast.BinOp or t is ast.UnaryOp or t is ast.Call:
+            try:
+                d = from_ast(node)
+            except SymbolicError as e:
+                self.error(node, str(e))
+            if type(d) is not int or d >= 0:
+                return (_LEAF, d)
+        self.error(node, "a dimension is a non-negative int or a symbolic size name such as n "
+                   "(or a size expression such as n * 12 or (h - 3) // 2 + 1)")
 
     # ---- constants
     def _plan_const(self, node: ast.Call, as_expr: bool) -> tuple:
