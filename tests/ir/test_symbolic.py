@@ -176,7 +176,8 @@ def test_the_text_format_reads_and_writes_size_expressions() -> None:
 @module
 class M:
     @function
-    def main(x: Tensor((batch, 12 * seq), "float32"), y: Tensor(((h - 3) // 2 + 1,), "int64")) -> Tensor((batch, seq * 12), "float32"):
+    def main(x: Tensor((batch, 12 * seq), "float32"),
+             y: Tensor(((h - 3) // 2 + 1,), "int64")) -> Tensor((batch, seq * 12), "float32"):
         return x
 '''
     mod = plait.parse(text)
