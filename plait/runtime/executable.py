@@ -29,13 +29,14 @@ floats (``{"float": "nan"}``).
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
 import os
 import re
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -419,6 +420,11 @@ class Executable:
     lib_digests: dict[str, str] = field(default_factory=dict, repr=False)
     external: list[ExternalModule] = field(default_factory=list)
     """The external modules: what external codegens compiled their functions into."""
+    graph_constants: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False)
+    """The large constants of :attr:`graph`, which refers to them by key
+    (``const(ref="sha256:...")``): kept once in the file (shared with :attr:`constants`
+    where equal) and, for a loaded file, read from it only when the graph is parsed
+    (:func:`plait.graph_module`)."""
 
     # --------------------------------------------------------------------- checking
     def validate(self) -> None:
@@ -446,7 +452,8 @@ class Executable:
     ) -> Executable:
         """Load an executable from the bytes of its zip file (see :meth:`load`)."""
         try:
-            exe = _read_zip(io.BytesIO(data), trusted_keys, allow_native, source or "<bytes>")
+            exe = _read_zip(io.BytesIO(data), trusted_keys, allow_native, source or "<bytes>",
+                            lambda: io.BytesIO(data))
         except RecursionError:
             raise ExecutableFormatError("manifest.json is nested too deeply") from None
         exe.validate()
@@ -486,10 +493,15 @@ class Executable:
         Ed25519 public keys), or when ``allow_native`` is true; otherwise the VM raises
         :class:`~plait.runtime.trust.UntrustedCodeError`, which names the way to run
         the kept graph on numpy instead (``plait.rebuild(exe, "numpy")``)."""
-        with open(path, "rb") as f:
-            data = f.read()
-        return cls.from_bytes(data, trusted_keys=trusted_keys, allow_native=allow_native,
-                              source=os.fspath(path))
+        source = os.fspath(path)
+        with open(path, "rb") as f:  # members are read one at a time, never the whole file
+            try:
+                exe = _read_zip(f, trusted_keys, allow_native, source,
+                                lambda: open(source, "rb"))
+            except RecursionError:
+                raise ExecutableFormatError("manifest.json is nested too deeply") from None
+        exe.validate()
+        return exe
 
     # ------------------------------------------------------------------- inspection
     def stats(self) -> dict[str, Any]:
@@ -750,6 +762,9 @@ def _validate_executable(exe: Executable) -> None:
             _fail(f"library {name!r}", f"must be bytes, got {type(blob).__name__}")
     if exe.graph is not None and not isinstance(exe.graph, str):
         _fail("executable", f"graph must be text or None, got {type(exe.graph).__name__}")
+    if not isinstance(exe.graph_constants, Mapping):
+        _fail("executable", "graph_constants must be a mapping of key -> numpy array, got "
+                            f"{type(exe.graph_constants).__name__}")
     if not isinstance(exe.trust, Trust):
         _fail("executable", f"trust must be a Trust, got {type(exe.trust).__name__}")
     _validate_external(exe)
@@ -782,7 +797,7 @@ _MANIFEST = "manifest.json"
 _MANIFEST_KEYS = {
     "format", "version", "attrs", "functions", "constants", "libs", "graph", "members"
 }
-_OPTIONAL_KEYS = {"external"}
+_OPTIONAL_KEYS = {"external", "graph_constants"}
 _EXTERNAL_KEYS = {"codegen", "format", "functions", "meta", "members"}
 _EXTERNAL_FUNCTION_KEYS = {"name", "inputs", "outputs"}
 _DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -845,8 +860,10 @@ def _write_zip(exe: Executable, fileobj: io.BytesIO, sign_key: Any = None) -> No
         payloads.append((member, buf.getvalue(), False))
     for member, blob in zip(lib_members, exe.libs.values()):
         payloads.append((member, bytes(blob), False))
+    graph_constants: dict[str, str] = {}
     if exe.graph is not None:
         payloads.append((GRAPH_MEMBER, exe.graph.encode("utf-8"), True))
+        graph_constants = _graph_constant_members(exe, const_members, payloads)
     external = [_external_to_json(i, m) for i, m in enumerate(exe.external)]
     for entry, m in zip(external, exe.external):
         for ref in entry["members"]:
@@ -863,6 +880,8 @@ def _write_zip(exe: Executable, fileobj: io.BytesIO, sign_key: Any = None) -> No
     }
     if external:
         manifest["external"] = external
+    if graph_constants:
+        manifest["graph_constants"] = graph_constants
     text = json.dumps(manifest, indent=1, allow_nan=False).encode("utf-8")
     signed = signatures(text, exe.trust, sign_key)
     with zipfile.ZipFile(fileobj, "w") as zf:
@@ -871,6 +890,40 @@ def _write_zip(exe: Executable, fileobj: io.BytesIO, sign_key: Any = None) -> No
             _write_member(zf, SIGNATURES_MEMBER, signed, compress=True)
         for member, data, compress in payloads:
             _write_member(zf, member, data, compress=compress)
+
+
+def content_key(data: np.ndarray) -> str:
+    """The key of an array by content: the SHA-256 of its little-endian bytes (the
+    text printer keys the graph's constants the same way,
+    :func:`plait.ir.printer.constant_key`)."""
+    raw = np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))
+    return "sha256:" + hashlib.sha256(memoryview(raw).cast("B")).hexdigest()
+
+
+def _graph_constant_members(exe: Executable, const_members: list[str],
+                            payloads: list[tuple[str, bytes, bool]]) -> dict[str, str]:
+    """The member of each of the graph's constants (``{key: member}``): the member of an
+    equal constant of the executable when there is one (the weights a build kept as
+    they were), else a member of its own (added to ``payloads``)."""
+    if not exe.graph_constants:
+        return {}
+    by_id = {id(c): m for c, m in zip(exe.constants, const_members)}
+    by_key: dict[str, str] | None = None
+    out: dict[str, str] = {}
+    for key, array in exe.graph_constants.items():
+        member = by_id.get(id(array))
+        if member is None:
+            if by_key is None:  # hash the executable's constants once, when needed
+                by_key = {content_key(c): m for c, m in zip(exe.constants, const_members)
+                          if c.nbytes >= 4096}
+            member = by_key.get(key)
+        if member is None:
+            member = f"graph/constants/{len(out)}.npy"
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, _c_order(np.asarray(array)), allow_pickle=False)
+            payloads.append((member, buf.getvalue(), False))
+        out[key] = member
+    return out
 
 
 def _sig_to_json(t: TensorSig) -> dict[str, Any]:
@@ -915,7 +968,7 @@ def _external_from_json(blobs: dict[str, bytes], data: Any, where: str) -> Exter
         _expect_keys(ref, {"name", "member"}, f"{where} member")
         _expect(isinstance(ref["name"], str) and ref["name"] not in members, where,
                 f"member name {_short(ref['name'])} is invalid or duplicated")
-        members[ref["name"]] = _member(blobs, ref["member"], where)
+        members[ref["name"]] = bytes(_member(blobs, ref["member"], where))
     meta = decode_value(data["meta"], allow_dict=True)
     _expect(isinstance(meta, dict), where, "meta must be an object")
     try:
@@ -988,12 +1041,29 @@ def _function_from_json(data: Any, where: str) -> VMFunction:
     return VMFunction(data["name"], params, data["num_registers"], instructions)
 
 
-def _read_member(zf: zipfile.ZipFile, name: Any) -> bytes:
+def _read_member(zf: zipfile.ZipFile, name: Any) -> bytearray:
+    """A member's bytes, inflated straight into one buffer of its declared size (an
+    array made from it is a view, not a copy); zipfile checks the size and CRC."""
     _expect(isinstance(name, str), "manifest", f"member name must be a string, got {_short(name)}")
     try:
-        return zf.read(name)
+        info = zf.getinfo(name)
+        buf = bytearray(info.file_size)
+        view = memoryview(buf)
+        with zf.open(info) as f:
+            got = 0
+            while got < len(buf):
+                n = f.readinto(view[got:])
+                if not n:
+                    break
+                got += n
+            if got != len(buf) or f.read(1):
+                raise ExecutableFormatError(f"member {name!r} does not hold the "
+                                            f"{info.file_size} bytes its entry declares")
+        return buf
     except KeyError:
         raise ExecutableFormatError(f"the archive has no member {name!r}") from None
+    except ExecutableFormatError:
+        raise
     except Exception as e:  # CRC errors, bad compression, encryption, truncation
         raise ExecutableFormatError(f"cannot read member {name!r}: {e}") from None
 
@@ -1006,15 +1076,30 @@ def _member(blobs: dict[str, bytes], name: Any, where: str) -> bytes:
     return blobs[name]
 
 
-def _read_array(data: bytes, member: str, where: str) -> np.ndarray:
+def _read_array(data: bytes | bytearray, member: str, where: str) -> np.ndarray:
+    """The ``.npy`` array in ``data``: a view of ``data`` (no copy) when C-ordered."""
     try:
-        array = np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
+        f = io.BytesIO(data)
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
     except Exception as e:
         raise ExecutableFormatError(
             f"{where}: member {member!r} is not a .npy array without Python objects: {e}"
         ) from None
-    if array.dtype.hasobject or array.dtype.kind not in _ARRAY_KINDS:
-        _fail(where, f"dtype {array.dtype} is not allowed (numeric and bool only)")
+    if dtype.hasobject or dtype.kind not in _ARRAY_KINDS:
+        _fail(where, f"dtype {dtype} is not allowed (numeric and bool only)")
+    count = 1
+    for d in shape:
+        count *= d
+    offset = f.tell()
+    if len(data) - offset != count * dtype.itemsize:
+        _fail(where, f"member {member!r} holds {len(data) - offset} bytes of data, but its "
+                     f"header says {shape} {dtype} ({count * dtype.itemsize} bytes)")
+    array = np.frombuffer(data, dtype=dtype, count=count, offset=offset)
+    array = array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
     return _c_order(array)
 
 
@@ -1051,9 +1136,11 @@ def _check_header(manifest: Any) -> None:
         )
 
 
-def _verified_members(zf: zipfile.ZipFile, digests: dict[str, str]) -> dict[str, bytes]:
-    """Every member the manifest lists, read once and checked against its digest; the
-    archive must hold exactly those (and the manifest and signatures)."""
+def _verified_members(zf: zipfile.ZipFile, digests: dict[str, str],
+                      lazy: frozenset[str] = frozenset()) -> dict[str, bytes]:
+    """Every member the manifest lists, read once and checked against its digest, but
+    those in ``lazy`` (read and checked when used); the archive must hold exactly those
+    (and the manifest and signatures)."""
     names = [info.filename for info in zf.infolist()]
     seen: set[str] = set()
     for n in names:
@@ -1071,6 +1158,8 @@ def _verified_members(zf: zipfile.ZipFile, digests: dict[str, str]) -> dict[str,
             raise ExecutableFormatError(
                 f"the archive has no member {name!r} (the manifest lists it)"
             )
+        if name in lazy:
+            continue
         data = _read_member(zf, name)
         got = sha256_hex(data)
         if got != want:
@@ -1083,8 +1172,65 @@ def _verified_members(zf: zipfile.ZipFile, digests: dict[str, str]) -> dict[str,
     return blobs
 
 
+class _GraphConstants(Mapping[str, np.ndarray]):
+    """The graph's constants of a loaded file, read from it when asked for: each time
+    (nothing is kept), checked against the digest the manifest recorded; those equal to
+    a constant of the executable are that array."""
+
+    def __init__(self, reopen: Any, members: dict[str, str], digests: dict[str, str],
+                 loaded: dict[str, np.ndarray]) -> None:
+        self._reopen, self._members, self._digests = reopen, members, digests
+        self._loaded = loaded
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        member = self._members[key]
+        if member in self._loaded:
+            return self._loaded[member]
+        try:
+            with self._reopen() as f, zipfile.ZipFile(f) as zf:
+                data = _read_member(zf, member)
+        except OSError as e:
+            raise ExecutableFormatError(f"cannot read the graph's constant {member!r} from "
+                                        f"the file: {e}") from None
+        except zipfile.BadZipFile:
+            data = None
+        if data is None or sha256_hex(data) != self._digests[member]:
+            raise ExecutableFormatError(
+                f"the graph's constant {member!r} differs from what the file held when it "
+                "was loaded (the file was changed or replaced since): load it again")
+        return _read_array(data, member, f"the graph's constant {key}")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._members)
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+
+def _graph_constants_of(manifest: dict[str, Any], constants: dict[str, np.ndarray],
+                        reopen: Any) -> Mapping[str, np.ndarray]:
+    table = manifest.get("graph_constants", {})
+    _expect(isinstance(table, dict) and all(
+        isinstance(k, str) and isinstance(m, str) and m in manifest["members"]
+        for k, m in table.items()), _MANIFEST,
+        "graph_constants must map keys to members the manifest lists")
+    if not table:
+        return {}
+    return _GraphConstants(reopen, dict(table), manifest["members"], constants)
+
+
+def _lazy_members(manifest: dict[str, Any]) -> frozenset[str]:
+    """The members read only when used: the graph's own constants."""
+    table = manifest.get("graph_constants")
+    if not isinstance(table, dict):
+        return frozenset()
+    used = set(manifest["constants"]) if isinstance(manifest.get("constants"), list) else set()
+    return frozenset(m for m in table.values() if isinstance(m, str) and m not in used)
+
+
 def _read_zip(
-    fileobj: io.BytesIO, trusted_keys: Iterable[Any], allow_native: bool, source: str
+    fileobj: Any, trusted_keys: Iterable[Any], allow_native: bool, source: str,
+    reopen: Any = None,
 ) -> Executable:
     try:
         zf = zipfile.ZipFile(fileobj)
@@ -1107,7 +1253,7 @@ def _read_zip(
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
             raise ExecutableFormatError(f"{_MANIFEST} is not valid JSON: {e}") from None
         _check_header(manifest)
-        blobs = _verified_members(zf, manifest["members"])
+        blobs = _verified_members(zf, manifest["members"], _lazy_members(manifest))
         signed = _read_member(zf, SIGNATURES_MEMBER) if SIGNATURES_MEMBER in names else None
     try:
         signer, mismatch = verify(raw, signed, trusted_keys)
@@ -1125,9 +1271,11 @@ def _read_zip(
         )
         functions[fn.name] = fn
     constants = []
+    by_member: dict[str, np.ndarray] = {}
     for i, m in enumerate(manifest["constants"]):
         where = f"constant {i}"
         constants.append(_read_array(_member(blobs, m, where), m, where))
+        by_member[m] = constants[-1]
     attrs = decode_value(manifest["attrs"], allow_dict=True)
     _expect(isinstance(attrs, dict), _MANIFEST, "attrs must be an object")
     libs: dict[str, bytes] = {}
@@ -1140,7 +1288,7 @@ def _read_zip(
             where,
             "library name is invalid or duplicated",
         )
-        libs[entry["name"]] = _member(blobs, entry["member"], where)
+        libs[entry["name"]] = bytes(_member(blobs, entry["member"], where))
         lib_digests[entry["name"]] = manifest["members"][entry["member"]]
     graph = None
     if manifest["graph"] is not None:
@@ -1154,7 +1302,9 @@ def _read_zip(
     external = [_external_from_json(blobs, m, f"{_MANIFEST}: external[{i}]")
                 for i, m in enumerate(raw_external)]
     trust = Trust("file", signer, bool(allow_native), source)
-    return Executable(functions, constants, attrs, libs, graph, trust, lib_digests, external)
+    graph_constants = _graph_constants_of(manifest, by_member, reopen) if graph else {}
+    return Executable(functions, constants, attrs, libs, graph, trust, lib_digests, external,
+                      graph_constants)
 
 
 __all__ = [
