@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+from plait.errors import PlaitError
+
 from .codegen.vm_codegen import vm_codegen
 from .ir.expr import Function
 from .ir.module import IRModule
@@ -142,7 +144,7 @@ def _keep_graph(exe: Executable, mod: IRModule, keep: bool) -> None:
         exe.attrs["graph_not_kept"] = f"the module does not print: {type(e).__name__}: {e}"
 
 
-class BuildError(ValueError):
+class BuildError(PlaitError, ValueError):
     """``build`` refuses its input module before running any pass; the message says
     what to change."""
 

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from plait.errors import PlaitError
+
 from ..ir.expr import (
     Call,
     Constant,
@@ -51,7 +53,7 @@ from ..ir.types import PrimType, ShapeType, TensorType, TupleType, Type
 from ..runtime import executable as rx
 
 
-class VMCodegenError(TypeError):
+class VMCodegenError(PlaitError, TypeError):
     """The module cannot be lowered to VM code (it is not in the build phase, or a
     binding has a form the VM has no instruction for)."""
 

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from plait.errors import PlaitError
+
 from ..ir.expr import (
     Call,
     Constant,
@@ -54,7 +56,7 @@ from ..kernel.ir import Kernel
 from .externs import ExternResolver
 
 
-class InterpreterError(RuntimeError):
+class InterpreterError(PlaitError, RuntimeError):
     """The module cannot be run: names the function, the binding and what went wrong."""
 
     def __init__(self, message: str, *, function: str | None = None,

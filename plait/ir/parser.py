@@ -57,6 +57,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from plait.errors import PlaitError
+
 from .builder import BlockBuilder, IRTypeError
 from .expr import (
     BaseFunc,
@@ -93,7 +95,7 @@ from .types import (
 )
 
 
-class ParseError(ValueError):
+class ParseError(PlaitError, ValueError):
     """An error in the text: ``source``, ``line``, ``col`` (1-based), the
     ``reason`` and the offending ``source_line``."""
 

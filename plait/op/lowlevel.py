@@ -13,8 +13,11 @@ module is in the ``lowering`` phase.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ..ir.expr import ExternFunc, GlobalVar, Tuple
 from ..ir.types import ObjectType, TensorType, TupleType, Type
+from ..runtime.call_schema import keyword_problem
 from .registry import AttrSpec, InferContext, register_op
 
 
@@ -29,6 +32,16 @@ def _infer_call_out(ctx: InferContext, callee_cls: type, what: str) -> Type:
         ctx.fail(f"{ctx.op.name}: the arguments must be passed as a tuple", arg=1)
     out = ctx.attrs["out"]
     return out if out is not None else ObjectType()
+
+
+def _infer_call_extern(ctx: InferContext) -> Type:
+    out = _infer_call_out(ctx, ExternFunc, "an extern function")
+    attrs = ctx.attrs["attrs"]
+    if isinstance(attrs, Mapping) and attrs:   # the keywords, by the function's schema
+        problem = keyword_problem(ctx.args[0].symbol, attrs)
+        if problem:
+            ctx.fail(f"call_extern of {ctx.args[0].symbol!r}: {problem}")
+    return out
 
 
 register_op(
@@ -50,7 +63,7 @@ register_op(
         "out": AttrSpec("type", default=None, doc="type of the result"),
         "attrs": AttrSpec("any", default=None, doc="keyword attributes passed to the function"),
     },
-    infer_type=lambda ctx: _infer_call_out(ctx, ExternFunc, "an extern function"),
+    infer_type=lambda ctx: _infer_call_extern(ctx),
     pattern="opaque",
     doc="call a packed function of the runtime in destination-passing style",
 )

@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from plait.errors import PlaitError
+
 from ..ir.attrs import Attrs, freeze_value
 from ..ir.expr import Call, DataflowVar, Expr, ExternFunc, GlobalVar, Op, Tuple, Var
 from ..ir.types import DTYPES, Type
@@ -52,7 +54,7 @@ PATTERNS = ("elemwise", "broadcast", "injective", "reduce", "out_elemwise_fusabl
 """Fusion pattern kinds, from most to least fusable."""
 
 
-class OpError(Exception):
+class OpError(PlaitError):
     """Base of errors about an operator call."""
 
 
@@ -416,21 +418,10 @@ def _normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> Attrs:
             )
     for key, spec in opdef.attrs.items():
         if key in given:
-            v = given[key]
-            if spec.kind == "float" and _is_int(v):
-                v = float(v)
-            if spec.kind == "floats" and isinstance(v, tuple):
-                v = tuple(float(x) if _is_int(x) else x for x in v)
-            if not (v is None and spec.default is None) and not _check_kind(spec.kind, v):
-                raise OpAttrError(
-                    f"attribute {key!r} of op {opdef.name!r} must be {_KIND_TEXT[spec.kind]}, "
-                    f"got {v!r}"
-                )
-            if spec.choices is not None and v not in spec.choices:
-                raise OpAttrError(
-                    f"attribute {key!r} of op {opdef.name!r} must be one of "
-                    f"{', '.join(map(repr, spec.choices))}, got {v!r}"
-                )
+            v = _coerce(spec, given[key])
+            problem = _value_problem(opdef, key, spec, v)
+            if problem:
+                raise OpAttrError(problem)
             out[key] = v
         elif spec.default is REQUIRED:
             raise OpAttrError(
@@ -441,6 +432,49 @@ def _normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> Attrs:
     checked = Attrs.frozen(out)
     checked.checked_by = opdef
     return checked
+
+
+def _coerce(spec: AttrSpec, v: Any) -> Any:
+    """An int given for a float attribute (or among floats) as a float."""
+    if spec.kind == "float" and _is_int(v):
+        return float(v)
+    if spec.kind == "floats" and isinstance(v, tuple):
+        return tuple(float(x) if _is_int(x) else x for x in v)
+    return v
+
+
+def _value_problem(opdef: OpDef, key: str, spec: AttrSpec, v: Any) -> str | None:
+    """What is wrong with the value ``v`` (coerced) of attribute ``key``, or None."""
+    if not (v is None and spec.default is None) and not _check_kind(spec.kind, v):
+        return (f"attribute {key!r} of op {opdef.name!r} must be {_KIND_TEXT[spec.kind]}, "
+                f"got {v!r}")
+    if spec.choices is not None and v not in spec.choices:
+        return (f"attribute {key!r} of op {opdef.name!r} must be one of "
+                f"{', '.join(map(repr, spec.choices))}, got {v!r}")
+    return None
+
+
+def keyword_check(opdef: OpDef) -> Callable[[Mapping[str, Any]], str | None]:
+    """The check of the keywords of a call of the op's runtime function (``numpy.<op>``,
+    :mod:`plait.runtime.call_schema`): each keyword the op has as an attribute must be
+    of its kind and among its choices (the names themselves are the function's to
+    judge).  Keywords given as registers or constants are left to run time."""
+
+    def check(kwargs: Mapping[str, Any]) -> str | None:
+        for key, v in kwargs.items():
+            spec = opdef.attrs.get(key)
+            if spec is None or type(v).__name__ in ("Reg", "Const"):
+                continue
+            try:
+                frozen = freeze_value(v)
+            except TypeError:
+                return f"attribute {key!r} of op {opdef.name!r}: {v!r} is not a value"
+            problem = _value_problem(opdef, key, spec, _coerce(spec, frozen))
+            if problem:
+                return problem
+        return None
+
+    return check
 
 
 def check_arity(opdef: OpDef, nargs: int) -> None:

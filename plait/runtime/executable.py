@@ -36,12 +36,14 @@ import math
 import os
 import re
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 import numpy as np
 
+from plait.errors import PlaitError
+from plait.runtime.call_schema import keyword_problem
 from plait.runtime.external import ExternalFunction, ExternalModule, TensorSig
 from plait.runtime.trust import BUILT, SIGNATURES_MEMBER, Trust, sha256_hex, signatures, verify
 
@@ -56,7 +58,7 @@ _MAX_SIZE = 2**63 - 1  # sizes are int64
 _SPARE_REGISTERS = 1024
 
 
-class ExecutableFormatError(ValueError):
+class ExecutableFormatError(PlaitError, ValueError):
     """An executable (in memory or on disk) is malformed; the message says where."""
 
 
@@ -696,7 +698,7 @@ def _describe(ins: Any) -> str:
         return type(ins).__name__
 
 
-def _check_function(fn: VMFunction, nconst: int) -> None:
+def _check_function(fn: VMFunction, nconst: int, vm_functions: Collection[str] = ()) -> None:
     where = f"function {fn.name!r}"
     if not isinstance(fn.params, list | tuple):
         _fail(where, "params must be a list of ParamSig")
@@ -724,6 +726,10 @@ def _check_function(fn: VMFunction, nconst: int) -> None:
         at = f"{where}, pc {pc} (`{_describe(ins)}`)"
         for fname, ftype, value in instr_fields(ins):
             _check_field(ftype, fname, value, at, fn, nconst, symbols)
+        if isinstance(ins, Call) and ins.kwargs and ins.func not in vm_functions:
+            problem = keyword_problem(ins.func, ins.kwargs)   # by the function's schema
+            if problem:
+                _fail(at, problem)
     if not isinstance(fn.instructions[-1], Ret | Goto):
         _fail(where, "the last instruction must be ret or goto (execution would run off the end)")
 
@@ -746,7 +752,7 @@ def _validate_executable(exe: Executable) -> None:
                 f"function {key!r}",
                 f"is stored under the name {key!r} but is named {_short(fn.name)}",
             )
-        _check_function(fn, len(exe.constants))
+        _check_function(fn, len(exe.constants), exe.functions)
     if not isinstance(exe.attrs, dict) or not all(isinstance(k, str) for k in exe.attrs):
         _fail("executable", "attrs must be a dict with string keys")
     try:

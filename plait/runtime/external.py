@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from plait.errors import PlaitError
+
 if TYPE_CHECKING:
     from plait.runtime.executable import Executable
 
@@ -43,7 +45,7 @@ ExternalFn = Callable[..., Any]
 Loader = Callable[["ExternalModule"], dict[str, ExternalFn]]
 
 
-class ExternalModuleError(RuntimeError):
+class ExternalModuleError(PlaitError, RuntimeError):
     """An external module cannot be loaded or called; the message names the module,
     its codegen and the function."""
 

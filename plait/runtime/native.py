@@ -47,6 +47,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl_mod = None  # type: ignore[assignment]
 
+from plait.errors import PlaitError
 from plait.runtime.elf import elf_problem, foreign_machine_problem
 from plait.runtime.packed import register_native_loader
 from plait.runtime.trust import cache_root
@@ -73,11 +74,11 @@ else:
 _MAGICS = (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe", b"\xca\xfe\xba\xbe", b"MZ")
 
 
-class NativeLoadError(RuntimeError):
+class NativeLoadError(PlaitError, RuntimeError):
     """A native library could not be loaded or has no valid manifest."""
 
 
-class NativeCallError(RuntimeError):
+class NativeCallError(PlaitError, RuntimeError):
     """A native function returned a non-zero status."""
 
 

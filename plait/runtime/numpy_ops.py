@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from .call_schema import register_keyword_check, signature_check
+
 try:  # the packed-function registry of the runtime
     from .packed import register_func
 except ImportError:  # pragma: no cover - only while the runtime is being assembled
@@ -1420,6 +1422,11 @@ def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 DPS: dict[str, Callable[..., None]] = {}
 """The destination-passing form of each op, by op name."""
 
+KEYWORD_MINIMUMS = {"strides": 1, "dilation": 1, "groups": 1, "pool_size": 1,
+                    "num_groups": 1, "output_size": 1, "repeats": 0}
+"""The least value of the attributes the implementations divide or step by (checked
+with the keywords of every call: :mod:`plait.runtime.call_schema`)."""
+
 for _name, _fn in IMPLS.items():
     _uf = _UFUNC_DPS.get(_name)
     DPS[_name] = make_ufunc_dps(_name, _uf) if _uf is not None else make_dps(_name, _fn)
@@ -1427,3 +1434,8 @@ for _name, _fn in IMPLS.items():
         register_func(f"numpy.{_name}", DPS[_name], override=True)
         # value-returning form, for results whose shape is only known at run time
         register_func(f"numpy.{_name}@alloc", _fn, override=True)
+    # a ufunc's destination-passing form takes no keywords at all
+    register_keyword_check(f"numpy.{_name}", signature_check(
+        f"numpy.{_name}", _fn if _uf is None else (lambda: None), KEYWORD_MINIMUMS))
+    register_keyword_check(f"numpy.{_name}@alloc",
+                           signature_check(f"numpy.{_name}@alloc", _fn, KEYWORD_MINIMUMS))

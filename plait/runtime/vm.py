@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 import plait.runtime.builtins  # noqa: F401  (registers the vm.builtin.* functions)
+from plait.errors import PlaitError
 from plait.runtime.executable import (
     AllocStorage,
     AllocTensor,
@@ -60,7 +61,7 @@ _DL_DEVICE_NAMES = {2: "CUDA", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 9: "VPI", 1
                     14: "oneAPI", 15: "WebGPU", 16: "Hexagon", 17: "MAIA"}
 
 
-class VMError(RuntimeError):
+class VMError(PlaitError, RuntimeError):
     """An error while running (or linking) VM code.
 
     ``function``, ``pc`` and ``instruction`` locate the failing instruction when known;

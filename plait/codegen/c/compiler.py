@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from plait.codegen.c.cache_lock import EntryLock
+from plait.errors import PlaitError
 from plait.runtime.native import ABI_VERSION, LIB_SUFFIX
 from plait.runtime.trust import cache_root
 
@@ -60,11 +61,11 @@ def _count(key: str) -> None:
         _STATS[key] += 1
 
 
-class NativeUnavailableError(RuntimeError):
+class NativeUnavailableError(PlaitError, RuntimeError):
     """No usable C compiler: native code cannot be built here."""
 
 
-class CCompileError(RuntimeError):
+class CCompileError(PlaitError, RuntimeError):
     """The C compiler rejected the generated (or user) source.
 
     ``stderr`` is the compiler's output, ``file``/``line`` the first error's position,

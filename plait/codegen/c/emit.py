@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from plait.errors import PlaitError
 from plait.kernel.ir import (
     EQ,
     GE,
@@ -239,7 +240,7 @@ static inline float plait_tanh_f32(float x) {
 }"""
 
 
-class CodegenError(ValueError):
+class CodegenError(PlaitError, ValueError):
     """A kernel uses something the C code generator cannot express."""
 
 
