@@ -1426,6 +1426,14 @@ KEYWORD_MINIMUMS = {"strides": 1, "dilation": 1, "groups": 1, "pool_size": 1,
                     "num_groups": 1, "output_size": 1, "repeats": 0}
 """The least value of the attributes the implementations divide or step by (checked
 with the keywords of every call: :mod:`plait.runtime.call_schema`)."""
+SIGNED_KEYWORDS = {"strided_slice": ("strides",)}
+"""Keywords of :data:`KEYWORD_MINIMUMS` that an op takes with any sign (a slice steps
+backwards with a negative stride)."""
+
+
+def _minimums(name: str) -> dict[str, int]:
+    return {k: v for k, v in KEYWORD_MINIMUMS.items() if k not in SIGNED_KEYWORDS.get(name, ())}
+
 
 for _name, _fn in IMPLS.items():
     _uf = _UFUNC_DPS.get(_name)
@@ -1436,6 +1444,6 @@ for _name, _fn in IMPLS.items():
         register_func(f"numpy.{_name}@alloc", _fn, override=True)
     # a ufunc's destination-passing form takes no keywords at all
     register_keyword_check(f"numpy.{_name}", signature_check(
-        f"numpy.{_name}", _fn if _uf is None else (lambda: None), KEYWORD_MINIMUMS))
+        f"numpy.{_name}", _fn if _uf is None else (lambda: None), _minimums(_name)))
     register_keyword_check(f"numpy.{_name}@alloc",
-                           signature_check(f"numpy.{_name}@alloc", _fn, KEYWORD_MINIMUMS))
+                           signature_check(f"numpy.{_name}@alloc", _fn, _minimums(_name)))

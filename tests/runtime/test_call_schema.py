@@ -111,3 +111,13 @@ def test_bad_extern_attributes_in_lowering_text_are_refused_at_parse(kwargs: dic
     with pytest.raises(plait.ir.parser.ParseError, match="binding 'y'") as e:
         plait.parse(text)
     assert message in str(e.value)
+
+
+def test_an_extern_call_of_an_op_function_is_checked_by_the_op(tmp_path) -> None:
+    """A fuzz finding: lowering-phase text whose numpy.max_pool2d got a rank-1 tensor
+    reached an IndexError inside the function at run time; the op's type inference
+    now refuses it at parse, naming the binding."""
+    text = LOWERED.replace('Tensor((1, 4, 8, 8), "float32")', 'Tensor((8,), "float32")')
+    with pytest.raises(plait.ir.parser.ParseError, match="binding 'y'") as e:
+        plait.parse(text)
+    assert "call_extern of 'numpy.conv2d'" in str(e.value) and "rank" in str(e.value)
