@@ -110,6 +110,7 @@ static void plait_scratch_free_rec(plait_scratch_rec* r) {
     free(r);
 }
 
+#ifdef PLAIT_THREADS
 /* Free the calling thread's buffers and record (a worker that exits). */
 static void plait_free_scratch(void) {
     plait_scratch_rec* r = plait_scratch_mine;
@@ -127,6 +128,7 @@ static void plait_free_scratch(void) {
     plait_scratch_mine = NULL;
     plait_scratch_free_rec(r);
 }
+#endif
 
 /* Free every thread's buffers and records (when no thread runs the library's code any
  * more: the library is being unloaded). */
