@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Union
 
+from plait.errors import PlaitError
+
 Atom = Union[str, "SymCall"]
 Mono = tuple[Atom, ...]
 Dim = Union[int, str, "SymExpr"]
@@ -51,7 +53,7 @@ MAX_DEPTH = 64
 more nested windows than this is refused with a clear error rather than recursing)."""
 
 
-class SymbolicError(ValueError):
+class SymbolicError(PlaitError, ValueError):
     """An invalid symbolic expression (division by zero, a bad name, an unknown op)."""
 
 
