@@ -29,12 +29,14 @@ floats (``{"float": "nan"}``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import math
 import os
 import re
+import tempfile
 import zipfile
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
@@ -470,9 +472,19 @@ class Executable:
         ``sign_key`` when given: ``bytes`` of at least 16 (an HMAC-SHA256 secret shared
         with whoever loads the file) or a ``cryptography`` ``Ed25519PrivateKey`` (those
         who load it need only the public key)."""
-        data = self.to_bytes(sign_key)
-        with open(path, "wb") as f:
-            f.write(data)
+        self.validate()
+        path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".plait-save-", dir=folder)
+        try:  # written next to its place, then renamed: never a half-written file
+            with os.fdopen(fd, "wb") as f:
+                _write_zip(self, f, sign_key)
+            os.chmod(tmp, 0o666 & ~_umask())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     @classmethod
     def load(
@@ -844,6 +856,19 @@ def _function_to_json(fn: VMFunction) -> dict[str, Any]:
     }
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (``os.umask`` sets it, briefly,
+    for every thread); 0o022 where ``/proc`` does not say."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
 def _c_order(array: np.ndarray) -> np.ndarray:
     """``array`` if C-contiguous, else a C-ordered copy (keeps 0-d arrays 0-d, unlike
     ``np.ascontiguousarray``)."""
@@ -856,46 +881,79 @@ def _write_member(zf: zipfile.ZipFile, name: str, data: bytes, compress: bool) -
     zf.writestr(info, data)
 
 
-def _write_zip(exe: Executable, fileobj: io.BytesIO, sign_key: Any = None) -> None:
+class _Hashing:
+    """A write-only file that hashes what goes through it (SHA-256)."""
+
+    def __init__(self, f: Any) -> None:
+        self.f, self.sha = f, hashlib.sha256()
+
+    def write(self, data: Any) -> int:
+        self.sha.update(data)
+        return self.f.write(data)
+
+
+def _stream_member(zf: zipfile.ZipFile, name: str, write: Any, compress: bool,
+                   size_hint: int) -> str:
+    """Write member ``name`` by ``write(file)`` without holding it whole; its SHA-256."""
+    info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
+    info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zf.open(info, "w", force_zip64=size_hint > 2**30) as f:
+        out = _Hashing(f)
+        write(out)
+    return out.sha.hexdigest()
+
+
+def _array_writer(array: np.ndarray) -> Any:
+    return lambda f: np.lib.format.write_array(f, _c_order(np.asarray(array)),
+                                               allow_pickle=False)
+
+
+def _bytes_writer(data: bytes | bytearray) -> Any:
+    return lambda f: f.write(data)
+
+
+def _write_zip(exe: Executable, fileobj: Any, sign_key: Any = None) -> None:
+    """Write the members one at a time (arrays streamed, never a second copy of the
+    weights in memory), then the manifest with their digests, then its signatures."""
     const_members = [f"constants/{i}.npy" for i in range(len(exe.constants))]
     lib_members = [f"libs/{i}" for i in range(len(exe.libs))]
-    payloads: list[tuple[str, bytes, bool]] = []  # (member, bytes, compress)
+    # (member, writer, compress, size hint)
+    payloads: list[tuple[str, Any, bool, int]] = []
     for member, array in zip(const_members, exe.constants):
-        buf = io.BytesIO()
-        np.lib.format.write_array(buf, _c_order(array), allow_pickle=False)
-        payloads.append((member, buf.getvalue(), False))
+        payloads.append((member, _array_writer(array), False, array.nbytes))
     for member, blob in zip(lib_members, exe.libs.values()):
-        payloads.append((member, bytes(blob), False))
+        payloads.append((member, _bytes_writer(blob), False, len(blob)))
     graph_constants: dict[str, str] = {}
     if exe.graph is not None:
-        payloads.append((GRAPH_MEMBER, exe.graph.encode("utf-8"), True))
+        payloads.append((GRAPH_MEMBER, _bytes_writer(exe.graph.encode("utf-8")), True, 0))
         graph_constants = _graph_constant_members(exe, const_members, payloads)
     external = [_external_to_json(i, m) for i, m in enumerate(exe.external)]
     for entry, m in zip(external, exe.external):
         for ref in entry["members"]:
-            payloads.append((ref["member"], m.blobs[ref["name"]], True))
-    manifest = {
-        "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
-        "attrs": encode_value(normalize_value(exe.attrs, allow_dict=True)),
-        "functions": [_function_to_json(fn) for fn in exe.functions.values()],
-        "constants": const_members,
-        "libs": [{"name": n, "member": m} for n, m in zip(exe.libs, lib_members)],
-        "graph": None if exe.graph is None else GRAPH_MEMBER,
-        "members": {m: sha256_hex(data) for m, data, _ in payloads},
-    }
-    if external:
-        manifest["external"] = external
-    if graph_constants:
-        manifest["graph_constants"] = graph_constants
-    text = json.dumps(manifest, indent=1, allow_nan=False).encode("utf-8")
-    signed = signatures(text, exe.trust, sign_key)
+            blob = m.blobs[ref["name"]]
+            payloads.append((ref["member"], _bytes_writer(blob), True, len(blob)))
     with zipfile.ZipFile(fileobj, "w") as zf:
+        digests = {member: _stream_member(zf, member, write, compress, size)
+                   for member, write, compress, size in payloads}
+        manifest = {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "attrs": encode_value(normalize_value(exe.attrs, allow_dict=True)),
+            "functions": [_function_to_json(fn) for fn in exe.functions.values()],
+            "constants": const_members,
+            "libs": [{"name": n, "member": m} for n, m in zip(exe.libs, lib_members)],
+            "graph": None if exe.graph is None else GRAPH_MEMBER,
+            "members": digests,
+        }
+        if external:
+            manifest["external"] = external
+        if graph_constants:
+            manifest["graph_constants"] = graph_constants
+        text = json.dumps(manifest, indent=1, allow_nan=False).encode("utf-8")
+        signed = signatures(text, exe.trust, sign_key)
         _write_member(zf, _MANIFEST, text, compress=True)
         if signed is not None:
             _write_member(zf, SIGNATURES_MEMBER, signed, compress=True)
-        for member, data, compress in payloads:
-            _write_member(zf, member, data, compress=compress)
 
 
 def content_key(data: np.ndarray) -> str:
@@ -907,7 +965,7 @@ def content_key(data: np.ndarray) -> str:
 
 
 def _graph_constant_members(exe: Executable, const_members: list[str],
-                            payloads: list[tuple[str, bytes, bool]]) -> dict[str, str]:
+                            payloads: list[tuple[str, Any, bool, int]]) -> dict[str, str]:
     """The member of each of the graph's constants (``{key: member}``): the member of an
     equal constant of the executable when there is one (the weights a build kept as
     they were), else a member of its own (added to ``payloads``)."""
@@ -925,9 +983,7 @@ def _graph_constant_members(exe: Executable, const_members: list[str],
             member = by_key.get(key)
         if member is None:
             member = f"graph/constants/{len(out)}.npy"
-            buf = io.BytesIO()
-            np.lib.format.write_array(buf, _c_order(np.asarray(array)), allow_pickle=False)
-            payloads.append((member, buf.getvalue(), False))
+            payloads.append((member, _array_writer(array), False, np.asarray(array).nbytes))
         out[key] = member
     return out
 

@@ -143,3 +143,34 @@ def test_loading_stays_near_the_weights_in_resident_memory(tmp_path: Path):
     grown, weights = int(out[0]), int(out[1])
     assert weights >= 48 * 2**20
     assert grown < 1.2 * weights, (grown / 2**20, weights / 2**20)
+
+
+def test_saving_streams_the_weights_and_replaces_the_file_whole(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch):
+    import tracemalloc
+
+    from plait.runtime import executable as ex
+    from plait.runtime.executable import AllocTensor, ParamSig, Ret, VMFunction
+
+    w = np.random.default_rng(1).standard_normal((4096, 4096)).astype(np.float32)  # 64 MiB
+    main = VMFunction("main", [ParamSig("x", "tensor", (1,), "float32")], 2,
+                      [AllocTensor(1, [1], "float32"), Ret(1)])
+    exe = Executable({"main": main}, [w], {}, {})
+    path = tmp_path / "w.plx"
+    tracemalloc.start()
+    try:
+        exe.save(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 0.5 * w.nbytes, peak / 2**20  # numpy's 16 MiB chunks, not the array
+    np.testing.assert_array_equal(Executable.load(path).constants[0], w)
+    before = path.read_bytes()
+
+    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ex, "_write_zip", broken)
+    with pytest.raises(OSError, match="disk full"):
+        exe.save(path)
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["w.plx"]
