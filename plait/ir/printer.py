@@ -91,6 +91,7 @@ from .expr import (
     Var,
     VarBinding,
 )
+from .symbolic import SymExpr
 from .types import (
     FuncType,
     ObjectType,
@@ -351,8 +352,8 @@ class Printer:
             return str(v)
         if isinstance(v, float):
             return _float_text(v)
-        if isinstance(v, str):
-            return _str_lit(v)
+        if isinstance(v, str | SymExpr):   # a size expression as its text: "batch * heads"
+            return _str_lit(str(v))
         if isinstance(v, tuple):
             if len(v) == 1:
                 return "(" + self.value_text(v[0]) + ",)"

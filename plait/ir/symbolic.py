@@ -364,6 +364,21 @@ def _split(p: dict[Mono, int], c: int) -> tuple[dict[Mono, int], dict[Mono, int]
     return q, r
 
 
+def _nested_floordiv(p: dict[Mono, int]) -> tuple[Dim, int, int] | None:
+    """``(x, k, c)`` when ``p`` is ``x // k + c`` with a constant ``k > 0``."""
+    c = p.get((), 0)
+    if len(p) != 1 + (c != 0):
+        return None
+    for m, coeff in p.items():
+        if m:
+            if coeff == 1 and len(m) == 1 and type(m[0]) is SymCall and m[0].op == "floordiv":
+                x, k = m[0].args
+                if type(k) is int and k > 0:
+                    return x, k, c
+            return None
+    return None
+
+
 @lru_cache(maxsize=1 << 16)
 def _floordiv(a: Dim, b: Dim) -> Dim:
     if type(b) is int:
@@ -374,11 +389,10 @@ def _floordiv(a: Dim, b: Dim) -> Dim:
         if b == 1:
             return a
         p = _poly(a)
-        if len(p) == 1:   # (x // k) // b -> x // (k * b)
-            ((m, k),) = p.items()
-            if k == 1 and len(m) == 1 and type(m[0]) is SymCall and m[0].op == "floordiv" \
-                    and type(m[0].args[1]) is int and m[0].args[1] > 0:
-                return _floordiv(m[0].args[0], m[0].args[1] * b)
+        inner = _nested_floordiv(p)
+        if inner is not None:   # (x // k + c) // b -> (x + c * k) // (k * b)
+            x, k, c = inner
+            return _floordiv(add(x, c * k), k * b)
         q, r = _split(p, b)
         if not r:
             return _make(q)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..ir import symbolic as sym
 from ..ir.types import Dim, TensorType, TupleType, Type
 from ..runtime import numpy_ops as npo
 from .define import op_definer
@@ -16,18 +17,31 @@ exporters write INT64_MAX or INT32_MAX); a symbolic size is assumed to be smalle
 
 
 def _slice_len(d: Dim, b: int, e: int, s: int) -> Dim | None:
-    if isinstance(d, int):
+    """The length of ``range(d)[b:e:s]``; for a symbolic ``d`` a size expression with
+    ``min``/``max`` (``x[1:]`` has ``max(0, n - 1)`` elements), exact for every ``n``.
+    None (unknown) for a negative stride other than a whole reversal."""
+    if type(d) is int:
         return len(range(*slice(b, e, s).indices(d)))
-    if s == 1 and (b == 0 or b <= -TO_END):
-        return d if e >= TO_END else None
-    if s == -1 and (b == -1 or b >= TO_END):
-        return d if e <= -TO_END else None
-    return None
+    if s < 0:
+        if s == -1 and (b == -1 or b >= TO_END) and e <= -TO_END:
+            return d
+        return None
+    # the clamped bounds b', e' of Python's slice.indices, then max(0, e' - b')
+    lo = 0 if b <= -TO_END else sym.maximum(0, sym.add(d, b)) if b < 0 else sym.minimum(b, d)
+    hi = d if e >= TO_END else sym.maximum(0, sym.add(d, e)) if e < 0 else sym.minimum(e, d)
+    if b >= 0 and e >= TO_END:
+        n: Dim = sym.maximum(0, sym.sub(d, b))     # the same, in fewer atoms
+    elif b >= 0 and 0 <= e:
+        n = sym.minimum(e - b, sym.maximum(0, sym.sub(d, b))) if e > b else 0
+    elif -TO_END < b < 0 and e >= TO_END:
+        n = sym.minimum(d, -b)
+    else:
+        n = sym.maximum(0, sym.sub(hi, lo))
+    return n if s == 1 else sym.floordiv(sym.add(n, s - 1), s)
 
 
 def infer_strided_slice(ctx: InferContext) -> Type:
-    """Python-slice sizes on the given axes; with a symbolic size only a whole-axis
-    slice keeps it (else the shape becomes unknown)."""
+    """Python-slice sizes on the given axes (size expressions on symbolic axes)."""
     x = tensor_arg(ctx, 0)
     axes, begin, end = ctx.attrs["axes"], ctx.attrs["begin"], ctx.attrs["end"]
     strides = ctx.attrs["strides"] or (1,) * len(axes)

@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 
 from plait.errors import PlaitError
 
+from ..ir import symbolic as sym
 from ..ir.attrs import Attrs, freeze_value
 from ..ir.expr import Call, DataflowVar, Expr, ExternFunc, GlobalVar, Op, Tuple, Var
 from ..ir.types import DTYPES, Type
@@ -311,7 +312,7 @@ def _check_kind(kind: str, v: Any) -> bool:
             isinstance(x, int | float) and not isinstance(x, bool) for x in v
         )
     if kind == "dims":
-        return isinstance(v, tuple) and all(_is_int(x) or isinstance(x, str) for x in v)
+        return isinstance(v, tuple) and all(_is_int(x) or sym.is_dim(x) for x in v)
     if kind == "int_or_ints":
         return _is_int(v) or (isinstance(v, tuple) and all(_is_int(x) for x in v))
     if kind == "type":
@@ -400,9 +401,20 @@ def _value_key(v: Any, depth: int) -> Any:
                 return None
             items.append((k, xk))
         return (t, tuple(items))
-    if isinstance(v, Type):
+    if isinstance(v, Type) or t is sym.SymExpr:
         return (t, v)  # types are immutable values; equal types are interchangeable
     return None
+
+
+def _dim_attr(opdef: OpDef, key: str, x: Any) -> Any:
+    """An entry of a ``dims`` attribute: a size expression written as a string
+    (``"batch * heads"``, how the text format prints one) parsed to its canonical form."""
+    if type(x) is str and not x.isidentifier():
+        try:
+            return sym.parse_dim(x)
+        except sym.SymbolicError as e:
+            raise OpAttrError(f"attribute {key!r} of op {opdef.name!r}: {e}") from None
+    return x
 
 
 def _normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> Attrs:
@@ -419,6 +431,8 @@ def _normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> Attrs:
     for key, spec in opdef.attrs.items():
         if key in given:
             v = _coerce(spec, given[key])
+            if spec.kind == "dims" and isinstance(v, tuple):
+                v = tuple(_dim_attr(opdef, key, x) for x in v)
             problem = _value_problem(opdef, key, spec, v)
             if problem:
                 raise OpAttrError(problem)

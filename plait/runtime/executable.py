@@ -47,6 +47,7 @@ import numpy as np
 from plait.errors import PlaitError
 from plait.runtime.call_schema import keyword_problem
 from plait.runtime.external import ExternalFunction, ExternalModule, TensorSig
+from plait.runtime.sizes import SizeExprError, compile_size, is_name
 from plait.runtime.trust import BUILT, SIGNATURES_MEMBER, Trust, sha256_hex, signatures, verify
 
 FORMAT_NAME = "plait.executable"
@@ -399,7 +400,7 @@ class VMFunction:
         out: list[str] = []
         for p in self.params:
             if p.kind in ("tensor", "shape") and p.shape is not None:
-                out += [d for d in p.shape if isinstance(d, str) and d not in out]
+                out += [d for d in p.shape if is_name(d) and d not in out]
         return out
 
 
@@ -601,11 +602,18 @@ def _check_shape(shape: Any, where: str, symbols: list[str] | None = None) -> No
         _fail(where, f"shape must be a list of ints and names, got {_short(shape)}")
     for d in shape:
         if isinstance(d, str):
-            if not d.isidentifier():
-                _fail(where, f"symbolic size {d!r} is not an identifier")
-            if symbols is not None and d not in symbols:
-                bound = ", ".join(symbols) or "none"
-                _fail(where, f"symbolic size {d!r} is not bound by any parameter (bound: {bound})")
+            if d.isidentifier():
+                names: tuple[str, ...] = (d,)
+            else:
+                try:
+                    names = compile_size(d)[0]
+                except SizeExprError as e:
+                    _fail(where, str(e))
+            for name in names:
+                if symbols is not None and name not in symbols:
+                    bound = ", ".join(symbols) or "none"
+                    _fail(where, f"symbolic size {name!r} is not bound by any parameter "
+                          f"(bound: {bound})")
         elif not _is_int(d) or not 0 <= d <= _MAX_SIZE:
             _fail(where, f"shape entry {_short(d)} is neither an int in [0, 2**63-1] nor a name")
 
@@ -731,6 +739,9 @@ def _check_function(fn: VMFunction, nconst: int, vm_functions: Collection[str] =
     if not isinstance(fn.instructions, list | tuple) or not fn.instructions:
         _fail(where, "instructions must be a non-empty list")
     symbols = fn.symbols()
+    for p in fn.params:   # a size expression of a parameter uses names others bind
+        if p.shape is not None:
+            _check_shape(p.shape, f"{where} parameter {p.name!r}", symbols)
     known = tuple(INSTRUCTIONS.values())
     for pc, ins in enumerate(fn.instructions):
         if type(ins) not in known:

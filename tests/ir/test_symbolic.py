@@ -142,6 +142,7 @@ def test_canonical_forms_of_the_sizes_models_make() -> None:
     assert sym.dim_text(p("(h - 3) // 2 + 1")) == "(h + 1) // 2 - 1"
     assert sym.dim_text(p("(n * 12 + 5) // 4")) == "n * 3 + 1"
     assert p("(x // 2) // 3") == p("x // 6")
+    assert p("(x // 2 + 1) // 3") == p("(x + 2) // 6")
     assert p("min(n, n + 1)") == "n" and p("max(n, n + 1)") == p("n + 1")
     assert p("(n * 4 + 2) % 4") == 2
     assert sym.exact_div(p("batch * seq * 768"), p("batch * 768")) == "seq"
