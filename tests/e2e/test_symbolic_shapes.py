@@ -15,7 +15,8 @@ ATTENTION = '''
 class Attention:
     @function
     def main(x: Tensor((batch, seq, 128), "float32"), w: Tensor((128, 128), "float32"),
-             extra: Tensor((batch, more, 128), "float32")) -> Tensor((batch, seq + max(0, more - 1), 128), "float32"):
+             extra: Tensor((batch, more, 128), "float32")
+             ) -> Tensor((batch, seq + max(0, more - 1), 128), "float32"):
         with dataflow():
             q = matmul(x, w)
             h = reshape(q, shape=("batch", "seq", 4, 32))
@@ -72,7 +73,8 @@ def test_a_parameter_sized_by_an_expression_is_checked_against_it() -> None:
 @module
 class Pair:
     @function
-    def main(x: Tensor((n, 4), "float32"), y: Tensor((n * 2, 4), "float32")) -> Tensor((n * 3, 4), "float32"):
+    def main(x: Tensor((n, 4), "float32"),
+             y: Tensor((n * 2, 4), "float32")) -> Tensor((n * 3, 4), "float32"):
         with dataflow():
             out = concat((x, y), axis=0)
             output(out)
@@ -91,7 +93,8 @@ CNN = '''
 @module
 class Cnn:
     @function
-    def main(x: Tensor((n, 3, h, w), "float32"), k: Tensor((8, 3, 3, 3), "float32")) -> Tensor(None, "float32"):
+    def main(x: Tensor((n, 3, h, w), "float32"),
+             k: Tensor((8, 3, 3, 3), "float32")) -> Tensor(None, "float32"):
         with dataflow():
             c = conv2d(x, k, strides=2, padding=1)
             r = relu(c)
