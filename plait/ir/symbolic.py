@@ -622,6 +622,46 @@ def prove_ne(a: Dim, b: Dim, ranges: Ranges | None = None) -> bool:
     return lo > 0 or hi < 0
 
 
+def simplify(d: Dim, ranges: Ranges | None) -> Dim:
+    """``d`` simplified further where the ranges of its names decide an atom: with
+    ``n`` in ``[1, 64]``, ``max(0, n - 1)`` is ``n - 1`` and ``(n * 4) // n`` is 4.  The
+    result is canonical and equal to ``d`` for every size in ``ranges`` (the canonical
+    form alone never depends on ranges)."""
+    if type(d) is not SymExpr or not ranges:
+        return d
+    out: Dim = 0
+    for m, c in d.terms:  # type: ignore[union-attr]
+        v: Dim = c
+        for a in m:
+            if type(a) is not str:
+                x = simplify(a.args[0], ranges)  # type: ignore[union-attr]
+                y = simplify(a.args[1], ranges)  # type: ignore[union-attr]
+                a = _decide(a.op, x, y, ranges)  # type: ignore[union-attr, assignment]
+            v = mul(v, a)
+        out = add(out, v)
+    return out
+
+
+def _decide(op: str, x: Dim, y: Dim, ranges: Ranges) -> Dim:
+    """``op(x, y)``, decided by the bounds of ``x`` and ``y`` in ``ranges`` where they
+    settle it."""
+    if op in ("min", "max"):
+        if prove_ge(y, x, ranges):
+            return x if op == "min" else y
+        if prove_ge(x, y, ranges):
+            return y if op == "min" else x
+        return APPLY[op](x, y)
+    lx, hx = bounds(x, ranges)
+    ly, _ = bounds(y, ranges)
+    if ly >= 1:
+        if lx >= 0 and hx < ly:
+            return 0 if op == "floordiv" else x
+        quotient = exact_div(x, y)
+        if quotient is not None:
+            return quotient if op == "floordiv" else 0
+    return APPLY[op](x, y)
+
+
 # -------------------------------------------------------------------- inspection
 
 
@@ -821,5 +861,5 @@ __all__ = [
     "APPLY", "Dim", "SymCall", "SymExpr", "SymbolicError", "add", "as_dim", "bounds",
     "dim_text", "evaluate", "exact_div", "floordiv", "free_symbols", "from_ast", "is_dim",
     "is_static", "maximum", "minimum", "mod", "mul", "neg", "parse_dim", "product",
-    "prove_eq", "prove_ge", "prove_ne", "sub", "substitute", "total",
+    "prove_eq", "prove_ge", "prove_ne", "simplify", "sub", "substitute", "total",
 ]

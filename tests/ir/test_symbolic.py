@@ -124,6 +124,22 @@ def test_proofs_agree_with_evaluation(t1: str, t2: str, rng: dict, data) -> None
 
 
 @SETTINGS
+@given(texts, ranges, st.data())
+def test_simplifying_with_ranges_keeps_the_value_in_the_ranges(text: str, rng: dict, data) -> None:
+    try:
+        d = sym.parse_dim(text)
+    except sym.SymbolicError:
+        assume(False)
+    s = sym.simplify(d, rng)
+    env = {n: data.draw(st.integers(*rng[n])) for n in NAMES}
+    try:
+        v = sym.evaluate(d, env)
+    except sym.SymbolicError:
+        assume(False)
+    assert sym.evaluate(s, env) == v, (sym.dim_text(d), sym.dim_text(s), env)
+
+
+@SETTINGS
 @given(st.permutations(["a", "b * 3", "c * a", "7", "b // 2"]))
 def test_equal_sums_built_in_any_order_are_equal_and_hash_alike(parts: list[str]) -> None:
     d = sym.parse_dim(" + ".join(parts))
@@ -159,6 +175,10 @@ def test_ranges_prove_what_the_default_cannot() -> None:
     assert sym.prove_ne(n1, 1, {"n": (1, None)})
     assert sym.bounds(sym.parse_dim("(h - 3) // 2 + 1"), {"h": (3, 100)}) == (1, 49)
     assert sym.bounds("n") == (0, float("inf"))
+    r = {"n": (1, 64), "m": (2, None)}
+    assert sym.simplify(sym.parse_dim("max(0, n - 1)"), r) == sym.parse_dim("n - 1")
+    assert sym.simplify(sym.parse_dim("(n * 4) // n + (m * n) % m"), r) == 4
+    assert sym.simplify(sym.parse_dim("min(3, m)"), r) == sym.parse_dim("min(3, m)")
 
 
 def test_bad_sizes_are_refused_with_the_reason() -> None:
