@@ -130,9 +130,27 @@ class _FunctionLowering:
                 for axis, d in enumerate(p.ty.shape):
                     if isinstance(d, str) and d not in self.entry_syms:
                         self.entry_syms[d] = (self.regs[p], axis)
+        self._check_param_exprs()
         self.sym_regs: dict[str, int] = {}
         # id(attributes of tensor_from_storage) -> (them, shape, dtype, offset)
         self.placed: dict[int, tuple[Any, tuple, str, int]] = {}
+
+    def _check_param_exprs(self) -> None:
+        """Every name a parameter's size expression uses is some parameter's plain size
+        (the VM binds plain names from the arguments, then checks the expressions)."""
+        for p in self.func.params:
+            if not isinstance(p.ty, TensorType) or p.ty.shape is None:
+                continue
+            for axis, d in enumerate(p.ty.shape):
+                if type(d) is not SymExpr:
+                    continue
+                free = sorted(n for n in free_symbols(d) if n not in self.entry_syms)
+                if free:
+                    raise VMCodegenError(
+                        f"in function {self.name!r}, parameter {p.name_hint!r}: dimension "
+                        f"{axis} is the size {d}, but no parameter has {', '.join(free)} as a "
+                        "plain size, so the arguments cannot bind it; give a parameter that "
+                        "size as a dimension of its own")
 
     def _load_entry_syms(self) -> None:
         """Put every entry-bound symbolic size in a register (at function start, so

@@ -89,6 +89,23 @@ class Pair:
         vm["main"](x, np.ones((5, 4), np.float32))
 
 
+def test_a_size_expression_over_names_no_parameter_binds_is_refused_at_build() -> None:
+    text = '''
+@module
+class Odd:
+    @function
+    def main(x: Tensor((n * 4 + 1, 4), "float32")) -> Tensor((n * 4 + 1, 4), "float32"):
+        with dataflow():
+            out = relu(x)
+            output(out)
+        return out
+'''
+    with pytest.raises(plait.codegen.vm_codegen.VMCodegenError,
+                       match=r"parameter 'x': dimension 0 is the size n \* 4 \+ 1, but no "
+                             r"parameter has n as a plain size"):
+        plait.build(plait.parse(text), "numpy")
+
+
 CNN = '''
 @module
 class Cnn:
