@@ -767,9 +767,10 @@ def dim_text(d: Dim) -> str:
     if type(d) is int or type(d) is str:
         return str(d)
     parts: list[str] = []
-    terms = list(d.terms)  # type: ignore[union-attr]
-    if terms and not terms[0][0]:
-        terms.append(terms.pop(0))   # the constant last
+    # positive terms first, then negative ones, the constant last (``n - min(3, n)``)
+    terms = [t for t in d.terms if t[0] and t[1] > 0] + [  # type: ignore[union-attr]
+        t for t in d.terms if t[0] and t[1] < 0] + [  # type: ignore[union-attr]
+        t for t in d.terms if not t[0]]  # type: ignore[union-attr]
     for m, c in terms:
         mag = abs(c)
         if not m:

@@ -89,6 +89,32 @@ class Pair:
         vm["main"](x, np.ones((5, 4), np.float32))
 
 
+WINDOW = '''
+@module
+class Window:
+    @function
+    def main(x: Tensor((n, 16), "float32"), y: Tensor((k, 2), "float32")) -> Tensor(None, "float32"):
+        with dataflow():
+            w = strided_slice(x, axes=(1,), begin=("k",), end=("k + 4",))
+            out = multiply(w, w)
+            output(out)
+        return out
+'''
+
+
+@pytest.mark.parametrize("target", ["numpy", "c"])
+def test_a_slice_with_symbolic_bounds_runs_at_several_sizes(target: str) -> None:
+    mod = plait.parse(WINDOW)
+    ty = plait.transform.Normalize()(mod)["main"].body.blocks[0].bindings[0].var.ty
+    assert str(ty) == 'Tensor((n, max(0, min(16, k + 4) - min(16, k))), "float32")'
+    vm = VirtualMachine(plait.build(mod, target))
+    rng = np.random.default_rng(2)
+    for n, k in [(1, 0), (3, 5), (2, 14), (2, 20)]:
+        x = rng.standard_normal((n, 16)).astype(np.float32)
+        got = vm["main"](x, np.zeros((k, 2), np.float32))
+        np.testing.assert_allclose(got, x[:, k:k + 4] ** 2, rtol=1e-6)
+
+
 def test_a_size_expression_over_names_no_parameter_binds_is_refused_at_build() -> None:
     text = '''
 @module

@@ -27,6 +27,31 @@ def test_slice_lengths_agree_with_python_slicing(n: int, b: int, e: int, s: int)
     assert sym.evaluate(d, {"n": n}) == len(range(n)[b:e:s]), (b, e, s, str(d))
 
 
+sym_bound = st.one_of(
+    st.tuples(st.just("k"), st.integers(0, 15)),          # a size: never counts from the end
+    st.tuples(st.just("-k - 1"), st.integers(0, 15)),     # always negative
+    st.tuples(st.just("k + 2"), st.integers(0, 15)),
+)
+
+
+@SETTINGS
+@given(st.integers(0, 15), sym_bound, bound, st.integers(1, 4), st.booleans())
+def test_slices_with_symbolic_bounds_agree_with_python_slicing(
+    n: int, kb: tuple[str, int], e: int, s: int, swap: bool
+) -> None:
+    text, k = kb
+    b_dim, e_dim = sym.parse_dim(text), e
+    if swap:
+        b_dim, e_dim = e_dim, b_dim
+    d = _slice_len("n", b_dim, e_dim, s)
+    assert d is not None
+    env = {"n": n, "k": k}
+    b_val, e_val = sym.evaluate(b_dim, env), sym.evaluate(e_dim, env)
+    assert sym.evaluate(d, env) == len(range(n)[b_val:e_val:s]), (str(b_dim), str(e_dim), s, str(d))
+    # a bound that may count from either end is not guessed
+    assert _slice_len("n", sym.parse_dim("k - 1"), TO_END, 1) is None
+
+
 @SETTINGS
 @given(st.integers(0, 40), st.integers(1, 5), st.integers(1, 3), st.integers(0, 3),
        st.integers(0, 3), st.integers(1, 2), st.booleans())
