@@ -93,7 +93,8 @@ WINDOW = '''
 @module
 class Window:
     @function
-    def main(x: Tensor((n, 16), "float32"), y: Tensor((k, 2), "float32")) -> Tensor(None, "float32"):
+    def main(x: Tensor((n, 16), "float32"),
+             y: Tensor((k, 2), "float32")) -> Tensor(None, "float32"):
         with dataflow():
             w = strided_slice(x, axes=(1,), begin=("k",), end=("k + 4",))
             out = multiply(w, w)
