@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from plait.ir import symbolic as sym
 from plait.ir.types import TensorType
 from plait.op.index import TO_END, _slice_len
-from plait.op.infer import infer_op_type, window_out_dim
+from plait.op.infer import broadcast_dim, infer_op_type, window_out_dim
 from plait.op.registry import OpTypeError
 
 F32 = "float32"
@@ -115,3 +115,28 @@ def _tuple(*ts: TensorType):
     from plait.ir.types import TupleType
 
     return TupleType(ts)
+
+
+def test_ranges_decide_broadcasting() -> None:
+    n1, m1 = sym.parse_dim("n + 1"), sym.parse_dim("m + 1")
+    # without ranges n + 1 may be 1 (n = 0): it may broadcast, the first size is kept
+    assert broadcast_dim(n1, m1) == n1
+    # with n, m >= 1 neither is ever 1, but they may be equal: still allowed
+    assert broadcast_dim(n1, m1, {"n": (1, None), "m": (1, None)}) == n1
+    # n in [1, 4] and m in [10, 20]: never equal and never 1, so never broadcastable
+    assert broadcast_dim(n1, m1, {"n": (1, 4), "m": (10, 20)}) is None
+    assert broadcast_dim(n1, 1) == n1 and broadcast_dim(sym.mul(2, "n"), sym.mul("n", 2)) == \
+        sym.mul("n", 2)
+
+
+def test_transposed_convolution_sizes_agree_with_torch() -> None:
+    torch = pytest.importorskip("torch")
+    x = TensorType(("n", 4, "h", "w"), F32)
+    w = TensorType((4, 2, 3, 3), F32)
+    t = infer_op_type("conv_transpose2d", x, w, strides=2, padding=1)
+    assert [str(d) for d in t.shape] == ["n", "2", "h * 2 - 1", "w * 2 - 1"]
+    for h, wd in [(1, 1), (5, 7)]:
+        got = torch.nn.functional.conv_transpose2d(
+            torch.zeros(1, 4, h, wd), torch.zeros(4, 2, 3, 3), stride=2, padding=1).shape
+        assert (sym.evaluate(t.shape[2], {"h": h}), sym.evaluate(t.shape[3], {"w": wd})) == \
+            tuple(got[2:])
