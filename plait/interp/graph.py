@@ -50,6 +50,7 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.module import IRModule
+from ..ir.symbolic import Dim, SymbolicError, SymExpr, evaluate, free_symbols
 from ..ir.types import TensorType, TupleType, Type
 from ..kernel.interp import KernelRunError, run_kernel
 from ..kernel.ir import Kernel
@@ -195,6 +196,12 @@ class Interpreter:
                     raise InterpreterError(
                         f"{what} {name!r} has type {ty} with {d}={have} bound already, the "
                         f"value has shape {a.shape}", function=frame.function)
+            elif type(d) is SymExpr:
+                if free_symbols(d) <= frame.sizes.keys() and evaluate(d, frame.sizes) != n:
+                    raise InterpreterError(
+                        f"{what} {name!r} has type {ty}: its size {d} is "
+                        f"{evaluate(d, frame.sizes)}, the value has shape {a.shape}",
+                        function=frame.function)
             elif d != n:
                 raise InterpreterError(f"{what} {name!r} has type {ty}, the value has shape "
                                        f"{a.shape}", function=frame.function)
@@ -278,7 +285,12 @@ class Interpreter:
                 done[id(e)] = self._call(e, vals, frame, where)
         return done[id(root)]
 
-    def _dim(self, d: int | str, frame: _Frame) -> int:
+    def _dim(self, d: Dim, frame: _Frame) -> int:
+        if type(d) is SymExpr:
+            try:
+                return evaluate(d, frame.sizes)
+            except SymbolicError as e:
+                raise InterpreterError(f"size {d}: {e}", function=frame.function) from None
         if isinstance(d, str):
             try:
                 return frame.sizes[d]

@@ -165,3 +165,14 @@ def test_strided_convolution_and_pooling_run_at_several_image_sizes(target: str)
         got = vm["main"](x, k)
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_the_reference_interpreter_runs_expression_sizes() -> None:
+    from plait.interp import run
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 5, 128)).astype(np.float32)
+    w = (rng.standard_normal((128, 128)) / 12).astype(np.float32)
+    extra = rng.standard_normal((2, 3, 128)).astype(np.float32)
+    got = run(plait.transform.Normalize()(plait.parse(ATTENTION)), x, w, extra)
+    np.testing.assert_allclose(got, _attention_reference(x, w, extra), rtol=1e-5, atol=1e-5)
