@@ -176,3 +176,16 @@ def test_the_reference_interpreter_runs_expression_sizes() -> None:
     extra = rng.standard_normal((2, 3, 128)).astype(np.float32)
     got = run(plait.transform.Normalize()(plait.parse(ATTENTION)), x, w, extra)
     np.testing.assert_allclose(got, _attention_reference(x, w, extra), rtol=1e-5, atol=1e-5)
+
+
+def test_a_region_with_expression_sizes_offloads_to_onnxruntime() -> None:
+    pytest.importorskip("onnxruntime")
+    target = plait.Target("numpy", offload=("onnxruntime",))
+    vm = VirtualMachine(plait.build(plait.parse(ATTENTION), target))
+    rng = np.random.default_rng(4)
+    w = (rng.standard_normal((128, 128)) / 12).astype(np.float32)
+    for batch, seq, more in [(1, 4, 2), (2, 6, 3)]:
+        x = rng.standard_normal((batch, seq, 128)).astype(np.float32)
+        extra = rng.standard_normal((batch, more, 128)).astype(np.float32)
+        np.testing.assert_allclose(vm["main"](x, w, extra), _attention_reference(x, w, extra),
+                                   rtol=1e-4, atol=1e-5)
