@@ -189,3 +189,17 @@ def test_a_region_with_expression_sizes_offloads_to_onnxruntime() -> None:
         extra = rng.standard_normal((batch, more, 128)).astype(np.float32)
         np.testing.assert_allclose(vm["main"](x, w, extra), _attention_reference(x, w, extra),
                                    rtol=1e-4, atol=1e-5)
+
+
+def test_an_executable_with_expression_sizes_saves_and_loads(tmp_path) -> None:
+    from plait.runtime import Executable
+
+    path = tmp_path / "attention.plx"
+    plait.build(plait.parse(ATTENTION), "numpy").save(path)
+    vm = VirtualMachine(Executable.load(path))
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 128)).astype(np.float32)
+    w = (rng.standard_normal((128, 128)) / 12).astype(np.float32)
+    extra = rng.standard_normal((2, 4, 128)).astype(np.float32)
+    np.testing.assert_allclose(vm["main"](x, w, extra), _attention_reference(x, w, extra),
+                               rtol=1e-5, atol=1e-5)
