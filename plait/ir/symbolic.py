@@ -23,10 +23,12 @@ Facts about ranges (:func:`bounds`, :func:`prove_ge`, ...) take a mapping of
 ``[0, inf)``.  The canonical form never depends on ranges (a type means the same thing
 in every module).
 
-Why not sympy: sympy's expressions are ~50x slower to build and compare (this layer
-sits on the type-inference hot path), its ``floor``/``Mod`` canonical forms are over the
-reals and not unique for integer division (``floor((n*12+5)/4)`` stays as is), and it
-is a heavy import for the runtime-free IR.  The model here is TVM's ``arith.Analyzer``
+Why not sympy: building and comparing a typical size (``(n*12 + i)//4 + batch*heads``)
+takes ~3 ms in sympy against ~70 us here uncached (~45x) and ~1.5 us cached (this layer
+sits on the type-inference hot path); its ``floor`` forms are over the rationals and not
+unique for integer division (``floor((h-3)/2) + 1`` and ``floor((h+1)/2) - 1`` are the
+same size, but neither equal nor simplified to one form, and ``floor(floor(x/2)/3)``
+stays nested); and it is a heavy import for the IR.  The model here is TVM's ``arith.Analyzer``
 (canonical sums of products with floordiv/floormod atoms, bounds from ranges) at the
 scale plait needs.
 """
