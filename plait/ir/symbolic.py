@@ -61,9 +61,6 @@ class SymbolicError(PlaitError, ValueError):
 
 # ------------------------------------------------------------------------- nodes
 
-_OPS = ("floordiv", "mod", "min", "max")
-
-
 class SymCall:
     """A non-polynomial atom: ``op(a, b)`` with ``op`` in floordiv, mod, min, max and
     canonical arguments.  Interned: build with :func:`_call`."""
