@@ -650,6 +650,8 @@ def _decide(op: str, x: Dim, y: Dim, ranges: Ranges) -> Dim:
         if prove_ge(x, y, ranges):
             return y if op == "min" else x
         return APPLY[op](x, y)
+    if y == 0:   # the ranges make the divisor 0: the size is undefined there, keep it
+        return _atom_dim(_call(op, (x, y)))
     lx, hx = bounds(x, ranges)
     ly, _ = bounds(y, ranges)
     if ly >= 1:

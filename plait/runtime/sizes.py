@@ -14,10 +14,12 @@ import ast
 from collections.abc import Mapping
 from functools import lru_cache
 
+from plait.errors import PlaitError
+
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
 
 
-class SizeExprError(ValueError):
+class SizeExprError(PlaitError, ValueError):
     """A shape entry that is not a valid size expression."""
 
 
