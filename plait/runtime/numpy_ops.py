@@ -1103,6 +1103,9 @@ def _pool_geometry(
 ]:
     """Kernel, strides, dilation, padding, output sizes and the trailing padding needed
     for the last window, for channels-first ``x``."""
+    if x.ndim != nd + 2:
+        raise ValueError(f"{nd}-d pooling takes a tensor of rank {nd + 2} (batch, channels "
+                         f"and {nd} spatial axes), got one of shape {x.shape}")
     k, s = _expand(pool_size, nd), _expand(strides, nd)
     d, p = _expand(dilation, nd), _expand_padding(padding, nd)
     sizes = x.shape[2:]
