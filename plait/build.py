@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+from plait.errors import PlaitError
+
 from .codegen.vm_codegen import vm_codegen
 from .ir.expr import Function
 from .ir.module import IRModule
@@ -105,8 +107,9 @@ def graph_module(exe: Executable, *, allow_native: bool = False) -> IRModule:
     as code (:func:`~plait.runtime.trust.register_code_attribute`: C sources, native
     libraries, entry points, external modules) — raises
     :class:`~plait.runtime.trust.UntrustedCodeError` unless the file was loaded with
-    ``allow_native=True`` or ``allow_native`` is given here.  ``parse(exe.graph)``
-    skips this decision: text you parse yourself is your own code."""
+    ``allow_native=True`` or ``allow_native`` is given here.  ``parse(exe.graph,
+    constants=exe.graph_constants)`` skips this decision: text you parse yourself is
+    your own code."""
     from .ir.parser import parse
 
     if not isinstance(exe, Executable):
@@ -118,7 +121,8 @@ def graph_module(exe: Executable, *, allow_native: bool = False) -> IRModule:
     trust = exe.trust
     if allow_native and not trust.native_allowed:
         trust = replace(trust, allow_native=True)
-    mod = parse(exe.graph, f"<the graph of {trust.source or 'the executable'}>")
+    mod = parse(exe.graph, f"<the graph of {trust.source or 'the executable'}>",
+                constants=exe.graph_constants)
     attr = module_trust_attr(trust)
     if attr is None:
         return mod
@@ -149,13 +153,15 @@ def _keep_graph(exe: Executable, mod: IRModule, keep: bool) -> None:
     if not keep:
         exe.attrs["graph_not_kept"] = "built with keep_graph=False"
         return
-    try:
-        exe.graph = mod.script()
+    try:  # large constants kept by reference: once in memory and in the file
+        table: dict[str, Any] = {}
+        exe.graph = mod.script(constants=table)
+        exe.graph_constants = table
     except Exception as e:  # a value without a text form: the executable still works
         exe.attrs["graph_not_kept"] = f"the module does not print: {type(e).__name__}: {e}"
 
 
-class BuildError(ValueError):
+class BuildError(PlaitError, ValueError):
     """``build`` refuses its input module before running any pass; the message says
     what to change."""
 

@@ -9,12 +9,15 @@
     plait run module.plait.py      # a module in the text format (function ``main``)
     plait compile model.onnx|model.pt2 -o model.plx [--shape ...] [--target ...]
     plait check module.plait.py    # parse, check well-formedness, print
+    plait check model.onnx|model.pt2|model.plx   # import (load) it, check it, print
     plait passes | pipeline | opt | report | bisect   # debugging: plait/tools/cli.py
 
 Inputs not given with ``--input`` are random (seeded); their symbolic sizes come from
 ``--shape``, else (a .pt2) from the example inputs the program was exported with, else
 the smallest size their range allows (at least 1).  Errors are one line on stderr and
-exit code 2; a failed ``--compare`` exits with 1.
+exit code 2 (every error class of the library derives from
+:class:`plait.errors.PlaitError` and prints as ``plait: error: ...``; only a bug prints
+``internal error``); a failed ``--compare`` exits with 1.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from plait.errors import PlaitError
 
-class CliError(Exception):
+
+class CliError(PlaitError):
     """A problem to report in one line (exit code 2)."""
 
 
@@ -125,8 +130,11 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("-o", "--output", required=True, help="the executable to write (.plx)")
     common(comp)
 
-    check = sub.add_parser("check", help="parse a .plait.py module, check it and print it")
-    check.add_argument("module", help="a module in the text format")
+    check = sub.add_parser(
+        "check", help="read a .plait.py module (or import a .onnx / .pt2 model, or load a "
+        ".plx executable), check it and print it")
+    check.add_argument("module", help="a module in the text format, a .onnx model, a .pt2 "
+                       "exported program or a .plx executable")
 
     from .tools.cli import add_commands  # passes, pipeline, opt, report, bisect
 
@@ -135,6 +143,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 # --------------------------------------------------------------------- model loading
+
+
+_KINDS = ("a .onnx model, a .pt2 exported program (torch.export.save), a .plx executable "
+          "or a .plait.py module")
+_BINARY_SUFFIXES = (".onnx", ".plx", ".pt2")
 
 
 def _kind(path: str) -> str:
@@ -147,10 +160,7 @@ def _kind(path: str) -> str:
         return "pt2"
     if low.endswith(".py"):
         return "text"
-    raise CliError(
-        f"{path}: unknown file kind; expected a .onnx model, a .pt2 exported program "
-        "(torch.export.save), a .plx executable or a .plait.py module"
-    )
+    raise CliError(f"{path}: unknown file kind; expected {_KINDS}")
 
 
 def _require_file(path: str) -> None:
@@ -664,6 +674,9 @@ def _parse_text(path: str) -> Any:
             text = f.read()
     except OSError as e:
         raise CliError(f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise CliError(f"{path} is not a module in the text format (it is not UTF-8 text); "
+                       f"plait reads {_KINDS}") from None
     try:
         return parse(text)
     except Exception as e:
@@ -674,7 +687,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .ir.well_formed import well_formed
 
     _require_file(args.module)
-    mod = _parse_text(args.module)
+    kind = _kind(args.module) if args.module.lower().endswith(_BINARY_SUFFIXES) else "text"
+    if kind == "plx":
+        return _check_executable(args.module)
+    if kind == "onnx":
+        mod = _import_onnx(args.module, {}, {}, static=False)[0]
+    elif kind == "pt2":
+        mod = _import_pt2(args.module)[1]
+    else:
+        mod = _parse_text(args.module)
     try:
         problems = well_formed(mod)
     except Exception as e:
@@ -692,8 +713,26 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_executable(path: str) -> int:
+    """``plait check x.plx``: load it (which validates every member and runs nothing)
+    and print it."""
+    from .runtime import Executable
+
+    try:
+        exe = Executable.load(path)
+    except Exception as e:
+        raise CliError(f"{path}: not a valid executable: {_first_line(e)}") from None
+    print(exe.as_text())
+    print(f"# {path}: a valid executable ({exe.trust})", file=sys.stderr)
+    return 0
+
+
 def _first_line(e: BaseException) -> str:
-    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    try:
+        text = str(e)
+    except Exception:  # noqa: BLE001 (an error whose message cannot be made)
+        text = ""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     if not lines:
         return type(e).__name__
     return (
@@ -720,6 +759,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.handler(args)
     except CliError as e:
         print(f"plait: error: {e}".replace("\n", "; "), file=sys.stderr)
+        return 2
+    except PlaitError as e:   # a refusal of the library (plait/errors.py): not a bug
+        print(f"plait: error: {_first_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

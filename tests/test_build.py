@@ -66,7 +66,10 @@ def test_the_executable_goes_to_the_oldest_generation_and_no_garbage_is_kept():
     try:
         frozen = gc.get_freeze_count()
         exe = plait.build(two_params("x", "y"), "numpy")
-        assert gc.get_freeze_count() == frozen  # (none released, none added)
+        # none added, and the caller's stay frozen (an unfreeze would release them all);
+        # a few may be freed meanwhile: an entry a bounded cache evicts during the build
+        # (which caches are full depends on the tests run before in the process)
+        assert frozen - 64 <= gc.get_freeze_count() <= frozen
         assert exe.functions["main"].instructions
     finally:
         gc.unfreeze()

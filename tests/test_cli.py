@@ -309,3 +309,65 @@ def test_offload_to_onnxruntime_compiles_runs_and_names_unknown_codegens(
     code, _, err = _run(capsys, "run", TINY, "--offload", "onnxrt")
     assert code == 2 and "no external codegen 'onnxrt' is registered; did you mean " \
         "'onnxruntime'?" in err and err.count("\n") == 1
+
+
+def test_check_reads_onnx_models_executables_and_names_what_it_reads(
+    capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:
+    """`plait check model.onnx` imports the model (it used to fail reading it as text with
+    an internal UnicodeDecodeError); a .plx is loaded and printed; a binary file named
+    like a module is a clean refusal saying what check reads."""
+    code, out, err = _run(capsys, "check", TINY)
+    assert code == 0, err
+    assert "def main(" in out and "well-formed" in err
+    plx = str(tmp_path / "tiny.plx")
+    assert _run(capsys, "compile", TINY, "-o", plx)[0] == 0
+    code, out, err = _run(capsys, "check", plx)
+    assert code == 0, err
+    assert "main(" in out and "a valid executable" in err
+    binary = tmp_path / "model.plait.py"
+    with open(TINY, "rb") as f:
+        binary.write_bytes(f.read())
+    code, _, err = _run(capsys, "check", str(binary))
+    assert code == 2 and "internal error" not in err and len(err.strip().splitlines()) == 1
+    assert "not UTF-8 text" in err and ".onnx model" in err
+
+
+def _saved_with(tmp_path, target: str, change) -> str:
+    """MODULE built for ``target``, changed by ``change(exe)``, saved (signed by this
+    machine, so it is trusted); its path."""
+    import plait
+
+    exe = plait.build(plait.parse(MODULE), target)
+    change(exe)
+    path = str(tmp_path / f"changed-{target}.plx")
+    exe.save(path)
+    return path
+
+
+def test_refusals_of_the_vm_and_the_native_loader_are_one_clean_line(
+    capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:
+    """A VMError (an instruction calling an unknown function) and a NativeLoadError (a
+    truncated library) used to print as internal errors to report."""
+    from plait.runtime.executable import Call
+
+    def unknown_function(exe) -> None:
+        fn = exe.functions["main"]
+        at = next(i for i, ins in enumerate(fn.instructions) if isinstance(ins, Call))
+        fn.instructions[at] = Call("no.such.function", fn.instructions[at].args,
+                                   fn.instructions[at].dst)
+
+    code, _, err = _run(capsys, "run", _saved_with(tmp_path, "numpy", unknown_function))
+    assert code == 2 and "internal error" not in err and len(err.strip().splitlines()) == 1
+    assert err.startswith("plait: error:") and "unknown function 'no.such.function'" in err
+    if not any(shutil.which(c) for c in ("cc", "gcc", "clang")):
+        return
+
+    def truncated_library(exe) -> None:
+        exe.libs["c"] = exe.libs["c"][: len(exe.libs["c"]) // 2]
+        exe.lib_digests.clear()
+
+    code, _, err = _run(capsys, "run", _saved_with(tmp_path, "c", truncated_library))
+    assert code == 2 and "internal error" not in err and len(err.strip().splitlines()) == 1
+    assert err.startswith("plait: error:") and "refusing to map it" in err

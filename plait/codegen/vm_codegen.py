@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from plait.errors import PlaitError
+
 from ..ir.expr import (
     Call,
     Constant,
@@ -47,19 +49,27 @@ from ..ir.expr import (
 )
 from ..ir.facts import DIM_RANGES, dim_ranges
 from ..ir.module import IRModule
+from ..ir.symbolic import SymExpr, free_symbols
 from ..ir.types import PrimType, ShapeType, TensorType, TupleType, Type
 from ..runtime import executable as rx
 
 
-class VMCodegenError(TypeError):
+class VMCodegenError(PlaitError, TypeError):
     """The module cannot be lowered to VM code (it is not in the build phase, or a
     binding has a form the VM has no instruction for)."""
+
+
+def _shape_entries(shape: tuple | list) -> list:
+    """A shape for the executable: ints, names, and size expressions as their text
+    (``"batch * 12"``, read by :mod:`plait.runtime.sizes`)."""
+    return [str(d) if type(d) is SymExpr else d for d in shape]
 
 
 def _param_sig(var: Var) -> rx.ParamSig:
     ty = var.ty
     if isinstance(ty, TensorType):
-        return rx.ParamSig(var.name_hint, "tensor", ty.shape, ty.dtype)
+        shape = None if ty.shape is None else tuple(_shape_entries(ty.shape))
+        return rx.ParamSig(var.name_hint, "tensor", shape, ty.dtype)
     if isinstance(ty, TupleType):
         return rx.ParamSig(var.name_hint, "tuple", None, None)
     if isinstance(ty, PrimType):
@@ -120,9 +130,27 @@ class _FunctionLowering:
                 for axis, d in enumerate(p.ty.shape):
                     if isinstance(d, str) and d not in self.entry_syms:
                         self.entry_syms[d] = (self.regs[p], axis)
+        self._check_param_exprs()
         self.sym_regs: dict[str, int] = {}
         # id(attributes of tensor_from_storage) -> (them, shape, dtype, offset)
         self.placed: dict[int, tuple[Any, tuple, str, int]] = {}
+
+    def _check_param_exprs(self) -> None:
+        """Every name a parameter's size expression uses is some parameter's plain size
+        (the VM binds plain names from the arguments, then checks the expressions)."""
+        for p in self.func.params:
+            if not isinstance(p.ty, TensorType) or p.ty.shape is None:
+                continue
+            for axis, d in enumerate(p.ty.shape):
+                if type(d) is not SymExpr:
+                    continue
+                free = sorted(n for n in free_symbols(d) if n not in self.entry_syms)
+                if free:
+                    raise VMCodegenError(
+                        f"in function {self.name!r}, parameter {p.name_hint!r}: dimension "
+                        f"{axis} is the size {d}, but no parameter has {', '.join(free)} as a "
+                        "plain size, so the arguments cannot bind it; give a parameter that "
+                        "size as a dimension of its own")
 
     def _load_entry_syms(self) -> None:
         """Put every entry-bound symbolic size in a register (at function start, so
@@ -133,19 +161,32 @@ class _FunctionLowering:
             self.sym_regs[name] = dst
 
     def is_sym(self, d: Any) -> bool:
+        if type(d) is SymExpr:
+            return True
         return isinstance(d, str) and (d in self.sym_regs or d in self.entry_syms)
+
+    def sym_reg(self, name: str, where: str) -> int:
+        if name not in self.sym_regs:
+            raise self.fail(where, f"symbolic size {name!r} is not bound at this point")
+        return self.sym_regs[name]
 
     def dims_value(self, dims: tuple, where: str) -> rx.Arg:
         """A tuple of sizes as an argument: an immediate if static, else a register
-        built at run time from the registers of its symbolic sizes."""
-        if not any(isinstance(d, str) for d in dims):
+        built at run time from the registers of its symbolic sizes (a size expression
+        evaluated by ``vm.builtin.eval_size``)."""
+        if all(type(d) is int for d in dims):
             return rx.Imm(tuple(dims))
         parts: list[rx.Arg] = []
         for d in dims:
             if isinstance(d, str):
-                if d not in self.sym_regs:
-                    raise self.fail(where, f"symbolic size {d!r} is not bound at this point")
-                parts.append(rx.Reg(self.sym_regs[d]))
+                parts.append(rx.Reg(self.sym_reg(d, where)))
+            elif type(d) is SymExpr:
+                names = tuple(sorted(free_symbols(d)))
+                regs = [rx.Reg(self.sym_reg(n, where)) for n in names]
+                val = self.fresh()
+                self.code.append(rx.Call(
+                    "vm.builtin.eval_size", [rx.Imm(str(d)), rx.Imm(names), *regs], val))
+                parts.append(rx.Reg(val))
             else:
                 parts.append(rx.Imm(d))
         dst = self.fresh()
@@ -247,6 +288,10 @@ class _FunctionLowering:
             ty = binding.cast_ty
             src = self.arg(value, where)
             shape = list(ty.shape) if isinstance(ty, TensorType) and ty.shape is not None else None
+            if shape is not None and any(type(d) is SymExpr for d in shape):
+                raise self.fail(
+                    where, f"match_cast to {ty}: a match_cast binds plain names, not size "
+                    "expressions (match to fresh names instead)")
             dtype = ty.dtype if isinstance(ty, TensorType) else None
             dst = self.reg(var)
             self.code.append(
@@ -332,13 +377,14 @@ class _FunctionLowering:
     def _alloc_tensor(self, dst: int, attrs: Any, call: Call, where: str) -> None:
         shape = tuple(attrs["shape"])
         if any(type(d) is not int for d in shape) and any(
-            isinstance(d, str) and d not in self.entry_syms for d in shape
+            n not in self.entry_syms for d in shape if type(d) is not int
+            for n in ((d,) if isinstance(d, str) else free_symbols(d))
         ):
             # a size only known after a match_cast: allocate from its register
             dims = self.dims_value(shape, where)
             self.code.append(rx.Call("vm.builtin.empty", [dims, rx.Imm(attrs["dtype"])], dst))
         else:
-            self.code.append(rx.AllocTensor(dst, list(shape), attrs["dtype"]))
+            self.code.append(rx.AllocTensor(dst, _shape_entries(shape), attrs["dtype"]))
 
     def _tensor_from_storage(self, dst: int, attrs: Any, call: Call, where: str) -> None:
         src = call.args[0]
@@ -410,7 +456,7 @@ def _uses_symbolic_values(seq: SeqExpr) -> bool:
         if isinstance(node, Call) and isinstance(node.op, Op):
             extra = node.attrs.get("attrs")
             if extra and any(
-                isinstance(v, tuple) and any(isinstance(d, str) for d in v)
+                isinstance(v, tuple) and any(isinstance(d, str | SymExpr) for d in v)
                 for v in dict(extra).values()
             ):
                 return True

@@ -8,12 +8,14 @@ from typing import Any
 
 import numpy as np
 
+from plait.errors import PlaitError
+
 from ..ir.expr import Call, Constant, Expr, Op, Tuple
 from ..ir.types import TensorType, TupleType, Type
 from ..op.registry import get_op
 
 
-class FrontendImportError(ValueError):
+class FrontendImportError(PlaitError, ValueError):
     """A model that a frontend cannot import (``OnnxImportError``, ``TorchImportError``
     are subclasses): catch this to handle any importer's refusal."""
 

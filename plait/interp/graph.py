@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from plait.errors import PlaitError
+
 from ..ir.expr import (
     Call,
     Constant,
@@ -48,13 +50,14 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.module import IRModule
+from ..ir.symbolic import Dim, SymbolicError, SymExpr, evaluate, free_symbols
 from ..ir.types import TensorType, TupleType, Type
 from ..kernel.interp import KernelRunError, run_kernel
 from ..kernel.ir import Kernel
 from .externs import ExternResolver
 
 
-class InterpreterError(RuntimeError):
+class InterpreterError(PlaitError, RuntimeError):
     """The module cannot be run: names the function, the binding and what went wrong."""
 
     def __init__(self, message: str, *, function: str | None = None,
@@ -193,6 +196,12 @@ class Interpreter:
                     raise InterpreterError(
                         f"{what} {name!r} has type {ty} with {d}={have} bound already, the "
                         f"value has shape {a.shape}", function=frame.function)
+            elif type(d) is SymExpr:
+                if free_symbols(d) <= frame.sizes.keys() and evaluate(d, frame.sizes) != n:
+                    raise InterpreterError(
+                        f"{what} {name!r} has type {ty}: its size {d} is "
+                        f"{evaluate(d, frame.sizes)}, the value has shape {a.shape}",
+                        function=frame.function)
             elif d != n:
                 raise InterpreterError(f"{what} {name!r} has type {ty}, the value has shape "
                                        f"{a.shape}", function=frame.function)
@@ -276,7 +285,12 @@ class Interpreter:
                 done[id(e)] = self._call(e, vals, frame, where)
         return done[id(root)]
 
-    def _dim(self, d: int | str, frame: _Frame) -> int:
+    def _dim(self, d: Dim, frame: _Frame) -> int:
+        if type(d) is SymExpr:
+            try:
+                return evaluate(d, frame.sizes)
+            except SymbolicError as e:
+                raise InterpreterError(f"size {d}: {e}", function=frame.function) from None
         if isinstance(d, str):
             try:
                 return frame.sizes[d]

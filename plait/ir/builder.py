@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from plait.errors import PlaitError
+
 from .attrs import Attrs
 from .expr import (
     BaseFunc,
@@ -63,7 +65,7 @@ ATOM_TYPES = (Var, Constant, GlobalVar, Op, ExternFunc, ShapeExpr, PrimValue, St
 _SIMPLE_LEAVES = frozenset({Var, DataflowVar, Constant, ShapeExpr, PrimValue, StringImm})
 
 
-class IRTypeError(TypeError):
+class IRTypeError(PlaitError, TypeError):
     """A type error found while building or normalizing IR.  The message names the
     function, the binding and the source position when they are known."""
 

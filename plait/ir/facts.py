@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from plait.errors import PlaitError
+
 DIM_RANGES = "dim_ranges"
 """The module attribute holding the ranges of symbolic sizes."""
 
@@ -26,7 +28,7 @@ DimRange = tuple[int, int | None]
 """Inclusive bounds of a symbolic size; ``None`` as the upper bound: unbounded."""
 
 
-class FactError(ValueError):
+class FactError(PlaitError, ValueError):
     """A malformed fact (a range with a bad name or bounds)."""
 
 

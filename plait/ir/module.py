@@ -130,11 +130,12 @@ class IRModule:
         return self.with_attrs(phase=phase)
 
     # ------------------------------------------------------------ text
-    def script(self, name: str = "Module") -> str:
-        """The module in the text format."""
+    def script(self, name: str = "Module", constants: dict[str, Any] | None = None) -> str:
+        """The module in the text format; with ``constants`` (a dict to fill), large
+        constants are kept there and the text refers to them (``const(ref=...)``)."""
         from .printer import print_module
 
-        return print_module(self, name)
+        return print_module(self, name, constants)
 
     def __str__(self) -> str:
         return self.script()

@@ -57,6 +57,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from plait.errors import PlaitError
+
 from .builder import BlockBuilder, IRTypeError
 from .expr import (
     BaseFunc,
@@ -79,6 +81,7 @@ from .expr import (
 from .expr import BindingBlock as _BindingBlock
 from .module import IRModule
 from .printer import FORMAT_WORDS
+from .symbolic import SymbolicError, from_ast
 from .types import (
     DTYPES,
     FuncType,
@@ -92,7 +95,7 @@ from .types import (
 )
 
 
-class ParseError(ValueError):
+class ParseError(PlaitError, ValueError):
     """An error in the text: ``source``, ``line``, ``col`` (1-based), the
     ``reason`` and the offending ``source_line``."""
 
@@ -422,24 +425,35 @@ class ParseContext:
                 return (_LEAF, v)
             if type(v) is str and v.isidentifier():
                 return (_LEAF, v)
-        self.error(node, "a dimension is a non-negative int or a symbolic size name such as n")
+        if t is ast.BinOp or t is ast.UnaryOp or t is ast.Call:
+            try:
+                d = from_ast(node)
+            except SymbolicError as e:
+                self.error(node, str(e))
+            if type(d) is not int or d >= 0:
+                return (_LEAF, d)
+        self.error(node, "a dimension is a non-negative int or a symbolic size name such as n "
+                   "(or a size expression such as n * 12 or (h - 3) // 2 + 1)")
 
     # ---- constants
     def _plan_const(self, node: ast.Call, as_expr: bool) -> tuple:
         kws = {k.arg: k.value for k in node.keywords}
         if None in kws:
             self.error(node, "** is not allowed in const(...)")
-        unknown = set(kws) - {"value", "dtype", "base64", "shape"}
+        unknown = set(kws) - {"value", "dtype", "base64", "shape", "ref"}
         if unknown:
             self.error(node, f"const(...) has no argument {sorted(unknown)[0]!r}")
         value, dtype = _bind_args(self, node, node.args, kws, ("value", "dtype"))
-        b64, shape = kws.get("base64"), kws.get("shape")
+        b64, shape, ref = kws.get("base64"), kws.get("shape"), kws.get("ref")
         if dtype is None:
             self.error(node, 'const(...) needs a dtype: const(1.0, "float32")')
-        if (value is None) == (b64 is None):
-            self.error(node, "const(...) takes either a value or base64= data")
-        if b64 is not None and shape is None:
-            self.error(node, "const(base64=...) needs shape=")
+        if sum(x is not None for x in (value, b64, ref)) != 1:
+            self.error(node, "const(...) takes either a value, base64= data or a ref= to a "
+                             "constant kept outside the text")
+        if (b64 is not None or ref is not None) and shape is None:
+            self.error(node, f"const({'base64' if ref is None else 'ref'}=...) needs shape=")
+        if ref is not None:
+            return self._plan_const_ref(node, ref, dtype, shape, as_expr)
         kids = [(value if value is not None else b64, _VALUE), (dtype, _VALUE)]
         if shape is not None:
             kids.append((shape, _VALUE))
@@ -450,6 +464,40 @@ class ParseContext:
             return Constant(data) if as_expr else data
 
         return (kids, make)
+
+    def _plan_const_ref(self, node: ast.Call, ref: ast.expr, dtype: ast.expr,
+                        shape: ast.expr, as_expr: bool) -> tuple:
+        table = self.constants
+
+        def make(a: list[Any]) -> Any:
+            data = _referenced_array(table, a[0], a[1], a[2])
+            return Constant(data) if as_expr else data
+
+        return ([(ref, _VALUE), (dtype, _VALUE), (shape, _VALUE)], make)
+
+
+def _referenced_array(table: Mapping[str, Any] | None, key: Any, dtype: Any,
+                      shape: Any) -> np.ndarray:
+    """The constant ``const(ref=key, shape=..., dtype=...)`` names in ``table``."""
+    key = _check_str(key, "ref=")
+    dtype = _check_str(dtype, "the dtype")
+    check_dtype(dtype)
+    if not isinstance(shape, tuple) or not all(type(d) is int and d >= 0 for d in shape):
+        raise TypeError(f"shape= must be a tuple of non-negative ints, got {shape!r}")
+    if table is None:
+        raise ValueError(f"const(ref={key!r}) names a constant kept outside the text: parse "
+                         "the text with the table it was printed with (parse(text, "
+                         "constants=...); an executable's graph: plait.graph_module(exe))")
+    try:
+        data = table[key]
+    except KeyError:
+        raise ValueError(f"const(ref={key!r}): the table of constants has no such entry "
+                         f"({len(table)} entries)") from None
+    data = np.asarray(data)
+    if data.dtype.name != dtype or tuple(data.shape) != shape:
+        raise ValueError(f"const(ref={key!r}) says {shape} {dtype}, but the table holds "
+                         f"{tuple(data.shape)} {data.dtype.name}")
+    return data
 
 
 def _make_array(value: Any, dtype: Any, shape: Any, encoded: bool) -> np.ndarray:
@@ -544,7 +592,7 @@ def _bind_args(
     out: list[ast.expr | None] = list(args) + [None] * (len(names) - len(args))
     for k, v in kws.items():
         if k not in names:
-            if fname == "const" and k in ("base64", "shape"):
+            if fname == "const" and k in ("base64", "shape", "ref"):
                 continue
             ctx.error(v, f"{fname}(...) has no argument {k!r}; it takes {', '.join(names)}")
         i = names.index(k)
@@ -573,10 +621,12 @@ class _Parser(ParseContext):
         first_line: int = 1,
         col_offset: int = 0,
         module_attrs: Mapping[str, Any] | None = None,
+        constants: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(text, source, first_line, col_offset)
         self.text = text
         self.module_attrs = module_attrs
+        self.constants = constants
         self.bb = BlockBuilder()
         self.scopes: list[dict[str, Var]] = [{}]
         self.func_names: dict[str, ast.FunctionDef] = {}
@@ -1360,17 +1410,21 @@ def parse(
     first_line: int = 1,
     col_offset: int = 0,
     module_attrs: Mapping[str, Any] | None = None,
+    constants: Mapping[str, Any] | None = None,
 ) -> IRModule:
     """Parse a module written in the text format.
 
     ``source_name`` names the text in error messages; ``first_line`` and
     ``col_offset`` shift reported positions (for text cut out of a larger file);
     ``module_attrs``, when given, replaces the attributes written in ``@module(...)``
-    (whose arguments are then not read).  Raises :class:`ParseError`."""
+    (whose arguments are then not read); ``constants`` is the table of the constants
+    the text refers to (``const(ref=...)``; see ``IRModule.script(constants=...)``).
+    Raises :class:`ParseError`."""
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Parser(text, source_name, first_line, col_offset, module_attrs).parse_module()
+        return _Parser(text, source_name, first_line, col_offset, module_attrs,
+                       constants).parse_module()
     finally:
         if gc_was_enabled:
             gc.enable()

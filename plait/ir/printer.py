@@ -57,6 +57,7 @@ parser hook is :func:`plait.ir.parser.register_func_parser`.
 from __future__ import annotations
 
 import base64
+import hashlib
 import keyword
 import math
 from collections.abc import Callable, Mapping
@@ -90,6 +91,7 @@ from .expr import (
     Var,
     VarBinding,
 )
+from .symbolic import SymExpr
 from .types import (
     FuncType,
     ObjectType,
@@ -223,11 +225,26 @@ def const_text(data: np.ndarray) -> str:
         if texts is not None:
             return "const(" + _nest(texts, data.shape) + ", " + _str_lit(dtype) + ")"
     raw = np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<")).tobytes()
-    shape = "(" + ", ".join(str(d) for d in data.shape) + ("," if data.ndim == 1 else "") + ")"
     return (
-        f'const(base64="{base64.b64encode(raw).decode("ascii")}", shape={shape}, '
-        f"dtype={_str_lit(dtype)})"
+        f'const(base64="{base64.b64encode(raw).decode("ascii")}", '
+        f"shape={_shape_text(data.shape)}, dtype={_str_lit(dtype)})"
     )
+
+
+CONSTANT_REF_BYTES = 4096
+"""Constants of at least this many bytes print as references (``const(ref=...)``) when
+the printer is given a table to keep them in (:func:`print_module`'s ``constants``)."""
+
+
+def constant_key(data: np.ndarray) -> str:
+    """The key of a constant in a table of constants kept outside the text: the SHA-256
+    of its little-endian bytes, so equal arrays share one entry."""
+    raw = np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))
+    return "sha256:" + hashlib.sha256(memoryview(raw).cast("B")).hexdigest()
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def _nest(texts: list[str], shape: tuple[int, ...]) -> str:
@@ -248,7 +265,10 @@ class Printer:
 
     indent_unit = "    "
 
-    def __init__(self) -> None:
+    def __init__(self, constants: dict[str, np.ndarray] | None = None) -> None:
+        self.constants = constants
+        """When given, constants of at least :data:`CONSTANT_REF_BYTES` go into this
+        table (by :func:`constant_key`) and print as ``const(ref=...)``."""
         self.lines: list[str] = []
         self._names: dict[Var, str] = {}
         self._used: set[str] = set()
@@ -332,8 +352,8 @@ class Printer:
             return str(v)
         if isinstance(v, float):
             return _float_text(v)
-        if isinstance(v, str):
-            return _str_lit(v)
+        if isinstance(v, str | SymExpr):   # a size expression as its text: "batch * heads"
+            return _str_lit(str(v))
         if isinstance(v, tuple):
             if len(v) == 1:
                 return "(" + self.value_text(v[0]) + ",)"
@@ -347,13 +367,23 @@ class Printer:
         if isinstance(v, Type):
             return self.type_text(v)
         if isinstance(v, np.ndarray):
-            return const_text(v)
+            return self.const_text(v)
         if isinstance(v, np.generic):
             return self.value_text(v.item())
         for cls, fn in VALUE_PRINTERS.items():
             if isinstance(v, cls):
                 return fn(v, self)
         return "opaque(" + _str_lit(repr(v)) + ")"
+
+    def const_text(self, data: np.ndarray) -> str:
+        """A constant array as text: a reference into :attr:`constants` when it is
+        large and a table is given, else :func:`const_text`."""
+        if self.constants is None or data.nbytes < CONSTANT_REF_BYTES:
+            return const_text(data)
+        key = constant_key(data)
+        self.constants.setdefault(key, data)
+        return (f"const(ref={_str_lit(key)}, shape={_shape_text(data.shape)}, "
+                f"dtype={_str_lit(data.dtype.name)})")
 
     # ------------------------------------------------------------ expressions
     def atom_text(self, e: Expr) -> str | None:
@@ -363,7 +393,7 @@ class Printer:
             name = self._names.get(e)  # type: ignore[arg-type]
             return name if name is not None else self.define(e)  # type: ignore[arg-type]
         if t is Constant:
-            return const_text(e.data)  # type: ignore[attr-defined]
+            return self.const_text(e.data)  # type: ignore[attr-defined]
         if t is GlobalVar:
             return "cls." + e.name_hint  # type: ignore[attr-defined]
         if t is Op:
@@ -684,9 +714,13 @@ def _expr_kids(e: Expr) -> list[Expr] | None:
     return None
 
 
-def print_module(mod: Any, name: str = "Module") -> str:
-    """The text of an :class:`~plait.ir.module.IRModule` as a ``@module`` class."""
-    return Printer().print_module(mod, name)
+def print_module(mod: Any, name: str = "Module",
+                 constants: dict[str, np.ndarray] | None = None) -> str:
+    """The text of an :class:`~plait.ir.module.IRModule` as a ``@module`` class.  With
+    ``constants`` (a dict to fill), large constants are kept there instead of in the
+    text, which refers to them as ``const(ref="sha256:...", shape=..., dtype=...)``;
+    ``parse(text, constants=...)`` reads such a text back."""
+    return Printer(constants).print_module(mod, name)
 
 
 def node_repr(node: Any) -> str:
@@ -730,7 +764,9 @@ def _node_repr(node: Any) -> str:
 __all__ = [
     "FORMAT_WORDS",
     "Printer",
+    "CONSTANT_REF_BYTES",
     "const_text",
+    "constant_key",
     "node_repr",
     "print_module",
     "register_func_printer",

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from plait.errors import PlaitError
+
 from .attrs import Attrs
 from .expr import (
     BindingBlock,
@@ -42,7 +44,7 @@ from .node_fields import def_fields, is_var_class, node_fields
 from .types import Type
 
 
-class StructuralMismatch(AssertionError):
+class StructuralMismatch(PlaitError, AssertionError):
     """Raised by :func:`assert_structural_equal`; ``path`` names the first difference."""
 
     def __init__(self, path: str, lhs: Any, rhs: Any, reason: str) -> None:

@@ -1,9 +1,11 @@
 """Types of the graph IR.
 
 Every expression carries a type after normalization.  Types are immutable values
-compared with ``==`` (they hold no variables).  A tensor shape entry is either an
-``int`` or a symbolic size written as a string (``"n"``); a tensor whose rank or
-dtype is not known yet has ``shape=None`` or ``dtype=None``.
+compared with ``==`` (they hold no variables).  A tensor shape entry is a
+:data:`~plait.ir.symbolic.Dim`: an ``int``, a symbolic size written as a string
+(``"n"``), or an integer expression over sizes in canonical form (``n * 12``,
+``(h + 1) // 2 - 1``; see :mod:`plait.ir.symbolic`); a tensor whose rank or dtype is not
+known yet has ``shape=None`` or ``dtype=None``.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-Dim = int | str
-"""A tensor dimension: a static size or the name of a symbolic size."""
+from .symbolic import Dim, SymExpr, bounds, free_symbols
 
 MAX_DIM = 2**63 - 1
 """The largest static dimension and element count of a tensor: sizes are int64 in the
@@ -83,8 +84,13 @@ class TensorType(Type):
                 object.__setattr__(self, "shape", tuple(self.shape))
             count = 1
             for d in self.shape:
+                if type(d) is SymExpr:
+                    if bounds(d)[1] < 0:
+                        raise TypeError(f"tensor dimension {d} is negative for every size")
+                    continue
                 if isinstance(d, bool) or not isinstance(d, int | str):
-                    raise TypeError(f"tensor dimension must be an int or a name, got {d!r}")
+                    raise TypeError(f"tensor dimension must be an int or a name (or a size "
+                                    f"expression), got {d!r}")
                 if isinstance(d, int):
                     if d < 0:
                         raise TypeError(f"tensor dimension must be non-negative, got {d}")
@@ -115,7 +121,7 @@ class TensorType(Type):
         if self.shape is None:
             shape = "None"
         else:
-            inner = ", ".join(d if isinstance(d, str) else str(d) for d in self.shape)
+            inner = ", ".join(str(d) for d in self.shape)
             shape = f"({inner},)" if len(self.shape) == 1 else f"({inner})"
         dtype = "None" if self.dtype is None else f'"{self.dtype}"'
         return f"Tensor({shape}, {dtype})"
@@ -198,7 +204,11 @@ def symbolic_dims(ty: Type) -> set[str]:
     while stack:
         t = stack.pop()
         if isinstance(t, TensorType) and t.shape is not None:
-            out.update(d for d in t.shape if isinstance(d, str))
+            for d in t.shape:
+                if type(d) is str:
+                    out.add(d)
+                elif type(d) is SymExpr:
+                    out |= free_symbols(d)
         elif isinstance(t, TupleType):
             stack.extend(t.fields)
         elif isinstance(t, FuncType):

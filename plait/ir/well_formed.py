@@ -39,6 +39,8 @@ from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from plait.errors import PlaitError
+
 from .builder import is_atom, join_types, types_compatible
 from .expr import (
     Binding,
@@ -87,7 +89,7 @@ class Violation:
         return f"[{self.phase}] {place}: {self.message}"
 
 
-class WellFormedError(ValueError):
+class WellFormedError(PlaitError, ValueError):
     """A module violates the invariants of its phase; ``violations`` lists them all."""
 
     MAX_LISTED = 50

@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from plait.errors import PlaitError
+
 from .ir import (
     EQ,
     GE,
@@ -78,7 +80,7 @@ from .ir import (
 )
 
 
-class KernelRunError(RuntimeError):
+class KernelRunError(PlaitError, RuntimeError):
     """A kernel cannot run on the given arrays, or did something C would do silently
     wrong (an out-of-bounds access); the message names the kernel and the buffer."""
 

@@ -35,6 +35,7 @@ import re
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from plait.errors import PlaitError
 from plait.ir.attrs import Attrs
 from plait.ir.expr import Node, Span
 from plait.ir.types import DTYPES
@@ -360,7 +361,7 @@ def stmt_summary(s: Stmt) -> str:
 # ================================================================ parsing
 
 
-class KernelParseError(ValueError):
+class KernelParseError(PlaitError, ValueError):
     """A syntax or meaning error in kernel text; names the line and column."""
 
     def __init__(self, message: str, line: int = 0, col: int = 0, source_line: str = "") -> None:

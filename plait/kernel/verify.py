@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from plait.errors import PlaitError
+
 from .intrin import INTRINSICS
 from .ir import (
     Add,
@@ -56,7 +58,7 @@ from .ir import (
 from .text import node_text, stmt_summary
 
 
-class KernelVerifyError(ValueError):
+class KernelVerifyError(PlaitError, ValueError):
     """Raised by :func:`check_kernel`; ``errors`` lists every problem found."""
 
     def __init__(self, errors: list[str]) -> None:

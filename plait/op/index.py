@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..ir import symbolic as sym
 from ..ir.types import Dim, TensorType, TupleType, Type
 from ..runtime import numpy_ops as npo
 from .define import op_definer
@@ -15,19 +16,44 @@ TO_END = 2**31 - 1
 exporters write INT64_MAX or INT32_MAX); a symbolic size is assumed to be smaller."""
 
 
-def _slice_len(d: Dim, b: int, e: int, s: int) -> Dim | None:
-    if isinstance(d, int):
+def _sign(b: Dim) -> int | None:
+    """-1 for a bound that counts from the end, 1 for one that does not, None when a
+    symbolic bound may be either (its bounds straddle 0)."""
+    lo, hi = sym.bounds(b)
+    return 1 if lo >= 0 else -1 if hi < 0 else None
+
+
+def _slice_len(d: Dim, b: Dim, e: Dim, s: int) -> Dim | None:
+    """The length of ``range(d)[b:e:s]``: exact for every value of the symbolic sizes
+    among ``d``, ``b`` and ``e`` (``x[1:]`` of ``n`` rows has ``max(0, n - 1)``,
+    ``x[:k]`` has ``min(k, n)``).  None (unknown) for a negative stride other than a
+    whole reversal, and for a symbolic bound that may count from either end."""
+    if type(d) is int and type(b) is int and type(e) is int:
         return len(range(*slice(b, e, s).indices(d)))
-    if s == 1 and (b == 0 or b <= -TO_END):
-        return d if e >= TO_END else None
-    if s == -1 and (b == -1 or b >= TO_END):
-        return d if e <= -TO_END else None
-    return None
+    if s < 0:
+        if s == -1 and (b == -1 or (type(b) is int and b >= TO_END)) and \
+                type(e) is int and e <= -TO_END:
+            return d
+        return None
+    sb, se = _sign(b), _sign(e)
+    if sb is None or se is None:
+        return None
+    # the clamped bounds b', e' of Python's slice.indices, then max(0, e' - b')
+    b_end = type(b) is int and b <= -TO_END
+    e_end = type(e) is int and e >= TO_END
+    if sb > 0 and e_end:
+        n: Dim = sym.maximum(0, sym.sub(d, b))     # the same, in fewer atoms
+    elif sb < 0 and not b_end and e_end:
+        n = sym.minimum(d, sym.neg(b))
+    else:
+        lo = 0 if b_end else sym.maximum(0, sym.add(d, b)) if sb < 0 else sym.minimum(b, d)
+        hi = d if e_end else sym.maximum(0, sym.add(d, e)) if se < 0 else sym.minimum(e, d)
+        n = sym.maximum(0, sym.sub(hi, lo))
+    return n if s == 1 else sym.floordiv(sym.add(n, s - 1), s)
 
 
 def infer_strided_slice(ctx: InferContext) -> Type:
-    """Python-slice sizes on the given axes; with a symbolic size only a whole-axis
-    slice keeps it (else the shape becomes unknown)."""
+    """Python-slice sizes on the given axes (size expressions on symbolic axes)."""
     x = tensor_arg(ctx, 0)
     axes, begin, end = ctx.attrs["axes"], ctx.attrs["begin"], ctx.attrs["end"]
     strides = ctx.attrs["strides"] or (1,) * len(axes)
@@ -56,8 +82,10 @@ define(
     inputs=("x",),
     attrs={
         "axes": AttrSpec("ints", doc="the sliced axes"),
-        "begin": AttrSpec("ints", doc="start per axis (negative counts from the end)"),
-        "end": AttrSpec("ints", doc="stop per axis, exclusive; clamped to the axis"),
+        "begin": AttrSpec("dims", doc="start per axis (negative counts from the end); "
+                          "a size such as k or k + 4 allowed"),
+        "end": AttrSpec("dims", doc="stop per axis, exclusive; clamped to the axis; sizes "
+                        "allowed"),
         "strides": AttrSpec("ints", default=None, doc="step per axis; None for all 1"),
     },
     infer_type=infer_strided_slice,

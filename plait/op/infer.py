@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..ir import symbolic as sym
 from ..ir.types import Dim, TensorType, TupleType, Type
 from .registry import InferContext, InferFn
 
@@ -30,19 +31,23 @@ def tuple_arg(ctx: InferContext, i: int) -> TupleType:
     return t
 
 
-def broadcast_dim(a: Dim, b: Dim) -> Dim | None:
-    """The broadcast of two dimensions, or None if they can never broadcast."""
+def broadcast_dim(a: Dim, b: Dim, ranges: sym.Ranges | None = None) -> Dim | None:
+    """The broadcast of two dimensions, or None if they can never broadcast.  Two sizes
+    that are provably different and provably never 1 (by their bounds in ``ranges``,
+    every size ``>= 0`` without them) never broadcast: ``n + 2`` against ``n + 3``."""
     if a == b:
         return a
     if a == 1:
         return b
     if b == 1:
         return a
-    if isinstance(a, int) and isinstance(b, int):
+    if type(a) is int and type(b) is int:
+        return None
+    if sym.prove_ne(a, b, ranges) and sym.prove_ne(a, 1, ranges) and sym.prove_ne(b, 1, ranges):
         return None
     # A symbolic size against a different size: the program is only valid where they
     # agree (or one of them is 1 at run time); keep the static or the first name.
-    return b if isinstance(b, int) else a
+    return b if type(b) is int else a
 
 
 def broadcast_shapes(
@@ -142,14 +147,8 @@ def reduce_shape(
 
 
 def dim_product(dims: tuple[Dim, ...]) -> Dim:
-    """Product of dims: an int if all are static, else a string product is not
-    representable, so None is returned by callers that need it static."""
-    p = 1
-    for d in dims:
-        if not isinstance(d, int):
-            return "?"
-        p *= d
-    return p
+    """The product of dims (a size expression when some are symbolic)."""
+    return sym.product(dims)
 
 
 # ------------------------------------------------------------------ dtype classes
@@ -258,59 +257,46 @@ def attr_padding(ctx: InferContext, key: str, n: int) -> tuple[int, ...]:
 # ------------------------------------------------------------ symbolic dimensions
 
 
-def add_dim(d: Dim, delta: int) -> Dim | None:
-    """``d + delta``: exact for a static size, the name itself for ``delta == 0``, else
-    None (not representable)."""
-    if isinstance(d, int):
-        return d + delta
-    return d if delta == 0 else None
+def add_dim(d: Dim, delta: Dim) -> Dim:
+    """``d + delta`` in canonical form."""
+    return sym.add(d, delta)
 
 
-def mul_dim(d: Dim, k: int) -> Dim | None:
-    """``d * k``, or None when ``d`` is symbolic and ``k != 1``."""
-    if isinstance(d, int):
-        return d * k
-    return d if k == 1 else None
+def mul_dim(d: Dim, k: Dim) -> Dim:
+    """``d * k`` in canonical form."""
+    return sym.mul(d, k)
 
 
-def merge_dims(dims: tuple[Dim, ...] | list[Dim]) -> Dim | None:
-    """The product of dims: an int if all are static, the name if exactly one is symbolic
-    and the others multiply to 1, else None."""
-    static = 1
-    names = []
-    for d in dims:
-        if isinstance(d, int):
-            static *= d
-        else:
-            names.append(d)
-    if not names:
-        return static
-    if len(names) == 1 and static == 1:
-        return names[0]
-    return None
+def merge_dims(dims: tuple[Dim, ...] | list[Dim]) -> Dim:
+    """The product of dims: an int if all are static, else a size expression."""
+    return sym.product(dims)
 
 
 def window_out_dim(
     d: Dim, kernel: int, stride: int, pad_before: int, pad_after: int, dilation: int,
     ceil_mode: bool = False,
-) -> Dim | None:  # fmt: skip
-    """Output length of a sliding window (convolution or pooling) along one axis.  For a
-    symbolic input length the result is the same name when the window preserves the
-    length (stride 1, padding == dilated kernel - 1), else None.  A static result may be
-    < 1: the caller reports that the window does not fit.  With ``ceil_mode`` a window
-    larger than the padded input still gives one output when it starts inside it (ONNX
-    and torch: ``ceil((d + pads - eff) / stride) + 1``; EfficientNet's pooler is a
-    1280-wide window over 7x7)."""
+) -> Dim:  # fmt: skip
+    """Output length of a sliding window (convolution or pooling) along one axis:
+    ``(d + pads - eff) // stride + 1`` with ``eff = dilation * (kernel - 1) + 1``, a size
+    expression for a symbolic ``d``.  A static result may be < 1: the caller reports
+    that the window does not fit.  With ``ceil_mode`` a window larger than the padded
+    input still gives one output when it starts inside it (ONNX and torch:
+    ``ceil((d + pads - eff) / stride) + 1``, less one when the last window would start
+    in the end padding; EfficientNet's pooler is a 1280-wide window over 7x7)."""
     eff = dilation * (kernel - 1) + 1
-    if not isinstance(d, int):
-        return d if stride == 1 and pad_before + pad_after == eff - 1 else None
-    num = d + pad_before + pad_after - eff
+    num = sym.add(d, pad_before + pad_after - eff)
     if not ceil_mode:
-        return num // stride + 1
-    out = -(-num // stride) + 1
-    if (out - 1) * stride >= d + pad_before:
-        out -= 1
-    return out
+        return sym.add(sym.floordiv(num, stride), 1)
+    out = sym.add(sym.floordiv(sym.add(num, stride - 1), stride), 1)
+    if type(out) is int:
+        assert type(d) is int
+        if (out - 1) * stride >= d + pad_before:
+            out -= 1
+        return out
+    # one less when the last window starts in the end padding, (out - 1) * stride >=
+    # d + pad_before, i.e. when out exceeds last = ceil((d + pad_before) / stride)
+    last = sym.add(sym.floordiv(sym.add(d, pad_before - 1), stride), 1)
+    return sym.sub(out, sym.minimum(1, sym.maximum(0, sym.sub(out, last))))
 
 
 def shape_or_none(dims: list[Dim | None]) -> tuple[Dim, ...] | None:

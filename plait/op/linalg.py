@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..ir import symbolic as sym
 from ..ir.types import Dim, TensorType, Type
 from ..runtime import numpy_ops as npo
 from .define import op_definer
@@ -128,7 +129,7 @@ def _check_rank(ctx: InferContext, i: int, t: TensorType, nd: int, layout: str) 
 
 def _check_out_dims(ctx: InferContext, outs: list[Dim | None], what: str) -> None:
     for i, o in enumerate(outs):
-        if isinstance(o, int) and o < 1:
+        if o is not None and sym.bounds(o)[1] < 1:
             ctx.fail(f"{ctx.op.name}: {what} along spatial axis {i} (output size {o})")
 
 
@@ -254,11 +255,7 @@ def infer_conv_transpose(nd: int) -> InferFn:
         outs: list[Dim | None] = []
         for a in range(nd):
             grow = dilation[a] * (ks[a] - 1) + out_pad[a] + 1 - pad[a] - pad[a + nd]  # type: ignore[operator]
-            d = sp[a]
-            if isinstance(d, int):
-                outs.append((d - 1) * strides[a] + grow)
-            else:
-                outs.append(add_dim(d, grow - 1) if strides[a] == 1 else None)
+            outs.append(add_dim(mul_dim(add_dim(sp[a], -1), strides[a]), grow))
         _check_out_dims(ctx, outs, "the padding removes the whole output")
         o = mul_dim(wo, groups)
         return TensorType(shape_or_none(join_layout(n, o, outs, dl)), dtype)  # type: ignore[arg-type]

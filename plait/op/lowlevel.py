@@ -13,9 +13,13 @@ module is in the ``lowering`` phase.
 
 from __future__ import annotations
 
-from ..ir.expr import ExternFunc, GlobalVar, Tuple
+from collections.abc import Mapping
+from typing import Any
+
+from ..ir.expr import Call, ExternFunc, GlobalVar, Op, Tuple
 from ..ir.types import ObjectType, TensorType, TupleType, Type
-from .registry import AttrSpec, InferContext, register_op
+from ..runtime.call_schema import keyword_problem
+from .registry import AttrSpec, InferContext, OpError, get_op, normalize_attrs, register_op
 
 
 def _infer_call_out(ctx: InferContext, callee_cls: type, what: str) -> Type:
@@ -29,6 +33,37 @@ def _infer_call_out(ctx: InferContext, callee_cls: type, what: str) -> Type:
         ctx.fail(f"{ctx.op.name}: the arguments must be passed as a tuple", arg=1)
     out = ctx.attrs["out"]
     return out if out is not None else ObjectType()
+
+
+def _infer_call_extern(ctx: InferContext) -> Type:
+    out = _infer_call_out(ctx, ExternFunc, "an extern function")
+    symbol = ctx.args[0].symbol
+    attrs = ctx.attrs["attrs"]
+    if isinstance(attrs, Mapping) and attrs:   # the keywords, by the function's schema
+        problem = keyword_problem(symbol, attrs)
+        if problem:
+            ctx.fail(f"call_extern of {symbol!r}: {problem}")
+    _check_as_op(ctx, symbol, attrs if isinstance(attrs, Mapping) else {})
+    return out
+
+
+def _check_as_op(ctx: InferContext, symbol: str, attrs: Mapping[str, Any]) -> None:
+    """A call of an op's runtime function (``numpy.<op>``) must be a call the op
+    accepts: its arguments' types and the attributes are checked by the op's type
+    inference (a rank-1 tensor given to ``numpy.max_pool2d`` is refused here, not by an
+    IndexError inside the function at run time)."""
+    name = symbol.removeprefix("numpy.").removesuffix("@alloc")
+    args, types = ctx.args[1], ctx.types[1]
+    if (name == symbol or name not in Op.definitions or not isinstance(args, Tuple)
+            or not isinstance(types, TupleType) or len(types.fields) != len(args.fields)
+            or any(t is None for t in types.fields)):
+        return
+    opdef = get_op(name)
+    try:
+        checked = normalize_attrs(opdef, dict(attrs))
+        opdef.infer_call(Call(opdef.op, args.fields, checked), tuple(types.fields))
+    except OpError as e:
+        ctx.fail(f"call_extern of {symbol!r}: {e}")
 
 
 register_op(
@@ -50,7 +85,7 @@ register_op(
         "out": AttrSpec("type", default=None, doc="type of the result"),
         "attrs": AttrSpec("any", default=None, doc="keyword attributes passed to the function"),
     },
-    infer_type=lambda ctx: _infer_call_out(ctx, ExternFunc, "an extern function"),
+    infer_type=lambda ctx: _infer_call_extern(ctx),
     pattern="opaque",
     doc="call a packed function of the runtime in destination-passing style",
 )

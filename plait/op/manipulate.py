@@ -3,8 +3,7 @@ flatten/squeeze/expand_dims, broadcasting, tiling, padding and ``shape_of``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
+from ..ir import symbolic as sym
 from ..ir.types import Dim, TensorType, TupleType, Type
 from ..runtime import numpy_ops as npo
 from ..runtime.limits import LimitExceeded, check_limit
@@ -25,54 +24,35 @@ from .registry import AttrSpec, InferContext
 define = op_definer(__name__)
 
 
-def _split_dims(dims: Iterable[Dim]) -> tuple[int, list[str]]:
-    """The product of the static dims and the list of symbolic ones."""
-    static, names = 1, []
-    for d in dims:
-        if isinstance(d, int):
-            static *= d
-        else:
-            names.append(d)
-    return static, names
-
-
 def infer_reshape(ctx: InferContext) -> Type:
-    """The attribute shape, with -1 resolved (symbolically when only names cancel)."""
+    """The attribute shape (size expressions allowed), with -1 resolved: the input's
+    element count divided by the product of the other sizes, when it divides (as
+    integers, or as polynomials: ``batch * seq * 768`` by ``batch * 12``)."""
     x = tensor_arg(ctx, 0)
     shape = list(ctx.attrs["shape"])
     if shape.count(-1) > 1:
         ctx.fail(f"reshape: at most one -1 in shape {shape_str(tuple(shape))}")
-    if any(isinstance(d, int) and d < -1 for d in shape):
+    if any(type(d) is int and d < -1 for d in shape):
         ctx.fail(f"reshape: negative size in shape {shape_str(tuple(shape))}")
     if x.shape is None:
         if -1 in shape:
             return TensorType(None, x.dtype)
         return TensorType(tuple(shape), x.dtype)
-    in_static, in_names = _split_dims(x.shape)
-    out_static, out_names = _split_dims(d for d in shape if d != -1)
-    for n in list(out_names):
-        if n in in_names:
-            in_names.remove(n)
-            out_names.remove(n)
+    count = sym.product(x.shape)
+    known = sym.product(d for d in shape if d != -1)
     if -1 in shape:
-        if out_names or out_static == 0 or in_static % out_static:
-            if not out_names and not in_names:
+        fill = None if known == 0 else sym.exact_div(count, known)
+        if fill is None:
+            if type(count) is int and type(known) is int:
                 ctx.fail(
                     f"reshape: cannot reshape {shape_str(x.shape)} into {shape_str(tuple(shape))}"
                 )
             return TensorType(None, x.dtype)
-        ratio = in_static // out_static
-        if not in_names:
-            fill: int | str = ratio
-        elif len(in_names) == 1 and ratio == 1:
-            fill = in_names[0]
-        else:
-            return TensorType(None, x.dtype)
         shape[shape.index(-1)] = fill
-    elif not in_names and not out_names and in_static != out_static:
+    elif count != known and sym.prove_ne(count, known):
         ctx.fail(
-            f"reshape: cannot reshape {shape_str(x.shape)} ({in_static} elements) into "
-            f"{shape_str(tuple(shape))} ({out_static} elements)"
+            f"reshape: cannot reshape {shape_str(x.shape)} ({count} elements) into "
+            f"{shape_str(tuple(shape))} ({known} elements)"
         )
     return TensorType(tuple(shape), x.dtype)
 
@@ -133,7 +113,7 @@ def infer_concat(ctx: InferContext) -> Type:
     nd = len(ts[0].shape)
     axis = normalize_axis(ctx, ctx.attrs["axis"], nd)
     out = list(ts[0].shape)
-    total: int | str = 0
+    total: Dim = 0
     for i, t in enumerate(ts):
         if len(t.shape) != nd:
             ctx.fail(f"concat: tensor {i} has rank {len(t.shape)}, tensor 0 has rank {nd}", arg=0)
@@ -145,13 +125,7 @@ def infer_concat(ctx: InferContext) -> Type:
                         f"{shape_str(ts[0].shape)} outside axis {axis}",
                         arg=0,
                     )
-        d = t.shape[axis]
-        if isinstance(total, int) and isinstance(d, int):
-            total += d
-        else:
-            total = "?"
-    if total == "?":
-        return TensorType(None, dtype)
+        total = sym.add(total, t.shape[axis])
     out[axis] = total
     return TensorType(tuple(out), dtype)
 
@@ -168,8 +142,8 @@ define(
 
 
 def infer_flatten(ctx: InferContext) -> Type:
-    """Axes ``start_dim..end_dim`` merged; a merged size with more than one symbolic
-    factor cannot be written, so the shape becomes unknown."""
+    """Axes ``start_dim..end_dim`` merged (their product, an expression when some are
+    symbolic)."""
     x = tensor_arg(ctx, 0)
     if x.shape is None:
         return x
@@ -209,7 +183,7 @@ def infer_squeeze(ctx: InferContext) -> Type:
         return x
     axis = ctx.attrs["axis"]
     if axis is None:
-        if any(isinstance(d, str) for d in x.shape):
+        if any(type(d) is not int for d in x.shape):
             return TensorType(None, x.dtype)
         return TensorType(tuple(d for d in x.shape if d != 1), x.dtype)
     axes = normalize_axes(ctx, (axis,) if isinstance(axis, int) else axis, len(x.shape))
@@ -370,21 +344,14 @@ def infer_split(ctx: InferContext) -> Type:
         return TupleType(tuple(TensorType(None, x.dtype) for _ in range(count)))
     axis = normalize_axis(ctx, ctx.attrs["axis"], len(x.shape))
     d = x.shape[axis]
-    sizes: list[Dim | None]
+    sizes: list[Dim]
     if isinstance(ios, int):
-        if isinstance(d, int):
-            chunk = -(-d // ios)
-            sizes = [min(chunk * (i + 1), d) - min(chunk * i, d) for i in range(ios)]
-        else:
-            sizes = [d] if ios == 1 else [None] * ios
+        chunk = sym.floordiv(sym.add(d, ios - 1), ios)
+        sizes = [sym.sub(sym.minimum(sym.mul(chunk, i + 1), d), sym.minimum(sym.mul(chunk, i), d))
+                 for i in range(ios)]
     else:
-        bounds = [0, *ios]
-        if isinstance(d, int):
-            bounds = [min(b, d) for b in bounds] + [d]
-            sizes = [b - a for a, b in zip(bounds, bounds[1:])]
-        else:
-            last = d if not ios or ios[-1] == 0 else None
-            sizes = [b - a for a, b in zip(bounds, bounds[1:])] + [last]
+        cuts = [sym.minimum(b, d) for b in (0, *ios)] + [d]
+        sizes = [sym.sub(b, a) for a, b in zip(cuts, cuts[1:])]
     fields = []
     for s in sizes:
         dims = list(x.shape)
@@ -433,7 +400,7 @@ def infer_pad(ctx: InferContext) -> Type:
             )
     dims = [add_dim(d, pw[2 * i] + pw[2 * i + 1]) for i, d in enumerate(x.shape)]
     for i, d in enumerate(dims):
-        if isinstance(d, int) and d < 0:
+        if sym.bounds(d)[1] < 0:
             ctx.fail(
                 f"pad: the negative widths of axis {i} crop more than its {x.shape[i]} elements"
             )

@@ -25,6 +25,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from plait.errors import PlaitError
+
+from ..ir import symbolic as sym
 from ..ir.attrs import Attrs, freeze_value
 from ..ir.expr import Call, DataflowVar, Expr, ExternFunc, GlobalVar, Op, Tuple, Var
 from ..ir.types import DTYPES, Type
@@ -52,7 +55,7 @@ PATTERNS = ("elemwise", "broadcast", "injective", "reduce", "out_elemwise_fusabl
 """Fusion pattern kinds, from most to least fusable."""
 
 
-class OpError(Exception):
+class OpError(PlaitError):
     """Base of errors about an operator call."""
 
 
@@ -309,7 +312,7 @@ def _check_kind(kind: str, v: Any) -> bool:
             isinstance(x, int | float) and not isinstance(x, bool) for x in v
         )
     if kind == "dims":
-        return isinstance(v, tuple) and all(_is_int(x) or isinstance(x, str) for x in v)
+        return isinstance(v, tuple) and all(_is_int(x) or sym.is_dim(x) for x in v)
     if kind == "int_or_ints":
         return _is_int(v) or (isinstance(v, tuple) and all(_is_int(x) for x in v))
     if kind == "type":
@@ -398,9 +401,20 @@ def _value_key(v: Any, depth: int) -> Any:
                 return None
             items.append((k, xk))
         return (t, tuple(items))
-    if isinstance(v, Type):
+    if isinstance(v, Type) or t is sym.SymExpr:
         return (t, v)  # types are immutable values; equal types are interchangeable
     return None
+
+
+def _dim_attr(opdef: OpDef, key: str, x: Any) -> Any:
+    """An entry of a ``dims`` attribute: a size expression written as a string
+    (``"batch * heads"``, how the text format prints one) parsed to its canonical form."""
+    if type(x) is str and not x.isidentifier():
+        try:
+            return sym.parse_dim(x)
+        except sym.SymbolicError as e:
+            raise OpAttrError(f"attribute {key!r} of op {opdef.name!r}: {e}") from None
+    return x
 
 
 def _normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> Attrs:
@@ -416,21 +430,12 @@ def _normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> Attrs:
             )
     for key, spec in opdef.attrs.items():
         if key in given:
-            v = given[key]
-            if spec.kind == "float" and _is_int(v):
-                v = float(v)
-            if spec.kind == "floats" and isinstance(v, tuple):
-                v = tuple(float(x) if _is_int(x) else x for x in v)
-            if not (v is None and spec.default is None) and not _check_kind(spec.kind, v):
-                raise OpAttrError(
-                    f"attribute {key!r} of op {opdef.name!r} must be {_KIND_TEXT[spec.kind]}, "
-                    f"got {v!r}"
-                )
-            if spec.choices is not None and v not in spec.choices:
-                raise OpAttrError(
-                    f"attribute {key!r} of op {opdef.name!r} must be one of "
-                    f"{', '.join(map(repr, spec.choices))}, got {v!r}"
-                )
+            v = _coerce(spec, given[key])
+            if spec.kind == "dims" and isinstance(v, tuple):
+                v = tuple(_dim_attr(opdef, key, x) for x in v)
+            problem = _value_problem(opdef, key, spec, v)
+            if problem:
+                raise OpAttrError(problem)
             out[key] = v
         elif spec.default is REQUIRED:
             raise OpAttrError(
@@ -441,6 +446,49 @@ def _normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> Attrs:
     checked = Attrs.frozen(out)
     checked.checked_by = opdef
     return checked
+
+
+def _coerce(spec: AttrSpec, v: Any) -> Any:
+    """An int given for a float attribute (or among floats) as a float."""
+    if spec.kind == "float" and _is_int(v):
+        return float(v)
+    if spec.kind == "floats" and isinstance(v, tuple):
+        return tuple(float(x) if _is_int(x) else x for x in v)
+    return v
+
+
+def _value_problem(opdef: OpDef, key: str, spec: AttrSpec, v: Any) -> str | None:
+    """What is wrong with the value ``v`` (coerced) of attribute ``key``, or None."""
+    if not (v is None and spec.default is None) and not _check_kind(spec.kind, v):
+        return (f"attribute {key!r} of op {opdef.name!r} must be {_KIND_TEXT[spec.kind]}, "
+                f"got {v!r}")
+    if spec.choices is not None and v not in spec.choices:
+        return (f"attribute {key!r} of op {opdef.name!r} must be one of "
+                f"{', '.join(map(repr, spec.choices))}, got {v!r}")
+    return None
+
+
+def keyword_check(opdef: OpDef) -> Callable[[Mapping[str, Any]], str | None]:
+    """The check of the keywords of a call of the op's runtime function (``numpy.<op>``,
+    :mod:`plait.runtime.call_schema`): each keyword the op has as an attribute must be
+    of its kind and among its choices (the names themselves are the function's to
+    judge).  Keywords given as registers or constants are left to run time."""
+
+    def check(kwargs: Mapping[str, Any]) -> str | None:
+        for key, v in kwargs.items():
+            spec = opdef.attrs.get(key)
+            if spec is None or type(v).__name__ in ("Reg", "Const"):
+                continue
+            try:
+                frozen = freeze_value(v)
+            except TypeError:
+                return f"attribute {key!r} of op {opdef.name!r}: {v!r} is not a value"
+            problem = _value_problem(opdef, key, spec, _coerce(spec, frozen))
+            if problem:
+                return problem
+        return None
+
+    return check
 
 
 def check_arity(opdef: OpDef, nargs: int) -> None:

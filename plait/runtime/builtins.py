@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from plait.runtime.packed import register_func
+from plait.runtime.sizes import eval_size
 
 
 def _shape_arg(shape: Any, who: str) -> tuple[int, ...]:
@@ -101,6 +102,10 @@ def check_tensor(x: Any, shape: Any, dtype: str | None, name: str) -> np.ndarray
         if want is None:
             continue
         if isinstance(want, str):
+            if not want.isidentifier():
+                raise ValueError(
+                    f"match_cast of {name!r}: dimension {axis} is the size expression {want}; "
+                    "a match_cast binds plain names (match to a fresh name instead)")
             if want in bound and bound[want][0] != got:
                 size, first = bound[want]
                 raise ValueError(
@@ -114,6 +119,13 @@ def check_tensor(x: Any, shape: Any, dtype: str | None, name: str) -> np.ndarray
                 f"expected {want} (shape {x.shape})"
             )
     return x
+
+
+@register_func("vm.builtin.eval_size")
+def eval_size_of(text: str, names: tuple[str, ...], *values: int) -> int:
+    """The value of size expression ``text`` (``"batch * 12"``) with ``names`` bound to
+    ``values`` in order (registers holding sizes)."""
+    return eval_size(text, dict(zip(names, (int(v) for v in values))))
 
 
 @register_func("vm.builtin.empty")
@@ -132,5 +144,6 @@ BUILTINS = (
     "vm.builtin.reshape_view",
     "vm.builtin.check_tensor",
     "vm.builtin.empty",
+    "vm.builtin.eval_size",
 )
 """The names of the builtin packed functions."""

@@ -29,20 +29,26 @@ floats (``{"float": "nan"}``).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import io
 import json
 import math
 import os
 import re
+import tempfile
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 import numpy as np
 
+from plait.errors import PlaitError
+from plait.runtime.call_schema import keyword_problem
 from plait.runtime.external import ExternalFunction, ExternalModule, TensorSig
 from plait.runtime.limits import LimitExceeded, check_limit, current_limits
+from plait.runtime.sizes import SizeExprError, compile_size, is_name
 from plait.runtime.trust import BUILT, SIGNATURES_MEMBER, Trust, sha256_hex, signatures, verify
 
 FORMAT_NAME = "plait.executable"
@@ -56,7 +62,7 @@ _MAX_SIZE = 2**63 - 1  # sizes are int64
 _SPARE_REGISTERS = 1024
 
 
-class ExecutableFormatError(ValueError):
+class ExecutableFormatError(PlaitError, ValueError):
     """An executable (in memory or on disk) is malformed; the message says where."""
 
 
@@ -395,7 +401,7 @@ class VMFunction:
         out: list[str] = []
         for p in self.params:
             if p.kind in ("tensor", "shape") and p.shape is not None:
-                out += [d for d in p.shape if isinstance(d, str) and d not in out]
+                out += [d for d in p.shape if is_name(d) and d not in out]
         return out
 
 
@@ -420,6 +426,11 @@ class Executable:
     lib_digests: dict[str, str] = field(default_factory=dict, repr=False)
     external: list[ExternalModule] = field(default_factory=list)
     """The external modules: what external codegens compiled their functions into."""
+    graph_constants: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False)
+    """The large constants of :attr:`graph`, which refers to them by key
+    (``const(ref="sha256:...")``): kept once in the file (shared with :attr:`constants`
+    where equal) and, for a loaded file, read from it only when the graph is parsed
+    (:func:`plait.graph_module`)."""
 
     # --------------------------------------------------------------------- checking
     def validate(self) -> None:
@@ -447,7 +458,8 @@ class Executable:
     ) -> Executable:
         """Load an executable from the bytes of its zip file (see :meth:`load`)."""
         try:
-            exe = _read_zip(io.BytesIO(data), trusted_keys, allow_native, source or "<bytes>")
+            exe = _read_zip(io.BytesIO(data), trusted_keys, allow_native, source or "<bytes>",
+                            lambda: io.BytesIO(data))
         except RecursionError:
             raise ExecutableFormatError("manifest.json is nested too deeply") from None
         exe.validate()
@@ -462,9 +474,19 @@ class Executable:
         ``sign_key`` when given: ``bytes`` of at least 16 (an HMAC-SHA256 secret shared
         with whoever loads the file) or a ``cryptography`` ``Ed25519PrivateKey`` (those
         who load it need only the public key)."""
-        data = self.to_bytes(sign_key)
-        with open(path, "wb") as f:
-            f.write(data)
+        self.validate()
+        path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".plait-save-", dir=folder)
+        try:  # written next to its place, then renamed: never a half-written file
+            with os.fdopen(fd, "wb") as f:
+                _write_zip(self, f, sign_key)
+            os.chmod(tmp, 0o666 & ~_umask())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     @classmethod
     def load(
@@ -487,10 +509,15 @@ class Executable:
         Ed25519 public keys), or when ``allow_native`` is true; otherwise the VM raises
         :class:`~plait.runtime.trust.UntrustedCodeError`, which names the way to run
         the kept graph on numpy instead (``plait.rebuild(exe, "numpy")``)."""
-        with open(path, "rb") as f:
-            data = f.read()
-        return cls.from_bytes(data, trusted_keys=trusted_keys, allow_native=allow_native,
-                              source=os.fspath(path))
+        source = os.fspath(path)
+        with open(path, "rb") as f:  # members are read one at a time, never the whole file
+            try:
+                exe = _read_zip(f, trusted_keys, allow_native, source,
+                                lambda: open(source, "rb"))
+            except RecursionError:
+                raise ExecutableFormatError("manifest.json is nested too deeply") from None
+        exe.validate()
+        return exe
 
     # ------------------------------------------------------------------- inspection
     def stats(self) -> dict[str, Any]:
@@ -576,11 +603,18 @@ def _check_shape(shape: Any, where: str, symbols: list[str] | None = None) -> No
         _fail(where, f"shape must be a list of ints and names, got {_short(shape)}")
     for d in shape:
         if isinstance(d, str):
-            if not d.isidentifier():
-                _fail(where, f"symbolic size {d!r} is not an identifier")
-            if symbols is not None and d not in symbols:
-                bound = ", ".join(symbols) or "none"
-                _fail(where, f"symbolic size {d!r} is not bound by any parameter (bound: {bound})")
+            if d.isidentifier():
+                names: tuple[str, ...] = (d,)
+            else:
+                try:
+                    names = compile_size(d)[0]
+                except SizeExprError as e:
+                    _fail(where, str(e))
+            for name in names:
+                if symbols is not None and name not in symbols:
+                    bound = ", ".join(symbols) or "none"
+                    _fail(where, f"symbolic size {name!r} is not bound by any parameter "
+                          f"(bound: {bound})")
         elif not _is_int(d) or not 0 <= d <= _MAX_SIZE:
             _fail(where, f"shape entry {_short(d)} is neither an int in [0, 2**63-1] nor a name")
 
@@ -685,7 +719,7 @@ def _describe(ins: Any) -> str:
         return type(ins).__name__
 
 
-def _check_function(fn: VMFunction, nconst: int) -> None:
+def _check_function(fn: VMFunction, nconst: int, vm_functions: Collection[str] = ()) -> None:
     where = f"function {fn.name!r}"
     if not isinstance(fn.params, list | tuple):
         _fail(where, "params must be a list of ParamSig")
@@ -706,6 +740,9 @@ def _check_function(fn: VMFunction, nconst: int) -> None:
     if not isinstance(fn.instructions, list | tuple) or not fn.instructions:
         _fail(where, "instructions must be a non-empty list")
     symbols = fn.symbols()
+    for p in fn.params:   # a size expression of a parameter uses names others bind
+        if p.shape is not None:
+            _check_shape(p.shape, f"{where} parameter {p.name!r}", symbols)
     known = tuple(INSTRUCTIONS.values())
     for pc, ins in enumerate(fn.instructions):
         if type(ins) not in known:
@@ -713,6 +750,10 @@ def _check_function(fn: VMFunction, nconst: int) -> None:
         at = f"{where}, pc {pc} (`{_describe(ins)}`)"
         for fname, ftype, value in instr_fields(ins):
             _check_field(ftype, fname, value, at, fn, nconst, symbols)
+        if isinstance(ins, Call) and ins.kwargs and ins.func not in vm_functions:
+            problem = keyword_problem(ins.func, ins.kwargs)   # by the function's schema
+            if problem:
+                _fail(at, problem)
     if not isinstance(fn.instructions[-1], Ret | Goto):
         _fail(where, "the last instruction must be ret or goto (execution would run off the end)")
 
@@ -735,7 +776,7 @@ def _validate_executable(exe: Executable) -> None:
                 f"function {key!r}",
                 f"is stored under the name {key!r} but is named {_short(fn.name)}",
             )
-        _check_function(fn, len(exe.constants))
+        _check_function(fn, len(exe.constants), exe.functions)
     if not isinstance(exe.attrs, dict) or not all(isinstance(k, str) for k in exe.attrs):
         _fail("executable", "attrs must be a dict with string keys")
     try:
@@ -751,6 +792,9 @@ def _validate_executable(exe: Executable) -> None:
             _fail(f"library {name!r}", f"must be bytes, got {type(blob).__name__}")
     if exe.graph is not None and not isinstance(exe.graph, str):
         _fail("executable", f"graph must be text or None, got {type(exe.graph).__name__}")
+    if not isinstance(exe.graph_constants, Mapping):
+        _fail("executable", "graph_constants must be a mapping of key -> numpy array, got "
+                            f"{type(exe.graph_constants).__name__}")
     if not isinstance(exe.trust, Trust):
         _fail("executable", f"trust must be a Trust, got {type(exe.trust).__name__}")
     _validate_external(exe)
@@ -783,7 +827,7 @@ _MANIFEST = "manifest.json"
 _MANIFEST_KEYS = {
     "format", "version", "attrs", "functions", "constants", "libs", "graph", "members"
 }
-_OPTIONAL_KEYS = {"external"}
+_OPTIONAL_KEYS = {"external", "graph_constants"}
 _EXTERNAL_KEYS = {"codegen", "format", "functions", "meta", "members"}
 _EXTERNAL_FUNCTION_KEYS = {"name", "inputs", "outputs"}
 _DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -824,6 +868,19 @@ def _function_to_json(fn: VMFunction) -> dict[str, Any]:
     }
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (``os.umask`` sets it, briefly,
+    for every thread); 0o022 where ``/proc`` does not say."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
 def _c_order(array: np.ndarray) -> np.ndarray:
     """``array`` if C-contiguous, else a C-ordered copy (keeps 0-d arrays 0-d, unlike
     ``np.ascontiguousarray``)."""
@@ -836,42 +893,111 @@ def _write_member(zf: zipfile.ZipFile, name: str, data: bytes, compress: bool) -
     zf.writestr(info, data)
 
 
-def _write_zip(exe: Executable, fileobj: io.BytesIO, sign_key: Any = None) -> None:
+class _Hashing:
+    """A write-only file that hashes what goes through it (SHA-256)."""
+
+    def __init__(self, f: Any) -> None:
+        self.f, self.sha = f, hashlib.sha256()
+
+    def write(self, data: Any) -> int:
+        self.sha.update(data)
+        return self.f.write(data)
+
+
+def _stream_member(zf: zipfile.ZipFile, name: str, write: Any, compress: bool,
+                   size_hint: int) -> str:
+    """Write member ``name`` by ``write(file)`` without holding it whole; its SHA-256."""
+    info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
+    info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zf.open(info, "w", force_zip64=size_hint > 2**30) as f:
+        out = _Hashing(f)
+        write(out)
+    return out.sha.hexdigest()
+
+
+def _array_writer(array: np.ndarray) -> Any:
+    return lambda f: np.lib.format.write_array(f, _c_order(np.asarray(array)),
+                                               allow_pickle=False)
+
+
+def _bytes_writer(data: bytes | bytearray) -> Any:
+    return lambda f: f.write(data)
+
+
+def _write_zip(exe: Executable, fileobj: Any, sign_key: Any = None) -> None:
+    """Write the members one at a time (arrays streamed, never a second copy of the
+    weights in memory), then the manifest with their digests, then its signatures."""
     const_members = [f"constants/{i}.npy" for i in range(len(exe.constants))]
     lib_members = [f"libs/{i}" for i in range(len(exe.libs))]
-    payloads: list[tuple[str, bytes, bool]] = []  # (member, bytes, compress)
+    # (member, writer, compress, size hint)
+    payloads: list[tuple[str, Any, bool, int]] = []
     for member, array in zip(const_members, exe.constants):
-        buf = io.BytesIO()
-        np.lib.format.write_array(buf, _c_order(array), allow_pickle=False)
-        payloads.append((member, buf.getvalue(), False))
+        payloads.append((member, _array_writer(array), False, array.nbytes))
     for member, blob in zip(lib_members, exe.libs.values()):
-        payloads.append((member, bytes(blob), False))
+        payloads.append((member, _bytes_writer(blob), False, len(blob)))
+    graph_constants: dict[str, str] = {}
     if exe.graph is not None:
-        payloads.append((GRAPH_MEMBER, exe.graph.encode("utf-8"), True))
+        payloads.append((GRAPH_MEMBER, _bytes_writer(exe.graph.encode("utf-8")), True, 0))
+        graph_constants = _graph_constant_members(exe, const_members, payloads)
     external = [_external_to_json(i, m) for i, m in enumerate(exe.external)]
     for entry, m in zip(external, exe.external):
         for ref in entry["members"]:
-            payloads.append((ref["member"], m.blobs[ref["name"]], True))
-    manifest = {
-        "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
-        "attrs": encode_value(normalize_value(exe.attrs, allow_dict=True)),
-        "functions": [_function_to_json(fn) for fn in exe.functions.values()],
-        "constants": const_members,
-        "libs": [{"name": n, "member": m} for n, m in zip(exe.libs, lib_members)],
-        "graph": None if exe.graph is None else GRAPH_MEMBER,
-        "members": {m: sha256_hex(data) for m, data, _ in payloads},
-    }
-    if external:
-        manifest["external"] = external
-    text = json.dumps(manifest, indent=1, allow_nan=False).encode("utf-8")
-    signed = signatures(text, exe.trust, sign_key)
+            blob = m.blobs[ref["name"]]
+            payloads.append((ref["member"], _bytes_writer(blob), True, len(blob)))
     with zipfile.ZipFile(fileobj, "w") as zf:
+        digests = {member: _stream_member(zf, member, write, compress, size)
+                   for member, write, compress, size in payloads}
+        manifest = {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "attrs": encode_value(normalize_value(exe.attrs, allow_dict=True)),
+            "functions": [_function_to_json(fn) for fn in exe.functions.values()],
+            "constants": const_members,
+            "libs": [{"name": n, "member": m} for n, m in zip(exe.libs, lib_members)],
+            "graph": None if exe.graph is None else GRAPH_MEMBER,
+            "members": digests,
+        }
+        if external:
+            manifest["external"] = external
+        if graph_constants:
+            manifest["graph_constants"] = graph_constants
+        text = json.dumps(manifest, indent=1, allow_nan=False).encode("utf-8")
+        signed = signatures(text, exe.trust, sign_key)
         _write_member(zf, _MANIFEST, text, compress=True)
         if signed is not None:
             _write_member(zf, SIGNATURES_MEMBER, signed, compress=True)
-        for member, data, compress in payloads:
-            _write_member(zf, member, data, compress=compress)
+
+
+def content_key(data: np.ndarray) -> str:
+    """The key of an array by content: the SHA-256 of its little-endian bytes (the
+    text printer keys the graph's constants the same way,
+    :func:`plait.ir.printer.constant_key`)."""
+    raw = np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))
+    return "sha256:" + hashlib.sha256(memoryview(raw).cast("B")).hexdigest()
+
+
+def _graph_constant_members(exe: Executable, const_members: list[str],
+                            payloads: list[tuple[str, Any, bool, int]]) -> dict[str, str]:
+    """The member of each of the graph's constants (``{key: member}``): the member of an
+    equal constant of the executable when there is one (the weights a build kept as
+    they were), else a member of its own (added to ``payloads``)."""
+    if not exe.graph_constants:
+        return {}
+    by_id = {id(c): m for c, m in zip(exe.constants, const_members)}
+    by_key: dict[str, str] | None = None
+    out: dict[str, str] = {}
+    for key, array in exe.graph_constants.items():
+        member = by_id.get(id(array))
+        if member is None:
+            if by_key is None:  # hash the executable's constants once, when needed
+                by_key = {content_key(c): m for c, m in zip(exe.constants, const_members)
+                          if c.nbytes >= 4096}
+            member = by_key.get(key)
+        if member is None:
+            member = f"graph/constants/{len(out)}.npy"
+            payloads.append((member, _array_writer(array), False, np.asarray(array).nbytes))
+        out[key] = member
+    return out
 
 
 def _sig_to_json(t: TensorSig) -> dict[str, Any]:
@@ -916,7 +1042,7 @@ def _external_from_json(blobs: dict[str, bytes], data: Any, where: str) -> Exter
         _expect_keys(ref, {"name", "member"}, f"{where} member")
         _expect(isinstance(ref["name"], str) and ref["name"] not in members, where,
                 f"member name {_short(ref['name'])} is invalid or duplicated")
-        members[ref["name"]] = _member(blobs, ref["member"], where)
+        members[ref["name"]] = bytes(_member(blobs, ref["member"], where))
     meta = decode_value(data["meta"], allow_dict=True)
     _expect(isinstance(meta, dict), where, "meta must be an object")
     try:
@@ -1012,22 +1138,35 @@ class _Budget:
         return self.allowed - self.used
 
 
-def _read_member(zf: zipfile.ZipFile, name: Any, budget: _Budget) -> bytes:
+def _read_member(zf: zipfile.ZipFile, name: Any, budget: _Budget | None = None) -> bytearray:
+    """A member's bytes, inflated straight into one buffer of its declared size (an
+    array made from it is a view, not a copy); zipfile checks the size and CRC.  The
+    declared size is counted against ``budget`` (``max_inflated_bytes``) before the
+    buffer is made, and no more than it is ever read."""
     _expect(isinstance(name, str), "manifest", f"member name must be a string, got {_short(name)}")
-    chunks = []
     try:
-        with zf.open(name) as f:
-            left = budget.take(name, 0)
-            while chunk := f.read(min(1 << 24, left + 1)):
-                chunks.append(chunk)
-                left = budget.take(name, len(chunk))
+        info = zf.getinfo(name)
+        if budget is not None:
+            budget.take(name, info.file_size)
+        buf = bytearray(info.file_size)
+        view = memoryview(buf)
+        with zf.open(info) as f:
+            got = 0
+            while got < len(buf):
+                n = f.readinto(view[got:])
+                if not n:
+                    break
+                got += n
+            if got != len(buf) or f.read(1):
+                raise ExecutableFormatError(f"member {name!r} does not hold the "
+                                            f"{info.file_size} bytes its entry declares")
+        return buf
     except KeyError:
         raise ExecutableFormatError(f"the archive has no member {name!r}") from None
-    except LimitExceeded:
+    except (ExecutableFormatError, LimitExceeded):
         raise
     except Exception as e:  # CRC errors, bad compression, encryption, truncation
         raise ExecutableFormatError(f"cannot read member {name!r}: {e}") from None
-    return b"".join(chunks)
 
 
 def _member(blobs: dict[str, bytes], name: Any, where: str) -> bytes:
@@ -1038,15 +1177,30 @@ def _member(blobs: dict[str, bytes], name: Any, where: str) -> bytes:
     return blobs[name]
 
 
-def _read_array(data: bytes, member: str, where: str) -> np.ndarray:
+def _read_array(data: bytes | bytearray, member: str, where: str) -> np.ndarray:
+    """The ``.npy`` array in ``data``: a view of ``data`` (no copy) when C-ordered."""
     try:
-        array = np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
+        f = io.BytesIO(data)
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
     except Exception as e:
         raise ExecutableFormatError(
             f"{where}: member {member!r} is not a .npy array without Python objects: {e}"
         ) from None
-    if array.dtype.hasobject or array.dtype.kind not in _ARRAY_KINDS:
-        _fail(where, f"dtype {array.dtype} is not allowed (numeric and bool only)")
+    if dtype.hasobject or dtype.kind not in _ARRAY_KINDS:
+        _fail(where, f"dtype {dtype} is not allowed (numeric and bool only)")
+    count = 1
+    for d in shape:
+        count *= d
+    offset = f.tell()
+    if len(data) - offset != count * dtype.itemsize:
+        _fail(where, f"member {member!r} holds {len(data) - offset} bytes of data, but its "
+                     f"header says {shape} {dtype} ({count * dtype.itemsize} bytes)")
+    array = np.frombuffer(data, dtype=dtype, count=count, offset=offset)
+    array = array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
     return _c_order(array)
 
 
@@ -1084,9 +1238,11 @@ def _check_header(manifest: Any) -> None:
 
 
 def _verified_members(zf: zipfile.ZipFile, digests: dict[str, str],
-                      budget: _Budget) -> dict[str, bytes]:
-    """Every member the manifest lists, read once and checked against its digest; the
-    archive must hold exactly those (and the manifest and signatures)."""
+                      lazy: frozenset[str] = frozenset(),
+                      budget: _Budget | None = None) -> dict[str, bytes]:
+    """Every member the manifest lists, read once and checked against its digest, but
+    those in ``lazy`` (read and checked when used); the archive must hold exactly those
+    (and the manifest and signatures)."""
     names = [info.filename for info in zf.infolist()]
     seen: set[str] = set()
     for n in names:
@@ -1104,6 +1260,8 @@ def _verified_members(zf: zipfile.ZipFile, digests: dict[str, str],
             raise ExecutableFormatError(
                 f"the archive has no member {name!r} (the manifest lists it)"
             )
+        if name in lazy:
+            continue
         data = _read_member(zf, name, budget)
         got = sha256_hex(data)
         if got != want:
@@ -1116,8 +1274,65 @@ def _verified_members(zf: zipfile.ZipFile, digests: dict[str, str],
     return blobs
 
 
+class _GraphConstants(Mapping[str, np.ndarray]):
+    """The graph's constants of a loaded file, read from it when asked for: each time
+    (nothing is kept), checked against the digest the manifest recorded; those equal to
+    a constant of the executable are that array."""
+
+    def __init__(self, reopen: Any, members: dict[str, str], digests: dict[str, str],
+                 loaded: dict[str, np.ndarray]) -> None:
+        self._reopen, self._members, self._digests = reopen, members, digests
+        self._loaded = loaded
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        member = self._members[key]
+        if member in self._loaded:
+            return self._loaded[member]
+        try:
+            with self._reopen() as f, zipfile.ZipFile(f) as zf:
+                data = _read_member(zf, member)
+        except OSError as e:
+            raise ExecutableFormatError(f"cannot read the graph's constant {member!r} from "
+                                        f"the file: {e}") from None
+        except zipfile.BadZipFile:
+            data = None
+        if data is None or sha256_hex(data) != self._digests[member]:
+            raise ExecutableFormatError(
+                f"the graph's constant {member!r} differs from what the file held when it "
+                "was loaded (the file was changed or replaced since): load it again")
+        return _read_array(data, member, f"the graph's constant {key}")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._members)
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+
+def _graph_constants_of(manifest: dict[str, Any], constants: dict[str, np.ndarray],
+                        reopen: Any) -> Mapping[str, np.ndarray]:
+    table = manifest.get("graph_constants", {})
+    _expect(isinstance(table, dict) and all(
+        isinstance(k, str) and isinstance(m, str) and m in manifest["members"]
+        for k, m in table.items()), _MANIFEST,
+        "graph_constants must map keys to members the manifest lists")
+    if not table:
+        return {}
+    return _GraphConstants(reopen, dict(table), manifest["members"], constants)
+
+
+def _lazy_members(manifest: dict[str, Any]) -> frozenset[str]:
+    """The members read only when used: the graph's own constants."""
+    table = manifest.get("graph_constants")
+    if not isinstance(table, dict):
+        return frozenset()
+    used = set(manifest["constants"]) if isinstance(manifest.get("constants"), list) else set()
+    return frozenset(m for m in table.values() if isinstance(m, str) and m not in used)
+
+
 def _read_zip(
-    fileobj: io.BytesIO, trusted_keys: Iterable[Any], allow_native: bool, source: str
+    fileobj: Any, trusted_keys: Iterable[Any], allow_native: bool, source: str,
+    reopen: Any = None,
 ) -> Executable:
     try:
         zf = zipfile.ZipFile(fileobj)
@@ -1141,7 +1356,7 @@ def _read_zip(
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
             raise ExecutableFormatError(f"{_MANIFEST} is not valid JSON: {e}") from None
         _check_header(manifest)
-        blobs = _verified_members(zf, manifest["members"], budget)
+        blobs = _verified_members(zf, manifest["members"], _lazy_members(manifest), budget)
         signed = (_read_member(zf, SIGNATURES_MEMBER, budget) if SIGNATURES_MEMBER in names
                   else None)
     try:
@@ -1160,9 +1375,11 @@ def _read_zip(
         )
         functions[fn.name] = fn
     constants = []
+    by_member: dict[str, np.ndarray] = {}
     for i, m in enumerate(manifest["constants"]):
         where = f"constant {i}"
         constants.append(_read_array(_member(blobs, m, where), m, where))
+        by_member[m] = constants[-1]
     attrs = decode_value(manifest["attrs"], allow_dict=True)
     _expect(isinstance(attrs, dict), _MANIFEST, "attrs must be an object")
     libs: dict[str, bytes] = {}
@@ -1175,7 +1392,7 @@ def _read_zip(
             where,
             "library name is invalid or duplicated",
         )
-        libs[entry["name"]] = _member(blobs, entry["member"], where)
+        libs[entry["name"]] = bytes(_member(blobs, entry["member"], where))
         lib_digests[entry["name"]] = manifest["members"][entry["member"]]
     graph = None
     if manifest["graph"] is not None:
@@ -1189,7 +1406,9 @@ def _read_zip(
     external = [_external_from_json(blobs, m, f"{_MANIFEST}: external[{i}]")
                 for i, m in enumerate(raw_external)]
     trust = Trust("file", signer, bool(allow_native), source)
-    return Executable(functions, constants, attrs, libs, graph, trust, lib_digests, external)
+    graph_constants = _graph_constants_of(manifest, by_member, reopen) if graph else {}
+    return Executable(functions, constants, attrs, libs, graph, trust, lib_digests, external,
+                      graph_constants)
 
 
 __all__ = [

@@ -35,6 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from plait.errors import PlaitError
+from plait.runtime.sizes import SizeExprError, compile_size
+
 if TYPE_CHECKING:
     from plait.runtime.executable import Executable
 
@@ -43,7 +46,18 @@ ExternalFn = Callable[..., Any]
 Loader = Callable[["ExternalModule"], dict[str, ExternalFn]]
 
 
-class ExternalModuleError(RuntimeError):
+def _is_size_text(d: str) -> bool:
+    """A name or the text of a size expression (``"batch * 4"``)."""
+    if d.isidentifier():
+        return True
+    try:
+        compile_size(d)
+    except SizeExprError:
+        return False
+    return True
+
+
+class ExternalModuleError(PlaitError, RuntimeError):
     """An external module cannot be loaded or called; the message names the module,
     its codegen and the function."""
 
@@ -165,10 +179,10 @@ def check_external_module(m: ExternalModule) -> None:
                                  "numeric or bool")
             for d in t.shape:
                 ok = (isinstance(d, int) and not isinstance(d, bool) and d >= 0) or (
-                    isinstance(d, str) and d.isidentifier())
+                    isinstance(d, str) and _is_size_text(d))
                 if not ok:
                     raise ValueError(f"{where}: function {f.name!r}: shape entry {d!r} is "
-                                     "neither an int >= 0 nor a name")
+                                     "neither an int >= 0, a name nor a size expression")
     for k, v in m.blobs.items():
         if not isinstance(k, str) or not k or "/" in k:
             raise ValueError(f"{where}: member name {k!r} must be a non-empty string "

@@ -33,7 +33,10 @@ import os
 import sys
 import tempfile
 import threading
+import weakref
 from array import array
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,9 +47,11 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl_mod = None  # type: ignore[assignment]
 
+from plait.errors import PlaitError
 from plait.runtime.elf import elf_problem, foreign_machine_problem
 from plait.runtime.packed import register_native_loader
 from plait.runtime.trust import cache_root
+from plait.runtime.unload import LibraryHandle, library_stats
 
 if TYPE_CHECKING:
     from plait.runtime.executable import Executable
@@ -74,11 +79,11 @@ else:
 _MAGICS = (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe", b"\xca\xfe\xba\xbe", b"MZ")
 
 
-class NativeLoadError(RuntimeError):
+class NativeLoadError(PlaitError, RuntimeError):
     """A native library could not be loaded or has no valid manifest."""
 
 
-class NativeCallError(RuntimeError):
+class NativeCallError(PlaitError, RuntimeError):
     """A native function returned a non-zero status."""
 
 
@@ -136,6 +141,8 @@ class NativeFunction:
     def __init__(self, name: str, cfunc: Any, spec: dict[str, Any], module: NativeModule):
         self.name = name
         self.module = module
+        """The library: a function keeps it loaded (its module holds its functions only
+        weakly, so the library is unmapped as soon as the last one is dropped)."""
         self._cfunc = cfunc
         self.params = tuple(
             ParamSpec(p["name"], tuple(p["shape"]), np.dtype(p["dtype"]),
@@ -166,14 +173,12 @@ class NativeFunction:
         self.steps: tuple[str, ...] = tuple(spec.get("steps", ()))
         self._step_times = None
         if spec.get("step_times"):
-            try:
-                getter = module.handle[spec["step_times"]]
-            except AttributeError:
+            getter = module.handle.function(spec["step_times"],
+                                            ctypes.POINTER(ctypes.c_double))
+            if getter is None:
                 raise NativeLoadError(
                     f"native library {module.path}: the manifest lists "
-                    f"{spec['step_times']!r}, which the library does not export") from None
-            getter.argtypes = []
-            getter.restype = ctypes.POINTER(ctypes.c_double)
+                    f"{spec['step_times']!r}, which the library does not export")
             self._step_times = getter
 
     def step_times(self) -> list[float]:
@@ -191,7 +196,8 @@ class NativeFunction:
     def entry_address(self) -> int:
         """The address of the C entry point the VM calls, ``int f(void** argv, int64_t*
         sizes)`` (argv: the buffers in parameter order; sizes: the size variables), for
-        callers outside Python such as a benchmark's C loop."""
+        callers outside Python such as a benchmark's C loop.  Valid while this function
+        object lives: the library is unmapped once nothing holds its functions."""
         return int(ctypes.cast(self._cfunc, ctypes.c_void_p).value or 0)
 
     @property
@@ -366,25 +372,58 @@ class NativeFunction:
         return f"<NativeFunction {self.signature}>"
 
 
-class NativeModule:
-    """A loaded native library: its manifest and its functions by name."""
+class _Functions(Mapping[str, "NativeFunction"]):
+    """A library's functions by name, made when asked for and held weakly: a function
+    holds its module, and a module holding its functions too would make a cycle that
+    leaves the library mapped until the cycle collector runs."""
 
-    def __init__(self, path: str, handle: ctypes.CDLL, manifest: dict[str, Any]) -> None:
+    def __init__(self, module: NativeModule, specs: dict[str, dict[str, Any]]) -> None:
+        self._module = weakref.ref(module)
+        self._specs = specs
+        self._made: weakref.WeakValueDictionary[str, NativeFunction] = \
+            weakref.WeakValueDictionary()
+
+    def __getitem__(self, name: str) -> NativeFunction:
+        fn = self._made.get(name)
+        if fn is None:
+            module = self._module()
+            assert module is not None, "the functions of a module outlived it"
+            fn = self._made[name] = module._make(self._specs[name])
+        return fn
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+
+class NativeModule:
+    """A loaded native library: its manifest and its functions by name.
+
+    The library stays mapped while this object or one of its functions lives; then it
+    is unmapped (:mod:`plait.runtime.unload`)."""
+
+    def __init__(self, path: str, handle: LibraryHandle, manifest: dict[str, Any]) -> None:
         self.path = path
         self.handle = handle
         self.manifest = manifest
-        self.functions: dict[str, NativeFunction] = {}
-        for spec in manifest["functions"]:
-            try:
-                cfunc = handle[spec["symbol"]]
-            except AttributeError:
-                raise NativeLoadError(
-                    f"native library {path}: the manifest lists {spec['symbol']!r}, which the "
-                    "library does not export"
-                ) from None
-            cfunc.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-            cfunc.restype = ctypes.c_int32
-            self.functions[spec["name"]] = NativeFunction(spec["name"], cfunc, spec, self)
+        specs = {spec["name"]: spec for spec in manifest["functions"]}
+        for spec in specs.values():
+            self._make(spec)   # every symbol the manifest names must be there
+        self.functions: Mapping[str, NativeFunction] = _Functions(self, specs)
+
+    def _make(self, spec: dict[str, Any]) -> NativeFunction:
+        cfunc = self.handle.function(spec["symbol"], ctypes.c_int32, ctypes.c_void_p,
+                                     ctypes.c_void_p)
+        if cfunc is None:
+            raise NativeLoadError(
+                f"native library {self.path}: the manifest lists {spec['symbol']!r}, which "
+                "the library does not export")
+        return NativeFunction(spec["name"], cfunc, spec, self)
 
     def check_isa(self) -> None:
         """Raise :class:`NativeLoadError` when the library refused the ``PLAIT_ISA`` it
@@ -405,12 +444,9 @@ class NativeModule:
     def _json_report(self, symbol: str) -> dict[str, Any] | None:
         """The JSON text returned by the library's function ``symbol`` (no arguments),
         parsed; None when the library lacks it."""
-        try:
-            fn = self.handle[symbol]
-        except AttributeError:
+        fn = self.handle.function(symbol, ctypes.c_char_p)
+        if fn is None:
             return None
-        fn.argtypes = []
-        fn.restype = ctypes.c_char_p
         report: dict[str, Any] = json.loads(fn().decode("utf-8", "replace"))
         return report
 
@@ -430,13 +466,10 @@ class NativeModule:
         instruction set ``isa`` (as ``PLAIT_ISA=isa`` would when loading; None: as the
         environment says now).  ``ValueError`` saying why when the CPU lacks ``isa`` or
         it is unknown.  Not while another thread calls into the library."""
-        try:
-            fn = self.handle[ISA_FORCE_SYMBOL]
-        except AttributeError:
+        fn = self.handle.function(ISA_FORCE_SYMBOL, ctypes.c_char_p, ctypes.c_char_p)
+        if fn is None:
             raise ValueError(f"native library {self.path} has no ISA variants (built by an "
-                             "older plait); rebuild it") from None
-        fn.argtypes = [ctypes.c_char_p]
-        fn.restype = ctypes.c_char_p
+                             "older plait); rebuild it")
         err = fn(isa.encode() if isa else None)
         if err:
             raise ValueError(err.decode("utf-8", "replace"))
@@ -460,14 +493,11 @@ class NativeModule:
         return f"<NativeModule {self.path} functions={self.names}>"
 
 
-def _read_manifest(handle: ctypes.CDLL, path: str) -> dict[str, Any]:
-    try:
-        fn = handle[MANIFEST_SYMBOL]
-    except AttributeError:
+def _read_manifest(handle: LibraryHandle, path: str) -> dict[str, Any]:
+    fn = handle.function(MANIFEST_SYMBOL, ctypes.c_char_p)
+    if fn is None:
         raise NativeLoadError(f"{path} is not a plait native library (it does not export "
-                              f"{MANIFEST_SYMBOL})") from None
-    fn.argtypes = []
-    fn.restype = ctypes.c_char_p
+                              f"{MANIFEST_SYMBOL})")
     raw = fn()
     try:
         manifest = json.loads(raw.decode("utf-8"))
@@ -499,10 +529,10 @@ def _check_thread_setting() -> None:
                   "thread count such as 2", RuntimeWarning, stacklevel=3)
 
 
-def _dlopen(path: str) -> ctypes.CDLL:
+def _dlopen(path: str, fd: int | None = None) -> LibraryHandle:
     _check_thread_setting()
     try:
-        return ctypes.CDLL(path)
+        return LibraryHandle(path, fd)
     except OSError as exc:
         msg = str(exc)
         try:
@@ -520,26 +550,65 @@ def _dlopen(path: str) -> ctypes.CDLL:
         raise NativeLoadError(f"cannot load native library {path}: {msg}.{hint}") from None
 
 
-_LOADED: dict[str, NativeModule] = {}
-_LOCK = threading.Lock()
+_LOADED: weakref.WeakValueDictionary[str, NativeModule] = weakref.WeakValueDictionary()
+"""The libraries loaded now, by path or content: loading one again while it is in use
+maps nothing new."""
+_RECENT: OrderedDict[str, NativeModule] = OrderedDict()
+"""The last :data:`KEEP_RECENT` libraries loaded, kept mapped after their last user is
+gone (a VM made again for the same model finds its library)."""
+KEEP_RECENT = 4
+"""How many libraries no longer in use stay mapped (the rest are unmapped: see
+:mod:`plait.runtime.unload`)."""
+_LOCK = threading.RLock()   # reentrant: dropping a library may run its finalizer
+
+
+def _remember(key: str, mod: NativeModule) -> NativeModule:
+    """Record ``mod`` under ``key`` as loaded and most recently used (under _LOCK)."""
+    _LOADED[key] = mod
+    _RECENT[key] = mod
+    _RECENT.move_to_end(key)
+    while len(_RECENT) > KEEP_RECENT:
+        _RECENT.popitem(last=False)
+    return mod
+
+
+def _cached(key: str) -> NativeModule | None:
+    """The loaded library under ``key``, marked most recently used (under _LOCK)."""
+    mod = _LOADED.get(key)
+    if mod is not None:
+        _remember(key, mod)
+    return mod
+
+
+def release_unused_libraries() -> None:
+    """Unmap now every native library that nothing uses any more (also the last
+    :data:`KEEP_RECENT`, kept for reuse): for a server that has dropped its models.
+    Libraries of live VMs, executables' functions and modules stay."""
+    import gc
+
+    with _LOCK:
+        _RECENT.clear()
+    gc.collect()
 
 
 def load_library(path: str | os.PathLike[str], *, check_isa: bool = True) -> NativeModule:
-    """Load the native library at ``path`` (cached per path for the process);
-    ``check_isa``: raise when it refused ``PLAIT_ISA`` (:meth:`NativeModule.check_isa`)."""
+    """Load the native library at ``path`` (once while it is in use; unmapped when
+    nothing uses it); ``check_isa``: raise when it refused ``PLAIT_ISA``
+    (:meth:`NativeModule.check_isa`)."""
     key = "path:" + os.path.realpath(path)
     with _LOCK:
-        mod = _LOADED.get(key)
+        mod = _cached(key)
         if mod is None:
             handle = _dlopen(str(path))
-            mod = _LOADED[key] = NativeModule(str(path), handle, _read_manifest(handle, str(path)))
+            mod = _remember(key, NativeModule(str(path), handle,
+                                              _read_manifest(handle, str(path))))
     if check_isa:
         mod.check_isa()
     return mod
 
 
 def loaded_libraries() -> list[NativeModule]:
-    """The native libraries this process has loaded (each once)."""
+    """The native libraries this process has loaded and still holds (each once)."""
     with _LOCK:
         return list(dict.fromkeys(_LOADED.values()))
 
@@ -589,7 +658,13 @@ def _load_sealed(data: bytes, digest: str, label: str) -> NativeModule | None:
     try:
         fd = create(f"plait-{digest[:12]}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     except OSError:
-        return None
+        import gc
+
+        gc.collect()   # out of descriptors: libraries left to the cycle collector go
+        try:
+            fd = create(f"plait-{digest[:12]}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        except OSError:
+            return None
     keep = False
     try:
         view = memoryview(data)
@@ -601,15 +676,17 @@ def _load_sealed(data: bytes, digest: str, label: str) -> NativeModule | None:
         fcntl_mod.fcntl(fd, fcntl_mod.F_ADD_SEALS, seals)
         if hashlib.sha256(os.pread(fd, len(data) + 1, 0)).hexdigest() != digest:
             raise NativeLoadError(f"{label}: the sealed copy differs from the checked bytes")
+        path = f"/proc/self/fd/{fd}"
         try:
-            handle = _dlopen(f"/proc/self/fd/{fd}")
+            handle = _dlopen(path, fd)
         except NativeLoadError as exc:
             if _dir_problem(str(exc)) or "No such file" in str(exc):
                 return None  # e.g. vm.memfd_noexec or no /proc: fall back to a file
             raise NativeLoadError(f"{label}: {exc}") from None
-        # The descriptor stays open as long as the library is loaded (for the process):
-        # the loader knows a library by its path, and a reused descriptor number would
-        # make a later dlopen of "/proc/self/fd/<n>" return this library instead.
+        # The descriptor stays open as long as the library is loaded: the loader knows a
+        # library by its path, and a reused descriptor number would make a later dlopen
+        # of "/proc/self/fd/<n>" return this library instead.  Once nothing uses the
+        # library, its handle's finalizer unloads it and then closes the descriptor.
         keep = True
         return NativeModule(label, handle, _read_manifest(handle, label))
     finally:
@@ -643,13 +720,12 @@ def _load_bytes(
     _check_bytes(data, digest, expected_sha256, what)
     key = "sha256:" + digest
     with _LOCK:
-        mod = _LOADED.get(key)
+        mod = _cached(key)
         if mod is not None:
             return mod
         mod = _load_sealed(data, digest, f"<{what} {digest[:12]}>")
         if mod is not None:
-            _LOADED[key] = mod
-            return mod
+            return _remember(key, mod)
         first_error: Exception | None = None
         for d in _scratch_dirs():
             try:
@@ -679,8 +755,7 @@ def _load_bytes(
                     except OSError:
                         pass
             if mod is not None:
-                _LOADED[key] = mod
-                return mod
+                return _remember(key, mod)
         if isinstance(first_error, NativeLoadError):
             raise first_error
         raise NativeLoadError(f"cannot load a native library from bytes: {first_error}")
@@ -721,5 +796,6 @@ __all__ = [
     "NativeCallError", "NativeFunction",
     "NativeLoadError", "NativeModule", "ParamSpec", "dtype_text", "is_native_library",
     "is_plait_library", "library_functions", "to_native_order",
-    "load_library", "load_library_bytes", "loaded_libraries", "native_loader",
+    "KEEP_RECENT", "library_stats", "load_library", "load_library_bytes",
+    "loaded_libraries", "native_loader", "release_unused_libraries",
 ]

@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from .call_schema import register_keyword_check, signature_check
+
 try:  # the packed-function registry of the runtime
     from .packed import register_func
 except ImportError:  # pragma: no cover - only while the runtime is being assembled
@@ -1101,6 +1103,9 @@ def _pool_geometry(
 ]:
     """Kernel, strides, dilation, padding, output sizes and the trailing padding needed
     for the last window, for channels-first ``x``."""
+    if x.ndim != nd + 2:
+        raise ValueError(f"{nd}-d pooling takes a tensor of rank {nd + 2} (batch, channels "
+                         f"and {nd} spatial axes), got one of shape {x.shape}")
     k, s = _expand(pool_size, nd), _expand(strides, nd)
     d, p = _expand(dilation, nd), _expand_padding(padding, nd)
     sizes = x.shape[2:]
@@ -1420,6 +1425,19 @@ def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 DPS: dict[str, Callable[..., None]] = {}
 """The destination-passing form of each op, by op name."""
 
+KEYWORD_MINIMUMS = {"strides": 1, "dilation": 1, "groups": 1, "pool_size": 1,
+                    "num_groups": 1, "output_size": 1, "repeats": 0}
+"""The least value of the attributes the implementations divide or step by (checked
+with the keywords of every call: :mod:`plait.runtime.call_schema`)."""
+SIGNED_KEYWORDS = {"strided_slice": ("strides",)}
+"""Keywords of :data:`KEYWORD_MINIMUMS` that an op takes with any sign (a slice steps
+backwards with a negative stride)."""
+
+
+def _minimums(name: str) -> dict[str, int]:
+    return {k: v for k, v in KEYWORD_MINIMUMS.items() if k not in SIGNED_KEYWORDS.get(name, ())}
+
+
 for _name, _fn in IMPLS.items():
     _uf = _UFUNC_DPS.get(_name)
     DPS[_name] = make_ufunc_dps(_name, _uf) if _uf is not None else make_dps(_name, _fn)
@@ -1427,3 +1445,8 @@ for _name, _fn in IMPLS.items():
         register_func(f"numpy.{_name}", DPS[_name], override=True)
         # value-returning form, for results whose shape is only known at run time
         register_func(f"numpy.{_name}@alloc", _fn, override=True)
+    # a ufunc's destination-passing form takes no keywords at all
+    register_keyword_check(f"numpy.{_name}", signature_check(
+        f"numpy.{_name}", _fn if _uf is None else (lambda: None), _minimums(_name)))
+    register_keyword_check(f"numpy.{_name}@alloc",
+                           signature_check(f"numpy.{_name}@alloc", _fn, _minimums(_name)))

@@ -18,6 +18,8 @@ it refuses a malformed message rather than guessing.
 
 from __future__ import annotations
 
+from plait.errors import PlaitError
+
 # message kinds
 _MODEL, _GRAPH, _NODE, _ATTR, _TENSOR, _SPARSE, _FUNCTION, _TRAINING, _ENTRY = range(9)
 
@@ -50,7 +52,7 @@ _EXTERNAL = 1
 _ENTRY_KEY, _ENTRY_VALUE = 1, 2
 
 
-class OnnxWireError(ValueError):
+class OnnxWireError(PlaitError, ValueError):
     """The bytes are not a well-formed ONNX model (protobuf) message."""
 
 

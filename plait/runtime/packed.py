@@ -13,6 +13,8 @@ import difflib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from plait.errors import PlaitError
+
 if TYPE_CHECKING:
     from plait.runtime.executable import Executable
 
@@ -23,7 +25,7 @@ _REGISTRY: dict[str, PackedFunc] = {}
 _NATIVE_LOADERS: list[NativeLoader] = []
 
 
-class PackedFuncNotFoundError(KeyError):
+class PackedFuncNotFoundError(PlaitError, KeyError):
     """Raised by :func:`get_func` for a name that is not registered."""
 
     def __str__(self) -> str:  # KeyError would repr-quote the message

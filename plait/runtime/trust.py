@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from plait.errors import PlaitError
+
 SIGNATURES_MEMBER = "signatures.json"
 """The archive member holding the signatures of ``manifest.json``."""
 HMAC_ALG = "hmac-sha256"
@@ -48,7 +50,7 @@ _SIGNED_PREFIX = b"plait.executable signature 1\0"
 with the same key never verifies as an executable's."""
 
 
-class UntrustedCodeError(RuntimeError):
+class UntrustedCodeError(PlaitError, RuntimeError):
     """Native code from a file that is neither signed by a trusted key nor allowed by
     the caller; the message says how to allow it or run on numpy instead."""
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 import plait.runtime.builtins  # noqa: F401  (registers the vm.builtin.* functions)
+from plait.errors import PlaitError
 from plait.runtime.executable import (
     AllocStorage,
     AllocTensor,
@@ -42,6 +43,7 @@ from plait.runtime.external import resolve_external
 from plait.runtime.limits import LimitExceeded, check_limit, limit_value
 from plait.runtime.native import NativeFunction, dtype_text, to_native_order
 from plait.runtime.packed import close_func_names, get_func, has_func, load_native_func
+from plait.runtime.sizes import compile_size, eval_size, size_value
 
 MAX_CALL_DEPTH = 10_000
 STORAGE_ALIGNMENT = 64
@@ -61,7 +63,7 @@ _DL_DEVICE_NAMES = {2: "CUDA", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 9: "VPI", 1
                     14: "oneAPI", 15: "WebGPU", 16: "Hexagon", 17: "MAIA"}
 
 
-class VMError(RuntimeError):
+class VMError(PlaitError, RuntimeError):
     """An error while running (or linking) VM code.
 
     ``function``, ``pc`` and ``instruction`` locate the failing instruction when known;
@@ -145,6 +147,13 @@ class _Binder:
         self.ranges = {k: (int(v[0]), None if v[1] is None else int(v[1]))
                        for k, v in (ranges or {}).items() if k in symbols}
         self.dtypes = [None if p.dtype is None else np.dtype(p.dtype) for p in fn.params]
+        # (parameter index, axis, size expression) of the dims that are expressions
+        # over the names other dims bind: checked once every name is bound
+        self.exprs = [
+            (i, axis, d) for i, p in enumerate(fn.params)
+            if p.kind in ("tensor", "shape") and p.shape is not None
+            for axis, d in enumerate(p.shape) if isinstance(d, str) and not d.isidentifier()
+        ]
         self.num_registers = fn.num_registers
         names = ", ".join(p.name for p in fn.params)
         self.signature = f"{fn.name}({names})"
@@ -165,7 +174,22 @@ class _Binder:
             regs[i] = self._check(p, self.dtypes[i], a, syms, bound_by)
         if self.ranges:
             self._check_ranges(syms, bound_by)
+        if self.exprs:
+            self._check_exprs(regs, syms)
         return regs, syms
+
+    def _check_exprs(self, regs: list[Any], syms: dict[str, int]) -> None:
+        for i, axis, text in self.exprs:
+            p, a = self.params[i], regs[i]
+            got = a.shape[axis] if isinstance(a, np.ndarray) else a[axis]
+            want = eval_size(text, syms)
+            if got != want:
+                names = ", ".join(f"{n} = {syms[n]}" for n in compile_size(text)[0])
+                raise self._error(
+                    p,
+                    f"dimension {axis} is {got} but its size {text} is {want} ({names}, bound "
+                    f"by the other sizes; expected shape {_fmt_shape(p.shape)})",
+                )
 
     def _check_ranges(self, syms: dict[str, int], bound_by: dict[str, str]) -> None:
         for name, (lo, hi) in self.ranges.items():
@@ -193,6 +217,8 @@ class _Binder:
         assert p.shape is not None
         for axis, (want, size) in enumerate(zip(p.shape, got)):
             if isinstance(want, str):
+                if not want.isidentifier():
+                    continue   # a size expression: checked once every name is bound
                 have = syms.get(want)
                 if have is None:
                     syms[want] = size
@@ -792,7 +818,7 @@ class VirtualMachine:
                 elif op == _ALLOC_TENSOR:
                     _, dst, shape, spec, dtype, storage, offset, nbytes = ins
                     if shape is None:
-                        shape = tuple(syms[d] if isinstance(d, str) else d for d in spec)
+                        shape = tuple(size_value(d, syms) for d in spec)
                         nbytes = dtype.itemsize * math.prod(shape)
                         allowed = limit_value("max_tensor_bytes")
                         if allowed is not None and nbytes > allowed:

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from plait.errors import PlaitError
+
 from ..ir.well_formed import Violation, WellFormedError
 
 
-class TransformError(Exception):
+class TransformError(PlaitError):
     """Base of every error raised by the pass infrastructure."""
 
 

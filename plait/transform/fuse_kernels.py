@@ -143,7 +143,16 @@ class NotFusable(Exception):
 
 
 def _dims(ty: TensorType) -> tuple[Any, ...]:
-    return tuple(dsl.size_var(d) if isinstance(d, str) else d for d in ty.shape)  # type: ignore[union-attr]
+    out = []
+    for d in ty.shape:  # type: ignore[union-attr]
+        if isinstance(d, str):
+            out.append(dsl.size_var(d))
+        elif type(d) is int:
+            out.append(d)
+        else:
+            raise NotFusable(f"the size {d} is an expression (kernels take static sizes and "
+                             "plain size names)")
+    return tuple(out)
 
 
 def _check_type(ty: Type | None, what: str, dtypes: frozenset[str]) -> TensorType:

@@ -25,6 +25,8 @@ transition; the module is then checked against the optimization invariants.
 
 from __future__ import annotations
 
+from plait.errors import PlaitError
+
 from ..ir.expr import (
     Binding,
     Call,
@@ -41,7 +43,7 @@ from .context import PassContext
 from .pass_base import module_pass
 
 
-class LambdaLiftError(ValueError):
+class LambdaLiftError(PlaitError, ValueError):
     """A nested function cannot be lifted (a closure used as a value)."""
 
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from plait.errors import PlaitError
+
 from ..ir.builder import BlockBuilder, tuple_type
 from ..ir.expr import (
     Binding,
@@ -60,7 +62,7 @@ LegalizeFn = Callable[[BlockBuilder, Call, Any], Expr]
 LEGALIZATIONS: dict[tuple[str, str | None], LegalizeFn] = {}
 
 
-class LegalizeError(TypeError):
+class LegalizeError(PlaitError, TypeError):
     """An op has no legalization for the target."""
 
 

@@ -49,12 +49,14 @@ from typing import Any
 
 import numpy as np
 
+from plait.errors import PlaitError
+
 from ..ir.attrs import freeze_value
 from ..ir.expr import Constant, Op
 from ..ir.types import Type
 
 
-class PatternError(ValueError):
+class PatternError(PlaitError, ValueError):
     """A malformed pattern or rule; the message names the pattern and the fix."""
 
 

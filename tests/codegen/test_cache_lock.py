@@ -109,3 +109,74 @@ def test_the_lock_of_a_killed_process_blocks_nobody(tmp_path):
     with EntryLock(entry, timeout=5) as lock:  # the stale lock: gone with its process
         assert lock.held
     assert time.monotonic() - start < 1.0
+
+
+HANGING = textwrap.dedent("""
+    import sys
+    from plait.codegen.c.compiler import BuildOptions, compile_shared
+    compile_shared({"hang.c": "int plait_hang(void) { return 1; }\\n"},
+                   BuildOptions(threads=False), cache_dir=sys.argv[1])
+""")
+
+
+def _hanging_cc(tmp_path: Path) -> dict[str, str]:
+    """An environment whose $CC answers --version and then hangs on every compile."""
+    cc = tmp_path / "hangcc"
+    cc.write_text("#!/bin/sh\ncase \"$*\" in *--version*) echo hangcc 1.0; exit 0;; "
+                  "*-dumpmachine*) cc -dumpmachine; exit 0;; esac\nexec sleep 600\n")
+    cc.chmod(0o755)
+    return dict(os.environ, CC=str(cc), PYTHONPATH=str(ROOT))
+
+
+def test_a_compile_killed_with_sigkill_leaves_a_folder_the_next_compile_removes(tmp_path):
+    """kill -9 during a compile leaves its build-* folder; a compile running meanwhile
+    leaves a live one alone, and the first compile after the owner died removes it."""
+    from plait.codegen.c.compiler import BuildOptions, compile_shared
+
+    cache = tmp_path / "cache"
+    child = subprocess.Popen([sys.executable, "-c", HANGING, str(cache)],
+                             env=_hanging_cc(tmp_path), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not list((cache / "c").glob("build-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        folders = list((cache / "c").glob("build-*"))
+        assert len(folders) == 1, "the hanging compile made no build folder"
+        # another library compiled while the first compile runs: its folder stays
+        compile_shared({"a.c": "int plait_a(void) { return 2; }\n"},
+                       BuildOptions(threads=False), cache_dir=cache)
+        assert folders[0].is_dir()
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)   # the process and its compiler: kill -9
+        child.wait()
+    assert folders[0].is_dir()   # what a killed compile leaves
+    compile_shared({"b.c": "int plait_b(void) { return 3; }\n"},
+                   BuildOptions(threads=False), cache_dir=cache)
+    assert not folders[0].exists()
+    assert not list((cache / "c").glob("build-*"))
+
+
+def test_the_thread_probe_takes_the_cache_lock(tmp_path, monkeypatch):
+    """The probe of the compiler's thread support waits for the marker's lock like any
+    compile; a waiter finds the marker the holder wrote and does not probe again."""
+    import threading
+
+    from plait.codegen.c import compiler
+
+    d = tmp_path / "c"
+    d.mkdir()
+    cc = compiler.find_compiler()
+    monkeypatch.setattr(compiler, "_THREADS", {})
+    ident = compiler.hashlib.sha256(cc.ident.encode()).hexdigest()[:16]
+    marker = d / f"threads-{ident}.txt"
+    result: list[bool] = []
+    probes = compiler.compile_stats()["thread_probes"]
+    with EntryLock(marker):   # another process probing
+        t = threading.Thread(target=lambda: result.append(compiler.threads_available(cc, d)))
+        t.start()
+        t.join(0.5)
+        assert t.is_alive() and not result   # it waits for the lock
+        marker.write_text("1")               # what the holder found
+    t.join(30)
+    assert result == [True]
+    assert compiler.compile_stats()["thread_probes"] == probes   # no second probe

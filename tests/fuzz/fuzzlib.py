@@ -264,6 +264,16 @@ class M:
             output(s)
         return s
 ''', lambda a, b: np.concatenate([a, b]).astype(np.int64) ** 2),
+    "pool": ('''
+@module
+class M:
+    @function
+    def main(x: Tensor((n, 2, 8, 8), "float32")) -> Tensor((n, 2, 4, 4), "float32"):
+        with dataflow():
+            y = max_pool2d(x, pool_size=(2, 2), strides=(2, 2))
+            output(y)
+        return y
+''', lambda x: x.reshape(x.shape[0], 2, 4, 2, 4, 2).max(axis=(3, 5))),
 }
 """Models the ``vm`` and ``exe`` targets use, with numpy references."""
 
@@ -294,8 +304,19 @@ def text_bases() -> tuple[str, ...]:
     out += [b.split("```", 1)[0] for b in doc.split("```python\n")[1:]
             if b.startswith("@module")]
     out += [text for text, _ in VM_MODELS.values()]
+    out += [_lowered(text) for text, _ in VM_MODELS.values()]
     out.append(SPLIT_TEXT)   # a count to mutate into a huge one
     return tuple(out)
+
+
+def _lowered(text: str) -> str:
+    """``text`` lowered for numpy: its calls are ``call_extern`` s with attributes."""
+    import plait
+    from plait.transform import Sequential
+
+    target = plait.Target("numpy")
+    stages = [s for s in plait.default_pipeline(target).passes if s.name != "build"]
+    return Sequential(stages)(plait.parse(text).with_attrs(target=target)).script()
 
 
 SPLIT_TEXT = '''@module
@@ -624,9 +645,39 @@ def _mutate_json(value: Any, ch: Chooser) -> Any:
     return value
 
 
+_KEYWORD_NAMES = ("axis", "strides", "pool_size", "padding", "dilation", "groups", "layout",
+                  "keepdims", "dtype", "ceil_mode", "fmod", "no_such_keyword", "")
+_KEYWORD_VALUES = (0, -1, 1, 2**63, 1.5, float("nan"), "x", "NCHW", "NHWC", True, None,
+                   (), (0, 0), (1, 2, 3), (-1, 1), [1], "float32")
+
+
+def _mutate_keywords(manifest: Any, ch: Chooser) -> None:
+    """A call instruction's keywords: one added, changed or removed (unknown names,
+    values of the wrong kind, outside their choices or below their minimum)."""
+    from plait.runtime.executable import encode_value
+
+    calls = [ins for fn in manifest.get("functions", ()) if isinstance(fn, dict)
+             for ins in fn.get("instructions", ()) if isinstance(ins, dict)
+             and ins.get("kind") == "call"]
+    if not calls:
+        return
+    ins = ch.choice(calls)
+    kwargs = ins.setdefault("kwargs", {})
+    if not isinstance(kwargs, dict):
+        return
+    op = ch.int(0, 2)
+    value = {"imm": encode_value(ch.choice(_KEYWORD_VALUES))}
+    if op == 0 or not kwargs:
+        kwargs[ch.choice(_KEYWORD_NAMES)] = value
+    elif op == 1:
+        kwargs[ch.choice(list(kwargs))] = value
+    else:
+        del kwargs[ch.choice(list(kwargs))]
+
+
 def mutate_exe(data: bytes, ch: Chooser) -> bytes:
-    """Corrupted members, forged digests, manifest edits, raw byte flips, a deflated
-    bomb."""
+    """Corrupted members, forged digests, manifest edits (among them the keywords of
+    calls), raw byte flips, a deflated bomb."""
     op = ch.int(0, 6)
     if op == 0:
         return mutate_bytes(data, ch)
@@ -661,11 +712,19 @@ def mutate_exe(data: bytes, ch: Chooser) -> bytes:
             del parts[name]
         else:
             parts[f"libs/{ch.int(0, 3)}"] = parts[other]
-    else:  # a member of another executable
+    elif op == 5:  # a member of another executable
         donor = _members(ch.choice(exe_bases()))
         key = ch.choice(list(donor))
         parts[key] = donor[key]
-    if ch.int(0, 1):
+    else:  # the keywords of a call (forged, as a file from elsewhere would be)
+        try:
+            manifest = json.loads(parts["manifest.json"])
+            _mutate_keywords(manifest, ch)
+            parts["manifest.json"] = json.dumps(manifest).encode()
+        except (KeyError, ValueError, TypeError, AttributeError, RecursionError):
+            pass
+        _forge(parts)
+    if op != 6 and ch.int(0, 1):
         _forge(parts)
     items = list(parts.items())
     if ch.int(0, 7) == 0 and items:

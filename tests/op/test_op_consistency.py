@@ -16,6 +16,7 @@ import inspect
 import numpy as np
 import pytest
 
+from plait.ir import symbolic as sym
 from plait.ir.types import TensorType, TupleType
 from plait.op import get_op, list_ops, normalize_attrs
 from plait.op.infer import infer_op_type
@@ -309,19 +310,16 @@ SYMBOLIC_CASES = [
     and SAMPLES[n][0][0].ndim > 0
 ]  # fmt: skip
 
-# ops whose result size along the sample's axis 0 is not a single name when that axis is
-# symbolic (a product, a sum or a clipped size): their shape becomes unknown
-LOSES_SHAPE = {
-    "reshape": "(n, 6) -> (3, -1): the -1 is 2 * n / 3",
-    "split": "n rows in 3 chunks of ceil(n / 3)",
-    "pad": "n + 1 + 2 rows",
-}
+# ops whose result shape becomes unknown when the sample's axis 0 is symbolic: none,
+# since sizes are expressions (reshape's -1 is n * 2, split's chunks are min/max of
+# (n + 2) // 3, pad's rows n + 3)
+LOSES_SHAPE: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", SYMBOLIC_CASES)
 def test_symbolic_leading_dim_agrees_with_static_inference(name):
     """Make axis 0 of the first input the symbolic size ``n``: inference keeps the rank
-    and every size it can name, and substituting n's value gives the static result."""
+    and every size, and evaluating the sizes at n's value gives the static result."""
     inputs, attrs = SAMPLES[name]
     static = infer_op_type(name, *(_type_of(v) for v in inputs), **attrs)
     types = [_type_of(v) for v in inputs]
@@ -334,5 +332,5 @@ def test_symbolic_leading_dim_agrees_with_static_inference(name):
         if s.shape is None:
             lost = True
             continue
-        assert tuple(first.shape[0] if d == "n" else d for d in s.shape) == t.shape
+        assert tuple(sym.evaluate(d, {"n": first.shape[0]}) for d in s.shape) == t.shape
     assert lost == (name in LOSES_SHAPE), f"{name}: {symbolic}"

@@ -49,10 +49,14 @@ def test_strided_slice_inference():
     assert infer("strided_slice", x, axes=(2,), begin=(-1,), end=(-BIG,), strides=(-2,)) == T(
         ("n", 10, 4), F32
     )
-    # whole-axis slices keep a symbolic size, others lose the shape
+    # whole-axis slices keep a symbolic size, others give a size expression (exact for
+    # every n: tests/op/test_symbolic_inference.py checks them against Python slicing)
     assert infer("strided_slice", x, axes=(0,), begin=(0,), end=(BIG,)) == x
     assert infer("strided_slice", x, axes=(0,), begin=(-1,), end=(-BIG,), strides=(-1,)) == x
-    assert infer("strided_slice", x, axes=(0,), begin=(1,), end=(BIG,)).shape is None
+    one_on = infer("strided_slice", x, axes=(0,), begin=(1,), end=(BIG,)).shape[0]
+    assert str(one_on) == "max(0, n - 1)"
+    assert str(infer("strided_slice", x, axes=(0,), begin=(0,), end=(3,)).shape[0]) == "min(3, n)"
+    assert infer("strided_slice", x, axes=(0,), begin=(2,), end=(0,), strides=(-1,)).shape is None
     with pytest.raises(OpTypeError, match=r"strided_slice: a stride cannot be 0"):
         infer("strided_slice", x, axes=(1,), begin=(0,), end=(3,), strides=(0,))
     with pytest.raises(

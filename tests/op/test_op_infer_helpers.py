@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from plait.ir import symbolic as sym
 from plait.ir.types import TensorType as T
 from plait.op import OpTypeError
 from plait.op.infer import (
@@ -79,11 +80,13 @@ def test_window_out_dim_agrees_with_torch(ceil_mode):
 def test_symbolic_dim_helpers():
     assert window_out_dim("h", 3, 1, 1, 1, 1) == "h"
     assert window_out_dim("h", 3, 1, 2, 2, 2) == "h"
-    assert window_out_dim("h", 3, 2, 1, 1, 1) is None
-    assert add_dim(4, -1) == 3 and add_dim("n", 0) == "n" and add_dim("n", 1) is None
-    assert mul_dim(4, 3) == 12 and mul_dim("n", 1) == "n" and mul_dim("n", 2) is None
+    assert window_out_dim("h", 3, 2, 1, 1, 1) == sym.parse_dim("(h - 1) // 2 + 1")
+    assert add_dim(4, -1) == 3 and add_dim("n", 0) == "n"
+    assert add_dim("n", 1) == sym.parse_dim("n + 1")
+    assert mul_dim(4, 3) == 12 and mul_dim("n", 1) == "n"
+    assert mul_dim("n", 2) == sym.parse_dim("2 * n")
     assert merge_dims((2, 3)) == 6 and merge_dims(("n", 1)) == "n"
-    assert merge_dims(("n", 2)) is None and merge_dims(("n", "m")) is None
+    assert merge_dims(("n", "m")) == sym.parse_dim("m * n")
     assert shape_or_none([1, "n"]) == (1, "n") and shape_or_none([1, None]) is None
     assert shape_str(("n", 3)) == "(n, 3)" and shape_str((4,)) == "(4,)"
     assert shape_str(None) == "(unknown rank)"

@@ -97,9 +97,12 @@ def test_conv2d_inference_keeps_symbolic_batch():
 
 def test_conv_symbolic_spatial_dims():
     w = T((4, 3, 3, 3), F32)
-    # "same" convolution keeps a symbolic size, anything else cannot be written
+    # "same" convolution keeps a symbolic size, anything else is a size expression
     assert infer("conv2d", T(("n", 3, "h", "w"), F32), w, padding=1) == T(("n", 4, "h", "w"), F32)
-    assert infer("conv2d", T(("n", 3, "h", 8), F32), w).shape is None
+    valid = infer("conv2d", T(("n", 3, "h", 8), F32), w)
+    assert str(valid) == 'Tensor((n, 4, h - 2, 6), "float32")'
+    strided = infer("conv2d", T(("n", 3, "h", 8), F32), w, strides=2)
+    assert str(strided.shape[2]) == "(h + 1) // 2 - 1"
     assert infer("conv1d", T((2, 3, "l"), F32), T((5, 3, 1), F32)) == T((2, 5, "l"), F32)
     assert infer("conv2d", T(None, F32), w) == T(None, F32)
 

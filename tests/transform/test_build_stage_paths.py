@@ -103,8 +103,9 @@ def test_explicit_memory_makes_the_module_of_to_non_dataflow_then_explicit_memor
         assert structural_equal(one, em.explicit_memory(to_non_dataflow(func))), name
 
 
-def _ext(name: str, *args: object, out: object) -> object:
-    return make_call("call_extern", ExternFunc(name), Tuple(tuple(args)), out=out)
+def _ext(name: str, *args: object, out: object, attrs: object = None) -> object:
+    return make_call("call_extern", ExternFunc(name), Tuple(tuple(args)), out=out,
+                     attrs=attrs)
 
 
 def _every_kind_of_binding() -> Function:
@@ -124,7 +125,8 @@ def _every_kind_of_binding() -> Function:
             t = bb.emit(Tuple((a, w)), "t")
             i = bb.emit(TupleGetItem(t, 1), "i")
             al = bb.emit(i, "al")
-            s = bb.emit(_ext("numpy.split", al, out=TupleType((t23, t23))), "s")
+            s = bb.emit(_ext("numpy.split", al, out=TupleType((t23, t23)),
+                             attrs={"indices_or_sections": 2}), "s")
             s0 = bb.emit(TupleGetItem(s, 0), "s0")
             u = bb.emit(_ext("numpy.unique", s0, out=TensorType(None, "float32")), "u")
             m = bb.emit_match_cast(u, t6, "m")

@@ -13,7 +13,10 @@
   (and the CPU model with ``-march=native``).  Every file is written to a temporary
   name and moved into place with ``os.replace``; processes that need the same library
   or object at once take the entry's lock (:mod:`plait.codegen.c.cache_lock`): one
-  compiles, the others wait and reuse its result.
+  compiles, the others wait and reuse its result; so does the probe of the compiler's
+  thread support.  A compile works in a folder ``build-<key>-*`` made and removed under
+  its entry's lock; each compile first removes the folders of compiles killed before
+  they could (:func:`remove_stale_builds`).
 * A failed compilation raises :class:`CCompileError` with the compiler's message and
   the source lines around the first error.
 """
@@ -28,11 +31,13 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from plait.codegen.c.cache_lock import EntryLock
+from plait.errors import PlaitError
 from plait.runtime.native import ABI_VERSION, LIB_SUFFIX
 from plait.runtime.trust import cache_root
 
@@ -56,11 +61,11 @@ def _count(key: str) -> None:
         _STATS[key] += 1
 
 
-class NativeUnavailableError(RuntimeError):
+class NativeUnavailableError(PlaitError, RuntimeError):
     """No usable C compiler: native code cannot be built here."""
 
 
-class CCompileError(RuntimeError):
+class CCompileError(PlaitError, RuntimeError):
     """The C compiler rejected the generated (or user) source.
 
     ``stderr`` is the compiler's output, ``file``/``line`` the first error's position,
@@ -200,6 +205,69 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+STALE_AGE = 3600.0
+"""Seconds after which a temporary file of the cache (``.<name>.*.tmp``) or a build
+folder whose owner cannot be told (made by an older plait) counts as left behind."""
+_BUILD_DIR = re.compile(r"(build|probe)-([0-9a-f]{32}|[0-9a-f]{16})-")
+
+
+def _owner_lock(d: Path, name: str) -> Path | None:
+    """The cache entry whose lock a build folder ``name`` was made under: the library
+    (``build-<key>-*``) or the thread probe's marker (``probe-<ident>-*``)."""
+    m = _BUILD_DIR.match(name)
+    if m is None:
+        return None
+    if m.group(1) == "build" and len(m.group(2)) == 32:
+        return d / f"lib-{m.group(2)}{LIB_SUFFIX}"
+    if m.group(1) == "probe" and len(m.group(2)) == 16:
+        return d / f"threads-{m.group(2)}.txt"
+    return None
+
+
+def remove_stale_builds(d: Path, held: Path | None = None) -> list[str]:
+    """Remove the build folders a killed compile left in the cache folder ``d`` (and
+    stale temporary files); the names removed.
+
+    A folder is made and removed under its entry's lock (:mod:`.cache_lock`), which the
+    system releases when its process dies: a folder whose lock nobody holds belongs to
+    no running compile, nor does one of the entry ``held`` (whose lock the caller
+    holds, before it makes its own folder).  Folders of an older plait (no entry in the
+    name) and temporary files go after :data:`STALE_AGE`."""
+    removed: list[str] = []
+    now = time.time()
+    try:
+        entries = list(os.scandir(d))
+    except OSError:
+        return removed
+    for e in entries:
+        try:
+            if e.is_dir(follow_symlinks=False) and e.name.startswith(("build-", "probe-")):
+                owner = _owner_lock(d, e.name)
+                if owner is None:
+                    if now - e.stat(follow_symlinks=False).st_mtime > STALE_AGE:
+                        shutil.rmtree(e.path, ignore_errors=True)
+                        removed.append(e.name)
+                    continue
+                if owner == held:
+                    shutil.rmtree(e.path, ignore_errors=True)
+                    removed.append(e.name)
+                    continue
+                lock = EntryLock(owner)
+                if lock.try_acquire():   # nobody builds that entry: left by a dead process
+                    try:
+                        shutil.rmtree(e.path, ignore_errors=True)
+                        removed.append(e.name)
+                    finally:
+                        lock.release()
+            elif (e.name.startswith(".") and e.name.endswith(".tmp") and e.is_file()
+                  and now - e.stat(follow_symlinks=False).st_mtime > STALE_AGE):
+                os.unlink(e.path)
+                removed.append(e.name)
+        except OSError:
+            continue
+    return removed
+
+
 _THREADS: dict[str, bool] = {}
 THREAD_FLAGS = ("-pthread", "-fopenmp-simd", "-DPLAIT_THREADS")
 """Flags of a library built with threads: POSIX threads for the pool of plait_threads.c
@@ -224,24 +292,43 @@ def threads_available(cc: CompilerInfo, cache_dir: Path | None = None) -> bool:
     if got is not None:
         return got
     d = cache_dir or resolve_cache_dir()
-    marker = d / f"threads-{hashlib.sha256(cc.ident.encode()).hexdigest()[:16]}.txt"
-    try:
-        got = marker.read_text().strip() == "1"
-    except OSError:
-        _count("thread_probes")
-        with tempfile.TemporaryDirectory(prefix="probe-", dir=d) as tmp:
-            src = Path(tmp) / "probe.c"
-            src.write_text(_PROBE)
-            try:
-                r = subprocess.run([*cc.argv, *THREAD_FLAGS, "-fPIC", "-shared", "-o",
-                                    str(Path(tmp) / f"probe{LIB_SUFFIX}"), str(src)],
-                                   capture_output=True, timeout=COMPILE_TIMEOUT)
-                got = r.returncode == 0
-            except (OSError, subprocess.SubprocessError):
-                got = False
-        _atomic_write(marker, b"1" if got else b"0")
+    ident = hashlib.sha256(cc.ident.encode()).hexdigest()[:16]
+    marker = d / f"threads-{ident}.txt"
+    got = _read_marker(marker)
+    if got is None:
+        with EntryLock(marker) as lock:   # like every compile: one probes, others wait
+            got = _read_marker(marker)
+            if got is None:
+                got = _probe_threads(cc, d, ident, marker if lock.held else None)
+                _atomic_write(marker, b"1" if got else b"0")
     _THREADS[cc.ident] = got
     return got
+
+
+def _read_marker(marker: Path) -> bool | None:
+    try:
+        return marker.read_text().strip() == "1"
+    except OSError:
+        return None
+
+
+def _probe_threads(cc: CompilerInfo, d: Path, ident: str, held: Path | None) -> bool:
+    """Whether ``cc`` builds :data:`_PROBE` with :data:`THREAD_FLAGS` (under the lock
+    of the marker ``held``, unless its holder kept it too long)."""
+    _count("thread_probes")
+    remove_stale_builds(d, held)
+    tmp = tempfile.mkdtemp(prefix=f"probe-{ident}-", dir=d)
+    try:
+        src = Path(tmp) / "probe.c"
+        src.write_text(_PROBE)
+        r = subprocess.run([*cc.argv, *THREAD_FLAGS, "-fPIC", "-shared", "-o",
+                            str(Path(tmp) / f"probe{LIB_SUFFIX}"), str(src)],
+                           capture_output=True, timeout=COMPILE_TIMEOUT)
+        return r.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _cpu_ident() -> str:
@@ -455,12 +542,13 @@ def compile_shared(
     if final.exists():
         _count("cache_hits")
         return final
-    with EntryLock(final):  # concurrent builds of the same library: one compiles
+    with EntryLock(final) as lock:  # concurrent builds of the same library: one compiles
         if final.exists():  # another process built it while this one waited
             _count("cache_hits")
             return final
         _count("compiles")
-        tmpdir = tempfile.mkdtemp(prefix=f"build-{key[:12]}-", dir=d)
+        remove_stale_builds(d, final if lock.held else None)
+        tmpdir = tempfile.mkdtemp(prefix=f"build-{key[:32]}-", dir=d)
         try:
             for name, text in files.items():
                 Path(tmpdir, name).write_text(text)

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from plait.errors import PlaitError
 from plait.kernel.intrin import INDEX_OUT_OF_RANGE
 from plait.kernel.ir import (
     EQ,
@@ -240,7 +241,7 @@ static inline float plait_tanh_f32(float x) {
 }"""
 
 
-class CodegenError(ValueError):
+class CodegenError(PlaitError, ValueError):
     """A kernel uses something the C code generator cannot express."""
 
 

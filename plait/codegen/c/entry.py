@@ -41,6 +41,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from plait.errors import PlaitError
+
 ENTRY_PREFIX = "plait_e_"
 """The prefix of entry points' C symbols."""
 
@@ -112,7 +114,7 @@ class EntryProgram:
         return out
 
 
-class EntryError(ValueError):
+class EntryError(PlaitError, ValueError):
     """An entry program that cannot be emitted (it calls a function the library does
     not have, or an argument is out of range); the message names the step."""
 

@@ -29,7 +29,9 @@
  * a condition variable (a wake-up from there takes 30-130 us on a virtual machine, more
  * than many a task); a worker idle for a second exits (and
  * frees its scratch), so a process that loads many libraries does not keep a thread per
- * library.  A second caller while the pool is busy (a nested call, or another
+ * library.  Workers are joinable: before the runtime unloads a library it calls
+ * plait_release, which stops and joins them (no thread is left in code about to be
+ * unmapped) and frees every thread's scratch.  A second caller while the pool is busy (a nested call, or another
  * application thread) runs its call on its own thread.  After fork() the child starts
  * with no workers.  Built without threads (PLAIT_THREADS undefined: the compiler
  * has no -pthread), every call runs on the calling thread.  No OpenMP runtime is
@@ -52,20 +54,96 @@
 
 /* ----------------------------------------------------------------- scratch */
 
-static __thread float* plait_scratch_buf[PLAIT_SCRATCH_SLOTS];
-static __thread size_t plait_scratch_cap[PLAIT_SCRATCH_SLOTS];
+/* Each thread's scratch buffers, in a record of its own that is also on a list of all
+ * records: plait_release frees every thread's buffers when the library is unloaded
+ * (the thread-local pointer alone would leave them unreachable once the library, and
+ * with it the thread-local block, is gone). */
+typedef struct plait_scratch_rec {
+    float* buf[PLAIT_SCRATCH_SLOTS];
+    size_t cap[PLAIT_SCRATCH_SLOTS];
+    struct plait_scratch_rec* next;
+} plait_scratch_rec;
+
+static plait_scratch_rec* plait_scratch_all = NULL;   /* every thread's record */
+static char plait_scratch_lock;                       /* guards the list (a spin lock:
+                                                       * taken once per thread) */
+static __thread plait_scratch_rec* plait_scratch_mine;
+/* plait_free_all_scratch frees every record: a thread's pointer is valid only while
+ * its generation is the current one */
+static unsigned plait_scratch_gen;
+static __thread unsigned plait_scratch_mine_gen;
+
+static void plait_scratch_lock_take(void) {
+    while (__atomic_test_and_set(&plait_scratch_lock, __ATOMIC_ACQUIRE)) {
+    }
+}
+
+static void plait_scratch_lock_drop(void) { __atomic_clear(&plait_scratch_lock, __ATOMIC_RELEASE); }
 
 float* plait_scratch(int slot, size_t floats) {
-    if (floats > plait_scratch_cap[slot]) {
-        free(plait_scratch_buf[slot]);
-        plait_scratch_buf[slot] = NULL;
-        plait_scratch_cap[slot] = 0;
+    plait_scratch_rec* r = plait_scratch_mine;
+    if (r == NULL || plait_scratch_mine_gen != __atomic_load_n(&plait_scratch_gen,
+                                                               __ATOMIC_ACQUIRE)) {
+        r = (plait_scratch_rec*)calloc(1, sizeof *r);
+        if (r == NULL) return NULL;
+        plait_scratch_lock_take();
+        r->next = plait_scratch_all;
+        plait_scratch_all = r;
+        plait_scratch_mine_gen = plait_scratch_gen;
+        plait_scratch_lock_drop();
+        plait_scratch_mine = r;
+    }
+    if (floats > r->cap[slot]) {
+        free(r->buf[slot]);
+        r->buf[slot] = NULL;
+        r->cap[slot] = 0;
         void* p = NULL;
         if (posix_memalign(&p, 64, floats * sizeof(float))) return NULL;
-        plait_scratch_buf[slot] = (float*)p;
-        plait_scratch_cap[slot] = floats;
+        r->buf[slot] = (float*)p;
+        r->cap[slot] = floats;
     }
-    return plait_scratch_buf[slot];
+    return r->buf[slot];
+}
+
+static void plait_scratch_free_rec(plait_scratch_rec* r) {
+    for (int s = 0; s < PLAIT_SCRATCH_SLOTS; ++s) free(r->buf[s]);
+    free(r);
+}
+
+#ifdef PLAIT_THREADS
+/* Free the calling thread's buffers and record (a worker that exits). */
+static void plait_free_scratch(void) {
+    plait_scratch_rec* r = plait_scratch_mine;
+    if (r == NULL || plait_scratch_mine_gen != __atomic_load_n(&plait_scratch_gen,
+                                                               __ATOMIC_ACQUIRE))
+        return;
+    plait_scratch_lock_take();
+    for (plait_scratch_rec** at = &plait_scratch_all; *at != NULL; at = &(*at)->next) {
+        if (*at == r) {
+            *at = r->next;
+            break;
+        }
+    }
+    plait_scratch_lock_drop();
+    plait_scratch_mine = NULL;
+    plait_scratch_free_rec(r);
+}
+#endif
+
+/* Free every thread's buffers and records (when no thread runs the library's code any
+ * more: the library is being unloaded). */
+static void plait_free_all_scratch(void) {
+    plait_scratch_lock_take();
+    plait_scratch_rec* r = plait_scratch_all;
+    plait_scratch_all = NULL;
+    __atomic_add_fetch(&plait_scratch_gen, 1, __ATOMIC_RELEASE);
+    plait_scratch_lock_drop();
+    while (r != NULL) {
+        plait_scratch_rec* next = r->next;
+        plait_scratch_free_rec(r);
+        r = next;
+    }
+    plait_scratch_mine = NULL;
 }
 
 /* --------------------------------------------------------------------- jobs */
@@ -155,8 +233,15 @@ static struct {
     int64_t serial_until, backoff;
     /* counts for plait_pool_report */
     int64_t n_parallel, n_serial, n_late, wait_ns, late_ns;
+    /* the worker threads (joinable, so that plait_release can wait until none runs the
+     * library's code): a slot is free, running, or exited (waiting to be joined) */
+    int stop;          /* plait_release asks every worker to exit */
+    pthread_t thread[PLAIT_POOL_MAX];
+    unsigned char slot[PLAIT_POOL_MAX];
 } plait_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, 0, 0, 0,
-                NULL, NULL, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, 0, 0, 0};
+                NULL, NULL, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}, {0}};
+
+enum { PLAIT_SLOT_FREE, PLAIT_SLOT_RUNNING, PLAIT_SLOT_EXITED };
 
 static pthread_once_t plait_pool_once = PTHREAD_ONCE_INIT;
 
@@ -179,21 +264,14 @@ static inline void plait_relax(int step) {
 #endif
 }
 
-static void plait_free_scratch(void) {
-    for (int s = 0; s < PLAIT_SCRATCH_SLOTS; ++s) {
-        free(plait_scratch_buf[s]);
-        plait_scratch_buf[s] = NULL;
-        plait_scratch_cap[s] = 0;
-    }
-}
-
 /* Wait for a task newer than `seen`; its generation, or -1 when the worker should exit
  * (idle for PLAIT_POOL_IDLE_NS; it has left the count of workers then). */
-static int64_t plait_pool_wait(int64_t seen) {
+static int64_t plait_pool_wait(int64_t seen, int slot) {
     int64_t g;
     const int64_t start = plait_now_ns();
     for (int spins = 0;; ++spins) {
         if ((g = __atomic_load_n(&plait_pool.gen, __ATOMIC_SEQ_CST)) != seen) return g;
+        if (__atomic_load_n(&plait_pool.stop, __ATOMIC_SEQ_CST)) break;
         if (spins % PLAIT_POOL_YIELD == PLAIT_POOL_YIELD - 1
             && plait_now_ns() - start > PLAIT_POOL_SPIN_NS)
             break;
@@ -207,10 +285,12 @@ static int64_t plait_pool_wait(int64_t seen) {
     pthread_mutex_lock(&plait_pool.lock);
     __atomic_fetch_add(&plait_pool.sleepers, 1, __ATOMIC_SEQ_CST);
     while ((g = __atomic_load_n(&plait_pool.gen, __ATOMIC_SEQ_CST)) == seen) {
-        if (pthread_cond_timedwait(&plait_pool.wake, &plait_pool.lock, &until) == ETIMEDOUT
-            && __atomic_load_n(&plait_pool.gen, __ATOMIC_SEQ_CST) == seen) {
+        if (plait_pool.stop
+            || (pthread_cond_timedwait(&plait_pool.wake, &plait_pool.lock, &until) == ETIMEDOUT
+                && __atomic_load_n(&plait_pool.gen, __ATOMIC_SEQ_CST) == seen)) {
             g = -1;
             plait_pool.workers--;
+            plait_pool.slot[slot] = PLAIT_SLOT_EXITED;
             break;
         }
     }
@@ -219,11 +299,14 @@ static int64_t plait_pool_wait(int64_t seen) {
     return g;
 }
 
-static void* plait_pool_worker(void* start) {
-    int64_t seen = (int64_t)(intptr_t)start;   /* the generation when it was started */
+static int64_t plait_pool_start_gen[PLAIT_POOL_MAX];
+
+static void* plait_pool_worker(void* arg) {
+    const int slot = (int)(intptr_t)arg;
+    int64_t seen = plait_pool_start_gen[slot];   /* the generation when it was started */
     plait_is_worker = 1;
     for (;;) {
-        int64_t g = plait_pool_wait(seen);
+        int64_t g = plait_pool_wait(seen, slot);
         if (g < 0) break;
         seen = g;
         /* Join, unless the task is closed already: then its caller may have returned
@@ -258,6 +341,8 @@ static void plait_pool_after_fork(void) {
     pthread_cond_init(&plait_pool.done, NULL);
     plait_pool.waiting = 0;
     plait_pool.workers = 0;
+    plait_pool.stop = 0;
+    for (int i = 0; i < PLAIT_POOL_MAX; ++i) plait_pool.slot[i] = PLAIT_SLOT_FREE;
     plait_pool.active = 0;
     plait_pool.sleepers = 0;
     plait_pool.busy = 0;
@@ -270,11 +355,16 @@ static int plait_pool_grow(int want) {
     pthread_once(&plait_pool_once, plait_pool_init);
     if (want > PLAIT_POOL_MAX) want = PLAIT_POOL_MAX;
     pthread_mutex_lock(&plait_pool.lock);
-    while (plait_pool.workers < want) {
-        pthread_t t;
-        int64_t gen = __atomic_load_n(&plait_pool.gen, __ATOMIC_SEQ_CST);
-        if (pthread_create(&t, NULL, plait_pool_worker, (void*)(intptr_t)gen)) break;
-        pthread_detach(t);
+    for (int i = 0; i < PLAIT_POOL_MAX && plait_pool.workers < want; ++i) {
+        if (plait_pool.slot[i] == PLAIT_SLOT_RUNNING) continue;
+        if (plait_pool.slot[i] == PLAIT_SLOT_EXITED) {   /* it has left its loop */
+            pthread_join(plait_pool.thread[i], NULL);
+            plait_pool.slot[i] = PLAIT_SLOT_FREE;
+        }
+        plait_pool_start_gen[i] = __atomic_load_n(&plait_pool.gen, __ATOMIC_SEQ_CST);
+        if (pthread_create(&plait_pool.thread[i], NULL, plait_pool_worker, (void*)(intptr_t)i))
+            break;
+        plait_pool.slot[i] = PLAIT_SLOT_RUNNING;
         plait_pool.workers++;
     }
     int n = plait_pool.workers;
@@ -378,6 +468,29 @@ __attribute__((visibility("default"))) const char* plait_pool_report(void) {
     return buf;
 }
 
+/* Stop the pool's workers, wait until each has left the library's code (joined), and
+ * free every thread's scratch: what the runtime calls before it unloads the library
+ * (dlclose), when no thread is inside the library's functions.  The pool starts again
+ * on the next parallel call, should there be one. */
+__attribute__((visibility("default"))) void plait_release(void) {
+    pthread_t running[PLAIT_POOL_MAX];
+    int n = 0;
+    pthread_mutex_lock(&plait_pool.lock);
+    plait_pool.stop = 1;
+    pthread_cond_broadcast(&plait_pool.wake);
+    for (int i = 0; i < PLAIT_POOL_MAX; ++i) {
+        if (plait_pool.slot[i] != PLAIT_SLOT_FREE) running[n++] = plait_pool.thread[i];
+    }
+    pthread_mutex_unlock(&plait_pool.lock);
+    for (int i = 0; i < n; ++i) pthread_join(running[i], NULL);
+    pthread_mutex_lock(&plait_pool.lock);
+    for (int i = 0; i < PLAIT_POOL_MAX; ++i) plait_pool.slot[i] = PLAIT_SLOT_FREE;
+    plait_pool.stop = 0;
+    plait_pool.workers = 0;
+    pthread_mutex_unlock(&plait_pool.lock);
+    plait_free_all_scratch();
+}
+
 /* A positive thread count from the environment variable `name` (the first number of
  * OMP_NUM_THREADS's list), or 0. */
 static int plait_env_threads(const char* name) {
@@ -417,6 +530,8 @@ void plait_parallel(plait_task_fn fn, void* arg, int nthreads) {
 }
 
 int plait_max_threads(void) { return 1; }
+
+__attribute__((visibility("default"))) void plait_release(void) { plait_free_all_scratch(); }
 
 __attribute__((visibility("default"))) const char* plait_pool_report(void) {
     return "{\"threads\": 1, \"workers\": 0, \"parallel\": 0, \"serial\": 0, "

@@ -41,7 +41,8 @@ PLAIT_HIDDEN int64_t plait_take_job(int64_t* ends, int64_t n);
 PLAIT_HIDDEN int plait_max_threads(void);
 
 /* Per-thread scratch buffer `slot` (0 .. PLAIT_SCRATCH_SLOTS - 1) of at least `floats`
- * floats, 64-byte aligned; it only grows, and a worker frees its own when it exits.
+ * floats, 64-byte aligned; it only grows, a worker frees its own when it exits, and
+ * plait_release (before the library is unloaded) frees every thread's.
  * NULL when out of memory. */
 #define PLAIT_SCRATCH_SLOTS 5
 PLAIT_HIDDEN float* plait_scratch(int slot, size_t floats);

@@ -41,7 +41,9 @@ def _exportable(m: Match) -> bool:
 
 
 def _sig(ty: Any) -> TensorSig:
-    return TensorSig(tuple(ty.shape), ty.dtype)
+    """The signature of a tensor type (a size expression as its text, "batch * 4")."""
+    return TensorSig(tuple(d if isinstance(d, int | str) else str(d) for d in ty.shape),
+                     ty.dtype)
 
 
 def compile_onnxruntime(mod: IRModule, *, codegen: str = NAME) -> ExternalModule:

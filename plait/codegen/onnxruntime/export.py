@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from plait.errors import PlaitError
 from plait.ir.expr import (
     Call,
     Constant,
@@ -41,7 +42,7 @@ IR_VERSION = 8
 """The ONNX IR version of the exported models (read by every onnxruntime since 1.10)."""
 
 
-class OnnxExportError(ValueError):
+class OnnxExportError(PlaitError, ValueError):
     """A function cannot be expressed in ONNX; the message says where and why."""
 
 

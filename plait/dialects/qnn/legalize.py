@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from plait.errors import PlaitError
 from plait.ir.builder import BlockBuilder
 from plait.ir.expr import Call, Constant, Expr, Op, Tuple, VarBinding
 from plait.ir.module import IRModule
@@ -43,7 +44,7 @@ F32, F64 = "float32", "float64"
 _INT_MIN = float(-(2**31))
 
 
-class LegalizeError(ValueError):
+class LegalizeError(PlaitError, ValueError):
     """A qnn call cannot be lowered to core ops (the message names the op and why)."""
 
 

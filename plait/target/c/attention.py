@@ -148,6 +148,8 @@ def _replay(arr: np.ndarray, call: Call) -> np.ndarray | None:
         axes = a.get("axes")
         view = arr.transpose(None if axes is None else tuple(int(x) for x in axes))
     elif name == "strided_slice":
+        if not all(type(v) is int for v in (*a["begin"], *a["end"])):
+            return None   # symbolic bounds: not a view known here
         idx: list[slice] = [slice(None)] * arr.ndim
         steps = a.get("strides") or (1,) * len(a["axes"])
         for ax, b, e, s in zip(a["axes"], a["begin"], a["end"], steps):

@@ -26,12 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from plait.codegen.c.compiler import _atomic_write, resolve_cache_dir
+from plait.errors import PlaitError
 
 STORE_FOLDER = "by-sha256"
 """The folder of the content store inside the cache's ``c`` folder."""
 
 
-class MissingLibraryError(RuntimeError):
+class MissingLibraryError(PlaitError, RuntimeError):
     """The bytes of a library referenced by digest are neither in this process nor in
     the content store."""
 

@@ -36,8 +36,20 @@ Dim = int | Var
 
 def to_dims(shape: Sequence[int | str]) -> tuple[Dim, ...]:
     """A graph shape (ints and symbolic names) as DSL dims (names become the interned
-    size variables of :func:`plait.kernel.dsl.size_var`)."""
-    return tuple(dsl.size_var(d) if isinstance(d, str) else int(d) for d in shape)
+    size variables of :func:`plait.kernel.dsl.size_var`).  A size expression
+    (``batch * 12``) is not a kernel size yet: :class:`ComputeUnsupported`, so the op
+    becomes its numpy library call (issue 29: kernels taking expression sizes)."""
+    out: list[Dim] = []
+    for d in shape:
+        if isinstance(d, str):
+            out.append(dsl.size_var(d))
+        elif type(d) is int:
+            out.append(d)
+        else:
+            raise ComputeUnsupported(
+                f"the size {d} is an expression; generated kernels take static sizes and "
+                "plain size names only")
+    return tuple(out)
 
 
 def _tensor_type(out_ty: Type, i: int | None) -> TensorType:

@@ -34,6 +34,8 @@ def strided_slice_compute(inputs: list[Any], attrs: Attrs, out_ty: Type) -> Tens
     (x,) = inputs
     shape = out_shape(out_ty)
     strides = attrs["strides"] or (1,) * len(attrs["axes"])
+    if not all(type(v) is int for v in (*attrs["begin"], *attrs["end"])):
+        raise ComputeUnsupported("the slice bounds are symbolic sizes")
     starts: dict[int, tuple[int, int]] = {}
     for a, b, e, s in zip(attrs["axes"], attrs["begin"], attrs["end"], strides):
         ax = norm_axis(int(a), x.ndim)

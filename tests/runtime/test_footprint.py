@@ -1,0 +1,176 @@
+"""An executable's footprint: the kept graph refers to its large constants instead of
+holding them as base64 text (members of their own in the file, shared with the
+executable's constants where equal), a loaded file's constants are views of the bytes
+read (one copy), the graph's constants are read from the file only when the graph is
+parsed, and loading a file with tens of MB of weights stays near the weights in
+resident memory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import plait
+from plait.ir.parser import ParseError
+from plait.ir.printer import constant_key
+from plait.runtime import Executable, VirtualMachine
+from plait.runtime.executable import content_key
+
+RNG = np.random.default_rng(3)
+W1 = RNG.standard_normal((256, 512)).astype(np.float32)
+W2 = RNG.standard_normal((512, 64)).astype(np.float32)
+
+
+def _mlp() -> plait.IRModule:
+    from plait.ir import BlockBuilder, TensorType, Var, const
+    from plait.op import make_call
+
+    bb = BlockBuilder()
+    x = Var("x", TensorType((4, 256), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            h = bb.emit(make_call("relu", make_call("matmul", x, const(W1))))
+            out = bb.emit_output(make_call("matmul", h, const(W2)))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _want(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x.astype(np.float64) @ W1, 0) @ W2  # numpy, float64
+
+
+def test_both_keys_agree():
+    for a in (W1, W1.T, W2.astype(">f4"), np.arange(5000, dtype=np.int64)):
+        assert constant_key(a) == content_key(a)
+
+
+@pytest.mark.parametrize("target", ["c", "numpy"])
+def test_the_kept_graph_refers_to_its_constants(target: str, tmp_path: Path):
+    exe = plait.build(_mlp(), target, keep_graph=True)
+    if not exe.libs:  # numpy builds keep no graph unless they hold native code
+        assert exe.graph is None
+        return
+    weights = W1.nbytes + W2.nbytes
+    assert len(exe.graph) < 10_000 and 'const(ref="sha256:' in exe.graph
+    assert {constant_key(W1), constant_key(W2)} == set(exe.graph_constants)
+    path = tmp_path / "m.plx"
+    exe.save(path)
+    with zipfile.ZipFile(path) as zf:
+        sizes = {i.filename: i.file_size for i in zf.infolist()}
+        manifest = json.loads(zf.read("manifest.json"))
+    # the graph's text is small; its weights are members of their own (the c target's
+    # constants are packed panels, so no graph constant equals one of them)
+    assert sizes["graph/module.plait.py"] < 10_000
+    graph_members = set(manifest["graph_constants"].values())
+    assert sum(sizes[m] for m in graph_members) < weights + 1024
+    assert sum(sizes.values()) < 2 * weights + sum(sizes[m] for m in sizes
+                                                   if m.startswith("libs/")) + 20_000
+    loaded = Executable.load(path)
+    x = RNG.standard_normal((4, 256)).astype(np.float32)
+    np.testing.assert_allclose(VirtualMachine(loaded)["main"](x), _want(x), rtol=1e-4,
+                               atol=1e-3)  # float32 sums of 512 products
+    again = plait.rebuild(loaded, "numpy")
+    np.testing.assert_allclose(VirtualMachine(again)["main"](x), _want(x), rtol=1e-4,
+                               atol=1e-3)
+
+
+def test_loaded_constants_are_views_of_the_bytes_read(tmp_path: Path):
+    exe = plait.build(_mlp(), "c")
+    exe.save(tmp_path / "m.plx")
+    loaded = Executable.load(tmp_path / "m.plx")
+    big = [c for c in loaded.constants if c.nbytes >= W2.nbytes]
+    assert big
+    for c in big:
+        base = c
+        while isinstance(base, np.ndarray) and base.base is not None:
+            base = base.base
+        assert isinstance(base, bytearray | memoryview) and c.flags.writeable
+
+
+def test_the_graph_s_constants_are_read_when_parsed_and_checked(tmp_path: Path):
+    exe = plait.build(_mlp(), "c")
+    path = tmp_path / "m.plx"
+    exe.save(path)
+    loaded = Executable.load(path)
+    assert plait.graph_module(loaded)  # reads them now, from the file
+    path.write_bytes(b"replaced")
+    with pytest.raises(ParseError, match="changed or replaced since"):
+        plait.graph_module(loaded)
+    data = (tmp_path / "m2.plx")
+    exe.save(data)
+    from_bytes = Executable.from_bytes(data.read_bytes())
+    data.unlink()  # from bytes: the bytes are the file
+    assert plait.graph_module(from_bytes)
+
+
+def test_loading_stays_near_the_weights_in_resident_memory(tmp_path: Path):
+    """48 MB of weights: resident memory after ``Executable.load`` grows by less than
+    1.2x the weights (it grew by ~4x with the graph's text and a copy of the file)."""
+    script = textwrap.dedent(f"""
+        import numpy as np, plait
+        from plait.ir import BlockBuilder, TensorType, Var, const
+        from plait.op import make_call
+        w = np.random.default_rng(0).standard_normal((4096, 3072)).astype(np.float32)
+        bb = BlockBuilder()
+        x = Var("x", TensorType((2, 4096), "float32"))
+        with bb.function("main", [x]):
+            with bb.dataflow():
+                out = bb.emit_output(make_call("matmul", x, const(w)))
+            bb.emit_func_output(out)
+        plait.build(bb.get(), "c").save({str(tmp_path / 'big.plx')!r})
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=600)
+    probe = textwrap.dedent(f"""
+        import numpy as np
+        from plait.runtime import Executable
+        def rss():
+            for line in open("/proc/self/status"):
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        base = rss()
+        exe = Executable.load({str(tmp_path / 'big.plx')!r})
+        print(rss() - base, sum(c.nbytes for c in exe.constants))
+    """)
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True,
+                         text=True, timeout=600).stdout.split()
+    grown, weights = int(out[0]), int(out[1])
+    assert weights >= 48 * 2**20
+    assert grown < 1.2 * weights, (grown / 2**20, weights / 2**20)
+
+
+def test_saving_streams_the_weights_and_replaces_the_file_whole(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch):
+    import tracemalloc
+
+    from plait.runtime import executable as ex
+    from plait.runtime.executable import AllocTensor, ParamSig, Ret, VMFunction
+
+    w = np.random.default_rng(1).standard_normal((4096, 4096)).astype(np.float32)  # 64 MiB
+    main = VMFunction("main", [ParamSig("x", "tensor", (1,), "float32")], 2,
+                      [AllocTensor(1, [1], "float32"), Ret(1)])
+    exe = Executable({"main": main}, [w], {}, {})
+    path = tmp_path / "w.plx"
+    tracemalloc.start()
+    try:
+        exe.save(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 0.5 * w.nbytes, peak / 2**20  # numpy's 16 MiB chunks, not the array
+    np.testing.assert_array_equal(Executable.load(path).constants[0], w)
+    before = path.read_bytes()
+
+    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ex, "_write_zip", broken)
+    with pytest.raises(OSError, match="disk full"):
+        exe.save(path)
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["w.plx"]
