@@ -1,6 +1,7 @@
-"""Long fuzzing runs: mutated text modules, ONNX models, executables and VM arguments.
+"""Long fuzzing runs: mutated text modules, ONNX models, executables, VM arguments and
+attack files (executables carrying code or naming files).
 
-    python tools/fuzz.py --minutes 30                 # all four targets, taking turns
+    python tools/fuzz.py --minutes 30                 # all five targets, taking turns
     python tools/fuzz.py --minutes 5 --targets onnx,exe --seed 7
     python tools/fuzz.py --replay tests/fuzz/corpus   # judge kept cases again
 
@@ -8,6 +9,7 @@ Each target's cases run in a child process of their own (niced, with its address
 space limited to ``--memory-gb``), so that a case that kills its process (a signal:
 SIGSEGV, SIGBUS...) is a *crash* and a case that runs longer than ``--hang-seconds`` is
 a *hang*; the parent records the case, starts a new child and goes on.  The other
+<<<<<<< HEAD
 outcomes (ok, clean error, raw exception, mismatch with the reference) are judged in
 the child by tests/fuzz/fuzzlib.py.  The children set plait's limits
 (``plait.runtime.limits``) below their memory cap (``max_tensor_bytes``: an eighth of
@@ -20,6 +22,16 @@ one file per case with a JSON note; reproduce one with ``--replay FILE``.  Keep 
 finding as a regression case in ``tests/fuzz/corpus/<target>/``.  The summary (counts
 per target and outcome, and the distinct findings) is printed and written as JSON next
 to the findings.
+=======
+outcomes (ok, clean error, raw exception, mismatch with the reference, and for the
+``trust`` target *breach*: foreign code ran or a file was read without the caller's
+consent, tests/fuzz/trustlib.py) are judged in the child by tests/fuzz/fuzzlib.py.
+Cases that are not ok or clean are written to ``--findings`` (default
+``fuzz-findings/``), one file per case with a JSON note; reproduce one with ``--replay
+FILE``.  Keep a fixed finding as a regression case in ``tests/fuzz/corpus/<target>/``.
+The summary (counts per target and outcome, and the distinct findings) is printed and
+written as JSON next to the findings.
+>>>>>>> fa33da8 (Fuzzing the trust policy: a fifth fuzz target, trust (tests/fuzz/trustlib.py), makes the attack files of issue 27 (a kept graph carrying a C source whose constructor and function write a marker file, or a hand-written kernel, or a forged 'trust' attribute; onnxruntime external modules whose ONNX models keep a tensor in a file of the working directory, in several spellings, in the main graph or inside an If branch, where onnxruntime reads it with every optimization on; unsigned native external modules with a constructor), forged, signed-then-edited or corrupted further, and runs each on every path from a file to code (VM on the loaded file, rebuild numpy and c, the interpreter on graph_module) without and then with allow_native; a new outcome 'breach' (tools/fuzz.py counts it) when without consent the marker appears or an output holds the carried code's value, when an output holds the secret file's bytes on any path, or when an executable rebuilt from an unsigned file saves signed by this machine. Tests: a hypothesis budget of 25 attack files, 8 kept attack files in tests/fuzz/corpus/trust, and for each of three holes (native code always allowed, external data not refused, rebuilt executables signed) the judge flags the same file as a breach that is clean under the policy. 1,662 cases in 1.5 minutes: all clean)
 """
 
 from __future__ import annotations
@@ -37,8 +49,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "fuzz")]
 
-KINDS = ("ok", "clean", "raw", "mismatch", "hang", "crash")
-COLUMNS = ("ok", "clean", "located", "raw", "mismatch", "hang", "crash")
+KINDS = ("ok", "clean", "raw", "mismatch", "breach", "hang", "crash")
+COLUMNS = ("ok", "clean", "located", "raw", "mismatch", "breach", "hang", "crash")
 """``located``: of the clean errors, those the VM located (a function refused the
 arguments an instruction gave it)."""
 
@@ -66,6 +78,10 @@ def worker(target: str, seed: int, current: Path, memory_gb: float) -> None:
         fuzzlib.exe_bases()
     elif target in ("onnx", "text"):
         getattr(fuzzlib, f"{target}_bases")()
+    elif target == "trust":
+        import trustlib
+
+        trustlib.trust_bases()
     while True:
         data = fuzzlib.mutate(target, fuzzlib.RandomChooser(seed))
         tmp = current.with_suffix(".tmp")
@@ -116,7 +132,8 @@ def _save(findings: Path, target: str, seed: int, kind: str, detail: str,
           data: bytes) -> None:
     d = findings / target
     d.mkdir(parents=True, exist_ok=True)
-    ext = {"text": ".plait", "onnx": ".onnx", "exe": ".plx", "vm": ".npz"}.get(target, ".bin")
+    ext = {"text": ".plait", "onnx": ".onnx", "exe": ".plx", "vm": ".npz",
+           "trust": ".plx"}.get(target, ".bin")
     (d / f"{kind}-{seed}{ext}").write_bytes(data)
     (d / f"{kind}-{seed}.json").write_text(json.dumps(
         {"target": target, "seed": seed, "kind": kind, "detail": detail}, indent=1))
@@ -231,7 +248,7 @@ def replay(paths: list[Path]) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=1.0)
-    p.add_argument("--targets", default="text,onnx,exe,vm")
+    p.add_argument("--targets", default="text,onnx,exe,vm,trust")
     p.add_argument("--seed", type=int, default=None, help="first seed (default: from time)")
     p.add_argument("--hang-seconds", type=float, default=60.0)
     p.add_argument("--memory-gb", type=float, default=4.0)

@@ -15,7 +15,10 @@ Targets:
   and run;
 * ``vm`` — hostile arguments for built executables (wrong dtypes, byte orders, ranks and
   sizes, non-contiguous and zero-stride views, empty and 0-d arrays, NaN, Python objects,
-  missing or extra arguments); a call that succeeds is checked against numpy.
+  missing or extra arguments); a call that succeeds is checked against numpy;
+* ``trust`` — executables carrying code (C sources and kernels in their kept graph,
+  native external modules) or naming files (onnxruntime models with external data), run
+  on every path from a file to code, without and with consent (tests/fuzz/trustlib.py).
 
 Every case is bytes (so a finding can be kept in ``tests/fuzz/corpus/<target>/``);
 mutations draw their choices from a :class:`Chooser`, backed by ``random.Random`` (the
@@ -31,11 +34,13 @@ there a huge count or size must be refused by ``plait.runtime.limits`` before th
 so a ``MemoryError`` is ``raw``), ``raw`` (an exception
 escaping from deep inside: an internal error type such as ``KeyError`` or
 ``AssertionError``, or one raised in numpy, onnx or the standard library), or
-``mismatch`` (ran but disagreed with the reference).  An error the VM located (raised
-inside a function an instruction called, reported with the instruction, its callers and
-its arguments' shapes) counts as clean when it is a refusal of the arguments
-(``ValueError``, ``TypeError``, ``OverflowError``, or numpy's ``IndexError`` for an index
-out of range), not an internal error; tools/fuzz.py counts those apart (``located``).
+``mismatch`` (ran but disagreed with the reference), or, for the ``trust`` target,
+``breach`` (foreign code ran or a file was read without the caller's consent).  An
+error the VM located (raised inside a function an instruction called, reported with the
+instruction, its callers and its arguments' shapes) counts as clean when it is a refusal
+of the arguments (``ValueError``, ``TypeError``, ``OverflowError``, or numpy's
+``IndexError`` for an index out of range), not an internal error; tools/fuzz.py counts
+those apart (``located``).
 ``hang`` and ``crash`` are judged by tools/fuzz.py, which runs cases in a child
 process.
 """
@@ -60,7 +65,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).resolve().parent / "corpus"
-TARGETS = ("text", "onnx", "exe", "vm")
+TARGETS = ("text", "onnx", "exe", "vm", "trust")
 MEMORY_ERRORS_ARE_CLEAN = True
 """Whether a ``MemoryError`` is a clean outcome (see the module docstring)."""
 BOMB_BYTES = 16 << 20
@@ -738,6 +743,10 @@ def mutate(target: str, ch: Chooser) -> bytes:
         return make_vm_case(ch)
     if target == "selftest":
         return str(ch.int(0, 3)).encode()
+    if target == "trust":
+        from trustlib import make_trust_case
+
+        return make_trust_case(ch)
     data = base(target, ch)
     return {"text": mutate_text, "onnx": mutate_onnx, "exe": mutate_exe}[target](data, ch)
 
@@ -986,9 +995,16 @@ def run_selftest_case(data: bytes) -> Outcome:
     return Outcome("ok")
 
 
+def run_trust_case(data: bytes) -> Outcome:
+    """The ``trust`` target (tests/fuzz/trustlib.py)."""
+    from trustlib import run_trust_case as run
+
+    return run(data)
+
+
 RUNNERS: dict[str, Callable[[bytes], Outcome]] = {
     "text": run_text_case, "onnx": run_onnx_case, "exe": run_exe_case, "vm": run_vm_case,
-    "selftest": run_selftest_case,
+    "trust": run_trust_case, "selftest": run_selftest_case,
 }
 
 

@@ -1,7 +1,8 @@
 """Fuzzing in the suite: a small budget of mutated text modules, ONNX models,
-executables and VM arguments (hypothesis draws the mutations, so a failure shrinks to a
-small case), the kept corpus of past findings, and tools/fuzz.py's judging of hangs and
-crashes.  Long runs: ``python tools/fuzz.py --minutes N`` (docs/reliability.md)."""
+executables, VM arguments and attack files (hypothesis draws the mutations, so a failure
+shrinks to a small case), the kept corpus of past findings, and tools/fuzz.py's judging
+of hangs and crashes, and of breaches of the trust policy.  Long runs:
+``python tools/fuzz.py --minutes N`` (docs/reliability.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import time
 from pathlib import Path
 
 import fuzzlib
+import numpy as np
 import pytest
+import trustlib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -47,6 +50,12 @@ def test_corrupted_executables(data: st.DataObject) -> None:
 @given(st.data())
 def test_hostile_vm_arguments(data: st.DataObject) -> None:
     judged("vm", data)
+
+
+@settings(BUDGET, max_examples=25)  # each may compile C (with consent)
+@given(st.data())
+def test_attack_files_meet_the_trust_policy_on_every_path(data: st.DataObject) -> None:
+    judged("trust", data)
 
 
 @pytest.mark.parametrize("target, path", fuzzlib.corpus_cases(),
@@ -87,3 +96,72 @@ def test_the_long_runner_judges_crashes_hangs_and_raw_exceptions(tmp_path: Path)
     assert kinds["crash"] == "exit status -11"  # SIGSEGV, survived by the parent
     assert "KeyError" in kinds["raw"]
     assert list((tmp_path / "selftest").glob("crash-*.bin"))  # the case is kept
+
+
+# ------------------------------------------------------------------ the trust judge
+
+
+def _patched(monkeypatch: pytest.MonkeyPatch, hole: str) -> None:
+    """Open ``hole`` in the trust policy, as a regression would."""
+    import plait.runtime.external as external
+    import plait.runtime.trust as trust
+
+    if hole == "native code always allowed":
+        monkeypatch.setattr(trust.Trust, "native_allowed", property(lambda self: True))
+    elif hole == "external data not refused":
+        monkeypatch.setattr(external, "_refuse_external_data", lambda *args: None)
+    else:  # "rebuilt executables signed"
+        monkeypatch.setattr(sys.modules["plait.build"], "rebuilt_trust", lambda attr: None)
+
+
+@pytest.mark.parametrize("kind, options, hole, breach", [
+    ("c_source", {"calls": True}, "native code always allowed",
+     "rebuild c (default policy): an output holds the value the carried code writes"),
+    ("c_source", {"calls": False, "nonce": 11}, "native code always allowed",
+     "rebuild c (default policy): the carried native code ran (constructor)"),
+    ("kernel", {}, "native code always allowed",
+     "rebuild c (default policy): an output holds the value the carried code writes"),
+    ("native_module", {"nonce": 12}, "native code always allowed",
+     "load and run (default policy): the carried native code ran (constructor)"),
+    ("ort_external_data", {"position": "if_constant", "signed": True},
+     "external data not refused",
+     "load and run (default policy): an output holds the bytes of plait-fuzz-secret.bin"),
+    ("ort_external_data", {"position": "if_initializer", "location": "sub/../"
+                           + trustlib.SECRET_FILE}, "external data not refused",
+     "load and run (default policy): an output holds the bytes of plait-fuzz-secret.bin"),
+    ("kernel", {}, "rebuilt executables signed",
+     "rebuild c (allow_native): an executable rebuilt for c from an unsigned file saves "
+     "signed by this machine"),
+    ("c_source", {"calls": False, "nonce": 13}, "rebuilt executables signed",
+     "rebuild numpy (allow_native): an executable rebuilt for numpy from an unsigned file "
+     "saves signed by this machine"),
+])
+def test_the_trust_judge_flags_each_hole(monkeypatch: pytest.MonkeyPatch, kind: str,
+                                         options: dict, hole: str, breach: str) -> None:
+    """The judge is what makes the fuzzer find a hole: the same attack file is a breach
+    once the policy has the hole, and clean under the policy.  (The hole comes first:
+    a library this process mapped once does not run its constructor again.)"""
+    case = trustlib.attack_file(kind, **options)
+    _patched(monkeypatch, hole)
+    outcome = fuzzlib.run_case("trust", case)
+    assert (outcome.kind, outcome.detail[:len(breach)]) == ("breach", breach), outcome
+    monkeypatch.undo()
+    outcome = fuzzlib.run_case("trust", case)
+    assert outcome.kind == "clean", outcome
+
+
+def test_the_attack_files_are_real(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With consent the carried code runs (its constructor and its function write the
+    marker, and main returns what the C function writes); the secret file really holds
+    what a leak would show."""
+    import plait
+    from plait.runtime import Executable, VirtualMachine
+
+    case = trustlib.attack_file("c_source", calls=True, nonce=2)
+    with trustlib.sandbox() as marker:
+        exe = plait.rebuild(Executable.from_bytes(case, allow_native=True), "c")
+        got = VirtualMachine(exe)["main"](np.zeros(4, np.float32))
+        np.testing.assert_array_equal(got, np.full(4, 4321.0, np.float32))
+        assert set(marker.read_text().split()) == {"constructor", "called"}
+        leaked = np.fromfile(trustlib.SECRET_FILE, np.float32)
+        np.testing.assert_array_equal(leaked, trustlib.SECRET)
