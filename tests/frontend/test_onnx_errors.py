@@ -239,6 +239,57 @@ def test_external_data_loads_from_the_model_directory(tmp_path) -> None:
     assert from_onnx(str(tmp_path / "m.onnx")).phase == "ingestion"
 
 
+SECRET = np.array([1234.5, -8765.25, 0.001953125, 42.0], np.float32)
+
+
+def _constant_from_file(location: str, in_branch: bool) -> onnx.ModelProto:
+    """``y = x + w``, ``w`` a ``Constant`` node's value (inside an ``If`` branch whose
+    condition needs ``x``, or in the main graph) whose four floats are in ``location``."""
+    w = helper.make_tensor("w", TensorProto.FLOAT, (4,), np.zeros(4, np.float32))
+    w.ClearField("float_data")
+    w.data_location = TensorProto.EXTERNAL
+    entry = w.external_data.add()
+    entry.key, entry.value = "location", location
+    const = helper.make_node("Constant", [], ["w"], value=w)
+    nodes = [const, helper.make_node("Add", ["x", "w"], ["y"])]
+    if in_branch:
+        branch = helper.make_graph([helper.make_node("Constant", [], ["c"], value=w)], "b",
+                                   [], [vi("c", [4])])
+        nodes[:1] = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                     helper.make_node("Less", ["s", "s"], ["never"]),
+                     helper.make_node("Not", ["never"], ["always"]),
+                     helper.make_node("If", ["always"], ["w"], then_branch=branch,
+                                      else_branch=branch)]
+    return model(nodes, [vi("x", [4])], [vi("y", [4])])
+
+
+@pytest.mark.parametrize("in_branch", [False, True])
+def test_external_data_is_never_read_from_the_working_directory(tmp_path, monkeypatch,
+                                                                in_branch: bool) -> None:
+    """A node attribute's tensor (a Constant, also inside a subgraph) naming a file: from
+    bytes it is refused (onnx would read the working directory's file: issue 27); from a
+    path it is read from the model's folder only, as the initializers are."""
+    here, there = tmp_path / "cwd", tmp_path / "models"
+    here.mkdir()
+    there.mkdir()
+    (here / "secret.bin").write_bytes(SECRET.tobytes())
+    monkeypatch.chdir(here)
+    m = _constant_from_file("secret.bin", in_branch)
+    err = _error(m.SerializeToString())
+    assert "tensor(s) 'w' keep their data in an external file; pass the model's path" \
+        in str(err)
+    assert "never from the working directory" in str(err)
+    _error(m)  # a ModelProto: the same
+    onnx.save_model(m, str(there / "m.onnx"))
+    err = _error(str(there / "m.onnx"))  # not next to the model: not found, not the cwd's
+    assert f"cannot load the external data of the tensors from {str(there)!r}" in str(err)
+    # next to the model it is the model's own data: read, and added to x (numpy: 0 + w)
+    (there / "secret.bin").write_bytes(SECRET[::-1].tobytes())
+    exe = plait.build(from_onnx(str(there / "m.onnx")), "numpy")
+    got = VirtualMachine(exe)["main"](np.zeros(4, np.float32))
+    np.testing.assert_array_equal(got, SECRET[::-1])
+
+
 def test_a_type_error_names_the_node() -> None:
     """Inputs of mismatched dtypes are reported with the node, not deep inside."""
     nodes = [helper.make_node("Add", ["x", "i"], ["y"], name="mixed")]

@@ -110,6 +110,9 @@ def _patched(monkeypatch: pytest.MonkeyPatch, hole: str) -> None:
         monkeypatch.setattr(trust.Trust, "native_allowed", property(lambda self: True))
     elif hole == "external data not refused":
         monkeypatch.setattr(external, "_refuse_external_data", lambda *args: None)
+    elif hole == "importer reads external data":
+        loader = sys.modules["plait.frontend.onnx.loader"]
+        monkeypatch.setattr(loader, "external_tensors", lambda model: [])
     else:  # "rebuilt executables signed"
         monkeypatch.setattr(sys.modules["plait.build"], "rebuilt_trust", lambda attr: None)
 
@@ -129,6 +132,8 @@ def _patched(monkeypatch: pytest.MonkeyPatch, hole: str) -> None:
     ("ort_external_data", {"position": "if_initializer", "location": "sub/../"
                            + trustlib.SECRET_FILE}, "external data not refused",
      "load and run (default policy): an output holds the bytes of plait-fuzz-secret.bin"),
+    ("ort_external_data", {"position": "constant"}, "importer reads external data",
+     "onnx import (default policy): an output holds the bytes of plait-fuzz-secret.bin"),
     ("kernel", {}, "rebuilt executables signed",
      "rebuild c (allow_native): an executable rebuilt for c from an unsigned file saves "
      "signed by this machine"),

@@ -25,8 +25,9 @@ anyone can make), or left signed-then-edited, and sometimes corrupted further by
 :func:`run_trust_case` runs a case in a fresh working directory holding
 :data:`SECRET_FILE` (the bytes of :data:`SECRET`), with ``$PLAIT_FUZZ_MARKER`` pointing
 into it, on every path that turns a file into code: the VM on the loaded file, rebuilds
-on numpy and on ``c``, and the interpreter on ``plait.graph_module(exe)`` — first under
-the default policy, then with ``allow_native=True``.  Its outcome is ``breach`` when,
+on numpy and on ``c``, the interpreter on ``plait.graph_module(exe)`` and the ONNX
+importer on the models of its external modules — first under the default policy, then
+with ``allow_native=True``.  Its outcome is ``breach`` when,
 without consent, the marker file appears or an output holds :data:`CODE_VALUE` (foreign
 code ran), when an output holds :data:`SECRET` on any path (a file was read: the
 caller's consent covers code, never the machine's files), or when an executable rebuilt
@@ -347,8 +348,18 @@ def _paths(data: bytes, consent: bool, seen: list[np.ndarray]) -> list[tuple[str
         mod = plait.graph_module(load(), allow_native=consent)
         seen.extend(_arrays(plait.interp.run(mod, *_graph_zeros(mod))))
 
+    def onnx_import() -> None:  # the models an executable carries, given to the importer
+        from plait.frontend import from_onnx
+
+        for m in load().external:
+            for blob in m.blobs.values() if m.format == "onnxruntime" else ():
+                exe = plait.build(from_onnx(blob), "numpy")
+                seen.extend(_arrays(VirtualMachine(exe)["main"](
+                    *_zeros(exe.functions["main"].params))))
+
     return [("load and run", vm), ("rebuild numpy", rebuild("numpy")),
-            ("rebuild c", rebuild("c")), ("interpreter", interpreter)]
+            ("rebuild c", rebuild("c")), ("interpreter", interpreter),
+            ("onnx import", onnx_import)]
 
 
 def _breach(marker: Path, seen: list[np.ndarray], consent: bool) -> str | None:

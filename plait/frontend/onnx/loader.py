@@ -89,15 +89,24 @@ def load_model(model_or_path: Any) -> LoadedModel:
             source=source,
         )
     model = _decode_invalid_strings(model, copy=isinstance(model_or_path, ModelProto))
-    for init in model.graph.initializer:
-        if init.data_location == onnx.TensorProto.EXTERNAL and not isinstance(
-            model_or_path, str | os.PathLike
-        ):
+    external = external_tensors(model)
+    if external:
+        unique = list(dict.fromkeys(t.name or "<unnamed>" for t in external))
+        names = ", ".join(map(repr, unique[:3]))
+        more = f" and {len(unique) - 3} more" if len(unique) > 3 else ""
+        if isinstance(model_or_path, str | os.PathLike):  # not loaded: sparse tensors
             raise OnnxImportError(
-                f"initializer {init.name!r} keeps its data in an external file; pass the "
-                "model's path (not a ModelProto or bytes) so the data can be found",
+                f"tensor(s) {names}{more} keep their data in an external file, which plait "
+                "reads only for the initializers and node attributes of a model loaded "
+                "from its path; save the model with its data inside",
                 source=source,
             )
+        raise OnnxImportError(
+            f"tensor(s) {names}{more} keep their data in an external file; pass the "
+            "model's path (not a ModelProto or bytes) so the data is read from the "
+            "model's folder (never from the working directory)",
+            source=source,
+        )
     return LoadedModel(model, source, _opsets(model, source))
 
 
@@ -169,16 +178,38 @@ def _decode_invalid_strings(model: ModelProto, copy: bool) -> ModelProto:
     return model
 
 
-def _load_external_data(model: ModelProto, base_dir: str, source: str) -> None:
-    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+def external_tensors(model: ModelProto) -> list[onnx.TensorProto]:
+    """Every tensor of ``model`` (initializers, sparse ones, node attributes, subgraphs,
+    functions, training graphs) whose data is in another file, found without
+    recursion.  A model from bytes must have none: onnx would read them from the working
+    directory, a file the model names on the machine that imports it."""
+    found, stack = [], [model]
+    message = FieldDescriptor.TYPE_MESSAGE
+    while stack:
+        msg = stack.pop()
+        if isinstance(msg, onnx.TensorProto):
+            if msg.data_location == onnx.TensorProto.EXTERNAL or len(msg.external_data):
+                found.append(msg)
+            continue
+        for field, value in msg.ListFields():
+            if field.type == message:
+                stack.extend(value if _is_repeated(field) else (value,))
+    return found
 
-    if not any(uses_external_data(t) for t in model.graph.initializer):
+
+def _load_external_data(model: ModelProto, base_dir: str, source: str) -> None:
+    """Read the external data of every tensor onnx finds (initializers, node attributes,
+    subgraphs, functions) from the model's folder ``base_dir``; onnx refuses locations
+    outside it."""
+    from onnx.external_data_helper import load_external_data_for_model
+
+    if not external_tensors(model):
         return
     try:
         load_external_data_for_model(model, base_dir)
     except Exception as e:
         raise OnnxImportError(
-            f"cannot load the external data of the initializers from {base_dir!r}: {e}",
+            f"cannot load the external data of the tensors from {base_dir!r}: {e}",
             source=source,
         ) from None
 
