@@ -116,12 +116,10 @@ def load_native_func(exe: Executable, name: str) -> PackedFunc | None:
     from a file nobody trusted: see :mod:`plait.runtime.trust`)."""
     if not exe.libs:
         return None
-    trust = getattr(exe, "trust", None)
-    if trust is not None and not trust.native_allowed:
-        from plait.runtime.trust import native_code_description, rebuild_hint, require_trusted
+    from plait.runtime.trust import native_code_description, rebuild_hint, require_trusted
 
-        require_trusted(trust, native_code_description(exe.libs),
-                        rebuild_hint(exe.graph is not None, exe.attrs.get("graph_not_kept")))
+    require_trusted(getattr(exe, "trust", None), lambda: native_code_description(exe.libs),
+                    lambda: rebuild_hint(exe))
     for loader in list(_NATIVE_LOADERS):
         fn = loader(exe, name)
         if fn is not None:

@@ -32,7 +32,7 @@ import stat
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,14 +146,19 @@ def code_attributes() -> dict[str, str]:
     return dict(_CODE_ATTRIBUTES)
 
 
-def require_trusted(trust: Trust | None, code: str, fallback: str = "") -> None:
+def require_trusted(trust: Trust | None, code: str | Callable[[], str],
+                    fallback: str | Callable[[], str] = "") -> None:
     """The one trust decision for turning a file's contents into running code or file
     reads: nothing to decide for ``trust`` None (the caller's own objects) or a trust
     that allows native code (:attr:`Trust.native_allowed`); otherwise
     :class:`UntrustedCodeError` naming ``code`` (what would run), why it does not, how
-    to allow it, and ``fallback`` (another way to get the result)."""
+    to allow it, and ``fallback`` (another way to get the result).  ``code`` and
+    ``fallback`` may be callables, called only for the error (the decision itself is
+    on every call of a loaded function, and must cost nothing)."""
     if trust is None or trust.native_allowed:
         return
+    code = code() if callable(code) else code
+    fallback = fallback() if callable(fallback) else fallback
     where = trust.source or "the executable"
     lines = [f"{where} holds {code} and is not signed by this machine or by a key you "
              "trust, so it does not run (compiling or mapping it runs it)."]
@@ -174,9 +179,11 @@ def native_code_description(libs: dict[str, bytes]) -> str:
     return f"native code (libraries {sizes})"
 
 
-def rebuild_hint(has_graph: bool, graph_note: str | None = None) -> str:
-    """How to run an executable without its native code: rebuild its graph on numpy."""
-    if has_graph:
+def rebuild_hint(exe: Any) -> str:
+    """How to run executable ``exe`` without its native code: rebuild its graph on
+    numpy (any object with ``graph`` and ``attrs``, or without them)."""
+    graph_note = (getattr(exe, "attrs", None) or {}).get("graph_not_kept")
+    if getattr(exe, "graph", None) is not None:
         return ("Or run its graph on numpy, without native code: "
                 "plait.rebuild(exe, \"numpy\") (plait run FILE --target numpy).")
     return ("It keeps no graph to rebuild on numpy" +
