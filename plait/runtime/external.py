@@ -352,9 +352,11 @@ def _check_trust(exe: Executable, m: ExternalModule) -> None:
         return
     from plait.runtime.trust import native_code_description, rebuild_hint, require_trusted
 
-    libs = {f"external module of codegen {m.codegen!r}": b"".join(m.blobs.values())}
-    require_trusted(getattr(exe, "trust", None), native_code_description(libs),
-                    rebuild_hint(exe.graph is not None, exe.attrs.get("graph_not_kept")))
+    def code() -> str:
+        return native_code_description(
+            {f"external module of codegen {m.codegen!r}": b"".join(m.blobs.values())})
+
+    require_trusted(getattr(exe, "trust", None), code, lambda: rebuild_hint(exe))
 
 
 # ------------------------------------------------------------------ the shipped formats
@@ -380,6 +382,9 @@ def _onnxruntime_loader(m: ExternalModule) -> dict[str, ExternalFn]:
             "not installed: pip install onnxruntime (or plait[onnx])") from None
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
+    # ONNX (protobuf) only, which _refuse_external_data has read: bytes that also parse
+    # as onnxruntime's own format (flatbuffers, "ORTM") would otherwise be run as that
+    opts.add_session_config_entry("session.load_model_format", "ONNX")
     threads = m.meta.get("intra_op_num_threads")
     if isinstance(threads, int) and threads > 0:
         opts.intra_op_num_threads = threads
