@@ -15,7 +15,13 @@ result fails a check made right after it) writes a directory
 ``plait.transform.replay(path)`` loads both and reruns the pass, which raises the same
 error; once the bug is fixed it returns the resulting module.  A pass that is not
 registered under its name is found again through the Python path recorded with it
-(``module:qualname``), so define passes at module level to make them replayable.
+(``module:qualname``) among the modules already imported, so define passes at module
+level, and import their module before replaying.
+
+A reproducer from elsewhere is data, but replaying it runs the recorded pass on the
+recorded module: replay never imports a module the reproducer names, never makes
+anything but a pass, and reads only the reproducer's own files; the module then goes
+through the pass as any module you parse yourself would (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -133,7 +139,11 @@ def load_reproducer(path: str | Path) -> tuple[IRModule, Pass, dict[str, Any]]:
         raise ReplayError(f"{meta_path} is not a plait reproducer (version {VERSION})")
     from ..ir.parser import parse
 
-    text = (meta_path.parent / meta["module_file"]).read_text()
+    name = meta.get("module_file")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
+        raise ReplayError(f"{meta_path}: module_file must name a file of the reproducer's "
+                          f"directory (like 'module.py'), got {name!r}")
+    text = (meta_path.parent / name).read_text()
     mod = parse(text)
     if mod.phase != meta["phase"]:
         mod = mod.with_phase(meta["phase"])
@@ -148,23 +158,40 @@ def _load_pass(meta: dict[str, Any]) -> Pass:
     if is_registered(name):
         cls: Any = get_pass_class(name)
     else:
-        module, _, qualname = meta.get("python", "").partition(":")
-        if "<locals>" in qualname or not module:
-            raise ReplayError(
-                f"pass {name!r} is not registered and was defined inside a function "
-                f"({module}:{qualname}); define it at module level (or register it) and "
-                "import its module before replay"
-            )
-        import importlib
-
-        try:
-            obj: Any = importlib.import_module(module)
-            for part in qualname.split("."):
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError) as e:
-            raise ReplayError(f"cannot find pass {name!r} at {module}:{qualname}: {e}") from e
-        cls = obj if isinstance(obj, type) else type(obj)
+        cls = _unregistered_pass(name, str(meta.get("python", "")))
     return cls(**params)
+
+
+def _unregistered_pass(name: str, python: str) -> type:
+    """The class of the unregistered pass ``name`` recorded at ``python``
+    (``module:qualname``), looked up among the modules this process has imported: a
+    reproducer is data, so replaying one never imports a module it names (that would
+    run code from wherever the import finds it, the working directory included) and
+    never instantiates anything but a pass."""
+    import sys
+
+    from .pass_base import Pass
+
+    module, _, qualname = python.partition(":")
+    if "<locals>" in qualname or not module:
+        raise ReplayError(
+            f"pass {name!r} is not registered and was defined inside a function "
+            f"({module}:{qualname}); define it at module level (or register it) and "
+            "import its module before replay"
+        )
+    obj: Any = sys.modules.get(module)
+    if obj is None:
+        raise ReplayError(f"pass {name!r} is not registered and its module {module!r} is "
+                          f"not imported; import {module} (or register the pass) before "
+                          "replay: a reproducer never imports the modules it names")
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    cls = obj if isinstance(obj, type) else type(obj)
+    if obj is None or not issubclass(cls, Pass):
+        raise ReplayError(f"cannot find pass {name!r} at {module}:{qualname}: "
+                          + ("nothing there" if obj is None else
+                             f"it is a {cls.__name__}, not a pass"))
+    return cls
 
 
 def replay(path: str | Path, *, instruments: list[Any] | None = None) -> IRModule:

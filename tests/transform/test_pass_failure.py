@@ -130,3 +130,54 @@ def test_replay_explains_what_it_cannot_find(tmp_path: Path) -> None:
         replay(info.value.reproducer)  # type: ignore[arg-type]
     with pytest.raises(ReplayError, match="no reproducer at"):
         replay(tmp_path / "missing")
+
+
+def _hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **meta: object) -> Path:
+    """A reproducer written by someone else: a real one (of cheat) with ``meta``
+    replaced, and a module ``plait_evil_pass.py`` next to it that writes ``marker`` when
+    imported; the working directory is the reproducer's (where an import would look)."""
+    with PassContext(instruments=[ImmutabilityCheck()],
+                     config={"transform.reproducer_dir": str(tmp_path)}):
+        with pytest.raises(ImmutabilityError) as info:
+            cheat(P(BASIC))
+    path = Path(info.value.reproducer)  # type: ignore[arg-type]
+    data = json.loads((path / "reproducer.json").read_text())
+    data.update(meta)
+    (path / "reproducer.json").write_text(json.dumps(data))
+    (path / "plait_evil_pass.py").write_text(
+        "import pathlib\npathlib.Path('marker').write_text('imported')\n"
+        "class Evil:\n    pass\n")
+    monkeypatch.chdir(path)
+    monkeypatch.syspath_prepend(str(path))  # as for python -c or a notebook started there
+    return path
+
+
+@pytest.mark.parametrize("pass_text, python, why", [
+    # before: subprocess.Popen(args=[...]) ran the command
+    ("Evil(args=['sh', '-c', 'echo ran > marker'])", "subprocess:Popen",
+     "cannot find pass 'Evil' at subprocess:Popen: it is a Popen, not a pass"),
+    # before: the reproducer's own plait_evil_pass.py was imported (and ran)
+    ("Evil", "plait_evil_pass:Evil", "its module 'plait_evil_pass' is not imported; import "
+     "plait_evil_pass .* before replay: a reproducer never imports the modules it names"),
+    ("Evil", "os:nothing_here", "cannot find pass 'Evil' at os:nothing_here: nothing there"),
+])
+def test_a_reproducer_from_elsewhere_runs_nothing_but_a_pass(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pass_text: str, python: str,
+        why: str) -> None:
+    import subprocess  # noqa: F401  (imported, so only the pass check stops Popen)
+
+    path = _hostile(tmp_path, monkeypatch, **{"pass": pass_text, "python": python})
+    with pytest.raises(ReplayError, match=why):
+        replay(path)
+    assert not (path / "marker").exists()
+
+
+def test_a_reproducer_reads_only_its_own_files(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "secret.txt").write_text("the secret")
+    for name in ("../secret.txt", str(tmp_path / "secret.txt"), "", None, ".."):
+        path = _hostile(tmp_path / str(abs(hash(name))), monkeypatch, module_file=name)
+        with pytest.raises(ReplayError, match="module_file must name a file of the "
+                           "reproducer's directory") as info:
+            replay(path)
+        assert "the secret" not in str(info.value)
