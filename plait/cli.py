@@ -3,11 +3,13 @@
     plait run model.onnx [--input name=file.npy ...] [--shape name=1,3,224,224 ...]
                          [--target numpy|c] [--compare onnxruntime] [--seed N]
                          [--offload onnxruntime]
-    plait run model.pt2 [--compare torch] ...   # saved with torch.export.save
+    plait run model.pt2 --allow-native [--compare torch] ...   # torch.export.save;
+                                   # unpickled, so it can run code: your own files only
     plait run model.plx            # an executable saved by ``plait compile``
                          [--allow-native] [--target numpy]  # a file from elsewhere
     plait run module.plait.py      # a module in the text format (function ``main``)
     plait compile model.onnx|model.pt2 -o model.plx [--shape ...] [--target ...]
+                                   [--allow-native]  # (a .pt2)
     plait check module.plait.py    # parse, check well-formedness, print
     plait check model.onnx|model.pt2|model.plx   # import (load) it, check it, print
     plait passes | pipeline | opt | report | bisect   # debugging: plait/tools/cli.py
@@ -121,7 +123,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--allow-native", action="store_true",
         help="run the native code of a .plx that is not signed by this machine or a "
-             "trusted key (only for files whose origin you trust)",
+             "trusted key, or load a .pt2 (unpickled: it can run code) (only for files "
+             "whose origin you trust)",
     )  # fmt: skip
 
     comp = sub.add_parser("compile", help="compile a model into an executable file")
@@ -129,6 +132,9 @@ def _parser() -> argparse.ArgumentParser:
                                      ".plait.py module")
     comp.add_argument("-o", "--output", required=True, help="the executable to write (.plx)")
     common(comp)
+    comp.add_argument("--allow-native", action="store_true",
+                      help="load a .pt2 (unpickled: it can run code; only for files whose "
+                           "origin you trust)")
 
     check = sub.add_parser(
         "check", help="read a .plait.py module (or import a .onnx / .pt2 model, or load a "
@@ -223,8 +229,20 @@ def _import_onnx(
             raise CliError(str(e)) from None
 
 
-def _load_pt2(path: str) -> Any:
-    """The ``torch.export.ExportedProgram`` saved in ``path`` (``torch.export.save``)."""
+def _load_pt2(path: str, allow_native: bool) -> Any:
+    """The ``torch.export.ExportedProgram`` saved in ``path`` (``torch.export.save``):
+    ``torch.export.load`` unpickles parts of the file, which runs code the file names,
+    so it is loaded only with the caller's consent (``--allow-native``)."""
+    from .runtime.trust import Trust, UntrustedCodeError, require_trusted
+
+    try:
+        require_trusted(
+            Trust("file", None, allow_native, path),
+            "a PyTorch exported program, which torch.export.load unpickles",
+            "Or export the model to ONNX (torch.onnx.export): an .onnx file is data.",
+            allow="If you made the file or trust where it came from: --allow-native.")
+    except UntrustedCodeError as e:
+        raise CliError(str(e).replace("\n", " ")) from None
     try:
         import torch
     except ImportError:
@@ -239,10 +257,10 @@ def _load_pt2(path: str) -> Any:
                        f"torch.export.save): {_first_line(e)}") from None
 
 
-def _import_pt2(path: str) -> tuple[Any, Any]:
+def _import_pt2(path: str, allow_native: bool) -> tuple[Any, Any]:
     """The exported program in ``path`` and its import (phase ingestion); symbolic sizes
     stay symbolic (their ranges are the module's ``dim_ranges``)."""
-    ep = _load_pt2(path)
+    ep = _load_pt2(path, allow_native)
     from .frontend.torch import TorchImportError, from_exported_program
 
     try:
@@ -485,7 +503,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ep: Any = None   # a .pt2's exported program
     t0 = time.perf_counter()
     if kind == "pt2":
-        ep, mod = _import_pt2(args.model)
+        ep, mod = _import_pt2(args.model, args.allow_native)
         names = _pt2_names(ep)
         exe = _build(mod, args.target, args.offload, args.profile)
     elif kind == "onnx":
@@ -648,7 +666,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if kind == "onnx":
         mod, _ = _import_onnx(args.model, shapes, {}, static=False)
     elif kind == "pt2":
-        mod = _import_pt2(args.model)[1]
+        mod = _import_pt2(args.model, args.allow_native)[1]
     elif kind == "text":
         mod = _parse_text(args.model)
     else:

@@ -1,6 +1,7 @@
 """``plait run``/``plait compile`` on programs saved with ``torch.export.save`` (.pt2),
 and ``--compare torch`` (the exported program's module run by eager PyTorch; the
-tolerance is the command's, rtol 1e-4 and atol 1e-5)."""
+tolerance is the command's, rtol 1e-4 and atol 1e-5).  ``torch.export.load`` unpickles
+parts of a .pt2, so the commands load one only with ``--allow-native``."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 @pytest.mark.parametrize("target", ["numpy", "c"])
 def test_run_pt2_and_compare_with_torch(capsys: pytest.CaptureFixture[str], pt2: str,
                                         target: str) -> None:
-    code, out, err = _run(capsys, "run", pt2, "--target", target, "--compare", "torch")
+    code, out, err = _run(capsys, "run", pt2, "--allow-native", "--target", target,
+                          "--compare", "torch")
     assert code == 0, err
     assert err == ""                                  # torch's warnings are not shown
     assert f"target {target}, 2 inputs, 2 outputs" in out
@@ -63,7 +65,8 @@ def test_run_pt2_and_compare_with_torch(capsys: pytest.CaptureFixture[str], pt2:
 
 def test_shape_sets_a_shared_dynamic_size(capsys: pytest.CaptureFixture[str],
                                           pt2: str) -> None:
-    code, out, err = _run(capsys, "run", pt2, "--shape", "x=5,8", "--compare", "torch")
+    code, out, err = _run(capsys, "run", pt2, "--allow-native", "--shape", "x=5,8",
+                          "--compare", "torch")
     assert code == 0, err
     assert "input  ids: int64 (5, 6)" in out and out.rstrip().endswith("PASS")
 
@@ -72,8 +75,8 @@ def test_given_inputs_are_used(capsys: pytest.CaptureFixture[str], pt2: str,
                                tmp_path) -> None:
     ids = np.arange(24, dtype=np.int64).reshape(4, 6)
     np.save(tmp_path / "ids.npy", ids)
-    code, out, err = _run(capsys, "run", pt2, "--input", f"ids={tmp_path / 'ids.npy'}",
-                          "--compare", "torch")
+    code, out, err = _run(capsys, "run", pt2, "--allow-native", "--input",
+                          f"ids={tmp_path / 'ids.npy'}", "--compare", "torch")
     assert code == 0, err
     sums = (ids * 2).sum(1)
     assert f"min {sums.min()}  max {sums.max()}" in out and "input  x: float32 (4, 8)" in out
@@ -81,7 +84,7 @@ def test_given_inputs_are_used(capsys: pytest.CaptureFixture[str], pt2: str,
 
 def test_a_size_outside_the_exported_range_is_one_line(capsys: pytest.CaptureFixture[str],
                                                        pt2: str) -> None:
-    code, _, err = _run(capsys, "run", pt2, "--shape", "x=40,8")
+    code, _, err = _run(capsys, "run", pt2, "--allow-native", "--shape", "x=40,8")
     assert code == 2 and err.count("\n") == 1
     assert "outside the range [2, 32]" in err
 
@@ -91,7 +94,7 @@ def test_compare_failure_exits_1(capsys: pytest.CaptureFixture[str], pt2: str,
     real = cli._run_torch
     monkeypatch.setattr(cli, "_run_torch",
                         lambda path, ep, inputs: [r + 1 for r in real(path, ep, inputs)])
-    code, out, _ = _run(capsys, "run", pt2, "--compare", "torch")
+    code, out, _ = _run(capsys, "run", pt2, "--allow-native", "--compare", "torch")
     assert code == 1
     assert "  y: FAIL  max abs error 1" in out and out.rstrip().endswith("FAIL")
 
@@ -99,7 +102,7 @@ def test_compare_failure_exits_1(capsys: pytest.CaptureFixture[str], pt2: str,
 def test_compile_pt2_keeps_the_dynamic_batch(capsys: pytest.CaptureFixture[str], pt2: str,
                                              tmp_path) -> None:
     exe = str(tmp_path / "two_heads.plx")
-    code, out, err = _run(capsys, "compile", pt2, "-o", exe)
+    code, out, err = _run(capsys, "compile", pt2, "--allow-native", "-o", exe)
     assert code == 0 and f"into {exe}" in out, err
     code, out, err = _run(capsys, "run", exe, "--shape", "x=7,8")
     assert code == 0, err
@@ -112,12 +115,12 @@ def test_errors_are_one_line(capsys: pytest.CaptureFixture[str], pt2: str,
                              tmp_path) -> None:
     bad = tmp_path / "bad.pt2"
     bad.write_bytes(b"not a zip file")
-    code, _, err = _run(capsys, "run", str(bad))
+    code, _, err = _run(capsys, "run", str(bad), "--allow-native")
     assert code == 2 and err.count("\n") == 1
     assert "not a readable torch.export file (save one with torch.export.save)" in err
     code, _, err = _run(capsys, "run", TINY_ONNX, "--compare", "torch")
     assert code == 2 and "--compare torch needs an exported program (.pt2" in err
-    code, _, err = _run(capsys, "run", pt2, "--compare", "onnxruntime")
+    code, _, err = _run(capsys, "run", pt2, "--allow-native", "--compare", "onnxruntime")
     assert code == 2 and "--compare onnxruntime needs an ONNX model" in err
 
 
@@ -129,6 +132,49 @@ def test_unsupported_ops_are_listed_in_one_line(capsys: pytest.CaptureFixture[st
 
     path = str(tmp_path / "fft.pt2")
     torch.export.save(torch.export.export(Fft(), (torch.randn(2, 8),)), path)
-    code, _, err = _run(capsys, "run", path)
+    code, _, err = _run(capsys, "run", path, "--allow-native")
     assert code == 2 and err.count("\n") == 1
     assert "fft" in err and path in err
+
+
+def test_a_pt2_is_loaded_only_with_consent(capsys: pytest.CaptureFixture[str], pt2: str,
+                                           tmp_path) -> None:
+    """A .pt2 whose weight is marked as pickled runs code when torch.export.load reads
+    it (PyTorch: never load one from an untrusted source): without --allow-native the
+    commands refuse every .pt2 before torch sees it."""
+    import io
+    import json
+    import zipfile
+
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self) -> tuple:
+            return (exec, (f"import pathlib; pathlib.Path({str(marker)!r}).write_text('ran')",))
+
+    buf = io.BytesIO()
+    torch.save(Payload(), buf)
+    evil = tmp_path / "evil.pt2"
+    with zipfile.ZipFile(pt2) as src:
+        parts = {name: src.read(name) for name in src.namelist()}
+    config_name = next(n for n in parts if n.endswith("weights/model_weights_config.json"))
+    config = json.loads(parts[config_name])
+    first = next(iter(config["config"].values()))
+    first["use_pickle"] = True  # torch.load(..., weights_only=False) reads it
+    parts[config_name] = json.dumps(config).encode()
+    parts[config_name.replace("model_weights_config.json", first["path_name"])] = buf.getvalue()
+    with zipfile.ZipFile(evil, "w") as out:
+        for name, data in parts.items():
+            out.writestr(name, data)
+    for argv in (("run", str(evil)), ("compile", str(evil), "-o", str(tmp_path / "x.plx")),
+                 ("run", pt2)):
+        code, _, err = _run(capsys, *argv)
+        assert code == 2 and err.count("\n") == 1, err
+        assert (f"{argv[1]} holds a PyTorch exported program, which torch.export.load "
+                "unpickles" in err)
+        assert "If you made the file or trust where it came from: --allow-native." in err
+        assert "internal error" not in err
+    assert not marker.exists()
+    # the attack is real: with consent, loading the file ran its code
+    _run(capsys, "run", str(evil), "--allow-native")
+    assert marker.read_text() == "ran"

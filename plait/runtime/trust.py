@@ -147,12 +147,13 @@ def code_attributes() -> dict[str, str]:
 
 
 def require_trusted(trust: Trust | None, code: str | Callable[[], str],
-                    fallback: str | Callable[[], str] = "") -> None:
+                    fallback: str | Callable[[], str] = "", allow: str | None = None) -> None:
     """The one trust decision for turning a file's contents into running code or file
     reads: nothing to decide for ``trust`` None (the caller's own objects) or a trust
     that allows native code (:attr:`Trust.native_allowed`); otherwise
     :class:`UntrustedCodeError` naming ``code`` (what would run), why it does not, how
-    to allow it, and ``fallback`` (another way to get the result).  ``code`` and
+    to allow it (``allow``, else the ways of an executable file), and ``fallback``
+    (another way to get the result).  ``code`` and
     ``fallback`` may be callables, called only for the error (the decision itself is
     on every call of a loaded function, and must cost nothing)."""
     if trust is None or trust.native_allowed:
@@ -161,11 +162,11 @@ def require_trusted(trust: Trust | None, code: str | Callable[[], str],
     fallback = fallback() if callable(fallback) else fallback
     where = trust.source or "the executable"
     lines = [f"{where} holds {code} and is not signed by this machine or by a key you "
-             "trust, so it does not run (compiling or mapping it runs it)."]
+             "trust, so it does not run (compiling, mapping or unpickling it runs it)."]
     problem = local_key_problem()
     if problem:
         lines.append(f"This machine's signing key is not usable: {problem}.")
-    lines.append("If you trust where the file came from: Executable.load(path, "
+    lines.append(allow or "If you trust where the file came from: Executable.load(path, "
                  "allow_native=True) (plait run --allow-native), or pass the signer's key "
                  "as trusted_keys=[...].")
     if fallback:
