@@ -27,7 +27,8 @@ anyone can make), or left signed-then-edited, and sometimes corrupted further by
 into it, on every path that turns a file into code: the VM on the loaded file, rebuilds
 on numpy and on ``c``, the interpreter on ``plait.graph_module(exe)`` and the ONNX
 importer on the models of its external modules — first under the default policy, then
-with ``allow_native=True``.  Its outcome is ``breach`` when,
+with ``allow_native=True`` (the file's own libraries only when they are as this process
+built them: :func:`intact`).  Its outcome is ``breach`` when,
 without consent, the marker file appears or an output holds :data:`CODE_VALUE` (foreign
 code ran), when an output holds :data:`SECRET` on any path (a file was read: the
 caller's consent covers code, never the machine's files), or when an executable rebuilt
@@ -37,6 +38,7 @@ of the paths' errors, judged as the other targets' are (``ok``, ``clean``, ``raw
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -110,6 +112,7 @@ class M:
         return y
 '''
 GRAPH_MEMBER = "graph/module.plait.py"
+ELF_MAGIC = b"\x7fELF"
 
 
 # ------------------------------------------------------------------------------ bases
@@ -118,9 +121,38 @@ GRAPH_MEMBER = "graph/module.plait.py"
 @cache
 def carrier() -> bytes:
     """The ``c`` executable the graph attacks edit (signed by this machine)."""
+    import fuzzlib
+
     import plait
 
-    return plait.build(plait.parse(PLAIN), "c").to_bytes()
+    data = plait.build(plait.parse(PLAIN), "c").to_bytes()
+    for member in fuzzlib._members(data).values():
+        _remember(member)
+    return data
+
+
+_KNOWN_LIBRARIES: set[str] = set()
+"""SHA-256 of the libraries this process built for the cases (see :func:`intact`)."""
+
+
+def _remember(member: bytes) -> None:
+    if member[:4] == ELF_MAGIC:
+        _KNOWN_LIBRARIES.add(hashlib.sha256(member).hexdigest())
+
+
+def intact(data: bytes) -> bool:
+    """Whether every library in the case (a member that is an ELF file) is one this
+    process built for it.  Consent covers a file's native code, and native code given
+    consent may do anything, crashing the process included: a library whose bytes a
+    mutation changed is mapped only without consent (where it must be refused)."""
+    import fuzzlib
+
+    try:
+        members = fuzzlib._members(data).values()
+    except Exception:  # noqa: BLE001 - not a zip: nothing maps it
+        return True
+    return all(hashlib.sha256(m).hexdigest() in _KNOWN_LIBRARIES for m in members
+               if m[:4] == ELF_MAGIC)
 
 
 def _nonce_text(nonce: int) -> str:
@@ -135,7 +167,9 @@ def evil_library(nonce: int = 0) -> bytes:
     from plait.codegen.c import compile_shared
 
     code = EVIL_LIBRARY_C + _nonce_text(nonce)
-    return compile_shared({"plait_fuzz_evil.c": code}).read_bytes()
+    data = compile_shared({"plait_fuzz_evil.c": code}).read_bytes()
+    _remember(data)
+    return data
 
 
 def trust_bases() -> None:
@@ -387,6 +421,8 @@ def run_trust_case(data: bytes) -> Any:
             seen: list[np.ndarray] = []
             policy = "allow_native" if consent else "default policy"
             for name, step in _paths(data, consent, seen):
+                if consent and name == "load and run" and not intact(data):
+                    continue  # its own libraries, changed by a mutation: see intact()
                 laundered: list[str] = []
 
                 def one(step: Callable = step, laundered: list[str] = laundered) -> Any:
