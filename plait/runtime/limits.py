@@ -42,6 +42,8 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from plait.errors import PlaitError
+
 ENV_PREFIX = "PLAIT_"
 """Environment variables are ``PLAIT_`` + the field name in upper case."""
 
@@ -63,7 +65,7 @@ class Limits:
                                  f"got {v!r}")
 
 
-class LimitExceeded(ValueError):
+class LimitExceeded(PlaitError, ValueError):
     """A file or model asked for more than a limit of :class:`Limits` allows.
 
     ``limit`` is the field's name, ``requested`` the amount asked for and ``allowed``
