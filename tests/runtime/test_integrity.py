@@ -69,21 +69,6 @@ def evil_lib() -> bytes:
     return compile_shared({"evil.c": EVIL_C}).read_bytes()
 
 
-@pytest.fixture()
-def marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "constructor-ran"
-    monkeypatch.setenv("PLAIT_TEST_EVIL_MARKER", str(path))
-    return path
-
-
-@pytest.fixture()
-def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Another machine: a cache directory, and so a local key, of its own."""
-    d = tmp_path / "other-machine"
-    monkeypatch.setenv("PLAIT_CACHE_DIR", str(d))
-    return d
-
-
 def members(data: bytes) -> dict[str, bytes]:
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         return {n: zf.read(n) for n in zf.namelist()}

@@ -57,20 +57,6 @@ def forged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture()
-def marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "constructor-ran"
-    monkeypatch.setenv("PLAIT_TEST_EVIL_MARKER", str(path))
-    return path
-
-
-@pytest.fixture()
-def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "other-machine"
-    monkeypatch.setenv("PLAIT_CACHE_DIR", str(d))
-    return d
-
-
 # ------------------------------------------------------------------ rebuilds
 
 
