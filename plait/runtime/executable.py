@@ -968,6 +968,12 @@ def _write_zip(exe: Executable, fileobj: Any, sign_key: Any = None) -> None:
             _write_member(zf, SIGNATURES_MEMBER, signed, compress=True)
 
 
+_REF_BYTES = 4096
+"""The smallest constant the text printer keeps by reference
+(``plait.ir.printer.CONSTANT_REF_BYTES``; the runtime does not import the compiler):
+smaller ones are never a graph constant's match, so they are not hashed."""
+
+
 def content_key(data: np.ndarray) -> str:
     """The key of an array by content: the SHA-256 of its little-endian bytes (the
     text printer keys the graph's constants the same way,
@@ -991,7 +997,7 @@ def _graph_constant_members(exe: Executable, const_members: list[str],
         if member is None:
             if by_key is None:  # hash the executable's constants once, when needed
                 by_key = {content_key(c): m for c, m in zip(exe.constants, const_members)
-                          if c.nbytes >= 4096}
+                          if c.nbytes >= _REF_BYTES}
             member = by_key.get(key)
         if member is None:
             member = f"graph/constants/{len(out)}.npy"

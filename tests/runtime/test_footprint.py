@@ -47,8 +47,12 @@ def _want(x: np.ndarray) -> np.ndarray:
 
 
 def test_both_keys_agree():
+    from plait.ir.printer import CONSTANT_REF_BYTES
+    from plait.runtime.executable import _REF_BYTES
+
     for a in (W1, W1.T, W2.astype(">f4"), np.arange(5000, dtype=np.int64)):
         assert constant_key(a) == content_key(a)
+    assert _REF_BYTES == CONSTANT_REF_BYTES
 
 
 @pytest.mark.parametrize("target", ["c", "numpy"])

@@ -12,6 +12,7 @@ import struct
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
@@ -23,14 +24,20 @@ from plait.runtime.onnx_wire import external_data_tensors
 W = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
 
 
-def _ort_format(tmp_path: Path) -> bytes:
-    """``y = x + W`` saved by onnxruntime in its own format."""
+def _add_w() -> onnx.ModelProto:
+    """The ONNX model ``y = x + W``."""
     w = helper.make_tensor("w", TensorProto.FLOAT, (4,), W)
     g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, (4,))],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, (4,))], [w])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
+    return m
+
+
+def _ort_format(tmp_path: Path) -> bytes:
+    """``y = x + W`` saved by onnxruntime in its own format."""
+    m = _add_w()
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     opts.optimized_model_filepath = str(tmp_path / "m.ort")
@@ -83,11 +90,5 @@ def test_bytes_that_are_also_onnxruntimes_format_are_refused(tmp_path: Path) -> 
 
 def test_onnx_models_still_run(tmp_path: Path) -> None:
     """The same model as ONNX runs through the module (numpy: 1 + W)."""
-    w = helper.make_tensor("w", TensorProto.FLOAT, (4,), W)
-    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, (4,))],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (4,))], [w])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    exe = Executable.from_bytes(_ort_exe(m.SerializeToString()).to_bytes())
+    exe = Executable.from_bytes(_ort_exe(_add_w().SerializeToString()).to_bytes())
     np.testing.assert_array_equal(VirtualMachine(exe)["main"](np.ones(4, np.float32)), 1 + W)
