@@ -6,8 +6,8 @@ Written so, the C compiler if-converts the select inside the vectorized loop: on
 AVX-512 GCC loads ``x`` with a merge mask, so the lanes outside the guard keep whatever
 the register held before (often a subnormal bit pattern left by earlier code), computes
 ``f`` on them and blends.  ``f`` of a subnormal costs a floating-point assist on Intel
-cores, per instruction and per vector: a SiLU followed by a pad ran 70 times slower in
-its AVX-512 copy than in its AVX2 copy (docs/performance.md, round 7).
+cores, per instruction and per vector: a SiLU followed by a pad ran tens of times
+slower in its AVX-512 copy than in its AVX2 copy, whose loads do not merge.
 
 :func:`split_guarded_store` writes the loop over the innermost index as up to three
 loops — before the guard's interval (the else value), inside it (the then value, no

@@ -224,8 +224,9 @@ def test_conv2d_matches_torch(xshape, wshape, strides, padding, dilation, epilog
 ])
 def test_winograd_is_chosen_by_shape(c: int, hw: int, expected: int) -> None:
     """``winograd="auto"`` (the default) picks F(4x4), F(2x2) or the direct product from
-    the tile count (ResNet's 3x3 layers, padding 1; measured choices: docs/performance.md,
-    round 8); 2 and 4 force their variant wherever Winograd applies, False never."""
+    the tile count (ResNet's 3x3 layers, padding 1; measured choices:
+    benchmarks/results/journal.md, round 8); 2 and 4 force their variant wherever
+    Winograd applies, False never."""
     desc = dict(C=c, O=c, KH=3, KW=3, SH=1, SW=1, DH=1, DW=1, OH=hw, OW=hw)
     assert winograd_choice(desc, "auto") == expected
     applies = c >= 16
@@ -248,7 +249,7 @@ def test_pixel_rows_is_chosen_by_shape(c: int, o: int, k: int, s: int, hw: int,
                                        expected: bool) -> None:
     """The transposed product (pixels as rows) is taken where the pixels fill the
     16-column panels badly and the layer is large enough (measured choices:
-    docs/performance.md, round 9)."""
+    benchmarks/results/journal.md, round 9)."""
     oh = (hw + 2 * (k // 2) - k) // s + 1
     desc = dict(C=c, O=o, KH=k, KW=k, SH=s, SW=s, DH=1, DW=1, OH=oh, OW=oh)
     assert pixel_rows_applies(desc) == expected

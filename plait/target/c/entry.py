@@ -1,8 +1,9 @@
 """``c.SingleEntry``: a whole graph function as one native call, where every shape is static.
 
 The VM runs a function of the build phase one instruction at a time; each call of a
-kernel crosses from Python into the native library (about 12 us on the machines
-measured, docs/performance.md), which dominates models of many small layers.  This pass
+kernel crosses from Python into the native library (microseconds of argument checks
+and ctypes per call; ``benchmarks/entry_overhead.py`` measures it), which dominates
+models of many small layers.  This pass
 (the ``c`` target's link hook, after ``PlanMemory`` and before ``c.CompileKernels``)
 finds the functions that can run without Python between their calls and gives each an
 **entry point**: one C function of the library that makes all of the function's calls

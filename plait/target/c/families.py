@@ -179,10 +179,9 @@ register_family(KernelFamily("conv", "plait_conv.c", ("plait_conv2d", "plait_con
 register_family(KernelFamily("winograd", "plait_winograd.c",
                              ("plait_conv2d_winograd", "plait_conv2d_winograd4")))
 register_family(KernelFamily("attention", "plait_attention.c", ("plait_attention",)))
-# an AVX-512 copy since the separable form (contiguous loops only): on the Xeon 207 it
-# beats the AVX2 copy by 4-6% (3x3 stride 2, 64x112x112) and 15% (2x2 stride 2,
-# 32x224x224) on one core; the tap-by-tap form it replaced ran 8-20% slower in zmm on
-# Zen 4 (stride-2 permutes, scalar tails), which had kept AVX-512 machines on the AVX2 copy
+# an AVX-512 copy since the separable form, whose loops are all contiguous, so the wider
+# vectors pay; the tap-by-tap form it replaced was slower in zmm than in ymm (stride-2
+# permutes, scalar tails of short rows), which had kept AVX-512 machines on the AVX2 copy
 register_family(KernelFamily("pool", "plait_pool.c", ("plait_max_pool2d",)))
 # grouped and depthwise convolutions (:mod:`.depthwise`), squeeze-and-excite
 # (:mod:`.squeeze_excite`)

@@ -152,9 +152,10 @@ def winograd_applies(desc: dict[str, int]) -> bool:
 WINOGRAD_COST = {4: (0.9, 0.3), 2: (0.75, 0.3)}
 """Time of Winograd F(m x m, 3x3) relative to the direct product, ``a * r + b``, where
 ``r`` is the ratio of multiply-adds (products of the padded tiles over the direct
-product's, :func:`winograd_cost`).  Fitted to single-layer minima on an Intel Xeon
-(model 207, AVX-512, 1 thread; docs/performance.md, round 8): ``b`` is what the input
-and output transforms cost, ``a`` the products' lower efficiency on few tiles."""
+product's, :func:`winograd_cost`).  ``b`` is what the input and output transforms cost,
+``a`` the products' lower efficiency on few tiles.  Fitted to the minima of ResNet's 3x3
+layers, each alone on one thread of an AVX-512 CPU: on other CPUs the choice it makes
+is an estimate, which ``winograd=2``, ``4`` or ``False`` overrides."""
 
 
 def winograd_cost(desc: dict[str, int], m: int) -> float:
@@ -217,10 +218,8 @@ def pixel_rows_applies(desc: dict[str, int]) -> bool:
     than the direct one (channels as rows, pixels as columns): when the pixels of an
     image fill the 16-column panels badly (7 x 7 = 49 pixels take 64 columns but 50
     rows) and the reduction and the layer are large enough (:data:`PIXEL_ROWS_MIN_K`,
-    :data:`PIXEL_ROWS_MIN_MACS`).  Single layers
-    on an Intel Xeon (model 207, AVX-512, 1 thread): 512 -> 512 3x3 on 7 x 7 2.06 ->
-    1.68 ms, 256 -> 512 3x3 stride 2 to 7 x 7 1.04 -> 0.89 (docs/performance.md,
-    round 9)."""
+    :data:`PIXEL_ROWS_MIN_MACS`).  On ResNet's 7 x 7 layers it computes a fifth less
+    padding, and the layer alone on one thread is 14-18% faster."""
     p, o, k = desc["OH"] * desc["OW"], desc["O"], desc["C"] * desc["KH"] * desc["KW"]
     if k < PIXEL_ROWS_MIN_K or p * o * k < PIXEL_ROWS_MIN_MACS:
         return False

@@ -315,9 +315,9 @@ static void plait_unpack_rows(void* arg, int64_t job) {
  * packs the image's A' (the transposed im2col matrix) into its scratch slot 2 when it
  * takes its first job of the image, runs the block's product into a P x cols buffer
  * (slot 4: in its L2 cache) and writes that back into NCHW with the epilogue.  Each
- * thread reads its share of the weights and none waits for another: packing A' once
- * for all threads, then the product, then the transposition, were three parallel calls,
- * each thread waiting at the end of each (docs/performance.md, round 12). */
+ * thread reads its share of the weights and none waits for another, where packing A'
+ * once for all threads, then the product, then the transposition would be three
+ * parallel calls, each thread waiting at the end of each. */
 #define PLAIT_PIXEL_ROWS_JOBS 1
 
 typedef struct {

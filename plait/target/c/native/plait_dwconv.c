@@ -166,10 +166,10 @@ static void dw_split_row(const float* restrict in, int64_t W, int64_t PL, int64_
  * places).  When the job's scratch planes are larger than DW_BAND_BYTES, each band of R
  * output rows first splits the input rows it reads (and no more), so the tile reads
  * rows just written, from L1, instead of a whole split plane from L2; smaller images are
- * split whole before the first band.  Measured on a Xeon 207 (48 KB L1d, 2 MB L2), one
- * thread, each MobileNetV2 layer alone, minima: 96 x 112 x 112 stride 2 (58 KB planes)
- * 550 -> 355-400 us and 32 x 112 x 112 stride 1 (59 KB) 229 -> 190 us with bands; the
- * 56 x 56 layers (15 KB planes) 3-5% slower with bands than whole. */
+ * split whole before the first band.  DW_BAND_BYTES sits between the planes that gain
+ * from bands (MobileNetV2's 112 x 112, about 58 KB: a split plane no longer fits a 48 KB
+ * L1) and those that lose a few percent to them (56 x 56, about 15 KB: the whole split
+ * plane stays in L1 anyway, and each band costs a call). */
 #define DW_BAND_BYTES 32768
 typedef struct {
     const float* src;
@@ -351,11 +351,9 @@ static void dw_jobs(void* ctx, int64_t lo, int64_t hi) {
  * shuffle each.  Each input row's taps are made once and multiplied into every output
  * row that reads it (ceil(K / S) accumulators per column block, rolling down the plane,
  * S input rows per output row); the blocks at the plane's left and right edges load with
- * masks (zero outside the row), rows above and below the image are skipped.  Measured
- * on a Xeon 207, one thread, MobileNetV2's layers alone against the scratch copy: 96 x
- * 112 x 112 stride 2 370 -> 216 us, 144 x 56 x 56 stride 2 114 -> 65, 192 x 28 x 28
- * stride 2 42 -> 21; stride 1: 144 x 56 x 56 225 -> 159, 192 x 28 x 28 78 -> 46, 576 x
- * 14 x 14 67 -> 41 (channels in lanes before). */
+ * masks (zero outside the row), rows above and below the image are skipped.  Against the
+ * scratch copy this saves the copy and reads each input row once while it is in L1:
+ * on MobileNetV2's layers from 112 x 112 down to 14 x 14 it takes 0.5-0.7 of the time. */
 
 /* a mask of lanes [lo, hi) (0 <= lo, hi <= DW_V; empty when hi <= lo) and a load of
  * those lanes of p[lane], zero elsewhere (nothing else read) */
@@ -579,12 +577,11 @@ static void dw_rows_jobs(void* ctx, int64_t lo, int64_t hi) {
 /* A depthwise call with channels in lanes, or planes on the tile?  Lanes where output
  * rows are short: narrower than a vector or at most 8 columns (a tile per plane wastes
  * lanes and costs more than the transposes), and with 16 lanes under a 7-wide window
- * (ConvNeXt's).  Measured on a Xeon 207, each layer alone, 2 threads, time with lanes /
- * on the tile: 16 lanes 0.44-0.54 on 7x7 outputs, 0.77-0.88 on 14x14, 0.73-0.78 for
- * 7x7 windows on 28x28 and 56x56, but 1.2-1.6 for smaller windows on 28 and more
- * columns at stride 1; 8 lanes (AVX2) 0.83-0.91 on 7x7, 1.0-1.1 on 14x14, 1.06-1.12 for
- * 7x7 windows on 28 and 56.  PLAIT_DW_LANES=0 or 1 forces the choice (read per call:
- * measurements and tests run both on one model). */
+ * (ConvNeXt's).  Each layer alone on 2 threads, with 16 lanes, lanes take about half the
+ * tile's time on 7x7 outputs and about 0.8 of it on 14x14 and for 7x7 windows up to
+ * 56x56, but more than the tile for smaller windows on 28 and more columns; with 8
+ * lanes (AVX2) they win only on 7x7 outputs, by about a tenth.  PLAIT_DW_LANES=0 or 1
+ * forces the choice (read per call: measurements and tests run both on one model). */
 static int dw_channels_in_lanes(const plait_dwconv2d_desc* d) {
     const char* e = getenv("PLAIT_DW_LANES");
     if (e && (e[0] == '0' || e[0] == '1') && !e[1]) return e[0] == '1';

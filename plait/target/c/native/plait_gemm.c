@@ -530,9 +530,9 @@ PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p) {
      * alone are split when A (the weights) is at most PLAIT_ROWS_ONLY_RATIO times B and
      * there is a column block per thread, the rows alone otherwise: each thread then
      * packs all of B for itself, but reads only its share of A, and no thread waits for
-     * a B that another packs (MobileNetV2 on two threads, per step inside the model:
-     * 96 -> 576 on 14 x 14 98 -> 86 us, rows only; 576 -> 96 112 -> 102, columns only;
-     * docs/performance.md, round 12).  The rows a thread computes are the output
+     * a B that another packs (splitting both, with B packed once for all threads by a
+     * parallel call of its own, made every thread wait for that copy and read half of
+     * A or B from the other core's cache).  The rows a thread computes are the output
      * channels that the same thread reads in a depthwise layer after it (both take
      * their jobs from both ends).  With B packed at compile time (linear, matmul) the rows
      * are split too when there are fewer column blocks than twice the threads, in
@@ -566,9 +566,8 @@ PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p) {
     /* A 1x1 convolution with few pixels and a long sum (K >= PLAIT_SPLIT_K_MIN) on several
      * threads splits the sum in two instead: each thread reads half of A and half of B,
      * the input channels that the same thread wrote in the depthwise layer before (whose
-     * jobs are channel blocks), and the partial outputs, smaller than B, are added
-     * (MobileNetV2 on two threads, per step: 576 -> 96 on 14 x 14 107 -> 95 us, 960 -> 160
-     * on 7 x 7 79 -> 74; docs/performance.md, round 12) */
+     * jobs are channel blocks), and the partial outputs, smaller than B, are added: no
+     * thread reads an input channel from the other core's cache */
     if (nthreads > 1 && p->batch == 1 && p->a_kind == PLAIT_A_PACKED
         && p->b_kind == PLAIT_B_STRIDED && !p->pool && !p->k_hi && p->K >= PLAIT_SPLIT_K_MIN
         && (p->N + PLAIT_NC - 1) / PLAIT_NC < 2 * nthreads)

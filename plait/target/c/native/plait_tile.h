@@ -70,7 +70,7 @@ typedef int32_t plait_vi8 __attribute__((vector_size(32)));
  * per 4 steps, not every step, a tenth fewer instructions for the same multiply-adds.
  * The peak is the same, but the kernel keeps more of it when the core is shared (a
  * virtual CPU's sibling hardware thread running someone else's work competes for the
- * instruction slots): the MLP layer's median fell 11% (docs/performance.md, round 5). */
+ * instruction slots), as on 2-vCPU cloud machines. */
 #if defined(__clang__)
 #define PLAIT_UNROLL4 _Pragma("unroll 4")
 #elif defined(__GNUC__)

@@ -18,10 +18,9 @@
  * then its odd columns, so that d[r][s] of 8 neighbouring tiles is one vector load. */
 
 /* Tiles per block, at least the wide tile's columns (the AVX-512 copy's 6 x 32: blocks
- * of 16 tiles left half of it empty, and the products ran 1.2-1.4x slower: F(4x4)
- * 128 -> 128 @28 0.84 -> 0.66 ms, F(2x2) 256 -> 256 @14 1.40 -> 1.08 ms on one thread,
- * Xeon 207) while the block's buffers, per_tile floats a tile, stay within 1.25 MB (of
- * that CPU's 2 MB L2). */
+ * of 16 tiles would leave half of it empty, and the products run 1.2-1.4x slower) while
+ * the block's buffers, per_tile floats a tile, stay within 1.25 MB (so they stay in a
+ * 2 MB L2 next to the weights' panels). */
 static inline int64_t wino_wide_blocks(int64_t tb, int64_t per_tile) {
     if (tb < PLAIT_TILE_N && per_tile * PLAIT_TILE_N * 4 <= 1280 * 1024) tb = PLAIT_TILE_N;
     return tb;
