@@ -1,7 +1,7 @@
 """The default pipeline, assembled from the registries' extension points.
 
 ``default_pipeline(target)`` returns the :class:`~plait.transform.Sequential` that
-``plait.build`` runs: one nested Sequential per extension point of the design guide,
+``plait.build`` runs: one nested Sequential per extension point (docs/index.md),
 in order, each filled from the registries (dialects, the target kind and its
 ancestors, registered external codegens) — this module names none of them.
 

@@ -2,7 +2,7 @@
 
 ``well_formed(mod)`` returns every :class:`Violation` of the invariants of the module's
 phase *and of every phase before it*; ``check_well_formed(mod)`` raises a
-:class:`WellFormedError` listing them all.  The invariants (design guide, "Phases"):
+:class:`WellFormedError` listing them all.  The invariants (docs/index.md, "Phases"):
 
 ``ingestion``
     well-typed where types are known: the type of every binding's value is inferred

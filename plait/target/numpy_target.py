@@ -1,6 +1,6 @@
 """The ``numpy`` target: every op becomes a call of its numpy library function.
 
-Its legalization is the "library call" path of the design guide used for a whole
+Its legalization is the "library call" path (docs/targets.md) used for a whole
 target: each op call turns into ``call_extern(extern("numpy.<op>"), (args...),
 out=<type>, attrs={...})``, and the runtime's packed-function registry provides
 ``numpy.<op>`` (destination-passing) and ``numpy.<op>@alloc`` (value-returning, for

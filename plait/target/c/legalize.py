@@ -8,7 +8,7 @@ out=<type>)``.  Identical kernels are shared: ten ``relu`` s of one shape make o
 kernel.
 
 Every other call becomes the numpy library call ``call_extern("numpy.<op>")`` — the
-library path of the design guide, a legitimate lowering, not an error: ops without a
+library-call path (docs/targets.md), a legitimate lowering, not an error: ops without a
 compute, calls whose types are not fully known (unknown rank or dtype), float16
 tensors (the C code generator has no float16) and cases a compute declines
 (:class:`~plait.target.c.compute.ComputeUnsupported`).  :func:`coverage` lists which
