@@ -82,6 +82,12 @@ def _render(path: tuple | None) -> str:
     return text.strip(".") or "<root>"
 
 
+def array_bytes(a: np.ndarray) -> memoryview:
+    """The bytes of ``a`` in C order, without a copy when ``a`` is C-contiguous (hashing
+    a large constant must not hold a second copy of it)."""
+    return memoryview(np.ascontiguousarray(a).reshape(-1)).cast("B")
+
+
 def _arrays_equal(a: np.ndarray, b: np.ndarray) -> bool:
     return (
         a.dtype == b.dtype
@@ -443,7 +449,7 @@ def _fast_hash(node: Any, map_free_vars: bool) -> int:
             elif isinstance(x, Node):
                 raise _Unsupported
             elif cls is np.ndarray:
-                data = hashlib.blake2b(np.ascontiguousarray(x).tobytes(), digest_size=16)
+                data = hashlib.blake2b(array_bytes(x), digest_size=16)
                 app(f"A{x.dtype.name}{x.shape}{data.hexdigest()}")
             elif isinstance(x, Type):
                 app(ty_tok(x))
@@ -607,7 +613,7 @@ def _generic_hash(node: Any, map_free_vars: bool) -> int:
                 stack.append((name, False))
         elif isinstance(x, np.ndarray):
             update(b"array" + x.dtype.name.encode() + repr(x.shape).encode())
-            update(np.ascontiguousarray(x).tobytes())
+            update(array_bytes(x))
         elif isinstance(x, Type):
             update(str(x).encode())
         elif isinstance(x, float) and x != x:

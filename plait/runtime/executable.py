@@ -915,9 +915,19 @@ def _stream_member(zf: zipfile.ZipFile, name: str, write: Any, compress: bool,
     return out.sha.hexdigest()
 
 
+def _write_npy(f: Any, array: np.ndarray) -> None:
+    """``np.save``'s bytes (format 1.0, as ``write_array`` picks for these headers),
+    written from the array's own memory: ``write_array`` copies a file-like target in
+    16 MiB chunks, which the weights' peak would include."""
+    array = _c_order(np.asarray(array))
+    if array.dtype.hasobject:
+        raise ValueError("an executable's constants cannot hold Python objects")
+    np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(array))
+    f.write(memoryview(array.reshape(-1)).cast("B"))
+
+
 def _array_writer(array: np.ndarray) -> Any:
-    return lambda f: np.lib.format.write_array(f, _c_order(np.asarray(array)),
-                                               allow_pickle=False)
+    return lambda f: _write_npy(f, array)
 
 
 def _bytes_writer(data: bytes | bytearray) -> Any:

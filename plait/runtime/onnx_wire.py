@@ -18,6 +18,8 @@ it refuses a malformed message rather than guessing.
 
 from __future__ import annotations
 
+from typing import Any
+
 from plait.errors import PlaitError
 
 # message kinds
@@ -71,15 +73,22 @@ def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
 
 def _fields(buf: bytes, start: int, end: int):
     """(field number, wire type, value or (start, end) of the bytes) of one message."""
+    for field, wire, value, _ in _spans(buf, start, end):
+        yield field, wire, value
+
+
+def _spans(buf: bytes, start: int, end: int):
+    """Like :func:`_fields`, each with the (start, end) of the whole field, key included."""
     pos = start
     while pos < end:
+        first = pos
         key, pos = _varint(buf, pos, end)
         field, wire = key >> 3, key & 7
         if field == 0:
             raise OnnxWireError(f"field number 0 at byte {pos}")
         if wire == 0:
             value, pos = _varint(buf, pos, end)
-            yield field, wire, value
+            yield field, wire, value, (first, pos)
         elif wire == 1 or wire == 5:
             size = 8 if wire == 1 else 4
             if pos + size > end:
@@ -90,7 +99,7 @@ def _fields(buf: bytes, start: int, end: int):
             if pos + size > end:
                 raise OnnxWireError(f"a length-delimited field of {size} bytes at byte {pos} "
                                     "runs past its message")
-            yield field, wire, (pos, pos + size)
+            yield field, wire, (pos, pos + size), (first, pos + size)
             pos += size
         else:  # groups (3, 4) are not used by onnx.proto; 6 and 7 do not exist
             raise OnnxWireError(f"wire type {wire} at byte {pos}")
@@ -127,6 +136,90 @@ def external_data_tensors(model: bytes) -> list[str]:
     return found
 
 
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _bytes_field(field: int, data: bytes) -> bytes:
+    return _encode_varint(field << 3 | 2) + _encode_varint(len(data)) + data
+
+
+_TENSOR_RAW_DATA, _TENSOR_EXTERNAL_DATA = 9, 13
+
+
+def _externalized_tensor(buf: Any, start: int, end: int, location: bytes,
+                         min_bytes: int) -> bytes | None:
+    """The tensor message at ``buf[start:end]`` with its ``raw_data`` replaced by an
+    external-data reference to the same bytes of the file; None when it keeps its data
+    (small, already external, or a field repeated in a way the rewrite would change)."""
+    raw = None
+    kept: list[tuple[int, int]] = []
+    for field, wire, value, span in _spans(buf, start, end):
+        if field in (_TENSOR_DATA_LOCATION, _TENSOR_EXTERNAL_DATA):
+            return None
+        if field == _TENSOR_RAW_DATA and wire == 2:
+            if raw is not None:
+                return None
+            raw = value
+        else:
+            kept.append(span)
+    if raw is None or raw[1] - raw[0] < min_bytes:
+        return None
+    out = bytearray()
+    for a, b in kept:
+        out += buf[a:b]
+    for key, val in ((b"location", location), (b"offset", str(raw[0]).encode()),
+                     (b"length", str(raw[1] - raw[0]).encode())):
+        out += _bytes_field(_TENSOR_EXTERNAL_DATA,
+                            _bytes_field(_ENTRY_KEY, key) + _bytes_field(_ENTRY_VALUE, val))
+    out += _encode_varint(_TENSOR_DATA_LOCATION << 3) + _encode_varint(_EXTERNAL)
+    return bytes(out)
+
+
+def externalize_initializers(model: Any, location: str, min_bytes: int = 1 << 14) -> bytes | None:
+    """The serialized model ``model`` (bytes, or a read-only ``mmap`` of the file) with
+    the ``raw_data`` of every initializer of its main graph of at least ``min_bytes``
+    bytes replaced by an external-data reference (``location``, ``offset``, ``length``)
+    to where those bytes already are: in the model's own file, named ``location``.
+
+    Parsing the result holds the graph without its weights, which the importer then
+    reads once each, straight from the file, into the arrays it keeps — instead of
+    holding the whole protobuf and a copy of every weight at once.  Only the bytes of
+    the model's structure are read here (the walk steps over the weights).  Returns
+    None when nothing would change, or when the main graph appears more than once (a
+    protobuf merge the rewrite would not reproduce); raises :class:`OnnxWireError` for
+    a malformed message."""
+    loc = location.encode("utf-8")
+    end = len(model)
+    graphs = [(value, span) for field, wire, value, span in _spans(model, 0, end)
+              if field == 7 and wire == 2]
+    if len(graphs) != 1:
+        return None
+    (g_start, g_end), (f_start, f_end) = graphs[0]
+    graph = bytearray()
+    changed = False
+    for field, wire, value, (a, b) in _spans(model, g_start, g_end):
+        tensor = None
+        if field == 5 and wire == 2:
+            tensor = _externalized_tensor(model, value[0], value[1], loc, min_bytes)
+        if tensor is None:
+            graph += model[a:b]
+        else:
+            graph += _bytes_field(5, tensor)
+            changed = True
+    if not changed:
+        return None
+    return bytes(model[0:f_start]) + _bytes_field(7, bytes(graph)) + bytes(model[f_end:end])
+
+
 def _entry(buf: bytes, start: int, end: int) -> tuple[str, str]:
     key = val = ""
     for field, wire, value in _fields(buf, start, end):
@@ -139,4 +232,4 @@ def _entry(buf: bytes, start: int, end: int) -> tuple[str, str]:
     return key, val
 
 
-__all__ = ["OnnxWireError", "external_data_tensors"]
+__all__ = ["OnnxWireError", "external_data_tensors", "externalize_initializers"]

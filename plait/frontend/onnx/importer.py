@@ -109,6 +109,7 @@ class GraphImporter:
         self.model = loaded.model
         self.source = loaded.source
         self.opsets = loaded.opsets
+        self.arrays = loaded.arrays
         self.shapes = dict(shapes or {})
         self.constants = {k: np.asarray(v) for k, v in (constants or {}).items()}
         self.bb = BlockBuilder()
@@ -326,7 +327,11 @@ class GraphImporter:
         blocks = (BindingBlock(tuple(bindings)),) if bindings else ()
         return SeqExpr(blocks, body, ty=body.ty)
 
-    def _define_initializers(self, graph: GraphProto) -> None:
+    def _define_initializers(self, graph: GraphProto,
+                             arrays: Mapping[str, np.ndarray] | None = None) -> None:
+        """Constants of the graph's initializers; ``arrays`` holds the main graph's
+        initializers read from the file (see weights.py), whose tensors have no data."""
+        arrays = arrays or {}
         for init in graph.initializer:
             if init.name in self.constants:
                 continue
@@ -337,7 +342,8 @@ class GraphImporter:
                     source=self.source,
                 )
             try:
-                arr = np.asarray(numpy_helper.to_array(init))
+                read = arrays.get(init.name)
+                arr = read if read is not None else np.asarray(numpy_helper.to_array(init))
             except Exception as e:
                 raise OnnxImportError(
                     f"cannot read initializer {init.name!r}: {e}", source=self.source
@@ -480,7 +486,7 @@ class GraphImporter:
     def run(self, function_name: str = "main") -> IRModule:
         graph = self.model.graph
         self._output_names = {o.name for o in graph.output}
-        self._define_initializers(graph)
+        self._define_initializers(graph, self.arrays)
         params = self._make_params()
         self._params = params
         use_dataflow = not any(n.op_type == "If" for n, _ in iter_nodes(graph))

@@ -12,12 +12,14 @@ cycles, missing inputs, wrong attribute types, unsupported attribute values — 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import onnx
 import onnx.inliner
 from google.protobuf.descriptor import FieldDescriptor
@@ -27,6 +29,7 @@ from .attr_values import attribute_problem
 from .dtypes import onnx_type_name, to_dtype
 from .errors import OnnxImportError, describe_node
 from .registry import DEFAULT_DOMAIN, find_converter, normalize_domain
+from .weights import open_model, read_initializers
 
 MIN_OPSET = 7
 """The oldest default-domain opset plait imports directly; older models are upgraded
@@ -45,6 +48,9 @@ class LoadedModel:
     model: ModelProto
     source: str
     opsets: dict[str, int]
+    arrays: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    """Main-graph initializers plait read from the file itself (weights.py), by name:
+    their tensors in ``model`` have a type and dimensions but no data."""
 
     @property
     def opset(self) -> int:
@@ -57,6 +63,7 @@ class LoadedModel:
 def load_model(model_or_path: Any) -> LoadedModel:
     """Parse ``model_or_path`` (a path, ``bytes`` or an ``onnx.ModelProto``).  Unreadable,
     truncated or corrupt input raises :class:`OnnxImportError`."""
+    arrays: dict[str, np.ndarray] = {}
     if isinstance(model_or_path, ModelProto):
         model = model_or_path
         source = model.graph.name or "<ModelProto>"
@@ -67,12 +74,14 @@ def load_model(model_or_path: Any) -> LoadedModel:
         path = os.fspath(model_or_path)
         source = path
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = open_model(path)
         except OSError as e:
             raise OnnxImportError(f"cannot read the file: {e.strerror or e}", source=path) from None
         model = _parse(data, path)
-        _load_external_data(model, os.path.dirname(os.path.abspath(path)), path)
+        del data
+        base_dir = os.path.dirname(os.path.abspath(path))
+        arrays = read_initializers(model, base_dir, path)
+        _load_external_data(model, base_dir, path)
     else:
         raise OnnxImportError(
             "from_onnx takes a file path, the bytes of a model or an onnx.ModelProto, got "
@@ -107,7 +116,7 @@ def load_model(model_or_path: Any) -> LoadedModel:
             "model's folder (never from the working directory)",
             source=source,
         )
-    return LoadedModel(model, source, _opsets(model, source))
+    return LoadedModel(model, source, _opsets(model, source), arrays)
 
 
 def _parse(data: bytes, source: str) -> ModelProto:
@@ -280,7 +289,7 @@ def prepare_model(loaded: LoadedModel) -> LoadedModel:
         except Exception:
             break  # the ops stay unexpanded and are reported as unsupported
         opsets = _opsets(model, source)
-    return LoadedModel(model, source, opsets)
+    return LoadedModel(model, source, opsets, loaded.arrays)
 
 
 def _with_default_attributes(
