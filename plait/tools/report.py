@@ -5,7 +5,8 @@
 and writes one HTML file — no script, style sheet or font from the network (one
 inline line of script marks the page ready):
 
-* the pipeline as a timeline: every pass with its stage, phases, time and a bar;
+* the pipeline as a timeline: every pass with its stage, phases, time, a bar and the
+  process's resident memory after it, then the pipeline's peak resident memory;
 * for every pass that changed the module, a side-by-side diff of the text (Python's
   ``difflib``), constants and C sources shortened to a digest so the diff shows the
   IR and still shows that a constant changed;
@@ -34,6 +35,7 @@ from ..transform.instruments import PassInstrument
 from ..transform.pass_base import PassInfo
 from ..transform.sequential import Sequential, running_pipelines
 from .memory_chart import render_memory
+from .resident import ResidentWatch
 from .svg_graph import legend_html, render_svg
 
 MAX_DIFF_LINES = 4000
@@ -53,6 +55,9 @@ class PassRecord:
     changed: bool
     module: IRModule
     before: IRModule
+    resident_mib: float | None = None
+    """The process's resident memory after the pass, above where the pipeline started
+    (None where ``/proc`` is not available)."""
 
 
 @dataclass
@@ -61,11 +66,15 @@ class Recorder(PassInstrument):
 
     records: list[PassRecord] = field(default_factory=list)
     start: IRModule | None = None
+    memory: ResidentWatch = field(default_factory=ResidentWatch)
+    """Resident memory from the first pass on: each record's ``resident_mib`` and the
+    pipeline's peak (``memory.peak()``; the records' modules are part of it)."""
     _t0: list[float] = field(default_factory=list)
 
     def run_before_pass(self, mod: IRModule, info: PassInfo) -> None:
         if self.start is None:
             self.start = mod
+            self.memory.start()
         self._t0.append(time.perf_counter())
 
     def run_after_pass(self, mod: IRModule, result: IRModule, info: PassInfo) -> None:
@@ -76,7 +85,7 @@ class Recorder(PassInstrument):
         stage = stages[-1].info.name if stages else ""
         changed = result is not mod and not structural_equal(mod, result)
         self.records.append(PassRecord(info.name, stage, mod.phase, result.phase, seconds,
-                                       changed, result, mod))
+                                       changed, result, mod, self.memory.now()))
 
     def on_pass_error(self, mod: IRModule, info: PassInfo, error: BaseException) -> None:
         if self._t0:
@@ -109,7 +118,21 @@ def _diff(a: str, b: str, label_a: str, label_b: str) -> str:
     return table
 
 
-def _timeline(records: list[PassRecord], numeric: Any = None) -> str:
+def _mib(value: float | None) -> str:
+    return "" if value is None else f"{value:+.1f} MiB"
+
+
+def _memory_line(peak: float | None) -> str:
+    if peak is None:
+        return ("<p>peak resident memory: not measured here (it needs Linux's "
+                "<code>/proc/self/status</code> and <code>clear_refs</code>)</p>")
+    return (f"<p>peak resident memory while the pipeline ran: {peak:.1f} MiB above its start "
+            "(<code>VmHWM</code>; the modules this report keeps for its diffs count in "
+            "it, so a build alone peaks at most this high)</p>")
+
+
+def _timeline(records: list[PassRecord], numeric: Any = None,
+              peak: float | None = None) -> str:
     total = sum(r.seconds for r in records) or 1.0
     checks = list(numeric.records) if numeric is not None else []
     rows = []
@@ -129,11 +152,14 @@ def _timeline(records: list[PassRecord], numeric: Any = None) -> str:
             f"{html.escape(r.name)}</td><td>{html.escape(phase)}</td>"
             f'<td class="num">{r.seconds * 1e3:.2f} ms</td><td class="barcell">'
             f'<div class="bar phase-{html.escape(r.phase_out)}" style="width:{width:.1f}%">'
-            f"</div></td><td>{link}</td>{check}</tr>")
+            f'</div></td><td class="num">{_mib(r.resident_mib)}</td><td>{link}</td>'
+            f"{check}</tr>")
     head = "<th>max error</th>" if checks else ""
     return ('<table class="timeline"><tr><th>#</th><th>stage</th><th>pass</th><th>phase</th>'
-            f"<th>time</th><th></th><th>module</th>{head}</tr>" + "".join(rows) + "</table>"
-            f"<p>total {total * 1e3:.1f} ms in {len(records)} passes</p>")
+            f'<th>time</th><th></th><th title="resident memory after the pass, above the '
+            f'start">resident</th><th>module</th>{head}</tr>' + "".join(rows) + "</table>"
+            f"<p>total {total * 1e3:.1f} ms in {len(records)} passes</p>"
+            + _memory_line(peak))
 
 
 def _kernels(mod: IRModule) -> str:
@@ -186,7 +212,7 @@ def render_report(rec: Recorder, result: IRModule, title: str, numeric: Any = No
     sections = [f"<h1>{html.escape(title)}</h1>",
                 f"<p>{len(records)} passes; target {html.escape(str(result.target))}; "
                 f"final phase {html.escape(result.phase)}</p>",
-                "<h2>Pipeline</h2>", _timeline(records, numeric)]
+                "<h2>Pipeline</h2>", _timeline(records, numeric, rec.memory.peak())]
     graphs = []
     for label, m in (("before: main entering optimization", before),
                      ("after: main in the lowering phase", after)):

@@ -7,10 +7,12 @@ resident memory."""
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
 import textwrap
+import weakref
 import zipfile
 from pathlib import Path
 
@@ -178,3 +180,27 @@ def test_saving_streams_the_weights_and_replaces_the_file_whole(tmp_path: Path,
     with pytest.raises(OSError, match="disk full"):
         exe.save(path)
     assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["w.plx"]
+
+
+@pytest.mark.parametrize("target", ["numpy", "c"])
+def test_dropping_the_vm_returns_its_arenas(target: str):
+    """The storage buffers a VM allocates (its memory plan's arenas; on ``c`` the single
+    entry point's workspace) are kept across calls by that VM only: once the VM and
+    the results are dropped, every one of them is freed."""
+    from plait.runtime import vm as vm_module
+
+    exe = plait.build(_mlp(), target)
+    gc.collect()
+    before = set(vm_module._STORAGE_ROOTS.keys())
+    machine = VirtualMachine(exe)
+    x = RNG.standard_normal((4, 256)).astype(np.float32)
+    for _ in range(3):
+        np.testing.assert_allclose(machine["main"](x), _want(x), rtol=1e-4, atol=1e-3)
+    held = [ref for key, ref in vm_module._STORAGE_ROOTS.items() if key not in before]
+    assert held, "the plan allocates storage: the VM keeps it between calls"
+    nbytes = sum(a.nbytes for a in held)
+    assert nbytes >= W1.shape[1] * 4 * 4  # at least the (4, 512) hidden activation
+    alive = [weakref.ref(a) for a in held]
+    del held, machine
+    gc.collect()
+    assert all(r() is None for r in alive), "a dropped VM still holds its storage"

@@ -58,6 +58,11 @@ def test_the_report_is_one_self_contained_page(report: str, cnn_onnx: str) -> No
     # average, runs on plait_pool.c since round 10: a generated kernel's IR and C below)
     assert "peak planned bytes: <b>" in page and "C source <code>" in page
     assert 'class="num ok"' in page and 'class="num bad"' not in page  # --numeric column
+    # resident memory after every pass, and the pipeline's peak (Linux /proc)
+    if os.path.exists("/proc/self/status"):
+        assert len(re.findall(r'<td class="num">[+-][0-9]+\.[0-9] MiB</td>', page)) >= 10
+        assert re.search(r"peak resident memory while the pipeline ran: [0-9]+\.[0-9] MiB",
+                         page) or "peak resident memory: not measured here" in page
     opt, low = _modules(cnn_onnx)
     svgs = re.findall(r'<svg class="graph".*?</svg>', page, flags=re.S)
     assert len(svgs) == 2
