@@ -14,6 +14,7 @@ from .ir.parser import parse as parse  # the text format: plait.parse(text)
 from .offload import partition
 from .pipeline import default_pipeline
 from .runtime.limits import LimitExceeded, Limits, current_limits, use_limits
+from .session import Session, load
 from .target import Target
 
 _load_dialects()
@@ -21,4 +22,4 @@ _load_dialects()
 __version__ = "0.1.0"
 __all__ = [*_ir_all, "build", "default_pipeline", "graph_module", "parse", "partition",
            "rebuild", "Target", "transform", "LimitExceeded", "Limits", "current_limits",
-           "use_limits"]
+           "use_limits", "load", "Session"]

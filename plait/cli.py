@@ -271,26 +271,6 @@ def _import_pt2(path: str, allow_native: bool) -> tuple[Any, Any]:
         raise CliError(f"{path}: {e}") from None
 
 
-def _pt2_names(ep: Any) -> list[str]:
-    """Names of the exported program's outputs: where each is in the structure the
-    module returns (``logits``, ``0``, ``hidden.1``), else its node's name."""
-    from torch.utils import _pytree as pytree
-
-    nodes = [str(n) for n in ep.graph_signature.user_outputs]
-    try:
-        spec = ep.call_spec.out_spec
-        tree = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
-        paths = [path for path, _ in pytree.tree_flatten_with_path(tree)[0]]
-    except Exception:  # noqa: BLE001 (no structure recorded: the node names)
-        return nodes
-    names = []
-    for i, path in enumerate(paths):
-        keys = [str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))))
-                for k in path]
-        names.append(".".join(keys) if keys else (nodes[i] if i < len(nodes) else f"output{i}"))
-    return names
-
-
 def _example_sizes(ep: Any, params: Sequence[Any]) -> dict[str, int]:
     """The sizes the program's example inputs (saved with it) give the symbolic sizes of
     ``params`` (the tensor leaves of the inputs, in order)."""
@@ -504,7 +484,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     if kind == "pt2":
         ep, mod = _import_pt2(args.model, args.allow_native)
-        names = _pt2_names(ep)
+        from .frontend.torch import output_names
+
+        names = output_names(ep)
         exe = _build(mod, args.target, args.offload, args.profile)
     elif kind == "onnx":
         mod, frozen = _import_onnx(args.model, shapes, given, static=True)

@@ -7,6 +7,7 @@ from .context import ConversionError, NodeContext
 from .errors import TorchImportError, UnsupportedOpsError
 from .frontend import exported_params, from_exported_program, from_torch
 from .importer import flatten_inputs, output_structure, unflatten_outputs
+from .names import output_names
 from .registry import Converter, converter, find_converter, list_converters
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "from_exported_program",
     "from_torch",
     "list_converters",
+    "output_names",
     "output_structure",
     "unflatten_outputs",
 ]
