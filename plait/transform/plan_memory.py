@@ -43,6 +43,10 @@ from .pass_base import function_pass
 
 ALIGNMENT = 64
 
+FIRST_FIT_LIMIT = 256
+"""Tensors alive at once beyond which a tensor is placed above them rather than in the
+lowest gap among them (see :func:`place`)."""
+
 
 _ITEMSIZE: dict[str, int] = {}
 
@@ -77,23 +81,37 @@ def place(tensors: list[tuple[int, int, int]], nbindings: int,
     # so far (the plan stays linear on long chains).  Starts suffice: a tensor whose
     # lifetime overlaps [s, e] is alive at s or starts within it.  A tensor met twice
     # (in two of the lists) changes nothing below.
+    #
+    # Past FIRST_FIT_LIMIT overlapping tensors (thousands of values alive at once: a
+    # Split into 65,535 outputs) the gap search, which sorts them, would make the plan
+    # quadratic: the tensor then goes above every byte used at its starts (end[k]: the
+    # highest end of the tensors alive at start k), which stays correct and costs its
+    # lifetime's length.  An empty tensor takes no bytes and overlaps nothing.
     if starts is None:
         starts = sorted({s for _, s, _ in tensors})
     live: list[list[tuple[int, int]]] = [[] for _ in starts]
+    end = [0] * len(starts)
     offsets: list[int] = []
     arena = 0
     for nbytes, s, last in tensors:
         size = _align(nbytes)
+        if size == 0:
+            offsets.append(0)
+            continue
         lo = bisect_left(starts, s)
         hi = bisect_right(starts, last, lo)
         if hi - lo == 1:
             overlap = live[lo]
+        elif sum(len(live[k]) for k in range(lo, hi)) > FIRST_FIT_LIMIT:
+            overlap = None
         else:
             overlap = []
             for k in range(lo, hi):
                 overlap += live[k]
         offset = 0
-        if overlap:
+        if overlap is None or len(overlap) > FIRST_FIT_LIMIT:
+            offset = max(end[lo:hi])
+        elif overlap:
             for o, sz in sorted(overlap):
                 if offset + size <= o:
                     break
@@ -101,10 +119,13 @@ def place(tensors: list[tuple[int, int, int]], nbindings: int,
                     offset = o + sz
         offsets.append(offset)
         placed = (offset, size)
+        top = offset + size
         for k in range(lo, hi):
             live[k].append(placed)
-        if offset + size > arena:
-            arena = offset + size
+            if top > end[k]:
+                end[k] = top
+        if top > arena:
+            arena = top
     return offsets, arena
 
 

@@ -38,6 +38,17 @@ def test_a_split_into_two_billion_outputs_is_refused_at_once(deadline):
     assert "plait.use_limits(max_outputs=...)" in msg and "PLAIT_MAX_OUTPUTS" in msg
 
 
+def test_a_split_whose_num_outputs_is_not_its_outputs_is_refused():
+    """Two outputs and ``num_outputs=65535`` (a fuzz finding): refused, as onnxruntime
+    refuses it, rather than 65,535 parts made for two names."""
+    node = helper.make_node("Split", ["x"], ["a", "b"], name="s", axis=1, num_outputs=65535)
+    m = model([node], [vi("x", [4, 6])], [vi("a", None), vi("b", None)], opset=18)
+    with pytest.raises(OnnxImportError, match=r"node 's' \(Split, opset 18\), attribute "
+                                              r"'num_outputs': num_outputs is 65535, but the "
+                                              r"node has 2 outputs"):
+        from_onnx(m)
+
+
 def test_a_split_within_the_limit_still_imports():
     node = helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2)
     m = model([node], [vi("x", [4, 6])], [vi("a", None), vi("b", None)], opset=18)

@@ -890,8 +890,8 @@ def _random_inputs(params: Sequence[Any], seed: int) -> list[np.ndarray] | None:
         if p.kind != "tensor" or p.shape is None or p.dtype is None:
             return None
         shape = tuple(d if isinstance(d, int) else 2 for d in p.shape)
-        if math.prod(shape) > MAX_ELEMENTS:
-            return None
+        if math.prod(shape) > MAX_ELEMENTS or max(shape, default=0) > MAX_ELEMENTS:
+            return None  # (numpy cannot make (0, 2**63 - 1) either: no caller can pass it)
         with np.errstate(all="ignore"):
             out.append((rng.standard_normal(shape) * 3).astype(p.dtype))
     return out
@@ -942,8 +942,27 @@ def run_onnx_case(data: bytes) -> Outcome:
     gots = list(got) if isinstance(got, tuple) else [got]
     for g, w in zip(gots, want):
         if not _close(np.asarray(g), np.asarray(w)):
+            if _agrees_with_the_spec(data, sess, inputs, gots):
+                return Outcome("ok")
             return Outcome("mismatch", f"onnx: {_diff(g, w)}")
     return Outcome("ok")
+
+
+def _agrees_with_the_spec(data: bytes, sess: Any, inputs: list[np.ndarray],
+                          gots: list[Any]) -> bool:
+    """Whether plait's outputs are what onnx's reference evaluator (the spec written as
+    numpy) computes, where onnxruntime differs from both: e.g. a pooling window larger
+    than its input, where the spec's floor gives an empty axis and onnxruntime's C
+    division rounds up to one row."""
+    try:
+        from onnx.reference import ReferenceEvaluator
+
+        feeds = {i.name: a for i, a in zip(sess.get_inputs(), inputs)}
+        spec = ReferenceEvaluator(data).run(None, feeds)
+    except Exception:  # noqa: BLE001 (the evaluator lacks the op or fails: no verdict)
+        return False
+    return len(spec) == len(gots) and all(
+        _close(np.asarray(g), np.asarray(w)) for g, w in zip(gots, spec))
 
 
 def _finite_initializers(data: bytes) -> bool:

@@ -246,6 +246,9 @@ def convert_split(ctx: NodeContext) -> list[Expr | Value]:
         check_limit("max_outputs", n_out, "the number of outputs")
     except LimitExceeded as e:
         ctx.fail(str(e), "num_outputs" if ctx.has_attr("num_outputs") else None)
+    if n_out != len(ctx.node.output):  # (onnxruntime refuses it too)
+        ctx.fail(f"num_outputs is {n_out}, but the node has {len(ctx.node.output)} "
+                 "outputs; they must agree", "num_outputs")
     if sizes is not None:
         if len(sizes) != n_out:
             ctx.fail(f"{len(sizes)} split sizes for {n_out} outputs")
