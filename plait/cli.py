@@ -77,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="plait", description="plait: a deep-learning compiler.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
+    from . import __version__
+
+    p.add_argument("--version", action="version", version=f"plait {__version__}")
     sub = p.add_subparsers(dest="command", metavar="command")
 
     def common(sp: argparse.ArgumentParser) -> None:
@@ -86,8 +89,9 @@ def _parser() -> argparse.ArgumentParser:
         )  # fmt: skip
         sp.add_argument(
             "--target", default=None,
-            help="target to build for (numpy or c; default numpy); for a .plx, rebuild its "
-                 "kept graph for this target instead of running its own code",
+            help="target to build for (numpy or c; run: default numpy; compile: default c "
+                 "when a C compiler is present, else numpy); for a .plx, rebuild its kept "
+                 "graph for this target instead of running its own code",
         )  # fmt: skip
         sp.add_argument(
             "--offload", action="append", default=[], metavar="CODEGEN",
@@ -111,7 +115,8 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     run.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance of --compare")
     run.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of --compare")
-    run.add_argument("--repeat", type=int, default=1, help="run this many times (timing)")
+    run.add_argument("--repeat", type=int, default=1,
+                     help="run this many times and print the min, median and p90 time")
     run.add_argument("--verbose", action="store_true",
                      help="say how main runs: as one native call (its single entry point) "
                           "or on the VM path, and why; and the CPU's instruction sets and "
@@ -135,6 +140,10 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--allow-native", action="store_true",
                       help="load a .pt2 (unpickled: it can run code; only for files whose "
                            "origin you trust)")
+    comp.add_argument("--no-graph", action="store_true",
+                      help="leave the model's graph out of the executable (smaller file; "
+                           "it can then not be rebuilt for another target or run without "
+                           "its native code)")
 
     check = sub.add_parser(
         "check", help="read a .plait.py module (or import a .onnx / .pt2 model, or load a "
@@ -440,7 +449,7 @@ def _compare(
 
 
 def _build(mod: Any, target: str | None, offload: list[str] | None = None,
-           timed: bool = False) -> Any:
+           timed: bool = False, keep_graph: bool = True) -> Any:
     """``mod`` built for ``target`` (with ``timed``, a ``c``-derived target's entry points
     time their calls: ``--profile``)."""
     from .build import build
@@ -455,7 +464,7 @@ def _build(mod: Any, target: str | None, offload: list[str] | None = None,
             extra["step_timing"] = True
         t = Target(target, **extra) if extra else target
         with progress(len(default_pipeline(t, from_phase=mod.phase).names())):
-            return build(mod, target=t)
+            return build(mod, target=t, keep_graph=keep_graph)
     except Exception as e:
         raise CliError(f"cannot build for target {target!r}: {_first_line(e)}") from None
 
@@ -490,15 +499,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         exe = _build(mod, args.target, args.offload, args.profile)
     elif kind == "onnx":
         mod, frozen = _import_onnx(args.model, shapes, given, static=True)
-        import onnx
+        from .session import onnx_io_names
 
-        names = [o.name for o in onnx.load(args.model, load_external_data=False).graph.output]
+        names = onnx_io_names(args.model, frozen)[1]
         exe = _build(mod, args.target, args.offload, args.profile)
     elif kind == "plx":
         try:
             exe = Executable.load(args.model, allow_native=args.allow_native)
         except Exception as e:
             raise CliError(f"{args.model}: cannot load the executable: {_first_line(e)}") from None
+        from .session import recorded_output_names
+
+        names = recorded_output_names(exe)
         if args.target is not None:
             exe = _rebuild(exe, args.model, args.target)
     else:
@@ -541,11 +553,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  input  {p.name}: {a.dtype} {tuple(a.shape)}")
     for n, a in zip(names, outs):
         print(f"  output {n}: {a.dtype} {tuple(a.shape)}  {_summary(a)}")
-    best = min(times)
-    print(
-        f"time: compile {t_compile * 1e3:.1f} ms, run {best * 1e3:.3f} ms"
-        + (f" (best of {len(times)})" if len(times) > 1 else "")
-    )
+    if len(times) > 1:
+        ms = np.array(times) * 1e3
+        print(f"time: compile {t_compile * 1e3:.1f} ms, run min {ms.min():.3f} ms, median "
+              f"{np.median(ms):.3f} ms, p90 {np.percentile(ms, 90):.3f} ms "
+              f"({len(times)} runs)")
+    else:
+        print(f"time: compile {t_compile * 1e3:.1f} ms, run {times[0] * 1e3:.3f} ms")
     if args.verbose:
         print(f"execution: {vm.execution_path('main')}")
         _print_isas(exe)
@@ -645,22 +659,38 @@ def cmd_compile(args: argparse.Namespace) -> int:
     kind = _kind(args.model)
     shapes = dict(_parse_shape(s) for s in args.shape)
     t0 = time.perf_counter()
+    from .session import default_target, describe, onnx_io_names, record_io
+
+    ins: list[str] | None = None
+    outs: list[str] | None = None
     if kind == "onnx":
-        mod, _ = _import_onnx(args.model, shapes, {}, static=False)
+        mod, frozen = _import_onnx(args.model, shapes, {}, static=False)
+        ins, outs = onnx_io_names(args.model, frozen)
     elif kind == "pt2":
-        mod = _import_pt2(args.model, args.allow_native)[1]
+        ep, mod = _import_pt2(args.model, args.allow_native)
+        from .frontend.torch import output_names
+
+        outs = output_names(ep)
     elif kind == "text":
         mod = _parse_text(args.model)
     else:
         raise CliError(f"{args.model} is already an executable")
-    exe = _build(mod, args.target, args.offload)
+    target = args.target
+    why = ""
+    if target is None:
+        target = default_target()
+        why = (" (a C compiler was found)" if target == "c" else
+               " (no C compiler was found: the executable runs on numpy)")
+    exe = _build(mod, target, args.offload, keep_graph=not args.no_graph)
+    if "main" in exe.functions:
+        record_io(exe, "main", describe(mod, "main", ins, outs))
     try:
         exe.save(args.output)
     except OSError as e:
         raise CliError(f"cannot write {args.output}: {e.strerror or e}") from None
     size = os.path.getsize(args.output)
     print(
-        f"compiled {args.model} for target {args.target or 'numpy'} into {args.output} "
+        f"compiled {args.model} for target {target}{why} into {args.output} "
         f"({size / 1024:.1f} KiB, {(time.perf_counter() - t0) * 1e3:.0f} ms)"
     )
     return 0

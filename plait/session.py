@@ -98,13 +98,15 @@ def describe(mod: IRModule, function: str = "main",
             "outputs": [_info(n, t) for n, t in zip(outs, results)]}
 
 
-def _record(exe: Executable, function: str, io: Mapping[str, list[IOInfo]]) -> None:
+def record_io(exe: Executable, function: str, io: Mapping[str, list[IOInfo]]) -> None:
+    """Keep ``io`` (from :func:`describe`) in ``exe``'s attribute ``io`` for
+    ``function``, so the saved file has the names."""
     table = dict(exe.attrs.get(IO_ATTR) or {})
     table[function] = {k: [i.to_json() for i in v] for k, v in io.items()}
     exe.attrs[IO_ATTR] = table
 
 
-def _onnx_names(path: str, constants: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+def onnx_io_names(path: str, constants: Mapping[str, Any] = ()) -> tuple[list[str], list[str]]:
     """The graph's input names (initializers and inputs given as constants left out)
     and output names, read from the file without its weights."""
     from onnx import ModelProto
@@ -147,7 +149,7 @@ def _import(model: Any, shapes: Any, constants: Mapping[str, Any], allow_native:
         from .frontend.onnx import from_onnx
 
         mod = from_onnx(path, shapes=shapes, constants=dict(constants))
-        ins, outs = _onnx_names(path, constants)
+        ins, outs = onnx_io_names(path, constants)
         return mod, ins, outs
     if low.endswith(".pt2"):
         return _import_pt2(path, allow_native)
@@ -205,7 +207,7 @@ def load(model: Any, target: Any = None, *, shapes: Any = None,
     from .build import build
 
     exe = build(mod, default_target() if target is None else target)
-    _record(exe, function, describe(mod, function, ins, outs))
+    record_io(exe, function, describe(mod, function, ins, outs))
     return Session(exe, function)
 
 
@@ -306,5 +308,13 @@ def _sig(i: IOInfo) -> str:
     return f"{i.dtype or '?'}{shape}"
 
 
+def recorded_output_names(exe: Executable, function: str = "main") -> list[str]:
+    """The output names kept in ``exe`` for ``function`` (empty when none were kept)."""
+    recorded = (exe.attrs.get(IO_ATTR) or {}).get(function)
+    if not isinstance(recorded, dict):
+        return []
+    return [o.get("name", "") for o in recorded.get("outputs", ()) if isinstance(o, dict)]
+
+
 __all__ = ["IO_ATTR", "IOInfo", "Session", "SessionError", "default_target", "describe",
-           "load"]
+           "load", "onnx_io_names", "record_io", "recorded_output_names"]

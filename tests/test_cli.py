@@ -74,9 +74,36 @@ def test_compile_then_run_the_executable(capsys: pytest.CaptureFixture[str], tmp
     code, out, err = _run(capsys, "compile", TINY, "-o", plx)
     assert code == 0, err
     assert os.path.getsize(plx) > 0 and "compiled" in out
+    # native code by default where a compiler is, and it says which target it chose
+    if shutil.which(os.environ.get("CC", "cc")):
+        assert "for target c (a C compiler was found)" in out
     code, out, err = _run(capsys, "run", plx, "--shape", "input=2,64")
     assert code == 0, err
-    assert "output0: float32 (2, 10)" in out
+    assert "output output: float32 (2, 10)" in out  # the model's output name, kept
+
+
+def test_no_graph_leaves_the_weights_copy_out(capsys: pytest.CaptureFixture[str],
+                                              tmp_path) -> None:
+    """``--no-graph``: the executable without its kept graph (the model's weights a
+    second time): smaller, still runs, and says why it cannot be rebuilt."""
+    full, bare = str(tmp_path / "full.plx"), str(tmp_path / "bare.plx")
+    assert _run(capsys, "compile", TINY, "--target", "c", "-o", full)[0] == 0
+    assert _run(capsys, "compile", TINY, "--target", "c", "--no-graph", "-o", bare)[0] == 0
+    assert os.path.getsize(bare) < os.path.getsize(full)
+    code, out, err = _run(capsys, "run", bare, "--seed", "1")
+    assert code == 0 and "output output: float32" in out, err
+    code, _, err = _run(capsys, "run", bare, "--target", "numpy")
+    assert code == 2 and "keep_graph=False" in err
+
+
+def test_version_and_repeat_statistics(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.startswith("plait ")
+    code, out, err = _run(capsys, "run", TINY, "--repeat", "5")
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("time:"))
+    assert "run min" in line and "median" in line and "p90" in line and "(5 runs)" in line
 
 
 def test_compile_time_inputs_come_from_input_files(
@@ -256,7 +283,7 @@ def test_a_c_executable_from_elsewhere_needs_a_flag_or_runs_on_numpy(
     assert "target numpy" in numpy_out
 
     def outputs(text: str) -> str:
-        return next(line for line in text.splitlines() if "output output0" in line)
+        return next(line for line in text.splitlines() if line.startswith("  output "))
 
     assert outputs(here) == outputs(allowed)
     np.testing.assert_allclose(  # the printed summaries: numpy and c agree to 4 digits
