@@ -490,6 +490,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     names: list[str] = []
     frozen: dict[str, np.ndarray] = {}
     ep: Any = None   # a .pt2's exported program
+    from .codegen.c.compiler import compile_stats
+
+    stats0 = compile_stats()
     t0 = time.perf_counter()
     if kind == "pt2":
         ep, mod = _import_pt2(args.model, args.allow_native)
@@ -553,6 +556,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  input  {p.name}: {a.dtype} {tuple(a.shape)}")
     for n, a in zip(names, outs):
         print(f"  output {n}: {a.dtype} {tuple(a.shape)}  {_summary(a)}")
+    native = _native_line(stats0, compile_stats()) if kind != "plx" or args.target else ""
+    if native:
+        print(native)
     if len(times) > 1:
         ms = np.array(times) * 1e3
         print(f"time: compile {t_compile * 1e3:.1f} ms, run min {ms.min():.3f} ms, median "
@@ -594,6 +600,20 @@ def _default_sizes(exe: Any, ep: Any, params: Sequence[Any]) -> dict[str, int]:
     if ep is not None:
         sizes.update(_example_sizes(ep, params))
     return sizes
+
+
+def _native_line(before: dict[str, int], after: dict[str, int]) -> str:
+    """What the C compiler did for this build: a library from the cache, or compiled
+    (with how many of its object files the cache had); empty when nothing native."""
+    d = {k: after[k] - before.get(k, 0) for k in after}
+    if d["compiles"]:
+        objects = f", {d['object_hits']} object file(s) from the cache" \
+            if d["object_hits"] else ""
+        return f"native code: compiled {d['compiles']} library(ies){objects}"
+    if d["cache_hits"]:
+        return (f"native code: {d['cache_hits']} library(ies) from the cache (nothing "
+                "compiled)")
+    return ""
 
 
 PROFILE_ROWS = 10

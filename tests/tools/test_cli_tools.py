@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import textwrap
 
 import pytest
@@ -163,3 +164,75 @@ def test_the_progress_bar_draws_only_on_a_terminal(tty: bool) -> None:
         Sequential("Normalize,LambdaLift,FoldConstant")(plait.parse(MODULE))
     assert bar.steps == 3
     assert ("compile" in out.getvalue() and "/3" in out.getvalue()) == tty
+
+
+def test_the_bar_moves_with_the_c_compiler() -> None:
+    """The C compiler's events (object files, the library) reach the bar's description
+    during the one long pass, and nothing is drawn for a library from the cache."""
+    pytest.importorskip("tqdm")
+    from plait.codegen.c.compiler import _event
+    from plait.tools.progress import ProgressBar
+    from plait.transform import PassContext
+
+    out = _Terminal(True)
+    bar = ProgressBar(1, file=out, delay=0.0)
+    with PassContext(instruments=[bar]):
+        bar.run_before_pass(plait.parse(MODULE), _info("c.CompileKernels"))
+        for k in range(3):
+            _event("objects", k, 2)
+        _event("library", 0, 1)
+        _event("library", 1, 1)
+    assert bar.compile_steps[0] == ("objects", 0, 2) and bar.compile_steps[-1] == \
+        ("library", 1, 1)
+    text = out.getvalue()
+    assert "c.CompileKernels, C compiler: object files 2/2" in text
+    assert "C compiler: the library" in text
+    _event("objects", 0, 1)  # outside the context: nobody listens
+    assert len(bar.compile_steps) == 5
+
+
+def _info(name: str):  # type: ignore[no-untyped-def]
+    from plait.transform.pass_base import PassInfo
+
+    return PassInfo(name=name, opt_level=0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs a pty")
+def test_a_cold_c_compile_shows_the_bar_on_a_terminal(tmp_path) -> None:
+    """``plait run --target c`` with an empty cache, its stderr a pseudo-terminal: the
+    bar appears and names the C compiler's work (a cold compile takes seconds)."""
+    pytest.importorskip("tqdm")
+    import pty
+    import shutil
+    import subprocess
+
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.skip("no C compiler")
+    import fcntl
+    import struct
+    import termios
+
+    main_fd, child_fd = pty.openpty()
+    # a terminal of 24 rows and 160 columns (a new pty has none: tqdm would draw nothing)
+    fcntl.ioctl(child_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 160, 0, 0))
+    env = {**os.environ, "PLAIT_CACHE_DIR": str(tmp_path / "cold")}
+    tiny = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "models",
+                        "tiny_mlp.onnx")
+    proc = subprocess.Popen([sys.executable, "-m", "plait.cli", "run", tiny, "--target", "c"],
+                            stdout=subprocess.PIPE, stderr=child_fd, env=env)
+    os.close(child_fd)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main_fd, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    out, _ = proc.communicate(timeout=600)
+    os.close(main_fd)
+    terminal = b"".join(chunks).decode("utf-8", "replace")
+    assert proc.returncode == 0
+    assert "native code: compiled 1 library" in out.decode()
+    assert "C compiler:" in terminal and "c.CompileKernels" in terminal

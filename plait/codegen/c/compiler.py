@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import os
 import re
@@ -33,6 +34,8 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +62,31 @@ def compile_stats() -> dict[str, int]:
 def _count(key: str) -> None:
     with _STATS_LOCK:
         _STATS[key] += 1
+
+
+_LISTENERS: contextvars.ContextVar[tuple[Callable[[str, int, int], None], ...]] = \
+    contextvars.ContextVar("plait_compile_listeners", default=())
+
+
+@contextmanager
+def compile_events(listener: Callable[[str, int, int], None]) -> Iterator[None]:
+    """Call ``listener(step, done, total)`` while the C compiler works in this context:
+    ``("objects", k, n)`` as the k-th of the n object files a library needs is
+    compiled (``k = 0`` when they start; cached objects count as done at once),
+    ``("library", 0, 1)`` before the library is linked (or, from one source file,
+    compiled and linked in one run) and ``("library", 1, 1)`` after.
+    Nothing is called for a library found in the cache.  (The progress bar of the
+    command line moves with these: the C compile is most of a cold build.)"""
+    token = _LISTENERS.set((*_LISTENERS.get(), listener))
+    try:
+        yield
+    finally:
+        _LISTENERS.reset(token)
+
+
+def _event(step: str, done: int, total: int) -> None:
+    for listener in _LISTENERS.get():
+        listener(step, done, total)
 
 
 class NativeUnavailableError(PlaitError, RuntimeError):
@@ -474,7 +502,10 @@ def _compile_objects(cc: CompilerInfo, flag_list: list[str], files: dict[str, st
                 _count("object_hits")
                 continue
             pending.append((name, obj, *_start_object(cc, cflags, name, tmpdir), lock))
-        error = _finish_objects(pending, files, d, key, tmpdir)
+        total = len(files)
+        _event("objects", total - len(pending) - len(waiting), total)
+        error = _finish_objects(pending, files, d, key, tmpdir,
+                                done=total - len(pending) - len(waiting), total=total)
         for name, obj in waiting:
             with EntryLock(obj):
                 if obj.exists():
@@ -499,11 +530,14 @@ def _start_object(cc: CompilerInfo, cflags: list[str], name: str,
 
 def _finish_objects(jobs: list[tuple[str, Path, list[str], subprocess.Popen[str], EntryLock]],
                     files: dict[str, str], d: Path, key: str,
-                    tmpdir: str) -> CCompileError | None:
+                    tmpdir: str, done: int = 0, total: int = 0) -> CCompileError | None:
     """Wait for the compiler runs of ``jobs``, move each object into the cache and let
-    its lock go; the first failure's error (or None)."""
+    its lock go; the first failure's error (or None).  ``done`` of ``total`` objects
+    were ready before: each one finished here is reported (:func:`compile_events`)."""
     error = None
-    for name, obj, command, proc, lock in jobs:
+    for k, (name, obj, command, proc, lock) in enumerate(jobs, 1):
+        if total:
+            _event("objects", done + k - 1, total)
         try:
             try:
                 out, err = proc.communicate(timeout=COMPILE_TIMEOUT)
@@ -523,6 +557,8 @@ def _finish_objects(jobs: list[tuple[str, Path, list[str], subprocess.Popen[str]
             os.replace(tmp_obj, obj)
         finally:
             lock.release()
+    if total and jobs:
+        _event("objects", done + len(jobs), total)
     return error
 
 
@@ -561,9 +597,11 @@ def compile_shared(
                 command = [*cc.argv, *flag_list, "-o", out.name, *objects, "-lm"]
             else:
                 command = [*cc.argv, *flag_list, "-o", out.name, *files.keys(), "-lm"]
+            _event("library", 0, 1)
             r = _run_compiler(command, tmpdir)
             if r.returncode != 0 or not out.exists():
                 raise _failure(r, files, command, d, key)
+            _event("library", 1, 1)
             _atomic_write(d / f"lib-{key[:32]}.c", "\n".join(
                 f"/* ==== {n} ==== */\n{t}" for n, t in files.items()).encode())
             os.replace(out, final)
