@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ...ir import symbolic as sym
 from ...ir.expr import Constant, Expr
 from ...ir.types import TensorType, Type
 
@@ -121,27 +122,54 @@ def _sym_binop(op: str) -> Any:
                 return min(a, b)
             if op == "mod":
                 return None if b == 0 else a % b
+            if op in _COMPARE:
+                return int(_COMPARE[op](a, b))
             return None
-        # a symbolic size: only the identities keep it
-        if op in ("add", "sub") and b == 0:
-            return a
-        if op == "add" and a == 0:
-            return b
-        if op in ("mul", "div") and b == 1:
-            return a
-        if op == "mul" and a == 1:
-            return b
-        if op in ("max", "min") and a == b:
-            return a
-        if op == "max" and isinstance(b, int) and b <= 0:
-            return a  # a size is never negative
-        if op == "max" and isinstance(a, int) and a <= 0:
-            return b
+        # a symbolic size (a name or an expression over names, each >= 0)
+        if op == "add":
+            return sym.add(a, b)
+        if op == "sub":
+            return sym.sub(a, b)
+        if op == "mul":
+            return sym.mul(a, b)
+        if op == "max":
+            return sym.maximum(a, b)
+        if op == "min":
+            return sym.minimum(a, b)
+        if op in ("div", "mod"):
+            # ONNX integer Div truncates and Mod follows the divisor's sign: both are the
+            # floor forms when the dividend is >= 0 and the divisor >= 1 (sizes are)
+            if sym.prove_ge(a, 0) and sym.prove_ge(b, 1):
+                return sym.floordiv(a, b) if op == "div" else sym.mod(a, b)
+            if op == "div" and b == 1:
+                return a
+            return None
+        if op in _COMPARE:
+            return _compare(op, a, b)
         return None
 
     return np.frompyfunc(f, 2, 1)
 
 
-SYM_BINOPS = {name: _sym_binop(name) for name in ("add", "sub", "mul", "div", "max", "min", "mod")}
-"""Elementwise arithmetic on symbolic arrays: exact on ints, identities on names, None
-(unknown until run time) otherwise."""
+_COMPARE = {"equal": lambda a, b: a == b, "less": lambda a, b: a < b,
+            "greater": lambda a, b: a > b, "less_equal": lambda a, b: a <= b,
+            "greater_equal": lambda a, b: a >= b}
+
+
+def _compare(op: str, a: Any, b: Any) -> int | None:
+    """1 or 0 where the comparison of sizes is proved (``seq == -1`` is false: a size is
+    never negative), None where it depends on the sizes' values."""
+    if op == "equal":
+        return 1 if sym.prove_eq(a, b) else 0 if sym.prove_ne(a, b) else None
+    if op in ("less", "greater_equal"):
+        lt = 1 if sym.prove_ge(sym.sub(b, a), 1) else 0 if sym.prove_ge(a, b) else None
+        return lt if op == "less" or lt is None else 1 - lt
+    gt = 1 if sym.prove_ge(sym.sub(a, b), 1) else 0 if sym.prove_ge(b, a) else None
+    return gt if op == "greater" or gt is None else 1 - gt
+
+
+SYM_BINOPS = {name: _sym_binop(name) for name in ("add", "sub", "mul", "div", "max", "min",
+                                                  "mod", *_COMPARE)}
+"""Elementwise arithmetic and comparisons on symbolic arrays: exact on ints, size
+expressions (:mod:`plait.ir.symbolic`) on symbolic sizes, comparisons as 1/0 where
+proved; None (unknown until run time) otherwise."""

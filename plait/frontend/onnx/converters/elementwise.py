@@ -76,7 +76,10 @@ _BINARY = {
     "LessOrEqual": "less_equal",
 }
 
-_SYM_OPS = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+_SYM_OPS = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Equal": "equal",
+            "Less": "less", "Greater": "greater", "LessOrEqual": "less_equal",
+            "GreaterOrEqual": "greater_equal"}
+_SYM_COMPARE = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}
 
 
 def _binary(onnx_op: str, op: str):
@@ -87,7 +90,12 @@ def _binary(onnx_op: str, op: str):
             a, b = ctx.sym(0), ctx.sym(1)
             if a is not None and b is not None and (a.dtype == object or b.dtype == object):
                 if ctx.dtype(0) in ("int32", "int64"):
-                    return ctx.symbolic(SYM_BINOPS[sym_op](a, b), ctx.dtype(0))
+                    out = SYM_BINOPS[sym_op](a, b)
+                    if onnx_op in _SYM_COMPARE:  # proved 1/0 entries; else at run time
+                        if all(v is not None for v in np.asarray(out).reshape(-1)):
+                            return ctx.symbolic(out, "bool")
+                    else:
+                        return ctx.symbolic(out, ctx.dtype(0))
         return ctx.call(op, ctx.x(0), ctx.x(1))
 
     convert.__doc__ = f"``{op}`` (numpy broadcasting)"
@@ -172,8 +180,19 @@ def convert_mean(ctx: NodeContext) -> Expr:
 
 
 @converter("Where", since=9)
-def convert_where(ctx: NodeContext) -> Expr:
-    """``where``."""
+def convert_where(ctx: NodeContext) -> Expr | Value:
+    """``where``; on shape values with a condition known at import time (the exporters'
+    ``Where(Equal(shape, -1), ones, shape)`` before an ``Expand``), the chosen sizes."""
+    c, a, b = ctx.sym(0), ctx.sym(1), ctx.sym(2)
+    if c is not None and a is not None and b is not None and \
+            (a.dtype == object or b.dtype == object) and ctx.dtype(1) in ("int32", "int64") \
+            and all(v is not None for v in c.reshape(-1)):
+        try:
+            cond, x, y = np.broadcast_arrays(c, a, b)
+        except ValueError:
+            ctx.fail(f"the shapes {c.shape}, {a.shape} and {b.shape} do not broadcast")
+        picked = np.where(cond.astype(bool), x, y)
+        return ctx.symbolic(picked, ctx.dtype(1))
     return ctx.call("where", ctx.x(0), ctx.x(1), ctx.x(2))
 
 

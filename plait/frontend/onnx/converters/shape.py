@@ -9,6 +9,8 @@ import math
 import numpy as np
 
 from ....ir.expr import Expr
+from ....ir.symbolic import is_dim
+from ....ir.types import Dim
 from ....op.index import TO_END
 from ....runtime.limits import LimitExceeded, check_limit
 from ..context import NodeContext
@@ -297,7 +299,7 @@ def convert_slice(ctx: NodeContext) -> Expr | Value:
         begin.append(_bound(ctx, b, shape[a], st, "start"))
         end.append(_bound(ctx, e, shape[a], st, "end"))
     s = ctx.sym(0)
-    if s is not None and s.dtype == object:
+    if s is not None and s.dtype == object and all(type(v) is int for v in begin + end):
         index = [slice(None)] * r
         for a, b, e, st in zip(axes, begin, end, steps):
             index[a] = slice(b, e, st)
@@ -310,13 +312,19 @@ def convert_slice(ctx: NodeContext) -> Expr | Value:
     )  # fmt: skip
 
 
-def _bound(ctx: NodeContext, v: int | str | None, dim: int | str, step: int, what: str) -> int:
+def _bound(ctx: NodeContext, v: Dim | None, dim: Dim, step: int, what: str) -> Dim:
+    """A slice bound: an int, or a size expression over the model's symbolic sizes
+    (``seq``, ``seq - 1``: strided_slice takes those; its type is exact)."""
     if isinstance(v, int):
         return v
     if v is not None and v == dim:
         # the whole axis length: the end for a forward slice, past the start backward
         return TO_END
-    ctx.fail(f"the slice {what} is only known at run time; plait needs it at compile time")
+    if v is not None and is_dim(v):
+        return v
+    ctx.fail(f"the slice {what} is only known at run time (it comes from tensor data, not "
+             "from the input sizes); plait needs it at compile time: pass the input it "
+             "comes from in constants= (--input on the command line)")
 
 
 # ------------------------------------------------------------------------ gather
@@ -548,12 +556,22 @@ def _mul(ctx: NodeContext, d: int | str, k: int) -> int:
 
 @converter("Trilu", since=14)
 def convert_trilu(ctx: NodeContext) -> Expr:
-    """``where`` with a constant triangular mask (the last two sizes must be static)."""
+    """``where`` with a triangular mask: a constant for static sizes; for symbolic ones
+    (a causal mask of ``seq`` by ``seq``) computed from the row and column numbers."""
     shape = ctx.shape(0)
-    if len(shape) < 2 or not all(isinstance(d, int) for d in shape[-2:]):
-        ctx.fail(f"the last two sizes must be static, got shape {shape}")
+    if len(shape) < 2:
+        ctx.fail(f"the input must have at least two axes, got shape {shape}")
     k = int(ctx.const(1, "k").reshape(-1)[0]) if ctx.has(1) else 0
+    upper = ctx.attr_int("upper", 1)
     n, m = shape[-2], shape[-1]
-    ones = np.ones((n, m), dtype=bool)  # type: ignore[arg-type]
-    mask = np.triu(ones, k) if ctx.attr_int("upper", 1) else np.tril(ones, k)
-    return ctx.call("where", ctx.constant(mask), ctx.x(0), scalar(ctx, 0, ctx.dtype(0)))
+    if isinstance(n, int) and isinstance(m, int):
+        ones = np.ones((n, m), dtype=bool)
+        mask = ctx.constant(np.triu(ones, k) if upper else np.tril(ones, k))
+    else:
+        x, r = ctx.x(0), len(shape)
+        rows = reshape(ctx, _symbolic_range(ctx, (x, r - 2), 0, "int64"), [-1, 1])
+        cols = _symbolic_range(ctx, (x, r - 1), 0, "int64")
+        offset = ctx.call("subtract", cols, rows)  # column - row, (n, m)
+        mask = ctx.call("greater_equal" if upper else "less_equal", offset,
+                        scalar(ctx, k, "int64"))
+    return ctx.call("where", mask, ctx.x(0), scalar(ctx, 0, ctx.dtype(0)))
