@@ -44,6 +44,55 @@ def test_suite_report_geomean_and_refusals() -> None:
     assert len(problems) == 2 and problems[0].startswith("gpt2 on plait-c: refused")
 
 
+def test_suite_report_sets_plait_against_the_best_peer() -> None:
+    """With OpenVINO beside onnxruntime, each model's best peer is the faster of the two;
+    plait's geometric mean against it and its largest ratio are printed; a peer that
+    cannot run a model is shown but is no problem of plait's."""
+    results = [_r("bert", "onnxruntime", 10.0), _r("bert", "openvino", 8.0),
+               _r("bert", "plait-c", 8.0),
+               _r("gpt2", "onnxruntime", 4.0), _r("gpt2", "openvino", 5.0),
+               _r("gpt2", "plait-c", 5.0),
+               _r("qop", "onnxruntime", 2.0),
+               _r("qop", "openvino", error="RuntimeError: QLinearConv is not supported"),
+               _r("qop", "plait-c", 1.0)]
+    table, problems = run.suite_report(results)
+    assert table.splitlines()[0].startswith("| model | onnxruntime ms | best peer | ")
+    assert "| bert | 10.000 | openvino 8.000 | 8.000 | 0.80 |" in table
+    assert "| gpt2 | 4.000 | onnxruntime 4.000 | 5.000 | 1.25 |" in table
+    assert "| qop | 2.000 | onnxruntime 2.000 | **FAILED**: RuntimeError" in table
+    # plait-c / best: 8/8 = 1, 5/4 = 1.25, 1/2 = 0.5: geomean (0.625)^(1/3) = 0.855
+    assert ("geomean plait-c / best peer (the faster of onnxruntime and openvino per "
+            "model) over 3 models: 0.85 (largest 1.25)") in table
+    assert problems == []
+
+
+@pytest.mark.skipif(not run._has("openvino"), reason="openvino is not installed")
+def test_the_openvino_backend_matches_onnxruntime(tmp_path) -> None:
+    """OpenVINO, configured like for like (f32, 2 threads, latency), computes what
+    onnxruntime computes on a small model (rtol 1e-4) and reports f32 inference."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["input", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+        "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["n", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])],
+        [numpy_helper.from_array(w, "w")])
+    path = str(tmp_path / "m.onnx")
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    x = rng.standard_normal((4, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    outs = {}
+    for backend in ("onnxruntime", "openvino"):
+        result, fn = run.prepare("m", backend, path, str(tmp_path / "x.npy"))
+        outs[backend] = np.asarray(fn())
+    assert "float32" in result["precision"]  # no bf16 or f16 inference
+    np.testing.assert_allclose(outs["openvino"], outs["onnxruntime"], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(outs["onnxruntime"], np.maximum(x @ w, 0), rtol=1e-5, atol=1e-5)
+
+
 def test_suite_report_has_a_column_per_backend() -> None:
     """A backend added to the run (plait-c-before, plait-c+torch, a future importer) gets
     its own columns and its own geometric mean."""
