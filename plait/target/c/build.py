@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from plait.codegen.c import CFunction, CSource, EntryProgram, build_library
+from plait.codegen.c.emit import CodegenError
 from plait.codegen.c.variants import host_arch
 from plait.ir.module import IRModule
 from plait.kernel.ir import Kernel, Var
@@ -78,14 +79,37 @@ def source_literal(src: CSource) -> dict[str, Any]:
     return lit
 
 
+_SOURCE_KEYS = ("name", "code", "functions")
+_FUNCTION_KEYS = ("name", "params", "num_outputs", "symbol", "returns", "abi")
+
+
 def source_from_literal(lit: Mapping[str, Any]) -> CSource:
-    """The :class:`CSource` of a literal dict made by :func:`source_literal`."""
-    funcs = tuple(
-        CFunction(f["name"], tuple((tuple(s), d) for s, d in f["params"]), f["num_outputs"],
-                  f["symbol"], f["returns"], f["abi"])
-        for f in lit["functions"]
-    )
-    return CSource(lit["code"], funcs, lit["name"], tuple(lit.get("isas") or ()))
+    """The :class:`CSource` of a literal dict made by :func:`source_literal`.  A literal
+    that is not one (a module attribute edited by hand, or by whoever changed a file's
+    kept graph) raises :class:`~plait.codegen.c.emit.CodegenError` saying what lacks."""
+    where = f"module attribute {C_SOURCES_ATTR!r}"
+    if not isinstance(lit, Mapping) or any(k not in lit for k in _SOURCE_KEYS):
+        raise CodegenError(f"{where}: a C source must be a dict with keys "
+                           f"{', '.join(_SOURCE_KEYS)}, got {str(lit)[:80]}")
+    if not isinstance(lit["functions"], Sequence) or isinstance(lit["functions"], str):
+        raise CodegenError(f"{where}: source {lit['name']!r}: 'functions' must be a list")
+    funcs = []
+    for f in lit["functions"]:
+        missing = [k for k in _FUNCTION_KEYS if not isinstance(f, Mapping) or k not in f]
+        if missing:
+            raise CodegenError(f"{where}: source {lit['name']!r}: a function lacks "
+                               f"{', '.join(map(repr, missing))} (make sources with "
+                               "add_c_source)")
+        try:
+            funcs.append(CFunction(f["name"], tuple((tuple(s), d) for s, d in f["params"]),
+                                   f["num_outputs"], f["symbol"], f["returns"], f["abi"]))
+        except (TypeError, ValueError) as e:
+            raise CodegenError(f"{where}: source {lit['name']!r}: function "
+                               f"{str(f.get('name'))[:40]!r}: {e}") from None
+    try:
+        return CSource(lit["code"], tuple(funcs), lit["name"], tuple(lit.get("isas") or ()))
+    except (TypeError, ValueError) as e:
+        raise CodegenError(f"{where}: source {str(lit['name'])[:40]!r}: {e}") from None
 
 
 def add_c_source(mod: IRModule, src: CSource) -> IRModule:
