@@ -53,7 +53,11 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--passes", required=True, metavar="PIPELINE",
                    help='the passes, e.g. "Normalize,LambdaLift,FoldConstant" (see plait '
                         "pipeline)")
-    p.add_argument("-o", "--output", help="write the result here (default: stdout)")
+    p.add_argument("-o", "--output", help="write the result here (default: stdout); the "
+                                           "file has every constant, so it reads back")
+    p.add_argument("--print-constants", action="store_true",
+                   help="print large constants in full on stdout too (by default those of "
+                        "4 KiB or more print as const(ref=\"sha256:...\", shape, dtype))")
     p.add_argument("--target", help="set the module's target first")
     p.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="the shape of an ONNX input")
@@ -202,15 +206,20 @@ def cmd_opt(args: argparse.Namespace) -> int:
             result = pipe(mod)
     except TransformError as e:
         raise CliError(str(e)) from None
-    text = result.script()
     if args.output:
         try:
             with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text + "\n")
+                f.write(result.script() + "\n")
         except OSError as e:
             raise CliError(f"cannot write {args.output}: {e.strerror or e}") from None
-    else:
-        print(text)
+    elif args.print_constants:
+        print(result.script())
+    else:  # the weights as references: a model's text, not pages of base64
+        elided: dict[str, Any] = {}
+        print(result.script(constants=elided))
+        if elided:
+            print(f"# {len(elided)} large constant(s) printed as const(ref=...); "
+                  "--print-constants prints them, -o FILE writes them", file=sys.stderr)
     if timing is not None:
         print(timing.report(), file=sys.stderr)
     return 0

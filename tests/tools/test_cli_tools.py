@@ -112,6 +112,36 @@ def test_opt_runs_passes_and_writes_the_text_format(capsys, module_file, tmp_pat
     assert '@module(attrs={"phase": "build"' in out and "pass timing:" in err
 
 
+def test_opt_prints_large_constants_as_references(capsys, tmp_path) -> None:
+    """On stdout a 64 KiB weight is a reference line (its digest, shape and dtype), not
+    base64; ``--print-constants`` prints it; ``-o`` writes a file that reads back."""
+    import numpy as np
+
+    w = np.arange(128 * 128, dtype=np.float32).reshape(128, 128)
+    from plait.ir import BlockBuilder, TensorType, Var, const
+    from plait.op import make_call
+
+    bb = BlockBuilder()
+    x = Var("x", TensorType((2, 128), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(make_call("matmul", x, const(w)))
+        bb.emit_func_output(out)
+    path = tmp_path / "big.plait.py"
+    path.write_text(bb.get().script())
+    code, out, err = _run(capsys, "opt", str(path), "--passes", "Normalize")
+    assert code == 0, err
+    assert 'const(ref="sha256:' in out and "shape=(128, 128)" in out and "base64" not in out
+    assert "1 large constant(s) printed as const(ref=...)" in err
+    code, out, err = _run(capsys, "opt", str(path), "--passes", "Normalize",
+                          "--print-constants")
+    assert code == 0 and "base64" in out and "ref=" not in out
+    written = tmp_path / "out.plait.py"
+    assert _run(capsys, "opt", str(path), "--passes", "Normalize", "-o", str(written))[0] == 0
+    back = plait.parse(written.read_text())
+    np.testing.assert_array_equal(back["main"].body.blocks[0].bindings[0].value.args[1].data, w)
+
+
 @pytest.mark.parametrize("passes, message", [
     ("Normalize,,FoldConstant", "--passes: pipeline text, column 11: expected a pass name "
                                 "(in 'Normalize,,FoldConstant')"),
