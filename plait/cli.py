@@ -487,6 +487,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     kind = _kind(args.model)
     shapes = dict(_parse_shape(s) for s in args.shape)
     given = dict(_parse_input(s) for s in args.input)
+    for name in sorted(set(shapes) & set(given)):
+        if tuple(shapes[name]) != tuple(given[name].shape):
+            raise CliError(
+                f"--shape {name}={','.join(map(str, shapes[name]))} contradicts --input "
+                f"{name}, whose array has shape {tuple(given[name].shape)}; give one of them")
     names: list[str] = []
     frozen: dict[str, np.ndarray] = {}
     ep: Any = None   # a .pt2's exported program

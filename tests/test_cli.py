@@ -82,6 +82,19 @@ def test_compile_then_run_the_executable(capsys: pytest.CaptureFixture[str], tmp
     assert "output output: float32 (2, 10)" in out  # the model's output name, kept
 
 
+def test_a_shape_that_contradicts_an_input_is_an_error(capsys: pytest.CaptureFixture[str],
+                                                      tmp_path) -> None:
+    np.save(tmp_path / "x.npy", np.zeros((3, 64), np.float32))
+    code, _, err = _run(capsys, "run", TINY, "--shape", "input=2,64",
+                        "--input", f"input={tmp_path / 'x.npy'}")
+    assert code == 2 and err.count("\n") == 1
+    assert ("--shape input=2,64 contradicts --input input, whose array has shape (3, 64)"
+            in err)
+    code, out, err = _run(capsys, "run", TINY, "--shape", "input=3x64",   # agreeing: fine
+                          "--input", f"input={tmp_path / 'x.npy'}")
+    assert code == 0 and "input  input: float32 (3, 64)" in out, err
+
+
 def test_no_graph_leaves_the_weights_copy_out(capsys: pytest.CaptureFixture[str],
                                               tmp_path) -> None:
     """``--no-graph``: the executable without its kept graph (the model's weights a
