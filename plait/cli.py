@@ -113,6 +113,9 @@ def _parser() -> argparse.ArgumentParser:
         help="also run the model with onnxruntime (a .onnx) or PyTorch (a .pt2: the "
              "exported program's module, eager) and compare the outputs",
     )  # fmt: skip
+    run.add_argument("--model", dest="reference_model", default=None, metavar="MODEL.onnx",
+                     help="with a .plx and --compare onnxruntime: the ONNX model it was "
+                          "compiled from")
     run.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance of --compare")
     run.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of --compare")
     run.add_argument("--repeat", type=int, default=1,
@@ -524,7 +527,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         exe = _build(_parse_text(args.model), args.target, args.offload, args.profile)
     t_compile = time.perf_counter() - t0
-    if args.compare == "onnxruntime" and kind != "onnx":
+    reference = args.model
+    if args.reference_model is not None:
+        if kind != "plx" or args.compare != "onnxruntime":
+            raise CliError("--model names the ONNX model a .plx was compiled from, for "
+                           "--compare onnxruntime of that .plx")
+        _require_file(args.reference_model)
+        reference = args.reference_model
+    elif args.compare == "onnxruntime" and kind == "plx":
+        raise CliError("--compare onnxruntime of a .plx needs the model it came from: "
+                       "--model model.onnx")
+    if args.compare == "onnxruntime" and not reference.lower().endswith(".onnx"):
         raise CliError("--compare onnxruntime needs an ONNX model (.onnx)")
     if args.compare == "torch" and kind != "pt2":
         raise CliError("--compare torch needs an exported program (.pt2, saved with "
@@ -578,9 +591,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         _print_profile(vm, inputs)
     if args.compare:
         if args.compare == "onnxruntime":
-            feeds = {p.name: a for p, a in zip(params, inputs)}
+            from .session import IO_ATTR
+
+            recorded = (exe.attrs.get(IO_ATTR) or {}).get("main") or {}
+            keys = [i.get("name") for i in recorded.get("inputs", ())]
+            if len(keys) != len(params):  # a .plx without the model's names
+                keys = [p.name for p in params]
+            feeds = dict(zip(keys, inputs))
             feeds.update(frozen)
-            ref = _run_onnxruntime(args.model, feeds)
+            ref = _run_onnxruntime(reference, feeds)
         else:
             ref = _run_torch(args.model, ep, inputs)
         print(f"compare with {args.compare}:")

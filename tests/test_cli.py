@@ -95,6 +95,18 @@ def test_a_shape_that_contradicts_an_input_is_an_error(capsys: pytest.CaptureFix
     assert code == 0 and "input  input: float32 (3, 64)" in out, err
 
 
+def test_a_plx_is_compared_with_the_model_it_came_from(capsys: pytest.CaptureFixture[str],
+                                                      tmp_path) -> None:
+    plx = str(tmp_path / "tiny.plx")
+    assert _run(capsys, "compile", TINY, "--target", "c", "-o", plx)[0] == 0
+    code, out, err = _run(capsys, "run", plx, "--compare", "onnxruntime", "--model", TINY)
+    assert code == 0 and "PASS" in out, err
+    code, _, err = _run(capsys, "run", plx, "--compare", "onnxruntime")
+    assert code == 2 and "needs the model it came from: --model model.onnx" in err
+    code, _, err = _run(capsys, "run", TINY, "--compare", "onnxruntime", "--model", TINY)
+    assert code == 2 and "--model names the ONNX model a .plx was compiled from" in err
+
+
 def test_no_graph_leaves_the_weights_copy_out(capsys: pytest.CaptureFixture[str],
                                               tmp_path) -> None:
     """``--no-graph``: the executable without its kept graph (the model's weights a
