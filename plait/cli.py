@@ -742,6 +742,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def _parse_text(path: str) -> Any:
     from . import parse
+    from .ir.parser import ParseError
 
     try:
         with open(path, encoding="utf-8") as f:
@@ -752,7 +753,9 @@ def _parse_text(path: str) -> Any:
         raise CliError(f"{path} is not a module in the text format (it is not UTF-8 text); "
                        f"plait reads {_KINDS}") from None
     try:
-        return parse(text)
+        return parse(text, path)
+    except ParseError as e:   # its file, line, source line and caret, as the parser wrote
+        raise CliError(str(e)) from None
     except Exception as e:
         raise CliError(f"{path}: {_first_line(e)}") from None
 
@@ -801,6 +804,16 @@ def _check_executable(path: str) -> int:
     return 0
 
 
+def _error_text(text: str) -> str:
+    """A command's error message: its lines joined with ``; ``, except a message that
+    points at a column (a line holding only a ``^`` caret), whose lines stay."""
+    lines = text.rstrip().splitlines()
+    if any(ln.strip() == "^" or (ln.strip().startswith("^") and set(ln.strip()) <= {"^", "~"})
+           for ln in lines[1:]):
+        return "\n".join(lines)
+    return text.replace("\n", "; ")
+
+
 def _first_line(e: BaseException) -> str:
     try:
         text = str(e)
@@ -832,7 +845,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_check(args)
         return args.handler(args)
     except CliError as e:
-        print(f"plait: error: {e}".replace("\n", "; "), file=sys.stderr)
+        # one line, unless the message shows a source line with a caret under it (a
+        # parse error): those lines are kept as they are, under the first
+        print(f"plait: error: {_error_text(str(e))}", file=sys.stderr)
         return 2
     except PlaitError as e:   # a refusal of the library (plait/errors.py): not a bug
         print(f"plait: error: {_first_line(e)}", file=sys.stderr)

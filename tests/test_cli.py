@@ -107,6 +107,19 @@ def test_a_plx_is_compared_with_the_model_it_came_from(capsys: pytest.CaptureFix
     assert code == 2 and "--model names the ONNX model a .plx was compiled from" in err
 
 
+def test_a_parse_error_keeps_its_file_line_and_caret(capsys: pytest.CaptureFixture[str],
+                                                    tmp_path) -> None:
+    bad = tmp_path / "bad.plait.py"
+    bad.write_text('@module\nclass M:\n    @function\n    def main(x: Tensor((2,), '
+                   '"float32")):\n        y = relu(x, 3)\n        return y\n')
+    code, _, err = _run(capsys, "check", str(bad))
+    lines = err.rstrip("\n").splitlines()
+    assert code == 2 and len(lines) == 3
+    assert lines[0].startswith(f"plait: error: {bad}:5:21: a bare int is not a value")
+    assert lines[1].strip() == "y = relu(x, 3)"
+    assert lines[2].index("^") == lines[1].index("3")  # under the 3
+
+
 def test_no_graph_leaves_the_weights_copy_out(capsys: pytest.CaptureFixture[str],
                                               tmp_path) -> None:
     """``--no-graph``: the executable without its kept graph (the model's weights a
