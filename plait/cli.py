@@ -522,7 +522,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .session import recorded_output_names
 
         names = recorded_output_names(exe)
-        if args.target is not None:
+        # an executable without native code, built for the target asked for, runs as it
+        # is (there is nothing to rebuild, and nothing whose origin matters)
+        if args.target is not None and not (
+                args.target == exe.attrs.get("target") and not exe.libs and not exe.external):
             exe = _rebuild(exe, args.model, args.target)
     else:
         exe = _build(_parse_text(args.model), args.target, args.offload, args.profile)

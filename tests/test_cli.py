@@ -120,6 +120,15 @@ def test_a_parse_error_keeps_its_file_line_and_caret(capsys: pytest.CaptureFixtu
     assert lines[2].index("^") == lines[1].index("3")  # under the 3
 
 
+def test_a_numpy_executable_runs_with_target_numpy(capsys: pytest.CaptureFixture[str],
+                                                   tmp_path) -> None:
+    plx = str(tmp_path / "np.plx")
+    assert _run(capsys, "compile", TINY, "--target", "numpy", "-o", plx)[0] == 0
+    code, out, err = _run(capsys, "run", plx, "--target", "numpy", "--compare", "onnxruntime",
+                          "--model", TINY)
+    assert code == 0 and "target numpy" in out and "PASS" in out, err
+
+
 def test_no_graph_leaves_the_weights_copy_out(capsys: pytest.CaptureFixture[str],
                                               tmp_path) -> None:
     """``--no-graph``: the executable without its kept graph (the model's weights a
