@@ -1,7 +1,8 @@
-"""The tutorials of docs/tutorials/ run: every ```python block of a page, in order, as one
-script, in a fresh process (a tutorial registers passes and a target kind, which must
-not leak into the other tests) whose working directory is a temporary one (a tutorial
-writes files).  A failure's traceback names the Markdown file and its line."""
+"""The tutorials of docs/tutorials/ and docs/quickstart.md run: every ```python block of a
+page, in order, as one script, in a fresh process (a tutorial registers passes and a
+target kind, which must not leak into the other tests) whose working directory is a
+temporary one (a page writes files).  A failure's traceback names the Markdown file and
+its line."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIALS = sorted((ROOT / "docs" / "tutorials").glob("*.md"))
+RUN = [*TUTORIALS, ROOT / "docs" / "quickstart.md"]
+"""The pages whose code blocks run: the tutorials, and the quickstart guide."""
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
 RUNNER = """
@@ -52,12 +55,14 @@ def test_the_kernel_family_tutorial_is_under_100_lines() -> None:
     assert len(lines) < 100, f"kernel_family.md has {len(lines)} lines of code"
 
 
-@pytest.mark.parametrize("path", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+@pytest.mark.parametrize("path", RUN, ids=[p.stem for p in RUN])
 def test_tutorial_runs(path: Path, tmp_path: Path) -> None:
     pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
+    if path.name == "quickstart.md":
+        pytest.importorskip("torch")   # it hands torch tensors to the VM
     proc = subprocess.run([sys.executable, "-c", RUNNER, str(path)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, (
-        f"docs/tutorials/{path.name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
+        f"{path.relative_to(ROOT)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
