@@ -133,6 +133,7 @@ def test_scaling_runs_each_size_in_a_process_and_reports_its_peak_memory() -> No
     import run
 
     rows = run.pipeline_scaling((200, 400))
+    assert all(r["text_us_per_binding"] > 0 for r in rows)  # the parsed chain built too
     assert [r["bindings"] for r in rows] == [200, 400]
     for r in rows:
         assert r["seconds"] > 0 and r["cpu_us_per_binding"] > 0
