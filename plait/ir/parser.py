@@ -620,13 +620,11 @@ def _shared_attrs(callee: Any, attrs: dict[str, Any]) -> Any:
     the binding's location."""
     if type(callee) is not Op:
         return attrs
-    from ..op.registry import normalize_attrs
-
     opdef = Op.definitions.get(callee.name)  # type: ignore[attr-defined]
     if opdef is None:
         return attrs
     try:
-        return normalize_attrs(opdef, attrs)
+        return opdef.normalize_attrs(attrs)
     except Exception:  # noqa: BLE001 (reported where the binding is built)
         return attrs
 

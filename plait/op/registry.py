@@ -194,6 +194,11 @@ class OpDef:
                 cache.clear()
             cache[ikey] = entry
 
+    def normalize_attrs(self, attrs: Mapping[str, Any] | None) -> Attrs:
+        """:func:`normalize_attrs` for this op (for the IR layer's parser, which reaches
+        op definitions through ``Op.definitions`` and imports nothing of this layer)."""
+        return normalize_attrs(self, attrs)
+
     def input_name(self, i: int) -> str:
         if i < len(self.inputs):
             return self.inputs[i].rstrip("?").lstrip("*")
