@@ -39,6 +39,7 @@ import re
 import tempfile
 import zipfile
 from collections.abc import Collection, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -1203,10 +1204,21 @@ def _member(blobs: dict[str, bytes], name: Any, where: str) -> bytes:
     return blobs[name]
 
 
+def _npy_head(data: bytes | bytearray) -> bytes:
+    """The magic string and header of the ``.npy`` bytes ``data`` (all of ``data`` when
+    it is too short to say: reading the header then reports what is wrong)."""
+    if len(data) >= 12 and data[:6] == b"\x93NUMPY":
+        if data[6] == 1:
+            return bytes(data[:10 + int.from_bytes(data[8:10], "little")])
+        if data[6] in (2, 3):
+            return bytes(data[:12 + int.from_bytes(data[8:12], "little")])
+    return bytes(data[:4096])
+
+
 def _read_array(data: bytes | bytearray, member: str, where: str) -> np.ndarray:
     """The ``.npy`` array in ``data``: a view of ``data`` (no copy) when C-ordered."""
     try:
-        f = io.BytesIO(data)
+        f = io.BytesIO(_npy_head(data))  # the header only: BytesIO copies what it is given
         version = np.lib.format.read_magic(f)
         if version == (1, 0):
             shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
@@ -1281,15 +1293,22 @@ def _verified_members(zf: zipfile.ZipFile, digests: dict[str, str],
             f"the archive has member(s) the manifest does not list: {', '.join(map(repr, extra))}"
         )
     blobs: dict[str, bytes] = {}
-    for name, want in digests.items():
-        if name not in seen:
-            raise ExecutableFormatError(
-                f"the archive has no member {name!r} (the manifest lists it)"
-            )
-        if name in lazy:
-            continue
-        data = _read_member(zf, name, budget)
-        got = sha256_hex(data)
+    # one thread hashes each member while this one reads the next (hashlib and zlib let
+    # go of the GIL on large buffers): loading costs about the longer of the two, not
+    # their sum
+    read: list[tuple[str, str, bytearray, Any]] = []
+    with ThreadPoolExecutor(max_workers=1) as hasher:
+        for name, want in digests.items():
+            if name not in seen:
+                raise ExecutableFormatError(
+                    f"the archive has no member {name!r} (the manifest lists it)"
+                )
+            if name in lazy:
+                continue
+            data = _read_member(zf, name, budget)
+            read.append((name, want, data, hasher.submit(sha256_hex, data)))
+    for name, want, data, hashed in read:
+        got = hashed.result()
         if got != want:
             raise ExecutableFormatError(
                 f"member {name!r} was altered: its SHA-256 is {got[:16]}..., the manifest "
