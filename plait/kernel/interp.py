@@ -277,10 +277,10 @@ def _sigmoid(x: Any) -> Any:
 
 
 def _erf(x: Any) -> Any:
-    from plait.runtime.numpy_ops import _erf_erfc
+    from plait.runtime.special import erf_erfc
 
     arr = np.asarray(x)
-    out = _erf_erfc(arr)[0].astype(arr.dtype)
+    out = erf_erfc(arr)[0].astype(arr.dtype)
     return out if isinstance(x, np.ndarray) else out[()]
 
 

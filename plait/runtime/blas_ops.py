@@ -23,6 +23,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from . import numpy_ops
 from .packed import has_func, register_func
+from .window import expand_ints, expand_padding
 
 OPS = ("matmul", "linear", "conv2d")
 """The ops with a BLAS-backed function here."""
@@ -126,9 +127,9 @@ def conv2d(data: np.ndarray, weight: np.ndarray, out: np.ndarray, *,
     products, computed into ``out``.  Other layouts are transposed to NCHW/OIHW."""
     x = data if data_layout == "NCHW" else data.transpose(0, 3, 1, 2)
     w = weight if kernel_layout == "OIHW" else weight.transpose(3, 2, 0, 1)
-    s = numpy_ops._expand(strides, 2)
-    p = numpy_ops._expand_padding(padding, 2)
-    d = numpy_ops._expand(dilation, 2)
+    s = expand_ints(strides, 2)
+    p = expand_padding(padding, 2)
+    d = expand_ints(dilation, 2)
     n, _, h, wd = x.shape
     o, _, kh, kw = w.shape
     oh = (h + p[0] + p[2] - d[0] * (kh - 1) - 1) // s[0] + 1

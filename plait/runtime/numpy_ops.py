@@ -27,6 +27,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .call_schema import register_keyword_check, signature_check
+from .special import erf_erfc
+from .window import expand_ints, expand_padding
 
 try:  # the packed-function registry of the runtime
     from .packed import register_func
@@ -75,33 +77,6 @@ def _axis_tuple(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
     if isinstance(axis, int | np.integer):
         axis = (int(axis),)
     return tuple(sorted(int(a) % ndim if ndim else 0 for a in axis))
-
-
-def _expand(v: int | Sequence[int], n: int) -> tuple[int, ...]:
-    """An int-or-ints attribute as exactly ``n`` ints."""
-    if isinstance(v, int | np.integer):
-        return (int(v),) * n
-    v = tuple(int(x) for x in v)
-    if len(v) == 1:
-        return v * n
-    if len(v) != n:
-        raise ValueError(f"expected 1 or {n} values, got {v}")
-    return v
-
-
-def _expand_padding(v: int | Sequence[int], n: int) -> tuple[int, ...]:
-    """A padding attribute as ``2n`` ints: the ``n`` befores, then the ``n`` afters.  An
-    int or a 1-tuple pads every side, ``n`` values pad both sides of each axis."""
-    if isinstance(v, int | np.integer):
-        return (int(v),) * (2 * n)
-    v = tuple(int(x) for x in v)
-    if len(v) == 2 * n:
-        return v
-    if len(v) == 1:
-        return v * (2 * n)
-    if len(v) == n:
-        return v + v
-    raise ValueError(f"expected 1, {n} or {2 * n} padding values, got {v}")
 
 
 def _static_shape(shape: Sequence[Any], op: str) -> tuple[int, ...]:
@@ -211,60 +186,10 @@ def softplus(x: np.ndarray, *, beta: float = 1.0, threshold: float = 20.0) -> np
         return np.where(bx > threshold, x, soft).astype(x.dtype, copy=False)
 
 
-# W. J. Cody's rational approximations of erf/erfc (netlib specfun CALERF), accurate to
-# about 1e-16 relative in double precision.
-_ERF_A = (3.16112374387056560, 113.864154151050156, 377.485237685302021,
-          3209.37758913846947, 0.185777706184603153)  # fmt: skip
-_ERF_B = (23.6012909523441209, 244.024637934444173, 1282.61652607737228,
-          2844.23683343917062)  # fmt: skip
-_ERF_C = (0.564188496988670089, 8.88314979438837594, 66.1191906371416295,
-          298.635138197400131, 881.952221241769090, 1712.04761263407058,
-          2051.07837782607147, 1230.33935479799725, 2.15311535474403846e-8)  # fmt: skip
-_ERF_D = (15.7449261107098347, 117.693950891312499, 537.181101862009858,
-          1621.38957456669019, 3290.79923573345963, 4362.61909014324716,
-          3439.36767414372164, 1230.33935480374942)  # fmt: skip
-_ERF_P = (0.305326634961232344, 0.360344899949804439, 0.125781726111229246,
-          0.0160837851487422766, 6.58749161529837803e-4, 0.0163153871373020978)  # fmt: skip
-_ERF_Q = (2.56852019228982242, 1.87295284992346047, 0.527905102951428412,
-          0.0605183413124413191, 0.00233520497626869185)  # fmt: skip
-
-
-def _erf_erfc(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """erf(x) and erfc(x) in float64, both accurate to ~1e-16 relative."""
-    x = np.asarray(x, dtype=np.float64)
-    y = np.abs(x)
-    with np.errstate(all="ignore"):
-        # |x| <= 0.46875: erf by a rational function of x**2
-        ysq = y * y
-        num, den = _ERF_A[4] * ysq, ysq
-        for i in range(3):
-            num, den = (num + _ERF_A[i]) * ysq, (den + _ERF_B[i]) * ysq
-        erf_small = x * (num + _ERF_A[3]) / (den + _ERF_B[3])
-        # 0.46875 < |x| <= 4: erfc by a rational function of |x|
-        num, den = _ERF_C[8] * y, y
-        for i in range(7):
-            num, den = (num + _ERF_C[i]) * y, (den + _ERF_D[i]) * y
-        mid = (num + _ERF_C[7]) / (den + _ERF_D[7])
-        # |x| > 4: erfc by a rational function of 1/x**2
-        inv = 1.0 / ysq
-        num, den = _ERF_P[5] * inv, inv
-        for i in range(4):
-            num, den = (num + _ERF_P[i]) * inv, (den + _ERF_Q[i]) * inv
-        big = (0.56418958354775628695 - inv * (num + _ERF_P[4]) / (den + _ERF_Q[4])) / y
-        # exp(-y*y) computed as exp(-ysq16**2) * exp(-(y - ysq16)(y + ysq16)) for accuracy
-        y16 = np.trunc(y * 16.0) / 16.0
-        scale = np.exp(-y16 * y16) * np.exp(-(y - y16) * (y + y16))
-        erfc_abs = np.where(y >= 26.543, 0.0, np.where(y <= 4.0, mid, big) * scale)
-        small = y <= 0.46875
-        erf = np.where(small, erf_small, np.copysign(1.0 - erfc_abs, x))
-        erfc = np.where(small, 1.0 - erf_small, np.where(x < 0, 2.0 - erfc_abs, erfc_abs))
-    return erf, erfc
-
-
 @_impl()
 def erf(x: np.ndarray) -> np.ndarray:
     """The Gauss error function (float64 rational approximation, then rounded)."""
-    return _erf_erfc(x)[0].astype(x.dtype)
+    return erf_erfc(x)[0].astype(x.dtype)
 
 
 @_impl()
@@ -276,7 +201,7 @@ def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
         y = 0.5 * xd * (1.0 + np.tanh(inner))
     elif approximate == "none":
         # 0.5 * x * (1 + erf(x / sqrt2)) == 0.5 * x * erfc(-x / sqrt2), without cancellation
-        y = 0.5 * xd * _erf_erfc(-xd / math.sqrt(2.0))[1]
+        y = 0.5 * xd * erf_erfc(-xd / math.sqrt(2.0))[1]
     else:
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return y.astype(x.dtype)
@@ -913,7 +838,8 @@ def _conv(
     perm = _KERNEL_TO_OI[kernel_layout]
     w = weight if perm is None else weight.transpose(perm)
     y = _conv_nd(
-        x, w, _expand(strides, nd), _expand_padding(padding, nd), _expand(dilation, nd), groups
+        x, w, expand_ints(strides, nd), expand_padding(padding, nd), expand_ints(dilation, nd),
+        groups,
     )
     return _fresh(_from_cf(y, data_layout, data.dtype))
 
@@ -943,8 +869,8 @@ def _conv_t(
 ) -> np.ndarray:  # fmt: skip
     """An ``nd``-dimensional transposed convolution in any supported data layout."""
     y = _conv_transpose_nd(
-        _to_cf(data, data_layout), weight, _expand(strides, nd), _expand_padding(padding, nd),
-        _expand(output_padding, nd), _expand(dilation, nd), groups,
+        _to_cf(data, data_layout), weight, expand_ints(strides, nd), expand_padding(padding, nd),
+        expand_ints(output_padding, nd), expand_ints(dilation, nd), groups,
     )  # fmt: skip
     return _fresh(_from_cf(y, data_layout, data.dtype))
 
@@ -1106,8 +1032,8 @@ def _pool_geometry(
     if x.ndim != nd + 2:
         raise ValueError(f"{nd}-d pooling takes a tensor of rank {nd + 2} (batch, channels "
                          f"and {nd} spatial axes), got one of shape {x.shape}")
-    k, s = _expand(pool_size, nd), _expand(strides, nd)
-    d, p = _expand(dilation, nd), _expand_padding(padding, nd)
+    k, s = expand_ints(pool_size, nd), expand_ints(strides, nd)
+    d, p = expand_ints(dilation, nd), expand_padding(padding, nd)
     sizes = x.shape[2:]
     outs = [
         pool_out_size(sizes[i], k[i], s[i], p[i], p[i + nd], d[i], ceil_mode) for i in range(nd)
@@ -1221,7 +1147,7 @@ def adaptive_avg_pool2d(
     bins); output_size None keeps the input size."""
     xc = _to_cf(x, layout)
     h, w = xc.shape[2:]
-    oh, ow = (h, w) if output_size is None else _expand(output_size, 2)
+    oh, ow = (h, w) if output_size is None else expand_ints(output_size, 2)
     acc = np.float64
     # an integral image makes every bin sum O(1)
     ii = np.zeros(xc.shape[:2] + (h + 1, w + 1), dtype=acc)
@@ -1330,7 +1256,7 @@ def resize2d(
     # interpolate in the input's float type (float32 for float16, float64 for integers)
     work_dtype = _acc_dtype(x.dtype) if x.dtype.kind == "f" else np.dtype(np.float64)
     work = xc if method == "nearest" else xc.astype(work_dtype)
-    oh, ow = _expand(size, 2)
+    oh, ow = expand_ints(size, 2)
     for axis, n_out in ((2, oh), (3, ow)):
         work = _resize_axis(
             work, axis, n_out, method, coordinate_transformation_mode, rounding_method,

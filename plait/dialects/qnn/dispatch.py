@@ -261,7 +261,7 @@ def _plan_matmul(call: Call) -> _Plan | None:
 
 
 def _plan_conv2d(call: Call) -> _Plan | None:
-    from plait.runtime.numpy_ops import _expand, _expand_padding
+    from plait.runtime.window import expand_ints, expand_padding
     from plait.target.c.qgemm import (
         QConvCall,
         QDepthwiseCall,
@@ -279,8 +279,8 @@ def _plan_conv2d(call: Call) -> _Plan | None:
     if len(xs) != 4 or 0 in xs or 0 in os_ or not _scalar_like(_shape(zx)):
         return None
     a = call.attrs
-    strides, dilation = _expand(a["strides"], 2), _expand(a["dilation"], 2)
-    padding = _expand_padding(a["padding"], 2)
+    strides, dilation = expand_ints(a["strides"], 2), expand_ints(a["dilation"], 2)
+    padding = expand_padding(a["padding"], 2)
     o, cg, kh, kw = ws
     groups = int(a["groups"])
     if groups == 1 and cg == xs[1]:

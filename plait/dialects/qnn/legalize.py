@@ -439,14 +439,15 @@ def _global_avg_pool2d(lw: Lowering) -> Expr:
 
 @lowering("avg_pool2d")
 def _avg_pool2d(lw: Lowering) -> Expr:
-    from plait.runtime.numpy_ops import _expand, _expand_padding, pool_out_size
+    from plait.runtime.numpy_ops import pool_out_size
+    from plait.runtime.window import expand_ints, expand_padding
 
     x = lw.call.args[0]
     a = lw.call.attrs
     n, c, h, w = lw.arg_shape(0)
-    kh, kw = _expand(a["pool_size"], 2)
-    sh, sw = _expand(a["strides"], 2)
-    pt, pl, pb, pr = _expand_padding(a["padding"], 2)
+    kh, kw = expand_ints(a["pool_size"], 2)
+    sh, sw = expand_ints(a["strides"], 2)
+    pt, pl, pb, pr = expand_padding(a["padding"], 2)
     if (kh, kw) == (h, w) and not any((pt, pl, pb, pr)):
         return _global_avg(lw, x)
     xs, xz, ys, yz = _scalars(lw, 1, 2, 3, 4)

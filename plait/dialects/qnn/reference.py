@@ -549,12 +549,13 @@ def avg_pool2d(
     each window summed in float32 row by row (only the taps inside the input), divided
     by the count (the kernel size with ``count_include_pad``, else the taps inside the
     input), and quantized as ``nearbyintf(v / y_scale + y_zero_point)``."""
-    from plait.runtime.numpy_ops import _expand, _expand_padding, pool_out_size
+    from plait.runtime.numpy_ops import pool_out_size
+    from plait.runtime.window import expand_ints, expand_padding
 
     x = np.asarray(x)
-    kh, kw = _expand(pool_size, 2)
-    sh, sw = _expand(strides, 2)
-    pt, pl, pb, pr = _expand_padding(padding, 2)
+    kh, kw = expand_ints(pool_size, 2)
+    sh, sw = expand_ints(strides, 2)
+    pt, pl, pb, pr = expand_padding(padding, 2)
     n, c, h, w = x.shape
     if (kh, kw) == (h, w) and not any((pt, pl, pb, pr)):
         return global_avg_pool2d(x, x_scale, x_zero_point, y_scale, y_zero_point)

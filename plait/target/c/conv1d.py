@@ -19,7 +19,7 @@ from plait.ir.expr import Call, Constant, Expr
 from plait.ir.module import IRModule
 from plait.ir.types import TensorType
 from plait.op.registry import make_call
-from plait.runtime.numpy_ops import _expand, _expand_padding
+from plait.runtime.window import expand_ints, expand_padding
 from plait.transform.pass_base import module_pass
 
 from .dispatch import rewrite_ops
@@ -40,9 +40,9 @@ def conv1d_as_conv2d(bb: BlockBuilder, call: Call, target: Any) -> Expr | None:
     x, w = call.args
     if not isinstance(w, Constant):
         return None   # DispatchGemm takes constant weights only: conv1d's own kernel stays
-    (s,) = _expand(a.get("strides", 1), 1)
-    (d,) = _expand(a.get("dilation", 1), 1)
-    pads = _expand_padding(a.get("padding", 0), 1)
+    (s,) = expand_ints(a.get("strides", 1), 1)
+    (d,) = expand_ints(a.get("dilation", 1), 1)
+    pads = expand_padding(a.get("padding", 0), 1)
     x4 = bb.emit(make_call("expand_dims", x, axis=2))
     data = w.data
     w4 = Constant(data.reshape(data.shape[0], data.shape[1], 1, data.shape[2]))

@@ -49,7 +49,7 @@ def _is_grouped(call: Call) -> bool:
 def plan_grouped_conv2d(call: Call) -> _Plan | None:
     """The native call of a grouped float32 NCHW/OIHW ``conv2d`` of static shape (as a
     plan the epilogue steps extend), or None when the family cannot take it."""
-    from plait.runtime.numpy_ops import _expand, _expand_padding
+    from plait.runtime.window import expand_ints, expand_padding
 
     x, w = call.args
     xs, ws, os_ = _static_shape(x), _static_shape(w), _static_shape(call)
@@ -63,9 +63,9 @@ def plan_grouped_conv2d(call: Call) -> _Plan | None:
     o, cg, kh, kw = ws
     if g < 2 or c % g or o % g or cg != c // g or 0 in xs or 0 in os_ or 0 in ws:
         return None
-    sh, sw = _expand(a["strides"], 2)
-    dh, dw = _expand(a["dilation"], 2)
-    pt, pl, _pb, _pr = _expand_padding(a["padding"], 2)
+    sh, sw = expand_ints(a["strides"], 2)
+    dh, dw = expand_ints(a["dilation"], 2)
+    pt, pl, _pb, _pr = expand_padding(a["padding"], 2)
     desc = dict(N=n, C=c, H=h, W=wd, O=o, G=g, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw,
                 PT=pt, PL=pl, OH=os_[2], OW=os_[3])
     return _Plan("dwconv2d", [x, w], [(xs, "float32"), (ws, "float32")], desc, os_, "row", o)

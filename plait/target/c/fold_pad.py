@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from plait.ir.expr import Call, Expr
 from plait.op.registry import make_call
-from plait.runtime.numpy_ops import _expand_padding
+from plait.runtime.window import expand_padding
 from plait.transform.pattern import Match, is_op, wildcard
 from plait.transform.pattern_rewrite import Rule, rewrite_pass
 
@@ -36,7 +36,7 @@ def _fold(m: Match) -> Expr | None:
     if len(pw) != 8 or any(pw[:4]) or min(pw) < 0:
         return None
     top, bottom, left, right = pw[4:]
-    pt, pl, pb, pr = _expand_padding(ca.get("padding", 0), 2)
+    pt, pl, pb, pr = expand_padding(ca.get("padding", 0), 2)
     attrs = dict(ca)
     attrs["padding"] = (pt + top, pl + left, pb + bottom, pr + right)
     return make_call("conv2d", m[_X], *conv.args[1:], span=conv.span, **attrs)

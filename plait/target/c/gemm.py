@@ -342,11 +342,11 @@ def _plan_conv2d(call: Call, winograd: int | str) -> _Plan | None:
         return None
     if a["groups"] != 1 or a["data_layout"] != "NCHW" or a["kernel_layout"] != "OIHW":
         return None
-    from plait.runtime.numpy_ops import _expand, _expand_padding
+    from plait.runtime.window import expand_ints, expand_padding
 
-    sh, sw = _expand(a["strides"], 2)
-    dh, dw = _expand(a["dilation"], 2)
-    pt, pl, pb, pr = _expand_padding(a["padding"], 2)
+    sh, sw = expand_ints(a["strides"], 2)
+    dh, dw = expand_ints(a["dilation"], 2)
+    pt, pl, pb, pr = expand_padding(a["padding"], 2)
     n, c, h, wdt = xs
     o, cw, kh, kw = ws
     if cw != c or 0 in xs or 0 in os_:
@@ -454,7 +454,7 @@ block of ``plait_gemm.c`` (PLAIT_KC), since pooled outputs cannot hold partial s
 def _can_pool(plan: _Plan, call: Call) -> bool:
     """Whether the 2x2, stride-2 max pooling ``call`` of the plan's result can be fused
     into its convolution (see ``plait_conv2d_pool``)."""
-    from plait.runtime.numpy_ops import _expand, _expand_padding
+    from plait.runtime.window import expand_ints, expand_padding
 
     d = plan.desc
     if (plan.kind != "conv2d" or plan.winograd or plan.pixel_rows or plan.res is not None
@@ -465,10 +465,10 @@ def _can_pool(plan: _Plan, call: Call) -> bool:
     if d["OH"] % 2 or d["OW"] % 8:
         return False
     a = call.attrs
-    return (tuple(_expand(a["pool_size"], 2)) == (2, 2)
-            and tuple(_expand(a["strides"], 2)) == (2, 2)
-            and tuple(_expand(a["dilation"], 2)) == (1, 1)
-            and not any(_expand_padding(a["padding"], 2))
+    return (tuple(expand_ints(a["pool_size"], 2)) == (2, 2)
+            and tuple(expand_ints(a["strides"], 2)) == (2, 2)
+            and tuple(expand_ints(a["dilation"], 2)) == (1, 1)
+            and not any(expand_padding(a["padding"], 2))
             and a.get("layout", "NCHW") == "NCHW" and not a.get("ceil_mode"))
 
 

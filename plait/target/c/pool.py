@@ -36,7 +36,7 @@ from .squeeze_excite import _spatial_axes
 
 def _wrapper(call: Call) -> tuple[str, str, CFunction] | None:
     """The wrapper (name, C code, CFunction) of a max_pool2d call it takes, or None."""
-    from plait.runtime.numpy_ops import _expand, _expand_padding
+    from plait.runtime.window import expand_ints, expand_padding
 
     x = call.args[0]
     xs, os_ = _static_shape(x), _static_shape(call)
@@ -45,10 +45,10 @@ def _wrapper(call: Call) -> tuple[str, str, CFunction] | None:
         return None
     if a.get("ceil_mode") or 0 in xs or 0 in os_:
         return None
-    kh, kw = _expand(a["pool_size"], 2)
-    sh, sw = _expand(a["strides"], 2)
-    dh, dw = _expand(a["dilation"], 2)
-    pt, pl, _pb, _pr = _expand_padding(a["padding"], 2)
+    kh, kw = expand_ints(a["pool_size"], 2)
+    sh, sw = expand_ints(a["strides"], 2)
+    dh, dw = expand_ints(a["dilation"], 2)
+    pt, pl, _pb, _pr = expand_padding(a["padding"], 2)
     n, c, h, w = xs
     desc = (n, c, h, w, os_[2], os_[3], kh, kw, sh, sw, dh, dw, pt, pl)
     key = repr((desc, xs, os_))
@@ -76,15 +76,15 @@ squeeze-and-excite gates are ``c.DispatchSqueezeExcite``'s, which runs first."""
 
 def _covers_image(call: Call, xs: tuple[int, ...], os_: tuple[int, ...]) -> bool:
     """An ``avg_pool2d``/``adaptive_avg_pool2d`` call is the mean of each whole plane."""
-    from plait.runtime.numpy_ops import _expand, _expand_padding
+    from plait.runtime.window import expand_ints, expand_padding
 
     if os_[2:] != (1, 1):
         return False
     if call.op.name == "adaptive_avg_pool2d":
         return True
     a = call.attrs
-    k = _expand(a["pool_size"], 2)
-    return (_expand(a["dilation"], 2) == (1, 1) and _expand_padding(a["padding"], 2) == (0,) * 4
+    k = expand_ints(a["pool_size"], 2)
+    return (expand_ints(a["dilation"], 2) == (1, 1) and expand_padding(a["padding"], 2) == (0,) * 4
             and k[0] >= xs[2] and k[1] >= xs[3])
 
 

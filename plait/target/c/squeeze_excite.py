@@ -65,13 +65,13 @@ SQUEEZE_EXCITE = (is_op("multiply")(_X, _GATE) | is_op("multiply")(_GATE, _X)).h
 
 
 def _plain_1x1(call: Any) -> bool:
-    from plait.runtime.numpy_ops import _expand, _expand_padding
+    from plait.runtime.window import expand_ints, expand_padding
 
     a = call.attrs
     return (a["data_layout"] == "NCHW" and a["kernel_layout"] == "OIHW"
-            and tuple(_expand(a["strides"], 2)) == (1, 1)
-            and tuple(_expand(a["dilation"], 2)) == (1, 1)
-            and not any(_expand_padding(a["padding"], 2)))
+            and tuple(expand_ints(a["strides"], 2)) == (1, 1)
+            and tuple(expand_ints(a["dilation"], 2)) == (1, 1)
+            and not any(expand_padding(a["padding"], 2)))
 
 
 def _vector(m: Match, p: Any, n: int) -> np.ndarray | None:
