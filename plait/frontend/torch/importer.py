@@ -20,18 +20,19 @@ from typing import Any
 
 import numpy as np
 
+from ...ir import symbolic as sym
 from ...ir.builder import BlockBuilder, IRTypeError
 from ...ir.expr import Constant, DataflowVar, Expr, Span, Tuple, Var
 from ...ir.facts import DIM_RANGES, check_dim_ranges
 from ...ir.module import IRModule
-from ...ir.types import TensorType
+from ...ir.types import Dim, TensorType
 from ...op.registry import OpError
 from ..common import unique_name
 from .context import ConversionError, NodeContext
 from .dtypes import to_dtype
 from .errors import TorchImportError, UnsupportedOpsError, describe, last_frame
 from .registry import find_converter
-from .symbolic import SymValue, as_value, sanitize, sym_expr, upper_bound
+from .symbolic import SymValue, as_value, sanitize, sym_expr, to_dim, upper_bound
 
 OUTPUTS_ATTR = "torch_outputs"
 """The key (in the module's and the executable's ``runtime_attrs``) of the structure of
@@ -71,6 +72,8 @@ class ProgramImporter:
         self._used: dict[str, int] = {}
         self.param_names: list[str] = []
         """The state_dict names of the parameters kept as inputs, in order."""
+        self.range_facts: dict[str, tuple[int, int | None]] = {}
+        """The ranges of the named symbols (set once the inputs are bound)."""
 
     # ---------------------------------------------------------------- helpers
     def unique(self, hint: str) -> str:
@@ -110,14 +113,22 @@ class ProgramImporter:
         return a
 
     # -------------------------------------------------------------- symbolic sizes
-    def dim_of(self, expr: Any) -> int | str | None:
-        """The plait dimension of a size expression: an int, a name, or None when it
-        has no name yet."""
+    def dim_of(self, expr: Any) -> Dim | None:
+        """The plait dimension of a size expression: an int, a name, a size expression
+        over the named symbols, or None when plait cannot write it and it has no name
+        yet."""
         if isinstance(expr, int):
             return expr
-        return self.sym_names.get(expr)
+        name = self.sym_names.get(expr)
+        if name is not None:
+            return name
+        return to_dim(expr, self._symbol_names())
 
-    def dims_of(self, shape: Any) -> list[int | str | None]:
+    def _symbol_names(self) -> dict[Any, str]:
+        """The names of the plain shape symbols (not of compound expressions)."""
+        return {e: n for e, n in self.sym_names.items() if getattr(e, "is_Symbol", False)}
+
+    def dims_of(self, shape: Any) -> list[Dim | None]:
         return [self.dim_of(sym_expr(d)) for d in shape]
 
     def name_dim(self, expr: Any) -> str:
@@ -132,12 +143,13 @@ class ProgramImporter:
         return name
 
     def expected_type(self, val: Any) -> TensorType:
-        """The plait type of a FakeTensor (compound sizes get names)."""
+        """The plait type of a FakeTensor (sizes plait cannot write get names)."""
         dtype = to_dtype(val.dtype)
-        shape = []
+        shape: list[Dim] = []
         for d in val.shape:
             e = sym_expr(d)
-            shape.append(e if isinstance(e, int) else self.name_dim(e))
+            dim = self.dim_of(e)
+            shape.append(self.name_dim(e) if dim is None else dim)
         return TensorType(tuple(shape), dtype)
 
     def sym_tensor(self, expr: Any, span: Span | None) -> Expr:
@@ -245,6 +257,7 @@ class ProgramImporter:
                 continue
             raise TorchImportError(f"cannot import the exported program: input {node.name!r} is "
                                    f"a {spec.kind.name.lower()}, which plait does not support")
+        self.range_facts = self._ranges()
         out_node = next(n for n in graph.nodes if n.op == "output")
         out_values = list(out_node.args[0])
         out_specs = ep.graph_signature.output_specs
@@ -269,7 +282,7 @@ class ProgramImporter:
             "source": "torch.export",
             "runtime_attrs": {OUTPUTS_ATTR: {"spec": spec, "leaves": leaves}},
         }
-        ranges = self._ranges()
+        ranges = self.range_facts
         if ranges:
             mod_attrs[DIM_RANGES] = ranges
         return mod.with_attrs(**mod_attrs)
@@ -279,7 +292,7 @@ class ProgramImporter:
         if dtype is None:
             raise TorchImportError(f"cannot import the exported program: input {node.name!r} "
                                    f"has dtype {val.dtype}, which plait does not support")
-        shape: list[int | str] = []
+        shape: list[Dim] = []
         for axis, d in enumerate(val.shape):
             e = sym_expr(d)
             if isinstance(e, int):
@@ -292,7 +305,8 @@ class ProgramImporter:
                     name = self.unique(hint)
                     self.sym_names[e] = name
                 else:
-                    name = self.name_dim(e)
+                    dim = self.dim_of(e)
+                    name = self.name_dim(e) if dim is None else dim
             shape.append(name)
         return TensorType(tuple(shape), dtype)
 
@@ -317,8 +331,8 @@ class ProgramImporter:
 
     def _ranges(self) -> dict[str, tuple[int, int | None]]:
         out: dict[str, tuple[int, int | None]] = {}
-        for sym, vr in self.ep.range_constraints.items():
-            name = self.sym_names.get(sym)
+        for symbol, vr in self.ep.range_constraints.items():
+            name = self.sym_names.get(symbol)
             if name is None or name not in self.dim_sources:
                 continue
             lo = int(vr.lower) if upper_bound(vr.lower) is not None else 0
@@ -387,11 +401,28 @@ class ProgramImporter:
                 if isinstance(h, int) and isinstance(w, int) and h != w:
                     ctx.fail(f"internal error: the converter produced shape {have.shape}, "
                              f"PyTorch expects {want.shape}")
+        if have.shape is not None and all(
+                self._same_size(h, w) for h, w in zip(have.shape, want.shape)):
+            # the same sizes by the Dims' ranges (PyTorch simplified max(0, n - 2) to
+            # n - 2 knowing n >= 4): a reshape gives the value PyTorch's form of the type
+            return ctx.call("reshape", result, shape=tuple(want.shape))
+        # a match_cast binds names: sizes plait's inference did not derive get one
+        named = [d if isinstance(d, int | str) else self.name_dim(sym_expr(v))
+                 for d, v in zip(want.shape, val.shape)]
+        want = TensorType(tuple(named), want.dtype)
         var = self.bb.emit_match_cast(ctx.atom(result), want, self.unique(ctx.name))
         for axis, d in enumerate(want.shape):
             if isinstance(d, str) and d not in self.dim_sources:
                 self.dim_sources[d] = (var, axis)
         return var
+
+    def _same_size(self, a: Dim | None, b: Dim) -> bool:
+        """True when sizes ``a`` and ``b`` are proved equal for every value in the
+        Dims' ranges."""
+        if a is None:
+            return False
+        r = self.range_facts
+        return sym.prove_eq(a, b, r) or sym.simplify(a, r) == sym.simplify(b, r)
 
     def _getitem(self, node: Any) -> Any:
         src, index = node.args

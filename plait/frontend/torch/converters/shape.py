@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from ....ir import symbolic as sym
 from ....ir.expr import Expr
+from ....ir.types import Dim
 from ..context import NodeContext, normalize_dim
 from ..registry import converter
 from ..symbolic import SymValue
@@ -104,16 +106,32 @@ def squeeze(ctx: NodeContext) -> Expr:
     return ctx.call("squeeze", x, axis=axes)
 
 
-def _bound(ctx: NodeContext, v: object, size: object) -> int:
-    """A slice bound as an int (a symbolic bound equal to the axis' size is the end)."""
+def _bound(ctx: NodeContext, v: object, size: object) -> Dim:
+    """A slice bound: an int, or a size expression over the model's symbolic sizes (a
+    bound equal to the axis' size is the end)."""
     if v is None:
         return 0
     if isinstance(v, SymValue):
-        name = ctx.importer.dim_of(v.expr)
-        if name is not None and name == size:
-            return INT_MAX
-        ctx.unsupported(f"the symbolic slice bound {v.expr}")
+        dim = ctx.importer.dim_of(v.expr)
+        if dim is None:
+            ctx.unsupported(f"the symbolic slice bound {v.expr} (a size computed from tensor "
+                            "data, or an operation plait's size expressions do not have)")
+        return INT_MAX if dim == size else _from_start(ctx, dim, size)
     return int(v)  # type: ignore[call-overload]
+
+
+def _from_start(ctx: NodeContext, bound: Dim, size: object) -> Dim:
+    """A symbolic bound that PyTorch's ranges prove >= 0 (``n - 2`` with ``n >= 4``), in
+    a form plait's slice inference reads as counting from the start: ``size - 2`` as
+    ``-2``, otherwise ``max(0, bound)`` (the same value, visibly >= 0)."""
+    ranges = ctx.importer.range_facts
+    if sym.bounds(bound)[0] >= 0 or sym.bounds(bound, ranges)[0] < 0:
+        return bound
+    if isinstance(size, int | str | sym.SymExpr):
+        offset = sym.sub(bound, size)
+        if isinstance(offset, int) and offset < 0:
+            return offset
+    return sym.maximum(0, bound)
 
 
 @converter(["aten.slice.Tensor", "aten.slice_copy.Tensor"])
@@ -128,8 +146,9 @@ def slice_(ctx: NodeContext) -> Expr:
     step = ctx.int_arg("step", 1)
     b = _bound(ctx, start, shape[dim])
     e = INT_MAX if end is None else _bound(ctx, end, shape[dim])
-    e = min(e, INT_MAX)
-    if b == 0 and e >= INT_MAX and step == 1:
+    if isinstance(e, int):
+        e = min(e, INT_MAX)
+    if b == 0 and e == INT_MAX and step == 1:
         return x
     return ctx.call("strided_slice", x, axes=(dim,), begin=(b,), end=(e,), strides=(step,))
 
