@@ -56,7 +56,8 @@ class _Windows(torch.nn.Module):
         pos = torch.arange(n - 1, dtype=torch.float32)         # arange(n - 1)
         grid = pos.expand(b, n - 1)                            # expand to (b, n - 1)
         halves = torch.arange(n // 2 + b)                      # arange(n // 2 + b)
-        return head.sum(1) + tail.sum(1), flat * 2, grid + x[:, 1:], halves
+        last = x[:, n - 1] * x[b - 1, 0]                       # select at n - 1, b - 1
+        return head.sum(1) + tail.sum(1), flat * 2, grid + x[:, 1:], halves, last
 
 
 def test_symint_arithmetic_into_slices_views_and_arange() -> None:

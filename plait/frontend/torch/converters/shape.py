@@ -155,12 +155,12 @@ def slice_(ctx: NodeContext) -> Expr:
 
 @converter(["aten.select.int", "aten.select_copy.int"])
 def select(ctx: NodeContext) -> Expr:
-    """take with a scalar index"""
+    """take with a scalar index (a SymInt index computed at run time)"""
     x = ctx.x(0)
     index = ctx.arg("index")
-    if isinstance(index, SymValue):
-        ctx.unsupported("a symbolic index")
     dim = normalize_dim(ctx.int_arg("dim"), ctx.rank(x))
+    if isinstance(index, SymValue):  # x[:, n - 1]: the index computed at run time
+        return ctx.call("take", x, ctx.importer.sym_tensor(index.expr, ctx.span), axis=dim)
     return ctx.call("take", x, ctx.scalar(int(index), "int64"), axis=dim)
 
 
