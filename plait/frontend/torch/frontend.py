@@ -53,10 +53,37 @@ def from_exported_program(
                         f"{type(ep).__name__}; use from_torch(module, example_args) for an "
                         "nn.Module")
     if run_decompositions:
-        ep = ep.run_decompositions()
+        ep = _decompose(ep)
     importer = ProgramImporter(ep, keep_params_as_input=keep_params_as_input,
                                dim_names=dim_names)
     return importer.run(function_name)
+
+
+def _decompose(ep: Any) -> Any:
+    """``ep.run_decompositions()``; when PyTorch's own decomposition fails, again with
+    ``scaled_dot_product_attention`` kept whole (plait converts it): in torch 2.13 its
+    decomposition fails for a dynamic sequence ("Cannot view a tensor with shape [s77,
+    s27, 64] and strides (64, 64*s77, 1)", GPT-2's default attention)."""
+    import torch
+
+    try:
+        return ep.run_decompositions()
+    except Exception as first:
+        table = torch.export.default_decompositions()
+        sdpa = torch.ops.aten.scaled_dot_product_attention.default
+        if sdpa not in table:
+            raise _decompose_error(first) from first
+        del table[sdpa]
+        try:
+            return ep.run_decompositions(table)
+        except Exception:
+            raise _decompose_error(first) from first
+
+
+def _decompose_error(e: Exception) -> TorchImportError:
+    first = (str(e).strip().splitlines() or [""])[0]
+    return TorchImportError(f"cannot import the exported program: PyTorch's "
+                            f"run_decompositions() failed ({type(e).__name__}: {first})")
 
 
 def from_torch(

@@ -63,12 +63,10 @@ def _text(name: str) -> torch.nn.Module:
                                      num_attention_heads=4, intermediate_size=128,
                                      max_position_embeddings=128))
     elif name == "gpt2":
-        # eager attention: PyTorch's own decomposition of scaled_dot_product_attention
-        # fails for a dynamic sequence in torch 2.13 (run_decompositions: "Cannot view a
-        # tensor with shape [s77, s27, 64] and strides (64, 64*s77, 1)")
+        # its default SDPA attention: PyTorch's own decomposition of it fails for a
+        # dynamic sequence in torch 2.13, so the importer converts it whole
         m = t.GPT2Model(t.GPT2Config(vocab_size=500, n_embd=64, n_layer=2, n_head=4,
-                                     n_positions=128, bos_token_id=0, eos_token_id=0,
-                                     attn_implementation="eager"))
+                                     n_positions=128, bos_token_id=0, eos_token_id=0))
     else:  # grouped-query attention (2 key/value heads for 4), rotary embeddings
         m = t.LlamaModel(t.LlamaConfig(vocab_size=500, hidden_size=64, intermediate_size=128,
                                        num_hidden_layers=2, num_attention_heads=4,

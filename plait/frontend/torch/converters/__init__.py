@@ -1,4 +1,4 @@
 """The ATen op converters, one file per op family; importing this package registers
 them."""
 
-from . import create, elementwise, index, linalg, misc, nn, reduce, shape  # noqa: F401
+from . import attention, create, elementwise, index, linalg, misc, nn, reduce, shape  # noqa: F401
