@@ -26,8 +26,10 @@ import numpy as np
 import onnx
 from onnx import GraphProto, NodeProto, numpy_helper
 
+from ...ir import symbolic
 from ...ir.builder import BlockBuilder, IRTypeError, is_atom
 from ...ir.expr import Constant, DataflowVar, Expr, SeqExpr, Span, Tuple, TupleGetItem, Var
+from ...ir.facts import FactError, with_dim_ranges
 from ...ir.module import IRModule
 from ...ir.types import TensorType, TupleType
 from ...op.registry import OpError
@@ -56,6 +58,7 @@ def from_onnx(
     *,
     constants: Mapping[str, Any] | None = None,
     function_name: str = "main",
+    dim_ranges: Mapping[str, tuple[int, int | None]] | None = None,
 ) -> IRModule:
     """Import an ONNX model as an IRModule in phase ``ingestion``.
 
@@ -70,6 +73,10 @@ def from_onnx(
         constants: values of graph inputs to treat as constants (they are not parameters
             of ``main``); needed when a graph input decides a shape, axes or a count.
         function_name: the name of the function the graph becomes.
+        dim_ranges: inclusive ranges ``(min, max or None)`` of symbolic sizes of the
+            inputs, e.g. ``{"batch": (1, 32), "seq": (1, 512)}`` (ONNX files carry no
+            ranges); recorded as the module's ``dim_ranges`` fact, so the compiler may use
+            them and the built model refuses a size outside its range.
 
     Returns:
         A module with one function whose parameters are the graph inputs (initializers
@@ -88,7 +95,8 @@ def from_onnx(
         loaded = prepare_model(loaded)
         check_model(loaded)
         importer = GraphImporter(loaded, shapes=shapes, constants=constants)
-        return importer.run(function_name)
+        mod = importer.run(function_name)
+        return mod if not dim_ranges else add_dim_ranges(mod, dim_ranges, loaded.source)
     except RecursionError:  # pragma: no cover - the walk is iterative
         raise OnnxImportError(
             "the graph is nested too deeply", source=model_source(model_or_path)
@@ -136,14 +144,6 @@ class GraphImporter:
 
     def unique(self, hint: str) -> str:
         return unique_name(self._used_names, sanitize(hint))
-
-    def sym_axis(self, name: str) -> tuple[Var, int] | None:
-        """A graph input and the axis whose size is the symbolic size ``name``."""
-        for var in self._params:
-            ty = var.ty
-            if isinstance(ty, TensorType) and ty.shape is not None and name in ty.shape:
-                return var, ty.shape.index(name)
-        return None
 
     def fresh_dim(self, hint: str) -> str:
         """A new symbolic size name (for a size that is a product of symbolic sizes)."""
@@ -519,6 +519,31 @@ class GraphImporter:
             else:
                 outs.append(expr if is_atom(expr) else self.emit(expr, o.name, None))
         return outs
+
+
+def add_dim_ranges(
+    mod: IRModule, ranges: Mapping[str, tuple[int, int | None]], source: str
+) -> IRModule:
+    """``mod`` with the ranges of symbolic sizes of its parameters recorded (a name that
+    is no symbolic size of an input is refused, naming the ones there are)."""
+    names: set[str] = set()
+    for fn in mod.functions.values():
+        for p in getattr(fn, "params", ()):
+            if isinstance(p.ty, TensorType) and p.ty.shape is not None:
+                for d in p.ty.shape:
+                    names |= symbolic.free_symbols(d) if not isinstance(d, int) else set()
+    unknown = sorted(set(ranges) - names)
+    if unknown:
+        raise OnnxImportError(
+            f"dim_ranges names {', '.join(map(repr, unknown))}, which "
+            f"{'is' if len(unknown) == 1 else 'are'} no symbolic size of the inputs; the "
+            f"symbolic sizes are {', '.join(map(repr, sorted(names))) or 'none'}",
+            source=source,
+        )
+    try:
+        return with_dim_ranges(mod, ranges)
+    except FactError as e:
+        raise OnnxImportError(str(e), source=source) from None
 
 
 def model_source(model_or_path: Any) -> str:

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ....ir import symbolic
 from ....ir.expr import Expr, Tuple
 from ..context import NodeContext
 from ..registry import converter
@@ -60,17 +61,42 @@ def _flat_index(ctx: NodeContext, idx: Expr, dims: list[int], batch: list[int]) 
 @converter("GatherND", since=11)
 def convert_gather_nd(ctx: NodeContext) -> Expr:
     """``take`` of linear indices from the data with the indexed axes merged (the
-    indexed and batch sizes must be static)."""
+    batch sizes must be static; symbolic indexed sizes are read when the model runs)."""
     dshape, ishape = ctx.shape(0), ctx.shape(1)
     b = ctx.attr_int("batch_dims", 0)
     k = ishape[-1]
-    if not isinstance(k, int) or not all(isinstance(d, int) for d in dshape[: b + k]):
-        ctx.fail(f"the indexed sizes must be static (data {dshape}, indices {ishape})")
+    if not isinstance(k, int) or not all(isinstance(d, int) for d in dshape[:b]):
+        ctx.fail(f"the last index size and the batch sizes must be static (data {dshape}, "
+                 f"indices {ishape}, batch_dims {b})")
     batch, dims = list(dshape[:b]), list(dshape[b : b + k])
-    flat = _flat_index(ctx, ctx.x(1), dims, batch)  # type: ignore[arg-type]
+    if all(isinstance(d, int) for d in dims):
+        flat = _flat_index(ctx, ctx.x(1), dims, batch)  # type: ignore[arg-type]
+    elif not batch:
+        flat = _flat_index_at_run_time(ctx, ctx.x(1), k)
+    else:
+        ctx.fail(f"the indexed sizes must be static with batch_dims {b} (data {dshape}, "
+                 f"indices {ishape}); fix the input shapes with from_onnx(..., shapes={{...}})")
     rest = list(dshape[b + k :])
-    data = reshape(ctx, ctx.x(0), [math.prod(batch + dims)] + rest)  # type: ignore[operator]
+    data = reshape(ctx, ctx.x(0), [symbolic.product(batch + dims)] + rest)
     return ctx.call("take", data, flat, axis=0)
+
+
+def _flat_index_at_run_time(ctx: NodeContext, idx: Expr, k: int) -> Expr:
+    """The row-major linear index of ``k``-tuples into the first ``k`` axes of input 0,
+    whose sizes are read with ``shape_of`` when the model runs (negatives count from the
+    end): ``((i0 * d1 + i1) * d2 + i2) ...``."""
+    idx = cast(ctx, idx, "int64")
+    sizes = ctx.call("strided_slice", ctx.call("shape_of", ctx.x(0)),
+                     axes=(0,), begin=(0,), end=(k,))  # fmt: skip
+    neg = ctx.call("less", idx, scalar(ctx, 0, "int64"))
+    idx = ctx.call("where", neg, ctx.call("add", idx, sizes), idx)
+    last = len(ctx.shape(1)) - 1
+    flat = select(ctx, idx, 0, last)
+    for i in range(1, k):
+        flat = ctx.call("multiply", flat, select(ctx, sizes, i, 0))
+        flat = ctx.call("add", flat, select(ctx, idx, i, last))
+    return flat
+
 
 
 @converter("ScatterND", since=11, attr_choices={"reduction": ("none", "add", "mul", "max", "min")})

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ....ir import symbolic
 from ....ir.expr import Expr
 from ....ir.symbolic import is_dim
 from ....ir.types import Dim
@@ -403,17 +404,17 @@ def convert_constant_of_shape(ctx: NodeContext) -> Expr:
 
 @converter("Range", since=11)
 def convert_range(ctx: NodeContext) -> Expr:
-    """A constant ``arange`` when start, limit and delta are known at import time;
-    ``0, 1, ..., n - 1`` for a symbolic size ``n`` of a graph input as a running sum of
-    ones along that input's axis."""
+    """A constant ``arange`` when start, limit and delta are known at import time; for
+    an integer range whose length is a size expression (``Range(0, seq, 1)``,
+    ``Range(past, past + seq, 1)``: position ids) a running sum of ``delta`` with that
+    length, plus the start."""
     dtype = ctx.dtype(0)
-    lim = ctx.sym(1)
-    if lim is not None and lim.size == 1 and isinstance(lim.reshape(-1)[0], str):
-        start, delta = ctx.maybe_const(0), ctx.maybe_const(2)
-        if start is not None and delta is not None and delta.reshape(-1)[0] == 1:
-            n = ctx.importer.sym_axis(lim.reshape(-1)[0])
-            if n is not None:
-                return _symbolic_range(ctx, n, int(start.reshape(-1)[0]), dtype)
+    bounds = [ctx.sym(i) for i in range(3)]
+    if dtype in ("int32", "int64") and all(b is not None and b.size == 1 for b in bounds):
+        start, limit, delta = (b.reshape(-1)[0] for b in bounds)  # type: ignore[union-attr]
+        if isinstance(delta, int) and delta > 0 and (_is_size(start) or _is_size(limit)):
+            if start is not None and limit is not None:
+                return _size_range(ctx, start, limit, delta, dtype)
     start, limit, delta = (
         ctx.const(i, w).reshape(-1)[0] for i, w in enumerate(("start", "limit", "delta"))
     )
@@ -425,6 +426,24 @@ def convert_range(ctx: NodeContext) -> Expr:
         np.asarray(start).astype(compute).item(), limit.item(), delta.item(), dtype=compute
     ).astype(dtype)
     return ctx.constant(out)
+
+
+def _is_size(e: object) -> bool:
+    """True for a symbolic entry that is a size expression (not an int, not unknown)."""
+    return e is not None and not isinstance(e, int) and is_dim(e)
+
+
+def _size_range(ctx: NodeContext, start: Dim, limit: Dim, delta: int, dtype: str) -> Expr:
+    """``start, start + delta, ...`` below ``limit`` (a positive ``delta``), its length
+    the size expression ``max(0, (limit - start + delta - 1) // delta)``."""
+    span = symbolic.add(symbolic.sub(limit, start), delta - 1)
+    length = symbolic.maximum(0, symbolic.floordiv(span, delta))
+    steps = ctx.call("full", shape=(length,), fill_value=delta, dtype=dtype)
+    steps = ctx.call("cumsum", steps, axis=0, exclusive=True)
+    if start != 0:
+        steps = ctx.call("add", steps, scalar(ctx, start, dtype) if isinstance(start, int)
+                         else ctx.x(0))  # fmt: skip
+    return steps
 
 
 def _symbolic_range(ctx: NodeContext, source: tuple, start: int, dtype: str) -> Expr:
