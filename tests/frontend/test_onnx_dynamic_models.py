@@ -123,7 +123,7 @@ def test_dynamic_axes_import_and_run_on_numpy(exported: dict[str, str], name: st
     _check(exported[name], name, "numpy")
 
 
-@pytest.mark.parametrize("name", ["bert", "gpt2", "resnet"])
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "t5_encoder", "vit", "resnet"])
 def test_dynamic_axes_run_natively(exported: dict[str, str], name: str) -> None:
     _check(exported[name], name, "c")
 
