@@ -296,8 +296,19 @@ def _caller_module() -> str:
     return sys._getframe(2).f_globals.get("__name__", "__main__")
 
 
+def functions_to_rewrite(mod: IRModule, skip: Any = None) -> list[tuple[str, Function]]:
+    """The graph functions of ``mod`` (name, function) with a block body and for which
+    ``skip`` is false (default: all but those of external codegens)."""
+    if skip is None:
+        def skip(f: Function) -> bool:
+            return bool(f.attrs.get("compiler"))
+    return [(name, f) for name, f in mod.graph_functions()
+            if not skip(f) and isinstance(f.body, SeqExpr)]
+
+
 __all__ = [
     "RewriteFn",
+    "functions_to_rewrite",
     "Rule",
     "as_rules",
     "rewrite_function",

@@ -463,8 +463,8 @@ def dispatch_int8(mod: IRModule, skip: Any = None) -> IRModule:
     """``mod`` with its qnn products (and their output stages) rewritten into calls of
     the ``c`` target's int8 kernels; functions for which ``skip`` is true (default:
     those of external codegens) are left alone."""
-    from plait.target.c.gemm import functions_to_rewrite
     from plait.target.c.qgemm import record_calls
+    from plait.transform.pattern_rewrite import functions_to_rewrite
 
     wrappers: dict[str, tuple[str, CFunction]] = {}
     rule = int8_rule(wrappers)

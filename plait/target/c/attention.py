@@ -68,9 +68,10 @@ from plait.op.registry import make_call
 from plait.transform.dead_code import dead_code_elimination
 from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, Pattern, is_const, is_op, wildcard
-from plait.transform.pattern_rewrite import Rule, rewrite_function
+from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
-from .gemm import _static_shape, functions_to_rewrite, with_native_calls
+from .gemm import with_native_calls
+from .shapes import static_shape
 
 VIEW_CHAIN_OPS = ("reshape", "expand_dims", "squeeze", "flatten", "permute_dims",
                   "strided_slice")
@@ -140,7 +141,7 @@ def _replay(arr: np.ndarray, call: Call) -> np.ndarray | None:
     """``call`` (a view op) applied to ``arr`` as a numpy view, or None when that
     needs a copy."""
     name = _op_name(call)
-    out_shape = _static_shape(call)
+    out_shape = static_shape(call)
     if out_shape is None:
         return None
     a = call.attrs
@@ -181,7 +182,7 @@ def _operand(e: Expr, definition: Callable[[Expr], Expr | None]) -> _Operand | N
             break
         base, c = scaled
         scale *= c
-    shape = _static_shape(base)
+    shape = static_shape(base)
     if shape is None:
         return None
     arr = _stand_in(shape)
@@ -231,7 +232,7 @@ class _Attention:
         fields = ", ".join(
             repr(d[k]) if "scale" not in k else f"{float(np.float32(d[k])).hex()}f"
             for k in ATTENTION_FIELDS)
-        params = [(_static_shape(x.base), "float32") for x in self.operands()]
+        params = [(static_shape(x.base), "float32") for x in self.operands()]
         params.append((_static_shape_of_type(self.out_ty), "float32"))
         key = repr((sorted(d.items()), params))
         name = f"plait_attention_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
@@ -277,11 +278,11 @@ def _scale_step(y: Pattern) -> Pattern:
 
 
 def _keeps_first(call: Call) -> bool:
-    return call.args[0].ty == call.ty and _static_shape(call.args[1]) is not None
+    return call.args[0].ty == call.ty and static_shape(call.args[1]) is not None
 
 
 def _keeps_second(call: Call) -> bool:
-    return call.args[1].ty == call.ty and _static_shape(call.args[0]) is not None
+    return call.args[1].ty == call.ty and static_shape(call.args[0]) is not None
 
 
 def _mask_step(s: Pattern) -> Pattern:
@@ -292,7 +293,7 @@ def _mask_step(s: Pattern) -> Pattern:
 
 
 def _softmax_ok(call: Call) -> bool:
-    shape = _static_shape(call)
+    shape = static_shape(call)
     return (shape is not None and 2 <= len(shape) <= 4 and 0 not in shape
             and int(call.attrs["axis"]) % len(shape) == len(shape) - 1)
 
@@ -302,13 +303,13 @@ def _output_permutation_ok(call: Call) -> bool:
     rank = len(call.ty.shape) if call.ty.shape is not None else 0  # type: ignore[union-attr]
     axes = call.attrs.get("axes")
     order = list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]
-    return bool(order) and order[-1] == rank - 1 and _static_shape(call) is not None
+    return bool(order) and order[-1] == rank - 1 and static_shape(call) is not None
 
 
 def _batch_reshape_ok(call: Call) -> bool:
     """A reshape that keeps the last two axes and regroups only the batch axes (the
     (heads, rows, keys) <-> (1, heads, rows, keys) views around torch's ``bmm``)."""
-    src, dst = _static_shape(call.args[0]), _static_shape(call)
+    src, dst = static_shape(call.args[0]), static_shape(call)
     return (src is not None and dst is not None and len(src) >= 2 and len(dst) >= 2
             and src[-2:] == dst[-2:]
             and int(np.prod(src[:-2], dtype=np.int64)) == int(np.prod(dst[:-2], dtype=np.int64)))
@@ -411,8 +412,8 @@ def _attention_plan(m: Match) -> _Attention | None:
     k_sm = names.index("softmax")
     k_mm2 = names.index("matmul", k_sm)
     sm, mm1, mm2 = calls[k_sm], calls[0], calls[k_mm2]
-    shape = _static_shape(sm)
-    s_shape = _static_shape(mm1)
+    shape = static_shape(sm)
+    s_shape = static_shape(mm1)
     if (shape is None or s_shape is None or s_shape[-2:] != shape[-2:]
             or mm1.ty.dtype != sm.ty.dtype):  # type: ignore[union-attr]
         return None
@@ -430,7 +431,7 @@ def _attention_plan(m: Match) -> _Attention | None:
         name = _op_name(call)
         if name == "add":
             mask = call.args[1] if call.args[0] is prev else call.args[0]
-            mask_shape = _static_shape(call)
+            mask_shape = static_shape(call)
         elif name != "reshape":
             c = _scale_of(call)[1]  # type: ignore[index]
             scale *= c
@@ -439,7 +440,7 @@ def _attention_plan(m: Match) -> _Attention | None:
         prev = g.bindings[i].var
     qe, ke = mm1.args
     ve = mm2.args[1]
-    o_shape = _static_shape(mm2)
+    o_shape = static_shape(mm2)
     if (o_shape is None or 0 in o_shape or not 2 <= len(o_shape) <= 4
             or int(np.prod(o_shape[:-2], dtype=np.int64))
             != int(np.prod(shape[:-2], dtype=np.int64))):
@@ -451,7 +452,7 @@ def _attention_plan(m: Match) -> _Attention | None:
         axes = perm.attrs.get("axes")
         rank = len(o_shape)
         order = list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]
-        o_arr = _stand_in(_static_shape(perm)).transpose(np.argsort(order))  # type: ignore[arg-type]
+        o_arr = _stand_in(static_shape(perm)).transpose(np.argsort(order))  # type: ignore[arg-type]
         out_ty = perm.ty
     q, k, v = (_operand(e, m.definition) for e in (qe, ke, ve))
     if q is None or k is None or v is None:

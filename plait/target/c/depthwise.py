@@ -34,8 +34,10 @@ from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
+from .c_float import c_float
 from .families import record_wrappers
-from .gemm import ACT_GELU, ACT_GELU_TANH, _c_float, _epilogue_step, _extend, _Plan, _static_shape
+from .gemm import ACT_GELU, ACT_GELU_TANH, _epilogue_step, _extend, _Plan
+from .shapes import static_shape
 
 DESC_FIELDS = ("N", "C", "H", "W", "O", "G", "KH", "KW", "SH", "SW", "DH", "DW", "PT",
                "PL", "OH", "OW")
@@ -52,7 +54,7 @@ def plan_grouped_conv2d(call: Call) -> _Plan | None:
     from plait.runtime.window import expand_ints, expand_padding
 
     x, w = call.args
-    xs, ws, os_ = _static_shape(x), _static_shape(w), _static_shape(call)
+    xs, ws, os_ = static_shape(x), static_shape(w), static_shape(call)
     a = call.attrs
     if xs is None or ws is None or os_ is None or len(xs) != 4 or len(ws) != 4:
         return None
@@ -74,7 +76,7 @@ def plan_grouped_conv2d(call: Call) -> _Plan | None:
 def _wrapper(plan: _Plan) -> tuple[str, str, CFunction]:
     """The plan's call wrapper: (symbol, C code, CFunction)."""
     fields = [str(plan.desc[k]) for k in DESC_FIELDS]
-    fields += [str(plan.act), _c_float(plan.act_lo), _c_float(plan.act_hi)]
+    fields += [str(plan.act), c_float(plan.act_lo), c_float(plan.act_hi)]
     args = ["const float* x", "const float* w"]
     params = list(plan.params)
     if plan.bias is not None:

@@ -16,9 +16,9 @@ kernels.  On the way it
 * **fuses the epilogue**: a following ``add`` of a per-channel constant (the bias), an
   ``add`` of a tensor of the output's shape (a residual), a ``relu`` and last an
   activation — ``clip`` (ReLU6; clips in a row narrow one interval), ``silu``
-  (``x * sigmoid(x)`` is made ``silu`` first, :data:`SILU_RULE`) or ``gelu`` of either
-  form (``x * (1 + erf(x / sqrt 2)) * 0.5`` as exported is made ``gelu`` first,
-  :data:`GELU_RULE`; GPT-2's ``0.5 x (1 + tanh(...))``, :data:`GELU_TANH_RULE`),
+  (``x * sigmoid(x)`` is made ``silu`` first) or ``gelu`` of either form (``x * (1 +
+  erf(x / sqrt 2)) * 0.5`` as exported, and GPT-2's ``0.5 x (1 + tanh(...))``, are made
+  ``gelu`` first: :mod:`plait.transform.activation_rules`),
   applied to each tile as it is stored (``plait_act_tile``) — are folded into the call
   when each intermediate result has no other use: one pass over the output instead of
   several;
@@ -59,29 +59,23 @@ from plait.ir.expr import (
     ExternFunc,
     Function,
     Op,
-    SeqExpr,
     Tuple,
     Var,
 )
 from plait.ir.module import IRModule
-from plait.ir.types import TensorType
 from plait.op.registry import make_call
+from plait.transform.activation_rules import ACTIVATION_RULES
 from plait.transform.pass_base import module_pass
-from plait.transform.pattern import Match, Pattern, is_const, is_op, match_at, wildcard
-from plait.transform.pattern_rewrite import Rule, rewrite_function
+from plait.transform.pattern import Match, Pattern, is_op, match_at, wildcard
+from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
 from .build import add_c_source
+from .c_float import c_float
 from .families import families_called, family_sources, header_text
+from .shapes import static_shape
 
 ACT_NONE, ACT_CLIP, ACT_SILU, ACT_GELU, ACT_GELU_TANH = 0, 1, 2, 3, 4
 """The activations of the native epilogue (``PLAIT_ACT_*`` of ``plait_gemm.h``)."""
-
-
-def _c_float(v: float) -> str:
-    """``v`` as a C float constant expression (infinities as GCC/clang builtins)."""
-    if math.isinf(v):
-        return "__builtin_inff()" if v > 0 else "(-__builtin_inff())"
-    return f"{float(np.float32(v))!r}f"
 
 
 MR, NR = 6, 16
@@ -229,15 +223,6 @@ def pixel_rows_applies(desc: dict[str, int]) -> bool:
 # ------------------------------------------------------------ call plans
 
 
-def _static_shape(e: Expr) -> tuple[int, ...] | None:
-    ty = e.ty
-    if not isinstance(ty, TensorType) or ty.dtype != "float32" or ty.shape is None:
-        return None
-    if not all(isinstance(d, int) for d in ty.shape):
-        return None
-    return tuple(int(d) for d in ty.shape)
-
-
 @dataclass
 class _Plan:
     """A product being fused: the anchor call, its C description and the epilogue."""
@@ -275,7 +260,7 @@ class _Plan:
         bias = "bias" if self.bias is not None else "NULL"
         res = "res" if self.res is not None else "NULL"
         d = self.desc
-        act = (self.act, _c_float(self.act_lo), _c_float(self.act_hi))
+        act = (self.act, c_float(self.act_lo), c_float(self.act_hi))
         if self.kind == "conv2d":
             fields = ", ".join(str(d[k]) for k in (
                 "N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "DH", "DW",
@@ -335,7 +320,7 @@ def _const_data(e: Expr) -> np.ndarray | None:
 
 def _plan_conv2d(call: Call, winograd: int | str) -> _Plan | None:
     x, w = call.args
-    xs, ws, os_ = _static_shape(x), _static_shape(w), _static_shape(call)
+    xs, ws, os_ = static_shape(x), static_shape(w), static_shape(call)
     wd = _const_data(w)
     a = call.attrs
     if xs is None or ws is None or os_ is None or wd is None or len(xs) != 4:
@@ -370,8 +355,8 @@ def _plan_conv2d(call: Call, winograd: int | str) -> _Plan | None:
 
 def _plan_gemm(call: Call, op: str) -> _Plan | None:
     """linear(x, w[, b]) or matmul(a, b) as a (batched) product with a strided A."""
-    os_ = _static_shape(call)
-    shapes = [_static_shape(a) for a in call.args]
+    os_ = static_shape(call)
+    shapes = [static_shape(a) for a in call.args]
     if os_ is None or any(s is None for s in shapes) or 0 in os_:
         return None
     x = call.args[0]
@@ -429,7 +414,7 @@ def _plan_gemm(call: Call, op: str) -> _Plan | None:
         return None
     desc = dict(M=m, N=n, K=k, lda_r=k, lda_c=1, b_kind=b_kind, ldb_r=ldb_r, ldb_c=ldb_c,
                 batch=batch, a_bs=a_bs, b_bs=b_bs, c_bs=c_bs)
-    bshape = _static_shape(bmat)
+    bshape = static_shape(bmat)
     assert bshape is not None
     plan = _Plan("gemm", [x, bmat], [(xs, "float32"), (bshape, "float32")], desc,
                  os_, "col", n)
@@ -512,7 +497,7 @@ def _view_source(value: Expr) -> Expr | None:
     if name not in VIEW_OPS or len(value.args) != 1:
         return None
     src = value.args[0]
-    ss, vs = _static_shape(src), _static_shape(value)
+    ss, vs = static_shape(src), static_shape(value)
     if ss is None or vs is None or int(np.prod(ss)) != int(np.prod(vs)):
         return None
     if name == "permute_dims":
@@ -552,14 +537,14 @@ def _extend(plan: _Plan, value: Call, src: Var) -> bool:
     """Fold epilogue step ``value`` (which reads the plan's result ``src``) into the
     plan; False when the native call cannot do it at this point."""
     if _view_source(value) is not None:
-        plan.out_shape = _static_shape(value) or plan.out_shape
+        plan.out_shape = static_shape(value) or plan.out_shape
         plan.viewed = True
         return True
     if _is_op(value, "max_pool2d"):
         if not _can_pool(plan, value):
             return False
         plan.pool = True
-        plan.out_shape = _static_shape(value) or plan.out_shape
+        plan.out_shape = static_shape(value) or plan.out_shape
         return True
     if value.ty != src.ty:
         return False
@@ -643,7 +628,7 @@ def _read_through_view(plan: _Plan, m: Match, pattern: Pattern, ops: Sequence[st
             for other in match_at(pattern, source, m.graph)):
         return
     plan.inputs[0] = source
-    plan.params[0] = (_static_shape(source) or plan.params[0][0], "float32")
+    plan.params[0] = (static_shape(source) or plan.params[0][0], "float32")
 
 
 def gemm_rule(ops: Sequence[str], winograd: int | str,
@@ -681,109 +666,6 @@ def _winograd_m(winograd: int | bool | str) -> int | str:
                      f"F(m x m, 3x3)), got {winograd!r}")
 
 
-def functions_to_rewrite(mod: IRModule, skip: Any = None) -> list[tuple[str, Function]]:
-    """The graph functions of ``mod`` (name, function) with a block body and for which
-    ``skip`` is false (default: all but those of external codegens)."""
-    if skip is None:
-        def skip(f: Function) -> bool:
-            return bool(f.attrs.get("compiler"))
-    return [(name, f) for name, f in mod.graph_functions()
-            if not skip(f) and isinstance(f.body, SeqExpr)]
-
-
-_SILU_X = wildcard()
-_SILU_SIGMOID = is_op("sigmoid")(_SILU_X).single_use()
-
-
-def _silu(m: Match) -> Expr | None:
-    """``multiply(x, sigmoid(x))`` (either order) as ``silu(x)``: one step of a
-    product's epilogue (x is read twice, so the chain would stop at it)."""
-    xs = m.all(_SILU_X)
-    if len(xs) != 2 or xs[0] is not xs[1]:
-        return None
-    return make_call("silu", xs[0])
-
-
-_SILU_ROOT = (is_op("multiply")(_SILU_X, _SILU_SIGMOID)
-              | is_op("multiply")(_SILU_SIGMOID, _SILU_X)).has_dtype("float32")
-SILU_RULE = Rule("c.silu", _SILU_ROOT, _silu)
-"""EfficientNet's SiLU (``x * sigmoid(x)``, as exported) as the ``silu`` op, so that it
-fuses into the product before it."""
-
-
-def _scalar_near(value: float) -> Pattern:
-    """A float constant of one element within 1e-6 relative of ``value``."""
-    return is_const(lambda d: d.dtype.kind == "f" and math.isclose(float(d.reshape(-1)[0]),
-                                                                  value, rel_tol=1e-6),
-                    scalar=True)
-
-
-_GELU_X = wildcard()
-_GELU_ARG = (is_op("divide")(_GELU_X, _scalar_near(math.sqrt(2.0)))
-             | is_op("multiply")(_GELU_X, _scalar_near(math.sqrt(0.5)))
-             | is_op("multiply")(_scalar_near(math.sqrt(0.5)), _GELU_X)).single_use()
-_GELU_ERF = is_op("erf")(_GELU_ARG).single_use()
-_GELU_ONE = (is_op("add")(_GELU_ERF, _scalar_near(1.0))
-             | is_op("add")(_scalar_near(1.0), _GELU_ERF)).single_use()
-_GELU_PROD = (is_op("multiply")(_GELU_X, _GELU_ONE)
-              | is_op("multiply")(_GELU_ONE, _GELU_X)).single_use()
-_GELU_ROOT = (is_op("multiply")(_GELU_PROD, _scalar_near(0.5))
-              | is_op("multiply")(_scalar_near(0.5), _GELU_PROD)).has_dtype("float32")
-
-
-def _gelu(m: Match) -> Expr | None:
-    """``x * (1 + erf(x / sqrt 2)) * 0.5`` (as torch.onnx exports GELU; the division may
-    be a multiplication by 1 / sqrt 2, each step in either order) as ``gelu(x)``."""
-    xs = m.all(_GELU_X)
-    if len(xs) != 2 or xs[0] is not xs[1] or m.root.ty != xs[0].ty:
-        return None   # not x's twice, or a constant of another rank broadcasts the result
-    return make_call("gelu", xs[0], approximate="none")
-
-
-GELU_RULE = Rule("c.gelu", _GELU_ROOT, _gelu)
-"""GELU of the erf form as exported (ViT, DeiT, BERT, ConvNeXt, Whisper: five elementwise
-ops reading x twice) as the ``gelu`` op, so that it fuses into the product before it
-(plait_gelu_sv: a rational erf on vectors, with fused multiply-adds)."""
-
-
-def _either(op: str, a: Pattern, b: Pattern) -> Pattern:
-    """``op(a, b)`` or ``op(b, a)`` (a commutative op's operands in either order)."""
-    return is_op(op)(a, b) | is_op(op)(b, a)
-
-
-_GELU_T_X = wildcard()
-_GELU_T_CUBE = (is_op("power")(_GELU_T_X, _scalar_near(3.0))
-                | _either("multiply", _GELU_T_X,
-                          is_op("multiply")(_GELU_T_X, _GELU_T_X).single_use())).single_use()
-_GELU_T_SUM = _either("add", _GELU_T_X, _either("multiply", _GELU_T_CUBE,
-                                                _scalar_near(0.044715)).single_use())
-_GELU_T_TANH = is_op("tanh")(
-    _either("multiply", _GELU_T_SUM.single_use(),
-            _scalar_near(math.sqrt(2.0 / math.pi))).single_use()).single_use()
-_GELU_T_ONE = _either("add", _GELU_T_TANH, _scalar_near(1.0)).single_use()
-_GELU_T_ROOT = (_either("multiply", _either("multiply", _GELU_T_X,
-                                            _scalar_near(0.5)).single_use(), _GELU_T_ONE)
-                | _either("multiply", _either("multiply", _GELU_T_X, _GELU_T_ONE).single_use(),
-                          _scalar_near(0.5))).has_dtype("float32")
-
-
-def _gelu_tanh(m: Match) -> Expr | None:
-    """``0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))`` as exported (GPT-2's
-    ``gelu_new`` with ``pow(x, 3)``, torch.onnx's tanh-approximate GELU with ``x * (x *
-    x)``; each step's operands in either order, the 0.5 on x or on the product) as
-    ``gelu(x, approximate="tanh")``."""
-    xs = m.all(_GELU_T_X)
-    if len(xs) < 3 or any(x is not xs[0] for x in xs) or m.root.ty != xs[0].ty:
-        return None   # not one x throughout, or a constant of another rank broadcasts
-    return make_call("gelu", xs[0], approximate="tanh")
-
-
-GELU_TANH_RULE = Rule("c.gelu_tanh", _GELU_T_ROOT, _gelu_tanh)
-"""GELU of the tanh form as exported (GPT-2: eight elementwise ops reading x three
-times) as the ``gelu`` op with ``approximate="tanh"``, so that it fuses into the product
-before it (plait_gelu_tanh_sv: x sigmoid(2u), SiLU's quotient)."""
-
-
 def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
                   winograd: int | bool | str = "auto") -> IRModule:
     """``mod`` with float32 conv2d/linear/matmul (and their epilogues) rewritten into
@@ -793,7 +675,7 @@ def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
     rule = gemm_rule(ops, _winograd_m(winograd), wrappers)
     funcs: dict[str, Function] = {}
     for name, f in functions_to_rewrite(mod, skip):
-        f = rewrite_function(f, [SILU_RULE, GELU_RULE, GELU_TANH_RULE], mod, name=name)
+        f = rewrite_function(f, list(ACTIVATION_RULES), mod, name=name)
         nf = rewrite_function(f, [rule], mod, name=name)
         if nf is not mod[name]:
             funcs[name] = nf

@@ -30,7 +30,7 @@ from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
 from .families import record_wrappers
-from .gemm import _static_shape
+from .shapes import static_shape
 from .squeeze_excite import _spatial_axes
 
 
@@ -39,7 +39,7 @@ def _wrapper(call: Call) -> tuple[str, str, CFunction] | None:
     from plait.runtime.window import expand_ints, expand_padding
 
     x = call.args[0]
-    xs, os_ = _static_shape(x), _static_shape(call)
+    xs, os_ = static_shape(x), static_shape(call)
     a = call.attrs
     if xs is None or os_ is None or len(xs) != 4 or a.get("layout", "NCHW") != "NCHW":
         return None
@@ -90,7 +90,7 @@ def _covers_image(call: Call, xs: tuple[int, ...], os_: tuple[int, ...]) -> bool
 
 def _mean_wrapper(call: Call) -> tuple[str, str, CFunction] | None:
     """The wrapper (name, C code, CFunction) of a global average it takes, or None."""
-    xs, os_ = _static_shape(call.args[0]), _static_shape(call)
+    xs, os_ = static_shape(call.args[0]), static_shape(call)
     if xs is None or os_ is None or len(xs) != 4 or 0 in xs:
         return None
     if call.op.name in ("avg_pool2d", "adaptive_avg_pool2d") and not _covers_image(call, xs, os_):

@@ -11,7 +11,7 @@ becomes ``y = plait_se_scale(x, w1, b1, w2, b2)``: the channel means in one pass
 ``x``, the two small products and their activations in the call (no native call of its
 own for a 1x1 convolution of a 1x1 image: their call overhead was most of their time),
 the gate applied in a second pass.  ``x * sigmoid(x)`` is made ``silu`` first
-(:data:`~plait.target.c.gemm.SILU_RULE`).  The pass runs before ``c.DispatchGemm``
+(:data:`~plait.transform.activation_rules.SILU_RULE`).  The pass runs before ``c.DispatchGemm``
 (which would take the two 1x1 convolutions); each intermediate value must have no use
 outside the block, the weights must be constants and ``x`` float32 NCHW of static shape.
 """
@@ -28,12 +28,13 @@ from plait.codegen.c import CFunction
 from plait.ir.expr import Constant, Expr, ExternFunc, Function, Tuple
 from plait.ir.module import IRModule
 from plait.op.registry import make_call
+from plait.transform.activation_rules import SILU_RULE
 from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, is_const, is_op, wildcard
-from plait.transform.pattern_rewrite import Rule, rewrite_function
+from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
 from .families import record_wrappers
-from .gemm import SILU_RULE, _static_shape, functions_to_rewrite
+from .shapes import static_shape
 
 SE_RELU = 3
 """``PLAIT_DW_SE_RELU`` of ``plait_dwconv.h`` (SiLU is ``PLAIT_DW_ACT_SILU``, 2)."""
@@ -96,7 +97,7 @@ def se_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
         if len(xs) != 2 or xs[0] is not xs[1] or not m.is_contained():
             return None
         x = xs[0]
-        shape = _static_shape(x)
+        shape = static_shape(x)
         conv1, conv2 = m.call(_CONV1), m.call(_CONV2)
         w1, w2 = m[_W1], m[_W2]
         if shape is None or not _plain_1x1(conv1) or not _plain_1x1(conv2):
