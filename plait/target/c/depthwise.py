@@ -4,7 +4,7 @@ convolutions, ConvNeXt's 7x7, ResNeXt's grouped ones) of static shape, with its
 epilogue, to ``plait_dwconv.c`` (a kernel family: :mod:`.families`).
 
 The epilogue is :class:`~plait.target.c.gemm.DispatchGemm`'s, planned by the same steps
-(:func:`~plait.target.c.gemm._extend`): a per-channel constant ``add`` (the bias), an
+(:func:`~plait.target.c.gemm.extend_epilogue`): a per-channel constant ``add`` (the bias), an
 ``add`` of a tensor of the output's shape (a residual), a ``relu``, then ``clip``
 (ReLU6) or ``silu`` (not ``gelu``: the chain stops before it), and views that keep the
 elements in order, each folded while the intermediate result has no other use.  The
@@ -36,7 +36,7 @@ from plait.transform.pattern_rewrite import Rule, rewrite_module
 
 from .c_float import c_float
 from .families import record_wrappers
-from .gemm import ACT_GELU, ACT_GELU_TANH, _epilogue_step, _extend, _Plan
+from .gemm import ACT_GELU, ACT_GELU_TANH, ProductPlan, epilogue_step, extend_epilogue
 from .shapes import static_shape
 
 DESC_FIELDS = ("N", "C", "H", "W", "O", "G", "KH", "KW", "SH", "SW", "DH", "DW", "PT",
@@ -48,7 +48,7 @@ def _is_grouped(call: Call) -> bool:
     return int(call.attrs.get("groups", 1)) > 1
 
 
-def plan_grouped_conv2d(call: Call) -> _Plan | None:
+def plan_grouped_conv2d(call: Call) -> ProductPlan | None:
     """The native call of a grouped float32 NCHW/OIHW ``conv2d`` of static shape (as a
     plan the epilogue steps extend), or None when the family cannot take it."""
     from plait.runtime.window import expand_ints, expand_padding
@@ -70,10 +70,10 @@ def plan_grouped_conv2d(call: Call) -> _Plan | None:
     pt, pl, _pb, _pr = expand_padding(a["padding"], 2)
     desc = dict(N=n, C=c, H=h, W=wd, O=o, G=g, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw,
                 PT=pt, PL=pl, OH=os_[2], OW=os_[3])
-    return _Plan("dwconv2d", [x, w], [(xs, "float32"), (ws, "float32")], desc, os_, "row", o)
+    return ProductPlan("dwconv2d", [x, w], [(xs, "float32"), (ws, "float32")], desc, os_, "row", o)
 
 
-def _wrapper(plan: _Plan) -> tuple[str, str, CFunction]:
+def _wrapper(plan: ProductPlan) -> tuple[str, str, CFunction]:
     """The plan's call wrapper: (symbol, C code, CFunction)."""
     fields = [str(plan.desc[k]) for k in DESC_FIELDS]
     fields += [str(plan.act), c_float(plan.act_lo), c_float(plan.act_hi)]
@@ -98,7 +98,7 @@ def _wrapper(plan: _Plan) -> tuple[str, str, CFunction]:
 
 
 GROUPED_CONV = (is_op("conv2d").has_dtype("float32").has_rank(4).where(_is_grouped)
-                .repeat(_epilogue_step))
+                .repeat(epilogue_step))
 """The shape :class:`DispatchDepthwise` takes: a grouped float32 conv2d and any number of
 epilogue steps (what one call can do is the plan's business, as in c.DispatchGemm)."""
 
@@ -113,7 +113,7 @@ def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
         members = sorted(m.bindings)
         plan = plan_grouped_conv2d(g.bindings[members[0]].value)  # type: ignore[arg-type]
         reads = [g.bindings[i].var for i in members[:-1]]   # what each step reads
-        if plan is None or not all(_extend(plan, g.bindings[i].value, src)  # type: ignore[arg-type]
+        if plan is None or not all(extend_epilogue(plan, g.bindings[i].value, src)  # type: ignore[arg-type]
                                    for i, src in zip(members[1:], reads)):
             return None
         if plan.act in (ACT_GELU, ACT_GELU_TANH):

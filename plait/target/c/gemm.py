@@ -32,7 +32,7 @@ in the module's ``c_sources``, so the module stays self-contained.
 
 The shape it takes is a rule of the pattern language (:func:`product_pattern`: a
 product followed by any number of epilogue steps, each reading the previous result
-only); its rewrite plans the call step by step (:func:`_extend`) and declines a chain
+only); its rewrite plans the call step by step (:func:`extend_epilogue`) and declines a chain
 the call cannot do, so the longest chain it can do is taken.
 
 What it does not take (float64, grouped convolutions, non-NCHW layouts, non-constant
@@ -224,7 +224,7 @@ def pixel_rows_applies(desc: dict[str, int]) -> bool:
 
 
 @dataclass
-class _Plan:
+class ProductPlan:
     """A product being fused: the anchor call, its C description and the epilogue."""
 
     kind: str                      # "conv2d" | "gemm"
@@ -318,7 +318,7 @@ def _const_data(e: Expr) -> np.ndarray | None:
     return e.data if isinstance(e, Constant) else None
 
 
-def _plan_conv2d(call: Call, winograd: int | str) -> _Plan | None:
+def _plan_conv2d(call: Call, winograd: int | str) -> ProductPlan | None:
     x, w = call.args
     xs, ws, os_ = static_shape(x), static_shape(w), static_shape(call)
     wd = _const_data(w)
@@ -346,14 +346,14 @@ def _plan_conv2d(call: Call, winograd: int | str) -> _Plan | None:
         packed = Constant(pack_b(np.asarray(wd, np.float32).reshape(o, c * kh * kw).T))
     else:
         packed = Constant(pack_a(np.asarray(wd, np.float32).reshape(o, c * kh * kw)))
-    plan = _Plan("conv2d", [x, packed], [(xs, "float32"), (packed.data.shape, "float32")],
+    plan = ProductPlan("conv2d", [x, packed], [(xs, "float32"), (packed.data.shape, "float32")],
                  desc, os_, "row", o)
     plan.winograd = wino
     plan.pixel_rows = rows
     return plan
 
 
-def _plan_gemm(call: Call, op: str) -> _Plan | None:
+def _plan_gemm(call: Call, op: str) -> ProductPlan | None:
     """linear(x, w[, b]) or matmul(a, b) as a (batched) product with a strided A."""
     os_ = static_shape(call)
     shapes = [static_shape(a) for a in call.args]
@@ -416,13 +416,13 @@ def _plan_gemm(call: Call, op: str) -> _Plan | None:
                 batch=batch, a_bs=a_bs, b_bs=b_bs, c_bs=c_bs)
     bshape = static_shape(bmat)
     assert bshape is not None
-    plan = _Plan("gemm", [x, bmat], [(xs, "float32"), (bshape, "float32")], desc,
+    plan = ProductPlan("gemm", [x, bmat], [(xs, "float32"), (bshape, "float32")], desc,
                  os_, "col", n)
     plan.bias = bias
     return plan
 
 
-def _plan(call: Call, ops: Sequence[str], winograd: int | str) -> _Plan | None:
+def _plan(call: Call, ops: Sequence[str], winograd: int | str) -> ProductPlan | None:
     op = call.op
     if not isinstance(op, Op) or op.name not in ops:
         return None
@@ -436,7 +436,7 @@ POOL_MAX_K = 384
 block of ``plait_gemm.c`` (PLAIT_KC), since pooled outputs cannot hold partial sums."""
 
 
-def _can_pool(plan: _Plan, call: Call) -> bool:
+def _can_pool(plan: ProductPlan, call: Call) -> bool:
     """Whether the 2x2, stride-2 max pooling ``call`` of the plan's result can be fused
     into its convolution (see ``plait_conv2d_pool``)."""
     from plait.runtime.window import expand_ints, expand_padding
@@ -457,7 +457,7 @@ def _can_pool(plan: _Plan, call: Call) -> bool:
             and a.get("layout", "NCHW") == "NCHW" and not a.get("ceil_mode"))
 
 
-def _bias_of(plan: _Plan, other: Expr) -> Expr | None:
+def _bias_of(plan: ProductPlan, other: Expr) -> Expr | None:
     """``other`` as the plan's bias vector (a constant broadcasting along the bias axis
     only), or None."""
     data = _const_data(other)
@@ -513,7 +513,7 @@ def _is_view(call: Call) -> bool:
     return _view_source(call) is not None
 
 
-def _epilogue_step(y: Pattern) -> Pattern:
+def epilogue_step(y: Pattern) -> Pattern:
     """One step of a product's epilogue on its running result ``y``, which nothing else
     reads: a relu, an add (of a bias or a residual), a max pooling, or a view that keeps
     the elements in order (the product then writes the view directly)."""
@@ -529,11 +529,11 @@ def product_pattern(ops: Sequence[str] = OPS) -> Pattern:
     clip(^) | silu(^) | gelu(^) | max_pool2d(^) | <view>(^))*``.  Which of them one
     native call can do (a bias once, before a residual, before the relu, before a clip,
     SiLU or GELU (either form);
-    pooling only after a convolution ...) is the plan's business (:func:`_extend`)."""
-    return is_op(*ops).has_dtype("float32").repeat(_epilogue_step)
+    pooling only after a convolution ...) is the plan's business (:func:`extend_epilogue`)."""
+    return is_op(*ops).has_dtype("float32").repeat(epilogue_step)
 
 
-def _extend(plan: _Plan, value: Call, src: Var) -> bool:
+def extend_epilogue(plan: ProductPlan, value: Call, src: Var) -> bool:
     """Fold epilogue step ``value`` (which reads the plan's result ``src``) into the
     plan; False when the native call cannot do it at this point."""
     if _view_source(value) is not None:
@@ -569,7 +569,7 @@ def _extend(plan: _Plan, value: Call, src: Var) -> bool:
     return False
 
 
-def _extend_act(plan: _Plan, value: Call) -> bool:
+def _extend_act(plan: ProductPlan, value: Call) -> bool:
     """Fold a ``clip``, ``silu`` or ``gelu`` (either form) into the plan's activation
     (the last step of the native epilogue, ``plait_act_tile``); clips in a row narrow
     the interval."""
@@ -594,7 +594,7 @@ def _extend_act(plan: _Plan, value: Call) -> bool:
     return True
 
 
-def _chain_plan(m: Match, ops: Sequence[str], winograd: int | str) -> _Plan | None:
+def _chain_plan(m: Match, ops: Sequence[str], winograd: int | str) -> ProductPlan | None:
     """The plan of a matched product and epilogue (in program order), or None when the
     native call cannot do the whole chain."""
     g = m.graph
@@ -606,14 +606,14 @@ def _chain_plan(m: Match, ops: Sequence[str], winograd: int | str) -> _Plan | No
     src = anchor.var
     for i in members[1:]:
         b = g.bindings[i]
-        if not _extend(plan, b.value, src):  # type: ignore[arg-type]
+        if not extend_epilogue(plan, b.value, src):  # type: ignore[arg-type]
             return None
         src = b.var
     plan.members = members
     return plan
 
 
-def _read_through_view(plan: _Plan, m: Match, pattern: Pattern, ops: Sequence[str],
+def _read_through_view(plan: ProductPlan, m: Match, pattern: Pattern, ops: Sequence[str],
                        winograd: int | str) -> None:
     """Let the product read its first operand ``x`` where it lies when ``x`` is a view
     (bound in the block) of a tensor holding the same elements in the same order —
