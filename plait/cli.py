@@ -222,6 +222,12 @@ def _import_onnx(
                 shapes[name] = tuple(given[name].shape)
             elif name not in shapes:
                 shapes[name] = tuple(d if isinstance(d, int) and d > 0 else 1 for d in dims)
+                if shapes[name] != tuple(dims):  # open sizes: say what was chosen
+                    shown = ", ".join(str(d) if isinstance(d, int) and d > 0 else
+                                      str(d or "?") for d in dims)
+                    chosen = "x".join(map(str, shapes[name]))
+                    print(f"input {name!r} has open sizes ({shown}): running with "
+                          f"{chosen}; set them with --shape {name}={chosen}")
     constants: dict[str, np.ndarray] = {}
     while True:
         try:

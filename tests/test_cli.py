@@ -129,6 +129,27 @@ def test_a_numpy_executable_runs_with_target_numpy(capsys: pytest.CaptureFixture
     assert code == 0 and "target numpy" in out and "PASS" in out, err
 
 
+def test_run_says_which_open_sizes_it_chose(capsys: pytest.CaptureFixture[str],
+                                            tmp_path) -> None:
+    """A model with a symbolic batch run without --shape: the sizes chosen are named,
+    with the option that sets them; given --shape, nothing is said."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                             ["batch", "seq", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = str(tmp_path / "open.onnx")
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    code, out, err = _run(capsys, "run", path)
+    assert code == 0, err
+    assert ("input 'x' has open sizes (batch, seq, 8): running with 1x1x8; set them with "
+            "--shape x=1x1x8") in out
+    code, out, err = _run(capsys, "run", path, "--shape", "x=2x5x8")
+    assert code == 0 and "open sizes" not in out and "input  x: float32 (2, 5, 8)" in out
+
+
 def test_no_graph_leaves_the_weights_copy_out(capsys: pytest.CaptureFixture[str],
                                               tmp_path) -> None:
     """``--no-graph``: the executable without its kept graph (the model's weights a
