@@ -600,10 +600,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         _print_profile(vm, inputs)
     if args.compare:
         if args.compare == "onnxruntime":
-            from .session import IO_ATTR
+            from .session import recorded_names
 
-            recorded = (exe.attrs.get(IO_ATTR) or {}).get("main") or {}
-            keys = [i.get("name") for i in recorded.get("inputs", ())]
+            keys = recorded_names(exe, "inputs")
             if len(keys) != len(params):  # a .plx without the model's names
                 keys = [p.name for p in params]
             feeds = dict(zip(keys, inputs))

@@ -308,13 +308,19 @@ def _sig(i: IOInfo) -> str:
     return f"{i.dtype or '?'}{shape}"
 
 
-def recorded_output_names(exe: Executable, function: str = "main") -> list[str]:
-    """The output names kept in ``exe`` for ``function`` (empty when none were kept)."""
+def recorded_names(exe: Executable, which: str, function: str = "main") -> list[str]:
+    """The names of ``function``'s ``which`` (``"inputs"`` or ``"outputs"``) kept in
+    ``exe``'s attribute ``io`` (empty when none were kept)."""
     recorded = (exe.attrs.get(IO_ATTR) or {}).get(function)
     if not isinstance(recorded, dict):
         return []
-    return [o.get("name", "") for o in recorded.get("outputs", ()) if isinstance(o, dict)]
+    return [o.get("name", "") for o in recorded.get(which, ()) if isinstance(o, dict)]
+
+
+def recorded_output_names(exe: Executable, function: str = "main") -> list[str]:
+    """The output names kept in ``exe`` for ``function`` (empty when none were kept)."""
+    return recorded_names(exe, "outputs", function)
 
 
 __all__ = ["IO_ATTR", "IOInfo", "Session", "SessionError", "default_target", "describe",
-           "load", "onnx_io_names", "record_io", "recorded_output_names"]
+           "load", "onnx_io_names", "record_io", "recorded_names", "recorded_output_names"]
