@@ -11,6 +11,7 @@ from .dialects import load_dialects as _load_dialects  # noqa: E402  (after the 
 from .ir import *  # noqa: F403
 from .ir import __all__ as _ir_all
 from .ir.parser import parse as parse  # the text format: plait.parse(text)
+from .llm import generate
 from .offload import partition
 from .pipeline import default_pipeline
 from .runtime.limits import LimitExceeded, Limits, current_limits, use_limits
@@ -22,4 +23,4 @@ _load_dialects()
 __version__ = "0.1.0"
 __all__ = [*_ir_all, "build", "default_pipeline", "graph_module", "parse", "partition",
            "rebuild", "Target", "transform", "LimitExceeded", "Limits", "current_limits",
-           "use_limits", "load", "Session"]
+           "use_limits", "load", "Session", "generate"]

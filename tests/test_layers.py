@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RANK = {
     "errors": 0, "runtime": 1, "ir": 2, "kernel": 3, "op": 4, "interp": 5, "transform": 6,
     "codegen": 7, "target": 8, "pipeline": 9, "build": 9, "offload": 9,
-    "frontend": 10, "dialects": 10, "session": 11, "script": 11, "cli": 12, "tools": 12,
+    "frontend": 10, "dialects": 10, "session": 11, "script": 11, "llm": 11, "cli": 12, "tools": 12,
 }
 """Each top-level module or package of ``plait`` and its layer (lower imports nothing
 of higher); ``plait/__init__.py`` is the package's face and may import anything."""

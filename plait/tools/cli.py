@@ -30,7 +30,11 @@ def _plugin_arg(p: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub: Any) -> None:
-    """Add the debugging subcommands to the ``plait`` argument parser."""
+    """Add the debugging subcommands (and ``plait generate``) to the ``plait``
+    argument parser."""
+    from .generate_cli import add_generate
+
+    add_generate(sub)
     p = sub.add_parser("passes", help="list the registered passes, their phases and options")
     p.add_argument("name", nargs="?", help="show one pass in full")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -1,0 +1,136 @@
+"""A built causal language model with its cache convention: :class:`CausalLM` runs one
+step (prefill or decode) and keeps the cache (docs/llm.md)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from ..runtime.executable import Executable
+from ..session import Session, record_io
+from .cache import KVCache, PresentCache
+from .errors import LLMError
+
+LLM_ATTR = "llm"
+"""The executable attribute describing the plait-convention cache: ``max_cache``,
+``layers``, ``kv_heads``, ``head_dim``."""
+
+_OPTIMUM = re.compile(r"past_key_values\.(\d+)\.(key|value)$")
+
+
+class CausalLM:
+    """A :class:`~plait.Session` of a causal language model with a key/value cache, in
+    the plait convention (``past.{i}.key`` in, ``new.{i}.key`` out) or the optimum one
+    (``past_key_values.{i}.key`` in, ``present.{i}.key`` out; ``attention_mask`` and
+    ``position_ids`` inputs are fed when the model has them)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        names = session.input_names
+        if "input_ids" not in names:
+            raise LLMError(f"not a causal language model: it has no input 'input_ids' (its "
+                           f"inputs are {', '.join(map(repr, names))})")
+        if "past.0.key" in names:
+            self.convention = "plait"
+            spec = session.executable.attrs.get(LLM_ATTR)
+            if not isinstance(spec, dict):
+                raise LLMError(f"the executable has past.N inputs but no {LLM_ATTR!r} "
+                               "attribute: build it with plait.llm.build_causal_lm")
+            self.layers, self.kv_heads = int(spec["layers"]), int(spec["kv_heads"])
+            self.head_dim, self.max_cache = int(spec["head_dim"]), int(spec["max_cache"])
+            self.cache_dtype = str(spec.get("dtype", "float32"))
+            self._past = [f"past.{i}.{kv}" for i in range(self.layers) for kv in ("key", "value")]
+        else:
+            past = {n: _OPTIMUM.match(n) for n in names}
+            past = {n: m for n, m in past.items() if m}
+            if not past:
+                raise LLMError(
+                    "not a causal language model with a key/value cache: it has neither "
+                    "past.N.key (plait.llm.export_causal_lm) nor past_key_values.N.key "
+                    f"(optimum) inputs; its inputs are {', '.join(map(repr, names))}")
+            self.convention = "optimum"
+            self.layers = 1 + max(int(m.group(1)) for m in past.values())
+            self._past = [f"past_key_values.{i}.{kv}" for i in range(self.layers)
+                          for kv in ("key", "value")]
+            info = {i.name: i for i in session.inputs}[self._past[0]]
+            if info.shape is None or len(info.shape) != 4 or not all(
+                    isinstance(d, int) for d in (info.shape[1], info.shape[3])):
+                raise LLMError(f"input {self._past[0]!r} has shape {info.shape}: expected "
+                               "(batch, kv_heads, past, head_dim) with kv_heads and "
+                               "head_dim fixed")
+            self.kv_heads, self.head_dim = int(info.shape[1]), int(info.shape[3])
+            self.cache_dtype = info.dtype or "float32"
+            self.max_cache = None
+        missing = [n for n in self._past if n not in names]
+        if missing:
+            raise LLMError(f"the model's cache inputs are incomplete: {', '.join(missing)} "
+                           "missing")
+        info = {i.name: i for i in session.inputs}["input_ids"]
+        self.ids_dtype = np.dtype(info.dtype or "int64")
+        self._names = names
+
+    def new_cache(self, batch: int) -> KVCache | PresentCache:
+        """An empty cache for ``batch`` sequences."""
+        kind = KVCache if self.convention == "plait" else PresentCache
+        return kind(self.layers, batch, self.kv_heads, self.head_dim, self.max_cache,
+                    self.cache_dtype)
+
+    def step(self, ids: np.ndarray, cache: KVCache | PresentCache) -> np.ndarray:
+        """Run the tokens ``ids`` (batch, seq) after the ones in ``cache``; the cache is
+        updated and the logits (batch, seq, vocab) returned."""
+        batch, seq = ids.shape
+        cache.check_room(seq)
+        feeds: dict[str, Any] = dict(zip(self._past, cache.past(), strict=True))
+        feeds["input_ids"] = ids.astype(self.ids_dtype, copy=False)
+        if "attention_mask" in self._names:
+            feeds["attention_mask"] = np.ones((batch, cache.length + seq), self.ids_dtype)
+        if "position_ids" in self._names:
+            pos = np.arange(cache.length, cache.length + seq, dtype=self.ids_dtype)
+            feeds["position_ids"] = np.broadcast_to(pos, (batch, seq)).copy()
+        result = self.session(*(feeds[n] for n in self._names))
+        values = list(result) if isinstance(result, tuple) else [result]
+        logits, rows = values[0], values[1:]
+        if len(rows) != 2 * self.layers:
+            raise LLMError(f"the model returned {len(values)} outputs; expected the logits "
+                           f"and {2 * self.layers} cache arrays")
+        cache.append(rows)
+        return np.asarray(logits)
+
+
+def build_causal_lm(model: Any, target: Any = None, *, max_cache: int = 512,
+                    max_batch: int = 8) -> CausalLM:
+    """Export a ``transformers`` causal LM with its cache
+    (:func:`plait.llm.export_causal_lm`), build it for ``target`` (default: ``c`` when a
+    C compiler is present) and return it ready for :func:`plait.generate`; save it with
+    ``lm.session.save("model.plx")``."""
+    from ..build import build
+    from ..session import default_target, describe
+    from .torch_export import INPUT_IDS, LOGITS, export_causal_lm, new_names, past_names
+
+    mod, spec = export_causal_lm(model, max_cache=max_cache, max_batch=max_batch)
+    exe = build(mod, default_target() if target is None else target)
+    layers = spec["layers"]
+    record_io(exe, "main", describe(mod, "main", [INPUT_IDS, *past_names(layers)],
+                                    [LOGITS, *new_names(layers)]))
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    exe.attrs[LLM_ATTR] = {**spec, "dtype": dtype}
+    return CausalLM(Session(exe))
+
+
+def as_causal_lm(model: Any) -> CausalLM:
+    """``model`` as a :class:`CausalLM`: one already, a :class:`~plait.Session` or an
+    :class:`~plait.runtime.Executable`."""
+    if isinstance(model, CausalLM):
+        return model
+    if isinstance(model, Executable):
+        return CausalLM(Session(model))
+    if isinstance(model, Session):
+        return CausalLM(model)
+    raise LLMError(f"generate takes a CausalLM, a Session or an Executable (or, with "
+                   f"plait.llm.load_causal_lm, a model directory, an .onnx or a .plx), got "
+                   f"{type(model).__name__}")
+
+
+__all__ = ["LLM_ATTR", "CausalLM", "as_causal_lm", "build_causal_lm"]
