@@ -2,7 +2,7 @@
 
     plait run model.onnx [--input name=file.npy ...] [--shape name=1,3,224,224 ...]
                          [--target numpy|c] [--compare onnxruntime] [--seed N]
-                         [--offload onnxruntime]
+                         [--offload onnxruntime] [--fallback onnxruntime]
     plait run model.pt2 --allow-native [--compare torch] ...   # torch.export.save;
                                    # unpickled, so it can run code: your own files only
     plait run model.plx            # an executable saved by ``plait compile``
@@ -95,7 +95,13 @@ def _parser() -> argparse.ArgumentParser:
         )  # fmt: skip
         sp.add_argument(
             "--offload", action="append", default=[], metavar="CODEGEN",
-            help="partition for this external codegen (e.g. onnxruntime); repeatable",
+            help="partition for this external codegen (e.g. onnxruntime); repeatable; "
+                 "onnxruntime also runs the ONNX nodes plait cannot import",
+        )  # fmt: skip
+        sp.add_argument(
+            "--fallback", choices=("onnxruntime",), default=None,
+            help="run the ONNX nodes plait cannot import (unknown ops, onnxruntime's "
+                 "contrib ops) with onnxruntime; plait compiles the rest",
         )  # fmt: skip
 
     run = sub.add_parser("run", help="compile and run a model on (random) inputs")
@@ -207,12 +213,34 @@ def _onnx_graph_inputs(path: str) -> list[tuple[str, int, list[Any]]]:
     return out
 
 
+def _fallback(args: argparse.Namespace) -> str | None:
+    """The ONNX importer's fallback: ``--fallback``, or onnxruntime when offloaded to."""
+    if getattr(args, "fallback", None):
+        return str(args.fallback)
+    return "onnxruntime" if "onnxruntime" in (getattr(args, "offload", None) or ()) else None
+
+
+def _say_fallback(mod: Any) -> None:
+    """Name the nodes the import handed to onnxruntime (``--fallback``)."""
+    from .frontend.onnx.fallback import offloaded_nodes
+
+    groups = offloaded_nodes(mod.attrs.get("external_mods") or ())
+    if groups:
+        n = sum(len(v) for v in groups.values())
+        print(f"onnxruntime runs {n} node{'s' if n > 1 else ''} plait cannot import, as "
+              f"{len(groups)} function{'s' if len(groups) > 1 else ''}:")
+        for symbol, nodes in groups.items():
+            print(f"  {symbol}: {', '.join(nodes)}")
+
+
 def _import_onnx(
-    path: str, shapes: dict[str, tuple[int, ...]], given: dict[str, np.ndarray], static: bool
+    path: str, shapes: dict[str, tuple[int, ...]], given: dict[str, np.ndarray], static: bool,
+    fallback: str | None = None,
 ) -> tuple[Any, dict[str, np.ndarray]]:
     """Import ``path``; with ``static`` every input shape is fixed (given arrays, --shape,
     else symbolic sizes 1).  Inputs the model needs at compile time are frozen from
-    ``given``.  Returns the module and the frozen inputs."""
+    ``given``; ``fallback`` runs the nodes plait cannot import (their list is printed).
+    Returns the module and the frozen inputs."""
     from .frontend.onnx import NeedsConstantError, OnnxImportError, from_onnx
 
     if static:
@@ -231,7 +259,9 @@ def _import_onnx(
     constants: dict[str, np.ndarray] = {}
     while True:
         try:
-            return from_onnx(path, shapes=shapes, constants=constants), constants
+            mod = from_onnx(path, shapes=shapes, constants=constants, fallback=fallback)
+            _say_fallback(mod)
+            return mod, constants
         except NeedsConstantError as e:
             missing = [n for n in e.needs_constants if n not in constants]
             unknown = [n for n in missing if n not in given]
@@ -515,7 +545,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         names = output_names(ep)
         exe = _build(mod, args.target, args.offload, args.profile)
     elif kind == "onnx":
-        mod, frozen = _import_onnx(args.model, shapes, given, static=True)
+        mod, frozen = _import_onnx(args.model, shapes, given, static=True,
+                                   fallback=_fallback(args))
         from .session import onnx_io_names
 
         names = onnx_io_names(args.model, frozen)[1]
@@ -716,7 +747,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     ins: list[str] | None = None
     outs: list[str] | None = None
     if kind == "onnx":
-        mod, frozen = _import_onnx(args.model, shapes, {}, static=False)
+        mod, frozen = _import_onnx(args.model, shapes, {}, static=False,
+                                   fallback=_fallback(args))
         ins, outs = onnx_io_names(args.model, frozen)
     elif kind == "pt2":
         ep, mod = _import_pt2(args.model, args.allow_native)

@@ -120,7 +120,8 @@ def onnx_io_names(path: str, constants: Mapping[str, Any] = ()) -> tuple[list[st
     return ins, [vi.name for vi in model.graph.output]
 
 
-def _import(model: Any, shapes: Any, constants: Mapping[str, Any], allow_native: bool
+def _import(model: Any, shapes: Any, constants: Mapping[str, Any], allow_native: bool,
+            fallback: str | None = None
             ) -> tuple[IRModule, list[str] | None, list[str] | None]:
     """The module of ``model`` with the names its format gives inputs and outputs."""
     if isinstance(model, IRModule):
@@ -136,7 +137,8 @@ def _import(model: Any, shapes: Any, constants: Mapping[str, Any], allow_native:
             ins = [vi.name for vi in model.graph.input
                    if vi.name not in {i.name for i in model.graph.initializer}
                    and vi.name not in constants]
-            return (from_onnx(model, shapes=shapes, constants=dict(constants)), ins,
+            return (from_onnx(model, shapes=shapes, constants=dict(constants),
+                              fallback=fallback), ins,
                     [vi.name for vi in model.graph.output])
         raise SessionError(
             "plait.load takes a path (.onnx, .pt2, .plait.py, .plx), an onnx.ModelProto, an "
@@ -148,7 +150,7 @@ def _import(model: Any, shapes: Any, constants: Mapping[str, Any], allow_native:
     if low.endswith(".onnx"):
         from .frontend.onnx import from_onnx
 
-        mod = from_onnx(path, shapes=shapes, constants=dict(constants))
+        mod = from_onnx(path, shapes=shapes, constants=dict(constants), fallback=fallback)
         ins, outs = onnx_io_names(path, constants)
         return mod, ins, outs
     if low.endswith(".pt2"):
@@ -182,7 +184,8 @@ def _import_pt2(path: str, allow_native: bool) -> tuple[IRModule, None, list[str
 
 def load(model: Any, target: Any = None, *, shapes: Any = None,
          constants: Mapping[str, Any] | None = None, allow_native: bool = False,
-         trusted_keys: Sequence[Any] = (), function: str = "main") -> Session:
+         trusted_keys: Sequence[Any] = (), function: str = "main",
+         fallback: str | None = None) -> Session:
     """Load ``model`` and return a :class:`Session` that runs it.
 
     ``model``: a path to an ONNX file, a ``torch.export`` program saved with
@@ -196,14 +199,15 @@ def load(model: Any, target: Any = None, *, shapes: Any = None,
     ``target``: what to build for (``"c"``, ``"numpy"`` or a :class:`~plait.Target`);
     by default ``"c"`` when a C compiler is present, else ``"numpy"``.  ``shapes`` and
     ``constants`` are passed to the ONNX importer (fix open sizes; freeze inputs that
-    decide shapes)."""
+    decide shapes), and ``fallback="onnxruntime"`` (run the ONNX nodes plait cannot
+    import with onnxruntime: docs/onnx.md)."""
     if isinstance(model, Executable):
         return Session(model, function)
     if isinstance(model, str | os.PathLike) and os.fspath(model).lower().endswith(".plx"):
         return Session(Executable.load(model, trusted_keys=trusted_keys,
                                        allow_native=allow_native), function)
     constants = dict(constants or {})
-    mod, ins, outs = _import(model, shapes, constants, allow_native)
+    mod, ins, outs = _import(model, shapes, constants, allow_native, fallback)
     from .build import build
 
     exe = build(mod, default_target() if target is None else target)

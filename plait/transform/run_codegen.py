@@ -30,6 +30,7 @@ from ..ir.types import TensorType, TupleType, Type
 from ..ir.visitor import ExprMutator
 from ..op.registry import make_call
 from ..runtime.trust import register_code_attribute
+from . import external_text  # noqa: F401  (external modules in the text format)
 from .codegens import Codegen, CodegenError, as_pipeline_items, get_codegen
 from .context import PassContext
 from .errors import PhaseError

@@ -26,6 +26,7 @@ class OnnxImportError(FrontendImportError):
         needs_constants: graph inputs whose *values* plait needs at compile time
             (they decide a shape, an axis or a count); pass them to
             ``from_onnx(..., constants={name: array})``.
+        hint: what would make the model importable, printed after the problems.
     """
 
     def __init__(
@@ -37,6 +38,7 @@ class OnnxImportError(FrontendImportError):
         opset: int | None = None,
         needs_constants: Iterable[str] = (),
         headline: str | None = None,
+        hint: str | None = None,
     ) -> None:
         self.problems = [problems] if isinstance(problems, str) else list(problems)
         self.source = source
@@ -44,6 +46,7 @@ class OnnxImportError(FrontendImportError):
         self.opset = opset
         self.needs_constants = tuple(sorted(set(needs_constants)))
         self.headline = headline
+        self.hint = hint
         super().__init__(self._format())
 
     def _format(self) -> str:
@@ -52,10 +55,11 @@ class OnnxImportError(FrontendImportError):
             if self.source
             else ("cannot import ONNX model")
         )
+        hint = f"\n{self.hint}" if self.hint else ""
         if len(self.problems) == 1 and self.headline is None:
-            return f"{where}: {self.problems[0]}"
+            return f"{where}: {self.problems[0]}{hint}"
         head = self.headline or f"{len(self.problems)} problems"
-        return f"{where}: {head}:\n" + "\n".join(f"  - {p}" for p in self.problems)
+        return f"{where}: {head}:\n" + "\n".join(f"  - {p}" for p in self.problems) + hint
 
 
 class NeedsConstantError(OnnxImportError):

@@ -33,11 +33,15 @@ from ...ir.facts import FactError, with_dim_ranges
 from ...ir.module import IRModule
 from ...ir.types import TensorType, TupleType
 from ...op.registry import OpError
+from ...transform.run_codegen import EXTERNAL_MODS_ATTR
 from ..common import unique_name
 from .context import ConversionError, NodeContext
 from .dtypes import onnx_type_name, sanitize, to_dtype
 from .errors import OnnxImportError, describe_node
+from .fallback import FallbackEmitter, check_fallback
+from .fallback_plan import Group, plan_fallback
 from .loader import (
+    FALLBACK_HINT,
     LoadedModel,
     check_model,
     clear_order_cache,
@@ -59,6 +63,7 @@ def from_onnx(
     constants: Mapping[str, Any] | None = None,
     function_name: str = "main",
     dim_ranges: Mapping[str, tuple[int, int | None]] | None = None,
+    fallback: str | None = None,
 ) -> IRModule:
     """Import an ONNX model as an IRModule in phase ``ingestion``.
 
@@ -77,6 +82,12 @@ def from_onnx(
             inputs, e.g. ``{"batch": (1, 32), "seq": (1, 512)}`` (ONNX files carry no
             ranges); recorded as the module's ``dim_ranges`` fact, so the compiler may use
             them and the built model refuses a size outside its range.
+        fallback: ``"onnxruntime"`` runs the nodes plait has no converter for (unknown
+            ops, onnxruntime contrib ops such as ``com.microsoft::FusedMatMul``) with
+            onnxruntime: each connected run of them becomes one ONNX sub-model called
+            as an external function (``call_extern``; the module attribute
+            ``external_mods`` holds the models, :mod:`.fallback`).  Without it such
+            nodes are an error listing every one of them.
 
     Returns:
         A module with one function whose parameters are the graph inputs (initializers
@@ -85,16 +96,18 @@ def from_onnx(
     Raises:
         OnnxImportError: the file cannot be read or is malformed, the model uses
             operators or attribute values plait does not support (all of them are
-            listed), or a node cannot be expressed (the node and op are named).
+            listed, with the ``fallback`` that would run them), or a node cannot be
+            expressed (the node and op are named).
     """
     from ...dialects import load_frontend_converters
 
     load_frontend_converters("onnx")  # dialects registered since the frontend loaded
+    check_fallback(fallback, model_source(model_or_path))
     try:
         loaded = load_model(model_or_path)
         loaded = prepare_model(loaded)
-        check_model(loaded)
-        importer = GraphImporter(loaded, shapes=shapes, constants=constants)
+        check_model(loaded, fallback=fallback)
+        importer = GraphImporter(loaded, shapes=shapes, constants=constants, fallback=fallback)
         mod = importer.run(function_name)
         return mod if not dim_ranges else add_dim_ranges(mod, dim_ranges, loaded.source)
     except RecursionError:  # pragma: no cover - the walk is iterative
@@ -113,8 +126,11 @@ class GraphImporter:
         loaded: LoadedModel,
         shapes: Shapes | None = None,
         constants: Mapping[str, Any] | None = None,
+        fallback: str | None = None,
     ) -> None:
         self.model = loaded.model
+        self.fallback = fallback
+        self._fallback = FallbackEmitter(self)
         self.source = loaded.source
         self.opsets = loaded.opsets
         self.arrays = loaded.arrays
@@ -214,8 +230,17 @@ class GraphImporter:
 
     # ------------------------------------------------------------------- nodes
     def convert_nodes(self, graph: GraphProto) -> None:
-        """Convert the nodes of ``graph`` in topological order into the current scope."""
-        for node in topological_order(graph, self.source):
+        """Convert the nodes of ``graph`` in topological order into the current scope
+        (with a fallback, the main graph's groups of nodes plait cannot convert each as
+        one call of an onnxruntime sub-model: :mod:`.fallback`)."""
+        plan = None
+        if self.fallback is not None and graph is self.model.graph:
+            plan = plan_fallback(graph, self.opsets, self.source)
+        units = plan.units if plan is not None else topological_order(graph, self.source)
+        for node in units:
+            if isinstance(node, Group):
+                self._fallback.emit(node)
+                continue
             outs = self.convert_node(node)
             for name, v in zip(node.output, outs):
                 if name:
@@ -230,6 +255,7 @@ class GraphImporter:
                 f"{describe_node(node.name, node.op_type, version, dom)}: unsupported operator",
                 source=self.source,
                 unsupported={node.op_type: [node.name]},
+                hint=FALLBACK_HINT,
             )
         ctx = NodeContext(self, node, version, runtime)
         try:
@@ -503,8 +529,9 @@ class GraphImporter:
                 outs = self._outputs(graph, in_dataflow=False)
             result = outs[0] if len(outs) == 1 else Tuple(tuple(outs))
             self.bb.emit_func_output(result)
-        mod = self.bb.get()
-        return mod.with_attrs(phase="ingestion", source=self.source)
+        mod = self.bb.get().with_attrs(phase="ingestion", source=self.source)
+        ext = self._fallback.module()
+        return mod if ext is None else mod.with_attrs(**{EXTERNAL_MODS_ATTR: (ext,)})
 
     def _outputs(self, graph: GraphProto, in_dataflow: bool) -> list[Expr]:
         outs: list[Expr] = []

@@ -31,6 +31,12 @@ from .errors import OnnxImportError, describe_node
 from .registry import DEFAULT_DOMAIN, find_converter, normalize_domain
 from .weights import open_model, read_initializers
 
+FALLBACK_HINT = (
+    "onnxruntime can run the nodes plait cannot import: from_onnx(..., "
+    "fallback=\"onnxruntime\"); plait run/compile: --fallback onnxruntime (or --offload "
+    "onnxruntime, which also hands onnxruntime every op it takes)")
+"""The last line of an unsupported-operator error: the option that runs them."""
+
 MIN_OPSET = 7
 """The oldest default-domain opset plait imports directly; older models are upgraded
 with ``onnx.version_converter`` first."""
@@ -495,9 +501,11 @@ def value_type_problem(vi: onnx.ValueInfoProto, what: str) -> str | None:
     return None
 
 
-def check_model(loaded: LoadedModel) -> None:
+def check_model(loaded: LoadedModel, fallback: str | None = None) -> None:
     """Check every graph of the model; raise one :class:`OnnxImportError` listing every
-    problem (unsupported ops first, with their nodes and the opset)."""
+    problem (unsupported ops first, with their nodes and the opset, and the option that
+    runs them on onnxruntime).  With a ``fallback``, ops without a converter are not
+    problems (the fallback runs them); everything else still is."""
     model, source, opsets = loaded.model, loaded.source, loaded.opsets
     problems: list[str] = []
     unsupported: dict[str, list[str]] = {}
@@ -568,11 +576,13 @@ def check_model(loaded: LoadedModel) -> None:
             problems.append(e.problems[0] + where)
 
     opset = opsets.get(DEFAULT_DOMAIN)
+    if fallback is not None:
+        unsupported = {}
     if unsupported:
         lines = []
         for op, nodes in sorted(unsupported.items()):
-            shown = ", ".join(repr(n) for n in nodes[:10])
-            more = f" and {len(nodes) - 10} more" if len(nodes) > 10 else ""
+            shown = ", ".join(repr(n) for n in nodes[:50])
+            more = f" and {len(nodes) - 50} more" if len(nodes) > 50 else ""
             vers = ", ".join(str(v) for v in sorted(unsupported_versions[op]))
             lines.append(f"unsupported operator {op} (opset {vers}): nodes {shown}{more}")
         problems = lines + problems
@@ -586,7 +596,8 @@ def check_model(loaded: LoadedModel) -> None:
                 + (f" and {len(problems) - n_ops} other problems" if len(problems) > n_ops else "")
             )
         raise OnnxImportError(
-            problems, source=source, unsupported=unsupported, opset=opset, headline=head
+            problems, source=source, unsupported=unsupported, opset=opset, headline=head,
+            hint=FALLBACK_HINT if unsupported else None,
         )
 
 
