@@ -466,3 +466,32 @@ def test_refusals_of_the_vm_and_the_native_loader_are_one_clean_line(
     code, _, err = _run(capsys, "run", _saved_with(tmp_path, "c", truncated_library))
     assert code == 2 and "internal error" not in err and len(err.strip().splitlines()) == 1
     assert err.startswith("plait: error:") and "refusing to map it" in err
+
+
+def test_profile_names_the_onnx_nodes_beside_each_call(
+        capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    """``--profile`` labels every call with the ONNX nodes it computes, on the VM path
+    and inside the c target's entry point, and a fused kernel names all its nodes."""
+    from onnx import TensorProto, helper
+
+    names = {f"{n.name} ({n.op_type})" for n in onnx.load(TINY).graph.node}
+    for target in ("numpy", "c"):
+        code, out, err = _run(capsys, "run", TINY, "--profile", "--target", target)
+        assert code == 0, err
+        rows = out[out.index("profile:"):].splitlines()[1:]
+        assert rows and all(r.endswith("]") for r in rows), out
+        labels = {r[r.rindex("[") + 1:-1] for r in rows}
+        assert labels <= names and "/2/Gemm (Gemm)" in labels, (labels, names)
+    nodes = [helper.make_node("Add", ["x", "x"], ["a"], name="add"),
+             helper.make_node("Relu", ["a"], ["r"], name="relu"),
+             helper.make_node("Mul", ["r", "x"], ["y"], name="mul")]
+    x, y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [4, 8]) for n in "xy")
+    g = helper.make_graph(nodes, "g", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    path = str(tmp_path / "chain.onnx")
+    onnx.save(m, path)
+    code, out, err = _run(capsys, "run", path, "--profile", "--target", "c")
+    assert code == 0, err
+    assert "[add (Add), relu (Relu), mul (Mul)]" in out
+

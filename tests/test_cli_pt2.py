@@ -178,3 +178,22 @@ def test_a_pt2_is_loaded_only_with_consent(capsys: pytest.CaptureFixture[str], p
     # the attack is real: with consent, loading the file ran its code
     _run(capsys, "run", str(evil), "--allow-native")
     assert marker.read_text() == "ran"
+
+
+def test_profile_names_the_pytorch_nodes_and_source_lines(
+        capsys: pytest.CaptureFixture[str], pt2: str) -> None:
+    """Each profiled call says what it computes: the exported program's nodes and the
+    line of forward() they come from (a fused kernel names all its nodes)."""
+    import inspect
+
+    src, first = inspect.getsourcelines(TwoHeads.forward)
+    line = first + next(i for i, s in enumerate(src) if "torch.relu" in s)
+    code, out, err = _run(capsys, "run", pt2, "--allow-native", "--profile", "--target",
+                          "numpy")
+    assert code == 0, err
+    assert "call numpy.relu(" in out
+    assert f"[relu (aten.relu.default) at test_cli_pt2.py:{line}]" in out
+    code, out, err = _run(capsys, "run", pt2, "--allow-native", "--profile", "--target", "c")
+    assert code == 0, err
+    assert (f"[addmm (aten.addmm.default), relu (aten.relu.default) at "
+            f"test_cli_pt2.py:{line}]") in out

@@ -21,6 +21,7 @@ a variable                                  ``Move``
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,6 +53,18 @@ from ..ir.module import IRModule
 from ..ir.symbolic import SymExpr, free_symbols
 from ..ir.types import PrimType, ShapeType, TensorType, TupleType, Type
 from ..runtime import executable as rx
+from ..runtime.vm import SOURCE_MAP
+
+
+def span_text(span: Any) -> str:
+    """A span as a profile shows it: its note (``'/0/Gemm (Gemm)'``), and the file and
+    line when it has one (``model.py:12``)."""
+    if span is None:
+        return ""
+    parts = [span.note] if span.note else []
+    if span.line:
+        parts.append(f"{os.path.basename(span.source) or span.source}:{span.line}")
+    return " at ".join(parts)
 
 
 class VMCodegenError(PlaitError, TypeError):
@@ -132,6 +145,8 @@ class _FunctionLowering:
                         self.entry_syms[d] = (self.regs[p], axis)
         self._check_param_exprs()
         self.sym_regs: dict[str, int] = {}
+        self.sources: dict[int, str] = {}
+        """pc of a call instruction -> the source it computes (span_text of its call)."""
         # id(attributes of tensor_from_storage) -> (them, shape, dtype, offset)
         self.placed: dict[int, tuple[Any, tuple, str, int]] = {}
 
@@ -273,6 +288,8 @@ class _FunctionLowering:
                             r = regs[var] = len(regs)
                             new_reg(None)
                         lower(self, r, v.attrs, v, var.name_hint)
+                        if v.span is not None:
+                            self._record_source(v.span)
                         continue
                 self.lower_binding(b.var, b.value, isinstance(b, MatchCast), b)
         res = self.arg(seq.body, "<return>")
@@ -359,15 +376,20 @@ class _FunctionLowering:
                 )
             lower(self, dst, call.attrs, call, where)
             return
-        if isinstance(op, GlobalVar):
+        if isinstance(op, GlobalVar | ExternFunc):
             args = [self.arg(a, where) for a in call.args]
-            self.code.append(rx.Call(op.name_hint, args, dst))
-            return
-        if isinstance(op, ExternFunc):
-            args = [self.arg(a, where) for a in call.args]
-            self.code.append(rx.Call(op.symbol, args, dst))
+            name = op.name_hint if isinstance(op, GlobalVar) else op.symbol
+            self.code.append(rx.Call(name, args, dst))
+            if call.span is not None:
+                self._record_source(call.span)
             return
         raise self.fail(where, f"cannot call a {type(op).__name__}")
+
+    def _record_source(self, span: Any) -> None:
+        """The last instruction, a call, computes what ``span`` names."""
+        text = span_text(span)
+        if text and self.code and isinstance(self.code[-1], rx.Call):
+            self.sources[len(self.code) - 1] = text
 
     # The instructions of the build phase's builtins: (register of the result, the
     # call's attributes, the call, the binding's name for messages)
@@ -487,6 +509,7 @@ def vm_codegen(mod: IRModule) -> rx.Executable:
     consts: list[np.ndarray] = []
     const_ids: dict[int, int] = {}
     functions: dict[str, rx.VMFunction] = {}
+    sources: dict[str, dict[str, str]] = {}
     planned = naive = 0
     for name, f in mod.graph_functions():
         if f.attrs.get("compiler"):
@@ -494,7 +517,10 @@ def vm_codegen(mod: IRModule) -> rx.Executable:
                 f"function {name!r} belongs to external codegen {f.attrs['compiler']!r} and "
                 "was not compiled; run RunCodegen (the first pass of the build stage) "
                 "before lowering to the VM")
-        functions[name] = _FunctionLowering(name, f, consts, const_ids).lower()
+        lowering = _FunctionLowering(name, f, consts, const_ids)
+        functions[name] = lowering.lower()
+        if lowering.sources:
+            sources[name] = {str(pc): text for pc, text in sorted(lowering.sources.items())}
         planned += int(f.attrs.get("planned_bytes", 0))
         naive += int(f.attrs.get("naive_bytes", 0))
     target = mod.attrs.get("target")
@@ -504,6 +530,8 @@ def vm_codegen(mod: IRModule) -> rx.Executable:
         "naive_peak_bytes": naive,
         "constant_bytes": int(sum(c.nbytes for c in consts)),
     }
+    if sources:  # which ONNX nodes / source lines each call computes (plait run --profile)
+        attrs[SOURCE_MAP] = sources
     ranges = dim_ranges(mod)
     if ranges:  # checked by the VM on every call
         attrs[DIM_RANGES] = {k: [lo, hi] for k, (lo, hi) in ranges.items()}

@@ -51,6 +51,11 @@ STORAGE_ALIGNMENT = 64
 _CALL, _CALL_KW, _ALLOC_TENSOR, _ALLOC_STORAGE, _RET, _VMCALL, _IF, _GOTO, _MOVE = range(9)
 _UINT8 = np.dtype(np.uint8)
 _ENTRY_REPORT = "single_entry"
+SOURCE_MAP = "source_map"
+"""Executable attribute: ``{function: {pc: source}}``, what each call instruction
+computes (the ONNX nodes, or the PyTorch node and source line, its binding's span
+names; a fused kernel names all its members): :meth:`VirtualMachine.profile` and
+:meth:`VirtualMachine.profile_steps` report it beside each call."""
 """The executable attribute naming each function's single entry point (or the reason it
 has none)."""
 
@@ -107,11 +112,15 @@ class ProfileEntry:
     callee: str
     calls: int
     seconds: float
+    source: str = ""
+    """What the call computes in the model (ONNX node names, PyTorch nodes and source
+    lines), when the executable records it."""
 
     def __str__(self) -> str:
         return (
             f"{self.seconds * 1e3:10.3f} ms {self.calls:6d}x  "
             f"{self.function}[{self.pc}] {self.instruction}"
+            + (f"  [{self.source}]" if self.source else "")
         )
 
 
@@ -596,8 +605,38 @@ class VirtualMachine:
             if calls:
                 ins = self.executable.functions[fname].instructions[pc]
                 assert isinstance(ins, Call)
-                entries.append(ProfileEntry(fname, pc, str(ins), ins.func, int(calls), seconds))
+                entries.append(ProfileEntry(fname, pc, str(ins), ins.func, int(calls), seconds,
+                                            self._sources(fname).get(pc, "")))
         return result, entries
+
+    def _sources(self, fname: str) -> dict[int, str]:
+        """pc -> what the call computes, from the executable's :data:`SOURCE_MAP`
+        (malformed entries are ignored: it only labels a profile)."""
+        table = self.executable.attrs.get(SOURCE_MAP)
+        table = table.get(fname) if isinstance(table, dict) else None
+        if not isinstance(table, dict):
+            return {}
+        return {int(k): str(v) for k, v in table.items() if str(k).isdigit()}
+
+    def _step_sources(self, name: str, steps: Sequence[str]) -> list[str]:
+        """What each step of ``name``'s entry point computes: its k-th call of a callee
+        is the VM path's k-th call of it (the entry point runs the same calls in the
+        same order), labelled from :data:`SOURCE_MAP`."""
+        fn = self.executable.functions.get(name)
+        sources = self._sources(name)
+        by_callee: dict[str, list[str]] = {}
+        for pc, ins in enumerate(fn.instructions if fn is not None else ()):
+            if isinstance(ins, Call):
+                by_callee.setdefault(ins.func.removesuffix("@alloc"), []).append(
+                    sources.get(pc, ""))
+        seen: dict[str, int] = {}
+        out = []
+        for callee in steps:
+            k = seen.get(callee, 0)
+            seen[callee] = k + 1
+            texts = by_callee.get(callee, [])
+            out.append(texts[k] if k < len(texts) else "")
+        return out
 
     def profile_steps(self, name: str, *args: Any) -> tuple[Any, list[ProfileEntry]]:
         """Run ``name`` once through its single entry point and return the result and
@@ -623,8 +662,9 @@ class VirtualMachine:
             native = self._timed_entries[name] = found
         result = self[name](*args)
         seconds = native.step_times()
-        entries = [ProfileEntry(native.name, i, f"step {i}: {callee}", callee, 1, t)
-                   for i, (callee, t) in enumerate(zip(native.steps, seconds))]
+        sources = self._step_sources(name, native.steps)
+        entries = [ProfileEntry(native.name, i, f"step {i}: {callee}", callee, 1, t, src)
+                   for i, (callee, t, src) in enumerate(zip(native.steps, seconds, sources))]
         return result, entries
 
     # ------------------------------------------------------------------- decoding

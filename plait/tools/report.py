@@ -8,8 +8,10 @@ inline line of script marks the page ready):
 * the pipeline as a timeline: every pass with its stage, phases, time, a bar and the
   process's resident memory after it, then the pipeline's peak resident memory;
 * for every pass that changed the module, a side-by-side diff of the text (Python's
-  ``difflib``), constants and C sources shortened to a digest so the diff shows the
-  IR and still shows that a constant changed;
+  ``difflib``) that fits the page (long lines wrap), the module's attributes one per
+  line, and long attribute values (libraries, C sources, external modules), constants
+  and C sources shortened to a digest so the diff shows the IR and still shows that
+  one of them changed;
 * the graph of ``main`` before (entering optimization) and after (the last module in
   the lowering phase), drawn by :mod:`plait.tools.svg_graph`;
 * the memory plan of the built ``main`` (:mod:`plait.tools.memory_chart`);
@@ -100,22 +102,53 @@ def _digest(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:10]
 
 
+ATTR_CHARS = 120
+"""A module attribute whose text is longer than this shows as its size and digest."""
+
+
+def _attr_lines(mod: IRModule) -> list[str]:
+    """One comment line per module attribute; a long value (compiled libraries, C
+    sources, external modules, entry points) as its size and digest, so a diff shows
+    that it changed and not the blob."""
+    from ..ir.printer import Printer
+
+    printer = Printer()
+    lines = []
+    for k, v in mod.attrs.items():
+        t = printer.value_text(v)
+        if len(t) > ATTR_CHARS:
+            t = f"<{type(v).__name__} of {len(t)} chars sha1:{_digest(t)}>"
+        lines.append(f"# module attribute {k!r}: {t}")
+    return lines
+
+
 def display_text(mod: IRModule) -> str:
-    """The module's text with constants and C sources replaced by a digest."""
+    """The module's text with its attributes one per line (long ones as a digest) and
+    constants and C sources replaced by a digest."""
     text = mod.script()
+    head, _, rest = text.partition("\n")
+    if head.startswith("@module(attrs="):
+        text = "\n".join([*_attr_lines(mod), "@module", rest])
     text = _BASE64.sub(lambda m: f'base64=<{len(m.group(1))} chars sha1:{_digest(m.group(1))}>',
                        text)
     return _CODE.sub(lambda m: f'"code": <C source, {len(m.group(1))} chars sha1:'
                                f"{_digest(m.group(1))}>", text)
 
 
+_COLGROUPS = re.compile(r"(?:<colgroup></colgroup>\s*){6}")
+_COLS = ('<colgroup><col class="dn"><col class="dl"><col class="dt"><col class="dn">'
+         '<col class="dl"><col class="dt"></colgroup>')
+
+
 def _diff(a: str, b: str, label_a: str, label_b: str) -> str:
+    """A side-by-side diff that fits the page: fixed columns, long lines wrapped by
+    the browser (difflib's own cells never wrap)."""
     la, lb = a.splitlines(), b.splitlines()
     context = 3 if max(len(la), len(lb)) < MAX_DIFF_LINES else 1
-    table = difflib.HtmlDiff(wrapcolumn=90).make_table(la, lb, html.escape(label_a),
-                                                       html.escape(label_b), context=True,
-                                                       numlines=context)
-    return table
+    table = difflib.HtmlDiff().make_table(la, lb, html.escape(label_a), html.escape(label_b),
+                                          context=True, numlines=context)
+    table = _COLGROUPS.sub(_COLS, table, count=1)
+    return table.replace('<td nowrap="nowrap">', '<td class="dtext">')
 
 
 def _mib(value: float | None) -> str:
@@ -279,8 +312,10 @@ svg.graph g.node rect{stroke:#333}
 svg.memory .axis{stroke:#333}svg.memory .axislabel{font:11px sans-serif}
 svg.memory rect.tensor{stroke:#333;stroke-width:.5}
 pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px}
-table.diff{font:12px monospace;border-collapse:collapse;margin-bottom:16px}
-.diff td{padding:0 4px;vertical-align:top;white-space:pre-wrap}
+table.diff{font:12px monospace;border-collapse:collapse;margin-bottom:16px;width:100%;
+table-layout:fixed}
+.diff col.dn{width:1.5em}.diff col.dl{width:3.5em}
+.diff td{padding:0 4px;vertical-align:top;white-space:pre-wrap;overflow-wrap:anywhere}
 .diff_header{background:#eee;color:#777}.diff_next{background:#eee}
 .diff_add{background:#aaffaa}.diff_chg{background:#ffff77}.diff_sub{background:#ffaaaa}
 """

@@ -190,7 +190,7 @@ class _ExplicitMemory(ExprMutator):
             emit = bb.emit_binding
             emit(new_var_binding(out, new_call(_ALLOC, (), plan[2], out.ty, None)))
             dps = new_call(_DPS, (callee, args, new_tuple((out,), outs_ty, None)), plan[8],
-                           OBJECT, None)
+                           OBJECT, call.span)
             if type(args) is Tuple and type(args.ty) is TupleType and (
                     type(callee) is ExternFunc or type(callee) is GlobalVar):
                 # typed as call_dps's inference types it (an object; the callee and
@@ -204,7 +204,8 @@ class _ExplicitMemory(ExprMutator):
         out_ty, extra = plan[6], plan[7]
         name = var.name_hint
         if not _allocatable(out_ty):
-            new = make_call("builtin.call_alloc", callee, args, out=out_ty, attrs=extra)
+            new = make_call("builtin.call_alloc", callee, args, out=out_ty, attrs=extra,
+                            span=call.span)
             if var is orig:
                 self.emit_rewritten(binding, new)
             else:
@@ -223,7 +224,8 @@ class _ExplicitMemory(ExprMutator):
             result = outs[0]
             outs_ty = self._out_tuple_type(outs[0].ty)
         dps_attrs = self._dps_attrs(extra)
-        dps = Call(_DPS, (callee, args, Tuple(tuple(outs), ty=outs_ty)), dps_attrs, ty=OBJECT)
+        dps = Call(_DPS, (callee, args, Tuple(tuple(outs), ty=outs_ty)), dps_attrs, ty=OBJECT,
+                   span=call.span)
         if type(args) is Tuple and type(args.ty) is TupleType and (
                 type(callee) is ExternFunc or type(callee) is GlobalVar):
             # typed as call_dps's inference types it (an object; the callee and both

@@ -333,8 +333,27 @@ class _Fuser:
         name = self.unique_name(op_names)
         self.new_funcs[name] = func
         gv = GlobalVar(name, ty=FuncType(tuple(p.ty for p in params), ret_ty))
-        call = Call(gv, tuple(outer_args), ty=ret_ty, span=root.value.span)
+        span = joined_span([seg[m].value.span for m in members], root.value.span)
+        call = Call(gv, tuple(outer_args), ty=ret_ty, span=span)
         return VarBinding(root.var, call)
+
+
+JOINED_NOTES = 6
+"""The most member notes a fused call's span names (then "and N more")."""
+
+
+def joined_span(spans: list[Any], root: Any) -> Any:
+    """The span of a fused call: the root's place, and the notes of every member (the
+    ONNX nodes or source lines it computes, in order), so a profile of its kernel
+    names them all; ``root`` when fewer than two members have notes."""
+    notes = list(dict.fromkeys(s.note for s in spans if s is not None and s.note))
+    if len(notes) < 2:
+        return root
+    shown = ", ".join(notes[:JOINED_NOTES])
+    if len(notes) > JOINED_NOTES:
+        shown += f" and {len(notes) - JOINED_NOTES} more"
+    base = root if root is not None else next(s for s in spans if s is not None)
+    return replace(base, note=shown)
 
 
 def substitute(e: Expr, subst: dict[Var, Var]) -> Expr:

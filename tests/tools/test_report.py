@@ -123,3 +123,23 @@ def test_a_generated_kernel_shows_its_ir_and_c() -> None:
     html = _kernels(low)
     assert "<h4>kernel IR</h4>" in html and "<h4>C</h4>" in html
     assert "plait_exp_f32" in html   # the generated exp, in the kernel's C
+
+
+def test_pass_diffs_show_long_attributes_as_digests_and_fit_the_page() -> None:
+    from plait.tools.report import _diff, display_text
+
+    text = "@function\ndef main(x: Tensor((2,), \"float32\")):\n    return x\n"
+    blob = "int plait_f(void) { return 1; }\n" * 200
+    before = plait.parse(text).with_attrs(c_sources=(blob,), small=3)
+    after = before.with_attrs(c_sources=(blob + "// changed\n",))
+    shown = display_text(before)
+    assert "# module attribute 'small': 3" in shown and "plait_f" not in shown
+    digest = re.search(r"# module attribute 'c_sources': <tuple of (\d+) chars sha1:(\w{10})>",
+                       shown)
+    assert digest and int(digest.group(1)) > len(blob)
+    assert shown.splitlines()[2] == "@module"
+    other = display_text(after)
+    assert other != shown and digest.group(2) not in other  # the change still shows
+    table = _diff(shown, other, "before", "after")
+    assert "nowrap" not in table and table.count('class="dtext"') >= 2
+    assert '<col class="dt">' in table
