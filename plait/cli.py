@@ -220,11 +220,12 @@ def _fallback(args: argparse.Namespace) -> str | None:
     return "onnxruntime" if "onnxruntime" in (getattr(args, "offload", None) or ()) else None
 
 
-def _say_fallback(mod: Any) -> None:
-    """Name the nodes the import handed to onnxruntime (``--fallback``)."""
+def _say_fallback(modules: Any) -> None:
+    """Name the ONNX nodes that external ``modules`` (of a module or an executable) run
+    on onnxruntime because plait could not import them (``--fallback``)."""
     from .frontend.onnx.fallback import offloaded_nodes
 
-    groups = offloaded_nodes(mod.attrs.get("external_mods") or ())
+    groups = offloaded_nodes(modules or ())
     if groups:
         n = sum(len(v) for v in groups.values())
         print(f"onnxruntime runs {n} node{'s' if n > 1 else ''} plait cannot import, as "
@@ -260,7 +261,7 @@ def _import_onnx(
     while True:
         try:
             mod = from_onnx(path, shapes=shapes, constants=constants, fallback=fallback)
-            _say_fallback(mod)
+            _say_fallback(mod.attrs.get("external_mods"))
             return mod, constants
         except NeedsConstantError as e:
             missing = [n for n in e.needs_constants if n not in constants]
@@ -559,6 +560,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .session import recorded_output_names
 
         names = recorded_output_names(exe)
+        _say_fallback(exe.external)
         # an executable without native code, built for the target asked for, runs as it
         # is (there is nothing to rebuild, and nothing whose origin matters)
         if args.target is not None and not (

@@ -137,6 +137,7 @@ def test_the_cli_names_the_nodes_it_hands_to_onnxruntime(tmp_path, capsys):
     assert code == 0, err
     assert "onnxruntime_fallback_0: 'det_x' (Det)" in out
     assert cli.main(["run", plx]) == 0
+    assert "onnxruntime_fallback_0: 'det_x' (Det)" in capsys.readouterr().out
     code = cli.main(["run", path])
     _, err = capsys.readouterr()
     assert code == 2 and "--fallback onnxruntime" in err and "'det_x'" in err
