@@ -535,9 +535,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     names: list[str] = []
     frozen: dict[str, np.ndarray] = {}
     ep: Any = None   # a .pt2's exported program
-    from .codegen.c.compiler import compile_stats
-
-    stats0 = compile_stats()
+    compiles = kind != "plx" or args.target is not None  # a .plx alone: the runtime only
+    stats0 = _compile_stats() if compiles else {}
     t0 = time.perf_counter()
     if kind == "pt2":
         ep, mod = _import_pt2(args.model, args.allow_native)
@@ -616,7 +615,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  input  {p.name}: {a.dtype} {tuple(a.shape)}")
     for n, a in zip(names, outs):
         print(f"  output {n}: {a.dtype} {tuple(a.shape)}  {_summary(a)}")
-    native = _native_line(stats0, compile_stats()) if kind != "plx" or args.target else ""
+    native = _native_line(stats0, _compile_stats()) if compiles else ""
     if native:
         print(native)
     if len(times) > 1:
@@ -665,6 +664,12 @@ def _default_sizes(exe: Any, ep: Any, params: Sequence[Any]) -> dict[str, int]:
     if ep is not None:
         sizes.update(_example_sizes(ep, params))
     return sizes
+
+
+def _compile_stats() -> dict[str, int]:
+    from .codegen.c.compiler import compile_stats
+
+    return compile_stats()
 
 
 def _native_line(before: dict[str, int], after: dict[str, int]) -> str:

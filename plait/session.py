@@ -23,16 +23,16 @@ import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import PlaitError
-from .ir.expr import Function
-from .ir.module import IRModule
-from .ir.types import TensorType, TupleType
 from .runtime.executable import Executable
 from .runtime.vm import VirtualMachine
+
+if TYPE_CHECKING:  # the compiler's IR: imported where a model is built, not to serve one
+    from .ir.module import IRModule
 
 IO_ATTR = "io"
 """The executable attribute holding each function's input and output names, shapes and
@@ -70,6 +70,8 @@ def _dim(d: Any) -> int | str:
 
 
 def _info(name: str, ty: Any) -> IOInfo:
+    from .ir.types import TensorType
+
     if isinstance(ty, TensorType):
         shape = None if ty.shape is None else tuple(_dim(d) for d in ty.shape)
         return IOInfo(name, shape, None if ty.dtype is None else str(ty.dtype))
@@ -82,6 +84,9 @@ def describe(mod: IRModule, function: str = "main",
     """The inputs and outputs of ``mod[function]``: names (``input_names`` /
     ``output_names`` when the model gave them, else the parameters' names and
     ``output<i>``), shapes and dtypes from the function's types."""
+    from .ir.expr import Function
+    from .ir.types import TupleType
+
     fn = mod[function]
     if not isinstance(fn, Function):
         raise SessionError(f"{function!r} is not a function of the module")
@@ -124,6 +129,8 @@ def _import(model: Any, shapes: Any, constants: Mapping[str, Any], allow_native:
             fallback: str | None = None
             ) -> tuple[IRModule, list[str] | None, list[str] | None]:
     """The module of ``model`` with the names its format gives inputs and outputs."""
+    from .ir.module import IRModule
+
     if isinstance(model, IRModule):
         return model, None, None
     if not isinstance(model, str | os.PathLike):

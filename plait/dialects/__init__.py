@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..runtime.lazy_compiler import LoadingDict, load_compiler
+
 DIALECT_POINTS = ("ingestion", "optimization", "dispatch", "legalize", "lowering")
 
 HookFn = Callable[[Any], list[Any]]
@@ -41,7 +43,7 @@ class Dialect:
         return list(hook(target)) if hook is not None else []
 
 
-DIALECTS: dict[str, Dialect] = {}
+DIALECTS: dict[str, Dialect] = LoadingDict()  # loads the compiler on a miss
 
 
 def register_dialect(
@@ -71,6 +73,7 @@ def register_dialect(
 
 def frontend_modules(frontend: str) -> list[str]:
     """The converter modules the registered dialects give for ``frontend``."""
+    load_compiler()
     return [DIALECTS[n].frontends[frontend] for n in sorted(DIALECTS)
             if frontend in DIALECTS[n].frontends]
 
@@ -111,6 +114,7 @@ def load_dialects() -> list[str]:
 
 def dialect_passes(point: str, target: Any) -> list[Any]:
     """The passes every registered dialect contributes at ``point``, by dialect name."""
+    load_compiler()
     out: list[Any] = []
     for name in sorted(DIALECTS):
         out.extend(DIALECTS[name].hook_passes(point, target))

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..runtime.lazy_compiler import LoadingDict
 from .attrs import EMPTY_ATTRS, Attrs
 from .types import (
     FuncType,
@@ -113,7 +114,7 @@ class Op(Expr):
 
     name: str = ""
 
-    definitions: ClassVar[dict[str, Any]] = {}
+    definitions: ClassVar[dict[str, Any]] = LoadingDict()  # loads the compiler on a miss
     _interned: ClassVar[dict[str, Op]] = {}
 
     @staticmethod

@@ -59,6 +59,7 @@ import numpy as np
 
 from plait.errors import PlaitError
 
+from ..runtime.lazy_compiler import LoadingDict
 from .builder import BlockBuilder, IRTypeError
 from .expr import (
     BaseFunc,
@@ -123,10 +124,10 @@ class ParseError(PlaitError, ValueError):
 
 
 FuncParser = Callable[[ast.FunctionDef, "ParseContext"], BaseFunc]
-_FUNC_PARSERS: dict[str, FuncParser] = {}
+_FUNC_PARSERS: dict[str, FuncParser] = LoadingDict()  # loads the compiler on a miss
 
 
-VALUE_CONSTRUCTORS: dict[str, Callable[..., Any]] = {}
+VALUE_CONSTRUCTORS: dict[str, Callable[..., Any]] = LoadingDict()
 """Constructors allowed in attribute values, by name (``Target("c", opt=3)``)."""
 
 

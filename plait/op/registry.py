@@ -31,6 +31,7 @@ from ..ir import symbolic as sym
 from ..ir.attrs import Attrs, freeze_value
 from ..ir.expr import Call, DataflowVar, Expr, ExternFunc, GlobalVar, Op, Tuple, Var
 from ..ir.types import DTYPES, Type
+from ..runtime.lazy_compiler import load_compiler
 
 REQUIRED = object()
 """Default of an attribute that every call must give."""
@@ -284,6 +285,7 @@ def get_op(name: str) -> OpDef:
 
 def list_ops(namespace: str | None = None) -> list[OpDef]:
     """Every registered op (optionally of one namespace), sorted by name."""
+    load_compiler()  # the dialects' ops too
     return sorted(
         (d for d in Op.definitions.values() if namespace is None or d.namespace == namespace),
         key=lambda d: d.name,

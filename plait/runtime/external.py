@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from plait.errors import PlaitError
+from plait.runtime.lazy_compiler import load_compiler
 from plait.runtime.sizes import SizeExprError, compile_size
 
 if TYPE_CHECKING:
@@ -233,6 +234,8 @@ def _load(m: ExternalModule) -> dict[str, ExternalFn]:
     if hit is not None:
         return hit
     loader = _LOADERS.get(m.format)
+    if loader is None and load_compiler():  # a codegen of the compiler registers it
+        loader = _LOADERS.get(m.format)
     if loader is None:
         import difflib
 

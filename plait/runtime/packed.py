@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import PlaitError
+from plait.runtime.lazy_compiler import load_compiler
 
 if TYPE_CHECKING:
     from plait.runtime.executable import Executable
@@ -72,6 +73,8 @@ def get_func(name: str) -> PackedFunc:
         return _REGISTRY[name]
     except KeyError:
         pass
+    if load_compiler() and name in _REGISTRY:  # registered by a module of the compiler
+        return _REGISTRY[name]
     close = close_func_names(name)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise PackedFuncNotFoundError(f"no packed function named {name!r}{hint}")

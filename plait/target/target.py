@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.attrs import Attrs
+from ..runtime.lazy_compiler import LoadingDict
 
 EXTENSION_POINTS = ("ingestion", "optimization", "dispatch", "legalize", "lowering", "build",
                     "link")
@@ -55,7 +56,7 @@ class TargetKind:
         return out
 
 
-TARGET_KINDS: dict[str, TargetKind] = {}
+TARGET_KINDS: dict[str, TargetKind] = LoadingDict()  # loads the compiler on a miss
 
 
 def register_target_kind(

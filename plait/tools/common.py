@@ -12,14 +12,16 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..cli import CliError, _first_line, _import_onnx, _kind, _parse_shape, _parse_text
-from ..ir.module import IRModule
-from ..transform.errors import PipelineError
-from ..transform.pass_base import Pass
-from ..transform.sequential import Sequential, parse_pipeline
+
+if TYPE_CHECKING:  # the compiler: imported when a command uses it (`plait run x.plx`
+    from ..ir.module import IRModule  # builds the argument parser without it)
+    from ..transform.pass_base import Pass
+    from ..transform.sequential import Sequential
 
 
 def load_plugins(paths: Sequence[str]) -> None:
@@ -82,6 +84,9 @@ def parse_passes(text: str, what: str = "--passes") -> Sequential:
     if not text.strip():
         raise CliError(f"{what} is empty; give pass names separated by commas, e.g. "
                        "'Normalize,LambdaLift,FoldConstant'")
+    from ..transform.errors import PipelineError
+    from ..transform.sequential import parse_pipeline
+
     try:
         return parse_pipeline(text)
     except PipelineError as e:

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..runtime.lazy_compiler import LoadingDict, load_compiler
 from .context import register_config
 from .errors import TransformError
 from .pattern_rewrite import Rule, as_rules
@@ -75,7 +76,7 @@ class Codegen:
         return Sequential(list(self.passes), name=f"codegen.{self.name}")
 
 
-_CODEGENS: dict[str, Codegen] = {}
+_CODEGENS: dict[str, Codegen] = LoadingDict()  # loads the compiler on a miss
 
 
 def as_pipeline_items(value: Any, where: str) -> tuple[Any, ...]:
@@ -168,6 +169,7 @@ def unregister_codegen(name: str) -> None:
 
 def list_codegens() -> list[Codegen]:
     """The registered codegens, by name."""
+    load_compiler()
     return [_CODEGENS[k] for k in sorted(_CODEGENS)]
 
 

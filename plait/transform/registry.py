@@ -11,12 +11,13 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING, Any
 
+from ..runtime.lazy_compiler import LoadingDict, load_compiler
 from .errors import PipelineError
 
 if TYPE_CHECKING:
     from .pass_base import Pass, PassInfo
 
-_PASSES: dict[str, type[Pass]] = {}
+_PASSES: dict[str, type[Pass]] = LoadingDict()  # loads the compiler on a miss
 _GENERATION = [0]  # bumped by every change of _PASSES (see registry_generation)
 
 
@@ -104,6 +105,7 @@ def list_passes(module_prefix: str | None = None) -> list[PassInfo]:
     """The infos of every registered pass, in registration order; with
     ``module_prefix`` only passes whose class is defined in a module under it
     (``"plait."`` selects the passes that ship with plait)."""
+    load_compiler()
     return [
         cls.info
         for cls in _PASSES.values()
@@ -113,6 +115,7 @@ def list_passes(module_prefix: str | None = None) -> list[PassInfo]:
 
 def registered_classes() -> dict[str, type[Pass]]:
     """A copy of the registry: name to class."""
+    load_compiler()
     return dict(_PASSES)
 
 
