@@ -1,30 +1,42 @@
-"""Where the memory goes: building and serving a model, by owner, against onnxruntime.
+"""Where the memory goes: building and serving a model, by owner, against onnxruntime;
+and start-up.
 
     python benchmarks/memory.py                          # bert, gpt2, vit, resnet18
     python benchmarks/memory.py --models bert --target c --json out.json
 
 Every measurement runs in a fresh process of its own without torch (the models are the
 real-model suite's ``transformers`` exports, benchmarks/real_models.py, made once in a
-child process and cached).  For each model:
+child process and cached).  Python's bytecode is cached for the children
+(``PYTHONPYCACHEPREFIX``, even under ``PYTHONDONTWRITEBYTECODE``), as for an installed
+package.  For each model, three tables:
 
 * **build** (plait): the process imports the ONNX file, runs ``plait.build`` and saves a
   ``.plx``; its peak resident memory above the baseline after imports (``VmHWM`` minus
-  ``VmRSS`` at the start, from ``/proc/self/status``), as a multiple of the weights;
-* **serve** (plait): a process loads the ``.plx`` and runs it six times; the resident
-  memory after each step (load, ``VirtualMachine``, first run) above the baseline, the
-  peak, and the owners of what ``Executable.load`` kept, measured directly: the
-  constants' array bytes, the kept graph's text, the native libraries' bytes, and the
-  Python heap that ``tracemalloc`` saw (numpy registers its array buffers with it, so
-  the arrays are part of it); what the process holds beyond Python's heap after the
-  first run (the mapped library, its packed weights and arenas: native ``malloc``) is the
-  resident growth that ``tracemalloc`` did not see;
+  ``VmRSS`` at the start, from ``/proc/self/status``), as a multiple of the weights, the
+  pass that raised the peak most, and the owners at the end of the build measured
+  directly: the imported module's constants (the original weights), the executable's
+  constants (and how much of them are buffers of their own, not shared with the
+  originals: the packed weights), the kept graph's text, the native libraries; the rest
+  of the peak is the IR's Python objects and the passes' transient arrays;
+* **serve** (plait): a process loads the ``.plx`` with ``plait.load`` and runs it six
+  times: the resident memory after loading and after the first run, the peak, and the
+  owners of what loading kept (the constants, the graph's text, the libraries; the
+  graph's own constants are read from the file only when the graph is parsed), the
+  arenas the memory plan gives the VM (``AllocStorage`` bytes), what the first run added
+  beyond the loaded file (the mapped library, arenas: native allocations), and how many
+  modules of the compiler the process imported (none: it serves with the runtime).
+  Another process gives the Python heap ``plait.load`` leaves (``tracemalloc``; numpy
+  reports its array buffers to it), untimed;
 * **serve** (onnxruntime): a process creates an ``InferenceSession`` from the ONNX file
-  (CPU, same threads) and runs it six times: the same peak above the baseline.
+  (CPU, same threads) and runs it six times: the same peak above the baseline;
+* **start-up**: seconds from process start (the parent's clock before it starts the
+  child) to the first result, of which imports (numpy and plait's runtime; numpy and
+  onnxruntime); load + first run; and the wall time of ``plait run model.plx``.
 
 Sizes are MiB (2**20 bytes).  ``tracemalloc`` (the standard library) is used rather than a
-profiler such as memray because the owners here are few and known: its total for the
-load step, set against the sizes of the executable's members, names them; ``/proc`` gives
-what the process holds in all.  Peaks are ``VmHWM``, which the kernel keeps per process.
+profiler such as memray because the owners here are few and known: their sizes are read
+off the objects, and ``/proc`` gives what the process holds in all.  Peaks are
+``VmHWM``, which the kernel keeps per process.
 """
 
 from __future__ import annotations
@@ -62,69 +74,155 @@ def _hwm() -> float:
 
 
 def _inputs(spec_name: str):  # type: ignore[no-untyped-def]
+    """The input of a model of the real-model suite, or of ``"2x16:float32"`` (a shape
+    and a dtype: a model of one input that is not in the suite)."""
     import numpy as np
+
+    rng = np.random.default_rng(0)
+    if ":" in spec_name:
+        dims, dtype = spec_name.split(":")
+        return rng.standard_normal([int(d) for d in dims.split("x")]).astype(dtype)
     from real_models import MODELS
 
     spec = MODELS[spec_name]
-    rng = np.random.default_rng(0)
     if spec.dtype.startswith("int"):
         return rng.integers(0, spec.vocab or 2, size=spec.shape).astype(spec.dtype)
     return rng.standard_normal(spec.shape).astype(spec.dtype)
 
 
+_COMPILER = ("plait.ir", "plait.kernel", "plait.op", "plait.interp", "plait.transform",
+             "plait.codegen", "plait.target", "plait.pipeline", "plait.build", "plait.offload",
+             "plait.frontend", "plait.dialects")
+
+
+def _roots(arrays) -> dict[int, int]:  # type: ignore[no-untyped-def]
+    """The buffers behind ``arrays``: id of the array owning the memory -> its bytes."""
+    import numpy as np
+
+    seen: dict[int, int] = {}
+    for a in arrays:
+        root = a
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        seen[id(root)] = root.nbytes
+    return seen
+
+
+def _array_mib(arrays, besides=()) -> float:  # type: ignore[no-untyped-def]
+    """The bytes of distinct buffers among ``arrays`` (views of one buffer count once),
+    but those of the buffers behind ``besides``."""
+    seen, other = _roots(arrays), _roots(besides)
+    return sum(n for k, n in seen.items() if k not in other) / 2**20
+
+
+def _planned_arena_mib(exe) -> float:  # type: ignore[no-untyped-def]
+    """The storage buffers the memory plan gives the executable's functions (the VM's
+    arenas), summed."""
+    from plait.runtime.executable import AllocStorage
+
+    return sum(ins.nbytes for f in exe.functions.values() for ins in f.instructions
+               if isinstance(ins, AllocStorage)) / 2**20
+
+
 def child_build(onnx_path: str, target: str, out: str) -> dict:
     import plait
     from plait.frontend.onnx import from_onnx
+    from plait.ir import Constant
+    from plait.ir.visitor import post_order
+    from plait.transform import PassContext, PassInstrument
+
+    class PeakPass(PassInstrument):
+        """The pass that raised the resident peak most."""
+
+        def __init__(self) -> None:
+            self.top = (0.0, "")
+
+        def run_before_pass(self, mod, info) -> None:  # type: ignore[no-untyped-def]
+            self.before = _hwm()
+
+        def run_after_pass(self, mod, result, info) -> None:  # type: ignore[no-untyped-def]
+            if _hwm() - self.before > self.top[0]:
+                self.top = (_hwm() - self.before, info.name)
 
     base = _rss()
     t0 = time.perf_counter()
     mod = from_onnx(onnx_path)  # from the path, as `plait compile` does: weights read once
     after_import = _rss() - base
-    exe = plait.build(mod, target)
+    originals = [n.data for f in mod.functions.values() for n in post_order(f)
+                 if isinstance(n, Constant)]
+    peak = PeakPass()
+    with PassContext(instruments=[peak]):
+        exe = plait.build(mod, target)
+    build_peak = _hwm() - base
     del mod
     exe.save(out)
     return {"build_s": time.perf_counter() - t0, "import_mib": after_import,
-            "build_peak_mib": _hwm() - base, "plx_mib": os.path.getsize(out) / 2**20}
+            "build_peak_mib": _hwm() - base, "pipeline_peak_mib": build_peak,
+            "peak_pass": peak.top[1], "plx_mib": os.path.getsize(out) / 2**20,
+            "original_constants_mib": _array_mib(originals),
+            "packed_constants_mib": _array_mib(exe.constants),
+            "packed_new_mib": _array_mib(exe.constants, besides=originals),
+            "graph_text_mib": len(exe.graph or "") / 2**20,
+            "libraries_mib": sum(len(b) for b in exe.libs.values()) / 2**20}
 
 
 def child_serve_plait(plx: str, model: str, threads: int) -> dict:
-    import tracemalloc
-
+    """Load the ``.plx`` (``plait.load``) and run it six times: resident memory after
+    each step, times, and the owners of what loading kept."""
     import numpy as np
 
-    from plait.runtime import Executable, VirtualMachine
+    import plait
+    import plait.session  # noqa: F401  (the runtime: imports, counted as such)
 
     x = _inputs(model)
+    imported_at = time.time()
     base = _rss()
-    tracemalloc.start()
     t0 = time.perf_counter()
-    exe = Executable.load(plx)
-    load_heap, _ = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    sess = plait.load(plx)  # the executable and its VirtualMachine
     after_load = _rss() - base
-    owners = {
-        "constants_mib": sum(c.nbytes for c in exe.constants) / 2**20,
-        "graph_text_mib": len(exe.graph or "") / 2**20,
-        "libraries_mib": sum(len(b) for b in exe.libs.values()) / 2**20,
-        "load_python_heap_mib": load_heap / 2**20,
-    }
-    vm = VirtualMachine(exe)
-    after_vm = _rss() - base
-    first = vm["main"](x)
+    first = sess(x)
+    first_at = time.time()
     first_s = time.perf_counter() - t0
     after_first = _rss() - base
     for _ in range(RUNS - 1):
-        vm["main"](x)
+        sess(x)
     assert np.all(np.isfinite(first if isinstance(first, np.ndarray) else first[0]))
-    return {**owners, "load_mib": after_load, "vm_mib": after_vm, "first_run_mib": after_first,
-            "serve_peak_mib": _hwm() - base, "load_first_run_s": first_s,
-            "native_beyond_heap_mib": max(after_first - after_load, 0.0)}
+    exe = sess.executable
+    return {
+        # (the graph's own constants are read from the file when parsed: none here)
+        "constants_mib": _array_mib(exe.constants),
+        "graph_text_mib": len(exe.graph or "") / 2**20,
+        "libraries_mib": sum(len(b) for b in exe.libs.values()) / 2**20,
+        "arenas_planned_mib": _planned_arena_mib(exe),
+        "load_mib": after_load, "first_run_mib": after_first,
+        "serve_peak_mib": _hwm() - base, "load_first_run_s": first_s,
+        "imported_at": imported_at, "first_result_at": first_at,
+        "compiler_modules": sorted(m for m in sys.modules if m.startswith(_COMPILER)),
+        "native_beyond_heap_mib": max(after_first - after_load, 0.0)}
+
+
+def child_load_heap(plx: str) -> dict:
+    """The Python heap ``plait.load`` leaves (``tracemalloc``, which numpy reports its
+    array buffers to), in a process of its own: tracing slows loading down, so the
+    serving process is not traced."""
+    import tracemalloc
+
+    import plait
+    import plait.session  # noqa: F401
+
+    tracemalloc.start()
+    sess = plait.load(plx)
+    heap, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del sess
+    return {"load_python_heap_mib": heap / 2**20}
 
 
 def child_serve_ort(onnx_path: str, model: str, threads: int) -> dict:
     import onnxruntime as ort
 
     x = _inputs(model)
+    imported_at = time.time()
     base = _rss()
     t0 = time.perf_counter()
     opts = ort.SessionOptions()
@@ -133,19 +231,37 @@ def child_serve_ort(onnx_path: str, model: str, threads: int) -> dict:
     feed = {sess.get_inputs()[0].name: x}
     sess.run(None, feed)
     first_s = time.perf_counter() - t0
+    first_at = time.time()
     for _ in range(RUNS - 1):
         sess.run(None, feed)
-    return {"serve_peak_mib": _hwm() - base, "load_first_run_s": first_s}
+    return {"serve_peak_mib": _hwm() - base, "load_first_run_s": first_s,
+            "imported_at": imported_at, "first_result_at": first_at}
+
+
+def _child_env() -> dict[str, str]:
+    """The children's environment: this checkout first on the path, and Python's
+    bytecode cached (in a directory of the temporary directory, ``PYTHONPYCACHEPREFIX``)
+    even where ``PYTHONDONTWRITEBYTECODE`` is set, as for an installed package: start-up
+    is then not the time to compile plait's sources, which onnxruntime never pays."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPYCACHEPREFIX": str(Path(tempfile.gettempdir()) / "plait-bench-pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def _run_child(*args: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
+    env = _child_env()
+    started = time.time()
     proc = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True,
                           text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"child {args[0]} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if "first_result_at" in out:  # process start (its interpreter and imports included)
+        out["start_to_first_s"] = out["first_result_at"] - started
+        out["imports_s"] = out["imported_at"] - started
+    return out
 
 
 def weight_mib(onnx_path: Path) -> float:
@@ -161,31 +277,67 @@ def weight_mib(onnx_path: Path) -> float:
     return total / 2**20
 
 
+def plait_run_s(plx: Path) -> float:
+    """Wall seconds of ``plait run model.plx`` (``python -m plait.cli``): process start,
+    imports, load, one run, the printed result, exit."""
+    env = _child_env()
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "plait.cli", "run", str(plx)],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"plait run {plx} failed:\n{proc.stderr[-3000:]}")
+    return time.perf_counter() - t0
+
+
 def measure(model: str, onnx_path: Path, target: str, threads: int, work: Path) -> dict:
     plx = work / f"{model}-{target}.plx"
     row: dict = {"model": model, "weights_mib": weight_mib(onnx_path)}
     row["build"] = _run_child("build", str(onnx_path), target, str(plx))
     row["plait"] = _run_child("serve_plait", str(plx), model, str(threads))
+    row["plait"]["plait_run_s"] = plait_run_s(plx)
+    row["plait"].update(_run_child("load_heap", str(plx)))
     row["onnxruntime"] = _run_child("serve_ort", str(onnx_path), model, str(threads))
     return row
 
 
 def table(rows: list[dict], target: str) -> str:
-    head = ("| model | weights | build peak (x weights) | serve peak plait-" + target +
-            " | onnxruntime | ratio | after load | constants | graph text | libraries "
-            "| native beyond heap | load + first run plait / onnxruntime |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|")
-    lines = [head]
+    """Three tables: the build's peak by owner, serving's peak by owner against
+    onnxruntime, and start-up."""
+    build = ["| model | weights | build peak (x weights) | raised most by | original constants "
+             "| executable's constants (not shared with originals) | kept graph text "
+             "| libraries | the rest (IR, transients) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    serve = [f"| model | serve peak plait-{target} | onnxruntime | ratio | after load "
+             "| constants | graph text | libraries | arenas (planned) "
+             "| native beyond heap | Python heap of load | compiler modules imported |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    start = ["| model | start to first result plait / onnxruntime | of which imports "
+             "| load + first run plait / onnxruntime | `plait run m.plx` |",
+             "|---|---|---|---|---|"]
     for r in rows:
         p, o, b, w = r["plait"], r["onnxruntime"], r["build"], r["weights_mib"]
-        lines.append(
+        owned = (b["original_constants_mib"] + b["packed_new_mib"]
+                 + b["graph_text_mib"] + b["libraries_mib"])
+        build.append(
             f"| {r['model']} | {w:.0f} | {b['build_peak_mib']:.0f} "
-            f"({b['build_peak_mib'] / w:.1f}x) | {p['serve_peak_mib']:.0f} | "
-            f"{o['serve_peak_mib']:.0f} | {p['serve_peak_mib'] / o['serve_peak_mib']:.2f} | "
-            f"{p['load_mib']:.0f} | {p['constants_mib']:.0f} | {p['graph_text_mib']:.0f} | "
-            f"{p['libraries_mib']:.1f} | {p['native_beyond_heap_mib']:.0f} | "
-            f"{p['load_first_run_s']:.2f} / {o['load_first_run_s']:.2f} s |")
-    return "\n".join(lines)
+            f"({b['build_peak_mib'] / w:.2f}x) | {b['peak_pass']} | "
+            f"{b['original_constants_mib']:.0f} | {b['packed_constants_mib']:.0f} "
+            f"({b['packed_new_mib']:.0f}) | "
+            f"{b['graph_text_mib']:.1f} | {b['libraries_mib']:.1f} | "
+            f"{b['build_peak_mib'] - owned:.0f} |")
+        serve.append(
+            f"| {r['model']} | {p['serve_peak_mib']:.0f} | {o['serve_peak_mib']:.0f} | "
+            f"{p['serve_peak_mib'] / o['serve_peak_mib']:.2f} | {p['load_mib']:.0f} | "
+            f"{p['constants_mib']:.0f} | {p['graph_text_mib']:.1f} | "
+            f"{p['libraries_mib']:.1f} | {p['arenas_planned_mib']:.1f} | "
+            f"{p['native_beyond_heap_mib']:.0f} | {p['load_python_heap_mib']:.0f} | "
+            f"{len(p['compiler_modules'])} |")
+        start.append(
+            f"| {r['model']} | {p['start_to_first_s']:.2f} / {o['start_to_first_s']:.2f} s | "
+            f"{p['imports_s']:.2f} / {o['imports_s']:.2f} s | "
+            f"{p['load_first_run_s']:.2f} / {o['load_first_run_s']:.2f} s | "
+            f"{p['plait_run_s']:.2f} s |")
+    return "\n".join([*build, "", *serve, "", *start])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
             out = child_build(*rest)
         elif kind == "serve_plait":
             out = child_serve_plait(rest[0], rest[1], int(rest[2]))
+        elif kind == "load_heap":
+            out = child_load_heap(rest[0])
         else:
             out = child_serve_ort(rest[0], rest[1], int(rest[2]))
         print(json.dumps(out))
