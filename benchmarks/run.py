@@ -345,6 +345,7 @@ def prepare(model: str, backend: str, onnx_path: str, input_path: str) -> tuple[
         from plait.runtime import VirtualMachine
         from plait.transform import PassContext, PassTiming
 
+        plait.build  # noqa: B018  (loads the compiler: import plait is lazy; not compile time)
         target = backend.split("-")[1]
         t0 = time.perf_counter()
         shapes: Any = {"input": x.shape}
@@ -650,6 +651,7 @@ def scaling_child(n: int) -> dict:
 
     import plait
 
+    plait.build  # noqa: B018  (loads the compiler: import plait is lazy; not build time)
     base = _rss_mb()
     mod = scaling_module(n)
     gc.collect()
