@@ -223,6 +223,8 @@ def _fallback(args: argparse.Namespace) -> str | None:
 def _say_fallback(modules: Any) -> None:
     """Name the ONNX nodes that external ``modules`` (of a module or an executable) run
     on onnxruntime because plait could not import them (``--fallback``)."""
+    if not modules:  # nothing offloaded: the frontend (the compiler) is not imported
+        return
     from .frontend.onnx.fallback import offloaded_nodes
 
     groups = offloaded_nodes(modules or ())
