@@ -346,7 +346,7 @@ def convert_qlinear_softmax(ctx: NodeContext) -> Expr:
 def convert_qlinear_concat(ctx: NodeContext) -> Expr:
     """``qnn.concat`` (inputs whose scale differs go through a table)."""
     dtype = ctx.dtype(1)
-    n = ctx.n_inputs()
+    n = ctx.n_inputs
     if n < 5 or (n - 2) % 3:
         ctx.fail(f"expects y_scale, y_zero_point and (x, scale, zero point) triples, got "
                  f"{n} inputs")
