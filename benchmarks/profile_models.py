@@ -202,9 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="time the VM path's call instructions from Python instead of the "
                         "calls inside the single entry point")
     args = p.parse_args(argv)
-    real = args.suite == "real"
-    models = args.models or (",".join(run.real_models().MODELS) if real
-                             else run.DEFAULT_MODELS)
+    models = args.models or ",".join(run.suite_models(args.suite))
     problem = run.unknown_models(models, args.suite)
     if problem:
         p.error(problem)

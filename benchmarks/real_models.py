@@ -220,7 +220,7 @@ def export_pt2(spec: RealModel, path: Path) -> None:
     net = build(spec)
     example = torch.from_numpy(make_input(spec))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.pt2")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp.pt2")   # parallel exporters do not collide
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         ep = torch.export.export(net, (example,))
@@ -236,7 +236,7 @@ def export(spec: RealModel, path: Path) -> None:
     net = build(spec)
     example = torch.from_numpy(make_input(spec))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")   # parallel exporters do not collide
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         torch.onnx.export(net, (example,), str(tmp), input_names=["input"],
@@ -257,21 +257,42 @@ def library_versions() -> dict[str, str]:
     return out
 
 
-def cached_path(name: str, cache: Path, versions: dict[str, str], kind: str = "onnx") -> Path:
-    """Where model ``name``'s export (``kind``: onnx or pt2) is cached."""
-    return cache / f"{name}-{cache_key(MODELS[name], versions)}.{kind}"
+SPEC_SUITES = ("real", "broad", "broad-tiny")
+"""The tables of specs this module exports: the real suite's (:data:`MODELS`), the broad
+suite's (broad_models.py) and the broad suite's tiny twins (its tests')."""
+
+
+def suite_specs(suite: str = "real") -> dict[str, RealModel]:
+    """The specs of ``suite`` (one of :data:`SPEC_SUITES`), by model name."""
+    if suite == "real":
+        return MODELS
+    import broad_models  # noqa: PLC0415 (a sibling module; it imports this one)
+
+    if suite == "broad":
+        return broad_models.FULL
+    if suite == "broad-tiny":
+        return broad_models.TINY
+    raise ValueError(f"no spec suite {suite!r}; choose from {', '.join(SPEC_SUITES)}")
+
+
+def cached_path(name: str, cache: Path, versions: dict[str, str], kind: str = "onnx",
+                suite: str = "real") -> Path:
+    """Where model ``name``'s export (``kind``: onnx or pt2) is cached (the broad
+    suites' files carry the suite's name in front)."""
+    prefix = "" if suite == "real" else f"{suite}-"
+    return cache / f"{prefix}{name}-{cache_key(suite_specs(suite)[name], versions)}.{kind}"
 
 
 def export_cached(names: list[str], cache: Path | None = None,
-                  kind: str = "onnx") -> dict[str, Path]:
+                  kind: str = "onnx", suite: str = "real") -> dict[str, Path]:
     """The ONNX file (``kind="pt2"``: the saved ``torch.export`` program) of each model
-    in ``names``, exporting the missing ones in a child process (so the caller never
-    imports torch).  Raises RuntimeError naming the model when an export fails, or when
-    torch or transformers is missing."""
+    in ``names`` (of spec table ``suite``), exporting the missing ones in a child process
+    (so the caller never imports torch).  Raises RuntimeError naming the model when an
+    export fails, or when torch or transformers is missing."""
     cache = cache or default_cache()
     versions = library_versions()
     missing = [k for k, v in versions.items() if v == "missing"]
-    paths = {n: cached_path(n, cache, versions, kind) for n in names}
+    paths = {n: cached_path(n, cache, versions, kind, suite) for n in names}
     todo = [n for n, p in paths.items() if not p.exists()]
     if todo and missing:
         raise RuntimeError(
@@ -279,7 +300,7 @@ def export_cached(names: list[str], cache: Path | None = None,
             "benchmark extra (pip install -e '.[bench]')")
     if todo:
         proc = subprocess.run([sys.executable, __file__, "--only", ",".join(todo),
-                               "--cache", str(cache), "--kind", kind],
+                               "--cache", str(cache), "--kind", kind, "--suite", suite],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
@@ -290,31 +311,45 @@ def export_cached(names: list[str], cache: Path | None = None,
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--only", default=",".join(MODELS), help="comma-separated model names")
+    p.add_argument("--only", default=None, help="comma-separated model names (default all)")
+    p.add_argument("--suite", choices=SPEC_SUITES, default="real",
+                   help="which table of specs: the real suite's (default), the broad "
+                        "suite's (broad_models.py) or its tiny twins")
     p.add_argument("--cache", default=None, help="cache directory (see above)")
     p.add_argument("--kind", choices=KINDS, default="onnx",
                    help="export to ONNX (default) or a torch.export program (.pt2)")
     p.add_argument("--list", action="store_true", help="print the models and exit")
     args = p.parse_args(argv)
+    specs = suite_specs(args.suite)
     if args.list:
-        for name, spec in MODELS.items():
+        for name, spec in specs.items():
             print(f"{name:16s} {spec.dtype}{list(spec.shape)}  {spec.note}")
         return 0
-    names = args.only.split(",")
-    unknown = [n for n in names if n not in MODELS]
+    names = args.only.split(",") if args.only else list(specs)
+    unknown = [n for n in names if n not in specs]
     if unknown:
-        print(f"unknown model {', '.join(unknown)}; choose from {', '.join(MODELS)}",
+        print(f"unknown model {', '.join(unknown)}; choose from {', '.join(specs)}",
               file=sys.stderr)
         return 2
     cache = Path(args.cache) if args.cache else default_cache()
     versions = library_versions()
+    failed = []
     for name in names:
-        path = cached_path(name, cache, versions, args.kind)
+        path = cached_path(name, cache, versions, args.kind, args.suite)
         if not path.exists():
-            for stale in cache.glob(f"{name}-*.{args.kind}"):   # an export of an older spec
+            prefix = path.name[: -len(path.name.split("-")[-1])]
+            for stale in cache.glob(f"{prefix}*.{args.kind}"):   # an export of an older spec
                 stale.unlink()
-            (export_pt2 if args.kind == "pt2" else export)(MODELS[name], path)
+            try:
+                (export_pt2 if args.kind == "pt2" else export)(specs[name], path)
+            except Exception as err:  # noqa: BLE001 (one model's failure is reported, the rest go on)
+                print(f"{name}: export failed: {type(err).__name__}: {err}", file=sys.stderr)
+                failed.append(name)
+                continue
         print(f"{name}: {path} ({path.stat().st_size / 2**20:.0f} MiB)", flush=True)
+    if failed:
+        print(f"export failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -59,6 +59,19 @@ of onnxruntime's largest magnitude, the quantized models' bound, is refused).
     python benchmarks/run.py --suite quantized --models mlp-qop,bert-dyn
     python benchmarks/run.py --models mlp --backends onnxruntime,plait-c,plait-c+torch
 
+``--suite broad`` runs the broad suite (benchmarks/broad_models.py: thirty architectures
+of every family, issue 30) like the real suite, its plait outputs held to 1e-4 of the
+largest magnitude; ``--suite broad-int8`` its CNNs and text encoders quantized by
+onnxruntime's tools in QOperator, QDQ and dynamic form (benchmarks/broad_quantized.py),
+held to one quantization step (benchmarks/broad_check.py).  ``--check`` (broad suites
+only) compiles and compares every model without timing it and lists plait's gaps;
+``--write-docs`` writes the summary, with the machine (CPU model, ISA extensions, threads,
+date), between the suite's markers in docs/performance.md.
+
+    python benchmarks/run.py --suite broad --check
+    python benchmarks/run.py --suite broad --write-docs
+    python benchmarks/run.py --suite broad-int8 --models resnet50-qdq,bert-dyn
+
 Backends: ``onnxruntime``, ``openvino`` (OpenVINO's CPU plugin with
 ``INFERENCE_PRECISION_HINT`` f32, the same threads, ``PERFORMANCE_HINT`` LATENCY and one
 stream; on a QDQ model its int8 path; left out with a note when the package is not
@@ -121,7 +134,10 @@ REAL_BACKENDS = "onnxruntime,openvino,plait-c,from_torch"
 REAL_ONLY = ("from_torch",)
 """Backends of the real suite only (their models are exported with torch.export)."""
 """Backends run only when named in ``--backends``."""
-SUITES = ("default", "real", "quantized")
+SUITES = ("default", "real", "quantized", "broad", "broad-int8")
+MODEL_SUITES = ("real", "quantized", "broad", "broad-int8")
+"""The suites of models from elsewhere (one process per pair, 30 timed calls, a summary
+against the peers, no pipeline scaling)."""
 RTOL, ATOL = 1e-3, 1e-4
 """Outputs agree with onnxruntime's when ``|out - ref| <= ATOL * max(1, max|ref|) + RTOL *
 |ref|`` everywhere (the absolute part scales with the output's largest magnitude:
@@ -149,6 +165,31 @@ def quantized_models() -> Any:
     import quantized_models as qm  # noqa: PLC0415
 
     return qm
+
+
+def broad() -> tuple[Any, Any, Any]:
+    """benchmarks/broad_models.py, broad_quantized.py and broad_check.py (the broad
+    suite: its float models, their int8 forms and its output checks)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import broad_check  # noqa: PLC0415
+    import broad_models  # noqa: PLC0415
+    import broad_quantized  # noqa: PLC0415
+
+    return broad_models, broad_quantized, broad_check
+
+
+def suite_models(suite: str) -> list[str]:
+    """The models of ``suite``, in the order they run (the default suite: its default
+    models)."""
+    if suite == "real":
+        return list(real_models().MODELS)
+    if suite == "quantized":
+        return list(quantized_models().MODELS)
+    if suite == "broad":
+        return list(broad()[0].MODELS)
+    if suite == "broad-int8":
+        return list(broad()[1].MODELS)
+    return DEFAULT_MODELS.split(",")
 
 
 def outputs_disagree(out: Any, ref: Any, atol: float = ATOL, rtol: float = RTOL
@@ -430,8 +471,7 @@ def serve(model: str, backend: str, onnx_path: str, input_path: str, out_path: s
 def unknown_models(models: str, suite: str = "default") -> str | None:
     """The error for the names in comma-separated ``models`` that are not models of
     ``suite``, or None when all are."""
-    known = {"default": MODELS, "real": real_models().MODELS,
-             "quantized": quantized_models().MODELS}[suite]
+    known = MODELS if suite == "default" else suite_models(suite)
     unknown = [m for m in models.split(",") if m not in known]
     if not unknown:
         return None
@@ -454,6 +494,19 @@ def model_files(suite: str, models: list[str], work: Path,
     import numpy as np
 
     files = {}
+    if suite in ("broad", "broad-int8"):
+        bm, bq, _ = broad()
+        if suite == "broad":
+            paths = real_models().export_cached(models, suite="broad")
+        else:
+            paths, failed = bq.quantized_files(models, "broad")
+            QUANTIZE_FAILED.update(failed)
+        for m in models:
+            inp = str(work / f"{m}.input.npy")
+            spec = bm.FULL[m if suite == "broad" else bq.split(m)[0]]
+            np.save(inp, real_models().make_input(spec))
+            files[m] = (str(paths.get(m, "")), inp)
+        return files
     if suite == "quantized":
         qm = quantized_models()
         for m in models:
@@ -477,6 +530,11 @@ def model_files(suite: str, models: list[str], work: Path,
         np.save(inp, data.astype("float32"))
         files[m] = (_export(m, work), inp)
     return files
+
+
+QUANTIZE_FAILED: dict[str, str] = {}
+"""The broad int8 models onnxruntime's quantizer could not make, with its error (set by
+:func:`model_files`; every backend reports the error for them)."""
 
 
 def pt2_file(model: str) -> str:
@@ -514,6 +572,19 @@ def library_objects(seed: Path) -> float:
 
 SEED: Path | None = None
 """The object cache every worker's fresh cache starts from (see library_objects)."""
+
+
+def error_line(stderr: str, code: int | None) -> str:
+    """What a failed worker's stderr says: the first line of its last exception's
+    message (``VMError: ...``: the lines after it list arguments), else its last
+    line."""
+    import re
+
+    lines = stderr.strip().splitlines()
+    for line in reversed(lines):
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Failure)\b", line):
+            return line
+    return lines[-1] if lines else f"exit code {code}"
 
 
 class Player:
@@ -560,8 +631,7 @@ class Player:
             if not line:
                 self.proc.wait()
                 self._stderr.seek(0)
-                lines = self._stderr.read().strip().splitlines()
-                self.error = lines[-1] if lines else f"exit code {self.proc.returncode}"
+                self.error = error_line(self._stderr.read(), self.proc.returncode)
                 return None
             try:
                 return json.loads(line)
@@ -795,6 +865,99 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+TOOL_FAILURE = "onnxruntime.quantization:"
+"""How the error of a broad int8 model the quantizer could not make begins."""
+
+
+def check_output(suite: str, model: str, backend: str, onnx_path: str, out: Any,
+                 ref: Any) -> str | None:
+    """Why ``backend``'s output of ``model`` does not match onnxruntime's ``ref``, or
+    None: the broad suites hold plait to broad_check.py's bounds (1e-4 of the largest
+    magnitude; int8: one quantization step), peers to the suites' usual bounds; the
+    quantized suite to 1% of the largest magnitude; the others to
+    :func:`outputs_disagree`."""
+    ours = backend not in PEERS
+    if suite == "quantized" or (suite == "broad-int8" and not ours):
+        return outputs_disagree(out, ref, QUANTIZED_ATOL, 0.0)
+    if suite == "broad" and ours:
+        return broad()[2].float_disagree(out, ref)
+    if suite == "broad-int8":
+        _, bq, bc = broad()
+        return bc.int8_disagree(out, ref, onnx_path, bq.split(model)[1])
+    return outputs_disagree(out, ref)
+
+
+def check_report(results: list[dict], suite: str) -> tuple[str, list[str]]:
+    """``--check``'s table (each model's result per backend) and the problems (plait's
+    failures and disagreements; a model the quantizer could not make is listed, not a
+    problem)."""
+    lines = [f"| model | {' | '.join(dict.fromkeys(r['backend'] for r in results))} |"]
+    lines.append("|---|" + "---|" * (lines[0].count("|") - 2))
+    by_model: dict[str, list[dict]] = {}
+    for r in results:
+        by_model.setdefault(r["model"], []).append(r)
+    problems = []
+    for m, rs in by_model.items():
+        lines.append(f"| {m} | " + " | ".join(r["check"] for r in rs) + " |")
+        problems += [f"{m} on {r['backend']}: {r['check']}" for r in rs
+                     if r["check"] != "ok" and r["backend"] not in PEERS
+                     and not r["check"].startswith(TOOL_FAILURE)]
+    ok = sum(all(r["check"] == "ok" for r in rs) for rs in by_model.values())
+    lines += ["", f"{suite}: {ok} of {len(by_model)} models match onnxruntime on every "
+                  "backend"]
+    if problems:
+        lines += ["", "plait's gaps:", *[f"  {p}" for p in problems]]
+    return "\n".join(lines), problems
+
+
+DOCS = ROOT / "docs" / "performance.md"
+"""Where ``--write-docs`` writes the current figures."""
+
+
+def machine() -> str:
+    """The machine a run measured: CPU model, vCPUs, the ISA extensions that matter to
+    the kernels (from /proc/cpuinfo's flags), the threads of every backend, PLAIT_ISA
+    when set, and the date (UTC)."""
+    import datetime
+
+    model, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model == "unknown CPU":
+                    model = value.strip()
+                elif key.strip() in ("flags", "Features") and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    wanted = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx_vnni",
+              "avx512_bf16", "amx_tile", "amx_int8", "asimd", "asimddp")
+    isa = ", ".join(f for f in wanted if f in flags) or "none of " + "/".join(wanted[:3])
+    cap = os.environ.get("PLAIT_ISA")
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"{model}, {os.cpu_count()} vCPUs (ISA: {isa}), {THREADS} threads per backend"
+            + (f", PLAIT_ISA={cap}" if cap else "") + f", {date}")
+
+
+def write_docs(path: Path, suite: str, summary: str, argv: list[str] | None) -> str:
+    """Put ``summary`` (suite_report's table) with the machine and the command between
+    the markers ``<!-- figures:SUITE:begin -->`` and ``<!-- figures:SUITE:end -->`` of
+    ``path``; returns what it did.  ValueError when the markers are missing."""
+    text = path.read_text()
+    begin, end = f"<!-- figures:{suite}:begin -->", f"<!-- figures:{suite}:end -->"
+    if begin not in text or end not in text:
+        raise ValueError(f"{path}: no {begin} ... {end} markers to write the {suite} "
+                         "figures between; add them where the figures belong")
+    command = "python benchmarks/run.py " + " ".join(
+        a for a in (sys.argv[1:] if argv is None else argv))
+    body = (f"{begin}\n*Written by `{command}` on {machine()}.*\n\n{summary.strip()}\n"
+            f"{end}")
+    head, rest = text.split(begin, 1)
+    path.write_text(head + body + rest.split(end, 1)[1])
+    return f"wrote the {suite} figures into {path}"
+
+
 def suite_report(results: list[dict]) -> tuple[str, list[str]]:
     """The real suite's table: per model, onnxruntime's median and each other backend's
     median and ratio to it; then each backend's geometric mean of the ratios over the
@@ -836,7 +999,9 @@ def suite_report(results: list[dict]) -> tuple[str, list[str]]:
                 what = "REFUSED" if r["error"].startswith("outputs disagree") else "FAILED"
                 cells += [f"**{what}**: {r['error']}", "—"]
                 left_out[b].append(m)
-                if b not in PEERS:  # a peer that cannot run a model is not plait's failure
+                if b not in PEERS and not r["error"].startswith(TOOL_FAILURE):
+                    # a peer that cannot run a model, or a model onnxruntime's quantizer
+                    # could not make, is not plait's failure
                     problems.append(f"{m} on {b}: {what.lower()}: {r['error']}")
                 continue
             if not base:
@@ -903,6 +1068,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="run only the pipeline scaling (sizes from --scaling), no models")
     p.add_argument("--scaling-worker", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    p.add_argument("--check", action="store_true",
+                   help="with --suite broad or broad-int8: only check every model's "
+                        "outputs against onnxruntime's (no timing; default backends "
+                        "onnxruntime,plait-c)")
+    p.add_argument("--write-docs", action="store_true",
+                   help="write the run's summary, with the machine, into "
+                        "docs/performance.md's current figures")
     p.add_argument("--worker", nargs=5, metavar=("MODEL", "BACKEND", "ONNX", "INPUT", "OUT"))
     args = p.parse_args(argv)
     if args.worker:
@@ -926,13 +1098,20 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(table)
         return 0
-    real = args.suite in ("real", "quantized")
+    real = args.suite in MODEL_SUITES
     if args.models is None:
-        args.models = (",".join(real_models().MODELS) if args.suite == "real" else
-                       ",".join(quantized_models().MODELS) if real else DEFAULT_MODELS)
+        args.models = ",".join(suite_models(args.suite))
     explicit = args.backends is not None
+    if args.check and args.suite not in ("broad", "broad-int8"):
+        print("--check runs with --suite broad or broad-int8")
+        return 2
+    if args.write_docs and (args.check or args.suite not in MODEL_SUITES):
+        print("--write-docs writes the figures of a timed run of --suite real, quantized, "
+              "broad or broad-int8")
+        return 2
     if args.backends is None:
-        args.backends = (REAL_BACKENDS if args.suite == "real" else
+        args.backends = ("onnxruntime,plait-c" if args.check else
+                         REAL_BACKENDS if args.suite == "real" else
                          "onnxruntime,openvino,plait-c" if real else
                          ",".join(b for b in BACKENDS if b not in OPT_IN))
     if "openvino" in args.backends.split(",") and not _has("openvino"):
@@ -1000,6 +1179,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--suite {args.suite}: {err}")
             return 2
         for model, (onnx_path, inp) in files.items():
+            if model in QUANTIZE_FAILED:   # the quantizer's failure: no file to run
+                results += [{"model": model, "backend": label, "error": QUANTIZE_FAILED[model],
+                             "check": QUANTIZE_FAILED[model]} for label, _, _ in runs]
+                continue
             # one process at a time compiles (the others wait idle); onnxruntime first,
             # its output is the reference
             order = sorted(runs, key=lambda r: r[0] != "onnxruntime")
@@ -1016,8 +1199,15 @@ def main(argv: list[str] | None = None) -> int:
                     if label == "onnxruntime":
                         ref = out if ref is None else ref
                     elif ref is not None:
-                        pl.error = (outputs_disagree(out, ref, QUANTIZED_ATOL, 0.0)
-                                    if args.suite == "quantized" else outputs_disagree(out, ref))
+                        pl.error = check_output(args.suite, model, label, onnx_path, out, ref)
+            if args.check:
+                results += [{"model": model, "backend": label, "check": pl.error or "ok"}
+                            for label, _, _ in order for pl in players[label][:1]]
+                for ps in players.values():
+                    for pl in ps:
+                        pl.error = pl.error or "checked only"
+                        pl.finish()
+                continue
             live = [pl for ps in players.values() for pl in ps if not pl.error]
             rounds = -(-args.runs // args.block)
             take_turns(live, rounds, args.block, args.gap, args.warm,
@@ -1027,9 +1217,15 @@ def main(argv: list[str] | None = None) -> int:
                 rs = [pl.finish() for pl in players[label]]
                 results.append(combine(players[label], rs,
                                        ort if label != "onnxruntime" else []))
+    if args.check:
+        table, problems = check_report(results, args.suite)
+        print()
+        print(table)
+        return 1 if problems else 0
     scaling = pipeline_scaling(tuple(int(s) for s in args.scaling.split(",") if s))
     table = report(results, scaling)
     problems: list[str] = []
+    summary = ""
     if real:
         summary, problems = suite_report(results)
         table = summary + "\n\n" + table
@@ -1050,6 +1246,8 @@ def main(argv: list[str] | None = None) -> int:
                                                   "library_object_s": library_s}, indent=2))
     print()
     print(table)
+    if args.write_docs:
+        print(f"\n{write_docs(DOCS, args.suite, summary, argv)}")
     if problems:
         print("\nrefused or failed (left out of the geometric means):\n  "
               + "\n  ".join(problems))
