@@ -339,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         if not path.exists():
             prefix = path.name[: -len(path.name.split("-")[-1])]
             for stale in cache.glob(f"{prefix}*.{args.kind}"):   # an export of an older spec
-                stale.unlink()
+                if stale != path:   # (a parallel exporter may have just written this one)
+                    stale.unlink(missing_ok=True)
             try:
                 (export_pt2 if args.kind == "pt2" else export)(specs[name], path)
             except Exception as err:  # noqa: BLE001 (one model's failure is reported, the rest go on)
