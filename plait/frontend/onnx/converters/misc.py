@@ -51,16 +51,53 @@ def _parse_einsum(ctx: NodeContext, eq: str, ranks: list[int]) -> tuple[list[str
     return fixed, out
 
 
+def _einsum_as_matmul(ctx: NodeContext, terms: list[str], out: str) -> Expr | None:
+    """A two-operand equation that is a batched matrix product -- every letter of an
+    operand either a batch letter (in both operands and the output), the one row letter
+    (first operand and output), the one column letter (second operand and output) or the
+    one contracted letter (both operands, not the output), as in attention's
+    ``bhlk,bhtk->bhlt`` -- as ``matmul`` between permutations; None for any other
+    equation (then the broadcast product and sum of :func:`convert_einsum`)."""
+    if len(terms) != 2 or any(len(set(t)) != len(t) for t in terms) or len(set(out)) != len(out):
+        return None
+    a, b = terms
+    if set(out) - set(a) - set(b):
+        return None
+    batch = [c for c in out if c in a and c in b]
+    rows = [c for c in out if c in a and c not in b]
+    cols = [c for c in out if c in b and c not in a]
+    inner = [c for c in a if c in b and c not in out]
+    if len(rows) != 1 or len(cols) != 1 or len(inner) != 1:
+        return None
+    if set(a) != {*batch, *rows, *inner} or set(b) != {*batch, *inner, *cols}:
+        return None   # a letter summed in one operand alone: the general path
+
+    def arranged(i: int, term: str, order: list[str]) -> Expr:
+        x = ctx.x(i)
+        perm = tuple(term.index(c) for c in order)
+        return x if perm == tuple(range(len(perm))) else ctx.call("permute_dims", x, axes=perm)
+
+    y = ctx.call("matmul", arranged(0, a, [*batch, *rows, *inner]),
+                 arranged(1, b, [*batch, *inner, *cols]))
+    have = [*batch, *rows, *cols]
+    perm = tuple(have.index(c) for c in out)
+    return y if perm == tuple(range(len(perm))) else ctx.call("permute_dims", y, axes=perm)
+
+
 @converter("Einsum", since=12)
 def convert_einsum(ctx: NodeContext) -> Expr:
-    """Each operand's diagonals taken and its axes aligned to the output and summed
-    letters; then a broadcast product and a sum over the summed letters."""
+    """A batched matrix product (:func:`_einsum_as_matmul`) as ``matmul``; any other
+    equation: each operand's diagonals taken and its axes aligned to the output and
+    summed letters; then a broadcast product and a sum over the summed letters."""
     n = ctx.n_inputs
     shapes = [ctx.shape(i) for i in range(n)]
     terms, out = _parse_einsum(ctx, ctx.attr_str("equation"), [len(s) for s in shapes])
     for ch in out:
         if not any(ch in t for t in terms):
             ctx.fail(f"the output letter {ch!r} is in no operand", "equation")
+    product = _einsum_as_matmul(ctx, terms, out)
+    if product is not None:
+        return product
     letters = list(out) + sorted({c for t in terms for c in t} - set(out))
     operands = []
     for i, term in enumerate(terms):
