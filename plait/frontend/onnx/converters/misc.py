@@ -86,9 +86,11 @@ def _einsum_as_matmul(ctx: NodeContext, terms: list[str], out: str) -> Expr | No
 
 @converter("Einsum", since=12)
 def convert_einsum(ctx: NodeContext) -> Expr:
-    """A batched matrix product (:func:`_einsum_as_matmul`) as ``matmul``; any other
-    equation: each operand's diagonals taken and its axes aligned to the output and
-    summed letters; then a broadcast product and a sum over the summed letters."""
+    """A batched matrix product of two operands (each letter a batch, row, column or
+    contracted one, as attention's ``bhlk,bhtk->bhlt``) as ``matmul`` between
+    permutations; any other equation: each operand's diagonals taken and its axes
+    aligned to the output and summed letters; then a broadcast product and a sum over
+    the summed letters."""
     n = ctx.n_inputs
     shapes = [ctx.shape(i) for i in range(n)]
     terms, out = _parse_einsum(ctx, ctx.attr_str("equation"), [len(s) for s in shapes])
