@@ -10,8 +10,9 @@ which runs before the ``c`` target's own dispatch and before LegalizeOps:
   function of hand-written C source that the module records (``add_c_source``) and the
   ``c`` build hook compiles and links into the executable's library.
 
-Everything else is lowered the ``c`` way (BLAS for matmul/linear/conv2d, generated
-kernels for the rest).  Run it: ``python examples/derived_target.py``.
+Everything else is lowered the ``c`` way (plait's own matrix product for float32
+matmul/linear/conv2d, taking the symbolic ``n`` at run time; generated kernels for the
+rest).  Run it: ``python examples/derived_target.py``.
 """
 
 from __future__ import annotations

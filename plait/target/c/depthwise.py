@@ -35,9 +35,9 @@ from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
 from .c_float import c_float
+from .dims import SizeArgs, Unbound, float_shape, is_static_shape
 from .families import record_wrappers
 from .gemm import ACT_GELU, ACT_GELU_TANH, ProductPlan, epilogue_step, extend_epilogue
-from .shapes import static_shape
 
 DESC_FIELDS = ("N", "C", "H", "W", "O", "G", "KH", "KW", "SH", "SW", "DH", "DW", "PT",
                "PL", "OH", "OW")
@@ -54,10 +54,12 @@ def plan_grouped_conv2d(call: Call) -> ProductPlan | None:
     from plait.runtime.window import expand_ints, expand_padding
 
     x, w = call.args
-    xs, ws, os_ = static_shape(x), static_shape(w), static_shape(call)
+    xs, ws, os_ = float_shape(x), float_shape(w), float_shape(call)
     a = call.attrs
     if xs is None or ws is None or os_ is None or len(xs) != 4 or len(ws) != 4:
         return None
+    if not is_static_shape(xs[1:] + os_[1:] + ws):
+        return None   # a symbolic batch is a size argument; the rest must be static
     if a["data_layout"] != "NCHW" or a["kernel_layout"] != "OIHW":
         return None
     g = int(a["groups"])
@@ -75,8 +77,6 @@ def plan_grouped_conv2d(call: Call) -> ProductPlan | None:
 
 def _wrapper(plan: ProductPlan) -> tuple[str, str, CFunction]:
     """The plan's call wrapper: (symbol, C code, CFunction)."""
-    fields = [str(plan.desc[k]) for k in DESC_FIELDS]
-    fields += [str(plan.act), c_float(plan.act_lo), c_float(plan.act_hi)]
     args = ["const float* x", "const float* w"]
     params = list(plan.params)
     if plan.bias is not None:
@@ -87,14 +87,20 @@ def _wrapper(plan: ProductPlan) -> tuple[str, str, CFunction]:
         params.append((plan.out_shape, "float32"))
     args.append("float* out")
     params.append((plan.out_shape, "float32"))
-    key = repr((fields, params, plan.bias is not None, plan.res is not None, plan.relu))
+    sizes = SizeArgs(params)
+    args.extend(sizes.c_params())
+    fields = [sizes.c(plan.desc[k]) for k in DESC_FIELDS]
+    fields += [str(plan.act), c_float(plan.act_lo), c_float(plan.act_hi)]
+    key = repr((fields, sizes.params, plan.bias is not None, plan.res is not None, plan.relu))
     name = f"plait_dwconv2d_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     bias = "bias" if plan.bias is not None else "NULL"
     res = "res" if plan.res is not None else "NULL"
     code = (f"int {name}({', '.join(args)}) {{\n"
-            f"    static const plait_dwconv2d_desc d = {{{', '.join(fields)}}};\n"
+            + sizes.empty_guard(plan.out_shape)
+            + f"    {'static ' if sizes.static else ''}const plait_dwconv2d_desc d = "
+            f"{{{', '.join(fields)}}};\n"
             f"    return plait_dwconv2d(&d, x, w, {bias}, {res}, {int(plan.relu)}, out);\n}}\n")
-    return name, code, CFunction(name, tuple(params), 1, name, "int")
+    return name, code, CFunction(name, sizes.params, 1, name, "int")
 
 
 GROUPED_CONV = (is_op("conv2d").has_dtype("float32").has_rank(4).where(_is_grouped)
@@ -118,7 +124,10 @@ def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
             return None
         if plan.act in (ACT_GELU, ACT_GELU_TANH):
             return None   # plait_dwconv.c has no GELU: the chain stops before it
-        name, code, cfn = _wrapper(plan)
+        try:
+            name, code, cfn = _wrapper(plan)
+        except Unbound:
+            return None   # a size only an intermediate value has: not a call here
         wrappers.setdefault(name, (code, cfn))
         args = list(plan.inputs)
         args += [e for e in (plan.bias, plan.res) if e is not None]

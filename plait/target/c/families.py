@@ -150,15 +150,18 @@ def record_wrappers(mod: Any, wrappers: dict[str, tuple[str, CFunction]], header
                     families: Sequence[str], prefix: str) -> Any:
     """``mod`` with the call wrappers ``{symbol: (C code, CFunction)}`` recorded in its
     ``c_sources`` as one file ``<prefix>_<digest>.c`` (after the family header
-    ``header``, e.g. ``plait_pool.h``), and the sources of ``families``."""
+    ``header``, e.g. ``plait_pool.h``, and the helpers of run-time sizes,
+    :data:`.dims.C_PRELUDE`), and the sources of ``families``."""
     import hashlib
 
     from .build import add_c_source
+    from .dims import C_PRELUDE
 
     if not wrappers:
         return mod
     names = sorted(wrappers)
-    code = header_text(header) + "\n" + "\n".join(wrappers[n][0] for n in names)
+    code = (header_text(header) + "\n" + C_PRELUDE + "\n"
+            + "\n".join(wrappers[n][0] for n in names))
     digest = hashlib.sha256(code.encode()).hexdigest()[:12]
     calls = CSource(code, tuple(wrappers[n][1] for n in names), f"{prefix}_{digest}.c")
     for src in family_sources(families):

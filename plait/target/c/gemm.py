@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from plait.codegen.c import CFunction, CSource
+from plait.codegen.c import CFunction
 from plait.ir.expr import (
     Call,
     Constant,
@@ -63,16 +63,16 @@ from plait.ir.expr import (
     Var,
 )
 from plait.ir.module import IRModule
+from plait.ir.symbolic import Dim, mul, product
 from plait.op.registry import make_call
 from plait.transform.activation_rules import ACTIVATION_RULES
 from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, Pattern, is_op, match_at, wildcard
 from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
-from .build import add_c_source
 from .c_float import c_float
-from .families import families_called, family_sources, header_text
-from .shapes import static_shape
+from .dims import SizeArgs, Unbound, float_shape, is_static_shape
+from .families import families_called, header_text, record_wrappers
 
 ACT_NONE, ACT_CLIP, ACT_SILU, ACT_GELU, ACT_GELU_TANH = 0, 1, 2, 3, 4
 """The activations of the native epilogue (``PLAIT_ACT_*`` of ``plait_gemm.h``)."""
@@ -229,9 +229,9 @@ class ProductPlan:
 
     kind: str                      # "conv2d" | "gemm"
     inputs: list[Expr]             # activations and packed weights, in C order
-    params: list[tuple[tuple[int, ...], str]]
-    desc: dict[str, int]
-    out_shape: tuple[int, ...]
+    params: list[tuple[tuple[Dim, ...], str]]
+    desc: dict[str, Any]           # ints, b_kind's C name, and (symbolic shapes) Dims
+    out_shape: tuple[Dim, ...]
     bias_axis: str                 # "row" (conv: per output channel) | "col" (per column)
     bias_len: int
     bias: Expr | None = None
@@ -251,18 +251,30 @@ class ProductPlan:
                 and not self.pool and not self.act)
 
     def symbol_and_code(self) -> tuple[str, str, CFunction]:
+        """The wrapper's symbol, its C text and its :class:`CFunction`.  Symbolic sizes
+        (a dynamic batch or sequence) become size arguments of the wrapper
+        (:class:`~.dims.SizeArgs`), the descriptor's fields C expressions over them;
+        :class:`~.dims.Unbound` when a field names a size no buffer binds."""
+        params = list(self.params)
+        if self.bias is not None:
+            params.append(((self.bias_len,), "float32"))
+        if self.res is not None:
+            params.append((self.out_shape, "float32"))
+        params.append((self.out_shape, "float32"))
+        sizes = SizeArgs(params)
         args = [f"const float* in{i}" for i in range(len(self.inputs))]
         if self.bias is not None:
             args.append("const float* bias")
         if self.res is not None:
             args.append("const float* res")
         args.append("float* out")
+        args.extend(sizes.c_params())
         bias = "bias" if self.bias is not None else "NULL"
         res = "res" if self.res is not None else "NULL"
-        d = self.desc
+        d = {k: v if k == "b_kind" else sizes.c(v) for k, v in self.desc.items()}
         act = (self.act, c_float(self.act_lo), c_float(self.act_hi))
         if self.kind == "conv2d":
-            fields = ", ".join(str(d[k]) for k in (
+            fields = ", ".join(d[k] for k in (
                 "N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "DH", "DW",
                 "PT", "PL", "PB", "PR", "OH", "OW"))
             if self.act:
@@ -272,7 +284,8 @@ class ProductPlan:
             call = (f"plait_conv2d_pool(&d, in0, in1, {bias}, {int(self.relu)}, out)"
                     if self.pool else
                     f"{fn}(&d, in0, in1, {bias}, {res}, {int(self.relu)}, out)")
-            body = (f"    static const plait_conv2d_desc d = {{{fields}}};\n"
+            storage = "static const " if sizes.static else "const "
+            body = (f"    {storage}plait_conv2d_desc d = {{{fields}}};\n"
                     f"    return {call};\n")
         else:
             bias_kind = "PLAIT_BIAS_COL" if self.bias is not None else "PLAIT_BIAS_NONE"
@@ -292,18 +305,13 @@ class ProductPlan:
                 f"p.c_bs = {d['c_bs']};\n"
                 "    return plait_gemm(&p);\n"
             )
-        params = list(self.params)
-        if self.bias is not None:
-            params.append(((self.bias_len,), "float32"))
-        if self.res is not None:
-            params.append((self.out_shape, "float32"))
-        params.append((self.out_shape, "float32"))
+        body = sizes.empty_guard(self.out_shape) + body
         key = repr((self.kind, self.winograd, self.pixel_rows, self.pool, sorted(d.items()),
-                    params,
+                    sizes.params,
                     self.bias is not None, self.res is not None, self.relu, act))
         name = f"plait_{self.kind}_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
         code = f"int {name}({', '.join(args)}) {{\n{body}}}\n"
-        return name, code, CFunction(name, tuple(params), 1, name, "int")
+        return name, code, CFunction(name, sizes.params, 1, name, "int")
 
     def call_args(self) -> list[Expr]:
         out = list(self.inputs)
@@ -320,11 +328,13 @@ def _const_data(e: Expr) -> np.ndarray | None:
 
 def _plan_conv2d(call: Call, winograd: int | str) -> ProductPlan | None:
     x, w = call.args
-    xs, ws, os_ = static_shape(x), static_shape(w), static_shape(call)
+    xs, ws, os_ = float_shape(x), float_shape(w), float_shape(call)
     wd = _const_data(w)
     a = call.attrs
     if xs is None or ws is None or os_ is None or wd is None or len(xs) != 4:
         return None
+    if not (is_static_shape(xs[1:]) and is_static_shape(os_[1:]) and is_static_shape(ws)):
+        return None   # the batch may be symbolic (a size argument), the image not
     if a["groups"] != 1 or a["data_layout"] != "NCHW" or a["kernel_layout"] != "OIHW":
         return None
     from plait.runtime.window import expand_ints, expand_padding
@@ -336,8 +346,8 @@ def _plan_conv2d(call: Call, winograd: int | str) -> ProductPlan | None:
     o, cw, kh, kw = ws
     if cw != c or 0 in xs or 0 in os_:
         return None
-    desc = dict(N=n, C=c, H=h, W=wdt, O=o, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw,
-                PT=pt, PL=pl, PB=pb, PR=pr, OH=os_[2], OW=os_[3])
+    desc: dict[str, Any] = dict(N=n, C=c, H=h, W=wdt, O=o, KH=kh, KW=kw, SH=sh, SW=sw,
+                                DH=dh, DW=dw, PT=pt, PL=pl, PB=pb, PR=pr, OH=os_[2], OW=os_[3])
     wino = winograd_choice(desc, winograd)
     rows = not wino and pixel_rows_applies(desc)
     if wino:
@@ -355,8 +365,8 @@ def _plan_conv2d(call: Call, winograd: int | str) -> ProductPlan | None:
 
 def _plan_gemm(call: Call, op: str) -> ProductPlan | None:
     """linear(x, w[, b]) or matmul(a, b) as a (batched) product with a strided A."""
-    os_ = static_shape(call)
-    shapes = [static_shape(a) for a in call.args]
+    os_ = float_shape(call)
+    shapes = [float_shape(a) for a in call.args]
     if os_ is None or any(s is None for s in shapes) or 0 in os_:
         return None
     x = call.args[0]
@@ -371,7 +381,7 @@ def _plan_gemm(call: Call, op: str) -> ProductPlan | None:
         if len(ws) != 2:
             return None
         n, k = ws
-        m = int(np.prod(xs[:-1]))
+        m = product(xs[:-1])
         batch, a_bs, b_bs, c_bs = 1, 0, 0, 0
         wd = _const_data(w)
         if wd is not None:
@@ -392,7 +402,7 @@ def _plan_gemm(call: Call, op: str) -> ProductPlan | None:
         bias = None
         bd = _const_data(b)
         if len(bs) == 2:
-            m = int(np.prod(xs[:-1]))
+            m = product(xs[:-1])
             batch, a_bs, b_bs, c_bs = 1, 0, 0, 0
             if bd is not None:
                 bmat, b_kind, ldb_r, ldb_c = (Constant(pack_b(np.asarray(bd, np.float32))),
@@ -404,9 +414,9 @@ def _plan_gemm(call: Call, op: str) -> ProductPlan | None:
             if xs[:-2] != bs[:-2] and len(xs) != 2:
                 return None
             m = xs[-2]
-            batch = int(np.prod(bs[:-2]))
-            a_bs = m * xs[-1] if len(xs) > 2 else 0
-            b_bs, c_bs = k * n, m * n
+            batch = product(bs[:-2])
+            a_bs = mul(m, xs[-1]) if len(xs) > 2 else 0
+            b_bs, c_bs = mul(k, n), mul(m, n)
             bmat, b_kind, ldb_r, ldb_c = b, "PLAIT_B_STRIDED", n, 1
             if os_ != tuple(bs[:-2]) + (m, n):
                 return None
@@ -414,7 +424,7 @@ def _plan_gemm(call: Call, op: str) -> ProductPlan | None:
         return None
     desc = dict(M=m, N=n, K=k, lda_r=k, lda_c=1, b_kind=b_kind, ldb_r=ldb_r, ldb_c=ldb_c,
                 batch=batch, a_bs=a_bs, b_bs=b_bs, c_bs=c_bs)
-    bshape = static_shape(bmat)
+    bshape = float_shape(bmat)
     assert bshape is not None
     plan = ProductPlan("gemm", [x, bmat], [(xs, "float32"), (bshape, "float32")], desc,
                  os_, "col", n)
@@ -497,8 +507,8 @@ def _view_source(value: Expr) -> Expr | None:
     if name not in VIEW_OPS or len(value.args) != 1:
         return None
     src = value.args[0]
-    ss, vs = static_shape(src), static_shape(value)
-    if ss is None or vs is None or int(np.prod(ss)) != int(np.prod(vs)):
+    ss, vs = float_shape(src), float_shape(value)
+    if ss is None or vs is None or product(ss) != product(vs):
         return None
     if name == "permute_dims":
         axes = value.attrs.get("axes")
@@ -537,14 +547,14 @@ def extend_epilogue(plan: ProductPlan, value: Call, src: Var) -> bool:
     """Fold epilogue step ``value`` (which reads the plan's result ``src``) into the
     plan; False when the native call cannot do it at this point."""
     if _view_source(value) is not None:
-        plan.out_shape = static_shape(value) or plan.out_shape
+        plan.out_shape = float_shape(value) or plan.out_shape
         plan.viewed = True
         return True
     if _is_op(value, "max_pool2d"):
         if not _can_pool(plan, value):
             return False
         plan.pool = True
-        plan.out_shape = static_shape(value) or plan.out_shape
+        plan.out_shape = float_shape(value) or plan.out_shape
         return True
     if value.ty != src.ty:
         return False
@@ -628,7 +638,7 @@ def _read_through_view(plan: ProductPlan, m: Match, pattern: Pattern, ops: Seque
             for other in match_at(pattern, source, m.graph)):
         return
     plan.inputs[0] = source
-    plan.params[0] = (static_shape(source) or plan.params[0][0], "float32")
+    plan.params[0] = (float_shape(source) or plan.params[0][0], "float32")
 
 
 def gemm_rule(ops: Sequence[str], winograd: int | str,
@@ -643,7 +653,10 @@ def gemm_rule(ops: Sequence[str], winograd: int | str,
         if plan is None:
             return None
         _read_through_view(plan, m, pattern, ops, winograd)
-        name, code, cfn = plan.symbol_and_code()
+        try:
+            name, code, cfn = plan.symbol_and_code()
+        except Unbound:
+            return None   # a size only an intermediate value has: not a call here
         wrappers.setdefault(name, (code, cfn))
         root = m.graph.bindings[plan.members[-1]]
         return make_call("call_extern", ExternFunc(name), Tuple(plan.call_args()),
@@ -692,15 +705,9 @@ def with_native_calls(mod: IRModule, funcs: dict[str, Function],
     recorded; ``mod`` itself when nothing was rewritten."""
     if not funcs:
         return mod
-    names = sorted(wrappers)
-    body = "\n".join(wrappers[n][0] for n in names)
-    code = native_header_text() + "\n" + body
-    digest = hashlib.sha256(code.encode()).hexdigest()[:12]
-    calls = CSource(code, tuple(wrappers[n][1] for n in names), f"{prefix}_{digest}.c")
-    out = mod.with_functions(funcs)
-    for src in family_sources(families_called(body)):
-        out = add_c_source(out, src)
-    return add_c_source(out, calls)
+    body = "\n".join(code for code, _ in wrappers.values())
+    return record_wrappers(mod.with_functions(funcs), wrappers, "plait_gemm.h",
+                           families_called(body), prefix)
 
 
 @module_pass(name="c.DispatchGemm", phases=("optimization",))

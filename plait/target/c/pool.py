@@ -29,8 +29,8 @@ from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
+from .dims import SizeArgs, float_shape, is_static_shape
 from .families import record_wrappers
-from .shapes import static_shape
 from .squeeze_excite import _spatial_axes
 
 
@@ -39,24 +39,32 @@ def _wrapper(call: Call) -> tuple[str, str, CFunction] | None:
     from plait.runtime.window import expand_ints, expand_padding
 
     x = call.args[0]
-    xs, os_ = static_shape(x), static_shape(call)
+    xs, os_ = float_shape(x), float_shape(call)
     a = call.attrs
     if xs is None or os_ is None or len(xs) != 4 or a.get("layout", "NCHW") != "NCHW":
         return None
-    if a.get("ceil_mode") or 0 in xs or 0 in os_:
-        return None
+    if a.get("ceil_mode") or 0 in xs or 0 in os_ or not is_static_shape(xs[1:] + os_[1:]):
+        return None   # a symbolic batch is a size argument; the planes are static
     kh, kw = expand_ints(a["pool_size"], 2)
     sh, sw = expand_ints(a["strides"], 2)
     dh, dw = expand_ints(a["dilation"], 2)
     pt, pl, _pb, _pr = expand_padding(a["padding"], 2)
+    sizes = SizeArgs(((xs, "float32"), (os_, "float32")))
     n, c, h, w = xs
-    desc = (n, c, h, w, os_[2], os_[3], kh, kw, sh, sw, dh, dw, pt, pl)
-    key = repr((desc, xs, os_))
+    desc = [sizes.c(d) for d in (n, c, h, w, os_[2], os_[3], kh, kw, sh, sw, dh, dw, pt, pl)]
+    key = repr((desc, sizes.params))
     name = f"plait_max_pool2d_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-    code = (f"int {name}(const float* x, float* out) {{\n"
-            f"    static const plait_pool2d_desc d = {{{', '.join(map(str, desc))}}};\n"
+    code = (f"int {name}({', '.join(['const float* x', 'float* out', *sizes.c_params()])}) "
+            f"{{\n{sizes.empty_guard(xs)}"
+            f"    {_storage(sizes)}plait_pool2d_desc d = {{{', '.join(desc)}}};\n"
             "    return plait_max_pool2d(&d, x, out);\n}\n")
-    return name, code, CFunction(name, ((xs, "float32"), (os_, "float32")), 1, name, "int")
+    return name, code, CFunction(name, sizes.params, 1, name, "int")
+
+
+def _storage(sizes: SizeArgs) -> str:
+    """How a wrapper holds its descriptor: a constant of the library when the shapes are
+    static, else made on each call from the size arguments."""
+    return "static const " if sizes.static else "const "
 
 
 POOL = is_op("max_pool2d").has_dtype("float32").has_rank(4)
@@ -90,18 +98,22 @@ def _covers_image(call: Call, xs: tuple[int, ...], os_: tuple[int, ...]) -> bool
 
 def _mean_wrapper(call: Call) -> tuple[str, str, CFunction] | None:
     """The wrapper (name, C code, CFunction) of a global average it takes, or None."""
-    xs, os_ = static_shape(call.args[0]), static_shape(call)
+    xs, os_ = float_shape(call.args[0]), float_shape(call)
     if xs is None or os_ is None or len(xs) != 4 or 0 in xs:
+        return None
+    if not is_static_shape(xs[1:] + os_[1:]):
         return None
     if call.op.name in ("avg_pool2d", "adaptive_avg_pool2d") and not _covers_image(call, xs, os_):
         return None
-    planes, hw = xs[0] * xs[1], xs[2] * xs[3]
-    key = repr((planes, hw, xs, os_))
+    sizes = SizeArgs(((xs, "float32"), (os_, "float32")))
+    planes, hw = sizes.prod(xs[:2]), sizes.prod(xs[2:])
+    key = repr((planes, hw, sizes.params))
     name = f"plait_global_avg_pool2d_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-    code = (f"int {name}(const float* x, float* out) {{\n"
-            f"    static const plait_mean_desc d = {{{planes}, {hw}}};\n"
+    code = (f"int {name}({', '.join(['const float* x', 'float* out', *sizes.c_params()])}) "
+            f"{{\n{sizes.empty_guard(xs)}"
+            f"    {_storage(sizes)}plait_mean_desc d = {{{planes}, {hw}}};\n"
             "    return plait_global_avg_pool2d(&d, x, out);\n}\n")
-    return name, code, CFunction(name, ((xs, "float32"), (os_, "float32")), 1, name, "int")
+    return name, code, CFunction(name, sizes.params, 1, name, "int")
 
 
 def pool_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:

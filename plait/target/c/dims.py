@@ -1,0 +1,120 @@
+"""Run-time sizes in the ``c`` target's native call wrappers.
+
+A wrapper of a native kernel family (``plait_gemm.c``, ``plait_conv.c``...) fills the
+family's descriptor (``plait_gemm_problem``, ``plait_conv2d_desc``...) and calls it.
+With static shapes every field is a constant; with symbolic ones (issue 29: a model
+exported with dynamic batch and sequence) the wrapper takes the sizes at run time:
+its :class:`~plait.codegen.c.CFunction` declares the symbolic dimensions of its buffers
+as size variables, which the VM (and the single entry point) bind from the shapes of
+the arguments of each call, and the fields are C expressions over them.
+
+:class:`SizeArgs` names those variables (``n0``, ``n1``... in order of first appearance
+in the parameters, the order the typed ABI passes them in) and writes any dimension
+(an ``int``, a symbolic name or a :class:`~plait.ir.symbolic.SymExpr` over names the
+parameters bind) as C.  A dimension whose names no parameter binds cannot be written:
+:class:`Unbound`, and the dispatch rule leaves that call alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from plait.ir.expr import Expr
+from plait.ir.symbolic import Dim, SymCall, SymExpr, product
+from plait.ir.types import TensorType
+
+__all__ = ["C_PRELUDE", "SizeArgs", "Unbound", "float_shape", "is_static_shape"]
+
+C_PRELUDE = """\
+static inline int64_t plait_dim_fdiv(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return q - (((a % b) != 0) & ((a < 0) != (b < 0)));
+}
+static inline int64_t plait_dim_mod(int64_t a, int64_t b) { return a - plait_dim_fdiv(a, b) * b; }
+static inline int64_t plait_dim_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t plait_dim_max(int64_t a, int64_t b) { return a > b ? a : b; }
+"""
+"""C helpers the written dimensions use (floor division and modulo as the IR defines
+them, for any sign); a wrapper file that takes run-time sizes starts with them."""
+
+
+class Unbound(Exception):
+    """A dimension names a size that no parameter of the wrapper binds."""
+
+
+def float_shape(e: Expr) -> tuple[Dim, ...] | None:
+    """The shape of ``e`` (ints, names and expressions) when it is a float32 tensor of
+    known rank, else None."""
+    ty = e.ty
+    if not isinstance(ty, TensorType) or ty.dtype != "float32" or ty.shape is None:
+        return None
+    return tuple(ty.shape)
+
+
+def is_static_shape(shape: Sequence[Dim]) -> bool:
+    """Whether every dimension of ``shape`` is an int."""
+    return all(type(d) is int for d in shape)
+
+
+class SizeArgs:
+    """The size variables of a wrapper whose parameters have the shapes ``params``
+    (``[(shape, dtype), ...]`` in parameter order: inputs, then outputs)."""
+
+    def __init__(self, params: Sequence[tuple[Sequence[Dim], str]]) -> None:
+        self.names: dict[Any, str] = {}
+        for shape, _ in params:
+            for d in shape:
+                if type(d) is not int and d not in self.names:
+                    self.names[d] = f"n{len(self.names)}"
+        self.params = tuple(
+            (tuple(d if type(d) is int else self.names[d] for d in shape), dtype)
+            for shape, dtype in params)
+
+    @property
+    def static(self) -> bool:
+        """Whether every parameter's shape is static (no size variables)."""
+        return not self.names
+
+    def c_params(self) -> list[str]:
+        """The C parameters of the size variables, in ABI order."""
+        return [f"int64_t {n}" for n in self.names.values()]
+
+    def c(self, d: Dim) -> str:
+        """``d`` as a C ``int64_t`` expression over the size variables; :class:`Unbound`
+        when it names a size the parameters do not bind."""
+        if type(d) is int:
+            return str(d)
+        got = self.names.get(d)
+        if got is not None:
+            return got
+        if type(d) is str:
+            raise Unbound(d)
+        assert isinstance(d, SymExpr)
+        parts = []
+        for mono, coeff in d.terms:
+            factors = [self._atom(a) for a in mono]
+            if coeff != 1 or not factors:
+                factors.append(f"INT64_C({coeff})")
+            parts.append("*".join(factors))
+        return "(" + " + ".join(parts) + ")"
+
+    def _atom(self, a: str | SymCall) -> str:
+        if type(a) is str:
+            return self.c(a)
+        assert isinstance(a, SymCall)
+        fn = {"floordiv": "fdiv"}.get(a.op, a.op)
+        x, y = a.args
+        return f"plait_dim_{fn}({self.c(x)}, {self.c(y)})"
+
+    def empty_guard(self, shape: Sequence[Dim]) -> str:
+        """A C line returning 0 (success, nothing to do) when ``shape`` has no elements
+        at run time (a batch of 0); empty for a static shape, which dispatch only takes
+        when it has elements."""
+        if is_static_shape(shape):
+            return ""
+        return f"    if ({self.prod(shape)} == 0) return 0;\n"
+
+    def prod(self, dims: Sequence[Dim]) -> str:
+        """The product of ``dims`` as C (static factors folded)."""
+        return self.c(product(dims))

@@ -1,0 +1,127 @@
+"""The ``c`` target's native families take run-time sizes (issue 29, item 4): a product,
+convolution, depthwise convolution or pooling whose batch (or sequence) is symbolic is
+dispatched to plait's own kernels -- not to numpy's BLAS -- and the one executable runs
+at several sizes, each checked against numpy (float64 references; rtol 1e-4, atol
+1e-4: float32 sums of up to 144 products)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from graph_helpers import build_graph, conv2d_reference, max_pool_reference  # tests/target
+from graph_helpers import const as _c
+from graph_helpers import emit as _call
+
+import plait
+from plait.runtime import VirtualMachine
+
+RNG = np.random.default_rng(29)
+RTOL = ATOL = 1e-4
+
+
+def _rand(*shape: int) -> np.ndarray:
+    return RNG.uniform(-1, 1, shape).astype(np.float32)
+
+
+def _build(mod: plait.IRModule) -> tuple[VirtualMachine, str]:
+    exe = plait.build(mod, "c")
+    return VirtualMachine(exe), exe.as_text()
+
+
+def _calls(text: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"call ([\w.]+)\(", text))
+
+
+def test_conv_with_bias_and_relu_takes_the_batch_at_run_time() -> None:
+    w, b = _rand(8, 3, 3, 3), _rand(8)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        y = _call(bb, "conv2d", p[0], _c(w), strides=(1, 1), padding=(1, 1, 1, 1),
+                  dilation=(1, 1), groups=1)
+        y = _call(bb, "add", y, _c(b.reshape(8, 1, 1)))
+        return _call(bb, "relu", y)
+
+    vm, text = _build(build_graph({"x": ("n", 3, 9, 9)}, body))
+    calls = _calls(text)
+    assert any(c.startswith("plait_conv2d_") for c in calls), calls
+    assert not any(c.startswith(("blas.", "numpy.")) for c in calls), calls
+    for n in (1, 2, 5):
+        x = _rand(n, 3, 9, 9)
+        ref = np.maximum(conv2d_reference(x, w, padding=(1, 1, 1, 1)) + b.reshape(8, 1, 1), 0)
+        np.testing.assert_allclose(vm["main"](x), ref, rtol=RTOL, atol=ATOL)
+    assert vm["main"](np.zeros((0, 3, 9, 9), np.float32)).shape == (0, 8, 9, 9)
+
+
+@pytest.mark.parametrize("sizes", [[(1, 1), (2, 5), (3, 17)]])
+def test_linear_over_batch_and_sequence_is_one_native_call(sizes: list) -> None:
+    w, b = _rand(24, 16), _rand(24)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        y = _call(bb, "linear", p[0], _c(w))
+        y = _call(bb, "add", y, _c(b))
+        return _call(bb, "relu", y)
+
+    vm, text = _build(build_graph({"x": ("batch", "seq", 16)}, body))
+    assert any(c.startswith("plait_gemm_") for c in _calls(text))
+    assert not any(c.startswith(("blas.", "numpy.")) for c in _calls(text))
+    for bsz, seq in sizes:
+        x = _rand(bsz, seq, 16)
+        ref = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + b, 0)
+        np.testing.assert_allclose(vm["main"](x), ref, rtol=RTOL, atol=ATOL)
+
+
+def test_batched_product_of_two_activations_with_symbolic_sizes() -> None:
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        return _call(bb, "matmul", p[0], p[1])
+
+    mod = build_graph({"q": ("b", 4, "s", 8), "k": ("b", 4, 8, "s")}, body)
+    vm, text = _build(mod)
+    assert any(c.startswith("plait_gemm_") for c in _calls(text))
+    for bsz, seq in ((1, 1), (2, 9), (3, 20)):
+        q, k = _rand(bsz, 4, seq, 8), _rand(bsz, 4, 8, seq)
+        ref = np.matmul(q.astype(np.float64), k.astype(np.float64))
+        np.testing.assert_allclose(vm["main"](q, k), ref, rtol=RTOL, atol=ATOL)
+
+
+def test_a_product_reading_a_flattened_view_binds_the_expression_size() -> None:
+    """``reshape((b, s, 16) -> (b * s, 16))`` then ``linear``: the product reads the
+    unflattened input in place, its rows are ``b * s`` written from the names, and the
+    result's first dimension (the expression) is a size the call binds."""
+    w = _rand(12, 16)
+    from plait.ir.symbolic import mul
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        flat = _call(bb, "reshape", p[0], shape=(mul("b", "s"), 16))
+        return _call(bb, "linear", flat, _c(w))
+
+    vm, text = _build(build_graph({"x": ("b", "s", 16)}, body))
+    assert any(c.startswith("plait_gemm_") for c in _calls(text))
+    for bsz, seq in ((1, 3), (4, 5)):
+        x = _rand(bsz, seq, 16)
+        ref = x.reshape(-1, 16).astype(np.float64) @ w.T.astype(np.float64)
+        np.testing.assert_allclose(vm["main"](x), ref, rtol=RTOL, atol=ATOL)
+
+
+def test_depthwise_and_pooling_take_the_batch_at_run_time() -> None:
+    w = _rand(6, 1, 3, 3)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        y = _call(bb, "conv2d", p[0], _c(w), strides=(1, 1), padding=(1, 1, 1, 1),
+                  dilation=(1, 1), groups=6)
+        y = _call(bb, "max_pool2d", y, pool_size=(2, 2), strides=(2, 2), padding=(0, 0, 0, 0),
+                  dilation=(1, 1))
+        return _call(bb, "global_avg_pool2d", y)
+
+    vm, text = _build(build_graph({"x": ("n", 6, 12, 12)}, body))
+    calls = _calls(text)
+    for family in ("plait_dwconv2d_", "plait_max_pool2d_", "plait_global_avg_pool2d_"):
+        assert any(c.startswith(family) for c in calls), (family, calls)
+    for n in (1, 3):
+        x = _rand(n, 6, 12, 12)
+        conv = np.concatenate([conv2d_reference(x[:, i:i + 1], w[i:i + 1], padding=(1, 1, 1, 1))
+                               for i in range(6)], axis=1).astype(np.float32)
+        pooled = max_pool_reference(conv, (2, 2), (2, 2), (1, 1), (0, 0, 0, 0))
+        ref = pooled.astype(np.float64).mean(axis=(2, 3), keepdims=True)
+        np.testing.assert_allclose(vm["main"](x), ref, rtol=RTOL, atol=ATOL)
