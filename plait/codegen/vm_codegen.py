@@ -394,7 +394,8 @@ class _FunctionLowering:
     # The instructions of the build phase's builtins: (register of the result, the
     # call's attributes, the call, the binding's name for messages)
     def _alloc_storage(self, dst: int, attrs: Any, call: Call, where: str) -> None:
-        self.code.append(rx.AllocStorage(dst, int(attrs["nbytes"])))
+        nbytes = attrs["nbytes"]
+        self.code.append(rx.AllocStorage(dst, nbytes if type(nbytes) is int else str(nbytes)))
 
     def _alloc_tensor(self, dst: int, attrs: Any, call: Call, where: str) -> None:
         shape = tuple(attrs["shape"])
@@ -419,8 +420,10 @@ class _FunctionLowering:
         # less per tensor for the garbage collector to scan
         hit = self.placed.get(id(attrs))
         if hit is None or hit[0] is not attrs:
+            offset = attrs["offset"]
             hit = self.placed[id(attrs)] = (
-                attrs, list(attrs["shape"]), attrs["dtype"], attrs["offset"])
+                attrs, _shape_entries(attrs["shape"]), attrs["dtype"],
+                offset if type(offset) is int else str(offset))
         self.code.append(rx.AllocTensor(dst, hit[1], hit[2], storage, hit[3]))
 
     def _call_dps(self, dst: int, attrs: Any, call: Call, where: str,

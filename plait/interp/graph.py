@@ -400,12 +400,12 @@ class Interpreter:
         if name == "builtin.alloc_tensor":
             return _fresh(self._shape(attrs["shape"], frame), attrs["dtype"])
         if name == "builtin.alloc_storage":
-            return np.full(int(attrs["nbytes"]), POISON_BYTE, dtype=np.uint8)
+            return np.full(self._dim(attrs["nbytes"], frame), POISON_BYTE, dtype=np.uint8)
         if name == "builtin.tensor_from_storage":
             storage = args[0]
             shape = self._shape(attrs["shape"], frame)
             dt = np.dtype(attrs["dtype"])
-            offset = int(attrs["offset"])
+            offset = self._dim(attrs["offset"], frame)
             nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
             if offset < 0 or offset + nbytes > storage.size:
                 raise InterpreterError(

@@ -119,7 +119,8 @@ register_op(
 register_op(
     "builtin.alloc_storage",
     inputs=(),
-    attrs={"nbytes": AttrSpec("int")},
+    attrs={"nbytes": AttrSpec("dim", doc="bytes: an int, or a size expression over the "
+                                         "function's symbolic sizes")},
     infer_type=lambda ctx: ObjectType(),
     pattern="opaque",
     doc="allocate a byte buffer that planned tensors live in",
@@ -128,7 +129,8 @@ register_op(
 register_op(
     "builtin.tensor_from_storage",
     inputs=("storage",),
-    attrs={"offset": AttrSpec("int"), "shape": AttrSpec("dims"), "dtype": AttrSpec("dtype")},
+    attrs={"offset": AttrSpec("dim", doc="byte offset: an int, or a size expression"),
+           "shape": AttrSpec("dims"), "dtype": AttrSpec("dtype")},
     infer_type=_infer_alloc_tensor,
     pattern="opaque",
     doc="a tensor placed at a byte offset of a storage buffer",

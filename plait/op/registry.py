@@ -45,12 +45,13 @@ ATTR_KINDS = (
     "ints",
     "floats",
     "dims",
+    "dim",
     "int_or_ints",
     "type",
     "any",
 )
 """Attribute value kinds: ``ints`` is a tuple of ints, ``dims`` a tuple of ints and
-symbolic sizes, ``type`` a graph IR type, ``any`` no check."""
+symbolic sizes, ``dim`` one of those, ``type`` a graph IR type, ``any`` no check."""
 
 PATTERNS = ("elemwise", "broadcast", "injective", "reduce", "out_elemwise_fusable", "opaque")
 """Fusion pattern kinds, from most to least fusable."""
@@ -320,6 +321,8 @@ def _check_kind(kind: str, v: Any) -> bool:
         )
     if kind == "dims":
         return isinstance(v, tuple) and all(_is_int(x) or sym.is_dim(x) for x in v)
+    if kind == "dim":
+        return _is_int(v) or sym.is_dim(v)
     if kind == "int_or_ints":
         return _is_int(v) or (isinstance(v, tuple) and all(_is_int(x) for x in v))
     if kind == "type":
@@ -336,6 +339,7 @@ _KIND_TEXT = {
     "ints": "a tuple of ints",
     "floats": "a tuple of numbers",
     "dims": "a tuple of ints and symbolic sizes",
+    "dim": "an int or a symbolic size",
     "int_or_ints": "an int or a tuple of ints",
     "type": "a type",
     "any": "any value",
@@ -440,6 +444,8 @@ def _normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> Attrs:
             v = _coerce(spec, given[key])
             if spec.kind == "dims" and isinstance(v, tuple):
                 v = tuple(_dim_attr(opdef, key, x) for x in v)
+            elif spec.kind == "dim":
+                v = _dim_attr(opdef, key, v)
             problem = _value_problem(opdef, key, spec, v)
             if problem:
                 raise OpAttrError(problem)

@@ -303,13 +303,15 @@ class If(Instr):
 
 @dataclass
 class AllocStorage(Instr):
-    """``dst`` = a fresh 1-D uint8 buffer of ``nbytes`` bytes (64-byte aligned)."""
+    """``dst`` = a fresh 1-D uint8 buffer of ``nbytes`` bytes (64-byte aligned):
+    an int, or a size expression over the function's symbolic sizes (a memory plan of
+    a model with a dynamic batch: ``"batch * seq * 12288"``)."""
 
     dst: int
-    nbytes: int
+    nbytes: int | str
 
     kind: ClassVar[str] = "alloc_storage"
-    schema: ClassVar[dict[str, str]] = {"dst": "reg", "nbytes": "nat"}
+    schema: ClassVar[dict[str, str]] = {"dst": "reg", "nbytes": "size"}
 
     def __str__(self) -> str:
         return f"%{self.dst} = alloc_storage {self.nbytes}"
@@ -318,14 +320,15 @@ class AllocStorage(Instr):
 @dataclass
 class AllocTensor(Instr):
     """``dst`` = a C-contiguous tensor at byte ``offset`` of the storage in register
-    ``storage`` (or a fresh array when ``storage`` is None).  String shape entries are
-    symbolic sizes bound by the function's parameters."""
+    ``storage`` (or a fresh array when ``storage`` is None).  String shape entries (and
+    a string offset) are symbolic sizes, or expressions over them, bound by the
+    function's parameters."""
 
     dst: int
     shape: list[int | str]
     dtype: str
     storage: int | None = None
-    offset: int = 0
+    offset: int | str = 0
 
     kind: ClassVar[str] = "alloc_tensor"
     schema: ClassVar[dict[str, str]] = {
@@ -333,7 +336,7 @@ class AllocTensor(Instr):
         "shape": "shape",
         "dtype": "dtype",
         "storage": "reg?",
-        "offset": "nat",
+        "offset": "size",
     }
 
     def __str__(self) -> str:
@@ -707,6 +710,12 @@ def _check_field(
                 _check_kwarg(v, where, k)
     elif ftype == "shape":
         _check_shape(value, where, symbols)
+    elif ftype == "size":
+        if not isinstance(value, str | int) or isinstance(value, bool) or (
+                isinstance(value, int) and value < 0):
+            _fail(where, f"field {name!r} must be an int >= 0 or a size expression, "
+                  f"got {_short(value)}")
+        _check_shape([value], f"{where} field {name!r}", symbols)
     elif ftype == "dtype":
         _check_dtype(value, where)
 

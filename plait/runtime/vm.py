@@ -49,6 +49,7 @@ MAX_CALL_DEPTH = 10_000
 STORAGE_ALIGNMENT = 64
 
 _CALL, _CALL_KW, _ALLOC_TENSOR, _ALLOC_STORAGE, _RET, _VMCALL, _IF, _GOTO, _MOVE = range(9)
+_ALLOC_STORAGE_SYM = 9
 _UINT8 = np.dtype(np.uint8)
 _ENTRY_REPORT = "single_entry"
 SOURCE_MAP = "source_map"
@@ -391,7 +392,7 @@ class _Code:
         self.binder = _Binder(fn, ranges)
         self.instrs: list[tuple[Any, ...]] = []
         # (register, free buffers) of every AllocStorage: see _release_storages
-        self.storages: list[tuple[int, int, list[np.ndarray]]] = []
+        self.storages: list[tuple[int, int | None, list[np.ndarray]]] = []
 
     def checked_as(self, other: _Code) -> _Code:
         """This code with ``other``'s argument checks (the same parameters), so that
@@ -430,7 +431,7 @@ def _release_storages(code: _Code, regs: list[Any], value: Any) -> None:
     for reg, nbytes, pool in code.storages:
         buf = regs[reg]
         if (isinstance(buf, np.ndarray) and len(pool) < STORAGE_POOL_SIZE
-                and buf.dtype is _UINT8 and buf.shape == (nbytes,)):
+                and buf.dtype is _UINT8 and (buf.shape == (nbytes,) or nbytes is None)):
             root = _root(buf)
             if _STORAGE_ROOTS.get(id(root)) is root and not _holds(value, root):
                 pool.append(buf)
@@ -775,10 +776,15 @@ class VirtualMachine:
             dtype = np.dtype(ins.dtype)
             spec = tuple(ins.shape)
             static = None if any(isinstance(d, str) for d in spec) else spec
+            if isinstance(ins.offset, str):   # a planned offset of a symbolic size
+                static = None
             nbytes = None if static is None else dtype.itemsize * math.prod(static)
             return (_ALLOC_TENSOR, ins.dst, static, spec, dtype, ins.storage, ins.offset, nbytes)
         if isinstance(ins, AllocStorage):
             pool: list[np.ndarray] = []
+            if isinstance(ins.nbytes, str):   # its size known per call: any buffer as large
+                code.storages.append((ins.dst, None, pool))
+                return (_ALLOC_STORAGE_SYM, ins.dst, ins.nbytes, pool)
             code.storages.append((ins.dst, ins.nbytes, pool))
             return (_ALLOC_STORAGE, ins.dst, ins.nbytes, pool)
         if isinstance(ins, Ret):
@@ -860,6 +866,8 @@ class VirtualMachine:
                     if shape is None:
                         shape = tuple(size_value(d, syms) for d in spec)
                         nbytes = dtype.itemsize * math.prod(shape)
+                        if type(offset) is str:
+                            offset = size_value(offset, syms)
                         allowed = limit_value("max_tensor_bytes")
                         if allowed is not None and nbytes > allowed:
                             raise LimitExceeded("max_tensor_bytes", nbytes, allowed,
@@ -884,6 +892,9 @@ class VirtualMachine:
                         regs[ins[1]] = ins[3].pop()
                     except IndexError:
                         regs[ins[1]] = aligned_storage(ins[2])
+                    pc += 1
+                elif op == _ALLOC_STORAGE_SYM:
+                    regs[ins[1]] = _symbolic_storage(size_value(ins[2], syms), ins[3])
                     pc += 1
                 elif op == _RET:
                     value = regs[ins[1]]
@@ -914,6 +925,21 @@ class VirtualMachine:
                     pc += 1
         except Exception as e:
             raise _located_error(e, code, pc, stack, regs) from e
+
+
+def _symbolic_storage(nbytes: int, pool: list[np.ndarray]) -> np.ndarray:
+    """A storage of at least ``nbytes`` bytes for a memory plan of symbolic sizes: a
+    pooled buffer when one is large enough (the sizes of the last call, or larger),
+    else a new one (a larger batch than before)."""
+    allowed = limit_value("max_tensor_bytes")
+    if allowed is not None and nbytes > allowed:
+        raise LimitExceeded("max_tensor_bytes", nbytes, allowed, "the memory plan's storage "
+                            "for these sizes needs")
+    try:
+        buf = pool.pop()
+    except IndexError:
+        return aligned_storage(nbytes)
+    return buf if buf.shape[0] >= nbytes else aligned_storage(nbytes)
 
 
 def _storage_problem(buf: Any, offset: int, nbytes: int) -> str:

@@ -46,14 +46,15 @@ def lifetimes(func: Function) -> tuple[list[Lifetime], list[tuple[str, int]], di
         if isinstance(v, Call) and isinstance(v.op, Op):
             name = v.op.name
             if name == "builtin.alloc_storage":
-                storages[b.var.name_hint] = int(v.attrs["nbytes"])
+                if type(v.attrs["nbytes"]) is int:   # (a symbolic plan is not drawn)
+                    storages[b.var.name_hint] = int(v.attrs["nbytes"])
             elif name in ("builtin.tensor_from_storage", "builtin.alloc_tensor"):
                 shape = tuple(v.attrs["shape"])
                 size = int(np.prod([d if isinstance(d, int) else 1 for d in shape],
                                    dtype=np.int64)) * np.dtype(v.attrs["dtype"]).itemsize
                 if name == "builtin.alloc_tensor":
                     own.append((b.var.name_hint, size))
-                else:
+                elif getattr(v.args[0], "name_hint", "?") in storages:
                     src = v.args[0]
                     placed[b.var] = Lifetime(b.var.name_hint, getattr(src, "name_hint", "?"),
                                              int(v.attrs["offset"]), size, i, i)

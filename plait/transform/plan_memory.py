@@ -1,15 +1,27 @@
-"""PlanMemory: place intermediate tensors of static size in one shared arena.
+"""PlanMemory: place intermediate tensors in shared arenas.
 
-For each function, every ``builtin.alloc_tensor`` with a static shape whose tensor
-does not escape the function (is not returned, directly or inside a tuple) gets a
-byte offset in a single storage buffer, allocated once at the start of the function.
-Two tensors share bytes only if their lifetimes (from allocation to last use,
-following tuples and tuple items) do not overlap.  Offsets are assigned greedily,
-largest tensor first, at the lowest offset that fits (64-byte aligned).
+For each function, every ``builtin.alloc_tensor`` whose tensor does not escape the
+function (is not returned, directly or inside a tuple) gets a byte offset in a storage
+buffer, allocated once at the start of the function.  Two tensors share bytes only if
+their lifetimes (from allocation to last use, following tuples and tuple items) do not
+overlap.  Offsets are assigned greedily, largest tensor first, at the lowest offset
+that fits (64-byte aligned).
 
-The function gets the attributes ``planned_bytes`` (arena size plus the static
+**Symbolic sizes** (a dynamic batch or sequence; issue 29).  A tensor's byte size is
+an expression over the function's sizes.  Tensors whose sizes are constant multiples
+of one monomial ``M`` (``batch * seq``: ``(batch, seq, 768)`` float32 is ``3072 *
+batch * seq`` bytes) form a *class*, planned like static tensors in units of ``M``
+bytes (offsets multiples of 64 units, so 64-byte aligned for any ``M``) into a storage
+of their own of ``units * M`` bytes: its size, and every offset, are size expressions
+the VM evaluates from the arguments at each call (a pooled storage is reused while it
+is large enough).  Static tensors are the class ``M = 1``.  A tensor whose size is not
+a multiple of one monomial (a sum such as ``n + 3``), or names a size that no parameter
+binds (one a ``match_cast`` introduces), keeps its own allocation.
+
+The function gets the attributes ``planned_bytes`` (static arena size plus the static
 allocations that were not planned) and ``naive_bytes`` (the sum of every static
-allocation, what a plan-free run would hold at once in the worst case).
+allocation, what a plan-free run would hold at once in the worst case); symbolic
+storages are not counted in them (their size depends on the call).
 Each tensor placed in the arena is a site of the debug counter
 (:mod:`plait.transform.debug_counter`); a declined one keeps its own allocation.
 """
@@ -21,6 +33,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..ir import symbolic as sym
 from ..ir.expr import (
     BindingBlock,
     Call,
@@ -62,6 +75,29 @@ def _nbytes(ty: TensorType) -> int:
     return n * size
 
 
+
+
+def _symbolic_size(ty: object, bound: set[str]) -> tuple[object, object, int] | None:
+    """``(class key, unit, count)`` of a tensor type of symbolic shape whose byte size is
+    ``count * unit`` with ``unit`` a monomial over sizes in ``bound``; else None."""
+    if not isinstance(ty, TensorType) or ty.shape is None or ty.dtype is None:
+        return None
+    size = _ITEMSIZE.get(ty.dtype)
+    if size is None:
+        size = _ITEMSIZE[ty.dtype] = np.dtype(ty.dtype).itemsize
+    total = sym.mul(sym.product(ty.shape), size)
+    if type(total) is int:
+        return None
+    if not sym.free_symbols(total) <= bound:
+        return None
+    if type(total) is str:
+        return total, total, 1
+    terms = total.terms  # type: ignore[union-attr]
+    if len(terms) != 1 or terms[0][1] <= 0:
+        return None
+    count = terms[0][1]
+    unit = sym.exact_div(total, count)
+    return (unit, unit, count) if unit is not None else None
 
 
 def _align(n: int) -> int:
@@ -152,8 +188,11 @@ def plan_function(func: Function) -> Function:
     # (one table keyed by variable, not one per field: at a million bindings every
     # lookup in a table of the module's size misses the caches).
     holds: dict[Var, tuple[list, ...]] = {}
-    allocs: list[list] = []  # the static allocations' records, in binding order
-    sizes: dict[int, tuple[TensorType, int]] = {}  # id(type) -> (type, size or -1)
+    # the allocations' records [count, first, last, variable, class, unit], in binding
+    # order: static ones are `count` bytes of class None; symbolic ones `count * unit`
+    allocs: list[list] = []
+    sizes: dict[int, tuple[TensorType, tuple | None]] = {}  # id(type) -> (type, info)
+    bound = _bound_sizes(func)
     naive = 0
     for i, b in enumerate(bindings):
         v = b.value
@@ -164,12 +203,17 @@ def plan_function(func: Function) -> Function:
                 ty = var.ty
                 hit = sizes.get(id(ty))
                 if hit is None or hit[0] is not ty:
-                    size = _nbytes(ty) if isinstance(ty, TensorType) and ty.is_static else -1
-                    hit = sizes[id(ty)] = (ty, size)  # keeps ty alive: its id stays its own
-                size = hit[1]
-                if size >= 0:
-                    naive += size
-                    rec = [size, i, i, var]
+                    if isinstance(ty, TensorType) and ty.is_static:
+                        info: tuple | None = (None, 1, _nbytes(ty))
+                    else:
+                        info = _symbolic_size(ty, bound)
+                    hit = sizes[id(ty)] = (ty, info)  # keeps ty alive: its id stays its own
+                info = hit[1]
+                if info is not None:
+                    key, unit, count = info
+                    if key is None:
+                        naive += count
+                    rec = [count, i, i, var, key, unit]
                     allocs.append(rec)
                     holds[var] = (rec,)
             if not holds:
@@ -223,23 +267,44 @@ def plan_function(func: Function) -> Function:
             lambda v=x[3]: f"place {v.name_hint!r} in the arena")]
     else:
         planned = [x for x in allocs if id(x) not in escaping]
-    # largest first, then in order of allocation (no two allocations start together,
-    # so the variables themselves are never compared)
-    order = sorted([(-size, first, last, var) for size, first, last, var in planned])
-    placed, arena = place([(-neg, s, e) for neg, s, e, _ in order], len(bindings),
-                          [x[1] for x in planned])  # (in binding order: increasing)
-    unplanned = naive + sum([neg for neg, _, _, _ in order])
-    if not order:
+    classes: dict[object, list[list]] = {}
+    for x in planned:   # (each class in binding order: its starts increase)
+        classes.setdefault(x[4], []).append(x)
+    static_planned = sum(x[0] for x in classes.get(None, ()))
+    unplanned = naive - static_planned
+    if not classes:
         return func.with_attrs(planned_bytes=unplanned, naive_bytes=naive)  # type: ignore[return-value]
-    storage = Var("storage", ObjectType())
-    # the bindings after the storage's, each placed allocation (the binding at its
-    # start) replaced by its tensor in the storage
-    new_bindings = [VarBinding(storage, _typed_storage_call(arena)), *bindings]
-    placed_attrs: dict[tuple, Call] = {}  # (offset, shape, dtype) -> a call to copy
-    for (_, at, _, var), offset in zip(order, placed):
+    storages: list[VarBinding] = []
+    placements: list[tuple[int, Var, object, Var]] = []  # (binding, tensor, offset, storage)
+    static_arena = 0
+    # the static arena first (named "storage", as before), then one per symbolic class
+    for key in sorted(classes, key=lambda k: (k is not None, str(k))):
+        members = classes[key]
+        unit = members[0][5]
+        # largest first, then in order of allocation (no two allocations start
+        # together, so the variables themselves are never compared)
+        order = sorted([(-count, first, last, var) for count, first, last, var, _, _ in members])
+        placed, arena = place([(-neg, s, e) for neg, s, e, _ in order], len(bindings),
+                              [x[1] for x in members])
+        name = "storage" if key is None else f"storage{len(storages)}"
+        storage = Var(name, ObjectType())
+        if key is None:
+            static_arena = arena
+            storages.append(VarBinding(storage, _typed_storage_call(arena)))
+        else:
+            storages.append(VarBinding(storage, _typed_storage_call(sym.mul(_align(arena), unit))))
+        for (_, at, _, var), offset in zip(order, placed):
+            placements.append((at, var, offset if key is None else sym.mul(offset, unit),
+                               storage))
+    # the bindings after the storages', each placed allocation (the binding at its
+    # start) replaced by its tensor in its storage
+    shift = len(storages)
+    new_bindings = [*storages, *bindings]
+    placed_attrs: dict[tuple, Call] = {}  # (storage, offset, shape, dtype) -> a call to copy
+    for at, var, offset, storage in placements:
         ty = var.ty
         assert isinstance(ty, TensorType)
-        key = (offset, ty.shape, ty.dtype)
+        key = (storage.name_hint, offset, ty.shape, ty.dtype)
         proto = placed_attrs.get(key)
         if proto is None:
             proto = placed_attrs[key] = make_call(
@@ -249,22 +314,37 @@ def plan_function(func: Function) -> Function:
                 shape=ty.shape,
                 dtype=ty.dtype,
             )
-        new_bindings[at + 1] = new_var_binding(
+        new_bindings[at + shift] = new_var_binding(
             var, new_call(proto.op, proto.args, proto.attrs, ty, proto.span))
     new_body = SeqExpr((BindingBlock(tuple(new_bindings)),), body.body, ty=body.ty, span=body.span)
     out = Function(func.params, new_body, func.ret_ty, func.pure, attrs=func.attrs, span=func.span)
     return out.with_attrs(  # type: ignore[return-value]
-        planned_bytes=arena + unplanned, naive_bytes=naive
+        planned_bytes=static_arena + unplanned, naive_bytes=naive
     )
 
 
-def _typed_storage_call(nbytes: int) -> Call:
+def _bound_sizes(func: Function) -> set[str]:
+    """The symbolic sizes the function's parameters bind (plain names in their
+    shapes): those a storage's size may use (the VM knows them from the first
+    instruction on)."""
+    out: set[str] = set()
+    for p in func.params:
+        ty = p.ty
+        if isinstance(ty, TensorType) and ty.shape is not None:
+            out.update(d for d in ty.shape if type(d) is str)
+    return out
+
+
+def _typed_storage_call(nbytes: sym.Dim) -> Call:
     return replace(make_call("builtin.alloc_storage", nbytes=nbytes), ty=ObjectType())
 
 
 @function_pass(phases=("build",), requires=("ExplicitMemory",))
 class PlanMemory:
-    """Place static intermediate tensors in one arena, sharing bytes between lifetimes."""
+    """Place intermediate tensors in arenas sized at build or at run time (symbolic sizes).
+
+    One arena for static sizes, one per class of symbolic sizes; tensors share bytes
+    when their lifetimes do not overlap."""
 
     def transform_function(self, func, mod, ctx):  # type: ignore[no-untyped-def]
         return plan_function(func)

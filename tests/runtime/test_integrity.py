@@ -299,5 +299,6 @@ def test_libraries_loaded_one_after_another_stay_apart():
     names = []
     for op in ("sigmoid", "tanh", "exp"):
         exe = plait.build(plait.parse(MODEL.replace("relu", op)), "c")
-        names.append(load_library_bytes(next(iter(exe.libs.values()))).names)
+        lib = load_library_bytes(next(iter(exe.libs.values())))
+        names.append([n for n in lib.names if not n.startswith("plait_gemm_")])  # (matmul's)
     assert names == [["sigmoid"], ["tanh"], ["exp"]]

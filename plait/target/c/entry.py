@@ -256,6 +256,9 @@ class _Analysis:
                                "(not a call of the native library)")
         name, attrs = op.name, call.attrs
         if name == "builtin.alloc_storage":
+            if type(attrs["nbytes"]) is not int:
+                raise NotQualified(f"{where}: a storage of symbolic size ({attrs['nbytes']} "
+                                   "bytes)")
             offset = _align(self.storage_bytes)
             n = int(attrs["nbytes"])
             self.storage_bytes = offset + n

@@ -4,11 +4,13 @@ constants with numpy's conversion rules, and index arithmetic."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from plait.ir.symbolic import SymExpr
 from plait.ir.types import TensorType, TupleType, Type
 from plait.kernel import dsl
 from plait.kernel import intrin as I
@@ -34,22 +36,36 @@ Dim = int | Var
 # ---------------------------------------------------------------- shapes and types
 
 
-def to_dims(shape: Sequence[int | str]) -> tuple[Dim, ...]:
-    """A graph shape (ints and symbolic names) as DSL dims (names become the interned
-    size variables of :func:`plait.kernel.dsl.size_var`).  A size expression
-    (``batch * 12``) is not a kernel size yet: :class:`ComputeUnsupported`, so the op
-    becomes its numpy library call (issue 29: kernels taking expression sizes)."""
+def to_dims(shape: Sequence[Any]) -> tuple[Dim, ...]:
+    """A graph shape as DSL dims: ints, and size variables for symbolic sizes (the
+    interned variables of :func:`plait.kernel.dsl.size_var`).  A size expression
+    (``batch * 12``) is a variable of its own, named after its canonical text
+    (:func:`expression_size_name`), that the call binds from its argument's shape like
+    a plain name: the same expression is the same variable wherever it appears, so the
+    computes that compare sizes (broadcasting, concatenation) see them equal."""
     out: list[Dim] = []
     for d in shape:
         if isinstance(d, str):
             out.append(dsl.size_var(d))
         elif type(d) is int:
             out.append(d)
+        elif isinstance(d, SymExpr):
+            out.append(dsl.size_var(expression_size_name(d)))
         else:
-            raise ComputeUnsupported(
-                f"the size {d} is an expression; generated kernels take static sizes and "
-                "plain size names only")
+            raise ComputeUnsupported(f"the size {d!r} is not an int, a name or an expression")
     return tuple(out)
+
+
+def expression_size_name(d: SymExpr) -> str:
+    """The size variable of a size expression: its text made an identifier, and a
+    digest of it (``batch * 12`` -> ``batch_12_4d3c``)."""
+    import hashlib
+
+    text = str(d)
+    stem = re.sub(r"\W+", "_", text).strip("_")[:40]
+    if not stem[:1].isalpha():
+        stem = "size_" + stem
+    return f"{stem}_{hashlib.sha256(text.encode()).hexdigest()[:4]}"
 
 
 def _tensor_type(out_ty: Type, i: int | None) -> TensorType:
