@@ -125,3 +125,27 @@ def test_depthwise_and_pooling_take_the_batch_at_run_time() -> None:
         pooled = max_pool_reference(conv, (2, 2), (2, 2), (1, 1), (0, 0, 0, 0))
         ref = pooled.astype(np.float64).mean(axis=(2, 3), keepdims=True)
         np.testing.assert_allclose(vm["main"](x), ref, rtol=RTOL, atol=ATOL)
+
+
+def test_a_slice_with_a_symbolic_end_is_a_generated_kernel() -> None:
+    """``x[1:, 2:seq:2]``-like slices: the result's type holds each axis's length, so a
+    symbolic end needs no library call; a start from the end of a symbolic axis does."""
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        y = _call(bb, "strided_slice", p[0], axes=(0, 1), begin=(1, 2), end=("n", 15),
+                  strides=(1, 2))
+        z = _call(bb, "strided_slice", p[0], axes=(0,), begin=(-2,), end=("n",))
+        return bb.emit(make_tuple(y, z))
+
+    from plait.ir import Tuple
+
+    def make_tuple(*fields):  # type: ignore[no-untyped-def]
+        return Tuple(fields)
+
+    vm, text = _build(build_graph({"x": ("n", 16)}, body))
+    calls = _calls(text)
+    assert sum(c.startswith("numpy.strided_slice") for c in calls) == 1, calls  # z only
+    for n in (0, 1, 2, 6):
+        x = _rand(n, 16)
+        y, z = vm["main"](x)
+        np.testing.assert_array_equal(y, x[1:n, 2:15:2])
+        np.testing.assert_array_equal(z, x[-2:n])

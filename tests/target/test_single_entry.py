@@ -1,14 +1,15 @@
-"""``c.SingleEntry``: a function whose shapes are all static and whose calls are all
-native runs as one native call.  The pass writes the module before and after in the
-text format; the entry point's results equal the VM path's bitwise (the same kernels)
-and numpy's; functions that do not qualify run on the VM path with the reason; bad
-inputs get the VM's errors; the executable saves, loads and runs from several threads.
-Built with ``step_timing=True``, the entry point times each call
-(``VirtualMachine.profile_steps``).  (The project's models:
+"""``c.SingleEntry``: a function whose calls are all native runs as one native call,
+with static sizes or symbolic ones (taken at run time).  The pass writes the module
+before and after in the text format; the entry point's results equal the VM path's
+bitwise (the same kernels) and numpy's; functions that do not qualify run on the VM
+path with the reason; bad inputs get the VM's errors; the executable saves, loads and
+runs from several threads.  Built with ``step_timing=True``, the entry point times
+each call (``VirtualMachine.profile_steps``).  (The project's models:
 tests/e2e/test_single_entry_models.py.)"""
 
 from __future__ import annotations
 
+import re
 import textwrap
 import threading
 import time
@@ -215,9 +216,33 @@ def test_profile_times_each_kernel_on_the_vm_path(model_exe: Executable) -> None
     assert len(native) == model_exe.attrs["single_entry"]["main"]["calls"]
 
 
+def test_symbolic_sizes_have_an_entry_point_taking_them_at_run_time(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``x: (n, 8)``: the entry point takes ``n`` from its argument; its workspace and
+    offsets are size expressions (one native call for every ``n``, the pooled
+    workspace reused when it is large enough and grown when not); the results equal the
+    VM path's bitwise and numpy's."""
+    with PassContext(instruments=[WellFormedCheck()]):
+        exe = plait.build(plait.parse(MODEL.replace("(4, 8)", "(n, 8)")), "c")
+    report = exe.attrs["single_entry"]["main"]
+    assert report.get("native") == "main@entry", report
+    entry = exe.as_text().split("func main__entry", 1)[1]
+    assert re.search(r"alloc_storage n \* \d+", entry), entry
+    exe.save(tmp_path / "m.plx")   # the program's size expressions survive the file
+    vm = VirtualMachine(Executable.load(tmp_path / "m.plx"))
+    vm_path = VirtualMachine(exe, single_entry=False)
+    assert vm.execution_path("main").startswith("main: single native entry point")
+    w = np.random.default_rng(1).standard_normal((8, 8)).astype(np.float32)
+    for n in (4, 1, 9, 0, 3):
+        x = np.random.default_rng(n).standard_normal((n, 8)).astype(np.float32)
+        y, s, same_x = vm["main"](x, w)
+        y_vm, s_vm, _ = vm_path["main"](x, w)
+        assert same_x is x and y.shape == (n, 8)
+        assert y.tobytes() == y_vm.tobytes() and s.tobytes() == s_vm.tobytes()
+        for g, want in zip((y, s), _reference(x, w)):
+            np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("text, target, reason", [
-    (MODEL.replace("(4, 8)", "(n, 8)"), plait.Target("c"),
-     "parameter 'x' has a symbolic or unknown shape or dtype"),
     (MODEL, plait.Target("c", gemm=False), "it calls 'blas.matmul' (1x): not functions of "
                                            "the native library"),
     (MODEL, plait.Target("c", single_entry=False), "turned off by the target attribute "

@@ -20,27 +20,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from plait.codegen.c.sizes import C_PRELUDE, UnboundSize, c_dim
 from plait.ir.expr import Expr
-from plait.ir.symbolic import Dim, SymCall, SymExpr, product
+from plait.ir.symbolic import Dim, product
 from plait.ir.types import TensorType
 
 __all__ = ["C_PRELUDE", "SizeArgs", "Unbound", "float_shape", "is_static_shape"]
 
-C_PRELUDE = """\
-static inline int64_t plait_dim_fdiv(int64_t a, int64_t b) {
-    int64_t q = a / b;
-    return q - (((a % b) != 0) & ((a < 0) != (b < 0)));
-}
-static inline int64_t plait_dim_mod(int64_t a, int64_t b) { return a - plait_dim_fdiv(a, b) * b; }
-static inline int64_t plait_dim_min(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t plait_dim_max(int64_t a, int64_t b) { return a > b ? a : b; }
-"""
-"""C helpers the written dimensions use (floor division and modulo as the IR defines
-them, for any sign); a wrapper file that takes run-time sizes starts with them."""
-
-
-class Unbound(Exception):
-    """A dimension names a size that no parameter of the wrapper binds."""
+Unbound = UnboundSize
+"""A dimension names a size that no parameter of the wrapper binds."""
 
 
 def float_shape(e: Expr) -> tuple[Dim, ...] | None:
@@ -83,29 +71,7 @@ class SizeArgs:
     def c(self, d: Dim) -> str:
         """``d`` as a C ``int64_t`` expression over the size variables; :class:`Unbound`
         when it names a size the parameters do not bind."""
-        if type(d) is int:
-            return str(d)
-        got = self.names.get(d)
-        if got is not None:
-            return got
-        if type(d) is str:
-            raise Unbound(d)
-        assert isinstance(d, SymExpr)
-        parts = []
-        for mono, coeff in d.terms:
-            factors = [self._atom(a) for a in mono]
-            if coeff != 1 or not factors:
-                factors.append(f"INT64_C({coeff})")
-            parts.append("*".join(factors))
-        return "(" + " + ".join(parts) + ")"
-
-    def _atom(self, a: str | SymCall) -> str:
-        if type(a) is str:
-            return self.c(a)
-        assert isinstance(a, SymCall)
-        fn = {"floordiv": "fdiv"}.get(a.op, a.op)
-        x, y = a.args
-        return f"plait_dim_{fn}({self.c(x)}, {self.c(y)})"
+        return c_dim(d, self.names)
 
     def empty_guard(self, shape: Sequence[Dim]) -> str:
         """A C line returning 0 (success, nothing to do) when ``shape`` has no elements

@@ -1,4 +1,4 @@
-"""``c.SingleEntry``: a whole graph function as one native call, where every shape is static.
+"""``c.SingleEntry``: a whole graph function as one native call, static or symbolic sizes.
 
 The VM runs a function of the build phase one instruction at a time; each call of a
 kernel crosses from Python into the native library (microseconds of argument checks
@@ -11,8 +11,10 @@ in order (:mod:`plait.codegen.c.entry`).
 
 A function qualifies when
 
-* every parameter is a tensor of static shape and dtype, and it returns tensors (or
-  tuples of them);
+* every parameter is a tensor of known rank and dtype — static sizes, or symbolic
+  ones (a dynamic batch or sequence: the entry point takes them at run time, its
+  workspace offsets and its calls' sizes are size expressions over them,
+  :mod:`plait.codegen.c.entry`) — and it returns tensors (or tuples of them);
 * its body is straight-line code (no ``if``, no ``match_cast``) of the build-phase
   builtins — ``alloc_storage``, ``alloc_tensor``, ``tensor_from_storage`` — and
   ``call_dps`` of functions of the native library: the module's kernels and the
@@ -22,8 +24,9 @@ A function qualifies when
 
 It does not qualify when it calls a packed function run by Python (``numpy.*``,
 ``blas.*``, ``vm.builtin.*``, an external codegen's runtime module), another graph
-function, allocates a result at run time (``call_alloc``), or has a symbolic shape; the
-reason is recorded.
+function, allocates a result at run time (``call_alloc``), or allocates a tensor whose
+size names a size no parameter binds (one a ``match_cast`` introduces); the reason is
+recorded.
 
 For a function ``main`` that qualifies the pass adds
 
@@ -61,6 +64,7 @@ from typing import Any
 import numpy as np
 
 from plait.codegen.c import CFunction, EntryProgram, EntryStep
+from plait.ir import symbolic as sym
 from plait.ir.builder import BlockBuilder
 from plait.ir.expr import (
     Call,
@@ -114,15 +118,15 @@ class _Tensor:
     or ``workspace`` (byte offset)."""
 
     kind: str
-    index: int
-    shape: tuple[int, ...]
+    index: Any            # the byte offset of a workspace tensor may be a size expression
+    shape: tuple[Any, ...]
     dtype: str
 
 
 @dataclass(frozen=True)
 class _Storage:
-    offset: int
-    nbytes: int
+    offset: Any
+    nbytes: Any
 
 
 @dataclass(frozen=True)
@@ -140,12 +144,29 @@ def _static(ty: Type | None) -> tuple[tuple[int, ...], str] | None:
     return None
 
 
-def _nbytes(shape: tuple[int, ...], dtype: str) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+def _shaped(ty: Type | None) -> tuple[tuple[Any, ...], str] | None:
+    """(shape, dtype) of a tensor type of known rank and dtype (sizes may be symbolic)."""
+    if isinstance(ty, TensorType) and ty.shape is not None and ty.dtype is not None:
+        return tuple(ty.shape), str(ty.dtype)
+    return None
 
 
-def _align(n: int) -> int:
-    return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+def _nbytes(shape: tuple[Any, ...], dtype: str) -> Any:
+    return sym.mul(sym.product(shape), np.dtype(dtype).itemsize)
+
+
+def _align(n: Any) -> Any:
+    """``n`` rounded up to :data:`ALIGNMENT` (a size expression for a symbolic ``n``:
+    the identity when each of its terms is a multiple of it)."""
+    return sym.mul(sym.floordiv(sym.add(n, ALIGNMENT - 1), ALIGNMENT), ALIGNMENT)
+
+
+def _names(shape: tuple[Any, ...]) -> set[str]:
+    out: set[str] = set()
+    for d in shape:
+        if type(d) is not int:
+            out |= sym.free_symbols(d)
+    return out
 
 
 def _describe(ty: Type | None) -> str:
@@ -159,10 +180,10 @@ def _describe(ty: Type | None) -> str:
 class _Plan:
     """What the analysis of one function found."""
 
-    steps: list[tuple[str, list[_Tensor], tuple[int, ...]]]
+    steps: list[tuple[str, list[_Tensor], tuple[Any, ...]]]
     constants: list[Constant]
-    allocs: list[tuple[str, tuple[int, ...], str]]  # (name, shape, dtype) by alloc id
-    storage_bytes: int
+    allocs: list[tuple[str, tuple[Any, ...], str]]  # (name, shape, dtype) by alloc id
+    storage_bytes: Any
     result: Any
 
 
@@ -177,21 +198,23 @@ class _Analysis:
         self.env: dict[Var, Any] = {}
         self.const_slots: dict[int, int] = {}
         self.constants: list[Constant] = []
-        self.allocs: list[tuple[str, tuple[int, ...], str]] = []
-        self.storage_bytes = 0
-        self.steps: list[tuple[str, list[_Tensor], tuple[int, ...]]] = []
+        self.allocs: list[tuple[str, tuple[Any, ...], str]] = []
+        self.storage_bytes: Any = 0
+        self.steps: list[tuple[str, list[_Tensor], tuple[Any, ...]]] = []
         self.python_calls: dict[str, int] = {}
+        self.bound: set[str] = set()   # the sizes the parameters' shapes name
 
     def run(self) -> _Plan:
         for i, p in enumerate(self.func.params):
-            st = _static(p.ty)
+            st = _shaped(p.ty)
             if st is None:
                 if isinstance(p.ty, TensorType):
-                    raise NotQualified(f"parameter {p.name_hint!r} has a symbolic or unknown "
-                                       f"shape or dtype ({_describe(p.ty)})")
+                    raise NotQualified(f"parameter {p.name_hint!r} has an unknown rank or "
+                                       f"dtype ({_describe(p.ty)})")
                 raise NotQualified(f"parameter {p.name_hint!r} is not a tensor "
                                    f"({_describe(p.ty)})")
             self.env[p] = _Tensor("input", i, *st)
+            self.bound.update(d for d in st[0] if type(d) is str)
         body = self.func.body
         if not isinstance(body, SeqExpr):
             raise NotQualified("its body is not a sequence of bindings")
@@ -256,30 +279,31 @@ class _Analysis:
                                "(not a call of the native library)")
         name, attrs = op.name, call.attrs
         if name == "builtin.alloc_storage":
-            if type(attrs["nbytes"]) is not int:
-                raise NotQualified(f"{where}: a storage of symbolic size ({attrs['nbytes']} "
-                                   "bytes)")
+            n = attrs["nbytes"]
+            self.check_bound(where, "a storage of", (n,))
             offset = _align(self.storage_bytes)
-            n = int(attrs["nbytes"])
-            self.storage_bytes = offset + n
+            self.storage_bytes = sym.add(offset, n)
             return _Storage(offset, n)
         if name == "builtin.alloc_tensor":
-            st = _static(var.ty)
+            st = _shaped(var.ty)
             if st is None:
-                raise NotQualified(f"{where}: allocates {_describe(var.ty)}, not a static shape")
+                raise NotQualified(f"{where}: allocates {_describe(var.ty)}, not a known shape")
+            self.check_bound(where, "a tensor of", st[0])
             self.allocs.append((var.name_hint, *st))
             return _Tensor("alloc", len(self.allocs) - 1, *st)
         if name == "builtin.tensor_from_storage":
             storage = self.value(call.args[0], where)
-            st = _static(var.ty)
+            st = _shaped(var.ty)
             if not isinstance(storage, _Storage) or st is None:
-                raise NotQualified(f"{where}: a tensor_from_storage that is not a static "
-                                   "tensor in a storage of this function")
-            offset, nbytes = int(attrs["offset"]), _nbytes(*st)
-            if offset + nbytes > storage.nbytes:
+                raise NotQualified(f"{where}: a tensor_from_storage that is not a tensor of "
+                                   "known shape in a storage of this function")
+            offset, nbytes = attrs["offset"], _nbytes(*st)
+            self.check_bound(where, "a tensor of", (*st[0], offset))
+            end = sym.add(offset, nbytes)
+            if type(end) is int and type(storage.nbytes) is int and end > storage.nbytes:
                 raise NotQualified(f"{where}: {nbytes} bytes at offset {offset} do not fit in "
                                    f"a storage of {storage.nbytes} bytes")
-            return _Tensor("workspace", storage.offset + offset, *st)
+            return _Tensor("workspace", sym.add(storage.offset, offset), *st)
         if name == "builtin.call_alloc":
             raise NotQualified(f"{where}: {self.callee_name(call.args[0])} allocates its "
                                "result at run time (call_alloc)")
@@ -287,6 +311,14 @@ class _Analysis:
             raise NotQualified(f"{where}: op {name!r} is not a build-phase builtin")
         self.call_dps(call, where)
         return _NOTHING
+
+    def check_bound(self, where: str, what: str, dims: tuple[Any, ...]) -> None:
+        """Every size ``dims`` name is one the parameters bind (a size a ``match_cast``
+        introduces is known only on the VM path)."""
+        unbound = sorted(_names(dims) - self.bound)
+        if unbound:
+            raise NotQualified(f"{where}: {what} size {', '.join(unbound)}, which no "
+                               "parameter's shape binds (known only at run time)")
 
     @staticmethod
     def callee_name(callee: Expr) -> str:
@@ -328,7 +360,7 @@ class _Analysis:
                 f"{where}: passes {n_in} input(s) and {n_out} output(s), the function "
                 f"takes {len(sig.params) - sig.num_outputs} and {sig.num_outputs}")
         args: list[_Tensor] = []
-        sizes: dict[SizeVar, int] = {}
+        sizes: dict[SizeVar, Any] = {}
         for i, (e, buf) in enumerate(zip((*ins.fields, *outs.fields), sig.params)):
             v = self.value(e, where)
             at = f"{where}, argument {i} ({buf.name_hint!r})"
@@ -403,16 +435,16 @@ def _program(fname: str, func: Function, plan: _Plan,
     for a, (_, shape, dtype) in enumerate(plan.allocs):
         if a not in outputs:   # not planned (no PlanMemory): bytes of its own
             inner_offsets[a] = _align(ws)
-            ws = inner_offsets[a] + _nbytes(shape, dtype)
+            ws = sym.add(inner_offsets[a], _nbytes(shape, dtype))
     uses_ws = bool(inner_offsets) or any(
         t.kind == "workspace" for _, args, _ in plan.steps for t in args)
     used = _used_constants(plan)
     n_in, n_const = len(func.params), len(used)
     ws_index = n_in + n_const if uses_ws else None
     first_out = n_in + n_const + int(uses_ws)
-    params: list[tuple[str, tuple[int, ...], str]] = []
+    params: list[tuple[str, tuple[Any, ...], str]] = []
     for p in func.params:
-        shape, dtype = _static(p.ty)  # type: ignore[misc]
+        shape, dtype = _shaped(p.ty)  # type: ignore[misc]
         params.append((p.name_hint, shape, dtype))
     for k, slot in enumerate(used):
         data = plan.constants[slot].data
@@ -423,7 +455,7 @@ def _program(fname: str, func: Function, plan: _Plan,
         name, shape, dtype = plan.allocs[a]
         params.append((name, shape, dtype))
 
-    def ref(t: _Tensor) -> tuple[str, int]:
+    def ref(t: _Tensor) -> tuple[str, Any]:
         if t.kind == "input":
             return ("param", t.index)
         if t.kind == "const":

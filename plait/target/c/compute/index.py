@@ -21,26 +21,34 @@ from .common import (
     numpy_const,
     out_dtype,
     out_shape,
-    static_int,
     to_dtype,
     unravel,
 )
 from .registry import ComputeUnsupported, register_compute
 
 
-@register_compute("strided_slice", note="slicing a symbolic axis is a library call")
+@register_compute("strided_slice", note="a symbolic start, or a negative start or step "
+                  "on a symbolic axis, is a library call")
 def strided_slice_compute(inputs: list[Any], attrs: Attrs, out_ty: Type) -> Tensor:
-    """``out[i] = x[start + i * stride]`` on the sliced axes (Python slice rules)."""
+    """``out[i] = x[start + i * stride]`` on the sliced axes (Python slice rules).  The
+    result's type holds how many elements each axis keeps, so the end may be symbolic
+    (``x[:, :seq]``); the start is computed from the begin and the axis (a begin from
+    the end, or a negative step, needs the axis's size: static)."""
     (x,) = inputs
     shape = out_shape(out_ty)
     strides = attrs["strides"] or (1,) * len(attrs["axes"])
-    if not all(type(v) is int for v in (*attrs["begin"], *attrs["end"])):
-        raise ComputeUnsupported("the slice bounds are symbolic sizes")
     starts: dict[int, tuple[int, int]] = {}
-    for a, b, e, s in zip(attrs["axes"], attrs["begin"], attrs["end"], strides):
+    for a, b, s in zip(attrs["axes"], attrs["begin"], strides):
         ax = norm_axis(int(a), x.ndim)
-        size = static_int(x.shape[ax], f"sliced axis {ax}")
-        start, _, step = slice(int(b), int(e), int(s)).indices(size)
+        if type(b) is not int or type(s) is not int:
+            raise ComputeUnsupported("the slice start or step is a symbolic size")
+        size = x.shape[ax]
+        if isinstance(size, int):   # (the start does not depend on the end)
+            start, _, step = slice(b, None, s).indices(size)
+        elif b >= 0 and s > 0:      # past the end: the result's axis is empty
+            start, step = b, s
+        else:
+            raise ComputeUnsupported(f"a negative start or step on the symbolic axis {ax}")
         starts[ax] = (start, step)
 
     def f(*i: PrimExpr) -> PrimExpr:
