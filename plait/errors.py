@@ -27,6 +27,8 @@ INTERNAL_SIGNALS: dict[str, str] = {
                                          "single entry point",
     "plait.target.c.compute.registry.ComputeUnsupported": "a compute rule declines an op "
                                                           "(the default kernel is used)",
+    "plait.codegen.c.sizes.UnboundSize": "a dispatch rule declines a call whose sizes its "
+                                         "buffers do not bind (c.DispatchGemm...)",
 }
 """Exception classes that are control flow inside one part of plait (qualified name ->
 where it is caught), not errors a caller sees."""

@@ -72,8 +72,6 @@ LIBRARY = {
     "isfinite": "float16 sample: no float16 in generated C",
 }
 LIBRARY_SYMBOLIC = {
-    "reshape": "the result shape is unknown",
-    "split": "the result shapes are unknown",
     "pad": "the result shape is unknown",
 }
 BLAS = {"matmul", "linear", "conv2d"}
@@ -217,9 +215,10 @@ def test_op_built_for_c_matches_reference(name: str, variant: str,
     if name in LIBRARY or (symbolic and name in LIBRARY_SYMBOLIC):
         expected = "library"
     elif name in BLAS:
-        # static float32 matmul/linear go to plait's own product (c.DispatchGemm); symbolic
-        # shapes, and conv2d whose weight is a parameter (not a constant), to BLAS
-        expected = "blas" if symbolic or name == "conv2d" else "gemm"
+        # float32 matmul/linear go to plait's own product (c.DispatchGemm; a symbolic
+        # size is an argument of the call), conv2d whose weight is a parameter (not a
+        # constant) to BLAS
+        expected = "blas" if name == "conv2d" else "gemm"
     else:
         expected = "kernel"
     assert _lowering(exe, f"op_{name}") == expected

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from plait.codegen.c import CFunction
+from plait.codegen.c.sizes import UnboundSize
 from plait.ir.expr import Call, Expr, ExternFunc, Tuple
 from plait.ir.module import IRModule
 from plait.op.registry import make_call
@@ -35,7 +36,7 @@ from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
 from .c_float import c_float
-from .dims import SizeArgs, Unbound, float_shape, is_static_shape
+from .dims import SizeArgs, float_shape, is_static_shape
 from .families import record_wrappers
 from .gemm import ACT_GELU, ACT_GELU_TANH, ProductPlan, epilogue_step, extend_epilogue
 
@@ -126,7 +127,7 @@ def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
             return None   # plait_dwconv.c has no GELU: the chain stops before it
         try:
             name, code, cfn = _wrapper(plan)
-        except Unbound:
+        except UnboundSize:
             return None   # a size only an intermediate value has: not a call here
         wrappers.setdefault(name, (code, cfn))
         args = list(plan.inputs)

@@ -12,7 +12,8 @@ the arguments of each call, and the fields are C expressions over them.
 in the parameters, the order the typed ABI passes them in) and writes any dimension
 (an ``int``, a symbolic name or a :class:`~plait.ir.symbolic.SymExpr` over names the
 parameters bind) as C.  A dimension whose names no parameter binds cannot be written:
-:class:`Unbound`, and the dispatch rule leaves that call alone.
+:class:`~plait.codegen.c.sizes.UnboundSize`, and the dispatch rule leaves that call
+alone.
 """
 
 from __future__ import annotations
@@ -20,15 +21,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from plait.codegen.c.sizes import C_PRELUDE, UnboundSize, c_dim
+from plait.codegen.c.sizes import C_PRELUDE, c_dim
 from plait.ir.expr import Expr
 from plait.ir.symbolic import Dim, product
 from plait.ir.types import TensorType
 
-__all__ = ["C_PRELUDE", "SizeArgs", "Unbound", "float_shape", "is_static_shape"]
-
-Unbound = UnboundSize
-"""A dimension names a size that no parameter of the wrapper binds."""
+__all__ = ["C_PRELUDE", "SizeArgs", "float_shape", "is_static_shape"]
 
 
 def float_shape(e: Expr) -> tuple[Dim, ...] | None:
@@ -69,7 +67,7 @@ class SizeArgs:
         return [f"int64_t {n}" for n in self.names.values()]
 
     def c(self, d: Dim) -> str:
-        """``d`` as a C ``int64_t`` expression over the size variables; :class:`Unbound`
+        """``d`` as a C ``int64_t`` expression over the size variables; :class:`UnboundSize`
         when it names a size the parameters do not bind."""
         return c_dim(d, self.names)
 

@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from plait.codegen.c import CFunction
+from plait.codegen.c.sizes import UnboundSize
 from plait.ir.expr import (
     Call,
     Constant,
@@ -71,7 +72,7 @@ from plait.transform.pattern import Match, Pattern, is_op, match_at, wildcard
 from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
 from .c_float import c_float
-from .dims import SizeArgs, Unbound, float_shape, is_static_shape
+from .dims import SizeArgs, float_shape, is_static_shape
 from .families import families_called, header_text, record_wrappers
 
 ACT_NONE, ACT_CLIP, ACT_SILU, ACT_GELU, ACT_GELU_TANH = 0, 1, 2, 3, 4
@@ -254,7 +255,7 @@ class ProductPlan:
         """The wrapper's symbol, its C text and its :class:`CFunction`.  Symbolic sizes
         (a dynamic batch or sequence) become size arguments of the wrapper
         (:class:`~.dims.SizeArgs`), the descriptor's fields C expressions over them;
-        :class:`~.dims.Unbound` when a field names a size no buffer binds."""
+        :class:`~plait.codegen.c.sizes.UnboundSize` when a field names a size no buffer binds."""
         params = list(self.params)
         if self.bias is not None:
             params.append(((self.bias_len,), "float32"))
@@ -655,7 +656,7 @@ def gemm_rule(ops: Sequence[str], winograd: int | str,
         _read_through_view(plan, m, pattern, ops, winograd)
         try:
             name, code, cfn = plan.symbol_and_code()
-        except Unbound:
+        except UnboundSize:
             return None   # a size only an intermediate value has: not a call here
         wrappers.setdefault(name, (code, cfn))
         root = m.graph.bindings[plan.members[-1]]
