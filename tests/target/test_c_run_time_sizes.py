@@ -149,3 +149,34 @@ def test_a_slice_with_a_symbolic_end_is_a_generated_kernel() -> None:
         y, z = vm["main"](x)
         np.testing.assert_array_equal(y, x[1:n, 2:15:2])
         np.testing.assert_array_equal(z, x[-2:n])
+
+
+def test_attention_over_a_symbolic_batch_and_sequence_is_one_fused_call() -> None:
+    """BERT's attention as exported with dynamic axes: the heads are views of one
+    (b, s, 3 * 16) projection, the padding mask (b, 1, 1, s) broadcasts; the fused call
+    reads them in place with strides that are size expressions."""
+    w = _rand(16, 48)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        qkv = _call(bb, "matmul", p[0], _c(w))                       # (b, s, 48)
+        heads = _call(bb, "reshape", qkv, shape=("b", "s", 3, 2, 8))
+        t = _call(bb, "permute_dims", heads, axes=(2, 0, 3, 1, 4))    # (3, b, 2, s, 8)
+        q, k, v = (_call(bb, "squeeze", _call(bb, "strided_slice", t, axes=(0,), begin=(i,),
+                                               end=(i + 1,)), axis=(0,)) for i in range(3))
+        kt = _call(bb, "permute_dims", k, axes=(0, 1, 3, 2))
+        s = _call(bb, "multiply", _call(bb, "matmul", q, kt), _c(np.float32(0.125)))
+        s = _call(bb, "add", s, p[1])
+        o = _call(bb, "matmul", _call(bb, "softmax", s, axis=-1), v)
+        return _call(bb, "permute_dims", o, axes=(0, 2, 1, 3))        # (b, s, 2, 8)
+
+    vm, text = _build(build_graph({"x": ("b", "s", 16), "mask": ("b", 1, 1, "s")}, body))
+    assert any(c.startswith("plait_attention_") for c in _calls(text)), _calls(text)
+    assert "softmax" not in _calls(text)
+    for bsz, seq in ((1, 1), (2, 9), (3, 20)):
+        x = _rand(bsz, seq, 16)
+        mask = np.where(RNG.random((bsz, 1, 1, seq)) < 0.2, -1e4, 0).astype(np.float32)
+        qkv = (x.astype(np.float64) @ w).reshape(bsz, seq, 3, 2, 8).transpose(2, 0, 3, 1, 4)
+        scores = qkv[0] @ qkv[1].transpose(0, 1, 3, 2) * 0.125 + mask
+        e = np.exp(scores - scores.max(-1, keepdims=True))
+        ref = ((e / e.sum(-1, keepdims=True)) @ qkv[2]).transpose(0, 2, 1, 3)
+        np.testing.assert_allclose(vm["main"](x, mask), ref, rtol=RTOL, atol=ATOL)

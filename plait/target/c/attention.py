@@ -25,9 +25,10 @@ the output.  The score matrix never goes to memory.
 ``strided_slice``) and scalar multiplications (folded into the scale) to a tensor whose
 strided view it is — the heads of one fused QKV projection are three views of its
 output, so the split, reshape and transpose copies disappear.  Batch dimensions
-broadcast (a K shared by all heads is a stride of 0).  The stride arithmetic is numpy's
-own: the view ops are replayed on a zero-copy strided stand-in array, so a reshape that
-would need a copy is recognized exactly as numpy recognizes it.
+broadcast (a K shared by all heads is a stride of 0).  The stride arithmetic is that of
+numpy's views, on size expressions (:mod:`.views`), so a reshape that would need a copy
+is recognized as numpy recognizes it, and a model of symbolic batch and sequence is
+read in place like a static one: the call takes its sizes at run time (:mod:`.dims`).
 
 The guard is what PyTorch's ``scaled_dot_product_attention`` decomposes into
 (``_safe_softmax``: the ``any`` written as a max over a cast to uint8): a query row whose
@@ -41,7 +42,7 @@ and the softmax scale it as well.
 
 Not taken (left to ``c.DispatchGemm`` and legalization): float64, more than one tensor
 added to the scores, a softmax over another axis, ranks above 4, empty dimensions,
-dynamic shapes.
+views whose strides depend on which sizes are 1 at run time.
 """
 
 from __future__ import annotations
@@ -64,20 +65,21 @@ from plait.ir.expr import (
     Tuple,
 )
 from plait.ir.module import IRModule
+from plait.ir.symbolic import Dim, product
 from plait.op.registry import make_call
 from plait.transform.dead_code import dead_code_elimination
 from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, Pattern, is_const, is_op, wildcard
 from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
+from .dims import SizeArgs, float_shape
 from .gemm import with_native_calls
-from .shapes import static_shape
+from .views import View, broadcast_strides
 
 VIEW_CHAIN_OPS = ("reshape", "expand_dims", "squeeze", "flatten", "permute_dims",
                   "strided_slice")
 """The ops a Q, K or V operand is followed back through (each only re-indexes)."""
 
-_ITEM = 4   # bytes of a float32
 
 
 def _op_name(value: Expr) -> str | None:
@@ -116,53 +118,31 @@ def _scale_of(value: Expr) -> tuple[Expr, float] | None:
 
 @dataclass
 class _Operand:
-    """A tensor read as a strided view of ``base`` (element strides, offset)."""
+    """A tensor read as a strided view of ``base`` (element strides, offset; sizes may
+    be symbolic)."""
 
     base: Expr
-    offset: int
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
+    offset: Dim
+    shape: tuple[Dim, ...]
+    strides: tuple[Dim, ...]
     scale: float
 
 
-def _stand_in(shape: tuple[int, ...]) -> np.ndarray:
-    """A C-contiguous float32 array of ``shape`` backed by no memory of its own: for
-    stride arithmetic only (views of it are never read)."""
-    strides = []
-    acc = _ITEM
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= max(d, 1)
-    return np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape=shape,
-                                           strides=tuple(reversed(strides)))
-
-
-def _replay(arr: np.ndarray, call: Call) -> np.ndarray | None:
-    """``call`` (a view op) applied to ``arr`` as a numpy view, or None when that
-    needs a copy."""
+def _replay(view: View, call: Call) -> View | None:
+    """``call`` (a view op) applied to ``view``, or None when that needs a copy."""
     name = _op_name(call)
-    out_shape = static_shape(call)
+    out_shape = float_shape(call)
     if out_shape is None:
         return None
     a = call.attrs
     if name == "permute_dims":
-        axes = a.get("axes")
-        view = arr.transpose(None if axes is None else tuple(int(x) for x in axes))
+        out: View | None = view.permute(a.get("axes"))
     elif name == "strided_slice":
-        if not all(type(v) is int for v in (*a["begin"], *a["end"])):
-            return None   # symbolic bounds: not a view known here
-        idx: list[slice] = [slice(None)] * arr.ndim
         steps = a.get("strides") or (1,) * len(a["axes"])
-        for ax, b, e, s in zip(a["axes"], a["begin"], a["end"], steps):
-            idx[int(ax) % arr.ndim] = slice(int(b), int(e), int(s))
-        view = arr[tuple(idx)]
+        out = view.slice(a["axes"], a["begin"], steps, out_shape)
     else:   # reshape, expand_dims, squeeze, flatten: the same elements in the same order
-        view = arr.view()
-        try:
-            view.shape = out_shape
-        except AttributeError:
-            return None
-    return view if view.shape == out_shape else None
+        out = view.reshape(out_shape)
+    return out if out is not None and tuple(out.shape) == tuple(out_shape) else None
 
 
 def _operand(e: Expr, definition: Callable[[Expr], Expr | None]) -> _Operand | None:
@@ -182,21 +162,19 @@ def _operand(e: Expr, definition: Callable[[Expr], Expr | None]) -> _Operand | N
             break
         base, c = scaled
         scale *= c
-    shape = static_shape(base)
+    shape = float_shape(base)
     if shape is None:
         return None
-    arr = _stand_in(shape)
-    start = arr.__array_interface__["data"][0]
+    view: View | None = View.contiguous(shape)
     for call in reversed(chain):
-        arr = _replay(arr, call)
-        if arr is None:
+        view = _replay(view, call)  # type: ignore[arg-type]
+        if view is None:
             return None
-    offset = (arr.__array_interface__["data"][0] - start) // _ITEM
-    return _Operand(base, offset, tuple(arr.shape),
-                    tuple(s // _ITEM for s in arr.strides), scale)
+    assert view is not None
+    return _Operand(base, view.offset, view.shape, view.strides, scale)
 
 
-def _batched(op: _Operand, batch: tuple[int, ...], tail: tuple[int, int]) -> list[int] | None:
+def _batched(op: _Operand, batch: tuple[Dim, ...], tail: tuple[Dim, Dim]) -> list[Dim] | None:
     """The operand's strides as (b, h, row, col) with its batch dimensions broadcast to
     ``batch`` (at most 2 dimensions), or None when its shape does not fit."""
     if len(op.shape) < 2 or tuple(op.shape[-2:]) != tail:
@@ -204,17 +182,11 @@ def _batched(op: _Operand, batch: tuple[int, ...], tail: tuple[int, int]) -> lis
     return _broadcast_strides(op, batch + tail)
 
 
-def _broadcast_strides(op: _Operand, shape: tuple[int, ...]) -> list[int] | None:
+def _broadcast_strides(op: _Operand, shape: tuple[Dim, ...]) -> list[Dim] | None:
     """The operand's strides broadcast to ``shape`` (rank 2 to 4), as 4 (b, h, row,
     col), or None when it does not broadcast."""
-    try:
-        view = np.broadcast_to(
-            np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape=op.shape,
-                                            strides=tuple(s * _ITEM for s in op.strides)),
-            shape)
-    except ValueError:
-        return None
-    return [0] * (4 - len(shape)) + [s // _ITEM for s in view.strides]
+    out = broadcast_strides(View(op.shape, op.strides, op.offset), shape)
+    return None if out is None else [0] * (4 - len(shape)) + out
 
 
 @dataclass
@@ -228,20 +200,27 @@ class _Attention:
     members: list[int]       # binding indices replaced (the last one gets the call)
 
     def symbol_and_code(self) -> tuple[str, str, CFunction]:
+        """The wrapper's symbol, C text and :class:`CFunction`; symbolic sizes are its
+        size arguments, the descriptor's fields expressions over them."""
         d = self.desc
+        params = [(float_shape(x.base), "float32") for x in self.operands()]
+        out_shape = tuple(self.out_ty.shape)
+        params.append((out_shape, "float32"))
+        sizes = SizeArgs(params)   # type: ignore[arg-type]
         fields = ", ".join(
-            repr(d[k]) if "scale" not in k else f"{float(np.float32(d[k])).hex()}f"
+            sizes.c(d[k]) if "scale" not in k else f"{float(np.float32(d[k])).hex()}f"
             for k in ATTENTION_FIELDS)
-        params = [(static_shape(x.base), "float32") for x in self.operands()]
-        params.append((_static_shape_of_type(self.out_ty), "float32"))
-        key = repr((sorted(d.items()), params))
+        key = repr((fields, sizes.params))
         name = f"plait_attention_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
         mask_param, mask_arg = ("const float* m, ", "m") if self.mask else ("", "NULL")
-        code = (f"int {name}(const float* q, const float* k, const float* v, {mask_param}"
-                f"float* out) {{\n"
-                f"    static const plait_attention_desc d = {{{fields}}};\n"
+        args = ", ".join(["const float* q", "const float* k", "const float* v",
+                          *(["const float* m"] if self.mask else []), "float* out",
+                          *sizes.c_params()])
+        storage = "static const" if sizes.static else "const"
+        code = (f"int {name}({args}) {{\n" + sizes.empty_guard(out_shape)
+                + f"    {storage} plait_attention_desc d = {{{fields}}};\n"
                 f"    return plait_attention(&d, q, k, v, {mask_arg}, out);\n}}\n")
-        return name, code, CFunction(name, tuple(params), 1, name, "int")
+        return name, code, CFunction(name, sizes.params, 1, name, "int")
 
     def operands(self) -> list[_Operand]:
         """Q, K, V and the mask (when there is one), in the C function's order."""
@@ -256,10 +235,6 @@ ATTENTION_FIELDS = ("B", "H", "SQ", "SK", "D", "DV",
                     "m_off", "m_sb", "m_sh", "m_si", "m_sj", "mask_scale",
                     "zero_masked_rows")
 """The fields of ``plait_attention_desc``, in order."""
-
-
-def _static_shape_of_type(ty: Any) -> tuple[int, ...]:
-    return tuple(int(d) for d in ty.shape)
 
 
 # -------------------------------------------------------------- the rule
@@ -278,11 +253,11 @@ def _scale_step(y: Pattern) -> Pattern:
 
 
 def _keeps_first(call: Call) -> bool:
-    return call.args[0].ty == call.ty and static_shape(call.args[1]) is not None
+    return call.args[0].ty == call.ty and float_shape(call.args[1]) is not None
 
 
 def _keeps_second(call: Call) -> bool:
-    return call.args[1].ty == call.ty and static_shape(call.args[0]) is not None
+    return call.args[1].ty == call.ty and float_shape(call.args[0]) is not None
 
 
 def _mask_step(s: Pattern) -> Pattern:
@@ -293,7 +268,7 @@ def _mask_step(s: Pattern) -> Pattern:
 
 
 def _softmax_ok(call: Call) -> bool:
-    shape = static_shape(call)
+    shape = float_shape(call)
     return (shape is not None and 2 <= len(shape) <= 4 and 0 not in shape
             and int(call.attrs["axis"]) % len(shape) == len(shape) - 1)
 
@@ -303,16 +278,15 @@ def _output_permutation_ok(call: Call) -> bool:
     rank = len(call.ty.shape) if call.ty.shape is not None else 0  # type: ignore[union-attr]
     axes = call.attrs.get("axes")
     order = list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]
-    return bool(order) and order[-1] == rank - 1 and static_shape(call) is not None
+    return bool(order) and order[-1] == rank - 1 and float_shape(call) is not None
 
 
 def _batch_reshape_ok(call: Call) -> bool:
     """A reshape that keeps the last two axes and regroups only the batch axes (the
     (heads, rows, keys) <-> (1, heads, rows, keys) views around torch's ``bmm``)."""
-    src, dst = static_shape(call.args[0]), static_shape(call)
+    src, dst = float_shape(call.args[0]), float_shape(call)
     return (src is not None and dst is not None and len(src) >= 2 and len(dst) >= 2
-            and src[-2:] == dst[-2:]
-            and int(np.prod(src[:-2], dtype=np.int64)) == int(np.prod(dst[:-2], dtype=np.int64)))
+            and src[-2:] == dst[-2:] and product(src[:-2]) == product(dst[:-2]))
 
 
 def _batch_reshape_step(y: Pattern) -> Pattern:
@@ -393,7 +367,7 @@ def _masked_row_guard(where: Call, scores: Expr, m: Match) -> bool:
     return (a is scores and _is_neg_inf(b)) or (b is scores and _is_neg_inf(a))
 
 
-def _strip_ones(shape: Sequence[int]) -> tuple[int, ...]:
+def _strip_ones(shape: Sequence[Dim]) -> tuple[Dim, ...]:
     """``shape`` without its leading 1s."""
     shape = tuple(shape)
     while shape and shape[0] == 1:
@@ -412,8 +386,8 @@ def _attention_plan(m: Match) -> _Attention | None:
     k_sm = names.index("softmax")
     k_mm2 = names.index("matmul", k_sm)
     sm, mm1, mm2 = calls[k_sm], calls[0], calls[k_mm2]
-    shape = static_shape(sm)
-    s_shape = static_shape(mm1)
+    shape = float_shape(sm)
+    s_shape = float_shape(mm1)
     if (shape is None or s_shape is None or s_shape[-2:] != shape[-2:]
             or mm1.ty.dtype != sm.ty.dtype):  # type: ignore[union-attr]
         return None
@@ -431,7 +405,7 @@ def _attention_plan(m: Match) -> _Attention | None:
         name = _op_name(call)
         if name == "add":
             mask = call.args[1] if call.args[0] is prev else call.args[0]
-            mask_shape = static_shape(call)
+            mask_shape = float_shape(call)
         elif name != "reshape":
             c = _scale_of(call)[1]  # type: ignore[index]
             scale *= c
@@ -440,19 +414,19 @@ def _attention_plan(m: Match) -> _Attention | None:
         prev = g.bindings[i].var
     qe, ke = mm1.args
     ve = mm2.args[1]
-    o_shape = static_shape(mm2)
+    o_shape = float_shape(mm2)
     if (o_shape is None or 0 in o_shape or not 2 <= len(o_shape) <= 4
-            or int(np.prod(o_shape[:-2], dtype=np.int64))
-            != int(np.prod(shape[:-2], dtype=np.int64))):
+            or product(o_shape[:-2]) != product(shape[:-2])):
         return None
     out_ty = mm2.ty
-    o_arr = _stand_in(o_shape)
+    o_view = View.contiguous(o_shape)
     if len(calls) > k_mm2 + 1:   # the output permutation: written in place
         perm = calls[k_mm2 + 1]
         axes = perm.attrs.get("axes")
         rank = len(o_shape)
         order = list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]
-        o_arr = _stand_in(static_shape(perm)).transpose(np.argsort(order))  # type: ignore[arg-type]
+        o_view = View.contiguous(float_shape(perm)).permute(  # type: ignore[arg-type]
+            [int(a) for a in np.argsort(order)])
         out_ty = perm.ty
     q, k, v = (_operand(e, m.definition) for e in (qe, ke, ve))
     if q is None or k is None or v is None:
@@ -474,7 +448,7 @@ def _attention_plan(m: Match) -> _Attention | None:
     vs = _batched(v, batch, (sk, dv))
     if qs is None or ks is None or vs is None:
         return None
-    os_ = [s // _ITEM for s in o_arr.strides]
+    os_: list[Dim] = list(o_view.strides)
     if os_[-1] != 1:
         return None
     os_ = [0] * (4 - len(os_)) + os_
