@@ -180,3 +180,35 @@ def test_attention_over_a_symbolic_batch_and_sequence_is_one_fused_call() -> Non
         e = np.exp(scores - scores.max(-1, keepdims=True))
         ref = ((e / e.sum(-1, keepdims=True)) @ qkv[2]).transpose(0, 2, 1, 3)
         np.testing.assert_allclose(vm["main"](x, mask), ref, rtol=RTOL, atol=ATOL)
+
+
+def test_a_cnn_of_symbolic_image_size_runs_native_at_several_sizes() -> None:
+    """A strided convolution, max pooling, a depthwise convolution and the global
+    average over images whose height and width are symbolic (the output sizes are
+    floor-division expressions the calls compute at run time)."""
+    w, dw = _rand(8, 3, 3, 3), _rand(8, 1, 3, 3)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        y = _call(bb, "conv2d", p[0], _c(w), strides=(2, 2), padding=(1, 1, 1, 1),
+                  dilation=(1, 1), groups=1)
+        y = _call(bb, "relu", y)
+        y = _call(bb, "max_pool2d", y, pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1),
+                  dilation=(1, 1))
+        y = _call(bb, "conv2d", y, _c(dw), strides=(1, 1), padding=(1, 1, 1, 1),
+                  dilation=(1, 1), groups=8)
+        return _call(bb, "global_avg_pool2d", y)
+
+    vm, text = _build(build_graph({"x": ("n", 3, "h", "w")}, body))
+    calls = _calls(text)
+    for family in ("plait_conv2d_", "plait_max_pool2d_", "plait_dwconv2d_",
+                   "plait_global_avg_pool2d_"):
+        assert any(c.startswith(family) for c in calls), (family, calls)
+    assert not any(c.startswith(("blas.", "numpy.")) for c in calls), calls
+    for n, h, wd in ((1, 9, 11), (2, 16, 16), (1, 5, 4)):
+        x = _rand(n, 3, h, wd)
+        y = np.maximum(conv2d_reference(x, w, strides=(2, 2), padding=(1, 1, 1, 1)), 0)
+        y = max_pool_reference(y.astype(np.float32), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1))
+        y = np.concatenate([conv2d_reference(y[:, i:i + 1], dw[i:i + 1], padding=(1, 1, 1, 1))
+                            for i in range(8)], axis=1)
+        ref = y.mean(axis=(2, 3), keepdims=True)
+        np.testing.assert_allclose(vm["main"](x), ref, rtol=RTOL, atol=ATOL)

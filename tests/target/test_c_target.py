@@ -397,12 +397,13 @@ class Module:
     again = plait.parse(mod.script())  # a literal attribute: prints and parses
     assert [source_literal(s) for s in c_sources(again)] == [source_literal(src)]
     assert structural_equal(again, mod)
+    no_entry = plait.Target("c", single_entry=False)   # (the library without main@entry)
     with PassContext(instruments=[WellFormedCheck()]):
-        exe = plait.build(mod, "c")
+        exe = plait.build(mod, no_entry)
     x = RNG.standard_normal(7).astype(np.float32)
     np.testing.assert_array_equal(VirtualMachine(exe)["main"](x), np.maximum(2 * x, 0))
     # the library in the module attributes prints as one line
-    built = make_pass("c.CompileKernels")(lower(mod))
+    built = make_pass("c.CompileKernels")(lower(mod, no_entry))
     blob = built.attrs["native_libs"]["c"]
     assert isinstance(blob, LibraryBlob) and bytes(blob) == exe.libs["c"]
     assert f'native_library(sha256="{blob.sha256}"' in built.script()

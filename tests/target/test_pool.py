@@ -96,16 +96,16 @@ def test_global_average_matches_numpy(shape, op, attrs) -> None:  # type: ignore
 
 
 def test_global_average_it_cannot_take_stays_generated() -> None:
-    """A mean over other axes, of a value whose shape is not static, or an average
-    pooling whose window does not cover the image (or that is padded or dilated) is not
-    taken."""
+    """A mean over other axes, an average pooling over an image of symbolic size (its
+    window may not cover it), or one whose window does not cover the image (or that is
+    padded or dilated) is not taken."""
     param = Var("x", TensorType((1, 4, 5, 6), "float32"))
     sym = Var("y", TensorType((1, 4, "h", 6), "float32"))
     bb = BlockBuilder()
     with bb.function("main", [param, sym]):
         with bb.dataflow():
             a = bb.emit(make_call("mean", param, axis=(1, 2), keepdims=True))
-            b = bb.emit(make_call("global_avg_pool2d", sym))
+            b = bb.emit(make_call("avg_pool2d", sym, pool_size=(5, 6), strides=(5, 6)))
             c = bb.emit(make_call("avg_pool2d", param, pool_size=(2, 2), strides=(2, 2)))
             d = bb.emit(make_call("avg_pool2d", param, pool_size=(5, 6), padding=(1, 1, 0, 0),
                                   strides=(5, 6)))

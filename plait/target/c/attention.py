@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from plait.codegen.c import CFunction
+from plait.codegen.c.sizes import UnboundSize
 from plait.ir.expr import (
     Call,
     Constant,
@@ -477,7 +478,10 @@ def attention_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
         att = _attention_plan(m)
         if att is None:
             return None
-        name, code, cfn = att.symbol_and_code()
+        try:
+            name, code, cfn = att.symbol_and_code()
+        except UnboundSize:
+            return None   # a stride naming a size no operand binds
         wrappers.setdefault(name, (code, cfn))
         root = m.graph.bindings[att.members[-1]]
         return make_call("call_extern", ExternFunc(name), Tuple([x.base for x in att.operands()]),

@@ -59,8 +59,8 @@ def plan_grouped_conv2d(call: Call) -> ProductPlan | None:
     a = call.attrs
     if xs is None or ws is None or os_ is None or len(xs) != 4 or len(ws) != 4:
         return None
-    if not is_static_shape(xs[1:] + os_[1:] + ws):
-        return None   # a symbolic batch is a size argument; the rest must be static
+    if not is_static_shape((xs[1], os_[1], *ws)):
+        return None   # a symbolic batch or image is a size argument; the channels static
     if a["data_layout"] != "NCHW" or a["kernel_layout"] != "OIHW":
         return None
     g = int(a["groups"])

@@ -26,7 +26,7 @@ from plait.ir.expr import Expr
 from plait.ir.symbolic import Dim, product
 from plait.ir.types import TensorType
 
-__all__ = ["C_PRELUDE", "SizeArgs", "float_shape", "is_static_shape"]
+__all__ = ["C_PRELUDE", "Prod", "SizeArgs", "float_shape", "is_static_shape"]
 
 
 def float_shape(e: Expr) -> tuple[Dim, ...] | None:
@@ -41,6 +41,22 @@ def float_shape(e: Expr) -> tuple[Dim, ...] | None:
 def is_static_shape(shape: Sequence[Dim]) -> bool:
     """Whether every dimension of ``shape`` is an int."""
     return all(type(d) is int for d in shape)
+
+
+class Prod(tuple):  # type: ignore[type-arg]
+    """A product of dimensions kept as its factors (a descriptor field such as a matrix
+    product's rows, ``batch * seq``), so it is written as the product of their size
+    arguments: :meth:`SizeArgs.c`.  ``Prod.of(a, b...)`` flattens nested products and
+    folds a static one to an int."""
+
+    @staticmethod
+    def of(*dims: Any) -> Dim | Prod:
+        flat: list[Dim] = []
+        for d in dims:
+            flat.extend(d if isinstance(d, Prod) else (d,))
+        if all(type(d) is int for d in flat):
+            return product(flat)
+        return Prod(flat)
 
 
 class SizeArgs:
@@ -66,9 +82,11 @@ class SizeArgs:
         """The C parameters of the size variables, in ABI order."""
         return [f"int64_t {n}" for n in self.names.values()]
 
-    def c(self, d: Dim) -> str:
-        """``d`` as a C ``int64_t`` expression over the size variables; :class:`UnboundSize`
-        when it names a size the parameters do not bind."""
+    def c(self, d: Dim | Prod) -> str:
+        """``d`` (or a :class:`Prod`) as a C ``int64_t`` expression over the size
+        variables; :class:`UnboundSize` when it names a size the parameters do not bind."""
+        if isinstance(d, Prod):
+            return self.prod(d)
         return c_dim(d, self.names)
 
     def empty_guard(self, shape: Sequence[Dim]) -> str:
@@ -80,5 +98,11 @@ class SizeArgs:
         return f"    if ({self.prod(shape)} == 0) return 0;\n"
 
     def prod(self, dims: Sequence[Dim]) -> str:
-        """The product of ``dims`` as C (static factors folded)."""
-        return self.c(product(dims))
+        """The product of ``dims`` as C, each written by itself (a dimension that is an
+        expression is a size argument of its own; their product as one expression may
+        name sizes no argument binds), static factors folded."""
+        static = product(d for d in dims if type(d) is int)
+        parts = [self.c(d) for d in dims if type(d) is not int]
+        if not parts:
+            return str(static)
+        return "(" + "*".join(parts + ([] if static == 1 else [f"INT64_C({static})"])) + ")"

@@ -64,7 +64,7 @@ from plait.ir.expr import (
     Var,
 )
 from plait.ir.module import IRModule
-from plait.ir.symbolic import Dim, mul, product
+from plait.ir.symbolic import Dim, product
 from plait.op.registry import make_call
 from plait.transform.activation_rules import ACTIVATION_RULES
 from plait.transform.pass_base import module_pass
@@ -72,7 +72,7 @@ from plait.transform.pattern import Match, Pattern, is_op, match_at, wildcard
 from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
 from .c_float import c_float
-from .dims import SizeArgs, float_shape, is_static_shape
+from .dims import Prod, SizeArgs, float_shape, is_static_shape
 from .families import families_called, header_text, record_wrappers
 
 ACT_NONE, ACT_CLIP, ACT_SILU, ACT_GELU, ACT_GELU_TANH = 0, 1, 2, 3, 4
@@ -334,8 +334,8 @@ def _plan_conv2d(call: Call, winograd: int | str) -> ProductPlan | None:
     a = call.attrs
     if xs is None or ws is None or os_ is None or wd is None or len(xs) != 4:
         return None
-    if not (is_static_shape(xs[1:]) and is_static_shape(os_[1:]) and is_static_shape(ws)):
-        return None   # the batch may be symbolic (a size argument), the image not
+    if not (is_static_shape((xs[1], os_[1])) and is_static_shape(ws)):
+        return None   # the batch and the image may be symbolic (size arguments)
     if a["groups"] != 1 or a["data_layout"] != "NCHW" or a["kernel_layout"] != "OIHW":
         return None
     from plait.runtime.window import expand_ints, expand_padding
@@ -349,8 +349,12 @@ def _plan_conv2d(call: Call, winograd: int | str) -> ProductPlan | None:
         return None
     desc: dict[str, Any] = dict(N=n, C=c, H=h, W=wdt, O=o, KH=kh, KW=kw, SH=sh, SW=sw,
                                 DH=dh, DW=dw, PT=pt, PL=pl, PB=pb, PR=pr, OH=os_[2], OW=os_[3])
-    wino = winograd_choice(desc, winograd)
-    rows = not wino and pixel_rows_applies(desc)
+    if is_static_shape(xs[2:] + os_[2:]):
+        wino = winograd_choice(desc, winograd)
+        rows = not wino and pixel_rows_applies(desc)
+    else:   # an image size known at run time: Winograd only when asked for by name
+        wino = int(winograd) if winograd in (2, 4) and winograd_applies(desc) else 0
+        rows = False
     if wino:
         packed = Constant(winograd_weights(np.asarray(wd, np.float32), wino))
     elif rows:   # W^T in 16-column panels, as linear's weights
@@ -382,7 +386,7 @@ def _plan_gemm(call: Call, op: str) -> ProductPlan | None:
         if len(ws) != 2:
             return None
         n, k = ws
-        m = product(xs[:-1])
+        m = Prod.of(*xs[:-1])
         batch, a_bs, b_bs, c_bs = 1, 0, 0, 0
         wd = _const_data(w)
         if wd is not None:
@@ -403,7 +407,7 @@ def _plan_gemm(call: Call, op: str) -> ProductPlan | None:
         bias = None
         bd = _const_data(b)
         if len(bs) == 2:
-            m = product(xs[:-1])
+            m = Prod.of(*xs[:-1])
             batch, a_bs, b_bs, c_bs = 1, 0, 0, 0
             if bd is not None:
                 bmat, b_kind, ldb_r, ldb_c = (Constant(pack_b(np.asarray(bd, np.float32))),
@@ -415,9 +419,9 @@ def _plan_gemm(call: Call, op: str) -> ProductPlan | None:
             if xs[:-2] != bs[:-2] and len(xs) != 2:
                 return None
             m = xs[-2]
-            batch = product(bs[:-2])
-            a_bs = mul(m, xs[-1]) if len(xs) > 2 else 0
-            b_bs, c_bs = mul(k, n), mul(m, n)
+            batch = Prod.of(*bs[:-2])
+            a_bs = Prod.of(m, xs[-1]) if len(xs) > 2 else 0
+            b_bs, c_bs = Prod.of(k, n), Prod.of(m, n)
             bmat, b_kind, ldb_r, ldb_c = b, "PLAIT_B_STRIDED", n, 1
             if os_ != tuple(bs[:-2]) + (m, n):
                 return None
@@ -454,7 +458,7 @@ def _can_pool(plan: ProductPlan, call: Call) -> bool:
 
     d = plan.desc
     if (plan.kind != "conv2d" or plan.winograd or plan.pixel_rows or plan.res is not None
-            or plan.pool):
+            or plan.pool or type(d["OH"]) is not int or type(d["OW"]) is not int):
         return False
     if plan.viewed or d["C"] * d["KH"] * d["KW"] > POOL_MAX_K:
         return False

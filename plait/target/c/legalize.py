@@ -360,15 +360,14 @@ def coverage_table() -> str:
             notes.append(f"float32: plait's matrix product (`c.DispatchGemm`){grouped}; "
                          f"other floats: `{DISPATCHED[n]}`")
         if n == "max_pool2d":
-            notes.append("float32 NCHW, static but for the batch: plait_pool.c "
+            notes.append("float32 NCHW (symbolic sizes taken at run time): plait_pool.c "
                          "(`c.DispatchPool`)")
         if n == "global_avg_pool2d":
-            notes.append("float32 NCHW, static but for the batch: plait_pool.c's global "
-                         "average (`c.DispatchPool`)")
+            notes.append("float32 NCHW (symbolic sizes taken at run time): plait_pool.c's "
+                         "global average (`c.DispatchPool`)")
         if n == "mean":
-            notes.append("float32 over the two spatial axes of a rank-4 value, static "
-                         "but for the batch: plait_pool.c's global average "
-                         "(`c.DispatchPool`)")
+            notes.append("float32 over the two spatial axes of a rank-4 value: "
+                         "plait_pool.c's global average (`c.DispatchPool`)")
         note = compute_note(n)
         if note:
             notes.append(note)

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from plait.codegen.c import CFunction
+from plait.codegen.c.sizes import UnboundSize
 from plait.ir.expr import Call, Expr, ExternFunc, Tuple
 from plait.ir.module import IRModule
 from plait.op.registry import make_call
@@ -43,8 +44,8 @@ def _wrapper(call: Call) -> tuple[str, str, CFunction] | None:
     a = call.attrs
     if xs is None or os_ is None or len(xs) != 4 or a.get("layout", "NCHW") != "NCHW":
         return None
-    if a.get("ceil_mode") or 0 in xs or 0 in os_ or not is_static_shape(xs[1:] + os_[1:]):
-        return None   # a symbolic batch is a size argument; the planes are static
+    if a.get("ceil_mode") or 0 in xs or 0 in os_:
+        return None   # (symbolic sizes are size arguments)
     kh, kw = expand_ints(a["pool_size"], 2)
     sh, sw = expand_ints(a["strides"], 2)
     dh, dw = expand_ints(a["dilation"], 2)
@@ -101,8 +102,8 @@ def _mean_wrapper(call: Call) -> tuple[str, str, CFunction] | None:
     xs, os_ = float_shape(call.args[0]), float_shape(call)
     if xs is None or os_ is None or len(xs) != 4 or 0 in xs:
         return None
-    if not is_static_shape(xs[1:] + os_[1:]):
-        return None
+    if call.op.name == "avg_pool2d" and not is_static_shape(xs[2:]):
+        return None   # whether its window covers a symbolic image is not known
     if call.op.name in ("avg_pool2d", "adaptive_avg_pool2d") and not _covers_image(call, xs, os_):
         return None
     sizes = SizeArgs(((xs, "float32"), (os_, "float32")))
@@ -122,7 +123,10 @@ def pool_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
 
     def rewrite(m: Match) -> Expr | None:
         call = m.call(POOL)
-        w = _wrapper(call)
+        try:
+            w = _wrapper(call)
+        except UnboundSize:
+            return None   # a size only an intermediate value has: not a call here
         if w is None:
             return None
         name, code, cfn = w
@@ -139,7 +143,10 @@ def global_avg_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
 
     def rewrite(m: Match) -> Expr | None:
         call = next(m.call(p) for p in (_GAP, _MEAN, _AVG) if p in m)
-        w = _mean_wrapper(call)
+        try:
+            w = _mean_wrapper(call)
+        except UnboundSize:
+            return None
         if w is None:
             return None
         name, code, cfn = w
