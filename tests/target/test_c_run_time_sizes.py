@@ -212,3 +212,20 @@ def test_a_cnn_of_symbolic_image_size_runs_native_at_several_sizes() -> None:
                             for i in range(8)], axis=1)
         ref = y.mean(axis=(2, 3), keepdims=True)
         np.testing.assert_allclose(vm["main"](x), ref, rtol=RTOL, atol=ATOL)
+
+
+def test_a_residual_before_a_view_keeps_its_own_shape() -> None:
+    """``reshape(linear(x) + r)``: the product writes the view, and reads the residual
+    with the residual's shape (b, s, 16), not the view's (b, s, 4, 4)."""
+    w = _rand(16, 16)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        y = _call(bb, "add", _call(bb, "linear", p[0], _c(w)), p[1])
+        return _call(bb, "reshape", y, shape=("b", "s", 4, 4))
+
+    vm, text = _build(build_graph({"x": ("b", "s", 16), "r": ("b", "s", 16)}, body))
+    assert any(c.startswith("plait_gemm_") for c in _calls(text))
+    for bsz, seq in ((1, 1), (2, 7)):
+        x, r = _rand(bsz, seq, 16), _rand(bsz, seq, 16)
+        ref = (x.astype(np.float64) @ w.T.astype(np.float64) + r).reshape(bsz, seq, 4, 4)
+        np.testing.assert_allclose(vm["main"](x, r), ref, rtol=RTOL, atol=ATOL)

@@ -85,7 +85,7 @@ def _wrapper(plan: ProductPlan) -> tuple[str, str, CFunction]:
         params.append(((plan.bias_len,), "float32"))
     if plan.res is not None:
         args.append("const float* res")
-        params.append((plan.out_shape, "float32"))
+        params.append((plan.res_shape or plan.out_shape, "float32"))
     args.append("float* out")
     params.append((plan.out_shape, "float32"))
     sizes = SizeArgs(params)

@@ -237,6 +237,7 @@ class ProductPlan:
     bias_len: int
     bias: Expr | None = None
     res: Expr | None = None
+    res_shape: tuple[Dim, ...] | None = None   # the residual's own shape (a view may follow)
     relu: bool = False
     viewed: bool = False          # the output was reshaped (no more bias: its axis moved)
     pool: bool = False            # conv2d followed by a 2x2/2 max pooling
@@ -260,7 +261,7 @@ class ProductPlan:
         if self.bias is not None:
             params.append(((self.bias_len,), "float32"))
         if self.res is not None:
-            params.append((self.out_shape, "float32"))
+            params.append((self.res_shape or self.out_shape, "float32"))
         params.append((self.out_shape, "float32"))
         sizes = SizeArgs(params)
         args = [f"const float* in{i}" for i in range(len(self.inputs))]
@@ -580,6 +581,7 @@ def extend_epilogue(plan: ProductPlan, value: Call, src: Var) -> bool:
     if (plan.res is None and not plan.relu and not plan.pool
             and other.ty == value.ty and not isinstance(other, Constant)):
         plan.res = other
+        plan.res_shape = float_shape(other)
         return True
     return False
 
