@@ -229,3 +229,23 @@ def test_a_residual_before_a_view_keeps_its_own_shape() -> None:
         x, r = _rand(bsz, seq, 16), _rand(bsz, seq, 16)
         ref = (x.astype(np.float64) @ w.T.astype(np.float64) + r).reshape(bsz, seq, 4, 4)
         np.testing.assert_allclose(vm["main"](x, r), ref, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("exclusive,reverse", [(False, False), (True, False), (False, True),
+                                               (True, True)])
+def test_cumsum_over_a_symbolic_axis_is_a_generated_kernel(exclusive: bool,
+                                                           reverse: bool) -> None:
+    """The position ids of a model of dynamic sequence length (``mask.cumsum(-1)``)."""
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        return _call(bb, "cumsum", p[0], axis=1, exclusive=exclusive, reverse=reverse)
+
+    vm, text = _build(build_graph({"x": (2, "s")}, body))
+    assert not any(c.startswith("numpy.") for c in _calls(text)), _calls(text)
+    for seq in (1, 5, 33):
+        x = _rand(2, seq)
+        xs = x[:, ::-1] if reverse else x
+        ref = np.cumsum(xs.astype(np.float64), axis=1)
+        if exclusive:
+            ref = np.concatenate([np.zeros((2, 1)), ref[:, :-1]], axis=1)
+        ref = ref[:, ::-1] if reverse else ref
+        np.testing.assert_allclose(vm["main"](x), ref, rtol=RTOL, atol=ATOL)

@@ -27,7 +27,6 @@ from .common import (
     out_shape,
     prod_expr,
     require_float,
-    static_int,
     to_dtype,
     unravel,
 )
@@ -35,7 +34,8 @@ from .registry import ComputeUnsupported, register_compute
 
 CUMSUM_MAX_AXIS = 4096
 """``cumsum`` is computed as a triangular sum (quadratic in the axis length); longer
-or symbolic axes are left to the library call."""
+static axes are left to the library call.  A symbolic axis (the position ids of a
+model of dynamic sequence length, a few hundred to a few thousand) is a kernel."""
 
 
 def reduce_stage(
@@ -213,7 +213,7 @@ _arg_reduce("argmax", True)
 _arg_reduce("argmin", False)
 
 
-@register_compute("cumsum", note=f"axes longer than {CUMSUM_MAX_AXIS} or symbolic are a "
+@register_compute("cumsum", note=f"static axes longer than {CUMSUM_MAX_AXIS} are a "
                                  "library call")
 def cumsum_compute(inputs: list[Any], attrs: Attrs, out_ty: Type) -> Tensor:
     """A triangular sum along the axis, in the reference's order (from the start, or
@@ -237,16 +237,17 @@ def cumsum_compute(inputs: list[Any], attrs: Attrs, out_ty: Type) -> Tensor:
         def read(i: tuple[PrimExpr, ...]) -> PrimExpr:
             return x[i]
 
-    n = static_int(length, "the cumsum axis")
-    if n > CUMSUM_MAX_AXIS:
-        raise ComputeUnsupported(f"the cumsum axis has {n} elements (> {CUMSUM_MAX_AXIS})")
+    if isinstance(length, int) and length > CUMSUM_MAX_AXIS:
+        raise ComputeUnsupported(f"the cumsum axis has {length} elements "
+                                 f"(> {CUMSUM_MAX_AXIS})")
+    n: PrimExpr = IntImm(length) if isinstance(length, int) else length
     exclusive, reverse = attrs["exclusive"], attrs["reverse"]
 
     def f(*i: PrimExpr) -> Reduce:
         j = i[ax]
         if reverse:
-            k = dsl.reduce_axis(IntImm(n - 1) - j if exclusive else IntImm(n) - j, "k")
-            src = IntImm(n - 1) - k
+            k = dsl.reduce_axis(n - 1 - j if exclusive else n - j, "k")
+            src = n - 1 - k
         else:
             k = dsl.reduce_axis(j if exclusive else j + 1, "k")
             src = k
