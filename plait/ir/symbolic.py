@@ -312,9 +312,28 @@ def _mul(a: Dim, b: Dim) -> Dim:
     pb = _poly(b).items()
     for ma, ca in _poly(a).items():
         for mb, cb in pb:
-            m = ma + mb if not ma or not mb else tuple(sorted(ma + mb, key=_atom_key))
+            m = ma + mb if not ma or not mb else _absorb(tuple(sorted(ma + mb, key=_atom_key)))
             out[m] = out.get(m, 0) + ca * cb
     return _make(out)
+
+
+def _absorb(m: Mono) -> Mono:
+    """The monomial ``m`` with the factors ``min(1, n)`` that change nothing removed:
+    ``n * min(1, n)`` is ``n`` (both 0 when ``n`` is 0) and ``min(1, n) * min(1, n)`` is
+    ``min(1, n)`` (0 or 1), for every size ``n >= 0``.  (A slice ``x[0:1]`` of a
+    symbolic axis has ``min(1, n)`` elements; exporters flatten and broadcast it back to
+    ``n``: Trilu's causal masks.)"""
+    names = {a for a in m if type(a) is str}
+    seen: set[SymCall] = set()
+    out: list[Atom] = []
+    for a in m:
+        if type(a) is SymCall and a.op == "min" and 1 in (a.args[0], a.args[1]):
+            other = a.args[1] if a.args[0] == 1 else a.args[0]
+            if (type(other) is str and other in names) or a in seen:
+                continue
+            seen.add(a)   # type: ignore[arg-type]
+        out.append(a)
+    return m if len(out) == len(m) else tuple(out)
 
 
 def product(dims: Iterable[Dim]) -> Dim:

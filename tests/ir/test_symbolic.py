@@ -217,3 +217,15 @@ def test_deep_nesting_is_refused_not_recursed() -> None:
     with pytest.raises(sym.SymbolicError, match="levels deep"):
         for _ in range(sym.MAX_DEPTH + 5):
             d = sym.add(sym.floordiv(d, 2), sym.floordiv("m", 3))
+
+
+def test_a_size_times_min_of_one_and_itself_is_the_size() -> None:
+    """``n * min(1, n)`` (a slice ``[0:1]`` of ``n`` broadcast back, as exporters write
+    causal masks) is ``n``, and ``min(1, n)`` squared is itself, at every ``n >= 0``."""
+    n, one = "n", sym.minimum(1, "n")
+    assert sym.mul(n, one) == "n" and sym.mul(one, n) == "n"
+    assert sym.mul(one, one) == one
+    assert sym.mul(sym.mul("m", one), "n") == sym.mul("m", "n")
+    assert sym.mul("m", one) != "m"          # m is not n: min(1, n) stays
+    for v in range(4):
+        assert sym.evaluate(sym.mul(n, one), {"n": v}) == v * min(1, v)
