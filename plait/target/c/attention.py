@@ -74,6 +74,7 @@ from plait.transform.pattern import Match, Pattern, is_const, is_op, wildcard
 from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
 from .dims import SizeArgs, float_shape
+from .families import fused_span
 from .gemm import with_native_calls
 from .views import View, broadcast_strides
 
@@ -485,7 +486,7 @@ def attention_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
         wrappers.setdefault(name, (code, cfn))
         root = m.graph.bindings[att.members[-1]]
         return make_call("call_extern", ExternFunc(name), Tuple([x.base for x in att.operands()]),
-                         out=att.out_ty, span=root.value.span)
+                         out=att.out_ty, span=fused_span(m.graph, att.members, root))
 
     return Rule("c.attention", ATTENTION, rewrite)
 

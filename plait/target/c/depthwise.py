@@ -37,7 +37,7 @@ from plait.transform.pattern_rewrite import Rule, rewrite_module
 
 from .c_float import c_float
 from .dims import SizeArgs, float_shape, is_static_shape
-from .families import record_wrappers
+from .families import fused_span, record_wrappers
 from .gemm import ACT_GELU, ACT_GELU_TANH, ProductPlan, epilogue_step, extend_epilogue
 
 DESC_FIELDS = ("N", "C", "H", "W", "O", "G", "KH", "KW", "SH", "SW", "DH", "DW", "PT",
@@ -134,7 +134,7 @@ def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
         args += [e for e in (plan.bias, plan.res) if e is not None]
         root = g.bindings[members[-1]]
         return make_call("call_extern", ExternFunc(name), Tuple(args), out=root.var.ty,
-                         span=root.value.span)
+                         span=fused_span(g, members, root))
 
     return Rule("c.dwconv2d", GROUPED_CONV, rewrite)
 

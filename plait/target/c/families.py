@@ -169,6 +169,15 @@ def record_wrappers(mod: Any, wrappers: dict[str, tuple[str, CFunction]], header
     return add_c_source(mod, calls)
 
 
+def fused_span(graph: Any, members: Sequence[int], root: Any) -> Any:
+    """The span of a native call replacing the bindings ``members`` of ``graph`` (the
+    product and its epilogue...): ``root``'s place, noting every member's model node, so
+    a profile names all the nodes the call computes."""
+    from plait.transform.fuse_ops import joined_span
+
+    return joined_span([graph.bindings[i].value.span for i in members], root.value.span)
+
+
 def all_family_sources(names: Sequence[str] | None = None) -> list[CSource]:
     """The sources of every registered family (or of ``names``): what a benchmark
     compiles once to seed an object cache."""
@@ -199,4 +208,4 @@ register_family(KernelFamily("qgemm", "plait_qgemm.c",
 
 __all__ = ["FAMILIES", "KernelFamily", "all_family_sources", "families_called",
            "family_sources", "family_text", "header_text", "inline_headers",
-           "record_wrappers", "register_family"]
+           "fused_span", "record_wrappers", "register_family"]

@@ -73,7 +73,7 @@ from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_
 
 from .c_float import c_float
 from .dims import Prod, SizeArgs, float_shape, is_static_shape
-from .families import families_called, header_text, record_wrappers
+from .families import families_called, fused_span, header_text, record_wrappers
 
 ACT_NONE, ACT_CLIP, ACT_SILU, ACT_GELU, ACT_GELU_TANH = 0, 1, 2, 3, 4
 """The activations of the native epilogue (``PLAIT_ACT_*`` of ``plait_gemm.h``)."""
@@ -667,7 +667,7 @@ def gemm_rule(ops: Sequence[str], winograd: int | str,
         wrappers.setdefault(name, (code, cfn))
         root = m.graph.bindings[plan.members[-1]]
         return make_call("call_extern", ExternFunc(name), Tuple(plan.call_args()),
-                         out=root.var.ty, span=root.value.span)
+                         out=root.var.ty, span=fused_span(m.graph, plan.members, root))
 
     return Rule("c.gemm", pattern, rewrite)
 

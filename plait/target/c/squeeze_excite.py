@@ -33,7 +33,7 @@ from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, is_const, is_op, wildcard
 from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
-from .families import record_wrappers
+from .families import fused_span, record_wrappers
 from .shapes import static_shape
 
 SE_RELU = 3
@@ -141,7 +141,7 @@ def se_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
         wrappers.setdefault(sym, (code, CFunction(sym, tuple(params), 1, sym, "int")))
         root = m.graph.bindings[m.root_binding]  # type: ignore[index]
         return make_call("call_extern", ExternFunc(sym), Tuple(args), out=root.var.ty,
-                         span=root.value.span)
+                         span=fused_span(m.graph, sorted(m.bindings), root))
 
     return Rule("c.squeeze_excite", SQUEEZE_EXCITE, rewrite)
 
