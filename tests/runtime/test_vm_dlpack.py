@@ -1,8 +1,8 @@
 """DLPack in and out of the VM: ``vm["main"](tensor)`` takes any array with
 ``__dlpack__`` (torch tensors here) over the same memory where its dtype and layout
 allow, and its outputs go to ``torch.from_dlpack`` without a copy; on the numpy target,
-and on the c target both through the single native entry point (static shapes) and on
-the VM path (a symbolic batch).  The reference is numpy on the same values (exact for
+and on the c target both through the single native entry point (a static and a symbolic
+batch) and on the VM path (``single_entry=False``).  The reference is numpy on the same values (exact for
 integers and booleans, rtol 1e-5 for float32).  torch here is the CPU build: no CUDA."""
 
 from __future__ import annotations
@@ -32,18 +32,19 @@ class M:
         return (y, j, n, x)
 """
 
-TARGETS = [("numpy", "4"), ("c", "4"), ("c", "n")]
-"""(target, batch): the c target with a static batch runs main's single entry point,
-with the symbolic batch ``n`` the VM path."""
+TARGETS = [("numpy", "4"), ("c", "4"), ("c", "n"), ("c-vm", "n")]
+"""(target, batch): the c target runs main's single entry point (with a static or a
+symbolic batch), ``c-vm`` the same kernels one call at a time on the VM path."""
 
 
 @pytest.fixture(scope="module", params=TARGETS, ids=lambda t: f"{t[0]}-batch-{t[1]}")
 def vm(request: pytest.FixtureRequest) -> VirtualMachine:
     target, batch = request.param
-    exe = plait.build(plait.parse(MODEL.replace("B", batch)), target)
+    t = plait.Target("c", single_entry=False) if target == "c-vm" else target
+    exe = plait.build(plait.parse(MODEL.replace("B", batch)), t)
     machine = VirtualMachine(exe)
-    if target == "c":
-        assert (machine.entry_point("main") is not None) == (batch != "n")
+    if target.startswith("c"):
+        assert (machine.entry_point("main") is not None) == (target == "c")
     return machine
 
 
