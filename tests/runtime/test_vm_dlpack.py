@@ -2,8 +2,9 @@
 ``__dlpack__`` (torch tensors here) over the same memory where its dtype and layout
 allow, and its outputs go to ``torch.from_dlpack`` without a copy; on the numpy target,
 and on the c target both through the single native entry point (a static and a symbolic
-batch) and on the VM path (``single_entry=False``).  The reference is numpy on the same values (exact for
-integers and booleans, rtol 1e-5 for float32).  torch here is the CPU build: no CUDA."""
+batch) and on the VM path (``single_entry=False``).  The reference is numpy on the same
+values (exact for integers and booleans, rtol 1e-5 for float32).  torch here is the CPU
+build: no CUDA."""
 
 from __future__ import annotations
 
