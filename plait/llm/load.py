@@ -12,7 +12,7 @@ from typing import Any
 from .errors import LLMError
 from .model import CausalLM, build_causal_lm
 
-SUPPORTED = ("llama",)
+SUPPORTED = ("llama", "gpt2", "qwen2", "mistral", "phi3")
 """The ``model_type``s of ``config.json`` the export is tested with (docs/llm.md)."""
 
 

@@ -84,10 +84,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
         ids = _prompt_ids(args.prompt_ids)
     lm = load_causal_lm(args.model, args.target, max_cache=args.max_cache,
                         allow_native=args.allow_native)
+    prompt = [int(i) for i in ids[0]]
     new: list[int] = []
-    shown = ""
-    if tok is not None and args.prompt is not None:
-        print(args.prompt, end="", flush=True)
+    # the text streams as the growing suffix of decode(prompt + new): tokenizers that
+    # join words with spaces or merge pieces print the same as a decode at the end
+    shown = _decode(tok, prompt) if tok is not None and args.prompt is not None else ""
+    print(shown, end="", flush=True)
 
     def stream(t: np.ndarray) -> None:
         nonlocal shown
@@ -95,7 +97,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if tok is None:
             print(int(t[0]), end=" ", flush=True)
             return
-        text = _decode(tok, new)
+        text = _decode(tok, prompt + new) if args.prompt is not None else _decode(tok, new)
         print(text[len(shown):], end="", flush=True)
         shown = text
 

@@ -19,44 +19,21 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from llm_models import VOCAB, hf_greedy, make  # noqa: E402
+
 import plait  # noqa: E402
 from plait.llm import LLMError, build_causal_lm, generate, load_causal_lm  # noqa: E402
 from plait.llm.sampling import filter_logits  # noqa: E402
 
-VOCAB = 256
-
-
-def tiny_llama() -> Any:
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-        initializer_range=0.2)
-    return no_eos(transformers.LlamaForCausalLM(cfg).eval())
-
-
-def no_eos(model: Any) -> Any:
-    """``model`` whose ``generate()`` never stops early nor suppresses a stop token
-    (the config's default eos id 2 is an ordinary token here)."""
-    model.generation_config.eos_token_id = None
-    model.generation_config.pad_token_id = 0
-    return model
-
 
 @pytest.fixture(scope="module")
 def llama() -> Any:
-    return tiny_llama()
+    return make("llama")
 
 
 @pytest.fixture(scope="module")
 def lm(llama: Any) -> Any:
     return build_causal_lm(llama, "numpy", max_cache=64)
-
-
-def hf_greedy(model: Any, ids: np.ndarray, n: int) -> np.ndarray:
-    with torch.no_grad():
-        out = model.generate(torch.from_numpy(ids), max_new_tokens=n, do_sample=False)
-    return out.numpy()
 
 
 def test_greedy_32_tokens_equal_transformers(llama: Any, lm: Any) -> None:
@@ -178,7 +155,7 @@ def test_ids_that_are_not_integers_are_refused(lm: Any) -> None:
 def test_an_unknown_model_type_is_refused(tmp_path: Any) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bogus-lm"}))
     with pytest.raises(LLMError, match=r"unknown model type 'bogus-lm': plait generates "
-                                       r"with llama"):
+                                       r"with llama, gpt2, qwen2, mistral, phi3"):
         load_causal_lm(tmp_path)
 
 
@@ -207,3 +184,22 @@ def test_cli_generates_from_a_saved_executable(lm: Any, llama: Any, tmp_path: An
     assert code == 0
     want = hf_greedy(llama, np.array([[3, 1, 4, 1, 5]]), 12)[0, 5:]
     assert out[-1] == " ".join(map(str, want))
+
+
+def test_cli_generates_from_a_model_directory_with_its_tokenizer(
+        llama: Any, tmp_path: Any, capsys: Any) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from plait.cli import main
+
+    tok = Tokenizer(models.WordLevel({f"w{i}": i for i in range(VOCAB)}, unk_token="w0"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    llama.save_pretrained(tmp_path)
+    tok.save(str(tmp_path / "tokenizer.json"))
+    code = main(["generate", str(tmp_path), "--prompt", "w3 w1 w4 w1 w5",
+                 "--max-new-tokens", "6", "--print-ids", "--target", "numpy"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert code == 0
+    want = hf_greedy(llama, np.array([[3, 1, 4, 1, 5]]), 6)[0]
+    assert out[-1] == " ".join(map(str, want[5:]))
+    assert out[0] == " ".join(f"w{i}" for i in want)   # the prompt, then the streamed text
