@@ -163,6 +163,9 @@ def test_int8_outputs_are_compared_in_quantization_steps(tmp_path: Path) -> None
     dq = model("dq")
     assert broad_check.output_step(dq) == 0.5
     assert broad_check.int8_disagree(ref + np.float32(0.5), ref, dq, "qdq") is None
+    # one step plus float rounding (a few ulps) is one step; 1.01 steps is not
+    assert broad_check.int8_disagree(ref + np.float32(0.50005), ref, dq, "qdq") is None
+    assert broad_check.int8_disagree(ref + np.float32(0.505), ref, dq, "qdq") is not None
     msg = broad_check.int8_disagree(ref + np.float32(1.0), ref, dq, "qop")
     assert msg is not None and "2.00 quantization steps of 0.5 apart" in msg
     relu = model("relu")
