@@ -195,7 +195,11 @@ class ForCodegen:
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         name = self.codegen
         if not _owned(mod, name):
+            # (a module an importer made for the nodes it could not import -- the ONNX
+            # fallback's, which notes them under "fallback_nodes" -- is not a compiled
+            # partition: the module simply has no function of this codegen)
             if any(getattr(m, "codegen", None) == name
+                   and not (getattr(m, "meta", None) or {}).get("fallback_nodes")
                    for m in mod.attrs.get(EXTERNAL_MODS_ATTR) or ()):
                 raise CodegenError(
                     f"ForCodegen({name!r}): the functions of codegen {name!r} are already "

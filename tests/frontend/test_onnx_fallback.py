@@ -268,3 +268,14 @@ def test_the_fallback_models_keep_no_external_data():
 
     (ext,) = mod.attrs["external_mods"]
     assert all(external_data_tensors(b) == [] for b in ext.blobs.values())
+
+
+def test_for_codegen_on_a_module_with_only_fallback_functions_does_nothing(mixed_module):
+    """The fallback's onnxruntime modules are not compiled partitions: ForCodegen finds no
+    function of its codegen and leaves the module as it is (it used to claim RunCodegen
+    had already run)."""
+    from plait.transform import ForCodegen
+    from plait.transform.fold_constant import FoldConstant
+
+    mod = mixed_module.with_attrs(phase="optimization")
+    assert ForCodegen("onnxruntime", [FoldConstant()])(mod) is mod

@@ -100,7 +100,7 @@ def export_optimum_onnx(model: Any, path: str) -> None:
     model.config._attn_implementation = "eager"
     try:
         with torch.no_grad():
-            torch.onnx.export(Decoder(), example, path, input_names=ins, output_names=outs,
+            torch.onnx.export(Decoder().eval(), example, path, input_names=ins, output_names=outs,
                               dynamic_shapes=shapes, dynamo=True, opset_version=18,
                               external_data=False)
     finally:
