@@ -73,9 +73,10 @@ from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, Pattern, is_const, is_op, wildcard
 from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
-from .dims import SizeArgs, float_shape
+from .dims import SizeArgs
 from .families import fused_span
 from .gemm import with_native_calls
+from .shapes import float_shape
 from .views import View, broadcast_strides
 
 VIEW_CHAIN_OPS = ("reshape", "expand_dims", "squeeze", "flatten", "permute_dims",

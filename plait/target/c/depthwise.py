@@ -36,9 +36,10 @@ from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
 from .c_float import c_float
-from .dims import SizeArgs, float_shape, is_static_shape
+from .dims import SizeArgs
 from .families import fused_span, record_wrappers
 from .gemm import ACT_GELU, ACT_GELU_TANH, ProductPlan, epilogue_step, extend_epilogue
+from .shapes import float_shape, is_static_shape
 
 DESC_FIELDS = ("N", "C", "H", "W", "O", "G", "KH", "KW", "SH", "SW", "DH", "DW", "PT",
                "PL", "OH", "OW")

@@ -22,25 +22,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from plait.codegen.c.sizes import C_PRELUDE, c_dim
-from plait.ir.expr import Expr
 from plait.ir.symbolic import Dim, product
-from plait.ir.types import TensorType
 
-__all__ = ["C_PRELUDE", "Prod", "SizeArgs", "float_shape", "is_static_shape"]
+from .shapes import is_static_shape
 
-
-def float_shape(e: Expr) -> tuple[Dim, ...] | None:
-    """The shape of ``e`` (ints, names and expressions) when it is a float32 tensor of
-    known rank, else None."""
-    ty = e.ty
-    if not isinstance(ty, TensorType) or ty.dtype != "float32" or ty.shape is None:
-        return None
-    return tuple(ty.shape)
-
-
-def is_static_shape(shape: Sequence[Dim]) -> bool:
-    """Whether every dimension of ``shape`` is an int."""
-    return all(type(d) is int for d in shape)
+__all__ = ["C_PRELUDE", "Prod", "SizeArgs"]
 
 
 class Prod(tuple):  # type: ignore[type-arg]

@@ -72,8 +72,9 @@ from plait.transform.pattern import Match, Pattern, is_op, match_at, wildcard
 from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
 from .c_float import c_float
-from .dims import Prod, SizeArgs, float_shape, is_static_shape
+from .dims import Prod, SizeArgs
 from .families import families_called, fused_span, header_text, record_wrappers
+from .shapes import float_shape, is_static_shape
 
 ACT_NONE, ACT_CLIP, ACT_SILU, ACT_GELU, ACT_GELU_TANH = 0, 1, 2, 3, 4
 """The activations of the native epilogue (``PLAIT_ACT_*`` of ``plait_gemm.h``)."""

@@ -30,8 +30,9 @@ from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
-from .dims import SizeArgs, float_shape, is_static_shape
+from .dims import SizeArgs
 from .families import record_wrappers
+from .shapes import float_shape, is_static_shape
 from .squeeze_excite import _spatial_axes
 
 
