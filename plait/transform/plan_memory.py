@@ -7,7 +7,7 @@ their lifetimes (from allocation to last use, following tuples and tuple items) 
 overlap.  Offsets are assigned greedily, largest tensor first, at the lowest offset
 that fits (64-byte aligned).
 
-**Symbolic sizes** (a dynamic batch or sequence; issue 29).  A tensor's byte size is
+**Symbolic sizes** (a dynamic batch or sequence).  A tensor's byte size is
 an expression over the function's sizes.  Tensors whose sizes are constant multiples
 of one monomial ``M`` (``batch * seq``: ``(batch, seq, 768)`` float32 is ``3072 *
 batch * seq`` bytes) form a *class*, planned like static tensors in units of ``M``

@@ -54,8 +54,8 @@ def test_the_report_is_one_self_contained_page(report: str, cnn_onnx: str) -> No
                     "What each pass changed"):
         assert f"<h2>{section}</h2>" in page
     assert page.count('<table class="diff"') >= 5  # the passes that changed the module
-    # the native families' C sources (the CNN's last generated kernel, its global
-    # average, runs on plait_pool.c since round 10: a generated kernel's IR and C below)
+    # the native families' C sources (the CNN's global average, once its last generated
+    # kernel, runs on the pooling family: a generated kernel's IR and C are checked below)
     assert "peak planned bytes: <b>" in page and "C source <code>" in page
     assert 'class="num ok"' in page and 'class="num bad"' not in page  # --numeric column
     # resident memory after every pass, and the pipeline's peak (Linux /proc)
@@ -69,7 +69,7 @@ def test_the_report_is_one_self_contained_page(report: str, cnn_onnx: str) -> No
     for svg, mod in zip(svgs, (opt, low)):
         assert svg.count('<g class="node') == _bindings(mod)
     assert '<g class="node library">' in svgs[1]
-    # a generated kernel's node where lowering left one (none in the CNN since round 10)
+    # a generated kernel's node where lowering left one (the CNN may have none)
     assert ('<g class="node kernel">' in svgs[1]) == ("call_kernel(" in str(low))
 
 
