@@ -17,6 +17,13 @@ from ..op.registry import make_call
 from .pattern import Match, Pattern, is_const, is_op, wildcard
 from .pattern_rewrite import Rule
 
+
+def either(op: str, a: Pattern, b: Pattern) -> Pattern:
+    """``op(a, b)`` or ``op(b, a)``: a commutative op's operands in either order (one
+    :meth:`~plait.transform.pattern.CallPattern.commutative` pattern)."""
+    return is_op(op)(a, b).commutative()
+
+
 _SILU_X = wildcard()
 _SILU_SIGMOID = is_op("sigmoid")(_SILU_X).single_use()
 
@@ -30,8 +37,7 @@ def _silu(m: Match) -> Expr | None:
     return make_call("silu", xs[0])
 
 
-_SILU_ROOT = (is_op("multiply")(_SILU_X, _SILU_SIGMOID)
-              | is_op("multiply")(_SILU_SIGMOID, _SILU_X)).has_dtype("float32")
+_SILU_ROOT = is_op("multiply")(_SILU_X, _SILU_SIGMOID).commutative().has_dtype("float32")
 SILU_RULE = Rule("silu", _SILU_ROOT, _silu)
 """EfficientNet's SiLU (``x * sigmoid(x)``, as exported) as the ``silu`` op, so that it
 fuses into the product before it."""
@@ -46,15 +52,11 @@ def scalar_near(value: float) -> Pattern:
 
 _GELU_X = wildcard()
 _GELU_ARG = (is_op("divide")(_GELU_X, scalar_near(math.sqrt(2.0)))
-             | is_op("multiply")(_GELU_X, scalar_near(math.sqrt(0.5)))
-             | is_op("multiply")(scalar_near(math.sqrt(0.5)), _GELU_X)).single_use()
+             | either("multiply", _GELU_X, scalar_near(math.sqrt(0.5)))).single_use()
 _GELU_ERF = is_op("erf")(_GELU_ARG).single_use()
-_GELU_ONE = (is_op("add")(_GELU_ERF, scalar_near(1.0))
-             | is_op("add")(scalar_near(1.0), _GELU_ERF)).single_use()
-_GELU_PROD = (is_op("multiply")(_GELU_X, _GELU_ONE)
-              | is_op("multiply")(_GELU_ONE, _GELU_X)).single_use()
-_GELU_ROOT = (is_op("multiply")(_GELU_PROD, scalar_near(0.5))
-              | is_op("multiply")(scalar_near(0.5), _GELU_PROD)).has_dtype("float32")
+_GELU_ONE = either("add", _GELU_ERF, scalar_near(1.0)).single_use()
+_GELU_PROD = either("multiply", _GELU_X, _GELU_ONE).single_use()
+_GELU_ROOT = either("multiply", _GELU_PROD, scalar_near(0.5)).has_dtype("float32")
 
 
 def _gelu(m: Match) -> Expr | None:
@@ -70,11 +72,6 @@ GELU_RULE = Rule("gelu", _GELU_ROOT, _gelu)
 """GELU of the erf form as exported (ViT, DeiT, BERT, ConvNeXt, Whisper: five elementwise
 ops reading x twice) as the ``gelu`` op, so that it fuses into the product before it
 (plait_gelu_sv: a rational erf on vectors, with fused multiply-adds)."""
-
-
-def either(op: str, a: Pattern, b: Pattern) -> Pattern:
-    """``op(a, b)`` or ``op(b, a)`` (a commutative op's operands in either order)."""
-    return is_op(op)(a, b) | is_op(op)(b, a)
 
 
 _GELU_T_X = wildcard()

@@ -32,7 +32,7 @@ _X = wildcard()
 _W = is_const()
 _CONV = is_op("conv2d")(_X, _W).single_use()
 _BIAS = is_const()
-_BIASED = (is_op("add")(_CONV, _BIAS) | is_op("add")(_BIAS, _CONV)).single_use()
+_BIASED = is_op("add")(_CONV, _BIAS).commutative().single_use()
 _PARAMS = [is_const() for _ in range(4)]
 _BN = is_op("batch_norm")(_CONV | _BIASED, *_PARAMS)
 

@@ -17,6 +17,8 @@ The building blocks (every one is an immutable :class:`Pattern`):
   arguments, uncalled it takes any;
 * :func:`is_tuple` — a tuple whose fields match the given patterns;
 * ``a | b`` — alternatives, tried in order;
+* ``is_op("add")(a, b).commutative()`` — the two arguments in either order (prints
+  as ``add(a, b)~``);
 * ``p.optional(step)`` and ``p.repeat(step)`` — an optional step, or any number of
   steps, applied to the value ``p`` matches: ``step`` is a function from a pattern to
   a pattern (``is_op("relu")``, ``lambda y: is_op("add")(y, is_const())``), the place
@@ -224,6 +226,9 @@ class CallPattern(Pattern):
     ops: tuple[str, ...] = ()
     args: tuple[Pattern, ...] | None = None
     attrs: tuple[tuple[str, Any], ...] = ()
+    either_order: bool = False
+    """Set by :meth:`commutative`: the two arguments match in the given order or
+    swapped (given order first)."""
 
     def __call__(self, *args: Pattern | Any) -> CallPattern:
         """This op pattern with argument patterns."""
@@ -246,16 +251,24 @@ class CallPattern(Pattern):
         frozen = tuple((k, v if callable(v) else freeze_value(v)) for k, v in attrs.items())
         return replace(self, attrs=self.attrs + frozen)
 
-    def commutative(self) -> Pattern:
-        """This two-argument pattern, or the one with its arguments swapped."""
+    def commutative(self) -> CallPattern:
+        """This two-argument pattern with its arguments in either order (the given
+        order tried first): ``is_op("add")(y, is_const()).commutative()`` matches
+        ``add(y, c)`` and ``add(c, y)``.  It stays one pattern, so ``m[p]`` and
+        ``m.call(p)`` find the call whichever order matched, and the argument
+        patterns bind what they matched.  Only for ops whose result does not depend
+        on the order (``add``, ``multiply``, ``maximum``, ...): the pattern cannot
+        tell."""
         if self.args is None or len(self.args) != 2:
             raise PatternError(f"{self}.commutative(): give exactly two argument patterns first")
-        return self | replace(self, args=self.args[::-1])
+        return replace(self, either_order=True)
 
     def _core(self) -> str:
         head = "|".join(self.ops)
         if self.args is not None:
             head += "(" + ", ".join(map(str, self.args)) + ")"
+        if self.either_order:
+            head += "~"
         if self.attrs:
             head += "{" + ", ".join(f"{k}={_value_text(v)}" for k, v in self.attrs) + "}"
         return head

@@ -169,6 +169,8 @@ def _match(p: Pattern, e: Expr, env: _Env, g: BlockGraph) -> Iterator[_Env]:
         if len(p.args) != len(value.args):
             return
         yield from _match_seq(p.args, value.args, 0, env, g)
+        if p.either_order:  # type: ignore[attr-defined]
+            yield from _match_seq(p.args, value.args[::-1], 0, env, g)
     elif t is WildcardPattern:
         if _check(p, e, e, g):
             yield env.add((p, e, None, None))

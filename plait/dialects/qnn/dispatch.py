@@ -300,10 +300,9 @@ def _plan_conv2d(call: Call) -> _Plan | None:
 def _step(y: Pattern) -> Pattern:
     """One step of the output stage on the running result ``y`` (read by nothing else)."""
     y = y.single_use()
-    return (is_op("add")(y, wildcard()) | is_op("add")(wildcard(), y)
+    return (is_op("add")(y, wildcard()).commutative()
             | is_op("qnn.requantize")(y, wildcard(), wildcard(), wildcard(), wildcard())
-            | is_op("cast")(y) | is_op("multiply")(y, wildcard())
-            | is_op("multiply")(wildcard(), y)
+            | is_op("cast")(y) | is_op("multiply")(y, wildcard()).commutative()
             | is_op("qnn.dequantize")(y, wildcard(), wildcard()) | is_op("relu")(y))
 
 
