@@ -13,7 +13,7 @@ left as it was.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .ir import Add, BufferLoad, Div, FloorDiv, FloorMod, IntImm, Mul, PrimExpr, Sub, Var
 from .rewrite import rewrite_expr
@@ -37,30 +37,38 @@ class _Ctx:
     # ------------------------------------------------------------ affine forms
     def affine(self, e: PrimExpr) -> _Affine:
         """``e`` as (coefficients by key id, nodes by key id, constant)."""
-        if isinstance(e, IntImm):
-            return {}, {}, int(e.value)
-        if isinstance(e, Add | Sub):
-            ca, na, ka = self.affine(e.a)
-            cb, nb, kb = self.affine(e.b)
-            sign = 1 if isinstance(e, Add) else -1
-            coefs = dict(ca)
-            for k, c in cb.items():
-                coefs[k] = coefs.get(k, 0) + sign * c
-            return ({k: c for k, c in coefs.items() if c}, {**na, **nb}, ka + sign * kb)
-        if isinstance(e, Mul):
-            for x, y in ((e.a, e.b), (e.b, e.a)):
-                if isinstance(y, IntImm):
-                    c, n, k = self.affine(x)
-                    m = int(y.value)
-                    return ({key: v * m for key, v in c.items() if v * m}, n, k * m)
-        if isinstance(e, FloorDiv | FloorMod | Div) and _const(e.b) is not None:
-            got = self.divmod(e)
-            if got is not None:
-                return got
-        node = e if not isinstance(e, Var) else e
+        rule = _AFFINE.get(type(e))
+        got = None if rule is None else rule(self, e)
+        return self.atom(e) if got is None else got
+
+    def atom(self, e: PrimExpr) -> _Affine:
+        """``e`` as an opaque term (with its range, when known)."""
         if not isinstance(e, Var):
-            self.atom_ranges.setdefault(id(node), self.atom_range(node))
-        return {id(node): 1}, {id(node): node}, 0
+            self.atom_ranges.setdefault(id(e), self.atom_range(e))
+        return {id(e): 1}, {id(e): e}, 0
+
+    def _imm(self, e: IntImm) -> _Affine:
+        return {}, {}, int(e.value)
+
+    def _sum(self, e: Add | Sub) -> _Affine:
+        ca, na, ka = self.affine(e.a)
+        cb, nb, kb = self.affine(e.b)
+        sign = 1 if type(e) is Add else -1
+        coefs = dict(ca)
+        for k, c in cb.items():
+            coefs[k] = coefs.get(k, 0) + sign * c
+        return ({k: c for k, c in coefs.items() if c}, {**na, **nb}, ka + sign * kb)
+
+    def _product(self, e: Mul) -> _Affine | None:
+        for x, y in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(y, IntImm):
+                c, n, k = self.affine(x)
+                m = int(y.value)
+                return ({key: v * m for key, v in c.items() if v * m}, n, k * m)
+        return None
+
+    def _division(self, e: FloorDiv | FloorMod | Div) -> _Affine | None:
+        return self.divmod(e) if _const(e.b) is not None else None
 
     def atom_range(self, e: PrimExpr) -> Range | None:
         if isinstance(e, FloorDiv | FloorMod | Div) and _const(e.b) is not None:
@@ -109,6 +117,14 @@ class _Ctx:
         if isinstance(e, FloorMod):
             return rem
         return ({kk: v for kk, v in q_coefs.items() if v}, nodes, k // c)
+
+
+_AFFINE: dict[type, Callable[..., _Affine | None]] = {
+    IntImm: _Ctx._imm, Add: _Ctx._sum, Sub: _Ctx._sum, Mul: _Ctx._product,
+    FloorDiv: _Ctx._division, FloorMod: _Ctx._division, Div: _Ctx._division,
+}
+"""The affine form of each node type that has one (None: none here); any other node is
+an atom (:meth:`_Ctx.atom`)."""
 
 
 def _const(e: PrimExpr) -> int | None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ import numpy as np
 
 from plait.errors import PlaitError
 
+from .dispatch import TypeTable
 from .ir import (
     EQ,
     GE,
@@ -77,6 +78,7 @@ from .ir import (
     expr_children,
     is_float_dtype,
     stmt_children,
+    stmt_exprs,
 )
 
 
@@ -109,21 +111,23 @@ def _key(e: PrimExpr) -> tuple:
             stack.append((node, True))
             stack.extend((k, False) for k in kids)
             continue
-        if isinstance(node, Var):
-            k: tuple = ("var", id(node))
-        elif isinstance(node, IntImm | FloatImm):
-            k = ("imm", node.value, node.dtype)
-        else:
-            extra: tuple = ()
-            if isinstance(node, BufferLoad):
-                extra = (id(node.buffer),)
-            elif isinstance(node, Call):
-                extra = (node.name,)
-            elif isinstance(node, Cast):
-                extra = (node.dtype,)
-            k = (type(node).__name__, *extra, *(out[id(c)] for c in kids))
-        out[id(node)] = k
+        k: tuple = _KEY_HEAD[type(node)](node)
+        out[id(node)] = (*k, *(out[id(c)] for c in kids)) if kids else k
     return out[id(e)]
+
+
+def _class_name(node: PrimExpr) -> tuple:
+    return (type(node).__name__,)
+
+
+_KEY_HEAD: TypeTable[Callable[[Any], tuple]] = TypeTable("kernel index keys", PrimExpr, {
+    Var: lambda node: ("var", id(node)),
+    (IntImm, FloatImm): lambda node: ("imm", node.value, node.dtype),
+    BufferLoad: lambda node: ("BufferLoad", id(node.buffer)),
+    Call: lambda node: ("Call", node.name), Cast: lambda node: ("Cast", node.dtype),
+    (BinaryOp, Not, Select): _class_name,
+}, fallback=_class_name)
+"""The head of each node's key (its operands' keys follow)."""
 
 
 def _mentions(key: tuple, var_id: int) -> bool:
@@ -152,20 +156,11 @@ def _accesses(body: Stmt) -> _Access:
     exprs: list[PrimExpr] = []
     while stack:
         s = stack.pop()
-        if isinstance(s, BufferStore):
+        if type(s) is BufferStore:
             acc.stores.setdefault(id(s.buffer), set()).add(tuple(_key(i) for i in s.indices))
-            exprs.append(s.value)
-            exprs.extend(s.indices)
-        elif isinstance(s, For):
-            exprs.append(s.extent)
-        elif isinstance(s, Let):
-            exprs.append(s.value)
-        elif isinstance(s, IfThenElse):
-            exprs.append(s.cond)
-        elif isinstance(s, Evaluate):
-            exprs.append(s.value)
-        elif isinstance(s, Allocate):
+        elif type(s) is Allocate:
             acc.allocated.add(id(s.buffer))
+        exprs.extend(stmt_exprs(s))
         stack.extend(stmt_children(s))
     while exprs:
         e = exprs.pop()
@@ -414,20 +409,9 @@ class _Translator:
     # -------------------------------------------------------------- expressions
     def expr(self, e: PrimExpr, indent: int, mask: str | None) -> str:
         """Emit three-address code computing ``e``; return the name holding it."""
-        if isinstance(e, Var):
-            name = self.names.get(id(e))
-            if name is None:
-                raise KernelRunError(f"kernel {self.name!r}: variable {e.name_hint!r} is used "
-                                     "where it is not defined")
-            return name
-        if isinstance(e, IntImm):
-            if e.dtype == "bool":
-                return "True" if e.value else "False"
-            if e.dtype == "int64":
-                return str(e.value) if e.value >= 0 else f"({e.value})"
-            return self.const(np.dtype(e.dtype).type(e.value))
-        if isinstance(e, FloatImm):
-            return self.const(np.dtype(e.dtype).type(e.value))
+        leaf = _LEAF.get(type(e))
+        if leaf is not None:
+            return leaf(self, e)
         # iterative post-order over the operands; Select and loads handled in place
         results: dict[int, str] = {}
         stack: list[tuple[PrimExpr, bool]] = [(e, False)]
@@ -435,10 +419,11 @@ class _Translator:
             node, done = stack.pop()
             if id(node) in results:
                 continue
-            if isinstance(node, Var | IntImm | FloatImm):
-                results[id(node)] = self.expr(node, indent, mask)
+            leaf = _LEAF.get(type(node))
+            if leaf is not None:
+                results[id(node)] = leaf(self, node)
                 continue
-            if isinstance(node, Select):
+            if type(node) is Select:
                 results[id(node)] = self.select(node, indent, mask)
                 continue
             kids = expr_children(node)
@@ -450,6 +435,23 @@ class _Translator:
             results[id(node)] = self.operation(node, args, indent, mask)
         return results[id(e)]
 
+    def _var(self, e: Var) -> str:
+        name = self.names.get(id(e))
+        if name is None:
+            raise KernelRunError(f"kernel {self.name!r}: variable {e.name_hint!r} is used "
+                                 "where it is not defined")
+        return name
+
+    def _int(self, e: IntImm) -> str:
+        if e.dtype == "bool":
+            return "True" if e.value else "False"
+        if e.dtype == "int64":
+            return str(e.value) if e.value >= 0 else f"({e.value})"
+        return self.const(np.dtype(e.dtype).type(e.value))
+
+    def _float(self, e: FloatImm) -> str:
+        return self.const(np.dtype(e.dtype).type(e.value))
+
     def const(self, value: Any) -> str:
         name = f"c{len(self.consts)}"
         self.consts[name] = value
@@ -457,38 +459,44 @@ class _Translator:
 
     def operation(self, node: PrimExpr, args: list[str], indent: int, mask: str | None) -> str:
         tmp = self.fresh("t")
-        if isinstance(node, BufferLoad):
+        if type(node) is BufferLoad:
             buf = node.buffer
             f = self.flat(buf, node.indices, indent, mask)
             self.emit(indent, f"{tmp} = _load({self.name_of(buf, 'b')}, {f}, {mask}, "
                               f"{self.name!r}, {buf.name_hint!r})")
             return tmp
-        if isinstance(node, Div):
-            if is_float_dtype(node.dtype):
-                text = f"{args[0]} / {args[1]}"
-            else:
-                text = f"_cdiv({args[0]}, {args[1]})"
-        elif isinstance(node, BinaryOp) and type(node) in _BINOPS:
-            text = f"{args[0]} {_BINOPS[type(node)]} {args[1]}"
-        elif isinstance(node, BinaryOp) and type(node) in _CALLOPS:
-            text = f"{_CALLOPS[type(node)]}({args[0]}, {args[1]})"
-        elif isinstance(node, Not):
-            text = f"np.logical_not({args[0]})"
-        elif isinstance(node, Cast):
-            text = f"_cast({args[0]}, {node.dtype!r})"
-        elif isinstance(node, Call) and node.name == "checked_index":
-            text = f"_checked_index({args[0]}, {args[1]}, {mask}, {self.name!r})"
-        elif isinstance(node, Call):
-            fn = _INTRIN.get(node.name)
-            if node.name == "rsqrt":
-                fn = f"{self.const(np.dtype(node.dtype).type(1))} / np.sqrt"
-            if fn is None:
-                raise KernelRunError(f"kernel {self.name!r}: unknown intrinsic {node.name!r}")
-            text = f"{fn}({', '.join(args)})"
-        else:
-            raise KernelRunError(f"kernel {self.name!r}: cannot run a {type(node).__name__}")
-        self.emit(indent, f"{tmp} = {text}")
+        self.emit(indent, f"{tmp} = {_OPERATION[type(node)](self, node, args, mask)}")
         return tmp
+
+    def _div(self, node: Div, args: list[str], mask: str | None) -> str:
+        if is_float_dtype(node.dtype):
+            return f"{args[0]} / {args[1]}"
+        return f"_cdiv({args[0]}, {args[1]})"
+
+    def _binop(self, node: BinaryOp, args: list[str], mask: str | None) -> str:
+        return f"{args[0]} {_BINOPS[type(node)]} {args[1]}"
+
+    def _callop(self, node: BinaryOp, args: list[str], mask: str | None) -> str:
+        return f"{_CALLOPS[type(node)]}({args[0]}, {args[1]})"
+
+    def _not(self, node: Not, args: list[str], mask: str | None) -> str:
+        return f"np.logical_not({args[0]})"
+
+    def _cast(self, node: Cast, args: list[str], mask: str | None) -> str:
+        return f"_cast({args[0]}, {node.dtype!r})"
+
+    def _call(self, node: Call, args: list[str], mask: str | None) -> str:
+        if node.name == "checked_index":
+            return f"_checked_index({args[0]}, {args[1]}, {mask}, {self.name!r})"
+        fn = _INTRIN.get(node.name)
+        if node.name == "rsqrt":
+            fn = f"{self.const(np.dtype(node.dtype).type(1))} / np.sqrt"
+        if fn is None:
+            raise KernelRunError(f"kernel {self.name!r}: unknown intrinsic {node.name!r}")
+        return f"{fn}({', '.join(args)})"
+
+    def _cannot_run(self, node: Any, *rest: Any) -> str:
+        raise KernelRunError(f"kernel {self.name!r}: cannot run a {type(node).__name__}")
 
     def select(self, node: Select, indent: int, mask: str | None) -> str:
         cond = self.expr(node.cond, indent, mask)
@@ -512,40 +520,37 @@ class _Translator:
 
     # -------------------------------------------------------------- statements
     def stmt(self, s: Stmt, indent: int, depth: int, mask: str | None, lanes: str) -> None:
-        # Seq is flattened iteratively; nesting of other statements follows the IR
-        if isinstance(s, Seq):
-            for x in s.stmts:
-                self.stmt(x, indent, depth, mask, lanes)
-            return
-        if isinstance(s, BufferStore):
-            self.store(s, indent, depth, mask, lanes)
-        elif isinstance(s, For):
-            self.loop(s, indent, depth, mask, lanes)
-        elif isinstance(s, Let):
-            val = self.expr(s.value, indent, mask)
-            if _varying(s.value, self.varying, self.private):
-                self.varying.add(id(s.var))
-            self.emit(indent, f"{self.name_of(s.var, 'v')} = {val}")
-            self.stmt(s.body, indent, depth, mask, lanes)
-        elif isinstance(s, IfThenElse):
-            self.branch(s, indent, depth, mask, lanes)
-        elif isinstance(s, Allocate):
-            buf = s.buffer
-            self.buffers[id(buf)] = buf
-            name = self.name_of(buf, "b")
-            size = self.size_text(buf)
-            if depth > 0:
-                self.private.add(id(buf))
-                self.emit(indent, f"{name}_lane = _lane_ids({lanes})")
-                self.emit(indent, f"{name} = _scratch({name}_lane.size * ({size}), "
-                                  f"{buf.dtype!r})")
-            else:
-                self.emit(indent, f"{name} = _scratch({size}, {buf.dtype!r})")
-            self.stmt(s.body, indent, depth, mask, lanes)
-        elif isinstance(s, Evaluate):
-            self.expr(s.value, indent, mask)
+        _RUN_STMT[type(s)](self, s, indent, depth, mask, lanes)
+
+    def _seq(self, s: Seq, indent: int, depth: int, mask: str | None, lanes: str) -> None:
+        for x in s.stmts:
+            self.stmt(x, indent, depth, mask, lanes)
+
+    def _let(self, s: Let, indent: int, depth: int, mask: str | None, lanes: str) -> None:
+        val = self.expr(s.value, indent, mask)
+        if _varying(s.value, self.varying, self.private):
+            self.varying.add(id(s.var))
+        self.emit(indent, f"{self.name_of(s.var, 'v')} = {val}")
+        self.stmt(s.body, indent, depth, mask, lanes)
+
+    def _allocate(self, s: Allocate, indent: int, depth: int, mask: str | None,
+                  lanes: str) -> None:
+        buf = s.buffer
+        self.buffers[id(buf)] = buf
+        name = self.name_of(buf, "b")
+        size = self.size_text(buf)
+        if depth > 0:
+            self.private.add(id(buf))
+            self.emit(indent, f"{name}_lane = _lane_ids({lanes})")
+            self.emit(indent, f"{name} = _scratch({name}_lane.size * ({size}), "
+                              f"{buf.dtype!r})")
         else:
-            raise KernelRunError(f"kernel {self.name!r}: cannot run a {type(s).__name__}")
+            self.emit(indent, f"{name} = _scratch({size}, {buf.dtype!r})")
+        self.stmt(s.body, indent, depth, mask, lanes)
+
+    def _evaluate(self, s: Evaluate, indent: int, depth: int, mask: str | None,
+                  lanes: str) -> None:
+        self.expr(s.value, indent, mask)
 
     def store(self, s: BufferStore, indent: int, depth: int, mask: str | None,
               lanes: str) -> None:
@@ -639,6 +644,28 @@ class _Translator:
             self.stmt(body, indent + 1, depth, m, lanes)
             if len(self.lines) == start:
                 self.emit(indent + 1, "pass")
+
+
+_LEAF: dict[type, Callable[..., str]] = {
+    Var: _Translator._var, IntImm: _Translator._int, FloatImm: _Translator._float,
+}
+"""Leaves: a name or a constant, no code."""
+
+_OPERATION: TypeTable[Callable[..., str]] = TypeTable("kernel interpreter", PrimExpr, {
+    Div: _Translator._div, tuple(_BINOPS): _Translator._binop,
+    tuple(_CALLOPS): _Translator._callop, Not: _Translator._not, Cast: _Translator._cast,
+    Call: _Translator._call,
+    # a leaf has no code, a select branches and a load reads (Translator.expr/operation)
+    (Var, IntImm, FloatImm, Select, BufferLoad): _Translator._cannot_run,
+}, fallback=_Translator._cannot_run)
+"""The Python text of each operation on its operands' names."""
+
+_RUN_STMT: TypeTable[Callable[..., None]] = TypeTable("kernel interpreter", Stmt, {
+    Seq: _Translator._seq, BufferStore: _Translator.store, For: _Translator.loop,
+    Let: _Translator._let, IfThenElse: _Translator.branch, Allocate: _Translator._allocate,
+    Evaluate: _Translator._evaluate,
+}, fallback=_Translator._cannot_run)
+"""The Python code of each statement."""
 
 
 def _ident(hint: str) -> str:

@@ -28,12 +28,15 @@ converting Python numbers to constants of the other operand's dtype.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from plait.ir.attrs import Attrs
 from plait.ir.expr import BaseFunc, Expr, Node, Span
 from plait.ir.types import PrimType, check_dtype
+
+from .dispatch import TypeTable
 
 _NODE = dict(frozen=True, eq=False, slots=True, repr=False)
 
@@ -704,29 +707,45 @@ def _binary(cls: type[BinaryOp], a: Any, b: Any) -> PrimExpr:
     return cls(a, b)
 
 
+def _no_children(x: Any) -> tuple:
+    return ()
+
+
+_EXPR_CHILDREN: TypeTable[Callable[[Any], tuple[PrimExpr, ...]]] = TypeTable(
+    "kernel expression children", PrimExpr, {
+        BinaryOp: lambda e: (e.a, e.b), BufferLoad: lambda e: e.indices,
+        Call: lambda e: e.args, Not: lambda e: (e.a,),
+        Select: lambda e: (e.cond, e.true_value, e.false_value), Cast: lambda e: (e.value,),
+        (Var, IntImm, FloatImm): _no_children,
+    }, fallback=_no_children)
+
+_STMT_CHILDREN: TypeTable[Callable[[Any], tuple[Stmt, ...]]] = TypeTable(
+    "kernel statement children", Stmt, {
+        Seq: lambda s: s.stmts, (For, Let, Allocate): lambda s: (s.body,),
+        IfThenElse: lambda s: (s.then_body,) if s.else_body is None
+        else (s.then_body, s.else_body),
+        (BufferStore, Evaluate): _no_children,
+    }, fallback=_no_children)
+
+_STMT_EXPRS: TypeTable[Callable[[Any], tuple[PrimExpr, ...]]] = TypeTable(
+    "kernel statement expressions", Stmt, {
+        For: lambda s: (s.extent,), Let: lambda s: (s.value,), IfThenElse: lambda s: (s.cond,),
+        BufferStore: lambda s: (*s.indices, s.value), Evaluate: lambda s: (s.value,),
+        (Seq, Allocate): _no_children,
+    }, fallback=_no_children)
+
+
 def expr_children(e: PrimExpr) -> tuple[PrimExpr, ...]:
     """The operand expressions of ``e`` (none for a leaf), for iterative walks."""
-    if isinstance(e, BinaryOp):
-        return (e.a, e.b)
-    if isinstance(e, BufferLoad):
-        return e.indices
-    if isinstance(e, Call):
-        return e.args
-    if isinstance(e, Not):
-        return (e.a,)
-    if isinstance(e, Select):
-        return (e.cond, e.true_value, e.false_value)
-    if isinstance(e, Cast):
-        return (e.value,)
-    return ()
+    return _EXPR_CHILDREN[type(e)](e)
 
 
 def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
     """The statements directly inside ``s``, for iterative walks."""
-    if isinstance(s, Seq):
-        return s.stmts
-    if isinstance(s, For | Let | Allocate):
-        return (s.body,)
-    if isinstance(s, IfThenElse):
-        return (s.then_body,) if s.else_body is None else (s.then_body, s.else_body)
-    return ()
+    return _STMT_CHILDREN[type(s)](s)
+
+
+def stmt_exprs(s: Stmt) -> tuple[PrimExpr, ...]:
+    """The expressions ``s`` holds itself (a loop's extent, a store's indices and
+    value...; not those of the statements inside it), for iterative walks."""
+    return _STMT_EXPRS[type(s)](s)

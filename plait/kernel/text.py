@@ -40,6 +40,7 @@ from plait.ir.attrs import Attrs
 from plait.ir.expr import Node, Span
 from plait.ir.types import DTYPES
 
+from .dispatch import TypeTable
 from .intrin import INTRINSICS
 from .ir import (
     EQ,
@@ -176,52 +177,63 @@ class _Printer:
         return self._expr(a, expect), self._expr(b, expect)
 
     def _expr(self, e: PrimExpr, expect: str | None) -> tuple[str, int]:
-        if isinstance(e, Var):
-            return self.namer.name(e), _ATOM
-        if isinstance(e, IntImm | FloatImm):
-            return self._imm(e, expect)
-        if isinstance(e, BufferLoad):
-            return self._load(e.buffer, e.indices), _ATOM
-        if isinstance(e, Min | Max):
-            (a, _), (b, _) = self._pair(e.a, e.b, expect)
-            return f"{'min' if isinstance(e, Min) else 'max'}({a}, {b})", _ATOM
-        if isinstance(e, CmpOp):
-            (a, pa), (b, pb) = self._pair(e.a, e.b, None)
-            a = f"({a})" if pa <= 4 else a
-            b = f"({b})" if pb <= 4 else b
-            return f"{a} {e.symbol} {b}", 4
-        if isinstance(e, And | Or):
-            prec = 2 if isinstance(e, And) else 1
-            (a, pa), (b, pb) = self._pair(e.a, e.b, "bool")
-            a = f"({a})" if pa < prec else a
-            b = f"({b})" if pb <= prec else b
-            return f"{a} {e.symbol} {b}", prec
-        if isinstance(e, BinaryOp):
-            prec = _ARITH_PREC[type(e)]
-            (a, pa), (b, pb) = self._pair(e.a, e.b, expect)
-            a = f"({a})" if pa < prec else a
-            b = f"({b})" if pb <= prec else b
-            return f"{a} {e.symbol} {b}", prec
-        if isinstance(e, Not):
-            a, pa = self._expr(e.a, "bool")
-            return f"not {f'({a})' if pa < 3 else a}", 3
-        if isinstance(e, Select):
-            c = self.expr(e.cond, "bool")
-            (t, _), (f, _) = self._pair(e.true_value, e.false_value, expect)
-            return f"select({c}, {t}, {f})", _ATOM
-        if isinstance(e, Cast):
-            if isinstance(e.value, IntImm | FloatImm):
-                return f'cast({self.expr(e.value, None)}, "{e.dtype}")', _ATOM
-            return f"{e.dtype}({self.expr(e.value, None)})", _ATOM
-        if isinstance(e, Call):
-            d = INTRINSICS.get(e.name)
-            inner = None if d is None or d.kind == "predicate" else expect
-            if len(e.args) == 2:
-                (a, _), (b, _) = self._pair(e.args[0], e.args[1], inner)
-                args = f"{a}, {b}"
-            else:
-                args = ", ".join(self.expr(a, inner) for a in e.args)
-            return f"{e.name}({args})", _ATOM
+        return _EXPR_TEXT[type(e)](self, e, expect)
+
+    def _var(self, e: Var, expect: str | None) -> tuple[str, int]:
+        return self.namer.name(e), _ATOM
+
+    def _buffer_load(self, e: BufferLoad, expect: str | None) -> tuple[str, int]:
+        return self._load(e.buffer, e.indices), _ATOM
+
+    def _min_max(self, e: Min | Max, expect: str | None) -> tuple[str, int]:
+        (a, _), (b, _) = self._pair(e.a, e.b, expect)
+        return f"{'min' if isinstance(e, Min) else 'max'}({a}, {b})", _ATOM
+
+    def _compare(self, e: CmpOp, expect: str | None) -> tuple[str, int]:
+        (a, pa), (b, pb) = self._pair(e.a, e.b, None)
+        a = f"({a})" if pa <= 4 else a
+        b = f"({b})" if pb <= 4 else b
+        return f"{a} {e.symbol} {b}", 4
+
+    def _logic(self, e: And | Or, expect: str | None) -> tuple[str, int]:
+        prec = 2 if isinstance(e, And) else 1
+        (a, pa), (b, pb) = self._pair(e.a, e.b, "bool")
+        a = f"({a})" if pa < prec else a
+        b = f"({b})" if pb <= prec else b
+        return f"{a} {e.symbol} {b}", prec
+
+    def _arith(self, e: BinaryOp, expect: str | None) -> tuple[str, int]:
+        prec = _ARITH_PREC[type(e)]
+        (a, pa), (b, pb) = self._pair(e.a, e.b, expect)
+        a = f"({a})" if pa < prec else a
+        b = f"({b})" if pb <= prec else b
+        return f"{a} {e.symbol} {b}", prec
+
+    def _not(self, e: Not, expect: str | None) -> tuple[str, int]:
+        a, pa = self._expr(e.a, "bool")
+        return f"not {f'({a})' if pa < 3 else a}", 3
+
+    def _select(self, e: Select, expect: str | None) -> tuple[str, int]:
+        c = self.expr(e.cond, "bool")
+        (t, _), (f, _) = self._pair(e.true_value, e.false_value, expect)
+        return f"select({c}, {t}, {f})", _ATOM
+
+    def _cast(self, e: Cast, expect: str | None) -> tuple[str, int]:
+        if isinstance(e.value, IntImm | FloatImm):
+            return f'cast({self.expr(e.value, None)}, "{e.dtype}")', _ATOM
+        return f"{e.dtype}({self.expr(e.value, None)})", _ATOM
+
+    def _call(self, e: Call, expect: str | None) -> tuple[str, int]:
+        d = INTRINSICS.get(e.name)
+        inner = None if d is None or d.kind == "predicate" else expect
+        if len(e.args) == 2:
+            (a, _), (b, _) = self._pair(e.args[0], e.args[1], inner)
+            args = f"{a}, {b}"
+        else:
+            args = ", ".join(self.expr(a, inner) for a in e.args)
+        return f"{e.name}({args})", _ATOM
+
+    def _foreign(self, e: Any, expect: str | None) -> tuple[str, int]:
         return f"<{type(e).__name__}>", _ATOM
 
     def _load(self, buf: Buffer, indices: tuple[PrimExpr, ...]) -> str:
@@ -235,37 +247,44 @@ class _Printer:
     # ------------------------------------------------------------ statements
     def stmt(self, s: Stmt, indent: int, out: list[str], tail: bool = True) -> None:
         pad = "    " * indent
-        if isinstance(s, Seq):
-            if not s.stmts:
-                out.append(pad + "pass")
-            for k, child in enumerate(s.stmts):
-                self.stmt(child, indent, out, tail=k == len(s.stmts) - 1)
-            return
-        if isinstance(s, Let | Allocate) and not tail:
+        if not tail and type(s) in _SCOPED:
             out.append(pad + "with scope():")
             self.stmt(s, indent + 1, out)
             return
-        if isinstance(s, For):
-            var = self.namer.name(s.var)
-            out.append(f"{pad}for {var} in {_KIND_FUNC[s.kind]}({self.expr(s.extent)}):")
-            self.stmt(s.body, indent + 1, out)
-        elif isinstance(s, BufferStore):
-            value = self.expr(s.value, s.buffer.dtype)
-            out.append(f"{pad}{self._load(s.buffer, s.indices)} = {value}")
-        elif isinstance(s, Let):
-            value = self.expr(s.value)
-            out.append(f"{pad}{self.namer.name(s.var)} = {value}")
-            self._tail_body(s.body, indent, out)
-        elif isinstance(s, Allocate):
-            b = s.buffer
-            out.append(f'{pad}{self.namer.name(b)} = alloc({self.shape(b.shape)}, "{b.dtype}")')
-            self._tail_body(s.body, indent, out)
-        elif isinstance(s, IfThenElse):
-            self._if(s, indent, out, "if")
-        elif isinstance(s, Evaluate):
-            out.append(pad + self.expr(s.value))
-        else:
-            out.append(f"{pad}<{type(s).__name__}>")
+        _STMT_TEXT[type(s)](self, s, indent, pad, out)
+
+    def _for(self, s: For, indent: int, pad: str, out: list[str]) -> None:
+        var = self.namer.name(s.var)
+        out.append(f"{pad}for {var} in {_KIND_FUNC[s.kind]}({self.expr(s.extent)}):")
+        self.stmt(s.body, indent + 1, out)
+
+    def _store(self, s: BufferStore, indent: int, pad: str, out: list[str]) -> None:
+        value = self.expr(s.value, s.buffer.dtype)
+        out.append(f"{pad}{self._load(s.buffer, s.indices)} = {value}")
+
+    def _let(self, s: Let, indent: int, pad: str, out: list[str]) -> None:
+        out.append(f"{pad}{self.namer.name(s.var)} = {self.expr(s.value)}")
+        self._tail_body(s.body, indent, out)
+
+    def _allocate(self, s: Allocate, indent: int, pad: str, out: list[str]) -> None:
+        b = s.buffer
+        out.append(f'{pad}{self.namer.name(b)} = alloc({self.shape(b.shape)}, "{b.dtype}")')
+        self._tail_body(s.body, indent, out)
+
+    def _if_stmt(self, s: IfThenElse, indent: int, pad: str, out: list[str]) -> None:
+        self._if(s, indent, out, "if")
+
+    def _evaluate(self, s: Evaluate, indent: int, pad: str, out: list[str]) -> None:
+        out.append(pad + self.expr(s.value))
+
+    def _seq_stmt(self, s: Seq, indent: int, pad: str, out: list[str]) -> None:
+        if not s.stmts:
+            out.append(pad + "pass")
+        for k, child in enumerate(s.stmts):
+            self.stmt(child, indent, out, tail=k == len(s.stmts) - 1)
+
+    def _foreign_stmt(self, s: Any, indent: int, pad: str, out: list[str]) -> None:
+        out.append(f"{pad}<{type(s).__name__}>")
 
     def _tail_body(self, body: Stmt, indent: int, out: list[str]) -> None:
         if isinstance(body, Seq) and not body.stmts:
@@ -283,6 +302,29 @@ class _Printer:
             return
         out.append(pad + "else:")
         self.stmt(s.else_body, indent + 1, out)
+
+
+_EXPR_TEXT: TypeTable[Callable[..., tuple[str, int]]] = TypeTable(
+    "kernel text printer", PrimExpr, {
+        Var: _Printer._var, (IntImm, FloatImm): _Printer._imm,
+        BufferLoad: _Printer._buffer_load, (Min, Max): _Printer._min_max,
+        CmpOp: _Printer._compare, (And, Or): _Printer._logic,
+        (Add, Sub, Mul, Div, FloorDiv, FloorMod): _Printer._arith, Not: _Printer._not,
+        Select: _Printer._select, Cast: _Printer._cast, Call: _Printer._call,
+    }, fallback=_Printer._foreign)
+"""How each expression prints: (text, precedence)."""
+
+_STMT_TEXT: TypeTable[Callable[..., None]] = TypeTable(
+    "kernel text printer", Stmt, {
+        Seq: _Printer._seq_stmt, For: _Printer._for, BufferStore: _Printer._store,
+        Let: _Printer._let, Allocate: _Printer._allocate, IfThenElse: _Printer._if_stmt,
+        Evaluate: _Printer._evaluate,
+    }, fallback=_Printer._foreign_stmt)
+"""How each statement prints (appending lines to ``out``)."""
+
+_SCOPED = frozenset({Let, Allocate})
+"""Statements that bind a name for the rest of their body: one that is not last in
+its sequence prints inside ``with scope():``."""
 
 
 def _literal(value: Any) -> str:
@@ -553,46 +595,53 @@ class _Parser:
         return got
 
     def stmt(self, node: ast.stmt, scope: _Scope) -> Stmt:
-        span = self.span(node)
-        if isinstance(node, ast.For):
-            return self.for_loop(node, scope)
-        if isinstance(node, ast.Assign):
-            if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript):
-                self.error(node, "assign to one buffer element `buf[i] = v` or bind `x = v`")
-            buf, idx = self.subscript(node.targets[0], scope)
-            value = self.expr(node.value, buf.dtype, scope)
-            return BufferStore(buf, idx, value, span=span)
-        if isinstance(node, ast.AugAssign):
-            if not isinstance(node.target, ast.Subscript):
-                self.error(node, "variables are immutable; accumulate into a buffer element "
-                                 "(for example a 1-element alloc)")
-            op = _BINOP.get(type(node.op))
-            if op is None:
-                self.error(node, f"unsupported operator {type(node.op).__name__}")
-            buf, idx = self.subscript(node.target, scope)
-            value = self.expr(node.value, buf.dtype, scope)
-            old = BufferLoad(buf, idx)
-            return BufferStore(buf, idx, op(old, value), span=span)
-        if isinstance(node, ast.If):
-            cond = self.expr(node.test, "bool", scope)
-            then = self.block(node.body, scope, node)
-            other = self.block(node.orelse, scope, node) if node.orelse else None
-            return IfThenElse(cond, then, other, span=span)
-        if isinstance(node, ast.With):
-            item = node.items[0] if len(node.items) == 1 else None
-            if item is None or item.optional_vars is not None or not (
-                isinstance(item.context_expr, ast.Call)
-                and isinstance(item.context_expr.func, ast.Name)
-                and item.context_expr.func.id == "scope"
-                and not item.context_expr.args
-            ):
-                self.error(node, "the only `with` statement in a kernel is `with scope():`")
-            return self.block(node.body, scope, node)
-        if isinstance(node, ast.Expr):
-            return Evaluate(self.expr(node.value, None, scope), span=span)
-        if isinstance(node, ast.Return):
-            self.error(node, "a kernel returns nothing: it writes its output buffers")
-        self.error(node, f"{type(node).__name__} statements are not part of the kernel syntax")
+        rule = _PARSE_STMT.get(type(node))
+        if rule is None:
+            self.error(node, f"{type(node).__name__} statements are not part of the kernel "
+                             "syntax")
+        return rule(self, node, scope)
+
+    def _store(self, node: ast.Assign, scope: _Scope) -> Stmt:
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript):
+            self.error(node, "assign to one buffer element `buf[i] = v` or bind `x = v`")
+        buf, idx = self.subscript(node.targets[0], scope)
+        value = self.expr(node.value, buf.dtype, scope)
+        return BufferStore(buf, idx, value, span=self.span(node))
+
+    def _update(self, node: ast.AugAssign, scope: _Scope) -> Stmt:
+        if not isinstance(node.target, ast.Subscript):
+            self.error(node, "variables are immutable; accumulate into a buffer element "
+                             "(for example a 1-element alloc)")
+        op = _BINOP.get(type(node.op))
+        if op is None:
+            self.error(node, f"unsupported operator {type(node.op).__name__}")
+        buf, idx = self.subscript(node.target, scope)
+        value = self.expr(node.value, buf.dtype, scope)
+        old = BufferLoad(buf, idx)
+        return BufferStore(buf, idx, op(old, value), span=self.span(node))
+
+    def _if(self, node: ast.If, scope: _Scope) -> Stmt:
+        cond = self.expr(node.test, "bool", scope)
+        then = self.block(node.body, scope, node)
+        other = self.block(node.orelse, scope, node) if node.orelse else None
+        return IfThenElse(cond, then, other, span=self.span(node))
+
+    def _with(self, node: ast.With, scope: _Scope) -> Stmt:
+        item = node.items[0] if len(node.items) == 1 else None
+        if item is None or item.optional_vars is not None or not (
+            isinstance(item.context_expr, ast.Call)
+            and isinstance(item.context_expr.func, ast.Name)
+            and item.context_expr.func.id == "scope"
+            and not item.context_expr.args
+        ):
+            self.error(node, "the only `with` statement in a kernel is `with scope():`")
+        return self.block(node.body, scope, node)
+
+    def _evaluate(self, node: ast.Expr, scope: _Scope) -> Stmt:
+        return Evaluate(self.expr(node.value, None, scope), span=self.span(node))
+
+    def _return(self, node: ast.Return, scope: _Scope) -> Stmt:
+        self.error(node, "a kernel returns nothing: it writes its output buffers")
 
     def for_loop(self, node: ast.For, scope: _Scope) -> Stmt:
         if node.orelse:
@@ -674,55 +723,65 @@ class _Parser:
         value = self.literal(node, scope)
         if value is not _NO_VALUE:
             return self.make_literal(node, value, expect)
-        if isinstance(node, ast.Name):
-            got = scope.lookup(node.id)
-            if got is None:
-                if node.id in ("True", "False"):
-                    return IntImm(node.id == "True", "bool")
-                self.error(node, f"unknown name {node.id!r}")
-            if isinstance(got, Buffer):
-                self.error(node, f"{node.id!r} is a buffer; load an element: {node.id}[...]")
-            return got
-        if isinstance(node, ast.Subscript):
-            buf, idx = self.subscript(node, scope)
-            return BufferLoad(buf, idx)
-        if isinstance(node, ast.BinOp):
-            op = _BINOP.get(type(node.op))
-            if op is None:
-                self.error(node, f"unsupported operator {type(node.op).__name__}"
-                                 " (use pow(a, b) for powers)")
-            a, b = self.pair(node.left, node.right, expect, scope)
-            return op(a, b)
-        if isinstance(node, ast.UnaryOp):
-            if isinstance(node.op, ast.Not):
-                return Not(self.expr(node.operand, "bool", scope))
-            if isinstance(node.op, ast.USub):
-                operand = self.expr(node.operand, expect, scope)
-                return Sub(self.make_literal(node, 0, operand.dtype), operand)
-            self.error(node, f"unsupported unary operator {type(node.op).__name__}")
-        if isinstance(node, ast.BoolOp):
-            cls = And if isinstance(node.op, ast.And) else Or
-            acc = self.expr(node.values[0], "bool", scope)
-            for v in node.values[1:]:
-                acc = cls(acc, self.expr(v, "bool", scope))
-            return acc
-        if isinstance(node, ast.Compare):
-            if len(node.ops) != 1:
-                self.error(node, "chained comparisons are not supported; use `and`")
-            cls = _CMP.get(type(node.ops[0]))
-            if cls is None:
-                self.error(node, f"unsupported comparison {type(node.ops[0]).__name__}")
-            a, b = self.pair(node.left, node.comparators[0], None, scope)
-            return cls(a, b)
-        if isinstance(node, ast.IfExp):
-            cond = self.expr(node.test, "bool", scope)
-            t, f = self.pair(node.body, node.orelse, expect, scope)
-            return Select(cond, t, f)
-        if isinstance(node, ast.Call):
-            return self.call(node, expect, scope)
-        if isinstance(node, ast.Constant):
-            self.error(node, f"{node.value!r} is not a kernel value")
-        self.error(node, f"{type(node).__name__} is not part of the kernel expression syntax")
+        rule = _PARSE_EXPR.get(type(node))
+        if rule is None:
+            self.error(node, f"{type(node).__name__} is not part of the kernel expression "
+                             "syntax")
+        return rule(self, node, expect, scope)
+
+    def _name(self, node: ast.Name, expect: str | None, scope: _Scope) -> PrimExpr:
+        got = scope.lookup(node.id)
+        if got is None:
+            if node.id in ("True", "False"):
+                return IntImm(node.id == "True", "bool")
+            self.error(node, f"unknown name {node.id!r}")
+        if isinstance(got, Buffer):
+            self.error(node, f"{node.id!r} is a buffer; load an element: {node.id}[...]")
+        return got
+
+    def _load(self, node: ast.Subscript, expect: str | None, scope: _Scope) -> PrimExpr:
+        buf, idx = self.subscript(node, scope)
+        return BufferLoad(buf, idx)
+
+    def _binary(self, node: ast.BinOp, expect: str | None, scope: _Scope) -> PrimExpr:
+        op = _BINOP.get(type(node.op))
+        if op is None:
+            self.error(node, f"unsupported operator {type(node.op).__name__}"
+                             " (use pow(a, b) for powers)")
+        a, b = self.pair(node.left, node.right, expect, scope)
+        return op(a, b)
+
+    def _unary(self, node: ast.UnaryOp, expect: str | None, scope: _Scope) -> PrimExpr:
+        if isinstance(node.op, ast.Not):
+            return Not(self.expr(node.operand, "bool", scope))
+        if isinstance(node.op, ast.USub):
+            operand = self.expr(node.operand, expect, scope)
+            return Sub(self.make_literal(node, 0, operand.dtype), operand)
+        self.error(node, f"unsupported unary operator {type(node.op).__name__}")
+
+    def _logic(self, node: ast.BoolOp, expect: str | None, scope: _Scope) -> PrimExpr:
+        cls = And if isinstance(node.op, ast.And) else Or
+        acc = self.expr(node.values[0], "bool", scope)
+        for v in node.values[1:]:
+            acc = cls(acc, self.expr(v, "bool", scope))
+        return acc
+
+    def _compare(self, node: ast.Compare, expect: str | None, scope: _Scope) -> PrimExpr:
+        if len(node.ops) != 1:
+            self.error(node, "chained comparisons are not supported; use `and`")
+        cls = _CMP.get(type(node.ops[0]))
+        if cls is None:
+            self.error(node, f"unsupported comparison {type(node.ops[0]).__name__}")
+        a, b = self.pair(node.left, node.comparators[0], None, scope)
+        return cls(a, b)
+
+    def _select(self, node: ast.IfExp, expect: str | None, scope: _Scope) -> PrimExpr:
+        cond = self.expr(node.test, "bool", scope)
+        t, f = self.pair(node.body, node.orelse, expect, scope)
+        return Select(cond, t, f)
+
+    def _constant(self, node: ast.Constant, expect: str | None, scope: _Scope) -> PrimExpr:
+        self.error(node, f"{node.value!r} is not a kernel value")
 
     def call(self, node: ast.Call, expect: str | None, scope: _Scope) -> PrimExpr:
         if not isinstance(node.func, ast.Name):
@@ -778,6 +837,22 @@ class _Parser:
         except TypeError as exc:
             self.error(node, str(exc))
         return Call(name, tuple(exprs), dtype)
+
+
+_PARSE_STMT: dict[type, Callable[..., Stmt]] = {
+    ast.For: _Parser.for_loop, ast.Assign: _Parser._store, ast.AugAssign: _Parser._update,
+    ast.If: _Parser._if, ast.With: _Parser._with, ast.Expr: _Parser._evaluate,
+    ast.Return: _Parser._return,
+}
+"""The statement each Python statement of a kernel body becomes (any other: an error)."""
+
+_PARSE_EXPR: dict[type, Callable[..., PrimExpr]] = {
+    ast.Name: _Parser._name, ast.Subscript: _Parser._load, ast.BinOp: _Parser._binary,
+    ast.UnaryOp: _Parser._unary, ast.BoolOp: _Parser._logic, ast.Compare: _Parser._compare,
+    ast.IfExp: _Parser._select, ast.Call: _Parser.call, ast.Constant: _Parser._constant,
+}
+"""The expression each Python expression of a kernel becomes (after literals; any
+other: an error)."""
 
 
 def parse_kernel(fdef: ast.FunctionDef, error: ErrorFn | None = None,

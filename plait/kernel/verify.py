@@ -19,12 +19,13 @@ statement and the buffer or variable; :func:`check_kernel` raises
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from plait.errors import PlaitError
 
+from .dispatch import TypeTable
 from .intrin import INTRINSICS
 from .ir import (
     Add,
@@ -159,123 +160,176 @@ def _define(ctx: _Ctx, stmt: Stmt, node: Var | Buffer, what: str) -> None:
 
 
 def _stmt(s: Stmt, ctx: _Ctx, guarded: bool = False) -> None:
-    if isinstance(s, Seq):
-        for child in s.stmts:
-            _stmt(child, ctx, guarded)
-    elif isinstance(s, For):
-        _expr(s.extent, ctx, s, guarded)
-        if not is_int_dtype(s.extent.dtype):
-            _err(ctx, s, f"loop extent must be an integer, got {s.extent.dtype}")
-        if not isinstance(s.var, Var):
-            _err(ctx, s, "the loop variable is not a Var")
-            return
-        if s.var.dtype != "int64":
-            _err(ctx, s, f"loop variable {s.var.name_hint!r} must be int64, got {s.var.dtype}")
-        _define(ctx, s, s.var, "loop variable")
-        ctx.loops[id(s.var)] = s
-        _stmt(s.body, ctx, guarded)
-        ctx.loops.pop(id(s.var), None)
-        ctx.scope.pop(id(s.var), None)
-    elif isinstance(s, BufferStore):
-        _access(s.buffer, s.indices, ctx, s, guarded, "store to")
-        _expr(s.value, ctx, s, guarded)
-        if isinstance(s.buffer, Buffer):
-            if s.value.dtype != s.buffer.dtype:
-                _err(ctx, s, f"stores a {s.value.dtype} value into {s.buffer.dtype} buffer "
-                             f"{s.buffer.name_hint!r}")
-            idx = ctx.params.get(id(s.buffer))
-            if idx is not None and idx < ctx.num_inputs:
-                _err(ctx, s, f"stores into input buffer {s.buffer.name_hint!r}; inputs are "
-                             "read-only (declare it an output)")
-            ctx.stored.add(id(s.buffer))
-    elif isinstance(s, Let):
-        _expr(s.value, ctx, s, guarded)
-        if s.var.dtype != s.value.dtype:
-            _err(ctx, s, f"variable {s.var.name_hint!r} is {s.var.dtype} but its value is "
-                         f"{s.value.dtype}")
-        _define(ctx, s, s.var, "variable")
-        ctx.lets[id(s.var)] = _affine(s.value, ctx)
-        _stmt(s.body, ctx, guarded)
-        ctx.scope.pop(id(s.var), None)
-    elif isinstance(s, IfThenElse):
-        _expr(s.cond, ctx, s, guarded)
-        if s.cond.dtype != "bool":
-            _err(ctx, s, f"the condition must be bool, got {s.cond.dtype}")
-        _stmt(s.then_body, ctx, True)
-        if s.else_body is not None:
-            _stmt(s.else_body, ctx, True)
-    elif isinstance(s, Allocate):
-        b = s.buffer
-        for d in b.shape:
-            if isinstance(d, Var) and id(d) not in ctx.scope:
-                _err(ctx, s, f"the shape of {b.name_hint!r} uses {d.name_hint!r}, which is not "
-                             "defined here")
-        _define(ctx, s, b, "buffer")
-        _stmt(s.body, ctx, guarded)
-        ctx.scope.pop(id(b), None)
-    elif isinstance(s, Evaluate):
-        _expr(s.value, ctx, s, guarded)
-    else:
-        ctx.errors.append(f"kernel {ctx.name!r}: {type(s).__name__} is not a kernel statement")
+    _CHECK_STMT[type(s)](s, ctx, guarded)
+
+
+def _seq(s: Seq, ctx: _Ctx, guarded: bool) -> None:
+    for child in s.stmts:
+        _stmt(child, ctx, guarded)
+
+
+def _for(s: For, ctx: _Ctx, guarded: bool) -> None:
+    _expr(s.extent, ctx, s, guarded)
+    if not is_int_dtype(s.extent.dtype):
+        _err(ctx, s, f"loop extent must be an integer, got {s.extent.dtype}")
+    if not isinstance(s.var, Var):
+        _err(ctx, s, "the loop variable is not a Var")
+        return
+    if s.var.dtype != "int64":
+        _err(ctx, s, f"loop variable {s.var.name_hint!r} must be int64, got {s.var.dtype}")
+    _define(ctx, s, s.var, "loop variable")
+    ctx.loops[id(s.var)] = s
+    _stmt(s.body, ctx, guarded)
+    ctx.loops.pop(id(s.var), None)
+    ctx.scope.pop(id(s.var), None)
+
+
+def _store(s: BufferStore, ctx: _Ctx, guarded: bool) -> None:
+    _access(s.buffer, s.indices, ctx, s, guarded, "store to")
+    _expr(s.value, ctx, s, guarded)
+    if isinstance(s.buffer, Buffer):
+        if s.value.dtype != s.buffer.dtype:
+            _err(ctx, s, f"stores a {s.value.dtype} value into {s.buffer.dtype} buffer "
+                         f"{s.buffer.name_hint!r}")
+        idx = ctx.params.get(id(s.buffer))
+        if idx is not None and idx < ctx.num_inputs:
+            _err(ctx, s, f"stores into input buffer {s.buffer.name_hint!r}; inputs are "
+                         "read-only (declare it an output)")
+        ctx.stored.add(id(s.buffer))
+
+
+def _let(s: Let, ctx: _Ctx, guarded: bool) -> None:
+    _expr(s.value, ctx, s, guarded)
+    if s.var.dtype != s.value.dtype:
+        _err(ctx, s, f"variable {s.var.name_hint!r} is {s.var.dtype} but its value is "
+                     f"{s.value.dtype}")
+    _define(ctx, s, s.var, "variable")
+    ctx.lets[id(s.var)] = _affine(s.value, ctx)
+    _stmt(s.body, ctx, guarded)
+    ctx.scope.pop(id(s.var), None)
+
+
+def _if(s: IfThenElse, ctx: _Ctx, guarded: bool) -> None:
+    _expr(s.cond, ctx, s, guarded)
+    if s.cond.dtype != "bool":
+        _err(ctx, s, f"the condition must be bool, got {s.cond.dtype}")
+    _stmt(s.then_body, ctx, True)
+    if s.else_body is not None:
+        _stmt(s.else_body, ctx, True)
+
+
+def _allocate(s: Allocate, ctx: _Ctx, guarded: bool) -> None:
+    b = s.buffer
+    for d in b.shape:
+        if isinstance(d, Var) and id(d) not in ctx.scope:
+            _err(ctx, s, f"the shape of {b.name_hint!r} uses {d.name_hint!r}, which is not "
+                         "defined here")
+    _define(ctx, s, b, "buffer")
+    _stmt(s.body, ctx, guarded)
+    ctx.scope.pop(id(b), None)
+
+
+def _evaluate(s: Evaluate, ctx: _Ctx, guarded: bool) -> None:
+    _expr(s.value, ctx, s, guarded)
+
+
+def _not_a_stmt(s: Any, ctx: _Ctx, guarded: bool) -> None:
+    ctx.errors.append(f"kernel {ctx.name!r}: {type(s).__name__} is not a kernel statement")
+
+
+_CHECK_STMT: TypeTable[Callable[..., None]] = TypeTable("kernel verifier", Stmt, {
+    Seq: _seq, For: _for, BufferStore: _store, Let: _let, IfThenElse: _if,
+    Allocate: _allocate, Evaluate: _evaluate,
+}, fallback=_not_a_stmt)
+"""The checks of each statement (then of its expressions and the statements inside)."""
 
 
 # ---------------------------------------------------------------- expressions
 
 
 def _expr(e: PrimExpr, ctx: _Ctx, stmt: Stmt, guarded: bool) -> None:
-    if isinstance(e, Var):
-        if id(e) not in ctx.scope:
-            _err(ctx, stmt, f"variable {e.name_hint!r} is used but not defined here")
-    elif isinstance(e, IntImm | FloatImm):
-        pass
-    elif isinstance(e, BufferLoad):
-        _access(e.buffer, e.indices, ctx, stmt, guarded, "load from")
-    elif isinstance(e, And | Or):
-        _expr(e.a, ctx, stmt, guarded)
-        _expr(e.b, ctx, stmt, True)
-        if e.a.dtype != "bool" or e.b.dtype != "bool":
-            _err(ctx, stmt, f"`{node_text(e)}` needs bool operands, got {e.a.dtype} and "
-                            f"{e.b.dtype}")
-    elif isinstance(e, BinaryOp):
-        _expr(e.a, ctx, stmt, guarded)
-        _expr(e.b, ctx, stmt, guarded)
-        if e.a.dtype != e.b.dtype:
-            _err(ctx, stmt, f"dtype mismatch in `{node_text(e)}`: {e.a.dtype} vs {e.b.dtype}")
-        elif not isinstance(e, CmpOp) and e.a.dtype == "bool":
-            _err(ctx, stmt, f"arithmetic on bool in `{node_text(e)}`; cast to an integer first")
-    elif isinstance(e, Not):
-        _expr(e.a, ctx, stmt, guarded)
-        if e.a.dtype != "bool":
-            _err(ctx, stmt, f"`{node_text(e)}` needs a bool operand, got {e.a.dtype}")
-    elif isinstance(e, Select):
-        _expr(e.cond, ctx, stmt, guarded)
-        _expr(e.true_value, ctx, stmt, True)
-        _expr(e.false_value, ctx, stmt, True)
-        if e.cond.dtype != "bool":
-            _err(ctx, stmt, f"select condition must be bool, got {e.cond.dtype}")
-        if e.true_value.dtype != e.false_value.dtype:
-            _err(ctx, stmt, f"select branches differ: {e.true_value.dtype} vs "
-                            f"{e.false_value.dtype} in `{node_text(e)}`")
-    elif isinstance(e, Cast):
-        _expr(e.value, ctx, stmt, guarded)
-    elif isinstance(e, Call):
-        for a in e.args:
-            _expr(a, ctx, stmt, guarded)
-        d = INTRINSICS.get(e.name)
-        if d is None:
-            _err(ctx, stmt, f"unknown intrinsic {e.name!r}")
-            return
-        try:
-            want = d.result_dtype([a.dtype for a in e.args])
-        except TypeError as exc:
-            _err(ctx, stmt, f"`{node_text(e)}`: {exc}")
-            return
-        if want != e.dtype:
-            _err(ctx, stmt, f"`{node_text(e)}` is declared {e.dtype} but {e.name} gives {want}")
-    else:
-        _err(ctx, stmt, f"{type(e).__name__} is not a kernel expression"
-                        + (" (a compute-DSL reduction must be the whole compute body)"
-                           if type(e).__name__ == "Reduce" else ""))
+    _CHECK_EXPR[type(e)](e, ctx, stmt, guarded)
+
+
+def _var(e: Var, ctx: _Ctx, stmt: Stmt, guarded: bool) -> None:
+    if id(e) not in ctx.scope:
+        _err(ctx, stmt, f"variable {e.name_hint!r} is used but not defined here")
+
+
+def _imm(e: PrimExpr, ctx: _Ctx, stmt: Stmt, guarded: bool) -> None:
+    pass
+
+
+def _load(e: BufferLoad, ctx: _Ctx, stmt: Stmt, guarded: bool) -> None:
+    _access(e.buffer, e.indices, ctx, stmt, guarded, "load from")
+
+
+def _logic(e: And | Or, ctx: _Ctx, stmt: Stmt, guarded: bool) -> None:
+    _expr(e.a, ctx, stmt, guarded)
+    _expr(e.b, ctx, stmt, True)
+    if e.a.dtype != "bool" or e.b.dtype != "bool":
+        _err(ctx, stmt, f"`{node_text(e)}` needs bool operands, got {e.a.dtype} and "
+                        f"{e.b.dtype}")
+
+
+def _binary(e: BinaryOp, ctx: _Ctx, stmt: Stmt, guarded: bool) -> None:
+    _expr(e.a, ctx, stmt, guarded)
+    _expr(e.b, ctx, stmt, guarded)
+    if e.a.dtype != e.b.dtype:
+        _err(ctx, stmt, f"dtype mismatch in `{node_text(e)}`: {e.a.dtype} vs {e.b.dtype}")
+    elif not isinstance(e, CmpOp) and e.a.dtype == "bool":
+        _err(ctx, stmt, f"arithmetic on bool in `{node_text(e)}`; cast to an integer first")
+
+
+def _not(e: Not, ctx: _Ctx, stmt: Stmt, guarded: bool) -> None:
+    _expr(e.a, ctx, stmt, guarded)
+    if e.a.dtype != "bool":
+        _err(ctx, stmt, f"`{node_text(e)}` needs a bool operand, got {e.a.dtype}")
+
+
+def _select(e: Select, ctx: _Ctx, stmt: Stmt, guarded: bool) -> None:
+    _expr(e.cond, ctx, stmt, guarded)
+    _expr(e.true_value, ctx, stmt, True)
+    _expr(e.false_value, ctx, stmt, True)
+    if e.cond.dtype != "bool":
+        _err(ctx, stmt, f"select condition must be bool, got {e.cond.dtype}")
+    if e.true_value.dtype != e.false_value.dtype:
+        _err(ctx, stmt, f"select branches differ: {e.true_value.dtype} vs "
+                        f"{e.false_value.dtype} in `{node_text(e)}`")
+
+
+def _cast(e: Cast, ctx: _Ctx, stmt: Stmt, guarded: bool) -> None:
+    _expr(e.value, ctx, stmt, guarded)
+
+
+def _call(e: Call, ctx: _Ctx, stmt: Stmt, guarded: bool) -> None:
+    for a in e.args:
+        _expr(a, ctx, stmt, guarded)
+    d = INTRINSICS.get(e.name)
+    if d is None:
+        _err(ctx, stmt, f"unknown intrinsic {e.name!r}")
+        return
+    try:
+        want = d.result_dtype([a.dtype for a in e.args])
+    except TypeError as exc:
+        _err(ctx, stmt, f"`{node_text(e)}`: {exc}")
+        return
+    if want != e.dtype:
+        _err(ctx, stmt, f"`{node_text(e)}` is declared {e.dtype} but {e.name} gives {want}")
+
+
+def _not_an_expr(e: Any, ctx: _Ctx, stmt: Stmt, guarded: bool) -> None:
+    _err(ctx, stmt, f"{type(e).__name__} is not a kernel expression"
+                    + (" (a compute-DSL reduction must be the whole compute body)"
+                       if type(e).__name__ == "Reduce" else ""))
+
+
+_CHECK_EXPR: TypeTable[Callable[..., None]] = TypeTable("kernel verifier", PrimExpr, {
+    Var: _var, (IntImm, FloatImm): _imm, BufferLoad: _load, (And, Or): _logic,
+    BinaryOp: _binary, Not: _not, Select: _select, Cast: _cast, Call: _call,
+}, fallback=_not_an_expr)
+"""The checks of each expression (then of its operands: the right of ``and``/``or`` and
+the branches of a select count as guarded)."""
 
 
 def _access(buf: Buffer, indices: tuple[PrimExpr, ...], ctx: _Ctx, stmt: Stmt,

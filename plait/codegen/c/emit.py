@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from plait.errors import PlaitError
+from plait.kernel.dispatch import TypeTable
 from plait.kernel.intrin import INDEX_OUT_OF_RANGE
 from plait.kernel.ir import (
     EQ,
@@ -44,6 +45,7 @@ from plait.kernel.ir import (
     Add,
     Allocate,
     And,
+    BinaryOp,
     Buffer,
     BufferLoad,
     BufferStore,
@@ -73,6 +75,7 @@ from plait.kernel.ir import (
     expr_children,
     is_float_dtype,
     stmt_children,
+    stmt_exprs,
 )
 from plait.runtime.native import ABI_VERSION, MANIFEST_SYMBOL
 
@@ -464,45 +467,47 @@ class _KernelEmitter:
 
     # ------------------------------------------------------------ expressions
     def expr(self, e: PrimExpr) -> str:
-        if isinstance(e, Var):
-            return self.names.get(e)
-        if isinstance(e, IntImm):
-            return self.int_lit(e.value, e.dtype)
-        if isinstance(e, FloatImm):
-            return self.float_lit(e.value, e.dtype)
-        if isinstance(e, BufferLoad):
-            return f"{self.names.get(e.buffer)}[{self.offset(e.buffer, e.indices)}]"
-        if isinstance(e, Add | Sub | Mul):
-            op = {Add: "+", Sub: "-", Mul: "*"}[type(e)]
-            return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
-        if isinstance(e, Div):
-            return f"({self.expr(e.a)} / {self.expr(e.b)})"
-        if isinstance(e, FloorDiv | FloorMod):
-            op = "floordiv" if isinstance(e, FloorDiv) else "floormod"
-            if e.dtype.startswith("uint"):
-                return f"({self.expr(e.a)} {'/' if op == 'floordiv' else '%'} {self.expr(e.b)})"
-            self.ctype(e.dtype)
-            return f"{self.helper(op, e.dtype)}({self.expr(e.a)}, {self.expr(e.b)})"
-        if isinstance(e, Min | Max):
-            self.ctype(e.dtype)
-            op = "min" if isinstance(e, Min) else "max"
-            return f"{self.helper(op, e.dtype)}({self.expr(e.a)}, {self.expr(e.b)})"
-        if isinstance(e, EQ | NE | LT | LE | GT | GE):
-            return f"({self.expr(e.a)} {e.symbol} {self.expr(e.b)})"
-        if isinstance(e, And | Or):
-            op = "&&" if isinstance(e, And) else "||"
-            return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
-        if isinstance(e, Not):
-            return f"(!{self.expr(e.a)})"
-        if isinstance(e, Select):
-            return (f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : "
-                    f"{self.expr(e.false_value)})")
-        if isinstance(e, Cast):
-            if e.dtype == "bool":
-                return f"({self.expr(e.value)} != 0)"
-            return f"(({self.ctype(e.dtype)}){self.expr(e.value)})"
-        if isinstance(e, Call):
-            return self.call(e)
+        return _C_EXPR[type(e)](self, e)
+
+    def _var(self, e: Var) -> str:
+        return self.names.get(e)
+
+    def _int(self, e: IntImm) -> str:
+        return self.int_lit(e.value, e.dtype)
+
+    def _float(self, e: FloatImm) -> str:
+        return self.float_lit(e.value, e.dtype)
+
+    def _load(self, e: BufferLoad) -> str:
+        return f"{self.names.get(e.buffer)}[{self.offset(e.buffer, e.indices)}]"
+
+    def _infix(self, e: BinaryOp) -> str:
+        return f"({self.expr(e.a)} {_C_INFIX[type(e)]} {self.expr(e.b)})"
+
+    def _floor(self, e: FloorDiv | FloorMod) -> str:
+        op, unsigned = _C_FLOOR[type(e)]
+        if e.dtype.startswith("uint"):
+            return f"({self.expr(e.a)} {unsigned} {self.expr(e.b)})"
+        self.ctype(e.dtype)
+        return f"{self.helper(op, e.dtype)}({self.expr(e.a)}, {self.expr(e.b)})"
+
+    def _min_max(self, e: Min | Max) -> str:
+        self.ctype(e.dtype)
+        return f"{self.helper(e.symbol, e.dtype)}({self.expr(e.a)}, {self.expr(e.b)})"
+
+    def _not(self, e: Not) -> str:
+        return f"(!{self.expr(e.a)})"
+
+    def _select(self, e: Select) -> str:
+        return (f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : "
+                f"{self.expr(e.false_value)})")
+
+    def _cast(self, e: Cast) -> str:
+        if e.dtype == "bool":
+            return f"({self.expr(e.value)} != 0)"
+        return f"(({self.ctype(e.dtype)}){self.expr(e.value)})"
+
+    def _unknown(self, e: PrimExpr) -> str:
         raise CodegenError(f"{self.where()}: cannot emit {type(e).__name__} `{e!r}`")
 
     def int_lit(self, v: int, dtype: str) -> str:
@@ -536,37 +541,53 @@ class _KernelEmitter:
     def call(self, e: Call) -> str:
         args = [self.expr(a) for a in e.args]
         dt = e.args[0].dtype if e.args else e.dtype
-        f = "f" if dt == "float32" else ""
-        if e.name == "checked_index":
-            if self.clamp_indices:
-                return f"{self.helper('clampidx', 'int64')}({args[0]}, {args[1]})"
-            return f"{self.helper('checkidx', 'int64')}({args[0]}, {args[1]}, &plait_status)"
-        if e.name in ("isnan", "isinf", "isfinite"):
-            return f"({e.name}({args[0]}) != 0)"
-        if e.name == "abs":
-            if is_float_dtype(dt):
-                return f"fabs{f}({args[0]})"
-            if dt.startswith("uint") or dt == "bool":
-                return args[0]
-            return f"{self.helper('abs', dt)}({args[0]})"
+        rule = _C_CALLS_ANY_DTYPE.get(e.name)
+        if rule is not None:
+            return rule(self, e.name, args, dt)
         self.ctype(dt)
         if not is_float_dtype(dt):
             raise CodegenError(f"{self.where()}: {e.name} of {dt} (`{e!r}`); cast to float first")
-        if e.name == "rsqrt":
-            return f"({'1.0f' if f else '1.0'} / sqrt{f}({args[0]}))"
-        if e.name == "sigmoid":
-            if dt == "float32":
-                self.helper("exp", dt)
-            return f"{self.helper('sigmoid', dt)}({args[0]})"
-        if e.name == "exp" and dt == "float32":
-            return f"{self.helper('exp', dt)}({args[0]})"
-        if e.name in ("erf", "tanh") and dt == "float32":
-            self.helper("exp", dt)
-            return f"{self.helper(e.name, dt)}({args[0]})"
+        rule = _C_CALLS_FLOAT.get(e.name)
+        text = None if rule is None else rule(self, e.name, args, dt)
+        if text is not None:
+            return text
         cname = _MATH.get(e.name)
         if cname is None:
             raise CodegenError(f"{self.where()}: unknown intrinsic {e.name!r}")
-        return f"{cname}{f}({', '.join(args)})"
+        return f"{cname}{_f(dt)}({', '.join(args)})"
+
+    def _checked_index(self, name: str, args: list[str], dt: str) -> str:
+        if self.clamp_indices:
+            return f"{self.helper('clampidx', 'int64')}({args[0]}, {args[1]})"
+        return f"{self.helper('checkidx', 'int64')}({args[0]}, {args[1]}, &plait_status)"
+
+    def _classify(self, name: str, args: list[str], dt: str) -> str:
+        return f"({name}({args[0]}) != 0)"
+
+    def _abs(self, name: str, args: list[str], dt: str) -> str:
+        if is_float_dtype(dt):
+            return f"fabs{_f(dt)}({args[0]})"
+        if dt.startswith("uint") or dt == "bool":
+            return args[0]
+        return f"{self.helper('abs', dt)}({args[0]})"
+
+    def _rsqrt(self, name: str, args: list[str], dt: str) -> str:
+        f = _f(dt)
+        return f"({'1.0f' if f else '1.0'} / sqrt{f}({args[0]}))"
+
+    def _sigmoid(self, name: str, args: list[str], dt: str) -> str:
+        if dt == "float32":
+            self.helper("exp", dt)
+        return f"{self.helper('sigmoid', dt)}({args[0]})"
+
+    def _f32_helper(self, name: str, args: list[str], dt: str) -> str | None:
+        """exp, erf and tanh of float32 by the vectorizing helpers (erf and tanh call
+        the exp helper); None: libm's."""
+        if dt != "float32":
+            return None
+        if name != "exp":
+            self.helper("exp", dt)
+        return f"{self.helper(name, dt)}({args[0]})"
 
     def dim(self, d: int | Var) -> str:
         return str(d) if isinstance(d, int) else self.names.get(d)
@@ -590,35 +611,38 @@ class _KernelEmitter:
         self.lines.append("    " * indent + text)
 
     def stmt(self, s: Stmt, indent: int) -> None:
-        if isinstance(s, Seq):
-            for c in s.stmts:
-                self.stmt(c, indent)
-        elif isinstance(s, For):
-            self.loop(s, indent)
-        elif isinstance(s, BufferStore):
-            b = s.buffer
-            self.emit(indent, f"{self.names.get(b)}[{self.offset(b, s.indices)}] = "
-                              f"{self.expr(s.value)};")
-        elif isinstance(s, Let):
-            t = self.ctype(s.var.dtype)
-            value = self.expr(s.value)
-            self.emit(indent, f"const {t} {self.names.get(s.var)} = {value};")
-            self.scope.append(s.var)
-            self.stmt(s.body, indent)
-            self.scope.pop()
-        elif isinstance(s, IfThenElse):
-            self.emit(indent, f"if ({self.expr(s.cond)}) {{")
-            self.stmt(s.then_body, indent + 1)
-            if s.else_body is not None:
-                self.emit(indent, "} else {")
-                self.stmt(s.else_body, indent + 1)
-            self.emit(indent, "}")
-        elif isinstance(s, Allocate):
-            self.allocate(s, indent)
-        elif isinstance(s, Evaluate):
-            self.emit(indent, f"(void){self.expr(s.value)};")
-        else:
-            raise CodegenError(f"{self.where()}: cannot emit statement {type(s).__name__}")
+        _C_STMT[type(s)](self, s, indent)
+
+    def _seq(self, s: Seq, indent: int) -> None:
+        for c in s.stmts:
+            self.stmt(c, indent)
+
+    def _store(self, s: BufferStore, indent: int) -> None:
+        b = s.buffer
+        self.emit(indent, f"{self.names.get(b)}[{self.offset(b, s.indices)}] = "
+                          f"{self.expr(s.value)};")
+
+    def _let(self, s: Let, indent: int) -> None:
+        t = self.ctype(s.var.dtype)
+        value = self.expr(s.value)
+        self.emit(indent, f"const {t} {self.names.get(s.var)} = {value};")
+        self.scope.append(s.var)
+        self.stmt(s.body, indent)
+        self.scope.pop()
+
+    def _if(self, s: IfThenElse, indent: int) -> None:
+        self.emit(indent, f"if ({self.expr(s.cond)}) {{")
+        self.stmt(s.then_body, indent + 1)
+        if s.else_body is not None:
+            self.emit(indent, "} else {")
+            self.stmt(s.else_body, indent + 1)
+        self.emit(indent, "}")
+
+    def _evaluate(self, s: Evaluate, indent: int) -> None:
+        self.emit(indent, f"(void){self.expr(s.value)};")
+
+    def _unknown_stmt(self, s: Stmt, indent: int) -> None:
+        raise CodegenError(f"{self.where()}: cannot emit statement {type(s).__name__}")
 
     def loop(self, s: For, indent: int) -> None:
         var = self.names.get(s.var)
@@ -762,6 +786,50 @@ class _KernelEmitter:
         return "\n\n".join([*self.outlined, "\n".join(head + self.lines + tail)])
 
 
+def _f(dtype: str) -> str:
+    """The suffix of libm's float32 functions (``expf``), empty for float64."""
+    return "f" if dtype == "float32" else ""
+
+
+_C_INFIX: dict[type, str] = {
+    Add: "+", Sub: "-", Mul: "*", Div: "/", And: "&&", Or: "||",
+    **{cls: cls.symbol for cls in (EQ, NE, LT, LE, GT, GE)},
+}
+"""Operators that are C's own infix operators."""
+
+_C_FLOOR: dict[type, tuple[str, str]] = {FloorDiv: ("floordiv", "/"), FloorMod: ("floormod", "%")}
+"""Flooring division and modulo: the helper for signed types, C's operator for unsigned."""
+
+_C_EXPR: TypeTable[Callable[..., str]] = TypeTable("kernel C emitter", PrimExpr, {
+    Var: _KernelEmitter._var, IntImm: _KernelEmitter._int, FloatImm: _KernelEmitter._float,
+    BufferLoad: _KernelEmitter._load, tuple(_C_INFIX): _KernelEmitter._infix,
+    (FloorDiv, FloorMod): _KernelEmitter._floor, (Min, Max): _KernelEmitter._min_max,
+    Not: _KernelEmitter._not, Select: _KernelEmitter._select, Cast: _KernelEmitter._cast,
+    Call: _KernelEmitter.call,
+}, fallback=_KernelEmitter._unknown)
+"""How each expression is written in C."""
+
+_C_STMT: TypeTable[Callable[..., None]] = TypeTable("kernel C emitter", Stmt, {
+    Seq: _KernelEmitter._seq, For: _KernelEmitter.loop, BufferStore: _KernelEmitter._store,
+    Let: _KernelEmitter._let, IfThenElse: _KernelEmitter._if,
+    Allocate: _KernelEmitter.allocate, Evaluate: _KernelEmitter._evaluate,
+}, fallback=_KernelEmitter._unknown_stmt)
+"""How each statement is written in C."""
+
+_C_CALLS_ANY_DTYPE: dict[str, Callable[..., str]] = {
+    "checked_index": _KernelEmitter._checked_index, "abs": _KernelEmitter._abs,
+    **dict.fromkeys(("isnan", "isinf", "isfinite"), _KernelEmitter._classify),
+}
+"""Intrinsics written for any dtype of their argument."""
+
+_C_CALLS_FLOAT: dict[str, Callable[..., str | None]] = {
+    "rsqrt": _KernelEmitter._rsqrt, "sigmoid": _KernelEmitter._sigmoid,
+    **dict.fromkeys(("exp", "erf", "tanh"), _KernelEmitter._f32_helper),
+}
+"""Intrinsics of float arguments with a writing of their own (a None result: libm's
+function by ``_MATH``)."""
+
+
 def _referenced(s: Stmt) -> set[int]:
     """The ids of the variables and buffers that ``s`` uses (buffers' symbolic
     dimensions included), walked iteratively."""
@@ -784,21 +852,14 @@ def _referenced(s: Stmt) -> set[int]:
             continue
         x = stmts.pop()
         stmts.extend(stmt_children(x))
-        if isinstance(x, For):
-            exprs.append(x.extent)
-        elif isinstance(x, Let):
-            exprs.append(x.value)
-        elif isinstance(x, IfThenElse):
-            exprs.append(x.cond)
-        elif isinstance(x, Allocate):
-            buffer(x.buffer)
-        elif isinstance(x, BufferStore):
-            buffer(x.buffer)
-            exprs.extend(x.indices)
-            exprs.append(x.value)
-        elif isinstance(x, Evaluate):
-            exprs.append(x.value)
+        if type(x) in _HOLDS_BUFFER:
+            buffer(x.buffer)  # type: ignore[attr-defined]
+        exprs.extend(stmt_exprs(x))
     return found
+
+
+_HOLDS_BUFFER = frozenset({Allocate, BufferStore})
+"""Statements that name a buffer of their own (besides their expressions')."""
 
 
 def _has_loop_or_alloc(s: Stmt) -> bool:
