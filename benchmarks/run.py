@@ -22,7 +22,10 @@ with onnxruntime's on the same inputs; a model whose outputs disagree is refused
 
 Also measured: compile-time scaling of the default pipeline on synthetic modules of
 1k, 10k and 100k bindings (``--scaling``; time per binding, wall and CPU, and the peak
-resident memory, each size in a process of its own); ``--scaling-only`` runs only that:
+resident memory, each size in a process of its own), the same chain made with
+BlockBuilder, parsed from text, imported from ONNX and from torch.export
+(benchmarks/scaling_sources.py; torch.export up to 10k bindings); ``--scaling-only``
+runs only that:
 
     python benchmarks/run.py --scaling-only --scaling 1000,10000,100000,1000000
 
@@ -695,28 +698,65 @@ def take_turns(players: list[Player], rounds: int, block: int, gap: float, warm:
 def scaling_module(n: int) -> Any:
     """The scaling benchmark's module: one function whose dataflow block is a chain of
     ``n`` elementwise bindings (multiply and add, each of the previous value and the
-    parameter)."""
-    from plait.ir import BlockBuilder, TensorType, Var
-    from plait.op import make_call
+    parameter), made with BlockBuilder (benchmarks/scaling_sources.py makes it from the
+    other sources)."""
+    import scaling_sources  # noqa: PLC0415  (benchmarks/, next to this file)
 
-    x = Var("x", TensorType((4, 4), "float32"))
-    bb = BlockBuilder()
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            v = x
-            for i in range(n):
-                v = bb.emit(make_call("add" if i % 2 else "multiply", v, x))
-            out = bb.emit_output(v)
-        bb.emit_func_output(out)
-    return bb.get()
+    return scaling_sources.from_builder(n)
+
+
+SCALING_SOURCES = ("text", "onnx", "torch")
+"""The sources the scaling benchmark builds the chain from besides BlockBuilder."""
+
+
+def _timed_build(mod: Any) -> tuple[float, float]:
+    """Seconds (wall, CPU) of ``plait.build(mod, "numpy")``."""
+    import plait
+
+    t, c = time.perf_counter(), time.process_time()
+    plait.build(mod, "numpy")
+    return time.perf_counter() - t, time.process_time() - c
+
+
+def _source_builds(n: int) -> dict:
+    """Microseconds per binding (wall and CPU) of building the chain from each of
+    :data:`SCALING_SOURCES` (None where its library is missing, or for torch.export past
+    ``TORCH_MAX_BINDINGS``), and of importing it (text: parsing; torch: plait's importer,
+    after PyTorch's export and decomposition)."""
+    import gc
+
+    import scaling_sources as src  # noqa: PLC0415
+
+    out: dict = {}
+    for name in SCALING_SOURCES:
+        out[f"{name}_us_per_binding"] = out[f"{name}_cpu_us_per_binding"] = None
+        out[f"{name}_import_us_per_binding"] = None
+        if name == "onnx" and not _has("onnx") or name == "torch" and (
+                not _has("torch") or n > src.TORCH_MAX_BINDINGS):
+            continue
+        program = src.torch_program(n) if name == "torch" else None
+        t = time.perf_counter()
+        mod = (src.from_text(n) if name == "text" else src.from_onnx(n) if name == "onnx"
+               else src.from_torch_export(program))
+        out[f"{name}_import_us_per_binding"] = (time.perf_counter() - t) / n * 1e6
+        del program
+        gc.collect()
+        dt, dc = _timed_build(mod)
+        del mod
+        gc.collect()
+        out[f"{name}_us_per_binding"] = dt / n * 1e6
+        out[f"{name}_cpu_us_per_binding"] = dc / n * 1e6
+    return out
 
 
 def scaling_child(n: int) -> dict:
     """One size of the scaling benchmark, in this (fresh) process: seconds (wall and
-    CPU) of ``plait.build(module, "numpy")`` on a chain of ``n`` bindings, and memory:
-    the resident set after the imports, after building the input module, and its peak
-    (``VmHWM``, which the pipeline sets: it holds the input and output of a pass at
-    once)."""
+    CPU) of ``plait.build(module, "numpy")`` on a chain of ``n`` bindings made with
+    BlockBuilder, and memory: the resident set after the imports, after building the
+    input module, and its peak (``VmHWM``, which the pipeline sets: it holds the input
+    and output of a pass at once); then the same chain from text, ONNX and torch.export
+    (:func:`_source_builds`): a module builds at the same cost per binding wherever it
+    came from."""
     import gc
 
     import plait
@@ -731,21 +771,12 @@ def scaling_child(n: int) -> dict:
     dt, dc = time.perf_counter() - t, time.process_time() - c
     assert len(exe.functions["main"].instructions) > n  # the whole chain was compiled
     peak = _peak_rss_mb()
-    # the same chain printed and parsed back: a module from text builds at the same
-    # cost per binding (the parser shares checked attributes as the builder does)
-    del exe
-    text = mod.script()
-    del mod
-    parsed = plait.parse(text)
-    del text
-    t = time.perf_counter()
-    plait.build(parsed, "numpy")
-    dt_text = time.perf_counter() - t
+    del exe, mod
+    gc.collect()
     return {"bindings": n, "seconds": dt, "us_per_binding": dt / n * 1e6,
             "cpu_us_per_binding": dc / n * 1e6, "base_rss_mb": base,
             "module_rss_mb": module - base, "peak_rss_mb": peak,
-            "peak_bytes_per_binding": (peak - base) * 2**20 / n,
-            "text_us_per_binding": dt_text / n * 1e6}
+            "peak_bytes_per_binding": (peak - base) * 2**20 / n, **_source_builds(n)}
 
 
 def _rss_mb() -> float:
@@ -839,13 +870,19 @@ def report(results: list[dict], scaling: list[dict]) -> str:
         lines = []
     if scaling:
         lines += ["", "| bindings | pipeline seconds | µs per binding | parsed from text, µs "
-                  "per binding | CPU µs per binding | peak RSS MB | of which after imports MB "
-                  "| input module MB | peak above imports, bytes per binding |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "per binding | from ONNX, µs per binding | from torch.export, µs per "
+                  "binding | CPU µs per binding (builder / text / ONNX / torch.export) | "
+                  "peak RSS MB | of which after imports MB | input module MB | peak above "
+                  "imports, bytes per binding |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in scaling:
+        cpu = " / ".join(_fmt(s.get(k), ".1f") for k in (
+            "cpu_us_per_binding", "text_cpu_us_per_binding", "onnx_cpu_us_per_binding",
+            "torch_cpu_us_per_binding"))
         lines.append(f"| {s['bindings']} | {s['seconds']:.2f} | {s['us_per_binding']:.1f} | "
                      f"{_fmt(s.get('text_us_per_binding'), '.1f')} | "
-                     f"{_fmt(s.get('cpu_us_per_binding'), '.1f')} | "
+                     f"{_fmt(s.get('onnx_us_per_binding'), '.1f')} | "
+                     f"{_fmt(s.get('torch_us_per_binding'), '.1f')} | {cpu} | "
                      f"{_fmt(s.get('peak_rss_mb'), '.0f')} | {_fmt(s.get('base_rss_mb'), '.0f')} | "
                      f"{_fmt(s.get('module_rss_mb'), '.0f')} | "
                      f"{_fmt(s.get('peak_bytes_per_binding'), '.0f')} |")
@@ -1089,7 +1126,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = pipeline_scaling(sizes, log=lambda r: print(
             f"{r['bindings']} bindings: {r['seconds']:.2f} s, {r['us_per_binding']:.1f} us "
             f"per binding (CPU {r['cpu_us_per_binding']:.1f}), peak RSS "
-            f"{r['peak_rss_mb']:.0f} MB", flush=True))
+            f"{r['peak_rss_mb']:.0f} MB; from text / ONNX / torch.export: " + " / ".join(
+                _fmt(r.get(f"{k}_us_per_binding"), ".1f") for k in SCALING_SOURCES)
+            + " us per binding", flush=True))
         table = report([], rows)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -130,10 +130,19 @@ def test_scaling_runs_each_size_in_a_process_and_reports_its_peak_memory() -> No
     """benchmarks/run.py --scaling: each size is built in a process of its own, which
     reports its times and memory (peak and after the imports, from /proc); the table
     has a row per size with the peak."""
+    import importlib.util
+
     import run
 
     rows = run.pipeline_scaling((200, 400))
-    assert all(r["text_us_per_binding"] > 0 for r in rows)  # the parsed chain built too
+    # the chain from every source built too: parsed from text, imported from ONNX and
+    # from torch.export (each where its library is installed)
+    sources = ["text"] + [name for name in ("onnx", "torch")
+                          if importlib.util.find_spec(name) is not None]
+    for r in rows:
+        for name in sources:
+            assert r[f"{name}_us_per_binding"] > 0 and r[f"{name}_cpu_us_per_binding"] > 0
+            assert r[f"{name}_import_us_per_binding"] > 0
     assert [r["bindings"] for r in rows] == [200, 400]
     for r in rows:
         assert r["seconds"] > 0 and r["cpu_us_per_binding"] > 0
@@ -141,4 +150,5 @@ def test_scaling_runs_each_size_in_a_process_and_reports_its_peak_memory() -> No
         assert r["peak_bytes_per_binding"] >= 0
     table = run.report([], rows)
     assert table.startswith("| bindings |") and "peak RSS MB" in table
+    assert "from ONNX, µs per binding" in table and "from torch.export" in table
     assert "| 200 |" in table and "| 400 |" in table
