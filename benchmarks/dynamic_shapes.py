@@ -20,7 +20,9 @@ a shared machine; each backend's figure is its best block median.  Before timing
 dynamic executable's output is compared with onnxruntime's (rtol 1e-4 of the largest
 magnitude); a model that disagrees is reported as such.  Printed: the times, dynamic /
 static (the goal: within 1.10) and dynamic / onnxruntime, their geometric means, and the
-CPU (model, instruction sets, threads).  Exports are cached like the suite's.
+machine (CPU model, instruction sets, threads, date); ``--write-docs`` writes the same
+table into docs/performance.md (benchmarks/docs_figures.py).  Exports are cached like
+the suite's.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+import docs_figures  # noqa: E402
 import real_models as rm  # noqa: E402  (no torch at import)
 
 DEFAULT_MODELS = "resnet18,bert,gpt2,vit,llama,convnext"
@@ -162,22 +165,6 @@ class Player:
         self.proc.wait(timeout=60)
 
 
-def cpu() -> str:
-    """The CPU model, the instruction sets that matter here, and the thread count."""
-    model, flags = "unknown CPU", set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and model == "unknown CPU":
-                model = line.split(":", 1)[1].strip()
-            elif line.startswith("flags") and not flags:
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    isas = [f for f in ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
-            if f in flags]
-    return f"{model}; {', '.join(isas) or 'no AVX2'}; {THREADS} threads"
-
-
 def measure(name: str, cache: Path, rounds: int, runs: int) -> dict[str, Any]:
     import numpy as np
 
@@ -211,6 +198,25 @@ def geomean(xs: list[float]) -> float:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else math.nan
 
 
+def markdown_table(results: dict[str, dict[str, float]]) -> str:
+    """The figures as docs/performance.md shows them: ms per backend, the two ratios,
+    their geometric means over the models whose outputs agree."""
+    lines = ["| model | static ms | dynamic ms | dynamic / static | onnxruntime (dynamic "
+             "file) ms | dynamic / onnxruntime |", "|---|---|---|---|---|---|"]
+    ok = []
+    for name, r in results.items():
+        if r["rel_err"] > 1e-4:
+            lines.append(f"| {name} | | | **outputs disagree** ({r['rel_err']:.1e}) | | |")
+            continue
+        ok.append(r)
+        lines.append(f"| {name} | {r['static']:.2f} | {r['dynamic']:.2f} | "
+                     f"{r['dynamic'] / r['static']:.2f} | {r['ort-dynamic']:.2f} | "
+                     f"{r['dynamic'] / r['ort-dynamic']:.2f} |")
+    lines.append(f"| geomean | | | {geomean([r['dynamic'] / r['static'] for r in ok]):.2f} "
+                 f"| | {geomean([r['dynamic'] / r['ort-dynamic'] for r in ok]):.2f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=DEFAULT_MODELS,
@@ -219,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=15, help="timed calls per turn")
     p.add_argument("--cache", type=Path, default=None)
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    p.add_argument("--write-docs", action="store_true",
+                   help="write the table, with the machine, into docs/performance.md")
     p.add_argument("--export", nargs=2, metavar=("MODEL", "DIR"), help=argparse.SUPPRESS)
     p.add_argument("--worker", nargs=3, metavar=("BACKEND", "ONNX", "INPUT"),
                    help=argparse.SUPPRESS)
@@ -234,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(rm.MODELS)}")
     cache = args.cache or rm.default_cache()
-    print(f"CPU: {cpu()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(f"on {docs_figures.machine(THREADS)}")
     print(f"{'model':16s} {'static':>9s} {'dynamic':>9s} {'dyn/static':>10s} "
           f"{'ort-dyn':>9s} {'dyn/ort':>8s}  (ms, best block median)")
     results, bad = {}, []
@@ -252,7 +260,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{geomean([r['dynamic'] / r['static'] for r in ok]):10.3f} {'':9s} "
           f"{geomean([r['dynamic'] / r['ort-dynamic'] for r in ok]):8.3f}")
     if args.json:
-        args.json.write_text(json.dumps({"cpu": cpu(), "results": results}, indent=1))
+        args.json.write_text(json.dumps({"machine": docs_figures.machine(THREADS),
+                                         "results": results}, indent=1))
+    if args.write_docs:
+        print(docs_figures.write_figures(docs_figures.DOCS, "dynamic-shapes",
+                                         markdown_table(results),
+                                         docs_figures.command("dynamic_shapes.py", argv),
+                                         THREADS))
     return 1 if bad else 0
 
 

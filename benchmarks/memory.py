@@ -3,6 +3,7 @@ and start-up.
 
     python benchmarks/memory.py                          # bert, gpt2, vit, resnet18
     python benchmarks/memory.py --models bert --target c --json out.json
+    python benchmarks/memory.py --write-docs             # the tables into docs/performance.md
 
 Every measurement runs in a fresh process of its own without torch (the models are the
 real-model suite's ``transformers`` exports, benchmarks/real_models.py, made once in a
@@ -346,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", default="c")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="also write the rows as JSON here")
+    ap.add_argument("--write-docs", action="store_true",
+                    help="write the tables, with the machine, into docs/performance.md")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -372,6 +375,12 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows, args.target))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
+    if args.write_docs:
+        import docs_figures
+
+        print(docs_figures.write_figures(docs_figures.DOCS, "memory", table(rows, args.target),
+                                         docs_figures.command("memory.py", argv),
+                                         args.threads))
     return 0
 
 

@@ -110,6 +110,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import docs_figures
+
 ROOT = Path(__file__).resolve().parents[1]
 THREADS = int(os.environ.get("PLAIT_BENCH_THREADS", "2"))
 """Threads of every backend (2; another count through PLAIT_BENCH_THREADS, which the
@@ -947,52 +949,21 @@ def check_report(results: list[dict], suite: str) -> tuple[str, list[str]]:
     return "\n".join(lines), problems
 
 
-DOCS = ROOT / "docs" / "performance.md"
+DOCS = docs_figures.DOCS
 """Where ``--write-docs`` writes the current figures."""
 
 
 def machine() -> str:
-    """The machine a run measured: CPU model, vCPUs, the ISA extensions that matter to
-    the kernels (from /proc/cpuinfo's flags), the threads of every backend, PLAIT_ISA
-    when set, and the date (UTC)."""
-    import datetime
-
-    model, flags = "unknown CPU", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and model == "unknown CPU":
-                    model = value.strip()
-                elif key.strip() in ("flags", "Features") and not flags:
-                    flags = set(value.split())
-    except OSError:
-        pass
-    wanted = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx_vnni",
-              "avx512_bf16", "amx_tile", "amx_int8", "asimd", "asimddp")
-    isa = ", ".join(f for f in wanted if f in flags) or "none of " + "/".join(wanted[:3])
-    cap = os.environ.get("PLAIT_ISA")
-    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return (f"{model}, {os.cpu_count()} vCPUs (ISA: {isa}), {THREADS} threads per backend"
-            + (f", PLAIT_ISA={cap}" if cap else "") + f", {date}")
+    """The machine a run measured (docs_figures.machine with this run's threads)."""
+    return docs_figures.machine(THREADS)
 
 
 def write_docs(path: Path, suite: str, summary: str, argv: list[str] | None) -> str:
     """Put ``summary`` (suite_report's table) with the machine and the command between
     the markers ``<!-- figures:SUITE:begin -->`` and ``<!-- figures:SUITE:end -->`` of
     ``path``; returns what it did.  ValueError when the markers are missing."""
-    text = path.read_text()
-    begin, end = f"<!-- figures:{suite}:begin -->", f"<!-- figures:{suite}:end -->"
-    if begin not in text or end not in text:
-        raise ValueError(f"{path}: no {begin} ... {end} markers to write the {suite} "
-                         "figures between; add them where the figures belong")
-    command = "python benchmarks/run.py " + " ".join(
-        a for a in (sys.argv[1:] if argv is None else argv))
-    body = (f"{begin}\n*Written by `{command}` on {machine()}.*\n\n{summary.strip()}\n"
-            f"{end}")
-    head, rest = text.split(begin, 1)
-    path.write_text(head + body + rest.split(end, 1)[1])
-    return f"wrote the {suite} figures into {path}"
+    return docs_figures.write_figures(path, suite, summary,
+                                      docs_figures.command("run.py", argv), THREADS)
 
 
 def suite_report(results: list[dict]) -> tuple[str, list[str]]:

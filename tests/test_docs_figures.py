@@ -1,8 +1,8 @@
-"""docs/performance.md's current figures are the benchmark's own: every block between
-``<!-- figures:SUITE:begin -->`` and ``<!-- figures:SUITE:end -->`` is empty or exactly
-what ``benchmarks/run.py --suite SUITE --write-docs`` writes (its command and machine
-line, then the summary table and its geometric means), so a hand edit inside a block
-fails here.  Notes about a run belong outside its markers."""
+"""docs/performance.md's current figures are the benchmarks' own: every block between
+``<!-- figures:KEY:begin -->`` and ``<!-- figures:KEY:end -->`` is empty or exactly what
+the benchmark of KEY writes with ``--write-docs`` (benchmarks/docs_figures.py: its
+command and machine line, then its tables and geometric means), so a hand edit inside a
+block fails here.  Notes about a run belong outside its markers."""
 
 from __future__ import annotations
 
@@ -12,8 +12,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "performance.md"
 BLOCK = re.compile(r"<!-- figures:([\w-]+):begin -->\n(.*?)<!-- figures:\1:end -->", re.S)
+WRITERS = {"broad": "run.py", "real": "run.py", "quantized": "run.py",
+           "broad-int8": "run.py", "dynamic-shapes": "dynamic_shapes.py",
+           "memory": "memory.py"}
+"""Each block's key and the benchmark that writes it (run.py: with ``--suite KEY``)."""
 HEADER = re.compile(
-    r"\*Written by `python benchmarks/run\.py (?P<args>[^`]*)` on (?P<cpu>[^,]+), "
+    r"\*Written by `python benchmarks/(?P<script>\w+\.py)(?P<args>[^`]*)` on "
+    r"(?P<cpu>[^,]+), "
     r"\d+ vCPUs \(ISA: [^)]+\), \d+ threads per backend(, PLAIT_ISA=\w+)?, "
     r"\d{4}-\d\d-\d\d \d\d:\d\d UTC\.\*$")
 SUMMARY_LINE = re.compile(r"^(\|.*\||geomean .*|[\w-]+: \d+ of \d+ models .*|)$")
@@ -37,8 +42,10 @@ def problems(suite: str, body: str) -> list[str]:
     if not m:
         return [f"{suite}: the first line is not run.py's command and machine: {first!r}"]
     out = []
-    if f"--suite {suite}" not in m.group("args") or "--write-docs" not in m.group("args"):
-        out.append(f"{suite}: written by another command: {m.group('args')!r}")
+    args = m.group("args").split()
+    if (m.group("script") != WRITERS.get(suite) or "--write-docs" not in args
+            or (m.group("script") == "run.py" and f"--suite {suite}" not in m.group("args"))):
+        out.append(f"{suite}: written by another command: {m.group(0)[:80]!r}")
     if not any(line.startswith("| model |") for line in rest.splitlines()):
         out.append(f"{suite}: no table of models")
     out += [f"{suite}: not a line of the summary: {line!r}" for line in rest.splitlines()
@@ -61,7 +68,48 @@ def test_a_hand_edit_inside_a_block_is_found() -> None:
 def test_the_current_figures_are_the_benchmarks_own() -> None:
     text = PAGE.read_text()
     found = blocks(text)
-    assert {"broad", "real", "quantized", "broad-int8"} <= set(found), sorted(found)
+    assert set(found) == set(WRITERS), sorted(found)
     assert any(body.strip() for body in found.values()), "no suite's figures at all"
     bad = [p for suite, body in found.items() for p in problems(suite, body)]
     assert not bad, "docs/performance.md: edited by hand inside the figures:\n" + "\n".join(bad)
+
+
+def test_each_benchmark_writes_a_block_the_check_accepts(tmp_path: Path,
+                                                          monkeypatch) -> None:
+    """What docs_figures.write_figures writes for each writer passes ``problems``."""
+    import sys
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    sys.modules.pop("docs_figures", None)
+    import docs_figures
+
+    page = tmp_path / "p.md"
+    page.write_text("".join(f"<!-- figures:{k}:begin -->\nold\n<!-- figures:{k}:end -->\n"
+                            for k in WRITERS))
+    summary = "| model | a |\n|---|---|\n| m | 1.00 |\n| geomean | 1.00 |\n"
+    for key, script in WRITERS.items():
+        args = ["--suite", key, "--write-docs"] if script == "run.py" else ["--write-docs"]
+        docs_figures.write_figures(page, key, summary,
+                                   docs_figures.command(script, args), 2)
+    found = blocks(page.read_text())
+    assert set(found) == set(WRITERS)
+    assert [p for k, body in found.items() for p in problems(k, body)] == []
+    assert problems("memory", found["dynamic-shapes"])[0].startswith("memory: written by")
+
+
+def test_the_dynamic_shapes_table(monkeypatch) -> None:
+    """dynamic_shapes.markdown_table: the ratios and their geometric means (sqrt(2 * 0.5)
+    = 1 and sqrt(0.5 * 2) = 1), a model whose outputs disagree shown and left out."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import dynamic_shapes
+
+    table = dynamic_shapes.markdown_table({
+        "a": {"static": 1.0, "dynamic": 2.0, "ort-dynamic": 4.0, "rel_err": 0.0},
+        "b": {"static": 4.0, "dynamic": 2.0, "ort-dynamic": 1.0, "rel_err": 1e-6},
+        "c": {"static": 1.0, "dynamic": 1.0, "ort-dynamic": 1.0, "rel_err": 0.5}})
+    rows = table.splitlines()
+    assert rows[2] == "| a | 1.00 | 2.00 | 2.00 | 4.00 | 0.50 |"
+    assert rows[3] == "| b | 4.00 | 2.00 | 0.50 | 1.00 | 2.00 |"
+    assert "**outputs disagree** (5.0e-01)" in rows[4]
+    assert rows[5] == "| geomean | | | 1.00 | | 1.00 |"
+    assert all(SUMMARY_LINE.match(r) for r in rows)
