@@ -53,3 +53,31 @@ def test_relative_links_resolve(page: Path) -> None:
         elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
             broken.append(f"{target}: no heading with the anchor #{anchor}")
     assert not broken, f"{page.relative_to(ROOT)}: broken links:\n" + "\n".join(broken)
+
+
+PATH_REF = re.compile(r"(?<![\w./~$-])((?:plait|tests|benchmarks|tools|examples)/[\w./-]*\w)")
+"""A path of the repository named in prose or code (``plait/target/c/build.py``,
+``benchmarks/run.py``); not a part of another path (``~/.cache/plait/x``)."""
+
+
+def path_refs(text: str) -> list[str]:
+    """The repository paths ``text`` names, without placeholders (``<family>``, ``*``)."""
+    return [m.group(1) for m in PATH_REF.finditer(text)
+            if not re.match(r"/?[<*{]", text[m.end(1):m.end(1) + 2])]
+
+
+def test_path_refs_are_found() -> None:
+    assert path_refs("see plait/ir/expr.py, `tests/conftest.py`. ~/.cache/plait/bench "
+                     "plait/target/c/kernels/<family>/ and benchmarks/results/*.md") == [
+        "plait/ir/expr.py", "tests/conftest.py"]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_named_paths_exist(page: Path) -> None:
+    """Every file or folder of the repository a page names exists (a moved file leaves
+    no stale path in the docs)."""
+    if page.name == "journal.md":
+        return   # a record of the past: it names files as they were then
+    missing = sorted({p for p in path_refs(page.read_text()) if not (ROOT / p).exists()})
+    assert not missing, (f"{page.relative_to(ROOT)} names paths that do not exist: "
+                         f"{', '.join(missing)}")
