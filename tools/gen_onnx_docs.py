@@ -71,8 +71,10 @@ def generate() -> str:
     import onnx
     import onnx.defs
 
+    from plait.dialects import load_frontend_converters
     from plait.frontend.onnx import MIN_OPSET, list_converters, max_opset
 
+    load_frontend_converters("onnx")   # the dialects' converters (qnn's), in any process
     newest = max_opset()
     convs = list_converters()
     by_op: dict[tuple[str, str], list] = {}

@@ -11,7 +11,8 @@ also in the ``com.microsoft`` domain), ``QLinearConv``, ``QLinearMatMul``,
 ops ``QGemm``, ``QLinearAdd``, ``QLinearMul``, ``QLinearConcat``,
 ``QLinearGlobalAveragePool``, ``QLinearAveragePool``, ``QLinearSigmoid``,
 ``QLinearLeakyRelu``, ``QLinearSoftmax``, ``DynamicQuantizeMatMul``,
-``MatMulIntegerToFloat`` and ``QAttention``.  A product and its requantization are a
+``MatMulIntegerToFloat``, ``QAttention`` and ``MatMulNBits`` (weight-only int4/int8,
+:mod:`.onnx_nbits`).  A product and its requantization are a
 ``qnn.conv2d``/``qnn.matmul`` (int32), an int32 ``add`` of the bias and a
 ``qnn.requantize`` whose input scale is the float32 product of the input scales, as
 onnxruntime computes it.  ``DequantizeLinear`` is kept even on constants (quantized
@@ -470,5 +471,8 @@ def convert_qattention(ctx: NodeContext) -> Expr:
     out = ctx.call("permute_dims", ctx.call("matmul", probs, v), axes=(0, 2, 1, 3))
     return reshape(ctx, out, [b_, s_, hidden])
 
+
+# onnxruntime's weight-only MatMulNBits has a module of its own
+from . import onnx_nbits  # noqa: E402,F401
 
 __all__ = ["MS"]

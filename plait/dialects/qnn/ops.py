@@ -29,6 +29,7 @@ from plait.op.infer import (
 )
 from plait.op.registry import AttrSpec, InferContext, OpError, register_op
 
+from . import nbits as NB
 from . import reference as R
 
 QUANTIZED = tuple(R.QRANGES)
@@ -500,4 +501,60 @@ define(
     reference=R.dynamic_quantize,
     doc="uint8 quantization with the scale and zero point of x's range "
         "(DynamicQuantizeLinear); a tuple (y, scale, zero_point)",
+)
+
+# ------------------------------------------------------ weight-only quantization
+
+
+def _static(d: Any) -> int | None:
+    return d if isinstance(d, int) else None
+
+
+def infer_matmul_nbits(ctx: InferContext) -> Type:
+    """``a (..., K)`` float32 times the packed ``N x K`` weight: ``(..., N)`` float32;
+    ``b``, ``scales``, ``zero_points`` (and ``bias``) shaped as the layout says
+    (:mod:`.nbits`)."""
+    k, n, bits, bs = (int(ctx.attrs[x]) for x in ("K", "N", "bits", "block_size"))
+    if bits not in NB.BITS:
+        ctx.fail(f"{ctx.op.name}: bits={bits}, expected 4 or 8")
+    if k < 1 or n < 1 or bs < 1 or (bs * bits) % 8:
+        ctx.fail(f"{ctx.op.name}: K={k}, N={n}, block_size={bs} must be positive, "
+                 f"block_size a multiple of {8 // bits} (whole bytes of {bits}-bit values)")
+    blocks = NB.k_blocks(k, bs)
+    a = tensor_arg(ctx, 0)
+    if a.dtype is not None and a.dtype != "float32":
+        _fail_type(ctx, 0, "a float32 tensor", a)
+    want = {1: ((n, blocks, NB.blob_size(bs, bits)), "uint8"), 2: ((n, blocks), "float32"),
+            3: ((n, NB.zp_cols(blocks, bits)), "uint8"), 4: ((n,), "float32")}
+    for i in range(1, len(ctx.types)):
+        t = tensor_arg(ctx, i)
+        shape, dtype = want[i]
+        if t.dtype is not None and t.dtype != dtype:
+            _fail_type(ctx, i, f"a {dtype} tensor", t)
+        if t.shape is not None and (len(t.shape) != len(shape) or any(
+                _static(d) not in (None, w) for d, w in zip(t.shape, shape))):
+            ctx.fail(f"{ctx.op.name}: {ctx.op.input_name(i)} must have shape "
+                     f"{shape_str(shape)} (K={k}, N={n}, bits={bits}, block_size={bs}), got "
+                     f"{shape_str(t.shape)}", arg=i)
+    if a.shape is None:
+        return TensorType(None, "float32")
+    if len(a.shape) == 0 or _static(a.shape[-1]) not in (None, k):
+        ctx.fail(f"{ctx.op.name}: a must end with K={k} features, got shape "
+                 f"{shape_str(a.shape)}", arg=0)
+    return TensorType(a.shape[:-1] + (n,), "float32")
+
+
+define(
+    "matmul_nbits",
+    inputs=("a", "b", "scales", "zero_points", "bias?"),
+    attrs={"K": AttrSpec("int", doc="the input features (the contracted size)"),
+           "N": AttrSpec("int", doc="the output features"),
+           "bits": AttrSpec("int", default=4, choices=NB.BITS, doc="4 or 8"),
+           "block_size": AttrSpec("int", doc="the values along K sharing a scale and "
+                                             "zero point")},
+    infer_type=infer_matmul_nbits,
+    pattern="out_elemwise_fusable",
+    reference=R.matmul_nbits,
+    doc="a @ W.T + bias with W (N x K) quantized to 4 or 8 bits in blocks along K: "
+        "float32(q - z) * scale (onnxruntime's MatMulNBits, its packed layout)",
 )

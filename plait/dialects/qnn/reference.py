@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from .nbits import dequantize_weights
+
 QRANGES: dict[str, tuple[int, int]] = {
     "uint8": (0, 255),
     "int8": (-128, 127),
@@ -635,3 +637,20 @@ __all__ = [
     "requantize_op", "saturate",
     "sigmoid", "sigmoid_table", "softmax", "softmax_exp_table", "table_inputs",
 ]
+
+
+# ----------------------------------------------------- weight-only quantization
+
+
+def matmul_nbits(
+    a: np.ndarray, b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray,
+    bias: np.ndarray | None = None, *, K: int, N: int, bits: int = 4, block_size: int,
+) -> np.ndarray:  # fmt: skip
+    """``MatMulNBits``: ``a @ W.T (+ bias)``, ``W`` the ``N x K`` weight dequantized
+    element by element, ``float32(q - z) * scale`` (:mod:`.nbits`), the product in
+    float32."""
+    w = dequantize_weights(b, scales, zero_points, K, bits, block_size)
+    y = np.matmul(np.asarray(a, F32), w.T)
+    if bias is not None:
+        y = y + np.asarray(bias, F32)
+    return np.asarray(y, F32)

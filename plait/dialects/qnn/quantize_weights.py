@@ -1,0 +1,166 @@
+"""qnn.QuantizeWeights: float products with constant weights to ``qnn.matmul_nbits``.
+
+``mod = qnn.QuantizeWeights(bits=4, group=32)(mod)`` quantizes the constant weight of
+every float32 ``matmul(x, W)`` (``W`` of ``K x N``) and ``linear(x, W, bias)`` (``W`` of
+``N x K``) with onnxruntime's quantizer (:func:`.nbits.quantize_blockwise`): ``bits`` 8
+or 4, ``group`` values along K per scale (a power of two >= 16, the block sizes of
+onnxruntime's ``MatMulNBits``; ``None``: one scale per output channel), asymmetric with
+zero points unless ``symmetric``.  Products whose weight is computed (attention's
+``Q @ K^T``) stay float; a module with no product to quantize is refused, naming the
+products it saw.
+
+``Target("c", weight_quant="int4-g32")`` asks ``build()`` for the same pass (the qnn
+dialect's optimization hook, :func:`weight_quant_hook`): the spec is ``int8`` or
+``int4``, then ``-g<group>`` (default: per channel), then ``-sym`` for symmetric.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from plait.errors import PlaitError
+from plait.ir.expr import Call, Constant, Expr, Op, Var, VarBinding
+from plait.ir.module import IRModule
+from plait.ir.types import TensorType
+from plait.ir.visitor import ExprMutator
+from plait.op.registry import make_call
+from plait.transform.pass_base import module_pass
+
+from . import nbits as NB
+
+
+class WeightQuantError(PlaitError, ValueError):
+    """A weight-only quantization that cannot be done as asked (bad bits, group or
+    spec; nothing to quantize)."""
+
+
+def check_params(bits: Any, group: Any, where: str = "qnn.QuantizeWeights") -> None:
+    """Refuse ``bits`` other than 4 or 8 and a ``group`` that is not ``None`` or a power
+    of two >= 16."""
+    if bits not in NB.BITS or isinstance(bits, bool):
+        raise WeightQuantError(f"{where}: bits={bits!r}; weight-only quantization takes "
+                               "bits=8 (int8) or bits=4 (int4)")
+    if group is None:
+        return
+    if (isinstance(group, bool) or not isinstance(group, (int, np.integer))
+            or group < 16 or group & (group - 1)):
+        raise WeightQuantError(
+            f"{where}: group={group!r}; a group must be a power of two >= 16 (32 and 128 "
+            "are usual; the block sizes onnxruntime's MatMulNBits takes), or None for one "
+            "scale per output channel")
+
+
+_SPEC = re.compile(r"^int(?P<bits>\d+)(?:-g(?P<group>\d+))?(?P<sym>-sym)?$")
+
+
+def parse_spec(spec: str) -> dict[str, Any]:
+    """``"int4-g32"`` -> ``{"bits": 4, "group": 32, "symmetric": False}`` (the target
+    attribute ``weight_quant``)."""
+    m = _SPEC.match(spec) if isinstance(spec, str) else None
+    if m is None:
+        raise WeightQuantError(
+            f"Target attribute weight_quant={spec!r}: expected 'int8' or 'int4', then "
+            "optionally '-g<group>' (values per scale along K, e.g. 'int4-g32', "
+            "'int4-g128'; default one scale per output channel), then optionally '-sym' "
+            "(symmetric, no zero points)")
+    params = {"bits": int(m["bits"]), "group": int(m["group"]) if m["group"] else None,
+              "symmetric": bool(m["sym"])}
+    check_params(params["bits"], params["group"], f"weight_quant={spec!r}")
+    return params
+
+
+def _const_weight(e: Expr, values: dict[Var, Expr]) -> np.ndarray | None:
+    """The constant behind ``e`` (a constant, or a variable bound to one), else None."""
+    while isinstance(e, Var) and e in values:
+        e = values[e]
+    return e.data if isinstance(e, Constant) else None
+
+
+class _Quantize(ExprMutator):
+    def __init__(self, mod: IRModule, bits: int, group: int | None, symmetric: bool) -> None:
+        super().__init__(mod)
+        self.bits, self.group, self.symmetric = bits, group, symmetric
+        self.values: dict[Var, Expr] = {}
+        self.done = 0
+        self.skipped: list[str] = []
+
+    def visit_binding(self, binding: Any) -> None:
+        if isinstance(binding, VarBinding):
+            self.values[binding.var] = binding.value
+        super().visit_binding(binding)
+
+    def rewrite_call(self, call: Call) -> Expr:
+        op = call.op
+        if not isinstance(op, Op) or op.name not in ("matmul", "linear") or len(call.args) < 2:
+            return call
+        x, w_expr = call.args[0], call.args[1]
+        xt = x.ty
+        if not isinstance(xt, TensorType) or xt.dtype != "float32":
+            return call
+        w = _const_weight(w_expr, self.values)
+        if w is None:
+            self.skipped.append(f"{op.name} whose weight is computed, not a constant")
+            return call
+        if w.ndim != 2 or w.dtype != np.float32:
+            self.skipped.append(f"{op.name} with a {w.dtype} weight of shape {w.shape}")
+            return call
+        if op.name == "matmul" and (xt.shape is None or len(xt.shape) < 1):
+            return call
+        w_nk = w if op.name == "linear" else w.T
+        n, k = w_nk.shape
+        step = 8 // self.bits
+        bs = self.group if self.group is not None else -(-k // step) * step
+        b, s, z = NB.quantize_blockwise(w_nk, self.bits, bs, self.symmetric)
+        self.done += 1
+        return make_call("qnn.matmul_nbits", x, Constant(b), Constant(s), Constant(z),
+                         *call.args[2:3], K=k, N=n, bits=self.bits, block_size=bs,
+                         span=call.span)
+
+
+@module_pass(name="qnn.QuantizeWeights", phases=("ingestion", "optimization"))
+class QuantizeWeights:
+    """Quantize the constant weights of float matmul/linear to ``qnn.matmul_nbits``
+    (``bits`` 8 or 4; ``group`` a power of two >= 16, or None for per channel)."""
+
+    def __init__(self, bits: int = 8, group: int | None = None, symmetric: bool = False,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        check_params(bits, group)
+        self.bits, self.group, self.symmetric = int(bits), group, bool(symmetric)
+
+    def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
+        changed, done, skipped = {}, 0, []
+        for name, func in mod.graph_functions():
+            if func.attrs.get("compiler") is not None:
+                continue
+            q = _Quantize(mod, self.bits, self.group, self.symmetric)
+            new = q.visit_function(func)
+            done += q.done
+            skipped += q.skipped
+            if q.done:
+                changed[name] = new
+        if not done:
+            why = ("; it saw " + ", ".join(sorted(set(skipped)))) if skipped else (
+                "; it has no float32 matmul or linear")
+            raise WeightQuantError(
+                f"qnn.QuantizeWeights(bits={self.bits}, group={self.group}): no product "
+                f"with a constant float32 2-D weight to quantize{why}.  Import the model "
+                "with its weights as constants (not inputs) and run FoldConstant first "
+                "(build() does)")
+        return mod.with_functions(changed)
+
+
+def weight_quant_hook(target: Any) -> list[Any]:
+    """The qnn dialect's optimization hook: ``[QuantizeWeights(...)]`` when the target
+    has ``weight_quant`` (``"int4-g32"``, ...), else nothing."""
+    spec = target.attrs.get("weight_quant")
+    if not spec:
+        return []
+    return [QuantizeWeights(**parse_spec(spec))]
+
+
+__all__ = ["QuantizeWeights", "WeightQuantError", "check_params", "parse_spec",
+           "weight_quant_hook"]
