@@ -302,6 +302,31 @@ def _int8_product() -> Case:
     return {"x": x.shape}, body, [x], ref, 0.0, "qgemm", {}
 
 
+def _weight_only() -> Case:
+    """Weight-only int4 products (the wquant family, reached through the qnn dialect's
+    dispatch): 14 rows (the tiled prefill product) and 1 row (the decode matrix-vector
+    product) against the same packed weights (groups of 32, K 80: a short last block;
+    N 37: a partial tile), with a bias."""
+    from plait.dialects.qnn import nbits
+    from plait.dialects.qnn import reference as R
+
+    x, v = _rand(2, 7, 80), _rand(1, 80)
+    b, s, z = nbits.quantize_blockwise(_rand(37, 80), 4, 32)
+    bias = _rand(37)
+    attrs = {"K": 80, "N": 37, "bits": 4, "block_size": 32}
+
+    def body(bb: Any, p: Any) -> Any:
+        w = (const(b), const(s), const(z), const(bias))
+        return emit(bb, "add", emit(bb, "qnn.matmul_nbits", p[0], *w, **attrs),
+                    emit(bb, "qnn.matmul_nbits", p[1], *w, **attrs))
+
+    wt = nbits.dequantize_weights(b, s, z, 80, 4, 32).astype(np.float64)
+    ref = (x.astype(np.float64) @ wt.T + bias) + (v.astype(np.float64) @ wt.T + bias)
+    assert np.allclose(ref, R.matmul_nbits(x, b, s, z, bias, **attrs)
+                       + R.matmul_nbits(v, b, s, z, bias, **attrs), rtol=1e-5, atol=1e-5)
+    return {"x": x.shape, "v": v.shape}, body, [x, v], ref, 1e-4, "wquant", {}
+
+
 def _activations() -> Case:
     """ReLU6 (two clips) after a strided convolution and its bias, SiLU after a product:
     the native epilogue's activation (``plait_act_tile``) on odd tiles."""
@@ -426,6 +451,7 @@ def _silu_pad() -> Case:
 CASES: dict[str, Callable[[], Case]] = {
     "matmul batched, K in two blocks": _matmul,
     "int8 matmul, per-column zero points and requantization": _int8_product,
+    "weight-only int4 products, prefill and decode rows": _weight_only,
     "linear + bias + residual + relu, K 13": _linear,
     "conv 5 -> 7 channels, stride 2, padding": _conv(
         (2, 5, 11, 13), (7, 5, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),

@@ -62,6 +62,7 @@ from plait.runtime.native import NativeLoadError, load_library, load_library_byt
 from plait.target.c.build import LIBRARY_NAME, entry_programs
 from plait.target.c.families import all_family_sources, header_text
 from plait.target.c.gemm import pack_a, pack_b, winograd_weights
+from plait.target.c.kernels import wquant  # noqa: F401  (registers its family)
 
 CC = "aarch64-linux-gnu-gcc"
 QEMU = "qemu-aarch64"
@@ -74,7 +75,7 @@ pytestmark = pytest.mark.skipif(
 
 RNG = np.random.default_rng(11)
 FAMILIES_RUN = ("attention", "conv", "dwconv", "gemm", "kernels", "pool", "qgemm",
-                "winograd")
+                "winograd", "wquant")
 
 
 def _rand(*shape: int) -> np.ndarray:

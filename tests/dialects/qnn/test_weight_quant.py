@@ -31,17 +31,7 @@ from onnxruntime.capi._pybind_state import (  # noqa: E402
     quantize_matmul_8bits,
 )
 from qnn_ort import node_model, run_ort  # noqa: E402
-
-U = 2.0**-24
-
-
-def assert_close(got: np.ndarray, want: np.ndarray, a: np.ndarray, w_nk: np.ndarray) -> None:
-    """``got`` equals ``want`` within the float32 summation bound of ``a @ w_nk.T``."""
-    k = w_nk.shape[1]
-    bound = 4 * k * U * (np.abs(a.astype(np.float64)) @ np.abs(w_nk.astype(np.float64)).T)
-    assert got.shape == want.shape
-    err = np.abs(got.astype(np.float64) - want)
-    assert np.all(err <= bound + 1e-30), f"max error {err.max()}, bound {bound.max()}"
+from wq_helpers import assert_close  # noqa: E402
 
 
 def ort_quantize(w_kn: np.ndarray, bits: int, bs: int, sym: bool

@@ -1,0 +1,96 @@
+"""qnn.DispatchWeightQuant: ``qnn.matmul_nbits`` to the ``c`` target's weight-only kernels.
+
+Every float32 ``qnn.matmul_nbits`` call becomes a call of ``plait_wq_matmul``
+(:mod:`plait.target.c.kernels.wquant`: the packed weights dequantized in registers, a
+matrix-vector product for up to 4 rows, a tiled product above), with the rows of ``a``
+taken at run time, so prefill and decode of a language model share the call.  A call
+whose sizes the wrapper cannot take stays for ``qnn.Legalize`` (dequantize, then a
+float product).  The dialect's dispatch hook adds the pass for targets of kind ``c``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from plait.codegen.c import CFunction
+from plait.codegen.c.sizes import UnboundSize
+from plait.ir.expr import Call, Expr, ExternFunc, Tuple
+from plait.ir.module import IRModule
+from plait.ir.types import TensorType
+from plait.op.registry import make_call
+from plait.transform.pass_base import module_pass
+from plait.transform.pattern import Match, is_op
+from plait.transform.pattern_rewrite import Rule, rewrite_module
+
+MATMUL_NBITS = is_op("qnn.matmul_nbits").has_dtype("float32")
+"""The calls :class:`DispatchWeightQuant` takes."""
+
+
+def _call(call: Call) -> Any:
+    """The :class:`WQCall` of a ``qnn.matmul_nbits`` call, or None."""
+    from plait.target.c.kernels.wquant import WQCall
+
+    at = call.ty
+    a = call.args[0]
+    if not isinstance(at, TensorType) or not isinstance(a.ty, TensorType):
+        return None
+    if a.ty.shape is None or len(a.ty.shape) == 0 or a.ty.dtype != "float32":
+        return None
+    k, n, bits, bs = (int(call.attrs[x]) for x in ("K", "N", "bits", "block_size"))
+    return WQCall(a, *call.args[1:4], call.args[4] if len(call.args) > 4 else None,
+                  tuple(a.ty.shape), k, n, bits, bs)
+
+
+def weight_quant_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
+    """The rule of :class:`DispatchWeightQuant`: a call of the wrapper (recorded in
+    ``wrappers``) in place of each ``qnn.matmul_nbits`` it can take."""
+
+    def rewrite(m: Match) -> Expr | None:
+        call = m.call(MATMUL_NBITS)
+        wq = _call(call)
+        if wq is None:
+            return None
+        try:
+            name, code, cfn = wq.wrapper()
+        except UnboundSize:
+            return None   # a size only an intermediate value has
+        wrappers.setdefault(name, (code, cfn))
+        return make_call("call_extern", ExternFunc(name), Tuple(tuple(wq.args())),
+                         out=call.ty, span=call.span)
+
+    return Rule("qnn.weight_quant_matmul", MATMUL_NBITS, rewrite)
+
+
+def dispatch_weight_quant(mod: IRModule, skip: Any = None) -> IRModule:
+    """``mod`` with its float32 ``qnn.matmul_nbits`` calls rewritten into calls of the
+    ``c`` target's weight-only kernels (functions for which ``skip`` is true left alone)."""
+    from plait.target.c.kernels.wquant import record_calls
+
+    wrappers: dict[str, tuple[str, CFunction]] = {}
+    out = rewrite_module(mod, [weight_quant_rule(wrappers)], skip=skip)
+    return record_calls(out, wrappers)
+
+
+@module_pass(name="qnn.DispatchWeightQuant", phases=("optimization",))
+class DispatchWeightQuant:
+    """Send qnn.matmul_nbits to the c target's weight-only kernels (dequantized in
+    registers; decode and prefill from one call)."""
+
+    def __init__(self, *, codegens: Sequence[str] | None = None) -> None:
+        super().__init__(codegens=codegens)  # type: ignore[call-arg]
+
+    def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
+        from plait.transform.external import skips_external
+
+        return dispatch_weight_quant(mod, skip=skips_external(self, ctx))  # type: ignore[arg-type]
+
+
+def weight_quant_dispatch_hook(target: Any) -> list[Any]:
+    """:class:`DispatchWeightQuant` for targets of kind ``c``, nothing elsewhere."""
+    is_a = getattr(target, "is_a", None)
+    return [DispatchWeightQuant()] if is_a is not None and is_a("c") else []
+
+
+__all__ = ["MATMUL_NBITS", "DispatchWeightQuant", "dispatch_weight_quant",
+           "weight_quant_dispatch_hook", "weight_quant_rule"]

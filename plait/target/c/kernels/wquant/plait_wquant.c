@@ -1,0 +1,356 @@
+/* plait_wquant.c: products with weight-only quantized weights, a kernel family of
+ * plait_isa.h (copies for AVX-512, AVX2 + FMA, NEON and the baseline).
+ *
+ * out[m][n] = sum_k a[m][k] * W[n][k] (+ bias[n]), the weights in onnxruntime's
+ * MatMulNBits layout (plait_wquant.h): 4- or 8-bit values in blocks of block_size along
+ * K, one float scale and one zero point per block.  Every weight is dequantized in
+ * registers exactly as the reference does it, W = (float)(q - z) * scale (an integer
+ * subtraction, one float multiplication), and only the order of the float sums differs
+ * from the reference.  The packed weights are read once per call, never unpacked to
+ * memory:
+ *
+ * - decode (M <= 4 rows, the batch-1 token): the matrix-vector product streams each
+ *   weight row's bytes, WQ_V bytes a step.  The activations are prepared once per call
+ *   so that a step needs no shuffle: for 4 bits split into the values of even and odd k
+ *   (the low and high nibbles of a byte), zero-padded to whole blocks; the low nibbles
+ *   (x & 15) and the high ones (x >> 4) of WQ_V bytes are two vectors of weights that
+ *   multiply the even and odd activations.  The output rows are split over the threads.
+ * - prefill (M > 4): per tile of WQ_NT output columns, the tile's weights are
+ *   dequantized once into a K x WQ_NT float panel (per thread), then a register tile of
+ *   4 rows x WQ_NT columns runs over K for every 4 rows of A: the dequantization is paid
+ *   once per weight and call, not per row.  The tiles are split over the threads.
+ */
+#include "plait_isa.h"
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "plait_threads.h"
+#include "plait_wquant.h"
+#if defined(__x86_64__) && (defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVX512VNNI) || \
+                            defined(PLAIT_ISA_AVX2) || defined(PLAIT_ISA_AVXVNNI))
+#include <immintrin.h>
+#endif
+
+/* WQ_V: float lanes per vector (16 in the AVX-512 copies, 8 with AVX2 or NEON, 4 in the
+ * baseline's SSE2) */
+#if defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVX512VNNI)
+#define WQ_V 16
+#elif defined(PLAIT_ISA_AVX2) || defined(PLAIT_ISA_AVXVNNI) || defined(PLAIT_ISA_NEON)
+#define WQ_V 8
+#else
+#define WQ_V 4
+#endif
+#define WQ_NT (2 * WQ_V)
+#define WQ_MR 4
+
+typedef float wq_f __attribute__((vector_size(WQ_V * 4)));
+typedef float wq_fu __attribute__((vector_size(WQ_V * 4), aligned(4)));
+typedef int32_t wq_i __attribute__((vector_size(WQ_V * 4)));
+typedef uint8_t wq_b __attribute__((vector_size(WQ_V)));
+#define WQ_LOAD(p) ((wq_f)(*(const wq_fu*)(p)))
+#if WQ_V == 16
+/* 0 .. 15: the 4-bit values, a block's table is (WQ_IOTA - z) * scale (exact: small
+ * integers) */
+#define WQ_IOTA ((wq_f){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+#endif
+#define WQ_STORE(p, v) (*(wq_fu*)(p) = (v))
+
+/* WQ_V bytes widened to int32 lanes: one vpmovzxbd on x86 (the compilers build the
+ * generic conversion of an unaligned byte vector byte by byte) */
+static inline __attribute__((always_inline)) wq_i wq_bytes(const uint8_t* p) {
+#if WQ_V == 16 && defined(__x86_64__)
+    return (wq_i)_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p));
+#elif WQ_V == 8 && defined(__x86_64__)
+    return (wq_i)_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p));
+#else
+    wq_b v;
+    memcpy(&v, p, sizeof v);
+    return __builtin_convertvector(v, wq_i);
+#endif
+}
+
+static inline __attribute__((always_inline)) wq_f wq_float(wq_i x) {
+    return __builtin_convertvector(x, wq_f);
+}
+
+static inline float wq_hsum(wq_f v) {
+    float s = 0.0f;
+    for (int l = 0; l < WQ_V; l++) s += v[l];
+    return s;
+}
+
+/* the zero point of block blk of a row's packed zero points */
+static inline int32_t wq_zero(const uint8_t* zrow, int64_t blk, int bits) {
+    return bits == 4 ? (zrow[blk >> 1] >> ((blk & 1) * 4)) & 15 : zrow[blk];
+}
+
+typedef struct {
+    const plait_wq_desc* d;
+    const float* ap;        /* the prepared activations, astride floats per row */
+    const float* a;         /* the activations as given (prefill) */
+    const uint8_t* b;
+    const float* s;
+    const uint8_t* zp;
+    const float* bias;
+    float* out;
+    int64_t kb, blob, zcols, astride, half;
+    int failed;
+} wq_task;
+
+/* ------------------------------------------------------------------- decode */
+
+/* One block of a 4-bit row against MR rows of prepared activations (ae: the even-k
+ * values, ao: the odd-k ones, row m at + m * as): the even products into ce, the odd
+ * ones into co (two dependency chains), the bytes past whole vectors into tail. */
+static inline __attribute__((always_inline)) void wq_block4(
+        const uint8_t* p, int64_t blob, float sc, int32_t z, const float* ae,
+        const float* ao, int64_t as, const int MR, wq_f* ce, wq_f* co, float* tail) {
+    const wq_f sv = (wq_f){0} + sc;
+#if WQ_V == 16
+    /* the block's 16 weights (q - z) * scale, one permute per 16 nibbles */
+    const wq_f table = (WQ_IOTA - (float)z) * sv;
+#else
+    const wq_i zv = (wq_i){0} + z;
+#endif
+    int64_t j = 0;
+    for (; j + WQ_V <= blob; j += WQ_V) {
+        const wq_i x = wq_bytes(p + j);
+#if WQ_V == 16
+        const wq_f we = __builtin_shuffle(table, x & 15);
+        const wq_f wo = __builtin_shuffle(table, x >> 4);
+#else
+        const wq_f we = wq_float((x & 15) - zv) * sv;
+        const wq_f wo = wq_float((x >> 4) - zv) * sv;
+#endif
+        for (int m = 0; m < MR; m++) {
+            ce[m] += WQ_LOAD(ae + m * as + j) * we;
+            co[m] += WQ_LOAD(ao + m * as + j) * wo;
+        }
+    }
+    for (; j < blob; j++) {
+        const float we = (float)((p[j] & 15) - z) * sc;
+        const float wo = (float)((p[j] >> 4) - z) * sc;
+        for (int m = 0; m < MR; m++) tail[m] += ae[m * as + j] * we + ao[m * as + j] * wo;
+    }
+}
+
+/* One block of an 8-bit row: vector pairs into c0 and c1 (two chains). */
+static inline __attribute__((always_inline)) void wq_block8(
+        const uint8_t* p, int64_t blob, float sc, int32_t z, const float* a8, int64_t as,
+        const int MR, wq_f* c0, wq_f* c1, float* tail) {
+    const wq_f sv = (wq_f){0} + sc;
+    const wq_i zv = (wq_i){0} + z;
+    int64_t j = 0;
+    for (; j + 2 * WQ_V <= blob; j += 2 * WQ_V) {
+        const wq_f w0 = wq_float(wq_bytes(p + j) - zv) * sv;
+        const wq_f w1 = wq_float(wq_bytes(p + j + WQ_V) - zv) * sv;
+        for (int m = 0; m < MR; m++) {
+            c0[m] += WQ_LOAD(a8 + m * as + j) * w0;
+            c1[m] += WQ_LOAD(a8 + m * as + j + WQ_V) * w1;
+        }
+    }
+    for (; j + WQ_V <= blob; j += WQ_V) {
+        const wq_f w0 = wq_float(wq_bytes(p + j) - zv) * sv;
+        for (int m = 0; m < MR; m++) c0[m] += WQ_LOAD(a8 + m * as + j) * w0;
+    }
+    for (; j < blob; j++) {
+        const float w = (float)((int32_t)p[j] - z) * sc;
+        for (int m = 0; m < MR; m++) tail[m] += a8[m * as + j] * w;
+    }
+}
+
+/* rows lo .. hi - 1 of W against MR rows of prepared activations; blocks in pairs, each
+ * of a pair with accumulators of its own (4 dependency chains per row of A) */
+static inline __attribute__((always_inline)) void wq_gemv(const wq_task* t, int64_t lo,
+                                                          int64_t hi, const int MR) {
+    const plait_wq_desc* d = t->d;
+    const int bits = (int)d->bits;
+    const int64_t N = d->N, blob = t->blob, kb = t->kb, as = t->astride, half = t->half;
+    const float* ap = t->ap;
+    for (int64_t n = lo; n < hi; n++) {
+        const uint8_t* row = t->b + n * kb * blob;
+        const float* srow = t->s + n * kb;
+        const uint8_t* zrow = t->zp + n * t->zcols;
+        wq_f a0[WQ_MR], a1[WQ_MR], b0[WQ_MR], b1[WQ_MR];
+        float tail[WQ_MR];
+        for (int m = 0; m < MR; m++) {
+            a0[m] = a1[m] = b0[m] = b1[m] = (wq_f){0};
+            tail[m] = 0.0f;
+        }
+        int64_t blk = 0;
+        if (bits == 4) {
+            for (; blk + 1 < kb; blk += 2) {
+                wq_block4(row + blk * blob, blob, srow[blk], wq_zero(zrow, blk, 4),
+                          ap + blk * blob, ap + half + blk * blob, as, MR, a0, a1, tail);
+                wq_block4(row + (blk + 1) * blob, blob, srow[blk + 1],
+                          wq_zero(zrow, blk + 1, 4), ap + (blk + 1) * blob,
+                          ap + half + (blk + 1) * blob, as, MR, b0, b1, tail);
+            }
+            if (blk < kb)
+                wq_block4(row + blk * blob, blob, srow[blk], wq_zero(zrow, blk, 4),
+                          ap + blk * blob, ap + half + blk * blob, as, MR, a0, a1, tail);
+        } else {
+            for (; blk + 1 < kb; blk += 2) {
+                wq_block8(row + blk * blob, blob, srow[blk], zrow[blk], ap + blk * blob, as,
+                          MR, a0, a1, tail);
+                wq_block8(row + (blk + 1) * blob, blob, srow[blk + 1], zrow[blk + 1],
+                          ap + (blk + 1) * blob, as, MR, b0, b1, tail);
+            }
+            if (blk < kb)
+                wq_block8(row + blk * blob, blob, srow[blk], zrow[blk], ap + blk * blob, as,
+                          MR, a0, a1, tail);
+        }
+        const float bn = t->bias ? t->bias[n] : 0.0f;
+        for (int m = 0; m < MR; m++)
+            t->out[m * N + n] = wq_hsum((a0[m] + a1[m]) + (b0[m] + b1[m])) + tail[m] + bn;
+    }
+}
+
+static void wq_gemv_rows(void* ctx, int64_t lo, int64_t hi) {
+    const wq_task* t = (const wq_task*)ctx;
+    switch (t->d->M) {
+    case 1: wq_gemv(t, lo, hi, 1); break;
+    case 2: wq_gemv(t, lo, hi, 2); break;
+    case 3: wq_gemv(t, lo, hi, 3); break;
+    default: wq_gemv(t, lo, hi, 4); break;
+    }
+}
+
+/* The activations laid out for wq_gemv: row m at ap + m * astride; 8 bits: a padded with
+ * zeros to k_blocks * block_size; 4 bits: the even-k values, then (at half) the odd-k
+ * ones, each padded to k_blocks * block_size / 2 (padding weights multiply zeros). */
+static void wq_prepare(const wq_task* t, const float* a, float* ap) {
+    const plait_wq_desc* d = t->d;
+    const int64_t K = d->K;
+    memset(ap, 0, (size_t)(d->M * t->astride) * sizeof(float));
+    for (int64_t m = 0; m < d->M; m++) {
+        const float* x = a + m * K;
+        float* r = ap + m * t->astride;
+        if (d->bits == 4) {
+            for (int64_t k = 0; k < K; k++) r[(k & 1) * t->half + (k >> 1)] = x[k];
+        } else {
+            memcpy(r, x, (size_t)K * sizeof(float));
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ prefill */
+
+/* columns n0 .. n0 + WQ_NT - 1 of W^T, dequantized: panel[k][j] (zeros past N) */
+static void wq_dequant_panel(const wq_task* t, int64_t n0, float* panel) {
+    const plait_wq_desc* d = t->d;
+    const int bits = (int)d->bits;
+    const int64_t K = d->K, bs = d->block_size, blob = t->blob, kb = t->kb;
+    for (int64_t jj = 0; jj < WQ_NT; jj++) {
+        const int64_t n = n0 + jj;
+        if (n >= d->N) {
+            for (int64_t k = 0; k < K; k++) panel[k * WQ_NT + jj] = 0.0f;
+            continue;
+        }
+        const uint8_t* row = t->b + n * kb * blob;
+        for (int64_t blk = 0; blk < kb; blk++) {
+            const float sc = t->s[n * kb + blk];
+            const int32_t z = wq_zero(t->zp + n * t->zcols, blk, bits);
+            const uint8_t* p = row + blk * blob;
+            const int64_t k0 = blk * bs, k1 = k0 + bs < K ? k0 + bs : K;
+            for (int64_t k = k0; k < k1; k++) {
+                const int64_t i = k - k0;
+                const int32_t q = bits == 4 ? (p[i >> 1] >> ((i & 1) * 4)) & 15 : p[i];
+                panel[k * WQ_NT + jj] = (float)(q - z) * sc;
+            }
+        }
+    }
+}
+
+static void wq_gemm_tiles(void* ctx, int64_t lo, int64_t hi) {
+    wq_task* t = (wq_task*)ctx;
+    const plait_wq_desc* d = t->d;
+    const int64_t M = d->M, N = d->N, K = d->K;
+    float* panel = NULL;
+    if (posix_memalign((void**)&panel, 64, (size_t)(K * WQ_NT) * sizeof(float)) != 0) {
+        __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t tile = lo; tile < hi; tile++) {
+        const int64_t n0 = tile * WQ_NT;
+        const int64_t nc = N - n0 < WQ_NT ? N - n0 : WQ_NT;
+        wq_dequant_panel(t, n0, panel);
+        float bias[WQ_NT];
+        for (int64_t j = 0; j < WQ_NT; j++) bias[j] = t->bias && j < nc ? t->bias[n0 + j] : 0.0f;
+        for (int64_t m0 = 0; m0 < M; m0 += WQ_MR) {
+            const int64_t mr = M - m0 < WQ_MR ? M - m0 : WQ_MR;
+            const float* ar[WQ_MR];
+            for (int r = 0; r < WQ_MR; r++) ar[r] = t->a + (m0 + (r < mr ? r : mr - 1)) * K;
+            wq_f c0[WQ_MR], c1[WQ_MR];
+            for (int r = 0; r < WQ_MR; r++) {
+                c0[r] = WQ_LOAD(bias);
+                c1[r] = WQ_LOAD(bias + WQ_V);
+            }
+            for (int64_t k = 0; k < K; k++) {
+                const wq_f w0 = *(const wq_f*)(panel + k * WQ_NT);
+                const wq_f w1 = *(const wq_f*)(panel + k * WQ_NT + WQ_V);
+                for (int r = 0; r < WQ_MR; r++) {
+                    const float x = ar[r][k];
+                    c0[r] += x * w0;
+                    c1[r] += x * w1;
+                }
+            }
+            for (int64_t r = 0; r < mr; r++) {
+                float* o = t->out + (m0 + r) * N + n0;
+                if (nc == WQ_NT) {
+                    WQ_STORE(o, c0[r]);
+                    WQ_STORE(o + WQ_V, c1[r]);
+                } else {
+                    float tmp[WQ_NT];
+                    WQ_STORE(tmp, c0[r]);
+                    WQ_STORE(tmp + WQ_V, c1[r]);
+                    memcpy(o, tmp, (size_t)nc * sizeof(float));
+                }
+            }
+        }
+    }
+    free(panel);
+}
+
+/* ------------------------------------------------------------------- entry */
+
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_wq_matmul)(const plait_wq_desc* d, const float* a, const uint8_t* b,
+                              const float* scales, const uint8_t* zp, const float* bias,
+                              float* out) {
+    const int64_t M = d->M, N = d->N, K = d->K, bs = d->block_size;
+    if (M <= 0 || N <= 0) return 0;
+    wq_task t;
+    memset(&t, 0, sizeof t);
+    t.d = d;
+    t.a = a;
+    t.b = b;
+    t.s = scales;
+    t.zp = zp;
+    t.bias = bias;
+    t.out = out;
+    t.kb = (K + bs - 1) / bs;
+    t.blob = bs * d->bits / 8;
+    t.zcols = (t.kb * d->bits + 7) / 8;
+    t.astride = t.kb * bs;
+    t.half = t.kb * t.blob;
+    const int64_t work = M * N * K;
+    const int threads = work >= 262144 ? plait_max_threads() : 1;
+    if (M <= WQ_MR) {
+        float* ap = (float*)malloc((size_t)(M * t.astride) * sizeof(float));
+        if (!ap) return 1;
+        wq_prepare(&t, a, ap);
+        t.ap = ap;
+        plait_parallel_range(wq_gemv_rows, &t, N, threads);
+        free(ap);
+        return 0;
+    }
+    plait_parallel_range(wq_gemm_tiles, &t, (N + WQ_NT - 1) / WQ_NT, threads);
+    return __atomic_load_n(&t.failed, __ATOMIC_RELAXED);
+}
+
+PLAIT_ISA_FAMILY("wquant")
+PLAIT_ISA_DISPATCH(int, plait_wq_matmul,
+                   (const plait_wq_desc* d, const float* a, const uint8_t* b,
+                    const float* scales, const uint8_t* zp, const float* bias, float* out),
+                   (d, a, b, scales, zp, bias, out))

@@ -1,0 +1,27 @@
+/* plait_wquant.h: the interface of plait_wquant.c (products with weights quantized to 4
+ * or 8 bits in blocks along K, onnxruntime's MatMulNBits layout), shared by the library
+ * and the per-model call wrappers. */
+#ifndef PLAIT_WQUANT_H
+#define PLAIT_WQUANT_H
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define PLAIT_WQ_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define PLAIT_WQ_HIDDEN
+#endif
+
+typedef struct {
+    int64_t M, N, K;        /* out[M][N] = a[M][K] @ W^T (+ bias), W: N x K */
+    int64_t bits;           /* 4 or 8 */
+    int64_t block_size;     /* values along K per scale and zero point (even for 4 bits) */
+} plait_wq_desc;
+
+/* W[n][k] = (float)(q[n][k] - z[n][k / bs]) * scales[n][k / bs], q and z unpacked from
+ * b[N][k_blocks][bs * bits / 8] and zp[N][ceil(k_blocks * bits / 8)] (4 bits: low
+ * nibble first); bias may be NULL.  0 on success, 1 out of memory. */
+PLAIT_WQ_HIDDEN int plait_wq_matmul(const plait_wq_desc* d, const float* a, const uint8_t* b,
+                                    const float* scales, const uint8_t* zp,
+                                    const float* bias, float* out);
+#endif
