@@ -27,6 +27,7 @@ from plait.ir.module import IRModule
 from plait.ir.types import TensorType
 from plait.ir.visitor import ExprMutator
 from plait.op.registry import make_call
+from plait.transform.dead_code import dead_code_elimination
 from plait.transform.pass_base import module_pass
 
 from . import nbits as NB
@@ -72,10 +73,24 @@ def parse_spec(spec: str) -> dict[str, Any]:
     return params
 
 
-def _const_weight(e: Expr, values: dict[Var, Expr]) -> np.ndarray | None:
-    """The constant behind ``e`` (a constant, or a variable bound to one), else None."""
+def _resolve(e: Expr, values: dict[Var, Expr]) -> Expr:
     while isinstance(e, Var) and e in values:
         e = values[e]
+    return e
+
+
+def _const_weight(e: Expr, values: dict[Var, Expr]) -> np.ndarray | None:
+    """The constant behind ``e`` (a constant, a variable bound to one, or the transpose
+    of a 2-D one: ``torch.export`` writes ``x @ W.T`` as ``mm(x, permute(W))``, and
+    FoldConstant leaves the transposes of large weights), else None."""
+    e = _resolve(e, values)
+    if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "permute_dims":
+        inner = _resolve(e.args[0], values)
+        axes = e.attrs.get("axes")
+        if (isinstance(inner, Constant) and inner.data.ndim == 2
+                and (axes is None or tuple(axes) == (1, 0))):
+            return inner.data.T
+        return None
     return e.data if isinstance(e, Constant) else None
 
 
@@ -109,7 +124,7 @@ class _Quantize(ExprMutator):
             return call
         if op.name == "matmul" and (xt.shape is None or len(xt.shape) < 1):
             return call
-        w_nk = w if op.name == "linear" else w.T
+        w_nk = np.ascontiguousarray(w if op.name == "linear" else w.T)
         n, k = w_nk.shape
         step = 8 // self.bits
         bs = self.group if self.group is not None else -(-k // step) * step
@@ -140,8 +155,8 @@ class QuantizeWeights:
             new = q.visit_function(func)
             done += q.done
             skipped += q.skipped
-            if q.done:
-                changed[name] = new
+            if q.done:   # (the transposes the products read are dead now)
+                changed[name] = dead_code_elimination(new)
         if not done:
             why = ("; it saw " + ", ".join(sorted(set(skipped)))) if skipped else (
                 "; it has no float32 matmul or linear")

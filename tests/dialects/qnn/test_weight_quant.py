@@ -301,3 +301,32 @@ def test_bad_matmul_nbits_calls_are_refused() -> None:
         bb.normalize(make_call("qnn.matmul_nbits", Var("y", TensorType((2, 63), "float32")),
                                Constant(b), Constant(s), Constant(z), K=64, N=8, bits=4,
                                block_size=32))
+
+
+def test_transposed_constant_weights_are_quantized_in_place() -> None:
+    """``torch.export`` writes ``x @ W.T`` as ``matmul(x, permute_dims(W))`` and
+    FoldConstant leaves the transposes of large weights: the pass quantizes ``W`` itself
+    (its rows are the output channels already), and the transpose is gone."""
+    from plait.ir import BlockBuilder, TensorType, Var
+    from plait.ir.expr import Constant
+    from plait.op import make_call
+    from plait.transform import Sequential, make_pass
+
+    rng = np.random.default_rng(9)
+    w_nk = rng.standard_normal((24, 64)).astype(np.float32)
+    x = Var("x", TensorType((2, 64), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            wt = bb.emit(make_call("permute_dims", Constant(w_nk), axes=(1, 0)))
+            out = bb.emit_output(bb.emit(make_call("matmul", x, wt)))
+        bb.emit_func_output(out)
+    mod = Sequential([make_pass("Normalize"), make_pass("LambdaLift")])(bb.get())
+    mod = qnn.QuantizeWeights(bits=4, group=32)(mod)
+    text = str(mod)
+    assert "qnn.matmul_nbits" in text and "permute_dims" not in text
+    xv = rng.standard_normal((2, 64)).astype(np.float32)
+    got = run(plait.build(mod, "numpy"), xv)
+    b, s, z = ort_quantize(w_nk.T.copy(), 4, 32, False)
+    w = nbits.dequantize_weights(b, s, z, 64, 4, 32)
+    assert_close(got, R.matmul_nbits(xv, b, s, z, K=64, N=24, bits=4, block_size=32), xv, w)
