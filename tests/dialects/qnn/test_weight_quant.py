@@ -330,3 +330,20 @@ def test_transposed_constant_weights_are_quantized_in_place() -> None:
     b, s, z = ort_quantize(w_nk.T.copy(), 4, 32, False)
     w = nbits.dequantize_weights(b, s, z, 64, 4, 32)
     assert_close(got, R.matmul_nbits(xv, b, s, z, K=64, N=24, bits=4, block_size=32), xv, w)
+
+
+def test_the_target_hooks() -> None:
+    """``weight_quant`` adds qnn.QuantizeWeights (its parameters from the spec) to the
+    optimization stage after FoldConstant, for any target; qnn.DispatchWeightQuant is
+    in c's dispatch stage only, before qnn.Legalize; without the attribute no pass
+    quantizes."""
+    t = Target("numpy", weight_quant="int4-g128-sym")
+    names = plait.default_pipeline(t).names()
+    assert names.index("FoldConstant") < names.index("qnn.QuantizeWeights")
+    (p,) = [s.pass_ for s in plait.default_pipeline(t).flatten(None)
+            if s.pass_.name == "qnn.QuantizeWeights"]
+    assert p.params == {"bits": 4, "group": 128, "symmetric": True}
+    assert "qnn.QuantizeWeights" not in plait.default_pipeline("c").names()
+    assert "qnn.DispatchWeightQuant" not in names
+    c = plait.default_pipeline(Target("c", weight_quant="int8")).names()
+    assert c.index("qnn.DispatchWeightQuant") < c.index("qnn.Legalize")
