@@ -111,8 +111,8 @@ def _inputs(t: Target) -> list[Any]:
     registered under the core passes' names, the user passes, the codegens the target
     offloads to (objects, compared by identity; names, compared by value)."""
     from .dialects import DIALECTS
-    from .transform.codegens import _CODEGENS
-    from .transform.registry import _PASSES
+    from .transform.codegens import registered_codegen
+    from .transform.registry import registered_class
 
     out: list[Any] = []
     for name, d in DIALECTS.items():
@@ -123,12 +123,12 @@ def _inputs(t: Target) -> list[Any]:
         out.append(kind)
         for item in kind.hooks.items():
             out += item
-    out += [_PASSES.get(n) for n in _CORE_PASSES]
+    out += [registered_class(n) for n in _CORE_PASSES]
     out += USER_PASSES
     out.append(len(USER_PASSES))
     offload = t.attrs.get("offload") or ()
     for n in (offload,) if isinstance(offload, str) else offload:
-        out += (n, _CODEGENS.get(n))
+        out += (n, registered_codegen(n))
     return out
 
 

@@ -104,7 +104,7 @@ def post_order(root: Node) -> Iterator[Node]:
 
 
 
-_NON_VAR_LEAVES = frozenset(
+NON_VAR_LEAVES = frozenset(
     {Constant, Op, GlobalVar, ExternFunc, ShapeExpr, PrimValue, StringImm}
 )
 
@@ -117,7 +117,7 @@ def used_vars(e: Expr) -> list[Var]:
     t = type(e)
     if t is Var or t is DataflowVar:
         return [e]  # type: ignore[list-item]
-    if t in _NON_VAR_LEAVES:
+    if t in NON_VAR_LEAVES:
         return []
     if t is Call:
         out: list[Var] = []
@@ -130,9 +130,9 @@ def used_vars(e: Expr) -> list[Var]:
                     tf = type(f)
                     if tf is Var or tf is DataflowVar:
                         out.append(f)
-                    elif tf not in _NON_VAR_LEAVES:
+                    elif tf not in NON_VAR_LEAVES:
                         return [n for n in post_order(e) if isinstance(n, Var)]
-            elif ta not in _NON_VAR_LEAVES:
+            elif ta not in NON_VAR_LEAVES:
                 return [n for n in post_order(e) if isinstance(n, Var)]
         return out
     return [n for n in post_order(e) if isinstance(n, Var)]
@@ -391,7 +391,7 @@ class ExprMutator:
         for b in block.bindings:
             self.visit_binding(b)
         bindings = self.builder.end_scope()
-        if len(bindings) == len(block.bindings) and _same_objects(bindings, block.bindings):
+        if len(bindings) == len(block.bindings) and same_objects(bindings, block.bindings):
             return block
         return type(block)(tuple(bindings))
 
@@ -644,7 +644,9 @@ def vars_kept(args: tuple[Expr, ...], remap: dict) -> bool:
     return True
 
 
-def _same_objects(a: list, b: tuple) -> bool:
+def same_objects(a: list, b: tuple) -> bool:
+    """True when ``a`` and ``b`` hold the same objects (``is``), position by position
+    (the shorter one's length)."""
     for x, y in zip(a, b):
         if x is not y:
             return False

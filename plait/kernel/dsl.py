@@ -66,7 +66,7 @@ from .intrin import (  # noqa: F401  (re-exported for DSL users)
     tanh,
 )
 from .ir import (
-    _NODE,
+    NODE_OPTIONS,
     Add,
     Allocate,
     BinaryOp,
@@ -189,7 +189,7 @@ class ComputeOp:
     inputs: tuple[Tensor, ...]
 
 
-@dataclass(**_NODE, init=False)
+@dataclass(**NODE_OPTIONS, init=False)
 class ReduceAxis(Var):
     """A reduction variable ranging over ``[0, extent)``; made by :func:`reduce_axis`."""
 
@@ -200,7 +200,7 @@ class ReduceAxis(Var):
         object.__setattr__(self, "extent", as_expr(extent, "int64"))
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class Reduce(PrimExpr):
     """A reduction of ``source`` over ``axis`` with ``combiner`` (``sum``, ``prod``,
     ``max`` or ``min``).  Only valid as the whole body of a :func:`compute`."""
@@ -278,9 +278,12 @@ def _axis_names(fcompute: Callable[..., Any], ndim: int) -> list[str]:
     return [f"i{k}" for k in range(ndim)]
 
 
-def _children(e: PrimExpr) -> tuple[PrimExpr, ...]:
+def dsl_children(e: PrimExpr) -> tuple[PrimExpr, ...]:
     """The operands of ``e``, including a reduction's source."""
     return (e.source,) if isinstance(e, Reduce) else expr_children(e)
+
+
+_children = dsl_children  # its old name (tests read it)
 
 
 def _walk(e: PrimExpr) -> list[PrimExpr]:
@@ -288,7 +291,7 @@ def _walk(e: PrimExpr) -> list[PrimExpr]:
     while stack:
         x = stack.pop()
         out.append(x)
-        stack.extend(_children(x))
+        stack.extend(dsl_children(x))
     return out
 
 

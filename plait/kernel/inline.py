@@ -39,7 +39,7 @@ import inspect
 from collections.abc import Callable, Iterable, Sequence
 
 from . import dsl
-from .dsl import Reduce, Tensor, _children
+from .dsl import Reduce, Tensor, dsl_children
 from .ir import (
     BufferLoad,
     PrimExpr,
@@ -70,7 +70,7 @@ def expr_size_depth(e: PrimExpr) -> tuple[int, int]:
         size += 1
         if d > depth:
             depth = d
-        for c in _children(x):
+        for c in dsl_children(x):
             stack.append((c, d + 1))
     return size, depth
 
@@ -83,7 +83,7 @@ def _count_loads(e: PrimExpr) -> dict[int, int]:
         x = stack.pop()
         if isinstance(x, BufferLoad):
             out[id(x.buffer)] = out.get(id(x.buffer), 0) + 1
-        stack.extend(_children(x))
+        stack.extend(dsl_children(x))
     return out
 
 

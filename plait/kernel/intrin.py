@@ -26,8 +26,8 @@ from .ir import (
     Or,
     PrimExpr,
     Select,
-    _binary,
     as_expr,
+    binary_op,
     is_float_dtype,
     is_int_dtype,
 )
@@ -158,12 +158,12 @@ checked_index = _make("checked_index")
 
 def maximum(a: Any, b: Any) -> PrimExpr:
     """``max(a, b)`` as a :class:`Max` node."""
-    return _binary(Max, a, b)
+    return binary_op(Max, a, b)
 
 
 def minimum(a: Any, b: Any) -> PrimExpr:
     """``min(a, b)`` as a :class:`Min` node."""
-    return _binary(Min, a, b)
+    return binary_op(Min, a, b)
 
 
 def select(cond: Any, true_value: Any, false_value: Any) -> PrimExpr:
@@ -205,11 +205,11 @@ def eq(a: Any, b: Any) -> PrimExpr:
     """``a == b`` (Python ``==`` on expressions is identity, so use this)."""
     from .ir import EQ
 
-    return _binary(EQ, a, b)
+    return binary_op(EQ, a, b)
 
 
 def ne(a: Any, b: Any) -> PrimExpr:
     """``a != b``."""
     from .ir import NE
 
-    return _binary(NE, a, b)
+    return binary_op(NE, a, b)

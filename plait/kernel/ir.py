@@ -38,7 +38,8 @@ from plait.ir.types import PrimType, check_dtype
 
 from .dispatch import TypeTable
 
-_NODE = dict(frozen=True, eq=False, slots=True, repr=False)
+NODE_OPTIONS = dict(frozen=True, eq=False, slots=True, repr=False)
+"""The ``dataclass`` options of every kernel IR node (immutable, compared by identity)."""
 
 INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
 FLOAT_DTYPES = frozenset({"float16", "float32", "float64"})
@@ -56,16 +57,27 @@ def is_float_dtype(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES
 
 
-def _text(node: Node) -> str:
-    from .text import node_text
+_PRINTERS: dict[str, Callable[..., str]] = {}
+"""The text format's printers of a node and of a kernel: :mod:`plait.kernel.text`
+(which imports this module) registers them when :mod:`plait.kernel` is imported."""
 
-    return node_text(node)
+
+def register_printers(node: Callable[[Node], str], kernel: Callable[[str, Kernel], str]) -> None:
+    """Print nodes with ``node`` and kernels with ``kernel`` (``repr``, ``script()`` and
+    the error messages that show an expression)."""
+    _PRINTERS["node"] = node
+    _PRINTERS["kernel"] = kernel
+
+
+def _text(node: Node) -> str:
+    printer = _PRINTERS.get("node")
+    return printer(node) if printer is not None else f"<{type(node).__name__}>"
 
 
 # ---------------------------------------------------------------- expressions
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class PrimExpr(Expr):
     """Base of scalar expressions.  ``ty`` is always ``PrimType(dtype)``."""
 
@@ -89,59 +101,59 @@ class PrimExpr(Expr):
 
     # Operators build nodes; Python numbers become constants of the other operand's dtype.
     def __add__(self, other: Any) -> PrimExpr:
-        return _binary(Add, self, other)
+        return binary_op(Add, self, other)
 
     def __radd__(self, other: Any) -> PrimExpr:
-        return _binary(Add, other, self)
+        return binary_op(Add, other, self)
 
     def __sub__(self, other: Any) -> PrimExpr:
-        return _binary(Sub, self, other)
+        return binary_op(Sub, self, other)
 
     def __rsub__(self, other: Any) -> PrimExpr:
-        return _binary(Sub, other, self)
+        return binary_op(Sub, other, self)
 
     def __mul__(self, other: Any) -> PrimExpr:
-        return _binary(Mul, self, other)
+        return binary_op(Mul, self, other)
 
     def __rmul__(self, other: Any) -> PrimExpr:
-        return _binary(Mul, other, self)
+        return binary_op(Mul, other, self)
 
     def __truediv__(self, other: Any) -> PrimExpr:
-        return _binary(Div, self, other)
+        return binary_op(Div, self, other)
 
     def __rtruediv__(self, other: Any) -> PrimExpr:
-        return _binary(Div, other, self)
+        return binary_op(Div, other, self)
 
     def __floordiv__(self, other: Any) -> PrimExpr:
-        return _binary(FloorDiv, self, other)
+        return binary_op(FloorDiv, self, other)
 
     def __rfloordiv__(self, other: Any) -> PrimExpr:
-        return _binary(FloorDiv, other, self)
+        return binary_op(FloorDiv, other, self)
 
     def __mod__(self, other: Any) -> PrimExpr:
-        return _binary(FloorMod, self, other)
+        return binary_op(FloorMod, self, other)
 
     def __rmod__(self, other: Any) -> PrimExpr:
-        return _binary(FloorMod, other, self)
+        return binary_op(FloorMod, other, self)
 
     def __neg__(self) -> PrimExpr:
-        return _binary(Sub, 0, self)
+        return binary_op(Sub, 0, self)
 
     def __lt__(self, other: Any) -> PrimExpr:
-        return _binary(LT, self, other)
+        return binary_op(LT, self, other)
 
     def __le__(self, other: Any) -> PrimExpr:
-        return _binary(LE, self, other)
+        return binary_op(LE, self, other)
 
     def __gt__(self, other: Any) -> PrimExpr:
-        return _binary(GT, self, other)
+        return binary_op(GT, self, other)
 
     def __ge__(self, other: Any) -> PrimExpr:
-        return _binary(GE, self, other)
+        return binary_op(GE, self, other)
 
 
 
-@dataclass(**_NODE, init=False)
+@dataclass(**NODE_OPTIONS, init=False)
 class Var(PrimExpr):
     """A scalar variable: a loop variable, a let variable or a size variable.
 
@@ -162,7 +174,7 @@ class Var(PrimExpr):
         return self.name_hint
 
 
-@dataclass(**_NODE, init=False)
+@dataclass(**NODE_OPTIONS, init=False)
 class IntImm(PrimExpr):
     """An integer (or bool) constant: ``IntImm(3)``, ``IntImm(1, "int32")``,
     ``IntImm(True, "bool")``."""
@@ -183,7 +195,7 @@ class IntImm(PrimExpr):
         object.__setattr__(self, "span", span)
 
 
-@dataclass(**_NODE, init=False)
+@dataclass(**NODE_OPTIONS, init=False)
 class FloatImm(PrimExpr):
     """A floating-point constant: ``FloatImm(0.5)`` (float32), ``FloatImm(1, "float64")``."""
 
@@ -198,7 +210,7 @@ class FloatImm(PrimExpr):
         object.__setattr__(self, "span", span)
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class BufferLoad(PrimExpr):
     """``buffer[indices]``: an element of a buffer."""
 
@@ -210,7 +222,7 @@ class BufferLoad(PrimExpr):
         self._set_dtype(self.buffer.dtype)
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class BinaryOp(PrimExpr):
     """Base of two-operand expressions.  Arithmetic keeps the operands' dtype
     (they must agree; the verifier checks); comparisons produce bool."""
@@ -223,28 +235,28 @@ class BinaryOp(PrimExpr):
         self._set_dtype(self.a.dtype)
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class Add(BinaryOp):
     """``a + b``."""
 
     symbol: ClassVar[str] = "+"
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class Sub(BinaryOp):
     """``a - b``."""
 
     symbol: ClassVar[str] = "-"
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class Mul(BinaryOp):
     """``a * b``."""
 
     symbol: ClassVar[str] = "*"
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class Div(BinaryOp):
     """``a / b``: true division for floats; for integers, division truncating toward
     zero (C semantics)."""
@@ -252,14 +264,14 @@ class Div(BinaryOp):
     symbol: ClassVar[str] = "/"
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class FloorDiv(BinaryOp):
     """``a // b``: division rounding toward minus infinity (numpy semantics)."""
 
     symbol: ClassVar[str] = "//"
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class FloorMod(BinaryOp):
     """``a % b``: the remainder of :class:`FloorDiv`, with the sign of ``b`` (numpy
     semantics)."""
@@ -267,21 +279,21 @@ class FloorMod(BinaryOp):
     symbol: ClassVar[str] = "%"
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class Min(BinaryOp):
     """``min(a, b)``; a NaN operand gives NaN (like ``np.minimum``)."""
 
     symbol: ClassVar[str] = "min"
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class Max(BinaryOp):
     """``max(a, b)``; a NaN operand gives NaN (like ``np.maximum``)."""
 
     symbol: ClassVar[str] = "max"
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class CmpOp(BinaryOp):
     """Base of comparisons; the result is bool."""
 
@@ -289,49 +301,49 @@ class CmpOp(BinaryOp):
         self._set_dtype("bool")
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class EQ(CmpOp):
     """``a == b``."""
 
     symbol: ClassVar[str] = "=="
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class NE(CmpOp):
     """``a != b``."""
 
     symbol: ClassVar[str] = "!="
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class LT(CmpOp):
     """``a < b``."""
 
     symbol: ClassVar[str] = "<"
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class LE(CmpOp):
     """``a <= b``."""
 
     symbol: ClassVar[str] = "<="
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class GT(CmpOp):
     """``a > b``."""
 
     symbol: ClassVar[str] = ">"
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class GE(CmpOp):
     """``a >= b``."""
 
     symbol: ClassVar[str] = ">="
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class And(BinaryOp):
     """Logical ``a and b`` of two bools."""
 
@@ -341,7 +353,7 @@ class And(BinaryOp):
         self._set_dtype("bool")
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class Or(BinaryOp):
     """Logical ``a or b`` of two bools."""
 
@@ -351,7 +363,7 @@ class Or(BinaryOp):
         self._set_dtype("bool")
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class Not(PrimExpr):
     """Logical ``not a`` of a bool."""
 
@@ -361,7 +373,7 @@ class Not(PrimExpr):
         self._set_dtype("bool")
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class Select(PrimExpr):
     """``true_value if cond else false_value``; only the chosen value is evaluated."""
 
@@ -373,7 +385,7 @@ class Select(PrimExpr):
         self._set_dtype(self.true_value.dtype)
 
 
-@dataclass(**_NODE, init=False)
+@dataclass(**NODE_OPTIONS, init=False)
 class Cast(PrimExpr):
     """``value`` converted to ``dtype`` (C conversion rules; to bool means ``!= 0``)."""
 
@@ -385,7 +397,7 @@ class Cast(PrimExpr):
         object.__setattr__(self, "span", span)
 
 
-@dataclass(**_NODE, init=False)
+@dataclass(**NODE_OPTIONS, init=False)
 class Call(PrimExpr):
     """A math intrinsic by name, e.g. ``Call("exp", (x,), "float32")``; the names and
     their signatures are listed in :data:`plait.kernel.intrin.INTRINSICS`.  Prefer the
@@ -407,7 +419,7 @@ class Call(PrimExpr):
 # ---------------------------------------------------------------- buffers
 
 
-@dataclass(**_NODE, init=False)
+@dataclass(**NODE_OPTIONS, init=False)
 class Buffer(Node):
     """A typed, C-contiguous n-d array: ``Buffer("a", (4, n), "float32")``.
 
@@ -477,7 +489,7 @@ class Buffer(Node):
 # ---------------------------------------------------------------- statements
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class Stmt(Node):
     """Base of statements.  ``span`` says where a parsed statement came from."""
 
@@ -487,7 +499,7 @@ class Stmt(Node):
         return _text(self)
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class For(Stmt):
     """``for var in kind(extent): body``: ``var`` (int64) runs from 0 to ``extent - 1``.
 
@@ -509,7 +521,7 @@ class For(Stmt):
             object.__setattr__(self, "extent", IntImm(self.extent))
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class BufferStore(Stmt):
     """``buffer[indices] = value``."""
 
@@ -523,7 +535,7 @@ class BufferStore(Stmt):
             object.__setattr__(self, "value", as_expr(self.value, self.buffer.dtype))
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class Let(Stmt):
     """``var = value`` for the statement ``body`` (the variable is immutable)."""
 
@@ -533,7 +545,7 @@ class Let(Stmt):
     _def_fields: ClassVar[tuple[str, ...]] = ("var",)
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class IfThenElse(Stmt):
     """``if cond: then_body else: else_body`` (``else_body`` may be None)."""
 
@@ -542,7 +554,7 @@ class IfThenElse(Stmt):
     else_body: Stmt | None = None
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class Allocate(Stmt):
     """A local scratch ``buffer`` that exists during ``body``.  Inside a parallel loop
     each iteration gets its own."""
@@ -552,7 +564,7 @@ class Allocate(Stmt):
     _def_fields: ClassVar[tuple[str, ...]] = ("buffer",)
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class Seq(Stmt):
     """Statements run in order.  Nested sequences are flattened on construction."""
 
@@ -568,7 +580,7 @@ class Seq(Stmt):
         object.__setattr__(self, "stmts", tuple(flat))
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class Evaluate(Stmt):
     """Evaluate an expression for its effect (for example an intrinsic call)."""
 
@@ -595,7 +607,7 @@ def _collect_size_vars(params: tuple[Buffer, ...]) -> tuple[Var, ...]:
     return tuple(seen.values())
 
 
-@dataclass(**_NODE)
+@dataclass(**NODE_OPTIONS)
 class Kernel(BaseFunc):
     """A loop-level function over buffers, held in an IRModule by name.
 
@@ -631,9 +643,7 @@ class Kernel(BaseFunc):
 
     def script(self, name: str = "kernel") -> str:
         """The kernel in the text format, as ``@kernel def <name>(...)``."""
-        from .text import print_kernel
-
-        return print_kernel(name, self)
+        return _PRINTERS["kernel"](name, self)
 
     def __repr__(self) -> str:
         return self.script(str(self.attrs.get("global_symbol", "kernel")))
@@ -694,7 +704,9 @@ def _index_tuple(indices: Any) -> tuple[PrimExpr, ...]:
     return tuple(i if isinstance(i, PrimExpr) else as_expr(i, "int64") for i in indices)
 
 
-def _binary(cls: type[BinaryOp], a: Any, b: Any) -> PrimExpr:
+def binary_op(cls: type[BinaryOp], a: Any, b: Any) -> PrimExpr:
+    """``cls(a, b)``, a Python number on either side taking the other's dtype; a dtype
+    mismatch is a ``TypeError`` naming the expression."""
     if not isinstance(a, PrimExpr):
         a = as_expr(a, b.dtype)
     elif not isinstance(b, PrimExpr):

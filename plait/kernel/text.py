@@ -936,5 +936,8 @@ def register_text_hooks() -> None:
     from plait.ir.parser import register_func_parser
     from plait.ir.printer import register_func_printer
 
+    from .ir import register_printers
+
+    register_printers(node_text, print_kernel)
     register_func_printer(Kernel, _print_hook)
     register_func_parser("kernel", _parse_hook)

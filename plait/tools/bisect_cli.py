@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cli import CliError
+from ..models import CliError
 from .common import describe_error, load_model, load_plugins, parse_inputs, parse_passes
 
 

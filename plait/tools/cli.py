@@ -20,7 +20,7 @@ import json
 import sys
 from typing import Any
 
-from ..cli import CliError
+from ..models import CliError
 from .common import describe_error, load_model, load_plugins, parse_passes, pass_options
 
 

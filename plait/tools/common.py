@@ -1,6 +1,6 @@
 """What the debugging commands share: loading plugins and models, pass options, pipelines.
 
-Errors are :class:`plait.cli.CliError` (one line, exit code 2) naming the file, the
+Errors are :class:`plait.models.CliError` (one line, exit code 2) naming the file, the
 pass or the column of the pipeline text at fault.
 """
 
@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..cli import CliError, _first_line, _import_onnx, _kind, _parse_shape, _parse_text
+from ..models import (
+    CliError,
+    file_kind,
+    first_line,
+    import_onnx,
+    parse_input,
+    parse_shape,
+    parse_text,
+)
 
 if TYPE_CHECKING:  # the compiler: imported when a command uses it (`plait run x.plx`
     from ..ir.module import IRModule  # builds the argument parser without it)
@@ -49,7 +57,7 @@ def load_plugins(paths: Sequence[str]) -> None:
         except Exception as e:
             del sys.modules[name]
             raise CliError(f"--plugin {path} failed while loading: {type(e).__name__}: "
-                           f"{_first_line(e)}") from None
+                           f"{first_line(e)}") from None
 
 
 @dataclass
@@ -68,12 +76,12 @@ def load_model(path: str, shapes: Sequence[str] = (), *, static: bool = True) ->
     every other size fixed to 1 when ``static``) or a module in the text format."""
     if not os.path.exists(path):
         raise CliError(f"no such file: {path}")
-    kind = _kind(path)
+    kind = file_kind(path)
     if kind == "onnx":
-        mod, frozen = _import_onnx(path, dict(_parse_shape(s) for s in shapes), {}, static)
+        mod, frozen = import_onnx(path, dict(parse_shape(s) for s in shapes), {}, static)
         return Model(mod, path, path, frozen)
     if kind == "text":
-        return Model(_parse_text(path), path)
+        return Model(parse_text(path), path)
     raise CliError(f"{path} is an executable; give the model (.onnx) or its text (.plait.py)")
 
 
@@ -131,14 +139,12 @@ def pass_options(cls: type[Pass]) -> list[str]:
 
 def parse_inputs(specs: Sequence[str]) -> dict[str, np.ndarray]:
     """``--input name=file.npy`` values."""
-    from ..cli import _parse_input
-
-    return dict(_parse_input(s) for s in specs)
+    return dict(parse_input(s) for s in specs)
 
 
 def describe_error(e: BaseException) -> str:
     """``Type: message`` on one line."""
-    return f"{type(e).__name__}: {_first_line(e)}"
+    return f"{type(e).__name__}: {first_line(e)}"
 
 
 __all__ = [

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cli import CliError
+from ..models import CliError
 
 
 def add_generate(sub: Any) -> None:

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..cli import CliError
+from ..models import CliError
 from .common import describe_error, load_model, load_plugins, parse_passes
 
 

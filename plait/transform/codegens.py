@@ -167,6 +167,12 @@ def unregister_codegen(name: str) -> None:
     _CODEGENS.pop(name, None)
 
 
+def registered_codegen(name: str) -> Codegen | None:
+    """The codegen registered under ``name``, or None (:func:`get_codegen` raises,
+    naming close names, instead)."""
+    return _CODEGENS.get(name)
+
+
 def list_codegens() -> list[Codegen]:
     """The registered codegens, by name."""
     load_compiler()
@@ -196,5 +202,6 @@ __all__ = [
     "list_codegens",
     "offload_passes",
     "register_codegen",
+    "registered_codegen",
     "unregister_codegen",
 ]

@@ -30,7 +30,9 @@ from .pass_base import function_pass
 _NO_REMAP: dict = {}
 
 
-def _is_pure(value: Expr) -> bool:
+def is_pure(value: Expr) -> bool:
+    """True when binding ``value`` has no effect beyond its result (so an unused
+    binding of it can go)."""
     if isinstance(value, Call):
         op = value.op
         if isinstance(op, Op):
@@ -50,7 +52,7 @@ def _dce_seq(seq: SeqExpr, live: set[Var]) -> SeqExpr:
     for block in reversed(seq.blocks):
         kept = []
         for b in reversed(block.bindings):
-            if b.var not in live and _is_pure(b.value):
+            if b.var not in live and is_pure(b.value):
                 changed = True
                 continue
             value = b.value

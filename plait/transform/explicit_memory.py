@@ -48,7 +48,7 @@ from ..ir.expr import (
     new_var_binding,
 )
 from ..ir.types import OBJECT, TensorType, TupleType, Type
-from ..ir.visitor import ExprMutator, _same_objects
+from ..ir.visitor import ExprMutator, same_objects
 from ..op.registry import make_call, normalize_attrs
 from .pass_base import function_pass
 from .to_non_dataflow import merge_blocks
@@ -86,7 +86,7 @@ class _ExplicitMemory(ExprMutator):
             self.visit_binding(b)
         bindings = bb.end_scope()
         if type(block) is BindingBlock and len(bindings) == len(block.bindings) and \
-                _same_objects(bindings, block.bindings):
+                same_objects(bindings, block.bindings):
             return block
         return BindingBlock(tuple(bindings))
 

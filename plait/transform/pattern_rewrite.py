@@ -44,7 +44,7 @@ from ..ir.expr import (
 )
 from ..ir.module import IRModule
 from ..ir.well_formed import calls_any, iter_bindings
-from .dead_code import _is_pure
+from .dead_code import is_pure
 from .debug_counter import allow_rewrite
 from .fuse_ops import count_uses, value_uses
 from .pattern import Pattern, PatternError, check_root, root_ops
@@ -173,7 +173,7 @@ class _BlockRewriter:
             i = index.get(v)
             if i is None or i in dropped or i in new_values or uses.get(v, 0) != 0:
                 continue
-            if not _is_pure(bindings[i].value):
+            if not is_pure(bindings[i].value):
                 continue
             dropped.add(i)
             drop_uses(bindings[i].value)

@@ -49,7 +49,7 @@ from ..ir.expr import (
     new_var_binding,
 )
 from ..ir.types import ObjectType, TensorType
-from ..ir.visitor import _NON_VAR_LEAVES, used_vars
+from ..ir.visitor import NON_VAR_LEAVES, used_vars
 from ..op.registry import make_call
 from .debug_counter import allow_rewrite, counting
 from .pass_base import function_pass
@@ -224,7 +224,7 @@ def plan_function(func: Function) -> Function:
                 ta = type(a)
                 if ta is Tuple:
                     items = a.fields  # type: ignore[attr-defined]
-                elif ta in _NON_VAR_LEAVES:
+                elif ta in NON_VAR_LEAVES:
                     continue
                 else:
                     items = (a,)
@@ -235,7 +235,7 @@ def plan_function(func: Function) -> Function:
                         if held_by is not None:
                             for x in held_by:
                                 x[2] = i
-                    elif tf not in _NON_VAR_LEAVES:
+                    elif tf not in NON_VAR_LEAVES:
                         break  # something nested: the general walk below
                 else:
                     continue

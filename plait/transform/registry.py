@@ -113,6 +113,12 @@ def list_passes(module_prefix: str | None = None) -> list[PassInfo]:
     ]
 
 
+def registered_class(name: str) -> type[Pass] | None:
+    """The class registered under ``name``, or None (:func:`get_pass_class` raises,
+    naming close names, instead)."""
+    return _PASSES.get(name)
+
+
 def registered_classes() -> dict[str, type[Pass]]:
     """A copy of the registry: name to class."""
     load_compiler()
@@ -126,6 +132,7 @@ __all__ = [
     "make_pass",
     "pass_info",
     "register_pass",
+    "registered_class",
     "registered_classes",
     "registry_generation",
     "unregister_pass",

@@ -27,7 +27,8 @@ from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule
 
 from . import ops  # noqa: F401  (registers the converters)
-from .export import CONVERTERS, OnnxExportError, export_function, why_not
+from .export import export_function
+from .onnx_graph import CONVERTERS, OnnxExportError, why_not
 
 NAME = "onnxruntime"
 

@@ -15,7 +15,7 @@ import numpy as np
 from plait.ir.expr import Call, Constant
 from plait.ir.types import TensorType
 
-from .export import Graph, OnnxExportError, converter
+from .onnx_graph import Graph, OnnxExportError, converter, np_tensor_type
 
 UNARY = {
     "relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "log": "Log",
@@ -296,8 +296,6 @@ def _softplus(g: Graph, call: Call, out: str) -> None:
 
 @converter("cast")
 def _cast(g: Graph, call: Call, out: str) -> None:
-    from .export import np_tensor_type
-
     g.node("Cast", [g.arg(call, 0)], [out], to=np_tensor_type(call.attrs["dtype"]))
 
 

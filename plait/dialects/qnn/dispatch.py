@@ -384,7 +384,7 @@ def _plan_add(call: Call) -> Any:
         fixed = f(f(int(pzc)) - R.fma_f32(ra, f(int(pza)), f(rb * f(int(pzb)))))
     if not all(np.isfinite(v) for v in (ra, rb, fixed)):
         return None
-    case = R._broadcast_case(as_, bs)
+    case = R.broadcast_case(as_, bs)
     return QAddCall(a, b, float(ra), float(rb), float(fixed), case == "a", os_)
 
 

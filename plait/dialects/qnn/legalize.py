@@ -328,7 +328,7 @@ def _add(lw: Lowering) -> Expr:
         return lw.cast(lw.op("add", prod, lw.cast(c, F64)), F32)
 
     fixed_e = lw.const(fixed, F32)
-    case = R._broadcast_case(tuple(_shape(a)), tuple(_shape(b)))
+    case = R.broadcast_case(tuple(_shape(a)), tuple(_shape(b)))
     if case == "a":
         v = fma(bf, rb, fma(af, ra, fixed_e))
     else:

@@ -264,7 +264,7 @@ def _scalar(p: Any, dtype: Any = F32) -> Any:
     return a.reshape(()).astype(dtype)[()]
 
 
-def _broadcast_case(sa: tuple[int, ...], sb: tuple[int, ...]) -> str:
+def broadcast_case(sa: tuple[int, ...], sb: tuple[int, ...]) -> str:
     """How onnxruntime's broadcast loop feeds a binary QLinear kernel: ``"a"`` when A is
     one value per span of the output's innermost (non-unit) dimension, ``"b"`` when B
     is, ``"general"`` when both run along it."""
@@ -316,7 +316,7 @@ def add(
     ra, rb = F32(sa / sc), F32(sb / sc)
     fixed = F32(F32(zc) - fma_f32(ra, F32(za), F32(rb * F32(zb))))
     af, bf = a.astype(F32), b.astype(F32)
-    case = _broadcast_case(a.shape, b.shape)
+    case = broadcast_case(a.shape, b.shape)
     if case == "a":
         v = fma_f32(bf, rb, fma_f32(af, ra, fixed))
     elif case == "b":

@@ -300,7 +300,7 @@ def _try(group: Sequence[tuple[Any, SampleModule]], target: str | None,
          imported: dict[tuple, tuple[Any, tuple]]) -> Any:
     """Import (target None: the ATen ops) or build and run a group of samples (the flat
     outputs), or the exception raised.  ``imported`` keeps each group's module."""
-    import plait
+    from plait.build import build
     from plait.runtime import VirtualMachine
 
     from .frontend import from_torch
@@ -313,7 +313,7 @@ def _try(group: Sequence[tuple[Any, SampleModule]], target: str | None,
         mod, inputs = imported[key]
         if target is None:
             return aten_ops(mod)
-        vm = VirtualMachine(plait.build(mod, target=target))
+        vm = VirtualMachine(build(mod, target=target))
         outs = vm["main"](*[t.numpy() for t in inputs])
     except Exception as e:  # noqa: BLE001 - classified by the caller
         return e
