@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from plait.ir import BlockBuilder, Function, IRModule, TensorType, Var
 from plait.ir.visitor import ExprMutator
-from plait.ir.well_formed import iter_bindings
+from plait.ir.walk import iter_bindings
 from plait.op import make_call
 from plait.transform import PassContext, Sequential, function_pass
 

@@ -19,8 +19,9 @@ phase *and of every phase before it*; ``check_well_formed(mod)`` raises a
 ``lowering``
     no op other than those in :data:`plait.op.lowlevel.LOWERED_OPS` is called (in the
     build phase the explicit-memory builtins of :data:`plait.op.lowlevel.BUILD_OPS`
-    are allowed too).  Functions of external codegens (``compiler="x"``) keep their
-    graph form: only the checks of the optimization phase apply to them.
+    are allowed too; the op layer registers both with :func:`register_phase_ops`).
+    Functions of external codegens (``compiler="x"``) keep their graph form: only the
+    checks of the optimization phase apply to them.
 ``build``
     no dataflow blocks; no function of an external codegen is left (RunCodegen has
     compiled them all).
@@ -35,11 +36,12 @@ Everything is iterative: a function of 100,000 bindings is checked without recur
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from plait.errors import PlaitError
+from plait.runtime.lazy_compiler import load_compiler
 
 from .builder import is_atom, join_types, types_compatible
 from .expr import (
@@ -67,6 +69,17 @@ from .expr import (
 )
 from .module import PHASES, IRModule
 from .types import FuncType, ObjectType, PrimType, TensorType, TupleType, Type
+from .walk import (
+    LEAF_TYPES,
+    calls_any,
+    collect_bindings,
+    functions_in,
+    is_flat,
+    iter_bindings,
+    nested_bodies,
+    scan_flat,
+)
+from .walk import calls_any_nested as _calls_any_nested  # noqa: F401  (its old name here)
 
 
 @dataclass(frozen=True)
@@ -152,7 +165,7 @@ def well_formed(mod: IRModule, phase: str | None = None) -> list[Violation]:
         if level >= 1 and _FAST_ACCEPT and func.attrs.get("compiler") is None and \
                 _accepts_common(func, mod, gtypes, level, allowed):
             continue  # breaks none of the invariants below: nothing to report
-        bindings, nested = _collect_bindings(func)
+        bindings, nested = collect_bindings(func)
         _check_types(name, func, gtypes, out, bindings, nested)
         if level >= 1:
             _StructureCheck(name, func, mod, out).run()
@@ -198,13 +211,31 @@ _FAST_ACCEPT = True
 (tests turn it off to compare with the general checks alone)."""
 
 
+_PHASE_OPS: dict[str, Collection[str]] = {}
+"""The ops a graph function may call in the lowering phase (``"lowering"``) and, besides
+those, in the build phase (``"build"``): the op layer's sets, registered by
+:mod:`plait.op.lowlevel` with :func:`register_phase_ops`."""
+
+
+def register_phase_ops(lowered: Collection[str], build: Collection[str]) -> None:
+    """Declare the ops a graph function may call from the lowering phase on (``lowered``)
+    and, besides those, in the build phase (``build``).  The collections are kept, not
+    copied: ops added to them later count."""
+    _PHASE_OPS["lowering"] = lowered
+    _PHASE_OPS["build"] = build
+
+
 def _allowed_ops(level: int) -> frozenset[str] | None:
     """The ops a function may call at phase index ``level`` (None: any registered op)."""
     if level < 2:
         return None
-    from ..op.lowlevel import BUILD_OPS, LOWERED_OPS
-
-    return frozenset(LOWERED_OPS | BUILD_OPS if level >= 3 else LOWERED_OPS)
+    if not _PHASE_OPS:
+        load_compiler()  # the op layer registers them as it is imported
+    if not _PHASE_OPS:
+        raise RuntimeError("the ops of the lowering and build phases are not registered: "
+                           "import plait.op (or plait) before checking a lowered module")
+    lowered = frozenset(_PHASE_OPS["lowering"])
+    return lowered | frozenset(_PHASE_OPS["build"]) if level >= 3 else lowered
 
 
 def _accepts_common(
@@ -436,179 +467,6 @@ def _accepts_simple_value(value: Expr, var: Var, live: set, gtypes: dict[str, Ty
     return not found and (ty is None or ty is var.ty or types_compatible(var.ty, ty))
 
 
-# ------------------------------------------------------------------ traversal helpers
-
-
-def iter_bindings(func: Function, into_functions: bool = True) -> Iterator[tuple[Binding, bool]]:
-    """Every binding of ``func`` in order, with whether its block is a dataflow block,
-    including bindings of ``If`` branches and (if ``into_functions``) of nested
-    functions.  Iterative."""
-    stack: list[Expr] = [func.body]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, SeqExpr):
-            pending: list[Expr] = []
-            for block in e.blocks:
-                df = isinstance(block, DataflowBlock)
-                for b in block.bindings:
-                    yield b, df
-                    v = b.value
-                    if not _is_flat(v):
-                        pending.extend(_nested_bodies(v, into_functions))
-            pending.extend(_nested_bodies(e.body, into_functions))
-            stack.extend(reversed(pending))
-        else:
-            stack.extend(reversed(_nested_bodies(e, into_functions)))
-
-
-def calls_any(func: Function, ops: Container[str]) -> bool:
-    """True if a binding of ``func`` (one of :func:`iter_bindings`: in any block,
-    branch or nested function) calls an op named in ``ops``: a pass that rewrites only
-    calls of some ops returns a function that has none as it is, with no walk.  A
-    function with nothing nested (the usual one) is scanned in one loop."""
-    found = scan_flat(func, ops)
-    return _calls_any_nested(func, ops) if found is None else found
-
-
-def scan_flat(func: Function, ops: Container[str] = ()) -> bool | None:
-    """One loop over the bindings of ``func``: True at the first binding that calls
-    an op named in ``ops``; else None if anything is nested in the function (a
-    sequence, function or If in a binding value or the result: ask
-    :func:`iter_bindings`), False if nothing is (with no ``ops``: False means flat)."""
-    body = func.body
-    if type(body) is not SeqExpr or not _is_flat(body.body):
-        return None
-    for block in body.blocks:
-        for b in block.bindings:
-            v = b.value
-            if type(v) is Call and type(v.op) is Op:
-                if v.op.name in ops and type(b) is VarBinding:  # type: ignore[attr-defined]
-                    return True
-                for a in v.args:  # (what _is_flat reads)
-                    ta = type(a)
-                    if ta in _NO_BODY:
-                        continue
-                    if ta is not Tuple:
-                        return None
-                    for f in a.fields:  # type: ignore[attr-defined]
-                        if type(f) not in _NO_BODY:
-                            return None
-            elif not _is_flat(v):
-                return None
-    return False
-
-
-def _calls_any_nested(func: Function, ops: Container[str]) -> bool:
-    for b, _ in iter_bindings(func):
-        if type(b) is VarBinding:
-            value = b.value
-            if isinstance(value, Call):
-                op = value.op
-                if isinstance(op, Op) and op.name in ops:
-                    return True
-    return False
-
-
-def _collect_bindings(func: Function) -> tuple[list[Binding], bool]:
-    """Every binding of ``func`` in order (those of ``iter_bindings(func)``), and whether
-    anything is nested in the function (a binding value or a result that is not flat:
-    a sequence, function or If inside).  When nothing is, ``func`` is the only function
-    and its body the only sequence."""
-    body = func.body
-    if type(body) is not SeqExpr or not _is_flat(body.body):
-        return [b for b, _ in iter_bindings(func)], True
-    out: list[Binding] = []
-    for block in body.blocks:
-        bindings = block.bindings
-        for b in bindings:
-            if not _is_flat(b.value):
-                return [b for b, _ in iter_bindings(func)], True
-        out.extend(bindings)
-    return out, False
-
-
-_LEAVES = frozenset({Var, DataflowVar, Constant, ShapeExpr, PrimValue, StringImm, ExternFunc})
-"""Expression classes whose type is their annotation and that hold no expressions."""
-
-_NO_BODY = _LEAVES | {GlobalVar, Op}
-"""Expression classes with no nested sequence or function inside."""
-
-
-def _is_flat(e: Expr) -> bool:
-    """True if ``e`` is a leaf, or a call of a leaf on leaves and tuples of leaves
-    (nothing nested inside: no sequence, function or If)."""
-    t = type(e)
-    if t is Call:
-        if type(e.op) not in _NO_BODY:
-            return False
-        for a in e.args:
-            ta = type(a)
-            if ta in _NO_BODY:
-                continue
-            if ta is not Tuple:
-                return False
-            for f in a.fields:
-                if type(f) not in _NO_BODY:
-                    return False
-        return True
-    return t in _NO_BODY
-
-
-def _nested_bodies(e: Expr, into_functions: bool) -> list[Expr]:
-    """SeqExprs and function bodies nested inside expression ``e`` (not crossing them)."""
-    out: list[Expr] = []
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        t = type(x)
-        if t is Call:  # fast path: push only what may hold a body (same order)
-            if type(x.op) not in _NO_BODY:
-                stack.append(x.op)
-            stack.extend([a for a in x.args if type(a) not in _NO_BODY])
-            continue
-        if t is Tuple:
-            stack.extend([f for f in x.fields if type(f) not in _NO_BODY])
-            continue
-        if t in _NO_BODY:
-            continue
-        if isinstance(x, SeqExpr):
-            out.append(x)
-        elif isinstance(x, Function):
-            if into_functions:
-                out.append(x.body)
-        elif isinstance(x, If):
-            stack.extend((x.cond, x.then_branch, x.else_branch))
-        elif isinstance(x, Call):
-            stack.append(x.op)
-            stack.extend(x.args)
-        elif isinstance(x, Tuple):
-            stack.extend(x.fields)
-        elif isinstance(x, TupleGetItem):
-            stack.append(x.tuple_value)
-    return out
-
-
-def _functions_in(
-    func: Function, bindings: list[Binding] | None = None
-) -> Iterator[Function]:
-    """``func`` and every function nested inside it (at any depth); ``bindings`` are
-    those of ``iter_bindings(func)`` if the caller has them."""
-    yield func
-    for b in (b for b, _ in iter_bindings(func)) if bindings is None else bindings:
-        if _is_flat(b.value):
-            continue
-        stack: list[Expr] = [b.value]
-        while stack:
-            x = stack.pop()
-            if type(x) in _NO_BODY:
-                continue
-            if isinstance(x, Function):
-                yield x
-            elif isinstance(x, Call):
-                stack.extend(x.args)
-            elif isinstance(x, Tuple):
-                stack.extend(x.fields)
-
 
 # ------------------------------------------------------------------ ingestion: types
 
@@ -645,7 +503,7 @@ def _check_types(
                 "ingestion", fname, name,
                 f"the variable is declared {b.var.ty} but its value has type {ty}",
             ))
-    for f in _functions_in(func, bindings) if nested else (func,):
+    for f in functions_in(func, bindings) if nested else (func,):
         body_ty = _seq_type(f.body)
         if f.ret_ty is not None and not types_compatible(f.ret_ty, body_ty):
             out.append(Violation(
@@ -681,7 +539,7 @@ _SLOW = object()
 def _leaf_type(a: Expr, gtypes: dict[str, Type]) -> Any:
     """The type :func:`_infer` gives the leaf ``a`` (``_SLOW`` when ``a`` is no leaf)."""
     t = type(a)
-    if t in _LEAVES:
+    if t in LEAF_TYPES:
         return a.ty
     if t is GlobalVar:
         return a.ty if a.ty is not None else gtypes.get(a.name_hint)
@@ -768,7 +626,7 @@ def _infer_flat_call(
                     key = None
                 else:
                     key.append(part)
-        elif t in _LEAVES:
+        elif t in LEAF_TYPES:
             ty = a.ty
             if key is not None:
                 key.append((t, a.symbol, ty) if t is ExternFunc else id(a))  # type: ignore[attr-defined]
@@ -1247,9 +1105,8 @@ def _check_lowered(
     build: bool,
     bindings: list[Binding] | None = None,
 ) -> None:
-    from ..op.lowlevel import BUILD_OPS, LOWERED_OPS
-
-    allowed = LOWERED_OPS | BUILD_OPS if build else LOWERED_OPS
+    allowed = _allowed_ops(3 if build else 2)
+    assert allowed is not None
     for b in (b for b, _ in iter_bindings(func)) if bindings is None else bindings:
         v = b.value
         if type(v) is Call:  # fast path: an allowed op on leaves
@@ -1306,15 +1163,15 @@ def _check_no_dataflow(fname: str, func: Function, out: list[Violation],
     while stack:
         e = stack.pop()
         if not isinstance(e, SeqExpr):
-            stack.extend(_nested_bodies(e, True))
+            stack.extend(nested_bodies(e, True))
             continue
         for block in e.blocks:
             if isinstance(block, DataflowBlock):
                 _dataflow_left(fname, block, out)
             for b in block.bindings:
-                if not _is_flat(b.value):
-                    stack.extend(_nested_bodies(b.value, True))
-        stack.extend(_nested_bodies(e.body, True))
+                if not is_flat(b.value):
+                    stack.extend(nested_bodies(b.value, True))
+        stack.extend(nested_bodies(e.body, True))
 
 
 __all__ = [
@@ -1325,6 +1182,7 @@ __all__ = [
     "iter_bindings",
     "phase_checks",
     "register_phase_check",
+    "register_phase_ops",
     "scan_flat",
     "well_formed",
 ]

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..ir.expr import Call, ExternFunc, GlobalVar, Op, Tuple
 from ..ir.types import ObjectType, TensorType, TupleType, Type
+from ..ir.well_formed import register_phase_ops
 from ..runtime.call_schema import keyword_problem
 from .registry import AttrSpec, InferContext, OpError, get_op, normalize_attrs, register_op
 
@@ -174,3 +175,5 @@ BUILD_OPS = {
     "builtin.call_alloc",
 }
 """Ops of the build phase (explicit memory)."""
+
+register_phase_ops(LOWERED_OPS, BUILD_OPS)  # what the lowering and build phases allow

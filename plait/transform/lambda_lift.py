@@ -38,7 +38,7 @@ from ..ir.expr import (
 )
 from ..ir.module import IRModule
 from ..ir.visitor import ExprMutator, ExprVisitor
-from ..ir.well_formed import iter_bindings, scan_flat
+from ..ir.walk import iter_bindings, scan_flat
 from .context import PassContext
 from .pass_base import module_pass
 

@@ -43,7 +43,7 @@ from ..ir.expr import (
     VarBinding,
 )
 from ..ir.module import IRModule
-from ..ir.well_formed import calls_any, iter_bindings
+from ..ir.walk import calls_any, iter_bindings
 from .dead_code import is_pure
 from .debug_counter import allow_rewrite
 from .fuse_ops import count_uses, value_uses

@@ -34,7 +34,7 @@ from plait.ir.expr import Call, Constant, Expr, Op, Tuple, VarBinding
 from plait.ir.module import IRModule
 from plait.ir.types import TensorType
 from plait.ir.visitor import ExprMutator
-from plait.ir.well_formed import calls_any
+from plait.ir.walk import calls_any
 from plait.op.registry import make_call
 from plait.transform.pass_base import function_pass
 
