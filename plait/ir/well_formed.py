@@ -162,14 +162,30 @@ def well_formed(mod: IRModule, phase: str | None = None) -> list[Violation]:
     gtypes = {n: f.ty for n, f in mod.items() if f.ty is not None}
     allowed = _allowed_ops(level)
     for name, func in mod.graph_functions():
-        if level >= 1 and _FAST_ACCEPT and func.attrs.get("compiler") is None and \
-                _accepts_common(func, mod, gtypes, level, allowed):
-            continue  # breaks none of the invariants below: nothing to report
-        bindings, nested = collect_bindings(func)
-        _check_types(name, func, gtypes, out, bindings, nested)
-        if level >= 1:
-            _StructureCheck(name, func, mod, out).run()
         codegen = func.attrs.get("compiler")
+        if level == 0:
+            bindings, nested = collect_bindings(func)
+            _check_types(name, func, gtypes, out, bindings, nested)
+            continue
+        # one walk checks the structure and, while the function is flat, the types and
+        # the ops of each binding it passes (reported in this order: types, structure,
+        # ops); a function with something nested gets walks of their own
+        typed: list[Violation] = []
+        structure: list[Violation] = []
+        lowered: list[Violation] | None = []
+        types = _TypeCheck(name, gtypes, typed) if _FAST_ACCEPT else None
+        check = _StructureCheck(name, func, mod, structure, types,
+                                allowed if codegen is None else None, level >= 3, lowered)
+        check.run()
+        if types is not None and check.fused:
+            bindings, nested = None, False
+            types.returns(func, None, False)
+        else:
+            bindings, nested = collect_bindings(func)
+            typed, lowered = [], None
+            _check_types(name, func, gtypes, typed, bindings, nested)
+        out += typed
+        out += structure
         if codegen is not None:
             # an external codegen's function keeps its graph form until RunCodegen
             # compiles it (plait does not lower it); none may be left in the build phase
@@ -181,7 +197,10 @@ def well_formed(mod: IRModule, phase: str | None = None) -> list[Violation]:
                     "ExplicitMemory"))
             continue
         if level >= 2:
-            _check_lowered(name, func, out, build=level >= 3, bindings=bindings)
+            if lowered is not None:
+                out += lowered
+            else:
+                _check_lowered(name, func, out, build=level >= 3, bindings=bindings)
         if level >= 3:
             _check_no_dataflow(name, func, out, nested)
     for p in PHASES[: level + 1]:
@@ -207,8 +226,9 @@ def check_well_formed(mod: IRModule, phase: str | None = None) -> IRModule:
 
 
 _FAST_ACCEPT = True
-"""Whether :func:`well_formed` first tries :func:`_accepts_common` on each function
-(tests turn it off to compare with the general checks alone)."""
+"""Whether :func:`well_formed` checks the types and ops of a flat function in its
+structure walk (one walk for every invariant) rather than in walks of their own (tests
+turn it off to compare the two)."""
 
 
 _PHASE_OPS: dict[str, Collection[str]] = {}
@@ -238,240 +258,74 @@ def _allowed_ops(level: int) -> frozenset[str] | None:
     return lowered | frozenset(_PHASE_OPS["build"]) if level >= 3 else lowered
 
 
-def _accepts_common(
-    func: Function, mod: IRModule, gtypes: dict[str, Type], level: int,
-    allowed: frozenset[str] | None,
-) -> bool:
-    """True when ``func`` is made only of the common binding of A-normal form and
-    breaks none of the invariants that :func:`_check_types`, :class:`_StructureCheck`,
-    :func:`_check_lowered` and :func:`_check_no_dataflow` check at phase index
-    ``level`` (>= 1): one walk over the bindings instead of four.  False means "not
-    shown here" (a violation, or anything less common): the general checks then run
-    and report.  It accepts:
-
-    * parameters that are typed ``Var`` s, each once;
-    * a body that is a sequence of binding blocks (no dataflow block from the build
-      phase on) whose result is a live variable or a plain atom;
-    * bindings ``var = op(args)``: a fresh, typed variable (a ``DataflowVar`` only in
-      a dataflow block) bound to a call of a registered op (pure in a dataflow block;
-      one of the lowered ops from the lowering phase on) on live variables, plain
-      atoms, functions of the module and tuples of these, whose type
-      (:func:`_infer_flat_call`, with no message) fits the variable's;
-    * a result whose type fits the declared return type.
-
-    A dataflow block's variables die at its end."""
-    params = func.params
-    body = func.body
-    if type(body) is not SeqExpr:
-        return False
-    ever: set[Expr] = set()
-    for p in params:
-        if type(p) is not Var or p.ty is None or p in ever:
-            return False
-        ever.add(p)
-    # (no dataflow block from the build phase on: nothing leaves ``live`` then)
-    live = ever if level >= 3 else set(ever)
-    functions = mod.functions
-    pure_ops: dict[Op, bool] = {}
-    memo: dict = {}
-    types: dict[tuple, Type] = {}
-    found: list[str] = []
-    for block in body.blocks:
-        tb = type(block)
-        if tb is DataflowBlock:
-            if level >= 3:
-                return False
-            df = True
-            local: list[Var] = []
-        elif tb is BindingBlock:
-            df = False
-        else:
-            return False
-        for b in block.bindings:
-            var, value = b.var, b.value
-            tv = type(var)
-            if type(b) is not VarBinding or var.ty is None or var in ever or \
-                    (tv is not Var and (tv is not DataflowVar or not df)):
-                return False
-            if type(value) is not Call:
-                if not _accepts_simple_value(value, var, live, gtypes):
-                    return False
-                ever.add(var)
-                if live is not ever:
-                    live.add(var)
-                if df and tv is DataflowVar:
-                    local.append(var)
-                continue
-            op = value.op
-            if type(op) is not Op:
-                return False
-            pure = pure_ops.get(op)
-            if pure is None:
-                opdef = Op.definitions.get(op.name)
-                if opdef is None or (allowed is not None and op.name not in allowed):
-                    return False
-                pure = pure_ops[op] = opdef.pure
-            if df and not pure:
-                return False
-            # The arguments are live (or plain atoms, or functions of the module), and
-            # ``key`` the call's type is kept under in ``types`` (None: not kept): the
-            # op, its attributes' identity, each variable's class and type's identity,
-            # each tuple's type's identity when it is its variables' very types (and which
-            # of them are DataflowVars, if any), an extern's symbol and type, another
-            # atom's identity; the nodes stay alive during the check.
-            key: list | None = [op, id(value.attrs)]
-            for a in value.args:
-                ta = type(a)
-                if ta is Var or ta is DataflowVar:
-                    if a not in live:
-                        return False
-                    if key is not None:
-                        key.append(ta)
-                        key.append(id(a.ty))
-                elif ta is Tuple:
-                    fields = a.fields  # type: ignore[attr-defined]
-                    aty = a.ty
-                    if key is None or type(aty) is not TupleType or \
-                            len(aty.fields) != len(fields):  # type: ignore[attr-defined]
-                        if not _live_atoms(fields, live):
-                            return False
-                        key = None
-                        continue
-                    dataflow = 0  # bit i: field i is a DataflowVar
-                    bit = 1
-                    for f, fty in zip(fields, aty.fields):  # type: ignore[attr-defined]
-                        tf = type(f)
-                        if tf is Var or tf is DataflowVar:
-                            if f not in live:
-                                return False
-                            if f.ty is not fty:
-                                key = None
-                            elif tf is DataflowVar:
-                                dataflow |= bit
-                        elif tf in _PLAIN_ATOMS:
-                            key = None
-                        else:
-                            return False
-                        bit <<= 1
-                    if key is not None:
-                        key.append(Tuple)
-                        key.append(id(aty))
-                        if dataflow:
-                            key.append(dataflow)
-                elif ta is GlobalVar:
-                    if a.name_hint not in functions:  # type: ignore[attr-defined]
-                        return False
-                    key = None
-                elif ta in _PLAIN_ATOMS:
-                    if key is not None:
-                        key.append(ta)
-                        if ta is ExternFunc:
-                            key.append(a.symbol)  # type: ignore[attr-defined]
-                            ety = a.ty
-                            # (every ObjectType is equal to every other: its class
-                            # keys it without a hash computed in Python per call)
-                            key.append(ObjectType if type(ety) is ObjectType else ety)
-                        else:
-                            key.append(id(a))
-                else:
-                    return False
-            if key is None:
-                ty = _infer_flat_call(value, gtypes, found, memo)
-                if found or ty is _SLOW:
-                    return False
-            else:
-                k = tuple(key)
-                ty = types.get(k)
-                if ty is None:
-                    ty = _infer_kept_call(value)
-                    if ty is _SLOW:
-                        return False
-                    if ty is not None:
-                        types[k] = ty
-                # (as _infer_flat_call takes the call's annotation)
-                ety = value.ty
-                if ety is not None and ty is not None and ety is not ty:
-                    if ety == ty:
-                        ty = types[k] = ety  # (the next such call compares by identity)
-                    elif not types_compatible(ety, ty):
-                        return False
-                if ty is None:
-                    ty = ety
-            if ty is not None and ty is not var.ty and not types_compatible(var.ty, ty):
-                return False
-            ever.add(var)
-            if live is not ever:
-                live.add(var)
-            if df and tv is DataflowVar:
-                local.append(var)
-        if df:
-            live.difference_update(local)
-    result = body.body
-    tr = type(result)
-    if tr is Var or tr is DataflowVar:
-        if result not in live:
-            return False
-    elif tr not in _PLAIN_ATOMS:
-        return False
-    return func.ret_ty is None or types_compatible(func.ret_ty, _seq_type(body))
-
-
-def _live_atoms(fields: tuple[Expr, ...], live: set) -> bool:
-    """True when every field is a live variable or a plain atom."""
-    for f in fields:
-        tf = type(f)
-        if tf is Var or tf is DataflowVar:
-            if f not in live:
-                return False
-        elif tf not in _PLAIN_ATOMS:
-            return False
-    return True
-
-
-def _infer_kept_call(e: Call) -> Any:
-    """For :func:`_accepts_common`: the type the registered op of ``e`` infers from its
-    arguments' types (a tuple's annotation: its fields' very types), None if one is
-    unknown, ``_SLOW`` if the call is ill-typed (the general checks report it)."""
-    arg_types = []
-    for a in e.args:
-        ty = a.ty
-        if ty is None:
-            return None
-        arg_types.append(ty)
-    try:
-        ty, _ = Op.definitions[e.op.name].infer_call(e, tuple(arg_types))  # type: ignore[attr-defined]
-    except _INFER_ERRORS:
-        return _SLOW
-    return ty
-
-
-def _accepts_simple_value(value: Expr, var: Var, live: set, gtypes: dict[str, Type]) -> bool:
-    """For :func:`_accepts_common`: True when ``value`` is a live variable, a tuple of
-    live variables and plain atoms, or an item of a live variable, well typed (no
-    message from :func:`_infer`) with a type that fits ``var``'s."""
-    t = type(value)
-    if t is Var or t is DataflowVar:
-        if value not in live:
-            return False
-    elif t is Tuple:
-        if not _live_atoms(value.fields, live):  # type: ignore[attr-defined]
-            return False
-    elif t is TupleGetItem:
-        tv = value.tuple_value  # type: ignore[attr-defined]
-        if (type(tv) is not Var and type(tv) is not DataflowVar) or tv not in live:
-            return False
-    else:
-        return False
-    found: list[str] = []
-    ty = _infer(value, gtypes, found)
-    return not found and (ty is None or ty is var.ty or types_compatible(var.ty, ty))
-
-
-
 # ------------------------------------------------------------------ ingestion: types
 
 
 _INFER_ERRORS = (TypeError, ValueError, KeyError, IndexError)
+
+
+def _accepts_common(
+    func: Function, mod: IRModule, gtypes: dict[str, Type], level: int,
+    allowed: frozenset[str] | None,
+) -> bool:
+    """True when one walk (:class:`_StructureCheck` with the type and op checks) checks
+    every invariant of ``func`` at phase index ``level`` (>= 1), ``func`` being flat,
+    and finds none broken (what tests compare with the separate walks)."""
+    found: list[Violation] = []
+    types = _TypeCheck("", gtypes, found)
+    check = _StructureCheck("", func, mod, found, types, allowed, level >= 3, found)
+    check.run()
+    if not check.fused:
+        return False
+    types.returns(func, None, False)
+    if level >= 3 and any(isinstance(b, DataflowBlock) for b in func.body.blocks):  # type: ignore[attr-defined]
+        return False
+    return not found
+
+
+class _TypeCheck:
+    """The ingestion-phase invariants of one function, binding by binding
+    (:meth:`binding`), then its declared return types (:meth:`returns`)."""
+
+    def __init__(self, fname: str, gtypes: dict[str, Type], out: list[Violation]) -> None:
+        self.fname = fname
+        self.gtypes = gtypes
+        self.out = out
+        self.memo: dict = {}  # (see _infer_flat_call)
+        self.found: list[str] = []
+
+    def binding(self, b: Binding) -> Type | None:
+        """The value's type, inferred again from its operands, fits the variable's;
+        returns that type (None: unknown)."""
+        found = self.found
+        ty = _infer_flat_call(b.value, self.gtypes, found, self.memo)  # (the common value)
+        if ty is _SLOW:
+            ty = _infer(b.value, self.gtypes, found, self.memo)
+        if found:
+            name = b.var.name_hint
+            for msg in found:
+                self.out.append(Violation("ingestion", self.fname, name, msg))
+            self.found = []
+        if ty is None or ty is b.var.ty or isinstance(b, MatchCast):
+            return ty  # type: ignore[no-any-return]
+        if not types_compatible(b.var.ty, ty):
+            self.out.append(Violation(
+                "ingestion", self.fname, b.var.name_hint,
+                f"the variable is declared {b.var.ty} but its value has type {ty}",
+            ))
+        return ty  # type: ignore[no-any-return]
+
+    def returns(self, func: Function, bindings: list[Binding] | None, nested: bool) -> None:
+        """Each function's body (``func``'s, and the nested ones' when ``nested``) fits
+        its declared return type."""
+        for f in functions_in(func, bindings) if nested else (func,):
+            body_ty = _seq_type(f.body)
+            if f.ret_ty is not None and not types_compatible(f.ret_ty, body_ty):
+                self.out.append(Violation(
+                    "ingestion", self.fname, None,
+                    f"the function body has type {body_ty}, but the declared return type "
+                    f"is {f.ret_ty}",
+                ))
 
 
 def _check_types(
@@ -482,35 +336,13 @@ def _check_types(
     bindings: list[Binding] | None = None,
     nested: bool = True,
 ) -> None:
+    """The ingestion-phase invariants of ``func``, in a walk of their own."""
     if bindings is None:
         bindings = [b for b, _ in iter_bindings(func)]
-    found: list[str] = []
-    memo: dict = {}
+    check = _TypeCheck(fname, gtypes, out)
     for b in bindings:
-        ty = _infer_flat_call(b.value, gtypes, found, memo)  # (the common value)
-        if ty is _SLOW:
-            ty = _infer(b.value, gtypes, found, memo)
-        if found:
-            name = b.var.name_hint
-            for msg in found:
-                out.append(Violation("ingestion", fname, name, msg))
-            found = []
-        if ty is None or ty is b.var.ty or isinstance(b, MatchCast):
-            continue
-        if not types_compatible(b.var.ty, ty):
-            name = b.var.name_hint
-            out.append(Violation(
-                "ingestion", fname, name,
-                f"the variable is declared {b.var.ty} but its value has type {ty}",
-            ))
-    for f in functions_in(func, bindings) if nested else (func,):
-        body_ty = _seq_type(f.body)
-        if f.ret_ty is not None and not types_compatible(f.ret_ty, body_ty):
-            out.append(Violation(
-                "ingestion", fname, None,
-                f"the function body has type {body_ty}, but the declared return type "
-                f"is {f.ret_ty}",
-            ))
+        check.binding(b)
+    check.returns(func, bindings, nested)
 
 
 def _seq_type(e: Expr) -> Type | None:
@@ -553,8 +385,9 @@ def _infer_flat_call(
     leaves and tuples of leaves — without the general walk (the same result and the
     same messages), or ``_SLOW`` for anything else.  ``memo`` (for one check of a
     module, whose nodes all stay alive meanwhile) keeps the types inferred for calls of
-    an op with the same attributes on arguments of the same types: variables by their
-    class and the identity of their type, a tuple of variables by its type's identity
+    an op with the same attributes on arguments of the same types (a flat key whose
+    parts start with a class, or are a tuple or an identity): variables by their class
+    and the identity of their type, a tuple of variables by its type's identity
     and its fields' classes, an extern by its symbol, other leaves by identity."""
     if type(e) is not Call:
         return _SLOW
@@ -570,21 +403,26 @@ def _infer_flat_call(
         if t is Var or t is DataflowVar:
             ty = a.ty
             if key is not None:
-                key.append((t, id(ty)))
+                key.append(t)
+                key.append(id(ty))
         elif t is Tuple:
             aty = a.ty
             if type(aty) is TupleType and len(aty.fields) == len(a.fields):  # type: ignore[attr-defined]
                 # fast path: a tuple of variables annotated with their very types
-                afields = aty.fields
-                classes = []
-                for f, fty in zip(a.fields, afields):  # type: ignore[attr-defined]
+                dataflow = 0  # bit i: field i is a DataflowVar
+                bit = 1
+                for f, fty in zip(a.fields, aty.fields):  # type: ignore[attr-defined]
                     tf = type(f)
                     if (tf is not Var and tf is not DataflowVar) or f.ty is not fty:
                         break
-                    classes.append(tf)
+                    if tf is DataflowVar:
+                        dataflow |= bit
+                    bit <<= 1
                 else:
                     if key is not None:
-                        key.append((Tuple, id(aty), tuple(classes)))
+                        key.append(Tuple)
+                        key.append(id(aty))
+                        key.append(dataflow)
                     arg_types.append(aty)
                     continue
             if seen is not None and id(a) in seen:
@@ -629,7 +467,14 @@ def _infer_flat_call(
         elif t in LEAF_TYPES:
             ty = a.ty
             if key is not None:
-                key.append((t, a.symbol, ty) if t is ExternFunc else id(a))  # type: ignore[attr-defined]
+                if t is ExternFunc:
+                    key.append(t)
+                    key.append(a.symbol)  # type: ignore[attr-defined]
+                    # (every ObjectType equals every other: its class keys it without a
+                    # hash computed in Python per call)
+                    key.append(ObjectType if type(ty) is ObjectType else ty)
+                else:
+                    key.append(id(a))
         elif t is GlobalVar:
             ty = a.ty if a.ty is not None else gtypes.get(a.name_hint)
             key = None
@@ -638,22 +483,21 @@ def _infer_flat_call(
         if ty is None:
             known = False
         arg_types.append(ty)
-    # _infer_one of a call of an op
+    # _infer_one of a call of an op (a type in ``memo`` was inferred by a registered op)
     ty = None
-    opdef = Op.definitions.get(op.name)
-    if opdef is not None and known:
-        k = tuple(key) if key is not None else None
-        hit = memo.get(k) if k is not None else None  # type: ignore[union-attr]
-        if hit is not None:
-            ty = hit
-        else:
-            try:
-                ty, _ = opdef.infer_call(e, tuple(arg_types))
-            except _INFER_ERRORS as err:
-                found.append(f"the call of op {op.name!r} is ill-typed: {err}")
-                ty = None
-            if k is not None and ty is not None:
-                memo[k] = ty  # type: ignore[index]
+    k = tuple(key) if key is not None and known else None
+    hit = memo.get(k) if k is not None else None  # type: ignore[union-attr]
+    opdef = Op.definitions.get(op.name) if hit is None else None
+    if hit is not None:
+        ty = hit
+    elif opdef is not None and known:
+        try:
+            ty, _ = opdef.infer_call(e, tuple(arg_types))
+        except _INFER_ERRORS as err:
+            found.append(f"the call of op {op.name!r} is ill-typed: {err}")
+            ty = None
+        if k is not None and ty is not None:
+            memo[k] = ty  # type: ignore[index]
     ety = e.ty
     if ety is not None and ty is not None and ety is not ty:
         if ety == ty:
@@ -778,60 +622,72 @@ def _infer_one(
 # ------------------------------------------------------------------ optimization: structure
 
 
-_VALUE_KINDS = (Call, Tuple, TupleGetItem, If)
-
 _PLAIN_ATOMS = frozenset({Constant, ShapeExpr, PrimValue, StringImm, ExternFunc})
 """Atoms that use no variable and name no function or op (nothing to check)."""
 
 
 class _StructureCheck:
-    """The optimization-phase invariants of one function, in one scope-aware walk."""
+    """The optimization-phase invariants of one function, in one scope-aware walk.
 
-    def __init__(self, fname: str, func: Function, mod: IRModule, out: list[Violation]) -> None:
+    Given ``types`` (and ``allowed``, the ops of a lowered phase), the walk also checks
+    each binding's type and ops as it passes it, while the function is flat (nothing
+    nested in a binding value or the result: :attr:`fused` stays true): then its
+    bindings are walked once for every invariant.  A function with something nested
+    is left to the walks of :func:`_check_types` and :func:`_check_lowered`, whose
+    order of bindings (nested bodies last) is not this walk's."""
+
+    def __init__(self, fname: str, func: Function, mod: IRModule, out: list[Violation],
+                 types: _TypeCheck | None = None, allowed: frozenset[str] | None = None,
+                 build: bool = False, lowered: list[Violation] | None = None) -> None:
+        self.types = types
+        self.allowed = allowed
+        self.build = build
+        self.lowered = lowered
+        self.fused = types is not None
+        self.checked: dict[tuple, Type] = {}  # (see flat_bindings)
         self.fname = fname
         self.func = func
         self.mod = mod
         self.out = out
         self.binding: str | None = None
-        self.live: set[int] = set()
-        self.ever: set[int] = set()
-        self.dataflow_dead: set[int] = set()
+        self.live: set[Var] = set()  # (variables compare by identity)
+        self.ever: set[Var] = set()
+        self.dataflow_dead: set[Var] = set()
         self.pure_ops: dict[Op, bool] = {}  # registered op -> whether it is pure
-        # scopes: ("lexical" | "dataflow", list of var ids defined in it)
-        self.scopes: list[tuple[str, list[int]]] = []
+        # scopes: ("lexical" | "dataflow", list of the variables defined in it)
+        self.scopes: list[tuple[str, list[Var]]] = []
 
     def report(self, message: str) -> None:
         self.out.append(Violation("optimization", self.fname, self.binding, message))
 
     # -------------------------------------------------------------- scopes
     def define(self, var: Var, in_dataflow: bool) -> None:
-        if id(var) in self.ever:
+        if var in self.ever:
             self.report(f"variable {var.name_hint!r} is defined more than once; "
                         "every binding must define a fresh variable")
-        self.ever.add(id(var))
-        self.live.add(id(var))
+        self.ever.add(var)
+        self.live.add(var)
         if isinstance(var, DataflowVar) and in_dataflow:
-            self.scopes[-1][1].append(id(var))
+            self.scopes[-1][1].append(var)
         else:
             for kind, ids in reversed(self.scopes):
                 if kind == "lexical":
-                    ids.append(id(var))
+                    ids.append(var)
                     break
 
     def close_scope(self) -> None:
-        kind, ids = self.scopes.pop()
-        for i in ids:
-            self.live.discard(i)
-            if kind == "dataflow":
-                self.dataflow_dead.add(i)
+        kind, defined = self.scopes.pop()
+        self.live.difference_update(defined)
+        if kind == "dataflow":
+            self.dataflow_dead.update(defined)
 
     def use(self, var: Var) -> None:
-        if id(var) in self.live:
+        if var in self.live:
             return
-        if id(var) in self.dataflow_dead:
+        if var in self.dataflow_dead:
             self.report(f"dataflow variable {var.name_hint!r} is used outside the dataflow "
                         "block that defines it; bind it with emit_output (a Var) instead")
-        elif id(var) in self.ever:
+        elif var in self.ever:
             self.report(f"variable {var.name_hint!r} is used outside the scope (an if "
                         "branch) that defines it")
         else:
@@ -843,7 +699,7 @@ class _StructureCheck:
         it in a message: a template of ``index``, when given)."""
         t = type(e)
         if t is Var or t is DataflowVar:  # fast path for the common atom
-            if id(e) not in self.live:
+            if e not in self.live:
                 self.use(e)
             return
         if t in _PLAIN_ATOMS:
@@ -859,7 +715,7 @@ class _StructureCheck:
             else:
                 # (in the order of the general walk below: last field first)
                 for f in reversed(e.fields):  # type: ignore[attr-defined]
-                    if id(f) not in live and (type(f) is Var or type(f) is DataflowVar):
+                    if f not in live and (type(f) is Var or type(f) is DataflowVar):
                         self.use(f)
                 return
         if not is_atom(e):
@@ -896,6 +752,8 @@ class _StructureCheck:
     # -------------------------------------------------------------- walk
     def run(self) -> None:
         func = self.func
+        if self.fused and (type(func.body) is not SeqExpr or not is_flat(func.body.body)):
+            self.fused = False
         self.scopes.append(("lexical", []))
         for p in func.params:
             self.binding = None
@@ -977,8 +835,16 @@ class _StructureCheck:
         the index of the first binding that is not (for :meth:`check_binding`, which
         checks it and reports what is wrong)."""
         live, ever, pure_ops = self.live, self.ever, self.pure_ops
+        types = self.types if self.fused else None
+        checked = self.checked
+        allowed, lowered = self.allowed, self.lowered
         own = self.scopes[-1][1]  # where a dataflow variable of a dataflow block goes
-        lexical = next(ids for kind, ids in reversed(self.scopes) if kind == "lexical")
+        lexical: list[Var] | None = next(
+            ids for kind, ids in reversed(self.scopes) if kind == "lexical")
+        if len(self.scopes) > 1 and lexical is self.scopes[1][1]:
+            # the scope of the function body's own bindings closes when the walk ends,
+            # with nothing checked after it: its variables need no list to leave by
+            lexical = None
         n = len(bindings)
         i = start
         while i < n:
@@ -986,7 +852,7 @@ class _StructureCheck:
             var, value = b.var, b.value
             tv = type(var)
             if type(b) is not VarBinding or type(value) is not Call or var.ty is None or \
-                    id(var) in ever or (tv is not Var and (tv is not DataflowVar or not df)):
+                    var in ever or (tv is not Var and (tv is not DataflowVar or not df)):
                 return i
             op = value.op
             if type(op) is not Op:
@@ -994,30 +860,98 @@ class _StructureCheck:
             pure = pure_ops.get(op)
             if pure is None or (df and not pure):
                 return i
+            # ``key``: what the call's type is inferred from (the op, its attributes,
+            # each variable's class and type, each tuple's type when it is its
+            # variables' very types, an extern's symbol and type, another atom): the
+            # key of ``checked``, None for a call whose type is not kept there
+            key: list | None = [op, id(value.attrs)]
             for a in value.args:
                 ta = type(a)
                 if ta is Var or ta is DataflowVar:
-                    if id(a) not in live:
+                    if a not in live:
                         return i
+                    if key is not None:
+                        key.append(ta)
+                        key.append(id(a.ty))
                 elif ta is Tuple:
-                    for f in a.fields:  # type: ignore[attr-defined]
+                    fields = a.fields  # type: ignore[attr-defined]
+                    aty = a.ty
+                    if key is not None and type(aty) is TupleType and \
+                            len(aty.fields) == len(fields):  # type: ignore[attr-defined]
+                        dataflow = 0  # bit i: field i is a DataflowVar
+                        bit = 1
+                        for f, fty in zip(fields, aty.fields):  # type: ignore[attr-defined]
+                            tf = type(f)
+                            if tf is Var or tf is DataflowVar:
+                                if f not in live:
+                                    return i
+                                if f.ty is not fty:
+                                    key = None
+                                elif tf is DataflowVar:
+                                    dataflow |= bit
+                            elif tf in _PLAIN_ATOMS:
+                                key = None
+                            else:
+                                return i
+                            bit <<= 1
+                        if key is not None:
+                            key.append(Tuple)
+                            key.append(id(aty))
+                            key.append(dataflow)
+                        continue
+                    key = None
+                    for f in fields:
                         tf = type(f)
                         if tf is Var or tf is DataflowVar:
-                            if id(f) not in live:
+                            if f not in live:
                                 return i
                         elif tf not in _PLAIN_ATOMS:
                             return i
-                elif ta not in _PLAIN_ATOMS:
+                elif ta in _PLAIN_ATOMS:
+                    if key is not None:
+                        key.append(ta)
+                        if ta is ExternFunc:
+                            key.append(a.symbol)  # type: ignore[attr-defined]
+                            ety = a.ty
+                            # (every ObjectType equals every other: its class keys it
+                            # without a hash computed in Python per call)
+                            key.append(ObjectType if type(ety) is ObjectType else ety)
+                        else:
+                            key.append(id(a))
+                else:
                     return i
-            vid = id(var)
-            ever.add(vid)
-            live.add(vid)
-            (own if tv is DataflowVar else lexical).append(vid)
+            ever.add(var)
+            live.add(var)
+            if tv is DataflowVar:
+                own.append(var)
+            elif lexical is not None:
+                lexical.append(var)
+            if types is not None:  # (a call of an op on atoms: flat)
+                # the type check, unless it gave this call's key a type that is the
+                # very type of the variable and of the call's annotation (then it
+                # would find nothing again)
+                k = tuple(key) if key is not None else None
+                ty = checked.get(k) if k is not None else None
+                if ty is None or ty is not var.ty or (value.ty is not None and
+                                                      value.ty is not ty):
+                    ty = types.binding(b)
+                    if k is not None and ty is not None:
+                        checked[k] = ty
+                if allowed is not None and op.name not in allowed:  # (only the op to check)
+                    _check_lowered_binding(self.fname, b, allowed, self.build, lowered)
             i += 1
         return i
 
     def check_binding(self, b: Binding, in_dataflow: bool, tasks: list[tuple]) -> None:
         var, value = b.var, b.value
+        if self.fused:
+            if is_flat(value):
+                self.types.binding(b)  # type: ignore[union-attr]
+                if self.allowed is not None:
+                    _check_lowered_binding(self.fname, b, self.allowed, self.build,
+                                           self.lowered)  # type: ignore[arg-type]
+            else:
+                self.fused = False
         self.binding = var.name_hint
         if var.ty is None:
             self.report("the binding has no type; run Normalize (or give the inputs types)")
@@ -1081,7 +1015,7 @@ class _StructureCheck:
         for i, a in enumerate(call.args):
             t = type(a)
             if t is Var or t is DataflowVar:
-                if id(a) not in live:
+                if a not in live:
                     self.use(a)
             else:
                 self.use_atom(a, "argument {} of the call", i)
@@ -1105,42 +1039,49 @@ def _check_lowered(
     build: bool,
     bindings: list[Binding] | None = None,
 ) -> None:
+    """The lowering-phase invariant of ``func``, in a walk of its own."""
     allowed = _allowed_ops(3 if build else 2)
     assert allowed is not None
     for b in (b for b, _ in iter_bindings(func)) if bindings is None else bindings:
-        v = b.value
-        if type(v) is Call:  # fast path: an allowed op on leaves
-            op = v.op
-            if type(op) is Op and op.name in allowed:
-                for a in v.args:
-                    ta = type(a)
-                    if ta is Call:
-                        break
-                    if ta is Tuple:
-                        for f in a.fields:
-                            tf = type(f)
-                            if tf is Call or tf is Tuple:
-                                break
-                        else:
-                            continue
-                        break
-                else:
-                    continue
-        stack: list[Expr] = [v]
-        while stack:
-            x = stack.pop()
-            if isinstance(x, Call):
-                if isinstance(x.op, Op) and x.op.name not in allowed:
-                    out.append(Violation(
-                        "lowering", fname, b.var.name_hint,
-                        f"op {x.op.name!r} is left after legalization; only "
-                        f"{', '.join(sorted(allowed))} may be called in the "
-                        f"{'build' if build else 'lowering'} phase (run LegalizeOps, or "
-                        "register a legalization for the op)",
-                    ))
-                stack.extend(x.args)
-            elif isinstance(x, Tuple):
-                stack.extend(x.fields)
+        _check_lowered_binding(fname, b, allowed, build, out)
+
+
+def _check_lowered_binding(fname: str, b: Binding, allowed: frozenset[str], build: bool,
+                           out: list[Violation]) -> None:
+    """No op but the ``allowed`` ones is called in the value of ``b``."""
+    v = b.value
+    if type(v) is Call:  # fast path: an allowed op on leaves
+        op = v.op
+        if type(op) is Op and op.name in allowed:
+            for a in v.args:
+                ta = type(a)
+                if ta is Call:
+                    break
+                if ta is Tuple:
+                    for f in a.fields:
+                        tf = type(f)
+                        if tf is Call or tf is Tuple:
+                            break
+                    else:
+                        continue
+                    break
+            else:
+                return
+    stack: list[Expr] = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Call):
+            if isinstance(x.op, Op) and x.op.name not in allowed:
+                out.append(Violation(
+                    "lowering", fname, b.var.name_hint,
+                    f"op {x.op.name!r} is left after legalization; only "
+                    f"{', '.join(sorted(allowed))} may be called in the "
+                    f"{'build' if build else 'lowering'} phase (run LegalizeOps, or "
+                    "register a legalization for the op)",
+                ))
+            stack.extend(x.args)
+        elif isinstance(x, Tuple):
+            stack.extend(x.fields)
 
 
 def _dataflow_left(fname: str, block: DataflowBlock, out: list[Violation]) -> None:
