@@ -645,6 +645,7 @@ class _StructureCheck:
         self.lowered = lowered
         self.fused = types is not None
         self.checked: dict[tuple, Type] = {}  # (see flat_bindings)
+        self.fast_ops: dict[Op, bool] = {}  # registered ops ``allowed`` names: purity
         self.fname = fname
         self.func = func
         self.mod = mod
@@ -831,13 +832,15 @@ class _StructureCheck:
         """Check ``bindings`` from ``start`` on while they are the common binding of
         A-normal form that breaks no rule: a typed, fresh variable (a DataflowVar
         only in a dataflow block) bound to a call of a registered op (a pure one in a
-        dataflow block) on live variables, plain atoms and tuples of these.  Returns
-        the index of the first binding that is not (for :meth:`check_binding`, which
-        checks it and reports what is wrong)."""
+        dataflow block; one the phase allows, when the walk checks the ops) on live
+        variables, plain atoms and tuples of these, whose type (when the walk checks
+        types) is checked as it passes.  Returns the index of the first binding that
+        is not (for :meth:`check_binding`, which checks it and reports what is
+        wrong)."""
         live, ever, pure_ops = self.live, self.ever, self.pure_ops
         types = self.types if self.fused else None
-        checked = self.checked
-        allowed, lowered = self.allowed, self.lowered
+        checked, fast_ops = self.checked, self.fast_ops
+        allowed = self.allowed if types is not None else None
         own = self.scopes[-1][1]  # where a dataflow variable of a dataflow block goes
         lexical: list[Var] | None = next(
             ids for kind, ids in reversed(self.scopes) if kind == "lexical")
@@ -846,8 +849,7 @@ class _StructureCheck:
             # with nothing checked after it: its variables need no list to leave by
             lexical = None
         n = len(bindings)
-        i = start
-        while i < n:
+        for i in range(start, n):
             b = bindings[i]
             var, value = b.var, b.value
             tv = type(var)
@@ -857,8 +859,16 @@ class _StructureCheck:
             op = value.op
             if type(op) is not Op:
                 return i
-            pure = pure_ops.get(op)
-            if pure is None or (df and not pure):
+            pure = fast_ops.get(op)
+            if pure is None:
+                # first seen here: a registered op (its purity known, from
+                # check_call) that the phase allows, else the binding is checked by
+                # check_binding (which reports what is wrong)
+                pure = pure_ops.get(op)
+                if pure is None or (allowed is not None and op.name not in allowed):
+                    return i
+                fast_ops[op] = pure
+            if df and not pure:
                 return i
             # ``key``: what the call's type is inferred from (the op, its attributes,
             # each variable's class and type, each tuple's type when it is its
@@ -937,10 +947,7 @@ class _StructureCheck:
                     ty = types.binding(b)
                     if k is not None and ty is not None:
                         checked[k] = ty
-                if allowed is not None and op.name not in allowed:  # (only the op to check)
-                    _check_lowered_binding(self.fname, b, allowed, self.build, lowered)
-            i += 1
-        return i
+        return n
 
     def check_binding(self, b: Binding, in_dataflow: bool, tasks: list[tuple]) -> None:
         var, value = b.var, b.value
