@@ -35,7 +35,10 @@ class NoRuleError(PlaitError, TypeError):
 
 
 TABLES: list[TypeTable[Any]] = []
-"""Every table made, for the coverage test."""
+"""Every table made (but those made with ``register=False``), for the coverage test."""
+
+_RAISE: Any = object()
+"""The default ``fallback``: a type of no entry raises :class:`NoRuleError`."""
 
 
 class TypeTable(dict, Generic[H]):  # type: ignore[type-arg]
@@ -45,7 +48,7 @@ class TypeTable(dict, Generic[H]):  # type: ignore[type-arg]
     subclass the table must cover (``PrimExpr`` or ``Stmt``)."""
 
     def __init__(self, what: str, base: type, entries: Mapping[type | tuple[type, ...], H],
-                 fallback: H | None = None) -> None:
+                 fallback: H | None = _RAISE, register: bool = True) -> None:
         flat: dict[type, H] = {}
         for key, handler in entries.items():
             for cls in key if isinstance(key, tuple) else (key,):
@@ -58,9 +61,10 @@ class TypeTable(dict, Generic[H]):  # type: ignore[type-arg]
         self.own = frozenset(flat)
         """The classes given an entry of their own (not found through a base)."""
         self.fallback = fallback
-        """The handler of a type that is not of ``base`` (text of a foreign node, in a
-        message); it does not count as covering a node type."""
-        TABLES.append(self)
+        """The handler of a type with no entry, its own or a base's (text of a foreign
+        node, in a message; None for a partial table); it covers no node type."""
+        if register:  # a partial table (a few types, None for the rest) is not a walk
+            TABLES.append(self)
 
     def __missing__(self, cls: type) -> H:
         for sup in cls.__mro__[1:]:
@@ -68,8 +72,8 @@ class TypeTable(dict, Generic[H]):  # type: ignore[type-arg]
                 handler = dict.__getitem__(self, sup)
                 self[cls] = handler
                 return handler
-        if self.fallback is not None:
-            return self.fallback
+        if self.fallback is not _RAISE:
+            return self.fallback  # type: ignore[return-value]
         raise NoRuleError(
             f"{self.what}: no rule for kernel IR node type {cls.__name__}; add an entry for "
             f"it to the walk's table")

@@ -409,7 +409,7 @@ class _Translator:
     # -------------------------------------------------------------- expressions
     def expr(self, e: PrimExpr, indent: int, mask: str | None) -> str:
         """Emit three-address code computing ``e``; return the name holding it."""
-        leaf = _LEAF.get(type(e))
+        leaf = _LEAF[type(e)]
         if leaf is not None:
             return leaf(self, e)
         # iterative post-order over the operands; Select and loads handled in place
@@ -419,7 +419,7 @@ class _Translator:
             node, done = stack.pop()
             if id(node) in results:
                 continue
-            leaf = _LEAF.get(type(node))
+            leaf = _LEAF[type(node)]
             if leaf is not None:
                 results[id(node)] = leaf(self, node)
                 continue
@@ -646,10 +646,12 @@ class _Translator:
                 self.emit(indent + 1, "pass")
 
 
-_LEAF: dict[type, Callable[..., str]] = {
-    Var: _Translator._var, IntImm: _Translator._int, FloatImm: _Translator._float,
-}
-"""Leaves: a name or a constant, no code."""
+_LEAF: TypeTable[Callable[..., str] | None] = TypeTable(
+    "kernel interpreter leaves", PrimExpr, {
+        Var: _Translator._var, IntImm: _Translator._int, FloatImm: _Translator._float,
+    }, fallback=None, register=False)
+"""Leaves (a variable of any Var subclass included): a name or a constant, no code;
+None for the other nodes."""
 
 _OPERATION: TypeTable[Callable[..., str]] = TypeTable("kernel interpreter", PrimExpr, {
     Div: _Translator._div, tuple(_BINOPS): _Translator._binop,

@@ -276,7 +276,7 @@ def _simplify_binary(e: BinaryOp) -> PrimExpr:
     a, b = e.a, e.b
     if a.dtype != b.dtype:
         return e  # ill-typed: leave it for the verifier to report
-    return _IDENTITIES[type(e)](e, a, b, a.dtype)
+    return _IDENTITIES.get(type(e), _no_identity)(e, a, b, a.dtype)
 
 
 def _cast_const(v: Imm, dtype: str) -> PrimExpr | None:
@@ -349,7 +349,7 @@ def _keep(e: Any) -> Any:
 _SIMPLIFY: TypeTable[Callable[[Any], PrimExpr]] = TypeTable("kernel simplifier", PrimExpr, {
     BinaryOp: _simplify_binary, Not: _not, Select: _select, Call: _call, Cast: _cast,
     (Var, IntImm, FloatImm, BufferLoad): _keep,
-})
+}, fallback=_keep)  # a node of another kind (the compute DSL's Reduce) stays as it is
 
 
 def simplify_node(e: PrimExpr) -> PrimExpr:
@@ -398,7 +398,7 @@ _SIMPLIFY_STMT: TypeTable[Callable[[Any], Stmt]] = TypeTable(
     "kernel statement simplifier", Stmt, {
         For: _for, IfThenElse: _if, Let: _let, Allocate: _allocate, Seq: _seq,
         (BufferStore, Evaluate): _keep,
-    })
+    }, fallback=_keep)
 
 
 def _simplify_stmt_node(s: Stmt) -> Stmt:
