@@ -8,6 +8,7 @@ batch 1, greedy; the generated tokens are compared.
     python benchmarks/llm_wquant.py [--hidden 896 --layers 24 --heads 14 --kv-heads 2
         --inter 4864 --vocab 151936 --prompt 32 --new 64 --specs int8-g128,int4-g32
         --threads 2 --f32]
+    OMP_NUM_THREADS=1 python benchmarks/llm_wquant.py --kernels
 
 The default config is Qwen2-0.5B's shape as a Llama (494 M parameters, tied
 embeddings), random seeded weights; nothing is downloaded.  Decode tokens/s are the
@@ -145,7 +146,12 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--f32", action="store_true", help="also plait and onnxruntime in f32")
     p.add_argument("--no-ort", action="store_true", help="plait only")
+    p.add_argument("--kernels", action="store_true",
+                   help="only the products at batch 1 against onnxruntime's MatMulNBits node")
     args = p.parse_args()
+    if args.kernels:
+        kernels()
+        return
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
 
     import torch
@@ -235,6 +241,59 @@ def constant_transposes(model: Any) -> Any:
             g.initializer.append(inits[name])
         node.input[1] = name
     return model
+
+
+def kernels() -> None:
+    """One ``qnn.matmul_nbits`` call at batch 1 (the model's shapes) against
+    onnxruntime's ``MatMulNBits`` node on the same packed weights, one thread each, CPU
+    time per call."""
+    import onnxruntime as ort
+
+    import plait
+    from plait.dialects.qnn import nbits
+    from plait.ir import BlockBuilder, TensorType, Var
+    from plait.ir.expr import Constant
+    from plait.op import make_call
+    from plait.runtime.vm import VirtualMachine
+
+    sys.path.insert(0, str(ROOT / "tests" / "dialects" / "qnn"))
+    from qnn_ort import node_model
+
+    def per_call(f: Any, arg: Any, n: int) -> float:
+        f(arg)
+        t0 = time.process_time()
+        for _ in range(n):
+            f(arg)
+        return (time.process_time() - t0) / n
+
+    print(f"one product at batch 1, one thread, CPU time per call; {cpu_name()}")
+    for k, n, bits, bs in ((896, 4864, 4, 32), (4864, 896, 4, 32), (896, 4864, 8, 128),
+                           (896, 151936, 4, 32)):
+        rng = np.random.default_rng(0)
+        b, s, z = nbits.quantize_blockwise(rng.standard_normal((n, k)).astype(np.float32),
+                                           bits, bs)
+        x = Var("x", TensorType(("m", k), "float32"))
+        bb = BlockBuilder()
+        with bb.function("main", [x]):
+            with bb.dataflow():
+                y = bb.emit(make_call("qnn.matmul_nbits", x, Constant(b), Constant(s),
+                                      Constant(z), K=k, N=n, bits=bits, block_size=bs))
+                out = bb.emit_output(y)
+            bb.emit_func_output(out)
+        f = VirtualMachine(plait.build(bb.get(), "c"))["main"]
+        a = rng.standard_normal((1, k)).astype(np.float32)
+        model, feeds = node_model("MatMulNBits", [a, b, s, z], domain="com.microsoft",
+                                  attrs={"K": k, "N": n, "bits": bits, "block_size": bs})
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.log_severity_level = 3
+        sess = ort.InferenceSession(model.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+        reps = 20 if n < 100000 else 5
+        tp = per_call(f, a, reps)
+        to = per_call(lambda fd, s=sess: s.run(None, fd), feeds, reps)
+        print(f"  {k} x {n}, int{bits} g{bs}: plait {tp * 1e3:.2f} ms, onnxruntime "
+              f"{to * 1e3:.2f} ms")
 
 
 def quantize_onnx(f32_path: str, spec: str, out_dir: str) -> str:

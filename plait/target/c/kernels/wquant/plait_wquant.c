@@ -206,10 +206,65 @@ static inline __attribute__((always_inline)) void wq_gemv(const wq_task* t, int6
     }
 }
 
+#if WQ_V == 16
+/* One row of A (the batch-1 token), 4 bits: rows n and n + 1 of W together, so each
+ * vector of activations loaded serves both and four chains run (AVX-512). */
+static void wq_gemv1_pairs4(const wq_task* t, int64_t lo, int64_t hi) {
+    const int64_t blob = t->blob, kb = t->kb, half = t->half;
+    const float* ap = t->ap;
+    int64_t n = lo;
+    for (; n + 1 < hi; n += 2) {
+        const uint8_t* r0 = t->b + n * kb * blob;
+        const uint8_t* r1 = r0 + kb * blob;
+        const float* s0 = t->s + n * kb;
+        const float* s1 = s0 + kb;
+        const uint8_t* z0 = t->zp + n * t->zcols;
+        const uint8_t* z1 = z0 + t->zcols;
+        wq_f c0 = (wq_f){0}, c1 = (wq_f){0}, d0 = (wq_f){0}, d1 = (wq_f){0};
+        float tail0 = 0.0f, tail1 = 0.0f;
+        for (int64_t blk = 0; blk < kb; blk++) {
+            const int32_t za = wq_zero(z0, blk, 4), zb = wq_zero(z1, blk, 4);
+            const float sa = s0[blk], sb = s1[blk];
+            const wq_f ta = (WQ_IOTA - (float)za) * ((wq_f){0} + sa);
+            const wq_f tb = (WQ_IOTA - (float)zb) * ((wq_f){0} + sb);
+            const uint8_t* pa = r0 + blk * blob;
+            const uint8_t* pb = r1 + blk * blob;
+            const float* ae = ap + blk * blob;
+            const float* ao = ae + half;
+            int64_t j = 0;
+            for (; j + WQ_V <= blob; j += WQ_V) {
+                const wq_f ve = WQ_LOAD(ae + j), vo = WQ_LOAD(ao + j);
+                const wq_i xa = wq_bytes(pa + j), xb = wq_bytes(pb + j);
+                c0 += ve * __builtin_shuffle(ta, xa & 15);
+                c1 += vo * __builtin_shuffle(ta, xa >> 4);
+                d0 += ve * __builtin_shuffle(tb, xb & 15);
+                d1 += vo * __builtin_shuffle(tb, xb >> 4);
+            }
+            for (; j < blob; j++) {
+                tail0 += ae[j] * ((float)((pa[j] & 15) - za) * sa)
+                         + ao[j] * ((float)((pa[j] >> 4) - za) * sa);
+                tail1 += ae[j] * ((float)((pb[j] & 15) - zb) * sb)
+                         + ao[j] * ((float)((pb[j] >> 4) - zb) * sb);
+            }
+        }
+        t->out[n] = wq_hsum(c0 + c1) + tail0 + (t->bias ? t->bias[n] : 0.0f);
+        t->out[n + 1] = wq_hsum(d0 + d1) + tail1 + (t->bias ? t->bias[n + 1] : 0.0f);
+    }
+    if (n < hi) wq_gemv(t, n, hi, 1);
+}
+#endif
+
 static void wq_gemv_rows(void* ctx, int64_t lo, int64_t hi) {
     const wq_task* t = (const wq_task*)ctx;
     switch (t->d->M) {
+#if WQ_V == 16
+    case 1:
+        if (t->d->bits == 4) wq_gemv1_pairs4(t, lo, hi);
+        else wq_gemv(t, lo, hi, 1);
+        break;
+#else
     case 1: wq_gemv(t, lo, hi, 1); break;
+#endif
     case 2: wq_gemv(t, lo, hi, 2); break;
     case 3: wq_gemv(t, lo, hi, 3); break;
     default: wq_gemv(t, lo, hi, 4); break;
