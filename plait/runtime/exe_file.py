@@ -54,6 +54,7 @@ from plait.runtime.instructions import (
     instr_fields,
 )
 from plait.runtime.limits import LimitExceeded, check_limit, current_limits
+from plait.runtime.mapped_members import FileMap, align_extra
 from plait.runtime.trust import SIGNATURES_MEMBER, Trust, sha256_hex, signatures, verify
 
 FORMAT_NAME = "plait.executable"
@@ -151,7 +152,10 @@ def _stream_member(zf: zipfile.ZipFile, name: str, write: Any, compress: bool,
     """Write member ``name`` by ``write(file)`` without holding it whole; its SHA-256."""
     info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
     info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
-    with zf.open(info, "w", force_zip64=size_hint > 2**30) as f:
+    zip64 = size_hint > 2**30
+    if not compress and zf.fp is not None and zf.fp.seekable():
+        info.extra = align_extra(zf.fp.tell(), name, zip64)   # mapped on load, aligned
+    with zf.open(info, "w", force_zip64=zip64) as f:
         out = _Hashing(f)
         write(out)
     return out.sha.hexdigest()
@@ -396,17 +400,23 @@ class _Budget:
         return self.allowed - self.used
 
 
-def _read_member(zf: zipfile.ZipFile, name: Any, budget: _Budget | None = None) -> bytearray:
+def _read_member(zf: zipfile.ZipFile, name: Any, budget: _Budget | None = None,
+                 mapped: FileMap | None = None) -> bytearray | memoryview:
     """A member's bytes, inflated straight into one buffer of its declared size (an
     array made from it is a view, not a copy); zipfile checks the size and CRC.  The
     declared size is counted against ``budget`` (``max_inflated_bytes``) before the
-    buffer is made, and no more than it is ever read."""
+    buffer is made, and no more than it is ever read.  With ``mapped`` (the file's
+    mapping), a stored member is a view of the mapping instead (its SHA-256, checked by
+    the caller, stands for the CRC)."""
     _expect(isinstance(name, str), "manifest",
             f"member name must be a string, got {short_repr(name)}")
     try:
         info = zf.getinfo(name)
         if budget is not None:
             budget.take(name, info.file_size)
+        view = mapped.member(info) if mapped is not None else None
+        if view is not None:
+            return view
         buf = bytearray(info.file_size)
         view = memoryview(buf)
         with zf.open(info) as f:
@@ -509,10 +519,12 @@ def _check_header(manifest: Any) -> None:
 
 def _verified_members(zf: zipfile.ZipFile, digests: dict[str, str],
                       lazy: frozenset[str] = frozenset(),
-                      budget: _Budget | None = None) -> dict[str, bytes]:
+                      budget: _Budget | None = None,
+                      mapped: FileMap | None = None) -> dict[str, bytes]:
     """Every member the manifest lists, read once and checked against its digest, but
     those in ``lazy`` (read and checked when used); the archive must hold exactly those
-    (and the manifest and signatures)."""
+    (and the manifest and signatures).  The constants are views of ``mapped`` (the
+    file's mapping) where it has them (:mod:`plait.runtime.mapped_members`)."""
     names = [info.filename for info in zf.infolist()]
     seen: set[str] = set()
     for n in names:
@@ -537,7 +549,8 @@ def _verified_members(zf: zipfile.ZipFile, digests: dict[str, str],
                 )
             if name in lazy:
                 continue
-            data = _read_member(zf, name, budget)
+            data = _read_member(zf, name, budget,
+                                mapped if name.startswith("constants/") else None)
             read.append((name, want, data, hasher.submit(sha256_hex, data)))
     for name, want, data, hashed in read:
         got = hashed.result()
@@ -651,7 +664,8 @@ def read_zip(
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
             raise ExecutableFormatError(f"{MANIFEST} is not valid JSON: {e}") from None
         _check_header(manifest)
-        blobs = _verified_members(zf, manifest["members"], _lazy_members(manifest), budget)
+        blobs = _verified_members(zf, manifest["members"], _lazy_members(manifest), budget,
+                                  FileMap(fileobj))
         signed = (_read_member(zf, SIGNATURES_MEMBER, budget) if SIGNATURES_MEMBER in names
                   else None)
     try:
