@@ -566,7 +566,7 @@ def library_objects(seed: Path) -> float:
     ``seed``; returns the seconds it took.  Workers start from a copy of these objects:
     that compile happens once per machine, not per model."""
     from plait.codegen.c import CSource, compile_kernels
-    from plait.target.c.families import all_family_sources
+    from plait.target.c.kernels import all_family_sources
 
     t = time.perf_counter()
     compile_kernels({}, c_sources=[*all_family_sources(),

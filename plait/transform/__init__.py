@@ -24,6 +24,7 @@ from ..ir.well_formed import (
     register_phase_check,
     well_formed,
 )
+from .activation_rules import RecognizeActivations
 from .codegens import (
     Codegen,
     CodegenError,
@@ -110,6 +111,7 @@ for _m in sorted(m.name for m in _pkgutil.iter_modules(__path__) if not m.name.s
     _importlib.import_module(f"{__name__}.{_m}")
 
 __all__ = [
+    "RecognizeActivations",
     "ANY_PHASE",
     "Codegen",
     "CodegenError",

@@ -2,10 +2,10 @@
 
 SiLU (``x * sigmoid(x)``), GELU of the erf form (``x * (1 + erf(x / sqrt 2)) * 0.5``)
 and GELU of the tanh form (GPT-2's ``0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))``)
-become the ``silu`` and ``gelu`` ops.  They depend on no target: any pass that wants
-the single op (the ``c`` target's dispatch, which fuses it into a product's epilogue)
-applies :data:`ACTIVATION_RULES` with
-:func:`~plait.transform.pattern_rewrite.rewrite_function`.
+become the ``silu`` and ``gelu`` ops.  They depend on no target: the pass
+:class:`RecognizeActivations` applies them (the ``c`` target runs it first in its
+dispatch hook, so that its product rules fuse the single op into an epilogue); a rule
+set of one's own may take :data:`ACTIVATION_RULES` or one of the rules.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import math
 from ..ir.expr import Expr
 from ..op.registry import make_call
 from .pattern import Match, Pattern, is_const, is_op, wildcard
-from .pattern_rewrite import Rule
+from .pattern_rewrite import Rule, rewrite_pass
 
 
 def either(op: str, a: Pattern, b: Pattern) -> Pattern:
@@ -110,5 +110,15 @@ before it (plait_gelu_tanh_sv: x sigmoid(2u), SiLU's quotient)."""
 ACTIVATION_RULES: tuple[Rule, ...] = (SILU_RULE, GELU_RULE, GELU_TANH_RULE)
 """The three rules, in the order the ``c`` target applies them."""
 
-__all__ = ["ACTIVATION_RULES", "GELU_RULE", "GELU_TANH_RULE", "SILU_RULE", "either",
-           "scalar_near"]
+
+RecognizeActivations = rewrite_pass(
+    "RecognizeActivations", ACTIVATION_RULES,
+    doc="Make SiLU and GELU (erf and tanh forms) spelled out elementwise the silu and "
+        "gelu ops.")
+"""The function pass of :data:`ACTIVATION_RULES` (``RecognizeActivations``): the ``c``
+target's dispatch hook runs it first; run it by hand before ``c.DispatchGemm`` when
+composing the dispatch passes yourself."""
+
+
+__all__ = ["ACTIVATION_RULES", "GELU_RULE", "GELU_TANH_RULE", "SILU_RULE",
+           "RecognizeActivations", "either", "scalar_near"]

@@ -21,6 +21,8 @@ import plait
 from plait.ir.expr import Call, ExternFunc, Op
 from plait.runtime import VirtualMachine
 from plait.target.c import dispatch_depthwise
+from plait.transform.activation_rules import ACTIVATION_RULES
+from plait.transform.pattern_rewrite import rewrite_module
 
 RNG = np.random.default_rng(7)
 
@@ -272,7 +274,7 @@ def test_squeeze_excite_is_one_call(act: str) -> None:
     from plait.target.c import dispatch_squeeze_excite
 
     mod, x, ref = _se_model(act)
-    callees = _callees(dispatch_squeeze_excite(mod))
+    callees = _callees(dispatch_squeeze_excite(rewrite_module(mod, ACTIVATION_RULES)))
     assert len(callees) == 1 and callees[0].startswith("plait_se_scale_"), callees
     got = VirtualMachine(plait.build(mod, "c"))["main"](x)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
@@ -286,7 +288,7 @@ def test_squeeze_excite_from_a_mean_is_one_call(axes: tuple[int, int]) -> None:
     from plait.target.c import dispatch_squeeze_excite
 
     mod, x, ref = _se_model(squeeze=axes)
-    callees = _callees(dispatch_squeeze_excite(mod))
+    callees = _callees(dispatch_squeeze_excite(rewrite_module(mod, ACTIVATION_RULES)))
     assert len(callees) == 1 and callees[0].startswith("plait_se_scale_"), callees
     got = VirtualMachine(plait.build(mod, "c"))["main"](x)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)

@@ -48,7 +48,8 @@ def test_c_target_kind_hooks_and_pipeline() -> None:
                              "single_entry": True, "step_timing": False, "opt_level": 3,
                              "march_native": False, "out_of_range_indices": "raise"}
     stages = _target_stages(t)
-    assert stages["dispatch"] == ["c.FoldPadIntoConv", "c.DispatchAttention",
+    assert stages["dispatch"] == ["RecognizeActivations", "c.FoldPadIntoConv",
+                                  "c.DispatchAttention",
                                   "c.Conv1dAsConv2d", "c.DispatchSqueezeExcite",
                                   "c.DispatchGemm", "c.DispatchDepthwise", "c.DispatchPool",
                                   "c.DispatchLibrary"]

@@ -21,7 +21,9 @@ from plait.ir.expr import Call, ExternFunc
 from plait.ir.visitor import post_order
 from plait.runtime import VirtualMachine
 from plait.target.c import DispatchGemm
-from plait.target.c.gemm import MR, NR, pack_a, pack_b, pixel_rows_applies, winograd_choice
+from plait.target.c.dispatch.gemm import pixel_rows_applies, winograd_choice
+from plait.target.c.kernels.gemm import MR, NR, pack_a, pack_b
+from plait.transform import RecognizeActivations
 
 pytest.importorskip("torch")
 import torch  # noqa: E402
@@ -309,7 +311,7 @@ def test_pixel_rows_conv_matches_torch(monkeypatch: pytest.MonkeyPatch, xshape, 
     """plait_conv2d_pixel_rows (the thresholds of pixel_rows_applies lowered so small odd
     shapes take it): pixel counts that leave 1- to 5-row tails, output channels that
     leave column tails, batches, every epilogue, against PyTorch."""
-    import plait.target.c.gemm as gemm
+    import plait.target.c.dispatch.gemm as gemm
 
     monkeypatch.setattr(gemm, "PIXEL_ROWS_MIN_K", 1)
     monkeypatch.setattr(gemm, "PIXEL_ROWS_MIN_MACS", 1)
@@ -339,7 +341,7 @@ def test_split_sum_conv_matches_torch(xshape, wshape, strides, padding,  # type:
 def test_winograd_weight_transforms_reproduce_the_convolution() -> None:
     """A^T [(G g G^T) * (B^T d B)] A is the 3x3 correlation of a tile, for both
     transforms (checked in float64 against a direct sum)."""
-    from plait.target.c.gemm import WINOGRAD_G
+    from plait.target.c.kernels.winograd import WINOGRAD_G
 
     bt = {2: np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]),
           4: np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
@@ -494,7 +496,7 @@ def test_relu6_and_silu_epilogues_are_one_fused_call() -> None:
         return bb.emit(plait.ir.Tuple([relu6, silu, silu2]))
 
     mod = _build_graph({"x": x.shape, "a": a.shape}, body)
-    lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
+    lowered = DispatchGemm()(RecognizeActivations(mod.with_attrs(phase="optimization")))
     assert len(_externs(lowered)) == 3 and _ops(lowered) == []
     x64 = x.astype(np.float64)
     conv = torch.nn.functional.conv2d
@@ -593,7 +595,7 @@ def test_gelu_epilogue_is_one_fused_call() -> None:
         return bb.emit(plait.ir.Tuple([g0, g1, t]))
 
     mod = _build_graph({"x": x.shape, "a": a.shape}, body)
-    lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
+    lowered = DispatchGemm()(RecognizeActivations(mod.with_attrs(phase="optimization")))
     assert len(_externs(lowered)) == 3 and _ops(lowered) == []
     code = "".join(src["code"] for src in lowered.attrs["c_sources"])
     assert "p.act = 3;" in code   # PLAIT_ACT_GELU in the product's wrapper
@@ -658,7 +660,7 @@ def test_gelu_tanh_as_exported_is_fused(form: int) -> None:
         return bb.emit(plait.ir.Tuple([g0, g1]))
 
     mod = _build_graph({"a": a.shape}, body)
-    lowered = DispatchGemm()(mod.with_attrs(phase="optimization"))
+    lowered = DispatchGemm()(RecognizeActivations(mod.with_attrs(phase="optimization")))
     assert len(_externs(lowered)) == 2 and _ops(lowered) == []
     got = VirtualMachine(plait.build(mod, "c"))["main"](a)
     m = a.astype(np.float64) @ wl

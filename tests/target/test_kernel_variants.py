@@ -48,7 +48,7 @@ from plait.codegen.c.variants import FLOAT_ISAS, arch_isas, chosen_copy, host_ar
 from plait.codegen.c.variants import ISAS as VARIANT_ISAS
 from plait.runtime import VirtualMachine
 from plait.target.c import cpu_features, library_isas, use_isa
-from plait.target.c.families import FAMILIES
+from plait.target.c.kernels import FAMILIES
 
 RNG = np.random.default_rng(5)
 ISAS = arch_isas(host_arch(), tuple(VARIANT_ISAS))
@@ -684,7 +684,7 @@ def test_depthwise_cases_on_every_layout(built: dict[str, Any], case: str, isa: 
 
 
 def test_every_registered_family_has_a_case() -> None:
-    """A kernel family added to plait.target.c.families is tested here on every copy:
+    """A kernel family added to plait.target.c.kernels is tested here on every copy:
     add a case for it to CASES."""
     covered = {make()[5] for make in CASES.values()}
     missing = sorted(set(FAMILIES) - covered)

@@ -60,9 +60,9 @@ from plait.runtime import VirtualMachine
 from plait.runtime.elf import host_machine
 from plait.runtime.native import NativeLoadError, load_library, load_library_bytes
 from plait.target.c.build import LIBRARY_NAME, entry_programs
-from plait.target.c.families import all_family_sources, header_text
-from plait.target.c.gemm import pack_a, pack_b, winograd_weights
-from plait.target.c.kernels import wquant  # noqa: F401  (registers its family)
+from plait.target.c.kernels import all_family_sources, families_header_text
+from plait.target.c.kernels.gemm import pack_a, pack_b
+from plait.target.c.kernels.winograd import winograd_weights
 
 CC = "aarch64-linux-gnu-gcc"
 QEMU = "qemu-aarch64"
@@ -430,8 +430,7 @@ def families(cross: Path, tmp_path_factory: pytest.TempPathFactory
     d = tmp_path_factory.mktemp("aarch64-families")
     inputs, expect, code = _cases()
     cases = CSource(CASES_SOURCE.format(
-        headers=header_text("plait_gemm.h") + header_text("plait_pool.h")
-        + header_text("plait_qgemm.h") + header_text("plait_dwconv.h"), code=code),
+        headers=families_header_text(["gemm", "pool", "qgemm", "dwconv"]), code=code),
         (), "plait_test_cases.c")
     emitted = emit_library(_kernels(), [*all_family_sources(), cases], threads=True,
                            arch="aarch64")

@@ -26,7 +26,7 @@
 Native kernels come in one copy per instruction set of the machine (AVX-512, AVX2+FMA,
 baseline; NEON on aarch64), one chosen per kernel family when the library is loaded:
 :func:`cpu_features` says which and why, :func:`use_isa` (or ``PLAIT_ISA``) forces one
-(:mod:`.families`, docs/kernels.md).
+(:mod:`plait.target.c.kernels`, docs/kernels.md).
 
 Target attributes: ``gemm`` (default True: plait's own matrix product, convolution and
 pooling, :mod:`.gemm`, :mod:`.pool`), ``attention`` (default True, with ``gemm``: fused
@@ -50,11 +50,11 @@ from __future__ import annotations
 from typing import Any
 
 from plait.runtime import blas_ops as _blas_ops  # noqa: F401  (registers blas.*)
+from plait.transform.activation_rules import RecognizeActivations
 from plait.transform.fuse_kernels import fusion_passes, register_kernel_fusion
 from plait.transform.legalize import register_legalize
 
 from ..target import Target, register_target_kind
-from .attention import DispatchAttention, dispatch_attention
 from .build import (
     C_SOURCES_ATTR,
     LIBRARY_NAME,
@@ -71,13 +71,26 @@ from .compute import (
     list_computes,
     register_compute,
 )
-from .conv1d import Conv1dAsConv2d
 from .cpu import cpu_features, library_isas, use_isa
-from .depthwise import DispatchDepthwise, dispatch_depthwise
-from .dispatch import DispatchLibrary, RewriteFn, library_rewrite, rewrite_ops
+from .dispatch import (
+    Conv1dAsConv2d,
+    DispatchAttention,
+    DispatchDepthwise,
+    DispatchGemm,
+    DispatchLibrary,
+    DispatchPool,
+    DispatchSqueezeExcite,
+    FoldPadIntoConv,
+    RewriteFn,
+    dispatch_attention,
+    dispatch_depthwise,
+    dispatch_gemm,
+    dispatch_pool,
+    dispatch_squeeze_excite,
+    library_rewrite,
+    rewrite_ops,
+)
 from .entry import SingleEntry
-from .fold_pad import FoldPadIntoConv
-from .gemm import DispatchGemm, dispatch_gemm
 from .legalize import (
     KERNEL_DTYPES,
     add_kernel,
@@ -90,15 +103,14 @@ from .legalize import (
     library_calls,
     op_kernel,
 )
-from .pool import DispatchPool, dispatch_pool
 from .reference import c_source_provider
-from .squeeze_excite import DispatchSqueezeExcite, dispatch_squeeze_excite
 
 
 def _dispatch(target: Target) -> list[Any]:
     out_of_range_indices(target.attrs)   # a bad value is refused before any pass runs
     passes: list[Any] = []
     if target.attrs.get("gemm", True):
+        passes.append(RecognizeActivations)   # silu/gelu as ops: they fuse into epilogues
         passes.append(FoldPadIntoConv)
         if target.attrs.get("attention", True):
             passes.append(DispatchAttention())

@@ -142,7 +142,7 @@ def module_kernels(mod: IRModule) -> dict[str, Kernel]:
     return {name: f for name, f in mod.items() if isinstance(f, Kernel)}
 
 
-def _target_options(mod: IRModule) -> dict[str, Any]:
+def target_options(mod: IRModule) -> dict[str, Any]:
     target = mod.target
     attrs: Mapping[str, Any] = getattr(target, "attrs", {}) or {}
     opts: dict[str, Any] = {}
@@ -185,7 +185,7 @@ class CompileKernels:
             return mod
         path, _, arch = build_library(kernels, c_sources=sources,
                                       extra_flags=self.extra_flags,
-                                      entries=entry_programs(mod), **_target_options(mod))
+                                      entries=entry_programs(mod), **target_options(mod))
         if arch == host_arch():
             load_library(path)   # a library that cannot load here fails the build
         else:

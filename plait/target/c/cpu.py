@@ -1,8 +1,9 @@
 """What the ``c`` target's native kernels run on this CPU, and forcing a variant.
 
-Every kernel family of a library (:mod:`.families`, and the generated kernels) holds one
-copy per instruction set (ISA) of the architecture; the library picks one per family when
-it is loaded: the best copy the CPU runs, capped by ``PLAIT_ISA`` (``plait_isa.c``).
+Every kernel family of a library (:mod:`plait.target.c.kernels`, and the generated
+kernels) holds one copy per instruction set (ISA) of the architecture; the library picks
+one per family when it is loaded: the best copy the CPU runs, capped by ``PLAIT_ISA``
+(``plait_isa.c``).
 
 * :func:`cpu_features` — the CPU's ISAs and the copy each family would run, and why;
 * :func:`library_isas` — the copies the libraries of an executable actually run;
@@ -20,7 +21,7 @@ from typing import Any
 from plait.codegen.c.emit import KERNELS_FAMILY
 from plait.codegen.c.variants import ENV_VAR, FLOAT_ISAS, arch_isas
 
-from .families import FAMILIES
+from .kernels import FAMILIES
 
 
 def _cpu_name() -> str:

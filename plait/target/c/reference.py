@@ -18,7 +18,7 @@ from plait.codegen.c import compile_kernels
 from plait.interp.externs import register_extern_provider
 from plait.ir.module import IRModule
 
-from .build import _target_options, c_sources
+from .build import c_sources, target_options
 
 _LIBS: dict[str, Any] = {}
 _LOCK = threading.Lock()
@@ -31,7 +31,7 @@ def _key(mod: IRModule) -> str:
         h.update(b"\0")
         h.update(lit["code"].encode())
         h.update(repr(lit["functions"]).encode())
-    h.update(repr(sorted(_target_options(mod).items())).encode())
+    h.update(repr(sorted(target_options(mod).items())).encode())
     return h.hexdigest()
 
 
@@ -45,7 +45,7 @@ def c_source_provider(mod: IRModule, name: str) -> Callable[..., Any] | None:
     with _LOCK:
         lib = _LIBS.get(key)
         if lib is None:
-            lib = _LIBS[key] = compile_kernels({}, c_sources=sources, **_target_options(mod))
+            lib = _LIBS[key] = compile_kernels({}, c_sources=sources, **target_options(mod))
     return lib.get(name)
 
 

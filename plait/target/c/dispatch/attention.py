@@ -73,11 +73,11 @@ from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, Pattern, is_const, is_op, wildcard
 from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
-from .dims import SizeArgs
-from .families import fused_span
-from .gemm import with_native_calls
-from .shapes import float_shape
-from .views import View, broadcast_strides
+from ..dims import SizeArgs
+from ..kernels.registry import record_calls
+from ..shapes import float_shape
+from ..views import View, broadcast_strides
+from .common import fused_span
 
 VIEW_CHAIN_OPS = ("reshape", "expand_dims", "squeeze", "flatten", "permute_dims",
                   "strided_slice")
@@ -503,7 +503,7 @@ def dispatch_attention(mod: IRModule, skip: Any = None) -> IRModule:
         nf = rewrite_function(f, [rule], mod, name=name)
         if nf is not f:
             funcs[name] = dead_code_elimination(nf)
-    return with_native_calls(mod, funcs, wrappers, "plait_attention_calls")
+    return record_calls(mod, wrappers, "plait_attention_calls", funcs)
 
 
 @module_pass(name="c.DispatchAttention", phases=("optimization",))

@@ -1,6 +1,6 @@
 """The ``c`` target's squeeze-and-excite: ``c.DispatchSqueezeExcite`` makes EfficientNet's
 (and MobileNetV3-style) channel gate one call of ``plait_se_scale`` (``plait_dwconv.c``,
-a kernel family: :mod:`.families`)::
+a kernel family: :mod:`plait.target.c.kernels`)::
 
     s = global_avg_pool2d(x)                  # N x C x 1 x 1 (or mean over H, W, kept)
     h = silu|relu(conv2d(s, w1) [+ b1])       # 1x1 convolution to CR channels
@@ -10,10 +10,11 @@ a kernel family: :mod:`.families`)::
 becomes ``y = plait_se_scale(x, w1, b1, w2, b2)``: the channel means in one pass over
 ``x``, the two small products and their activations in the call (no native call of its
 own for a 1x1 convolution of a 1x1 image: their call overhead was most of their time),
-the gate applied in a second pass.  ``x * sigmoid(x)`` is made ``silu`` first
-(:data:`~plait.transform.activation_rules.SILU_RULE`).  The pass runs before ``c.DispatchGemm``
-(which would take the two 1x1 convolutions); each intermediate value must have no use
-outside the block, the weights must be constants and ``x`` float32 NCHW of static shape.
+the gate applied in a second pass.  ``x * sigmoid(x)`` must have been made ``silu``
+(``RecognizeActivations``, which the ``c`` target runs first).  The pass runs before
+``c.DispatchGemm`` (which would take the two 1x1 convolutions); each intermediate value
+must have no use outside the block, the weights must be constants and ``x`` float32
+NCHW of static shape.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ from plait.codegen.c import CFunction
 from plait.ir.expr import Constant, Expr, ExternFunc, Function, Tuple
 from plait.ir.module import IRModule
 from plait.op.registry import make_call
-from plait.transform.activation_rules import SILU_RULE
 from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, is_const, is_op, wildcard
 from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
-from .families import fused_span, record_wrappers
-from .shapes import static_shape
+from ..kernels.registry import record_calls
+from ..shapes import static_shape
+from .common import fused_span
 
 SE_RELU = 3
 """``PLAIT_DW_SE_RELU`` of ``plait_dwconv.h`` (SiLU is ``PLAIT_DW_ACT_SILU``, 2)."""
@@ -44,7 +45,7 @@ _W1, _W2 = is_const(), is_const()
 _B1, _B2 = is_const(), is_const()
 
 
-def _spatial_axes(axis: Any) -> bool:
+def spatial_axes(axis: Any) -> bool:
     """``mean``'s axes are the two spatial axes of a rank-4 NCHW value (x's rank is 4:
     the rewrite unpacks its static shape)."""
     axes = (axis,) if isinstance(axis, int) else axis
@@ -53,7 +54,7 @@ def _spatial_axes(axis: Any) -> bool:
 
 # the squeeze: ONNX's GlobalAveragePool, or torch.export's mean over H, W (keepdim)
 _POOL = (is_op("global_avg_pool2d", layout="NCHW")(_X)
-         | is_op("mean", keepdims=True, axis=_spatial_axes)(_X))
+         | is_op("mean", keepdims=True, axis=spatial_axes)(_X))
 _CONV1 = is_op("conv2d", groups=1)(_POOL, _W1)
 _PRE1 = is_op("add")(_CONV1, _B1) | _CONV1
 _ACT = is_op("silu", "relu")(_PRE1)
@@ -154,12 +155,11 @@ def dispatch_squeeze_excite(mod: IRModule, skip: Any = None) -> IRModule:
     rule = se_rule(wrappers)
     funcs: dict[str, Function] = {}
     for name, f in functions_to_rewrite(mod, skip):
-        nf = rewrite_function(f, [SILU_RULE], mod, name=name)
-        nf = rewrite_function(nf, [rule], mod, name=name)
+        nf = rewrite_function(f, [rule], mod, name=name)
         if nf is not f:
             funcs[name] = nf
     out = mod.with_functions(funcs) if funcs else mod
-    return record_wrappers(out, wrappers, "plait_dwconv.h", ["dwconv"], "plait_se_calls")
+    return record_calls(out, wrappers, "plait_se_calls")
 
 
 @module_pass(name="c.DispatchSqueezeExcite", phases=("optimization",))

@@ -1,6 +1,6 @@
 """The ``c`` target's int8 kernels (``plait_qgemm.c``): weight packing and call wrappers.
 
-The kernel family ``qgemm`` (:mod:`.families`; copies for AVX512-VNNI, AVX-VNNI, AVX2
+The kernel family ``qgemm`` (:mod:`plait.target.c.kernels`; copies for AVX512-VNNI, AVX-VNNI, AVX2
 and the baseline, one chosen at load time) computes 8-bit products with int32
 accumulation and a fused output stage (``plait_qgemm.h``): ``out((A - za) @ (B - zb) +
 bias)`` where ``out`` keeps int32, requantizes to uint8/int8 (the multiplier per
@@ -13,7 +13,8 @@ This module knows no op: a dispatch pass (a dialect's, say) decides what a call
 computes and describes it with :class:`QGemmCall` or :class:`QDepthwiseCall`; this
 module packs constant weights at compile time (:func:`pack_b`,
 :func:`pack_conv_weights`: the panels the dot products stream, with the zero points and
-sums the zero-point correction needs) and writes the call's C wrapper (:func:`record_calls`).
+sums the zero-point correction needs) and writes the call's C wrapper (recorded with
+:func:`plait.target.c.kernels.registry.record_calls`).
 """
 
 from __future__ import annotations
@@ -25,9 +26,8 @@ import numpy as np
 
 from plait.codegen.c import CFunction
 from plait.ir.expr import Constant, Expr
-from plait.ir.module import IRModule
 
-from .families import record_wrappers
+from ..registry import KernelFamily, register_family
 
 QNR = 16
 """The columns of a packed B panel (``PLAIT_Q_NR``)."""
@@ -390,14 +390,16 @@ def _c_float(v: float) -> str:
     return float(np.float32(v)).hex() + "f"
 
 
-def record_calls(mod: IRModule, wrappers: dict[str, tuple[str, CFunction]],
-                 prefix: str = "plait_qgemm_calls") -> IRModule:
-    """``mod`` with the call wrappers ``{symbol: (C code, CFunction)}`` (one file) and
-    the ``qgemm`` family's source recorded in its ``c_sources``."""
-    return record_wrappers(mod, wrappers, "plait_qgemm.h", ["qgemm"], prefix)
-
+# dot-product instructions where the CPU has them; AVX-512 without VNNI widens to int16
+# (vpmaddwd on zmm)
+register_family(KernelFamily("qgemm", "plait_qgemm.c",
+                             ("plait_qgemm", "plait_qconv2d", "plait_qconv2d_depthwise",
+                              "plait_qadd", "plait_quantize", "plait_dequantize",
+                              "plait_dynamic_quantize", "plait_qmul"),
+                             isas=("avx512vnni", "avx512", "avxvnni", "avx2", "baseline"),
+                             package=__name__, header="plait_qgemm.h"))
 
 __all__ = ["CONV_ROWS", "OUT_KINDS", "QAddCall", "QConvCall", "QDepthwiseCall",
            "QDynamicQuantizeCall", "QGemmCall", "QMulCall", "QNR", "QParamCall",
            "QOut", "centered_depthwise", "conv_groups", "pack_b", "pack_conv_weights",
-           "record_calls", "shifted"]
+           "shifted"]

@@ -1,13 +1,13 @@
 """The ``c`` target's grouped and depthwise convolutions: ``c.DispatchDepthwise`` sends
 float32 NCHW ``conv2d`` with ``groups > 1`` (MobileNet's and EfficientNet's depthwise
 convolutions, ConvNeXt's 7x7, ResNeXt's grouped ones) of static shape, with its
-epilogue, to ``plait_dwconv.c`` (a kernel family: :mod:`.families`).
+epilogue, to ``plait_dwconv.c`` (a kernel family: :mod:`plait.target.c.kernels`).
 
-The epilogue is :class:`~plait.target.c.gemm.DispatchGemm`'s, planned by the same steps
-(:func:`~plait.target.c.gemm.extend_epilogue`): a per-channel constant ``add`` (the bias), an
-``add`` of a tensor of the output's shape (a residual), a ``relu``, then ``clip``
-(ReLU6) or ``silu`` (not ``gelu``: the chain stops before it), and views that keep the
-elements in order, each folded while the intermediate result has no other use.  The
+The epilogue is :class:`~.gemm.DispatchGemm`'s, planned by the same steps
+(:func:`~.gemm.extend_epilogue`): a per-channel constant ``add`` (the bias), an ``add``
+of a tensor of the output's shape (a residual), a ``relu``, then ``clip`` (ReLU6) or
+``silu`` (not ``gelu``: the chain stops before it), and views that keep the elements in
+order, each folded while the intermediate result has no other use.  The
 kernel reads the input where it lies (each group's planes are copied into a zero-padded,
 phase-split scratch image in the cache of the thread that computes them: no padded copy
 of the tensor) and computes each output plane on a register tile of output rows (see
@@ -35,15 +35,14 @@ from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
-from .c_float import c_float
-from .dims import SizeArgs
-from .families import fused_span, record_wrappers
-from .gemm import ACT_GELU, ACT_GELU_TANH, ProductPlan, epilogue_step, extend_epilogue
-from .shapes import float_shape, is_static_shape
-
-DESC_FIELDS = ("N", "C", "H", "W", "O", "G", "KH", "KW", "SH", "SW", "DH", "DW", "PT",
-               "PL", "OH", "OW")
-"""The shape fields of ``plait_dwconv2d_desc`` (``plait_dwconv.h``), in order."""
+from ..c_float import c_float
+from ..dims import SizeArgs
+from ..kernels.dwconv import DWCONV2D_FIELDS
+from ..kernels.gemm import ACT_GELU, ACT_GELU_TANH
+from ..kernels.registry import record_calls
+from ..shapes import float_shape, is_static_shape
+from .common import fused_span
+from .gemm import ProductPlan, epilogue_step, extend_epilogue
 
 
 def _is_grouped(call: Call) -> bool:
@@ -91,7 +90,7 @@ def _wrapper(plan: ProductPlan) -> tuple[str, str, CFunction]:
     params.append((plan.out_shape, "float32"))
     sizes = SizeArgs(params)
     args.extend(sizes.c_params())
-    fields = [sizes.c(plan.desc[k]) for k in DESC_FIELDS]
+    fields = [sizes.c(plan.desc[k]) for k in DWCONV2D_FIELDS]
     fields += [str(plan.act), c_float(plan.act_lo), c_float(plan.act_hi)]
     key = repr((fields, sizes.params, plan.bias is not None, plan.res is not None, plan.relu))
     name = f"plait_dwconv2d_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
@@ -146,8 +145,7 @@ def dispatch_depthwise(mod: IRModule, skip: Any = None) -> IRModule:
     (default: those of external codegens) are left alone."""
     wrappers: dict[str, tuple[str, CFunction]] = {}
     out = rewrite_module(mod, [depthwise_rule(wrappers)], skip=skip)
-    return record_wrappers(out, wrappers, "plait_dwconv.h", ["dwconv"],
-                           "plait_dwconv_calls")
+    return record_calls(out, wrappers, "plait_dwconv_calls")
 
 
 @module_pass(name="c.DispatchDepthwise", phases=("optimization",))
@@ -164,5 +162,5 @@ class DispatchDepthwise:
         return dispatch_depthwise(mod, skip=skips_external(self, ctx))  # type: ignore[arg-type]
 
 
-__all__ = ["DESC_FIELDS", "GROUPED_CONV", "DispatchDepthwise", "depthwise_rule",
+__all__ = ["GROUPED_CONV", "DispatchDepthwise", "depthwise_rule",
            "dispatch_depthwise", "plan_grouped_conv2d"]

@@ -1,5 +1,5 @@
 """``c.Conv1dAsConv2d``: float32 ``conv1d`` as a ``conv2d`` of height 1, so that
-:class:`~plait.target.c.gemm.DispatchGemm` runs it on plait's convolution (an implicit
+:class:`~plait.target.c.dispatch.gemm.DispatchGemm` runs it on plait's convolution (an implicit
 im2col product) instead of the generated loop nest.
 
 Whisper's encoder starts with two 3-wide 1-D convolutions over 3000 and 1500 frames;
@@ -22,7 +22,7 @@ from plait.op.registry import make_call
 from plait.runtime.window import expand_ints, expand_padding
 from plait.transform.pass_base import module_pass
 
-from .dispatch import rewrite_ops
+from .library import rewrite_ops
 
 
 def _static_float32(e: Expr) -> bool:

@@ -4,7 +4,7 @@
 hook) rewrites float32 ``conv2d``, ``linear`` and ``matmul`` into calls of functions of
 ``plait_gemm.c`` (a blocked matrix product after BLIS with a 6x16 register tile),
 ``plait_conv.c`` and ``plait_winograd.c`` (kernel families compiled for every
-instruction set of the machine, one chosen at load time: :mod:`.families`; threads from
+instruction set of the machine, one chosen at load time: :mod:`plait.target.c.kernels`; threads from
 the library's pool), compiled into the model's native library next to the generated
 kernels.  On the way it
 
@@ -15,10 +15,11 @@ kernels.  On the way it
   columns), so a call packs only its activations;
 * **fuses the epilogue**: a following ``add`` of a per-channel constant (the bias), an
   ``add`` of a tensor of the output's shape (a residual), a ``relu`` and last an
-  activation — ``clip`` (ReLU6; clips in a row narrow one interval), ``silu``
-  (``x * sigmoid(x)`` is made ``silu`` first) or ``gelu`` of either form (``x * (1 +
-  erf(x / sqrt 2)) * 0.5`` as exported, and GPT-2's ``0.5 x (1 + tanh(...))``, are made
-  ``gelu`` first: :mod:`plait.transform.activation_rules`),
+  activation — ``clip`` (ReLU6; clips in a row narrow one interval), ``silu`` or
+  ``gelu`` of either form (as exported, ``x * sigmoid(x)``, ``x * (1 + erf(x / sqrt 2))
+  * 0.5`` and GPT-2's ``0.5 x (1 + tanh(...))`` are made the single ops by the
+  target-independent ``RecognizeActivations``, :mod:`plait.transform.activation_rules`,
+  which the ``c`` target runs first),
   applied to each tile as it is stored (``plait_act_tile``) — are folded into the call
   when each intermediate result has no other use: one pass over the output instead of
   several;
@@ -66,75 +67,34 @@ from plait.ir.expr import (
 from plait.ir.module import IRModule
 from plait.ir.symbolic import Dim, product
 from plait.op.registry import make_call
-from plait.transform.activation_rules import ACTIVATION_RULES
 from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, Pattern, is_op, match_at, wildcard
 from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
-from .c_float import c_float
-from .dims import Prod, SizeArgs
-from .families import families_called, fused_span, header_text, record_wrappers
-from .shapes import float_shape, is_static_shape
-
-ACT_NONE, ACT_CLIP, ACT_SILU, ACT_GELU, ACT_GELU_TANH = 0, 1, 2, 3, 4
-"""The activations of the native epilogue (``PLAIT_ACT_*`` of ``plait_gemm.h``)."""
-
-
-MR, NR = 6, 16
-"""The register tile of ``plait_gemm.c`` (rows of A per panel, columns of B per panel)."""
+from ..c_float import c_float
+from ..dims import Prod, SizeArgs
+from ..kernels.conv import CONV2D_FIELDS, POOL_MAX_K
+from ..kernels.gemm import (
+    ACT_CLIP,
+    ACT_GELU,
+    ACT_GELU_TANH,
+    ACT_NONE,
+    ACT_SILU,
+    MR,
+    NR,
+    pack_a,
+    pack_b,
+)
+from ..kernels.registry import record_calls
+from ..kernels.winograd import WINOGRAD_FUNCTIONS, winograd_weights
+from ..shapes import float_shape, is_static_shape
+from .common import fused_span
 
 OPS = ("conv2d", "linear", "matmul")
 """The ops :class:`DispatchGemm` rewrites (float32 only)."""
 
 
-def native_header_text() -> str:
-    """The text of ``plait_gemm.h`` (the float32 families' interface)."""
-    return header_text("plait_gemm.h")
-
-
 # ------------------------------------------------------------------ packing
-
-
-def pack_a(w: np.ndarray) -> np.ndarray:
-    """The ``M x K`` matrix ``w`` in panels of :data:`MR` rows, ``[ceil(M/MR)][K][MR]``,
-    zero-padded (what ``PLAIT_A_PACKED`` reads)."""
-    m, k = w.shape
-    mp = -(-m // MR) * MR
-    full = np.zeros((mp, k), np.float32)
-    full[:m] = w
-    return np.ascontiguousarray(full.reshape(mp // MR, MR, k).transpose(0, 2, 1))
-
-
-def pack_b(b: np.ndarray) -> np.ndarray:
-    """The ``K x N`` matrix ``b`` in panels of :data:`NR` columns, ``[ceil(N/NR)][K][NR]``,
-    zero-padded (what ``PLAIT_B_PACKED`` reads)."""
-    k, n = b.shape
-    np_ = -(-n // NR) * NR
-    full = np.zeros((k, np_), np.float32)
-    full[:, :n] = b
-    return np.ascontiguousarray(full.reshape(k, np_ // NR, NR).transpose(1, 0, 2))
-
-
-WINOGRAD_G = {
-    2: np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]]),
-    4: np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
-                 [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]),
-}
-"""The weight transforms of Winograd F(2x2, 3x3) and F(4x4, 3x3): U = G g G^T."""
-
-WINOGRAD_FUNCTIONS = {2: "plait_conv2d_winograd", 4: "plait_conv2d_winograd4"}
-
-
-def winograd_weights(w: np.ndarray, m: int = 4) -> np.ndarray:
-    """The ``O x C x 3 x 3`` weights transformed for F(m x m, 3x3) (``G g G^T``, in
-    float64, rounded once) and packed per transform element: ``[(m+2)^2][ceil(O/MR)][C]
-    [MR]`` (what ``plait_conv2d_winograd`` / ``plait_conv2d_winograd4`` read)."""
-    g = WINOGRAD_G[m]
-    o, c = w.shape[:2]
-    a = m + 2
-    u = np.einsum("ij,ocjk,lk->ocil", g, w.astype(np.float64), g)
-    u = u.reshape(o, c, a * a).transpose(2, 0, 1).astype(np.float32)
-    return np.ascontiguousarray(np.stack([pack_a(u[xi]) for xi in range(a * a)]))
 
 
 def winograd_applies(desc: dict[str, int]) -> bool:
@@ -277,9 +237,7 @@ class ProductPlan:
         d = {k: v if k == "b_kind" else sizes.c(v) for k, v in self.desc.items()}
         act = (self.act, c_float(self.act_lo), c_float(self.act_hi))
         if self.kind == "conv2d":
-            fields = ", ".join(d[k] for k in (
-                "N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "DH", "DW",
-                "PT", "PL", "PB", "PR", "OH", "OW"))
+            fields = ", ".join(d[k] for k in CONV2D_FIELDS)
             if self.act:
                 fields += ", " + ", ".join(map(str, act))
             fn = ("plait_conv2d_pixel_rows" if self.pixel_rows
@@ -446,11 +404,6 @@ def _plan(call: Call, ops: Sequence[str], winograd: int | str) -> ProductPlan | 
     if op.name == "conv2d":
         return _plan_conv2d(call, winograd)
     return _plan_gemm(call, op.name)
-
-
-POOL_MAX_K = 384
-"""The longest reduction (C * KH * KW) a convolution fused with pooling may have: one
-block of ``plait_gemm.c`` (PLAIT_KC), since pooled outputs cannot hold partial sums."""
 
 
 def _can_pool(plan: ProductPlan, call: Call) -> bool:
@@ -696,26 +649,10 @@ def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
     rule = gemm_rule(ops, _winograd_m(winograd), wrappers)
     funcs: dict[str, Function] = {}
     for name, f in functions_to_rewrite(mod, skip):
-        f = rewrite_function(f, list(ACTIVATION_RULES), mod, name=name)
         nf = rewrite_function(f, [rule], mod, name=name)
         if nf is not mod[name]:
             funcs[name] = nf
-    if not wrappers:    # no product: at most SiLUs and GELUs renamed
-        return mod.with_functions(funcs) if funcs else mod
-    return with_native_calls(mod, funcs, wrappers, "plait_gemm_calls")
-
-
-def with_native_calls(mod: IRModule, funcs: dict[str, Function],
-                      wrappers: dict[str, tuple[str, CFunction]], prefix: str) -> IRModule:
-    """``mod`` with the rewritten functions ``funcs``, the sources of the kernel families
-    the call wrappers use (``plait_gemm.c``, ``plait_conv.c``...: :mod:`.families`) and
-    the call wrappers (``{name: (C code, CFunction)}``, one file ``<prefix>_<digest>.c``)
-    recorded; ``mod`` itself when nothing was rewritten."""
-    if not funcs:
-        return mod
-    body = "\n".join(code for code, _ in wrappers.values())
-    return record_wrappers(mod.with_functions(funcs), wrappers, "plait_gemm.h",
-                           families_called(body), prefix)
+    return record_calls(mod, wrappers, "plait_gemm_calls", funcs)
 
 
 @module_pass(name="c.DispatchGemm", phases=("optimization",))

@@ -1,5 +1,5 @@
 """The ``c`` target's pooling: ``c.DispatchPool`` sends float32 NCHW ``max_pool2d``
-of static shape to ``plait_pool.c`` (a kernel family: :mod:`.families`), which pools
+of static shape to ``plait_pool.c`` (a kernel family: :mod:`plait.target.c.kernels`), which pools
 output row by output row (the maximum of the window's input rows on vectors across the
 row, then of its taps, a vector of output columns at a time), and float32 ``global_avg_pool2d``
 (NCHW) and ``mean`` over the two spatial axes of a rank-4 value (kept or not) to its
@@ -30,10 +30,10 @@ from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
-from .dims import SizeArgs
-from .families import record_wrappers
-from .shapes import float_shape, is_static_shape
-from .squeeze_excite import _spatial_axes
+from ..dims import SizeArgs
+from ..kernels.registry import record_calls
+from ..shapes import float_shape, is_static_shape
+from .squeeze_excite import spatial_axes
 
 
 def _wrapper(call: Call) -> tuple[str, str, CFunction] | None:
@@ -73,7 +73,7 @@ POOL = is_op("max_pool2d").has_dtype("float32").has_rank(4)
 """The shape :class:`DispatchPool` takes (static NCHW shapes, checked by the rewrite)."""
 
 _GAP = is_op("global_avg_pool2d", layout="NCHW")
-_MEAN = is_op("mean", axis=_spatial_axes)
+_MEAN = is_op("mean", axis=spatial_axes)
 _AVG = is_op("avg_pool2d", "adaptive_avg_pool2d", layout="NCHW")
 GLOBAL_AVG = (_GAP | _MEAN | _AVG).has_dtype("float32")
 """The global averages :class:`DispatchPool` takes: ``global_avg_pool2d`` (NCHW),
@@ -164,7 +164,7 @@ def dispatch_pool(mod: IRModule, skip: Any = None) -> IRModule:
     is true (default: those of external codegens) are left alone."""
     wrappers: dict[str, tuple[str, CFunction]] = {}
     out = rewrite_module(mod, [pool_rule(wrappers), global_avg_rule(wrappers)], skip=skip)
-    return record_wrappers(out, wrappers, "plait_pool.h", ["pool"], "plait_pool_calls")
+    return record_calls(out, wrappers, "plait_pool_calls")
 
 
 @module_pass(name="c.DispatchPool", phases=("optimization",))

@@ -1,0 +1,44 @@
+"""The Winograd convolution family ``winograd`` (``plait_winograd.c``): its call interface.
+
+``plait_conv2d_winograd`` (F(2x2, 3x3)) and ``plait_conv2d_winograd4`` (F(4x4, 3x3))
+take a ``plait_conv2d_desc`` (``plait_gemm.h``) and weights transformed and packed at
+compile time (:func:`winograd_weights`); stride 1, dilation 1, 3x3 kernels.  Which
+convolutions run here is the dispatch rules' choice
+(:func:`plait.target.c.dispatch.gemm.winograd_choice`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..gemm import pack_a
+from ..registry import KernelFamily, register_family
+
+WINOGRAD_G = {
+    2: np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]]),
+    4: np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                 [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]),
+}
+"""The weight transforms of Winograd F(2x2, 3x3) and F(4x4, 3x3): U = G g G^T."""
+
+WINOGRAD_FUNCTIONS = {2: "plait_conv2d_winograd", 4: "plait_conv2d_winograd4"}
+"""The entry point of each output tile size ``m``."""
+
+
+def winograd_weights(w: np.ndarray, m: int = 4) -> np.ndarray:
+    """The ``O x C x 3 x 3`` weights transformed for F(m x m, 3x3) (``G g G^T``, in
+    float64, rounded once) and packed per transform element: ``[(m+2)^2][ceil(O/MR)][C]
+    [MR]`` (what ``plait_conv2d_winograd`` / ``plait_conv2d_winograd4`` read)."""
+    g = WINOGRAD_G[m]
+    o, c = w.shape[:2]
+    a = m + 2
+    u = np.einsum("ij,ocjk,lk->ocil", g, w.astype(np.float64), g)
+    u = u.reshape(o, c, a * a).transpose(2, 0, 1).astype(np.float32)
+    return np.ascontiguousarray(np.stack([pack_a(u[xi]) for xi in range(a * a)]))
+
+
+register_family(KernelFamily("winograd", "plait_winograd.c",
+                             ("plait_conv2d_winograd", "plait_conv2d_winograd4"),
+                             package=__name__, header="plait_gemm.h"))
+
+__all__ = ["WINOGRAD_FUNCTIONS", "WINOGRAD_G", "winograd_weights"]
