@@ -47,7 +47,6 @@ views whose strides depend on which sizes are 1 at run time.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -73,8 +72,9 @@ from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, Pattern, is_const, is_op, wildcard
 from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
-from ..dims import SizeArgs
+from ..kernels.attention import attention_call
 from ..kernels.registry import record_calls
+from ..kernels.wrapper import emit_call
 from ..shapes import float_shape
 from ..views import View, broadcast_strides
 from .common import fused_span
@@ -205,39 +205,13 @@ class _Attention:
     def symbol_and_code(self) -> tuple[str, str, CFunction]:
         """The wrapper's symbol, C text and :class:`CFunction`; symbolic sizes are its
         size arguments, the descriptor's fields expressions over them."""
-        d = self.desc
-        params = [(float_shape(x.base), "float32") for x in self.operands()]
-        out_shape = tuple(self.out_ty.shape)
-        params.append((out_shape, "float32"))
-        sizes = SizeArgs(params)   # type: ignore[arg-type]
-        fields = ", ".join(
-            sizes.c(d[k]) if "scale" not in k else f"{float(np.float32(d[k])).hex()}f"
-            for k in ATTENTION_FIELDS)
-        key = repr((fields, sizes.params))
-        name = f"plait_attention_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-        mask_param, mask_arg = ("const float* m, ", "m") if self.mask else ("", "NULL")
-        args = ", ".join(["const float* q", "const float* k", "const float* v",
-                          *(["const float* m"] if self.mask else []), "float* out",
-                          *sizes.c_params()])
-        storage = "static const" if sizes.static else "const"
-        code = (f"int {name}({args}) {{\n" + sizes.empty_guard(out_shape)
-                + f"    {storage} plait_attention_desc d = {{{fields}}};\n"
-                f"    return plait_attention(&d, q, k, v, {mask_arg}, out);\n}}\n")
-        return name, code, CFunction(name, sizes.params, 1, name, "int")
+        q, k, v, *m = (float_shape(x.base) for x in self.operands())
+        return emit_call(attention_call(q, k, v, m[0] if m else None,  # type: ignore[arg-type]
+                                        tuple(self.out_ty.shape), self.desc))
 
     def operands(self) -> list[_Operand]:
         """Q, K, V and the mask (when there is one), in the C function's order."""
         return [self.q, self.k, self.v] + ([self.mask] if self.mask else [])
-
-
-ATTENTION_FIELDS = ("B", "H", "SQ", "SK", "D", "DV",
-                    "q_off", "q_sb", "q_sh", "q_ss", "q_sd",
-                    "k_off", "k_sb", "k_sh", "k_ss", "k_sd",
-                    "v_off", "v_sb", "v_sh", "v_ss", "v_sd",
-                    "o_sb", "o_sh", "o_ss", "scale",
-                    "m_off", "m_sb", "m_sh", "m_si", "m_sj", "mask_scale",
-                    "zero_masked_rows")
-"""The fields of ``plait_attention_desc``, in order."""
 
 
 # -------------------------------------------------------------- the rule

@@ -22,7 +22,6 @@ grouped ones go to ``blas.conv2d``.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,11 +34,10 @@ from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
-from ..c_float import c_float
-from ..dims import SizeArgs
-from ..kernels.dwconv import DWCONV2D_FIELDS
+from ..kernels.dwconv import dwconv2d_call
 from ..kernels.gemm import ACT_GELU, ACT_GELU_TANH
 from ..kernels.registry import record_calls
+from ..kernels.wrapper import emit_call
 from ..shapes import float_shape, is_static_shape
 from .common import fused_span
 from .gemm import ProductPlan, epilogue_step, extend_epilogue
@@ -78,30 +76,8 @@ def plan_grouped_conv2d(call: Call) -> ProductPlan | None:
 
 def _wrapper(plan: ProductPlan) -> tuple[str, str, CFunction]:
     """The plan's call wrapper: (symbol, C code, CFunction)."""
-    args = ["const float* x", "const float* w"]
-    params = list(plan.params)
-    if plan.bias is not None:
-        args.append("const float* bias")
-        params.append(((plan.bias_len,), "float32"))
-    if plan.res is not None:
-        args.append("const float* res")
-        params.append((plan.res_shape or plan.out_shape, "float32"))
-    args.append("float* out")
-    params.append((plan.out_shape, "float32"))
-    sizes = SizeArgs(params)
-    args.extend(sizes.c_params())
-    fields = [sizes.c(plan.desc[k]) for k in DWCONV2D_FIELDS]
-    fields += [str(plan.act), c_float(plan.act_lo), c_float(plan.act_hi)]
-    key = repr((fields, sizes.params, plan.bias is not None, plan.res is not None, plan.relu))
-    name = f"plait_dwconv2d_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-    bias = "bias" if plan.bias is not None else "NULL"
-    res = "res" if plan.res is not None else "NULL"
-    code = (f"int {name}({', '.join(args)}) {{\n"
-            + sizes.empty_guard(plan.out_shape)
-            + f"    {'static ' if sizes.static else ''}const plait_dwconv2d_desc d = "
-            f"{{{', '.join(fields)}}};\n"
-            f"    return plait_dwconv2d(&d, x, w, {bias}, {res}, {int(plan.relu)}, out);\n}}\n")
-    return name, code, CFunction(name, sizes.params, 1, name, "int")
+    x, w = (shape for shape, _ in plan.params)
+    return emit_call(dwconv2d_call(x, w, plan.out_shape, plan.desc, plan.epilogue()))
 
 
 GROUPED_CONV = (is_op("conv2d").has_dtype("float32").has_rank(4).where(_is_grouped)

@@ -44,7 +44,6 @@ or for legalization.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -71,9 +70,8 @@ from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, Pattern, is_op, match_at, wildcard
 from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
-from ..c_float import c_float
-from ..dims import Prod, SizeArgs
-from ..kernels.conv import CONV2D_FIELDS, POOL_MAX_K
+from ..dims import Prod
+from ..kernels.conv import POOL_MAX_K, conv2d_call
 from ..kernels.gemm import (
     ACT_CLIP,
     ACT_GELU,
@@ -82,11 +80,14 @@ from ..kernels.gemm import (
     ACT_SILU,
     MR,
     NR,
+    Epilogue,
+    gemm_call,
     pack_a,
     pack_b,
 )
 from ..kernels.registry import record_calls
-from ..kernels.winograd import WINOGRAD_FUNCTIONS, winograd_weights
+from ..kernels.winograd import winograd_weights
+from ..kernels.wrapper import NativeCall, emit_call
 from ..shapes import float_shape, is_static_shape
 from .common import fused_span
 
@@ -192,7 +193,7 @@ class ProductPlan:
     kind: str                      # "conv2d" | "gemm"
     inputs: list[Expr]             # activations and packed weights, in C order
     params: list[tuple[tuple[Dim, ...], str]]
-    desc: dict[str, Any]           # ints, b_kind's C name, and (symbolic shapes) Dims
+    desc: dict[str, Any]           # the family's fields: ints, Dims (symbolic shapes), flags
     out_shape: tuple[Dim, ...]
     bias_axis: str                 # "row" (conv: per output channel) | "col" (per column)
     bias_len: int
@@ -213,66 +214,30 @@ class ProductPlan:
         return (self.bias is None and self.res is None and not self.relu and not self.viewed
                 and not self.pool and not self.act)
 
-    def symbol_and_code(self) -> tuple[str, str, CFunction]:
-        """The wrapper's symbol, its C text and its :class:`CFunction`.  Symbolic sizes
-        (a dynamic batch or sequence) become size arguments of the wrapper
-        (:class:`~.dims.SizeArgs`), the descriptor's fields C expressions over them;
-        :class:`~plait.codegen.c.sizes.UnboundSize` when a field names a size no buffer binds."""
-        params = list(self.params)
-        if self.bias is not None:
-            params.append(((self.bias_len,), "float32"))
-        if self.res is not None:
-            params.append((self.res_shape or self.out_shape, "float32"))
-        params.append((self.out_shape, "float32"))
-        sizes = SizeArgs(params)
-        args = [f"const float* in{i}" for i in range(len(self.inputs))]
-        if self.bias is not None:
-            args.append("const float* bias")
-        if self.res is not None:
-            args.append("const float* res")
-        args.append("float* out")
-        args.extend(sizes.c_params())
-        bias = "bias" if self.bias is not None else "NULL"
-        res = "res" if self.res is not None else "NULL"
-        d = {k: v if k == "b_kind" else sizes.c(v) for k, v in self.desc.items()}
-        act = (self.act, c_float(self.act_lo), c_float(self.act_hi))
+    def epilogue(self) -> Epilogue:
+        """The epilogue the native call applies."""
+        return Epilogue(
+            bias=(self.bias_len,) if self.bias is not None else None,
+            res=(self.res_shape or self.out_shape) if self.res is not None else None,
+            relu=self.relu, act=self.act, act_lo=self.act_lo, act_hi=self.act_hi)
+
+    def native_call(self) -> NativeCall:
+        """The call of the family's entry point (symbolic sizes become size arguments of
+        its wrapper, the descriptor's fields expressions over them)."""
+        shapes = [shape for shape, _ in self.params]
         if self.kind == "conv2d":
-            fields = ", ".join(d[k] for k in CONV2D_FIELDS)
-            if self.act:
-                fields += ", " + ", ".join(map(str, act))
-            fn = ("plait_conv2d_pixel_rows" if self.pixel_rows
-                  else WINOGRAD_FUNCTIONS.get(self.winograd, "plait_conv2d"))
-            call = (f"plait_conv2d_pool(&d, in0, in1, {bias}, {int(self.relu)}, out)"
-                    if self.pool else
-                    f"{fn}(&d, in0, in1, {bias}, {res}, {int(self.relu)}, out)")
-            storage = "static const " if sizes.static else "const "
-            body = (f"    {storage}plait_conv2d_desc d = {{{fields}}};\n"
-                    f"    return {call};\n")
-        else:
-            bias_kind = "PLAIT_BIAS_COL" if self.bias is not None else "PLAIT_BIAS_NONE"
-            body = (
-                "    plait_gemm_problem p;\n    memset(&p, 0, sizeof p);\n"
-                f"    p.M = {d['M']}; p.N = {d['N']}; p.K = {d['K']};\n"
-                f"    p.a_kind = PLAIT_A_STRIDED; p.a = in0; p.lda_r = {d['lda_r']}; "
-                f"p.lda_c = {d['lda_c']};\n"
-                f"    p.b_kind = {d['b_kind']}; p.b = in1; p.ldb_r = {d['ldb_r']}; "
-                f"p.ldb_c = {d['ldb_c']};\n"
-                f"    p.c = out; p.ldc = {d['N']};\n"
-                f"    p.bias_kind = {bias_kind}; p.bias = {bias}; p.res = {res}; "
-                f"p.relu = {int(self.relu)};\n"
-                + (f"    p.act = {act[0]}; p.act_lo = {act[1]}; p.act_hi = {act[2]};\n"
-                   if self.act else "")
-                + f"    p.batch = {d['batch']}; p.a_bs = {d['a_bs']}; p.b_bs = {d['b_bs']}; "
-                f"p.c_bs = {d['c_bs']};\n"
-                "    return plait_gemm(&p);\n"
-            )
-        body = sizes.empty_guard(self.out_shape) + body
-        key = repr((self.kind, self.winograd, self.pixel_rows, self.pool, sorted(d.items()),
-                    sizes.params,
-                    self.bias is not None, self.res is not None, self.relu, act))
-        name = f"plait_{self.kind}_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-        code = f"int {name}({', '.join(args)}) {{\n{body}}}\n"
-        return name, code, CFunction(name, sizes.params, 1, name, "int")
+            variant = ("pool" if self.pool else "pixel_rows" if self.pixel_rows
+                       else f"winograd{self.winograd}" if self.winograd else "direct")
+            return conv2d_call(shapes[0], shapes[1], self.out_shape, self.desc, variant,
+                               self.epilogue())
+        return gemm_call(shapes[0], shapes[1], self.out_shape, epilogue=self.epilogue(),
+                         **self.desc)
+
+    def symbol_and_code(self) -> tuple[str, str, CFunction]:
+        """The wrapper's symbol, its C text and its :class:`CFunction`;
+        :class:`~plait.codegen.c.sizes.UnboundSize` when a field names a size no buffer
+        binds."""
+        return emit_call(self.native_call())
 
     def call_args(self) -> list[Expr]:
         out = list(self.inputs)
@@ -351,9 +316,9 @@ def _plan_gemm(call: Call, op: str) -> ProductPlan | None:
         wd = _const_data(w)
         if wd is not None:
             bmat: Expr = Constant(pack_b(np.asarray(wd, np.float32).T))
-            b_kind, ldb_r, ldb_c = "PLAIT_B_PACKED", 0, 0
+            b_packed, ldb_r, ldb_c = True, 0, 0
         else:
-            bmat, b_kind, ldb_r, ldb_c = w, "PLAIT_B_STRIDED", 1, k
+            bmat, b_packed, ldb_r, ldb_c = w, False, 1, k
         bias = call.args[2] if len(call.args) == 3 else None
         if bias is not None and shapes[2] != (n,):
             return None
@@ -370,10 +335,10 @@ def _plan_gemm(call: Call, op: str) -> ProductPlan | None:
             m = Prod.of(*xs[:-1])
             batch, a_bs, b_bs, c_bs = 1, 0, 0, 0
             if bd is not None:
-                bmat, b_kind, ldb_r, ldb_c = (Constant(pack_b(np.asarray(bd, np.float32))),
-                                              "PLAIT_B_PACKED", 0, 0)
+                bmat, b_packed, ldb_r, ldb_c = (Constant(pack_b(np.asarray(bd, np.float32))),
+                                                True, 0, 0)
             else:
-                bmat, b_kind, ldb_r, ldb_c = b, "PLAIT_B_STRIDED", n, 1
+                bmat, b_packed, ldb_r, ldb_c = b, False, n, 1
         else:
             # batched: identical batch dimensions, or A of rank 2 broadcast over them
             if xs[:-2] != bs[:-2] and len(xs) != 2:
@@ -382,12 +347,12 @@ def _plan_gemm(call: Call, op: str) -> ProductPlan | None:
             batch = Prod.of(*bs[:-2])
             a_bs = Prod.of(m, xs[-1]) if len(xs) > 2 else 0
             b_bs, c_bs = Prod.of(k, n), Prod.of(m, n)
-            bmat, b_kind, ldb_r, ldb_c = b, "PLAIT_B_STRIDED", n, 1
+            bmat, b_packed, ldb_r, ldb_c = b, False, n, 1
             if os_ != tuple(bs[:-2]) + (m, n):
                 return None
     if xs[-1] != k:
         return None
-    desc = dict(M=m, N=n, K=k, lda_r=k, lda_c=1, b_kind=b_kind, ldb_r=ldb_r, ldb_c=ldb_c,
+    desc = dict(M=m, N=n, K=k, lda_r=k, lda_c=1, b_packed=b_packed, ldb_r=ldb_r, ldb_c=ldb_c,
                 batch=batch, a_bs=a_bs, b_bs=b_bs, c_bs=c_bs)
     bshape = float_shape(bmat)
     assert bshape is not None

@@ -17,7 +17,6 @@ constants; both are recorded in the module's ``c_sources``.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,8 +29,9 @@ from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
-from ..dims import SizeArgs
+from ..kernels.pool import global_avg_pool2d_call, max_pool2d_call
 from ..kernels.registry import record_calls
+from ..kernels.wrapper import emit_call
 from ..shapes import float_shape, is_static_shape
 from .squeeze_excite import spatial_axes
 
@@ -51,22 +51,7 @@ def _wrapper(call: Call) -> tuple[str, str, CFunction] | None:
     sh, sw = expand_ints(a["strides"], 2)
     dh, dw = expand_ints(a["dilation"], 2)
     pt, pl, _pb, _pr = expand_padding(a["padding"], 2)
-    sizes = SizeArgs(((xs, "float32"), (os_, "float32")))
-    n, c, h, w = xs
-    desc = [sizes.c(d) for d in (n, c, h, w, os_[2], os_[3], kh, kw, sh, sw, dh, dw, pt, pl)]
-    key = repr((desc, sizes.params))
-    name = f"plait_max_pool2d_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-    code = (f"int {name}({', '.join(['const float* x', 'float* out', *sizes.c_params()])}) "
-            f"{{\n{sizes.empty_guard(xs)}"
-            f"    {_storage(sizes)}plait_pool2d_desc d = {{{', '.join(desc)}}};\n"
-            "    return plait_max_pool2d(&d, x, out);\n}\n")
-    return name, code, CFunction(name, sizes.params, 1, name, "int")
-
-
-def _storage(sizes: SizeArgs) -> str:
-    """How a wrapper holds its descriptor: a constant of the library when the shapes are
-    static, else made on each call from the size arguments."""
-    return "static const " if sizes.static else "const "
+    return emit_call(max_pool2d_call(xs, os_, (kh, kw, sh, sw, dh, dw, pt, pl)))
 
 
 POOL = is_op("max_pool2d").has_dtype("float32").has_rank(4)
@@ -107,15 +92,7 @@ def _mean_wrapper(call: Call) -> tuple[str, str, CFunction] | None:
         return None   # whether its window covers a symbolic image is not known
     if call.op.name in ("avg_pool2d", "adaptive_avg_pool2d") and not _covers_image(call, xs, os_):
         return None
-    sizes = SizeArgs(((xs, "float32"), (os_, "float32")))
-    planes, hw = sizes.prod(xs[:2]), sizes.prod(xs[2:])
-    key = repr((planes, hw, sizes.params))
-    name = f"plait_global_avg_pool2d_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-    code = (f"int {name}({', '.join(['const float* x', 'float* out', *sizes.c_params()])}) "
-            f"{{\n{sizes.empty_guard(xs)}"
-            f"    {_storage(sizes)}plait_mean_desc d = {{{planes}, {hw}}};\n"
-            "    return plait_global_avg_pool2d(&d, x, out);\n}\n")
-    return name, code, CFunction(name, sizes.params, 1, name, "int")
+    return emit_call(global_avg_pool2d_call(xs, os_))
 
 
 def pool_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:

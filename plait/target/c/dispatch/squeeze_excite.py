@@ -19,7 +19,6 @@ NCHW of static shape.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,12 +32,11 @@ from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, is_const, is_op, wildcard
 from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_function
 
+from ..kernels.dwconv import SE_RELU, SE_SILU, se_scale_call
 from ..kernels.registry import record_calls
+from ..kernels.wrapper import emit_call
 from ..shapes import static_shape
 from .common import fused_span
-
-SE_RELU = 3
-"""``PLAIT_DW_SE_RELU`` of ``plait_dwconv.h`` (SiLU is ``PLAIT_DW_ACT_SILU``, 2)."""
 
 _X = wildcard()
 _W1, _W2 = is_const(), is_const()
@@ -120,26 +118,13 @@ def se_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
             if b is None:
                 return None
             biases.append(b)
-        act = SE_RELU if m.call(_ACT).op.name == "relu" else 2  # type: ignore[union-attr]
+        act = SE_RELU if m.call(_ACT).op.name == "relu" else SE_SILU  # type: ignore[union-attr]
         args: list[Expr] = [x, Constant(np.ascontiguousarray(w1.data.reshape(cr, c))),
                             Constant(np.ascontiguousarray(w2.data.reshape(c, cr)))]
-        params = [(shape, "float32"), ((cr, c), "float32"), ((c, cr), "float32")]
-        names = ["x", "w1", "w2"]
-        for nm, b in zip(("b1", "b2"), biases):
-            if b is not None:
-                args.append(Constant(b))
-                params.append((b.shape, "float32"))
-                names.append(nm)
-        params.append((shape, "float32"))
-        desc = (n, c, h * w, cr, act)
-        key = repr((desc, names))
-        sym = f"plait_se_scale_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-        cargs = ", ".join(f"const float* {nm}" for nm in names)
-        call = ", ".join(nm if nm in names else "NULL" for nm in ("x", "w1", "b1", "w2", "b2"))
-        code = (f"int {sym}({cargs}, float* out) {{\n"
-                f"    static const plait_se_desc d = {{{', '.join(map(str, desc))}}};\n"
-                f"    return plait_se_scale(&d, {call}, out);\n}}\n")
-        wrappers.setdefault(sym, (code, CFunction(sym, tuple(params), 1, sym, "int")))
+        args.extend(Constant(b) for b in biases if b is not None)
+        sym, code, cfn = emit_call(se_scale_call(shape, cr, act, biases[0] is not None,
+                                                 biases[1] is not None))
+        wrappers.setdefault(sym, (code, cfn))
         root = m.graph.bindings[m.root_binding]  # type: ignore[index]
         return make_call("call_extern", ExternFunc(sym), Tuple(args), out=root.var.ty,
                          span=fused_span(m.graph, sorted(m.bindings), root))

@@ -12,8 +12,14 @@ All take a ``plait_conv2d_desc`` (``plait_gemm.h``) and the epilogue of the prod
 
 from __future__ import annotations
 
-from .. import gemm  # noqa: F401  (registered first: conv needs it)
+from collections.abc import Mapping
+from typing import Any
+
+from plait.ir.symbolic import Dim
+
+from ..gemm import Epilogue  # (and the gemm family registered first: conv needs it)
 from ..registry import KernelFamily, register_family
+from ..wrapper import DESC, Buffer, NativeCall, Ref
 
 POOL_MAX_K = 384
 """The longest reduction (C * KH * KW) ``plait_conv2d_pool`` takes: one block of
@@ -23,8 +29,34 @@ CONV2D_FIELDS = ("N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "DH", "DW",
                  "PT", "PL", "PB", "PR", "OH", "OW")
 """The shape fields of ``plait_conv2d_desc``, in order (the activation follows)."""
 
+CONV2D_ENTRIES = {"direct": "plait_conv2d", "pixel_rows": "plait_conv2d_pixel_rows",
+                  "pool": "plait_conv2d_pool", "winograd2": "plait_conv2d_winograd",
+                  "winograd4": "plait_conv2d_winograd4"}
+"""The entry point of each way to compute a convolution (the Winograd ones are the
+``winograd`` family's)."""
+
+
+def conv2d_call(x: tuple[Dim, ...], w: tuple[Dim, ...], out: tuple[Dim, ...],
+                desc: Mapping[str, Any], variant: str, epilogue: Epilogue) -> NativeCall:
+    """The call of a convolution entry point (``variant``: a key of
+    :data:`CONV2D_ENTRIES`) on ``x`` with the weights packed for it (shape ``w``),
+    ``desc`` holding the :data:`CONV2D_FIELDS`; the bias per output channel.  With
+    ``pool`` the epilogue has no residual; neither pooling nor Winograd takes an
+    activation."""
+    ep = epilogue
+    fields = tuple((k, desc[k]) for k in CONV2D_FIELDS) + ep.act_fields()
+    relu = int(ep.relu)
+    args: tuple[Any, ...] = ((DESC, Ref("in0"), Ref("in1"), ep.bias_ref(), relu, Ref("out"))
+                             if variant == "pool" else
+                             (DESC, Ref("in0"), Ref("in1"), ep.bias_ref(), ep.res_ref(), relu,
+                              Ref("out")))
+    buffers = (Buffer("in0", x), Buffer("in1", w), *ep.buffers(), Buffer("out", out, out=True))
+    return NativeCall("conv2d", CONV2D_ENTRIES[variant], buffers, args, "plait_conv2d_desc",
+                      fields)
+
+
 register_family(KernelFamily("conv", "plait_conv.c", ("plait_conv2d", "plait_conv2d_pool",
                                                       "plait_conv2d_pixel_rows"),
                              needs=("gemm",), package=__name__, header="plait_gemm.h"))
 
-__all__ = ["CONV2D_FIELDS", "POOL_MAX_K"]
+__all__ = ["CONV2D_ENTRIES", "CONV2D_FIELDS", "POOL_MAX_K", "conv2d_call"]

@@ -13,9 +13,16 @@ attention run on the same tile.  This package knows no op: the dispatch rules
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
+from plait.ir.symbolic import Dim
+
 from ..registry import KernelFamily, register_family
+from ..wrapper import DESC, NULL, Buffer, NativeCall, Ref
 
 ACT_NONE, ACT_CLIP, ACT_SILU, ACT_GELU, ACT_GELU_TANH = 0, 1, 2, 3, 4
 """The activations of the native epilogue (``PLAIT_ACT_*`` of ``plait_gemm.h``)."""
@@ -49,8 +56,68 @@ def pack_b(b: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(full.reshape(k, np_ // NR, NR).transpose(1, 0, 2))
 
 
+@dataclass(frozen=True)
+class Epilogue:
+    """What a product (or convolution) does to each tile as it stores it, in order: add
+    the ``bias`` (a buffer of that shape: one value per row or column), add the
+    residual ``res`` (a buffer of that shape, read as the output), ``relu``, then the
+    activation ``act`` (``ACT_CLIP`` to ``[act_lo, act_hi]``, ``ACT_SILU``,
+    ``ACT_GELU``, ``ACT_GELU_TANH``)."""
+
+    bias: tuple[Dim, ...] | None = None
+    res: tuple[Dim, ...] | None = None
+    relu: bool = False
+    act: int = ACT_NONE
+    act_lo: float = -math.inf
+    act_hi: float = math.inf
+
+    def buffers(self) -> list[Buffer]:
+        """The epilogue's buffers, in the wrappers' order (bias, then residual)."""
+        out = []
+        if self.bias is not None:
+            out.append(Buffer("bias", self.bias))
+        if self.res is not None:
+            out.append(Buffer("res", self.res))
+        return out
+
+    def bias_ref(self) -> Ref:
+        return Ref("bias") if self.bias is not None else NULL
+
+    def res_ref(self) -> Ref:
+        return Ref("res") if self.res is not None else NULL
+
+    def act_fields(self) -> tuple[tuple[str, Any], ...]:
+        """The activation's descriptor fields (none without one)."""
+        if not self.act:
+            return ()
+        return (("act", self.act), ("act_lo", float(self.act_lo)),
+                ("act_hi", float(self.act_hi)))
+
+
+def gemm_call(a: tuple[Dim, ...], b: tuple[Dim, ...], out: tuple[Dim, ...], *, M: Any, N: Any,
+              K: Any, lda_r: Any, lda_c: Any, b_packed: bool, ldb_r: Any, ldb_c: Any,
+              batch: Any, a_bs: Any, b_bs: Any, c_bs: Any, epilogue: Epilogue) -> NativeCall:
+    """The call of ``plait_gemm``: ``batch`` products ``out = epilogue(A @ B)`` of ``M x
+    K`` by ``K x N`` (A read at ``a[i * lda_r + k * lda_c]``, B packed by
+    :func:`pack_b` or at ``b[k * ldb_r + j * ldb_c]``; matrix ``i`` of the batch at
+    ``a + i * a_bs``, ``b + i * b_bs``, ``out + i * c_bs``), the bias per column;
+    ``a``, ``b`` and ``out`` the buffers' shapes; sizes may be symbolic."""
+    ep = epilogue
+    desc = (("M", M), ("N", N), ("K", K), ("a_kind", Ref("PLAIT_A_STRIDED")), ("a", Ref("in0")),
+            ("lda_r", lda_r), ("lda_c", lda_c),
+            ("b_kind", Ref("PLAIT_B_PACKED" if b_packed else "PLAIT_B_STRIDED")),
+            ("b", Ref("in1")), ("ldb_r", ldb_r), ("ldb_c", ldb_c), ("c", Ref("out")),
+            ("ldc", N), ("bias_kind", Ref("PLAIT_BIAS_COL" if ep.bias is not None
+                                          else "PLAIT_BIAS_NONE")),
+            ("bias", ep.bias_ref()), ("res", ep.res_ref()), ("relu", ep.relu),
+            *ep.act_fields(), ("batch", batch), ("a_bs", a_bs), ("b_bs", b_bs),
+            ("c_bs", c_bs))
+    buffers = (Buffer("in0", a), Buffer("in1", b), *ep.buffers(), Buffer("out", out, out=True))
+    return NativeCall("gemm", "plait_gemm", buffers, (DESC,), "plait_gemm_problem", desc)
+
+
 register_family(KernelFamily("gemm", "plait_gemm.c", ("plait_gemm",), package=__name__,
                              header="plait_gemm.h"))
 
 __all__ = ["ACT_CLIP", "ACT_GELU", "ACT_GELU_TANH", "ACT_NONE", "ACT_SILU", "MR", "NR",
-           "pack_a", "pack_b"]
+           "Epilogue", "gemm_call", "pack_a", "pack_b"]

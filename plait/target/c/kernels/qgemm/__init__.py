@@ -19,8 +19,9 @@ sums the zero-point correction needs) and writes the call's C wrapper (recorded 
 
 from __future__ import annotations
 
-import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from plait.codegen.c import CFunction
 from plait.ir.expr import Constant, Expr
 
 from ..registry import KernelFamily, register_family
+from ..wrapper import DESC, Buffer, Local, NativeCall, Ref, Struct, emit_call
 
 QNR = 16
 """The columns of a packed B panel (``PLAIT_Q_NR``)."""
@@ -122,9 +124,6 @@ def centered_depthwise(w: np.ndarray, zw: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray((w.astype(np.int32) - z.reshape(-1, 1, 1, 1))[:, 0])
 
 
-_C_TYPES = {"uint8": "uint8_t", "int8": "int8_t", "int32": "int32_t", "float32": "float"}
-
-
 @dataclass
 class QOut:
     """The output stage of a call: ``dtype`` (int32, uint8, int8, float32), the int32
@@ -140,40 +139,49 @@ class QOut:
     relu: bool = False
 
 
+Wrapper = tuple[str, str, CFunction, list[Expr]]
+"""A call's wrapper: (symbol, C code, CFunction, the call's arguments in order)."""
+
+
 @dataclass
-class _Wrapper:
-    """The parameters of a wrapper being written: (C name, expression, shape, dtype)."""
+class _Operands:
+    """The buffers of a wrapper being described, with the expressions they are bound to
+    (in parameter order)."""
 
-    params: list[tuple[str, Expr, tuple[int, ...], str]] = field(default_factory=list)
+    buffers: list[Buffer] = field(default_factory=list)
+    exprs: list[Expr] = field(default_factory=list)
 
-    def add(self, name: str, e: Expr) -> str:
+    def add(self, name: str, e: Expr) -> Ref:
         ty = e.ty
         shape = tuple(int(d) for d in ty.shape)  # type: ignore[union-attr]
-        self.params.append((name, e, shape, ty.dtype))  # type: ignore[union-attr]
-        return name
+        self.buffers.append(Buffer(name, shape, ty.dtype))  # type: ignore[union-attr]
+        self.exprs.append(e)
+        return Ref(name)
 
-    def out_fields(self, o: QOut, var: str) -> str:
-        lines = [f"{var}.kind = {OUT_KINDS[o.dtype]};"]
+    def out_stage(self, o: QOut) -> Struct:
+        """The ``plait_q_out`` initializer of ``o`` (its buffers added)."""
+        fields: list[tuple[str, Any]] = [("kind", Ref(OUT_KINDS[o.dtype]))]
         if o.bias is not None:
-            lines.append(f"{var}.bias = {self.add('bias', o.bias)};")
+            fields.append(("bias", self.add("bias", o.bias)))
         if o.scale is not None:
-            lines.append(f"{var}.scale = {self.add('scale', o.scale)}; "
-                         f"{var}.scale_cols = {int(o.scale_cols)};")
+            fields += [("scale", self.add("scale", o.scale)), ("scale_cols", int(o.scale_cols))]
         if o.fbias is not None:
-            lines.append(f"{var}.fbias = {self.add('fbias', o.fbias)};")
-        lines.append(f"{var}.zo = {int(o.zo)}; {var}.relu = {int(o.relu)};")
-        return "\n    ".join(lines)
+            fields.append(("fbias", self.add("fbias", o.fbias)))
+        fields += [("zo", int(o.zo)), ("relu", int(o.relu))]
+        return Struct(tuple(fields))
 
-    def finish(self, kind: str, body: str, out_shape: tuple[int, ...], out_dtype: str
-               ) -> tuple[str, str, CFunction, list[Expr]]:
-        args = [f"const {_C_TYPES[d]}* {n}" for n, _, _, d in self.params]
-        args.append(f"{_C_TYPES[out_dtype]}* out")
-        params = tuple((s, d) for _, _, s, d in self.params) + ((out_shape, out_dtype),)
-        key = repr((kind, body, params))
-        name = f"plait_{kind}_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-        code = f"int {name}({', '.join(args)}) {{\n    {body}\n}}\n"
-        return name, code, CFunction(name, params, 1, name, "int"), [e for _, e, _, _ in
-                                                                      self.params]
+    def finish(self, kind: str, entry: str, args: tuple[Any, ...], desc_type: str | None,
+               desc: Sequence[tuple[str, Any]], out_shape: tuple[int, ...], out_dtype: str,
+               locals_: tuple[Local, ...] = ()) -> Wrapper:
+        call = NativeCall(kind, entry, (*self.buffers, Buffer("out", out_shape, out_dtype,
+                                                              out=True)),
+                          args, desc_type, tuple(desc), guard=False, locals=locals_)
+        name, code, fn = emit_call(call)
+        return name, code, fn, list(self.exprs)
+
+
+def _signed(e: Expr) -> int:
+    return int(e.ty.dtype == "int8")  # type: ignore[union-attr]
 
 
 @dataclass
@@ -199,30 +207,32 @@ class QGemmCall:
     zb_cols: bool = False
     b_batched: bool = False
 
-    def wrapper(self) -> tuple[str, str, CFunction, list[Expr]]:
+    def wrapper(self) -> Wrapper:
         """(symbol, C code, CFunction, the call's arguments in order)."""
-        w = _Wrapper()
-        a_signed = int(self.a.ty.dtype == "int8")  # type: ignore[union-attr]
-        lines = ["plait_qgemm_problem p;", "memset(&p, 0, sizeof p);",
-                 f"p.M = {self.M}; p.N = {self.N}; p.K = {self.K}; p.batch = {self.batch};",
-                 f"p.a = {w.add('a', self.a)}; p.a_signed = {a_signed};"]
-        lines.append(f"p.lda_r = {self.K}; p.lda_c = 1; p.a_bs = {self.M * self.K};")
-        lines.append(f"p.ldc_r = {self.N}; p.ldc_c = 1; p.c_bs = {self.M * self.N};")
-        lines.append(f"p.za = {w.add('za', self.za)}; p.za_rows = {int(self.za_rows)};")
+        w = _Operands()
+        m, n, k = self.M, self.N, self.K
+        desc: list[tuple[str, Any]] = [
+            ("M", m), ("N", n), ("K", k), ("batch", self.batch), ("a", w.add("a", self.a)),
+            ("a_signed", _signed(self.a)), ("lda_r", k), ("lda_c", 1), ("a_bs", m * k),
+            ("ldc_r", n), ("ldc_c", 1), ("c_bs", m * n), ("za", w.add("za", self.za)),
+            ("za_rows", int(self.za_rows))]
         if self.packed is not None:
             bp, zbp, corr = (Constant(x) for x in self.packed)
-            lines.append(f"p.bp = {w.add('bp', bp)}; p.b_zp = {w.add('bzp', zbp)}; "
-                         f"p.b_corr = {w.add('bcorr', corr)};")
+            desc += [("bp", w.add("bp", bp)), ("b_zp", w.add("bzp", zbp)),
+                     ("b_corr", w.add("bcorr", corr))]
         else:
             assert self.b is not None and self.zb is not None
-            b_signed = int(self.b.ty.dtype == "int8")  # type: ignore[union-attr]
-            lines.append(f"p.b = {w.add('b', self.b)}; p.b_signed = {b_signed}; "
-                         f"p.ldb_r = {self.N}; p.ldb_c = 1; "
-                         f"p.b_bs = {self.K * self.N if self.b_batched else 0};")
-            lines.append(f"p.zb = {w.add('zb', self.zb)}; p.zb_cols = {int(self.zb_cols)};")
-        lines.append(w.out_fields(self.out, "p.out"))
-        lines += ["p.c = out;", "return plait_qgemm(&p);"]
-        return w.finish("qgemm", "\n    ".join(lines), self.out_shape, self.out.dtype)
+            desc += [("b", w.add("b", self.b)), ("b_signed", _signed(self.b)), ("ldb_r", n),
+                     ("ldb_c", 1), ("b_bs", k * n if self.b_batched else 0),
+                     ("zb", w.add("zb", self.zb)), ("zb_cols", int(self.zb_cols))]
+        desc += [("out", w.out_stage(self.out)), ("c", Ref("out"))]
+        return w.finish("qgemm", "plait_qgemm", (DESC,), "plait_qgemm_problem", desc,
+                        self.out_shape, self.out.dtype)
+
+
+QCONV_FIELDS = ("N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "DH", "DW", "PT", "PL",
+                "OH", "OW", "K", "G")
+"""The shape fields of ``plait_qconv_problem``, in order."""
 
 
 @dataclass
@@ -239,21 +249,20 @@ class QConvCall:
     out: QOut
     out_shape: tuple[int, ...]
 
-    def wrapper(self) -> tuple[str, str, CFunction, list[Expr]]:
-        w = _Wrapper()
-        xs = int(self.x.ty.dtype == "int8")  # type: ignore[union-attr]
+    def wrapper(self) -> Wrapper:
+        w = _Operands()
         wp, zp, corr = (Constant(a) for a in self.packed)
-        lines = ["plait_qconv_problem p;", "memset(&p, 0, sizeof p);",
-                 "static const int64_t d[17] = {" + ", ".join(map(str, self.desc)) + "};",
-                 "p.N = d[0]; p.C = d[1]; p.H = d[2]; p.W = d[3]; p.O = d[4]; p.KH = d[5];",
-                 "p.KW = d[6]; p.SH = d[7]; p.SW = d[8]; p.DH = d[9]; p.DW = d[10];",
-                 "p.PT = d[11]; p.PL = d[12]; p.OH = d[13]; p.OW = d[14]; p.K = d[15];",
-                 "p.G = d[16];",
-                 f"p.x = {w.add('x', self.x)}; p.x_signed = {xs}; p.zx = {w.add('zx', self.zx)};",
-                 f"p.w = {w.add('w', wp)}; p.w_zp = {w.add('wzp', zp)}; "
-                 f"p.w_corr = {w.add('wcorr', corr)};",
-                 w.out_fields(self.out, "p.out"), "p.c = out;", "return plait_qconv2d(&p);"]
-        return w.finish("qconv", "\n    ".join(lines), self.out_shape, self.out.dtype)
+        desc: list[tuple[str, Any]] = list(zip(QCONV_FIELDS, self.desc))
+        desc += [("x", w.add("x", self.x)), ("x_signed", _signed(self.x)),
+                 ("zx", w.add("zx", self.zx)), ("w", w.add("w", wp)),
+                 ("w_zp", w.add("wzp", zp)), ("w_corr", w.add("wcorr", corr)),
+                 ("out", w.out_stage(self.out)), ("c", Ref("out"))]
+        return w.finish("qconv", "plait_qconv2d", (DESC,), "plait_qconv_problem", desc,
+                        self.out_shape, self.out.dtype)
+
+
+QDW_FIELDS = ("N", "C", "H", "W", "KH", "KW", "SH", "SW", "DH", "DW", "PT", "PL", "OH", "OW")
+"""The fields of ``plait_qdw_desc``, in order."""
 
 
 @dataclass
@@ -269,15 +278,15 @@ class QDepthwiseCall:
     out: QOut
     out_shape: tuple[int, ...]
 
-    def wrapper(self) -> tuple[str, str, CFunction, list[Expr]]:
-        w = _Wrapper()
-        xs = int(self.x.ty.dtype == "int8")  # type: ignore[union-attr]
-        lines = ["static const plait_qdw_desc d = {" + ", ".join(map(str, self.desc)) + "};",
-                 "plait_q_out o;", "memset(&o, 0, sizeof o);", w.out_fields(self.out, "o"),
-                 f"return plait_qconv2d_depthwise(&d, {w.add('x', self.x)}, {xs}, "
-                 f"{w.add('zx', self.zx)}, {w.add('w', Constant(self.w))}, &o, out);"]
-        return w.finish("qdw", "\n    ".join(lines), self.out_shape, self.out.dtype)
-
+    def wrapper(self) -> Wrapper:
+        w = _Operands()
+        x, zx = w.add("x", self.x), w.add("zx", self.zx)
+        wc = w.add("w", Constant(self.w))
+        stage = Local("o", "plait_q_out", w.out_stage(self.out).fields)
+        args = (DESC, x, _signed(self.x), zx, wc, Ref("&o"), Ref("out"))
+        return w.finish("qdw", "plait_qconv2d_depthwise", args, "plait_qdw_desc",
+                        tuple(zip(QDW_FIELDS, self.desc)), self.out_shape, self.out.dtype,
+                        (stage,))
 
 
 @dataclass
@@ -295,10 +304,11 @@ class QAddCall:
     a_first: bool
     out_shape: tuple[int, ...]
 
-    def wrapper(self) -> tuple[str, str, CFunction, list[Expr]]:
-        return _binary_wrapper("qadd", self.a, self.b, self.out_shape,
-                               f"{int(self.a_first)}, {_c_float(self.ra)}, "
-                               f"{_c_float(self.rb)}, {_c_float(self.fixed)}")
+    def wrapper(self) -> Wrapper:
+        return _binary_wrapper("qadd", self.a, self.b, self.out_shape, (
+            ("a_first", int(self.a_first)), ("ra", float(self.ra)), ("rb", float(self.rb)),
+            ("fixed", float(self.fixed))))
+
 
 @dataclass
 class QMulCall:
@@ -314,24 +324,24 @@ class QMulCall:
     ratio: float
     out_shape: tuple[int, ...]
 
-    def wrapper(self) -> tuple[str, str, CFunction, list[Expr]]:
-        return _binary_wrapper("qmul", self.a, self.b, self.out_shape,
-                               f"{self.za}, {self.zb}, {self.zc}, {_c_float(self.ratio)}")
+    def wrapper(self) -> Wrapper:
+        return _binary_wrapper("qmul", self.a, self.b, self.out_shape, (
+            ("za", int(self.za)), ("zb", int(self.zb)), ("zc", int(self.zc)),
+            ("ratio", float(self.ratio))))
 
 
-def _binary_wrapper(kind: str, a: Expr, b: Expr, out_shape: tuple[int, ...], rest: str
-                    ) -> tuple[str, str, CFunction, list[Expr]]:
+def _binary_wrapper(kind: str, a: Expr, b: Expr, out_shape: tuple[int, ...],
+                    rest: tuple[tuple[str, Any], ...]) -> Wrapper:
     """The wrapper of ``plait_<kind>`` (``plait_qadd``/``plait_qmul``): its descriptor
     ``{n, a_len, b_len, is_signed, <rest>}`` and the two operands."""
-    w = _Wrapper()
-    dt = a.ty.dtype  # type: ignore[union-attr]
-    n = int(np.prod(out_shape))
-    la = int(np.prod(a.ty.shape))  # type: ignore[union-attr]
-    lb = int(np.prod(b.ty.shape))  # type: ignore[union-attr]
-    lines = [f"static const plait_{kind}_desc d = {{{n}, {la}, {lb}, {int(dt == 'int8')}, "
-             f"{rest}}};",
-             f"return plait_{kind}(&d, {w.add('a', a)}, {w.add('b', b)}, out);"]
-    return w.finish(kind, "\n    ".join(lines), out_shape, dt)
+    w = _Operands()
+    desc = (("n", int(np.prod(out_shape))), ("a_len", int(np.prod(a.ty.shape))),  # type: ignore[union-attr]
+            ("b_len", int(np.prod(b.ty.shape))), ("is_signed", _signed(a)),  # type: ignore[union-attr]
+            *rest)
+    args = (DESC, w.add("a", a), w.add("b", b), Ref("out"))
+    return w.finish(kind, f"plait_{kind}", args, f"plait_{kind}_desc", desc, out_shape,
+                    a.ty.dtype)  # type: ignore[union-attr]
+
 
 @dataclass
 class QParamCall:
@@ -346,8 +356,8 @@ class QParamCall:
     axis: int | None
     out_shape: tuple[int, ...]
 
-    def wrapper(self) -> tuple[str, str, CFunction, list[Expr]]:
-        w = _Wrapper()
+    def wrapper(self) -> Wrapper:
+        w = _Operands()
         shape = self.out_shape
         if self.axis is None:
             outer, ch, inner = 1, 1, int(np.prod(shape))
@@ -356,13 +366,13 @@ class QParamCall:
             ch = int(shape[self.axis])
             inner = int(np.prod(shape[self.axis + 1:]))
         zdt = self.zp.ty.dtype  # type: ignore[union-attr]
-        fn = "plait_quantize" if self.quantize else "plait_dequantize"
-        lines = ["static const plait_qparam_desc d = {" + f"{outer}, {ch}, {inner}, "
-                 f"{int(self.axis is not None)}, {int(zdt == 'int8')}" + "};",
-                 f"return {fn}(&d, {w.add('x', self.x)}, {w.add('scale', self.scale)}, "
-                 f"{w.add('zp', self.zp)}, out);"]
-        return w.finish("qquant" if self.quantize else "qdequant", "\n    ".join(lines),
-                        shape, zdt if self.quantize else "float32")
+        desc = (("outer", outer), ("ch", ch), ("inner", inner),
+                ("per_channel", int(self.axis is not None)), ("q_signed", _signed(self.zp)))
+        args = (DESC, w.add("x", self.x), w.add("scale", self.scale), w.add("zp", self.zp),
+                Ref("out"))
+        return w.finish("qquant" if self.quantize else "qdequant",
+                        "plait_quantize" if self.quantize else "plait_dequantize", args,
+                        "plait_qparam_desc", desc, shape, zdt if self.quantize else "float32")
 
 
 @dataclass
@@ -373,21 +383,15 @@ class QDynamicQuantizeCall:
     x: Expr
     out_shape: tuple[int, ...]
 
-    def wrapper(self) -> tuple[str, str, CFunction, list[Expr]]:
-        n = int(np.prod(self.out_shape))
-        params = ((self.out_shape, "float32"), (self.out_shape, "uint8"), ((), "float32"),
-                  ((), "uint8"))
-        body = (f"const float* x, uint8_t* y, float* scale, uint8_t* zp) {{\n"
-                f"    return plait_dynamic_quantize({n}, x, y, scale, zp);\n}}\n")
-        key = repr(("qdynq", body, params))
-        name = f"plait_qdynq_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-        code = f"int {name}(" + body
-        return name, code, CFunction(name, params, 3, name, "int"), [self.x]
-
-
-def _c_float(v: float) -> str:
-    """A float32 value as an exact C literal (hexadecimal)."""
-    return float(np.float32(v)).hex() + "f"
+    def wrapper(self) -> Wrapper:
+        shape = self.out_shape
+        buffers = (Buffer("x", shape), Buffer("y", shape, "uint8", out=True),
+                   Buffer("scale", (), out=True), Buffer("zp", (), "uint8", out=True))
+        call = NativeCall("qdynq", "plait_dynamic_quantize", buffers,
+                          (int(np.prod(shape)), Ref("x"), Ref("y"), Ref("scale"), Ref("zp")),
+                          guard=False)
+        name, code, fn = emit_call(call)
+        return name, code, fn, [self.x]
 
 
 # dot-product instructions where the CPU has them; AVX-512 without VNNI widens to int16
