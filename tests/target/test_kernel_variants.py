@@ -327,6 +327,67 @@ def _weight_only() -> Case:
     return {"x": x.shape, "v": v.shape}, body, [x, v], ref, 1e-4, "wquant", {}
 
 
+def _int8_conv(groups: int) -> Callable[[], Case]:
+    """An int8 convolution (the qconv family): quantize, a 3x3 convolution of 5 to 7
+    channels with per-channel zero points (``groups=1``: the transposed product) or a
+    depthwise one of 6 channels (``groups=6``), stride 2, padding, requantize,
+    dequantize; exact against the dialect's reference."""
+    def make() -> Case:
+        from plait.dialects.qnn import reference as R
+
+        rng = np.random.default_rng(7)
+        c, o = (5, 7) if groups == 1 else (6, 6)
+        x = _rand(2, c, 9, 11)
+        w = rng.integers(-128, 128, (o, c // groups, 3, 3)).astype(np.int8)
+        xs, zx = np.asarray(0.01, np.float32), np.asarray(131, np.uint8)
+        zw = rng.integers(-9, 9, o).astype(np.int8)
+        si = rng.uniform(1e-3, 1e-2, o).astype(np.float32)
+        so, zo = np.asarray(0.5, np.float32), np.asarray(7, np.uint8)
+        attrs = dict(strides=(2, 2), padding=(1, 1, 1, 0), groups=groups)
+
+        def body(bb: Any, p: Any) -> Any:
+            q = emit(bb, "qnn.quantize", p[0], const(xs), const(zx))
+            acc = emit(bb, "qnn.conv2d", q, const(w), const(zx), const(zw), **attrs)
+            y = emit(bb, "qnn.requantize", acc, const(si), const(np.int32(0)), const(so),
+                     const(zo), axis=1)
+            return emit(bb, "qnn.dequantize", y, const(so), const(zo))
+
+        q = R.quantize(x, xs, zx, out_dtype="uint8")
+        acc = R.conv2d(q, w, zx, zw, **attrs)
+        y = R.requantize_op(acc, si, np.int32(0), so, zo, axis=1)
+        return {"x": x.shape}, body, [x], R.dequantize(y, so, zo), 0.0, "qconv", {}
+
+    return make
+
+
+def _int8_elementwise() -> Case:
+    """int8 elementwise kernels (the qelementwise family): quantize two float tensors
+    (one a row vector), QLinearAdd them, QLinearMul by the first, dequantize; exact
+    against the dialect's reference."""
+    from plait.dialects.qnn import reference as R
+
+    x, r = _rand(3, 70) * 2, _rand(70)
+    f = np.float32
+    sx, zx = np.asarray(0.02, f), np.asarray(120, np.uint8)
+    sr, zr = np.asarray(0.01, f), np.asarray(9, np.uint8)
+    sa, za = np.asarray(0.03, f), np.asarray(128, np.uint8)
+    sm, zm = np.asarray(0.05, f), np.asarray(3, np.uint8)
+
+    def body(bb: Any, p: Any) -> Any:
+        qx = emit(bb, "qnn.quantize", p[0], const(sx), const(zx))
+        qr = emit(bb, "qnn.quantize", p[1], const(sr), const(zr))
+        a = emit(bb, "qnn.add", qx, const(sx), const(zx), qr, const(sr), const(zr), const(sa),
+                 const(za))
+        m = emit(bb, "qnn.mul", a, const(sa), const(za), qx, const(sx), const(zx), const(sm),
+                 const(zm))
+        return emit(bb, "qnn.dequantize", m, const(sm), const(zm))
+
+    qx, qr = R.quantize(x, sx, zx, out_dtype="uint8"), R.quantize(r, sr, zr, out_dtype="uint8")
+    a = R.add(qx, sx, zx, qr, sr, zr, sa, za)
+    ref = R.dequantize(R.mul(a, sa, za, qx, sx, zx, sm, zm), sm, zm)
+    return {"x": x.shape, "r": r.shape}, body, [x, r], ref, 0.0, "qelementwise", {}
+
+
 def _activations() -> Case:
     """ReLU6 (two clips) after a strided convolution and its bias, SiLU after a product:
     the native epilogue's activation (``plait_act_tile``) on odd tiles."""
@@ -451,7 +512,13 @@ def _silu_pad() -> Case:
 CASES: dict[str, Callable[[], Case]] = {
     "matmul batched, K in two blocks": _matmul,
     "int8 matmul, per-column zero points and requantization": _int8_product,
+<<<<<<< HEAD
     "weight-only int4 products, prefill and decode rows": _weight_only,
+=======
+    "int8 conv 3x3 stride 2, per-channel zero points": _int8_conv(1),
+    "int8 depthwise conv 3x3 stride 2": _int8_conv(6),
+    "int8 quantize, add, mul, dequantize": _int8_elementwise,
+>>>>>>> f3b0395 (c target split, step 3: the int8 kernels split by entry point)
     "linear + bias + residual + relu, K 13": _linear,
     "conv 5 -> 7 channels, stride 2, padding": _conv(
         (2, 5, 11, 13), (7, 5, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),

@@ -74,8 +74,8 @@ pytestmark = pytest.mark.skipif(
            "gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)")
 
 RNG = np.random.default_rng(11)
-FAMILIES_RUN = ("attention", "conv", "dwconv", "gemm", "kernels", "pool", "qgemm",
-                "winograd", "wquant")
+FAMILIES_RUN = ("attention", "conv", "dwconv", "gemm", "kernels", "pool", "qconv",
+                "qelementwise", "qgemm", "winograd", "wquant")
 
 
 def _rand(*shape: int) -> np.ndarray:

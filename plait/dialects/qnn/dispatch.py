@@ -4,7 +4,7 @@ The dialect registers this pass at the ``dispatch`` extension point for targets 
 ``c`` (with ``gemm`` on); other targets get none and ``qnn.Legalize`` lowers every qnn
 op to core ops.  It rewrites a ``qnn.matmul`` or ``qnn.conv2d`` together with the
 output stage that follows it into one call of ``plait_qgemm.c``
-(:mod:`plait.target.c.kernels.qgemm`), weights packed at compile time:
+(:mod:`plait.target.c.kernels.int8`), weights packed at compile time:
 
 * ``qnn.matmul``/``qnn.conv2d`` ``[-> add(int32 bias)]`` then one of
   - ``qnn.requantize`` (uint8/int8 out: QLinearMatMul, QLinearConv, QGemm, the QDQ
@@ -87,7 +87,7 @@ class _Plan:
     once the anchor is taken) and the state of its output stage."""
 
     def __init__(self, call: Any, n: int, col_axis: int, rank: int) -> None:
-        from plait.target.c.kernels.qgemm import QOut
+        from plait.target.c.kernels.int8 import QOut
 
         self.call = call
         self.n = n                    # columns (output channels of a convolution)
@@ -225,7 +225,7 @@ def _param_vector(e: Expr, n: int) -> bool:
 
 
 def _plan_matmul(call: Call) -> _Plan | None:
-    from plait.target.c.kernels.qgemm import QGemmCall, QOut, pack_b
+    from plait.target.c.kernels.int8 import QGemmCall, QOut, pack_b
 
     a, b, za, zb = call.args
     as_, bs, os_ = _shape(a), _shape(b), _shape(call)
@@ -262,7 +262,7 @@ def _plan_matmul(call: Call) -> _Plan | None:
 
 def _plan_conv2d(call: Call) -> _Plan | None:
     from plait.runtime.window import expand_ints, expand_padding
-    from plait.target.c.kernels.qgemm import (
+    from plait.target.c.kernels.int8 import (
         QConvCall,
         QDepthwiseCall,
         QOut,
@@ -356,7 +356,7 @@ def _plan_add(call: Call) -> Any:
     """``qnn.add`` (QLinearAdd) on ``plait_qadd`` and ``qnn.mul`` (QLinearMul) on
     ``plait_qmul``: per-tensor constant parameters, the operands the output's shape, a
     scalar or its trailing dimensions."""
-    from plait.target.c.kernels.qgemm import QAddCall, QMulCall
+    from plait.target.c.kernels.int8 import QAddCall, QMulCall
 
     from . import reference as R
 
@@ -392,7 +392,7 @@ def _plan_param(call: Call) -> Any:
     """``qnn.quantize`` (float32 in) / ``qnn.dequantize`` (8-bit in) on
     ``plait_quantize`` / ``plait_dequantize``: the scale and zero point one value each
     (constant or computed), or constants per channel of ``axis`` (not blocked)."""
-    from plait.target.c.kernels.qgemm import QParamCall
+    from plait.target.c.kernels.int8 import QParamCall
 
     x, sc, zp = call.args
     xs, ss, zs, os_ = _shape(x), _shape(sc), _shape(zp), _shape(call)
@@ -421,7 +421,7 @@ def _plan_param(call: Call) -> Any:
 
 def _plan_dynamic_quantize(call: Call) -> Any:
     """``qnn.dynamic_quantize`` (float32 in, static shape) on ``plait_dynamic_quantize``."""
-    from plait.target.c.kernels.qgemm import QDynamicQuantizeCall
+    from plait.target.c.kernels.int8 import QDynamicQuantizeCall
 
     x = call.args[0]
     xs = _shape(x)

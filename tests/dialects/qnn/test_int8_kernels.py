@@ -418,7 +418,7 @@ def test_int8_kernels_run_in_parallel_bit_exactly() -> None:
 def test_pack_b_column_terms_wrap_like_int32() -> None:
     """The column terms of a packed B are int32 modulo 2^32 (a K so long that K * zb
     leaves int32 is still exact)."""
-    from plait.target.c.kernels.qgemm import pack_b, shifted
+    from plait.target.c.kernels.int8 import pack_b, shifted
 
     b = np.full((3, 2), 255, np.uint8)
     panels, zbp, corr = pack_b(b, np.asarray([0, 255], np.uint8))

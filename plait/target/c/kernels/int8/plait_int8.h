@@ -1,6 +1,7 @@
-/* plait_qgemm.h: the interface of the c target's int8 kernel family (plait_qgemm.c):
- * 8-bit products with int32 accumulation and a fused output stage, shared by the
- * library and the per-model call wrappers.
+/* plait_int8.h: the interface of the c target's int8 kernel families: products
+ * (plait_qgemm.c), convolutions (plait_qconv.c) and elementwise kernels
+ * (plait_qelementwise.c): 8-bit products with int32 accumulation and a fused output
+ * stage, shared by the library and the per-model call wrappers.
  *
  * A product is C[M,N] = out((A - za) @ (B - zb) + bias) with A the activations (uint8
  * or int8, a strided matrix) and B

@@ -1,13 +1,16 @@
-"""The ``c`` target's int8 kernels (``plait_qgemm.c``): weight packing and call wrappers.
+"""The ``c`` target's int8 kernels: weight packing and call records.
 
-The kernel family ``qgemm`` (:mod:`plait.target.c.kernels`; copies for AVX512-VNNI, AVX-VNNI, AVX2
-and the baseline, one chosen at load time) computes 8-bit products with int32
-accumulation and a fused output stage (``plait_qgemm.h``): ``out((A - za) @ (B - zb) +
+Three kernel families (copies for AVX512-VNNI, AVX512, AVX-VNNI, AVX2 and the baseline,
+one chosen at load time), declared in ``plait_int8.h``: ``qgemm`` (``plait_qgemm.c``)
+computes 8-bit products with int32 accumulation and a fused output stage:
+``out((A - za) @ (B - zb) +
 bias)`` where ``out`` keeps int32, requantizes to uint8/int8 (the multiplier per
 column or one, the output zero point, round half to even, saturation) or scales to
-float32 (plus a float bias, relu).  Convolutions run as the transposed product
-(``plait_qconv2d``: the weights times panels of the padded image), depthwise
-convolutions on a kernel of their own.
+float32 (plus a float bias, relu); ``qconv`` (``plait_qconv.c``) runs convolutions as
+the transposed product (``plait_qconv2d``: the weights times panels of the padded
+image) on the same register tile and output stage (``plait_qtile.h``), depthwise
+convolutions on a kernel of their own; ``qelementwise`` (``plait_qelementwise.c``)
+QLinearAdd, QLinearMul, QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear.
 
 This module knows no op: a dispatch pass (a dialect's, say) decides what a call
 computes and describes it with :class:`QGemmCall` or :class:`QDepthwiseCall`; this
@@ -394,16 +397,21 @@ class QDynamicQuantizeCall:
         return name, code, fn, [self.x]
 
 
-# dot-product instructions where the CPU has them; AVX-512 without VNNI widens to int16
-# (vpmaddwd on zmm)
-register_family(KernelFamily("qgemm", "plait_qgemm.c",
-                             ("plait_qgemm", "plait_qconv2d", "plait_qconv2d_depthwise",
-                              "plait_qadd", "plait_quantize", "plait_dequantize",
-                              "plait_dynamic_quantize", "plait_qmul"),
-                             isas=("avx512vnni", "avx512", "avxvnni", "avx2", "baseline"),
-                             package=__name__, header="plait_qgemm.h"))
+INT8_ISAS = ("avx512vnni", "avx512", "avxvnni", "avx2", "baseline")
+"""The copies of the int8 families: dot-product instructions where the CPU has them;
+AVX-512 without VNNI widens to int16 (vpmaddwd on zmm)."""
 
-__all__ = ["CONV_ROWS", "OUT_KINDS", "QAddCall", "QConvCall", "QDepthwiseCall",
+register_family(KernelFamily("qgemm", "plait_qgemm.c", ("plait_qgemm",), isas=INT8_ISAS,
+                             package=__name__, header="plait_int8.h"))
+register_family(KernelFamily("qconv", "plait_qconv.c",
+                             ("plait_qconv2d", "plait_qconv2d_depthwise"), isas=INT8_ISAS,
+                             package=__name__, header="plait_int8.h"))
+register_family(KernelFamily("qelementwise", "plait_qelementwise.c",
+                             ("plait_qadd", "plait_qmul", "plait_quantize", "plait_dequantize",
+                              "plait_dynamic_quantize"), isas=INT8_ISAS,
+                             package=__name__, header="plait_int8.h"))
+
+__all__ = ["CONV_ROWS", "INT8_ISAS", "OUT_KINDS", "QAddCall", "QConvCall", "QDepthwiseCall",
            "QDynamicQuantizeCall", "QGemmCall", "QMulCall", "QNR", "QParamCall",
            "QOut", "centered_depthwise", "conv_groups", "pack_b", "pack_conv_weights",
            "shifted"]

@@ -1,0 +1,267 @@
+/* plait_qtile.h: what the int8 products and convolutions share (plait_qgemm.c,
+ * plait_qconv.c): the register tile of each copy, the dot products and the output
+ * stage.  Included after plait_isa.h, so each ISA copy gets its own. */
+#ifndef PLAIT_QTILE_H
+#define PLAIT_QTILE_H
+#include <math.h>
+#include <stdlib.h>
+#include "plait_int8.h"
+#include "plait_threads.h"
+
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVXVNNI) || \
+    defined(PLAIT_ISA_AVX2)
+#include <immintrin.h>
+#endif
+
+#if defined(PLAIT_ISA_AVX512VNNI)
+#define Q_MR 6
+#define Q_NP 2
+#elif defined(PLAIT_ISA_AVX512)
+#define Q_MR 4
+#define Q_NP 2
+#elif defined(PLAIT_ISA_AVXVNNI)
+#define Q_MR 4
+#define Q_NP 1
+#elif defined(PLAIT_ISA_AVX2)
+#define Q_MR 3
+#define Q_NP 1
+#else
+#define Q_MR 4
+#define Q_NP 1
+#endif
+#define Q_TN (Q_NP * PLAIT_Q_NR)      /* the columns of a tile */
+#define Q_MC (8 * Q_MR)               /* rows of A packed at a time */
+#define Q_MIN_PARALLEL (1 << 20)      /* multiply-adds below which one thread runs */
+
+static inline int32_t load4(const uint8_t* p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* ----------------------------------------------------------------- dot products */
+
+/* out[r][j] (r < Q_MR, j < np * 16) = dot(A'[r], B'[:, j]) over k4 groups of 4: a holds
+ * Q_MR packed rows lda bytes apart, b np panels bps bytes apart.  A is uint8 and B int8;
+ * swapped: A int8 and B uint8 (a convolution's weights times its image). */
+static inline __attribute__((always_inline)) void
+q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, int64_t lda,
+       const int8_t* restrict b, int64_t bps, int32_t* restrict out) {
+#if defined(PLAIT_ISA_AVX512VNNI)
+    __m512i acc[Q_MR][Q_NP];
+    for (int r = 0; r < Q_MR; ++r)
+        for (int j = 0; j < Q_NP; ++j) acc[r][j] = _mm512_setzero_si512();
+    for (int64_t k = 0; k < k4; ++k) {
+        __m512i b0 = _mm512_loadu_si512((const void*)(b + 64 * k));
+        __m512i b1 = np > 1 ? _mm512_loadu_si512((const void*)(b + bps + 64 * k))
+                            : _mm512_setzero_si512();
+        for (int r = 0; r < Q_MR; ++r) {
+            __m512i ar = _mm512_set1_epi32(load4(a + r * lda + 4 * k));
+            if (swapped) {
+                acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], b0, ar);
+                if (np > 1) acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], b1, ar);
+            } else {
+                acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], ar, b0);
+                if (np > 1) acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], ar, b1);
+            }
+        }
+    }
+    for (int r = 0; r < Q_MR; ++r)
+        for (int j = 0; j < np; ++j)
+            _mm512_storeu_si512((void*)(out + r * Q_TN + 16 * j), acc[r][j]);
+#elif defined(PLAIT_ISA_AVXVNNI)
+    (void)np;
+    (void)bps;
+    __m256i acc[Q_MR][2];
+    for (int r = 0; r < Q_MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+    for (int64_t k = 0; k < k4; ++k) {
+        __m256i b0 = _mm256_loadu_si256((const __m256i*)(b + 64 * k));
+        __m256i b1 = _mm256_loadu_si256((const __m256i*)(b + 64 * k + 32));
+        for (int r = 0; r < Q_MR; ++r) {
+            __m256i ar = _mm256_set1_epi32(load4(a + r * lda + 4 * k));
+            if (swapped) {
+                acc[r][0] = _mm256_dpbusd_avx_epi32(acc[r][0], b0, ar);
+                acc[r][1] = _mm256_dpbusd_avx_epi32(acc[r][1], b1, ar);
+            } else {
+                acc[r][0] = _mm256_dpbusd_avx_epi32(acc[r][0], ar, b0);
+                acc[r][1] = _mm256_dpbusd_avx_epi32(acc[r][1], ar, b1);
+            }
+        }
+    }
+    for (int r = 0; r < Q_MR; ++r) {
+        _mm256_storeu_si256((__m256i*)(out + r * Q_TN), acc[r][0]);
+        _mm256_storeu_si256((__m256i*)(out + r * Q_TN + 8), acc[r][1]);
+    }
+#elif defined(PLAIT_ISA_AVX512)
+    /* no dot products: both operands widened to int16, vpmaddwd sums pairs in int32;
+     * acc[r][q]: columns 8q..8q+7 (q < 2 * np), two partial sums each (k 0-1, 2-3) */
+    __m512i acc[Q_MR][4];
+    for (int r = 0; r < Q_MR; ++r)
+        for (int q = 0; q < 4; ++q) acc[r][q] = _mm512_setzero_si512();
+    for (int64_t k = 0; k < k4; ++k) {
+        __m512i bw[4];
+        for (int q = 0; q < 2 * np; ++q) {
+            __m256i b8 = _mm256_loadu_si256(
+                (const __m256i*)(b + (q >> 1) * bps + 64 * k + 32 * (q & 1)));
+            bw[q] = swapped ? _mm512_cvtepu8_epi16(b8) : _mm512_cvtepi8_epi16(b8);
+        }
+        for (int r = 0; r < Q_MR; ++r) {
+            __m128i a8 = _mm_cvtsi32_si128(load4(a + r * lda + 4 * k));
+            __m128i a16 = swapped ? _mm_cvtepi8_epi16(a8) : _mm_cvtepu8_epi16(a8);
+            __m512i aw = _mm512_broadcastq_epi64(a16);
+            for (int q = 0; q < 2 * np; ++q)
+                acc[r][q] = _mm512_add_epi32(acc[r][q], _mm512_madd_epi16(aw, bw[q]));
+        }
+    }
+    for (int r = 0; r < Q_MR; ++r)
+        for (int q = 0; q < 2 * np; ++q) {
+            /* the pair sums of column c in lanes 2c, 2c+1: add, keep the even lanes */
+            __m512i t = _mm512_add_epi32(acc[r][q], _mm512_srli_epi64(acc[r][q], 32));
+            _mm256_storeu_si256((__m256i*)(out + r * Q_TN + 8 * q), _mm512_cvtepi64_epi32(t));
+        }
+#elif defined(PLAIT_ISA_AVX2)
+    (void)np;
+    (void)bps;
+    /* acc[r][q]: columns 4q..4q+3, two partial sums each (k 0-1 and 2-3) */
+    __m256i acc[Q_MR][4];
+    for (int r = 0; r < Q_MR; ++r)
+        for (int q = 0; q < 4; ++q) acc[r][q] = _mm256_setzero_si256();
+    for (int64_t k = 0; k < k4; ++k) {
+        __m256i bw[4];
+        for (int q = 0; q < 4; ++q) {
+            __m128i b8 = _mm_loadu_si128((const __m128i*)(b + 64 * k + 16 * q));
+            bw[q] = swapped ? _mm256_cvtepu8_epi16(b8) : _mm256_cvtepi8_epi16(b8);
+        }
+        for (int r = 0; r < Q_MR; ++r) {
+            __m128i a8 = _mm_cvtsi32_si128(load4(a + r * lda + 4 * k));
+            __m256i aw = _mm256_broadcastq_epi64(swapped ? _mm_cvtepi8_epi16(a8)
+                                                         : _mm_cvtepu8_epi16(a8));
+            for (int q = 0; q < 4; ++q)
+                acc[r][q] = _mm256_add_epi32(acc[r][q], _mm256_madd_epi16(aw, bw[q]));
+        }
+    }
+    for (int r = 0; r < Q_MR; ++r) {
+        __m256i lo = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][0], acc[r][1]), 0xD8);
+        __m256i hi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][2], acc[r][3]), 0xD8);
+        _mm256_storeu_si256((__m256i*)(out + r * Q_TN), lo);
+        _mm256_storeu_si256((__m256i*)(out + r * Q_TN + 8), hi);
+    }
+#else
+    (void)np;
+    (void)bps;
+    uint32_t acc[Q_MR][PLAIT_Q_NR];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < k4; ++k) {
+        const int8_t* bk = b + 64 * k;
+        const uint8_t* bu = (const uint8_t*)bk;
+        for (int r = 0; r < Q_MR; ++r) {
+            const uint8_t* ar = a + r * lda + 4 * k;
+            if (swapped) {
+                int32_t a0 = (int8_t)ar[0], a1 = (int8_t)ar[1], a2 = (int8_t)ar[2],
+                        a3 = (int8_t)ar[3];
+                for (int j = 0; j < PLAIT_Q_NR; ++j)
+                    acc[r][j] += (uint32_t)(a0 * bu[4 * j] + a1 * bu[4 * j + 1] +
+                                            a2 * bu[4 * j + 2] + a3 * bu[4 * j + 3]);
+            } else {
+                int32_t a0 = ar[0], a1 = ar[1], a2 = ar[2], a3 = ar[3];
+                for (int j = 0; j < PLAIT_Q_NR; ++j)
+                    acc[r][j] += (uint32_t)(a0 * bk[4 * j] + a1 * bk[4 * j + 1] +
+                                            a2 * bk[4 * j + 2] + a3 * bk[4 * j + 3]);
+            }
+        }
+    }
+    for (int r = 0; r < Q_MR; ++r)
+        for (int j = 0; j < PLAIT_Q_NR; ++j) out[r * Q_TN + j] = (int32_t)acc[r][j];
+#endif
+}
+
+/* ---------------------------------------------------------------- output stage */
+
+/* round half to even of a float of magnitude below 2^22 (the current rounding mode,
+ * nearest-even by default, as cvtps2dq) */
+static inline float q_round(float f) {
+    const float magic = 12582912.0f;   /* 1.5 * 2^23 */
+    return f >= 0.0f ? (f + magic) - magic : (f - magic) + magic;
+}
+
+/* The output stage of count accumulators v (int32 sums, modulo 2^32) into c from
+ * element idx0 on, contiguous.  by_col: v[j] is column n0 + j (a row of a product);
+ * else every v[j] is column n0 (a column of a convolution's output, a depthwise row).
+ * The loops are simple enough for the compiler to vectorize. */
+static inline __attribute__((always_inline)) void
+q_store(const plait_q_out* o, const uint32_t* restrict v, int64_t count, int64_t n0,
+        const int by_col, void* c, int64_t idx0) {
+    const int32_t* bias = o->bias ? o->bias + n0 : NULL;
+    const uint32_t b0 = bias ? (uint32_t)bias[0] : 0u;
+    if (o->kind == PLAIT_Q_OUT_I32) {
+        int32_t* restrict dst = (int32_t*)c + idx0;
+        if (bias && by_col)
+            for (int64_t j = 0; j < count; ++j) dst[j] = (int32_t)(v[j] + (uint32_t)bias[j]);
+        else
+            for (int64_t j = 0; j < count; ++j) dst[j] = (int32_t)(v[j] + b0);
+        return;
+    }
+    const float* sc = o->scale + (o->scale_cols ? n0 : 0);
+    const int sstep = by_col && o->scale_cols;
+    const float s0 = sc[0];
+    float f[64];
+    for (int64_t j0 = 0; j0 < count; j0 += 64) {
+        const int64_t cnt = count - j0 < 64 ? count - j0 : 64;
+        const uint32_t* restrict vj = v + j0;
+        if (bias && by_col)
+            for (int64_t j = 0; j < cnt; ++j)
+                f[j] = (float)(int32_t)(vj[j] + (uint32_t)bias[j0 + j]);
+        else
+            for (int64_t j = 0; j < cnt; ++j) f[j] = (float)(int32_t)(vj[j] + b0);
+        if (sstep)
+            for (int64_t j = 0; j < cnt; ++j) f[j] = f[j] * sc[j0 + j];
+        else
+            for (int64_t j = 0; j < cnt; ++j) f[j] = f[j] * s0;
+        if (o->kind == PLAIT_Q_OUT_F32) {
+            float* restrict dst = (float*)c + idx0 + j0;
+            if (o->fbias && by_col)
+                for (int64_t j = 0; j < cnt; ++j) f[j] = f[j] + o->fbias[n0 + j0 + j];
+            else if (o->fbias)
+                for (int64_t j = 0; j < cnt; ++j) f[j] = f[j] + o->fbias[n0];
+            if (o->relu)
+                for (int64_t j = 0; j < cnt; ++j) f[j] = f[j] < 0.0f ? 0.0f : f[j];
+            for (int64_t j = 0; j < cnt; ++j) dst[j] = f[j];
+            continue;
+        }
+        const int u = o->kind == PLAIT_Q_OUT_U8;
+        const int32_t lo = u ? 0 : -128, hi = u ? 255 : 127, zo = o->zo;
+        const float flo = (float)(lo - zo), fhi = (float)(hi - zo);
+        int32_t q[64];
+        for (int64_t j = 0; j < cnt; ++j) {
+            float x = f[j] > flo ? f[j] : flo;   /* maxps: NaN -> lo */
+            x = x < fhi ? x : fhi;
+            int32_t r = (int32_t)q_round(x) + zo;
+            q[j] = r < lo ? lo : (r > hi ? hi : r);
+        }
+        if (u) {
+            uint8_t* restrict dst = (uint8_t*)c + idx0 + j0;
+            for (int64_t j = 0; j < cnt; ++j) dst[j] = (uint8_t)q[j];
+        } else {
+            int8_t* restrict dst = (int8_t*)c + idx0 + j0;
+            for (int64_t j = 0; j < cnt; ++j) dst[j] = (int8_t)q[j];
+        }
+    }
+}
+
+/* --------------------------------------------------------------------- packing */
+
+static inline int32_t q_zero_point(const void* z, int is_signed, int64_t i) {
+    return is_signed ? (int32_t)((const int8_t*)z)[i] : (int32_t)((const uint8_t*)z)[i];
+}
+
+/* Rows m0..m0+mc-1 of A' (shifted to uint8) as rows of kp bytes (zero-padded; rows up
+ * to a multiple of Q_MR are zero), their sums over K into rs, their zero points into
+ * zap. */
+
+#endif
