@@ -512,13 +512,10 @@ def _silu_pad() -> Case:
 CASES: dict[str, Callable[[], Case]] = {
     "matmul batched, K in two blocks": _matmul,
     "int8 matmul, per-column zero points and requantization": _int8_product,
-<<<<<<< HEAD
     "weight-only int4 products, prefill and decode rows": _weight_only,
-=======
     "int8 conv 3x3 stride 2, per-channel zero points": _int8_conv(1),
     "int8 depthwise conv 3x3 stride 2": _int8_conv(6),
     "int8 quantize, add, mul, dequantize": _int8_elementwise,
->>>>>>> f3b0395 (c target split, step 3: the int8 kernels split by entry point)
     "linear + bias + residual + relu, K 13": _linear,
     "conv 5 -> 7 channels, stride 2, padding": _conv(
         (2, 5, 11, 13), (7, 5, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),

@@ -65,11 +65,11 @@ def weight_quant_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
 def dispatch_weight_quant(mod: IRModule, skip: Any = None) -> IRModule:
     """``mod`` with its float32 ``qnn.matmul_nbits`` calls rewritten into calls of the
     ``c`` target's weight-only kernels (functions for which ``skip`` is true left alone)."""
-    from plait.target.c.kernels.wquant import record_calls
+    from plait.target.c.kernels import record_calls
 
     wrappers: dict[str, tuple[str, CFunction]] = {}
     out = rewrite_module(mod, [weight_quant_rule(wrappers)], skip=skip)
-    return record_calls(out, wrappers)
+    return record_calls(out, wrappers, "plait_wquant_calls")
 
 
 @module_pass(name="qnn.DispatchWeightQuant", phases=("optimization",))

@@ -9,14 +9,14 @@ for every instruction set of the machine and records the sources a module's call
 Families: ``gemm`` (float32 products), ``conv`` (direct convolutions), ``winograd``,
 ``attention``, ``pool``, ``dwconv`` (grouped and depthwise convolutions,
 squeeze-and-excite), ``qgemm``, ``qconv``, ``qelementwise`` (8-bit products, convolutions and
-elementwise ops; package ``int8``).
+elementwise ops; package ``int8``), ``wquant`` (weight-only int4/int8 products).
 Shared headers (``plait_tile.h``, ``plait_gemm.h``, ``plait_vexp.h``,
 ``plait_means.h``) sit in this package.
 """
 
 from __future__ import annotations
 
-from . import attention, conv, dwconv, gemm, int8, pool, winograd  # noqa: F401  (register)
+from . import attention, conv, dwconv, gemm, int8, pool, winograd, wquant  # noqa: F401
 from .registry import (
     FAMILIES,
     SHARED_PACKAGE,
