@@ -37,7 +37,8 @@ def example() -> ModuleType:
 def test_mycpu_pipeline_lists_its_dispatch_pass_before_the_c_one(example: ModuleType) -> None:
     stages = {s.name: [p.name for p in s.passes] for s in plait.default_pipeline("mycpu").passes}
     # the dialects' dispatch passes first (qnn's int8 kernels, for kinds derived from c)
-    assert stages["dispatch"] == ["qnn.DispatchInt8", "mycpu.Dispatch", "RecognizeActivations",
+    assert stages["dispatch"] == ["qnn.DispatchInt8", "qnn.DispatchWeightQuant", "mycpu.Dispatch",
+                                  "RecognizeActivations",
                                   "c.FoldPadIntoConv",
                                   "c.DispatchAttention", "c.Conv1dAsConv2d",
                                   "c.DispatchSqueezeExcite", "c.DispatchGemm",
