@@ -702,9 +702,18 @@ def scaling_module(n: int) -> Any:
     ``n`` elementwise bindings (multiply and add, each of the previous value and the
     parameter), made with BlockBuilder (benchmarks/scaling_sources.py makes it from the
     other sources)."""
-    import scaling_sources  # noqa: PLC0415  (benchmarks/, next to this file)
+    return _scaling_sources().from_builder(n)
 
-    return scaling_sources.from_builder(n)
+
+def _scaling_sources() -> Any:
+    """benchmarks/scaling_sources.py, next to this file (importable when this file was
+    loaded by path, as the tests do)."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import scaling_sources  # noqa: PLC0415
+
+    return scaling_sources
 
 
 SCALING_SOURCES = ("text", "onnx", "torch")
@@ -727,7 +736,7 @@ def _source_builds(n: int) -> dict:
     after PyTorch's export and decomposition)."""
     import gc
 
-    import scaling_sources as src  # noqa: PLC0415
+    src = _scaling_sources()
 
     out: dict = {}
     for name in SCALING_SOURCES:
