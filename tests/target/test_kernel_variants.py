@@ -80,6 +80,19 @@ def _linear() -> Case:
     return {"x": x.shape, "r": r.shape}, body, [x, r], ref, 1e-4, "gemm", {}
 
 
+def _gemv() -> Case:
+    """A product of 3 rows by a weight kept (N, K) (the decode family's plait_gemv,
+    c.DispatchDecode) with bias and residual; N 37 and K 45: tails of the 4-row blocks
+    and of the 16-lane sums."""
+    x, w, bias, r = _rand(3, 45), _rand(37, 45), _rand(37), _rand(3, 37)
+
+    def body(bb: Any, p: Any) -> Any:
+        return emit(bb, "add", emit(bb, "linear", p[0], const(w), const(bias)), p[1])
+
+    ref = x.astype(np.float64) @ w.T + bias + r
+    return {"x": x.shape, "r": r.shape}, body, [x, r], ref, 1e-4, "decode", {}
+
+
 def _conv(xshape: tuple[int, ...], wshape: tuple[int, ...], strides: tuple[int, int],
           padding: tuple[int, int, int, int], dilation: tuple[int, int],
           family: str = "conv", epilogue: bool = True, winograd: int = 4) -> Callable[[], Case]:
@@ -517,6 +530,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "int8 depthwise conv 3x3 stride 2": _int8_conv(6),
     "int8 quantize, add, mul, dequantize": _int8_elementwise,
     "linear + bias + residual + relu, K 13": _linear,
+    "gemv 3 rows + bias + residual, weights (N, K)": _gemv,
     "conv 5 -> 7 channels, stride 2, padding": _conv(
         (2, 5, 11, 13), (7, 5, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
     "conv dilation 2, asymmetric padding": _conv(

@@ -1,7 +1,10 @@
 """The ``c`` target: native code generated from the model.
 
 * **dispatch** — :data:`FoldPadIntoConv` (with ``gemm``) folds a zero pad read only by a
-  ``conv2d`` into its padding, :class:`DispatchAttention` makes attention one fused call,
+  ``conv2d`` into its padding, :class:`DispatchDecode` sends products of few (or
+  symbolic) rows by constant weights and attention over a language model's key/value
+  cache to the ``decode`` family (docs/llm.md), :class:`DispatchAttention` makes
+  attention one fused call,
   :class:`Conv1dAsConv2d` makes float32 ``conv1d`` a ``conv2d`` of height 1,
   :class:`DispatchSqueezeExcite` makes a squeeze-and-excite gate one native call,
   :class:`DispatchGemm` sends float32 ``matmul``, ``linear`` and ``conv2d`` (with their
@@ -33,7 +36,9 @@ pooling, :mod:`.gemm`, :mod:`.pool`), ``attention`` (default True, with ``gemm``
 attention, :mod:`.attention`), ``winograd`` ("auto": F(4x4), F(2x2) or the direct
 product, chosen by shape; 4, 2 or False force one), ``depthwise`` (default True, with
 ``gemm``: grouped and depthwise convolutions on :mod:`.depthwise`, and squeeze-and-excite,
-:mod:`.squeeze_excite`), ``blas`` (default
+:mod:`.squeeze_excite`), ``decode`` (default True, with ``gemm``: the ``decode`` family,
+:mod:`.dispatch.decode`; products of symbolic rows only with at least
+``decode_min_weights`` (65536) weights), ``blas`` (default
 True; False keeps
 matmul/linear/conv2d as generated kernels), ``fuse`` (default True: kernel fusion),
 ``single_entry`` (default True: :class:`SingleEntry`), ``step_timing`` (default False:
@@ -75,6 +80,7 @@ from .cpu import cpu_features, library_isas, use_isa
 from .dispatch import (
     Conv1dAsConv2d,
     DispatchAttention,
+    DispatchDecode,
     DispatchDepthwise,
     DispatchGemm,
     DispatchLibrary,
@@ -90,6 +96,7 @@ from .dispatch import (
     library_rewrite,
     rewrite_ops,
 )
+from .dispatch.decode import MIN_WEIGHTS as DECODE_MIN_WEIGHTS
 from .entry import SingleEntry
 from .legalize import (
     KERNEL_DTYPES,
@@ -112,6 +119,9 @@ def _dispatch(target: Target) -> list[Any]:
     if target.attrs.get("gemm", True):
         passes.append(RecognizeActivations)   # silu/gelu as ops: they fuse into epilogues
         passes.append(FoldPadIntoConv)
+        if target.attrs.get("decode", True):
+            passes.append(DispatchDecode(int(target.attrs.get("decode_min_weights",
+                                                              DECODE_MIN_WEIGHTS))))
         if target.attrs.get("attention", True):
             passes.append(DispatchAttention())
         passes.append(Conv1dAsConv2d())
@@ -137,6 +147,7 @@ def _legalize(target: Target) -> list[Any]:
 register_target_kind(
     "c",
     defaults={"gemm": True, "attention": True, "winograd": "auto", "depthwise": True,
+              "decode": True, "decode_min_weights": DECODE_MIN_WEIGHTS,
               "blas": True, "fuse": True,
               "single_entry": True, "step_timing": False, "opt_level": 3,
               "march_native": False, "out_of_range_indices": "raise"},
@@ -150,6 +161,7 @@ register_kernel_fusion("c", get_compute, dtypes=KERNEL_DTYPES)
 
 __all__ = [
     "C_SOURCES_ATTR", "CompileKernels", "ComputeUnsupported", "DispatchAttention",
+    "DispatchDecode",
     "Conv1dAsConv2d", "DispatchDepthwise", "DispatchGemm", "DispatchLibrary", "DispatchPool",
     "DispatchSqueezeExcite", "FoldPadIntoConv",
     "LIBRARY_NAME", "RewriteFn",

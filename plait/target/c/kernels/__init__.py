@@ -16,7 +16,7 @@ Shared headers (``plait_tile.h``, ``plait_gemm.h``, ``plait_vexp.h``,
 
 from __future__ import annotations
 
-from . import attention, conv, dwconv, gemm, int8, pool, winograd, wquant  # noqa: F401
+from . import attention, conv, decode, dwconv, gemm, int8, pool, winograd, wquant  # noqa: F401
 from .registry import (
     FAMILIES,
     SHARED_PACKAGE,

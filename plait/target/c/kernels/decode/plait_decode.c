@@ -1,0 +1,221 @@
+/* plait_decode.c: the c target's decode family (float32), a kernel family of
+ * plait_isa.h: the matrix-vector product of batch-1 decoding and attention over the
+ * key/value cache (plait_decode.h).
+ *
+ * Decoding one token reads every weight once, so the product runs at the memory's
+ * bandwidth when the weights stream in order on every thread: each job is a block of
+ * weight rows, (N, K) row-major as the model stores them (linear's weight), read four
+ * rows at a time, each row a contiguous stream; the activations (a few rows of K floats)
+ * stay in the L1 cache.  Sums are kept on 16 lanes (one zmm, two ymm, four xmm or NEON
+ * registers: GCC vector extensions) and the lanes are added in a fixed tree order, so
+ * every ISA copy gives the same bits when the compiler does not contract multiply-adds
+ * differently. */
+#include "plait_isa.h"
+#include "plait_threads.h"
+#include "plait_decode.h"
+#include "plait_exp_f32.h"
+
+typedef float dec_v16 __attribute__((vector_size(64)));
+typedef float dec_v16u __attribute__((vector_size(64), aligned(4)));
+
+/* Weight rows per job: 64 KB of weights at K = 1024, enough to keep the prefetchers
+ * streaming, small enough that two threads share N = 1024 rows evenly. */
+#define DEC_JOB_ROWS 16
+/* how far ahead (floats) each weight row is prefetched */
+#ifndef DEC_PREFETCH
+#define DEC_PREFETCH 1024
+#endif
+/* below this many weights (64 KB) a product runs on the calling thread */
+#define DEC_SERIAL_WEIGHTS 16384
+
+static inline __attribute__((always_inline)) float dec_hsum(dec_v16 v) {
+    float a[8], b[4];
+    for (int l = 0; l < 8; ++l) a[l] = v[l] + v[l + 8];
+    for (int l = 0; l < 4; ++l) b[l] = a[l] + a[l + 4];
+    return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+/* y[n0 .. n0+R) of one row of x: R (1..4) weight rows at once */
+static inline __attribute__((always_inline)) void
+dec_rows(const float* restrict x, const float* restrict w, int64_t K, int R, float* out) {
+    dec_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    const float* w0 = w;
+    const float* w1 = w + (R > 1 ? K : 0);
+    const float* w2 = w + (R > 2 ? 2 * K : 0);
+    const float* w3 = w + (R > 3 ? 3 * K : 0);
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16) {
+        /* the rows ahead (the next block's, for short rows), a line per row and step */
+        __builtin_prefetch(w0 + k + DEC_PREFETCH, 0, 0);
+        if (R > 1) __builtin_prefetch(w1 + k + DEC_PREFETCH, 0, 0);
+        if (R > 2) __builtin_prefetch(w2 + k + DEC_PREFETCH, 0, 0);
+        if (R > 3) __builtin_prefetch(w3 + k + DEC_PREFETCH, 0, 0);
+        dec_v16 xv = *(const dec_v16u*)(x + k);
+        a0 += xv * *(const dec_v16u*)(w0 + k);
+        if (R > 1) a1 += xv * *(const dec_v16u*)(w1 + k);
+        if (R > 2) a2 += xv * *(const dec_v16u*)(w2 + k);
+        if (R > 3) a3 += xv * *(const dec_v16u*)(w3 + k);
+    }
+    float s0 = dec_hsum(a0), s1 = dec_hsum(a1), s2 = dec_hsum(a2), s3 = dec_hsum(a3);
+    for (; k < K; ++k) {
+        float xk = x[k];
+        s0 += xk * w0[k];
+        if (R > 1) s1 += xk * w1[k];
+        if (R > 2) s2 += xk * w2[k];
+        if (R > 3) s3 += xk * w3[k];
+    }
+    out[0] = s0;
+    if (R > 1) out[1] = s1;
+    if (R > 2) out[2] = s2;
+    if (R > 3) out[3] = s3;
+}
+
+static void dec_gemv_block(const plait_gemv_problem* p, int64_t n0, int64_t n1) {
+    const int64_t K = p->K, N = p->N;
+    for (int64_t n = n0; n < n1; n += 4) {
+        int R = (int)(n1 - n < 4 ? n1 - n : 4);
+        const float* w = p->w + n * K;
+        for (int64_t m = 0; m < p->M; ++m) {
+            float s[4];
+            const float* x = p->x + m * p->ldx;
+            switch (R) {
+            case 4: dec_rows(x, w, K, 4, s); break;
+            case 3: dec_rows(x, w, K, 3, s); break;
+            case 2: dec_rows(x, w, K, 2, s); break;
+            default: dec_rows(x, w, K, 1, s); break;
+            }
+            float* y = p->y + m * N + n;
+            for (int r = 0; r < R; ++r) {
+                float v = s[r];
+                if (p->bias) v += p->bias[n + r];
+                if (p->res) v += p->res[m * N + n + r];
+                y[r] = v;
+            }
+        }
+    }
+}
+
+static void dec_gemv_jobs(void* ctx, int64_t lo, int64_t hi) {
+    const plait_gemv_problem* p = (const plait_gemv_problem*)ctx;
+    int64_t n0 = lo * DEC_JOB_ROWS, n1 = hi * DEC_JOB_ROWS;
+    dec_gemv_block(p, n0, n1 < p->N ? n1 : p->N);
+}
+
+PLAIT_ISA_HIDDEN int PLAIT_ISA_FN(plait_gemv)(const plait_gemv_problem* p) {
+    if (p->M > PLAIT_GEMV_MAX_ROWS) return 2;
+    if (p->M <= 0 || p->N <= 0) return 0;
+    if (p->K == 0) {
+        for (int64_t m = 0; m < p->M; ++m)
+            for (int64_t n = 0; n < p->N; ++n)
+                p->y[m * p->N + n] = (p->bias ? p->bias[n] : 0.0f)
+                                     + (p->res ? p->res[m * p->N + n] : 0.0f);
+        return 0;
+    }
+    int64_t jobs = (p->N + DEC_JOB_ROWS - 1) / DEC_JOB_ROWS;
+    int nt = p->N * p->K < DEC_SERIAL_WEIGHTS ? 1 : plait_max_threads();
+    plait_parallel_range(dec_gemv_jobs, (void*)p, jobs, nt);
+    return 0;
+}
+
+/* ----------------------------------------------------------------- attention */
+
+/* query rows per job (with the G heads of the group: G * ATT_ROWS query vectors) */
+#define ATT_ROWS 8
+
+static inline __attribute__((always_inline)) float
+dec_dot(const float* restrict a, const float* restrict b, int64_t n) {
+    dec_v16 acc = {0};
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) acc += *(const dec_v16u*)(a + k) * *(const dec_v16u*)(b + k);
+    float s = dec_hsum(acc);
+    for (; k < n; ++k) s += a[k] * b[k];
+    return s;
+}
+
+static inline __attribute__((always_inline)) void
+dec_axpy(float* restrict y, float a, const float* restrict x, int64_t n) {
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16)
+        *(dec_v16u*)(y + k) = *(dec_v16u*)(y + k) + a * *(const dec_v16u*)(x + k);
+    for (; k < n; ++k) y[k] += a * x[k];
+}
+
+typedef struct {
+    const plait_kv_attention_desc* d;
+    int64_t blocks;       /* query row blocks per (b, kv) */
+    int status;
+} dec_att_task;
+
+static void dec_att_jobs(void* ctx, int64_t lo, int64_t hi) {
+    dec_att_task* t = (dec_att_task*)ctx;
+    const plait_kv_attention_desc* d = t->d;
+    const int64_t G = d->G, S = d->S, P = d->P, D = d->D, KV = d->KV, B = d->B;
+    for (int64_t job = lo; job < hi; ++job) {
+        const int64_t blk = job % t->blocks, bk = job / t->blocks;
+        const int64_t b = bk / KV, kv = bk % KV;
+        const int64_t i0 = blk * ATT_ROWS, i1 = i0 + ATT_ROWS < S ? i0 + ATT_ROWS : S;
+        const int64_t rows = i1 - i0, n = P + i1;      /* keys any row of the block sees */
+        float* s = plait_scratch(0, (size_t)(G * rows * n));
+        if (!s) {
+            __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        const float* q0 = d->q + ((b * KV + kv) * G * S) * D;   /* head kv*G, row 0 */
+        const float* kn = d->kn + (b * KV + kv) * S * D;
+        const float* vn = d->vn + (b * KV + kv) * S * D;
+        /* scores: each key row once for the G x rows queries */
+        for (int64_t j = 0; j < n; ++j) {
+            const float* k = j < P ? d->kp + ((j * B + b) * KV + kv) * D : kn + (j - P) * D;
+            for (int64_t g = 0; g < G; ++g)
+                for (int64_t r = 0; r < rows; ++r) {
+                    const int64_t i = i0 + r;
+                    float* row = s + (g * rows + r) * n;
+                    row[j] = j - P > i ? -__builtin_inff()
+                                       : d->scale * dec_dot(q0 + (g * S + i) * D, k, D);
+                }
+        }
+        /* softmax of each row over its P + i + 1 keys (the later ones are masked) */
+        for (int64_t g = 0; g < G; ++g)
+            for (int64_t r = 0; r < rows; ++r) {
+                float* row = s + (g * rows + r) * n;
+                const int64_t len = P + i0 + r + 1;
+                float mx = -__builtin_inff();
+                for (int64_t j = 0; j < len; ++j) mx = row[j] > mx ? row[j] : mx;
+                float sum = 0.0f;
+                for (int64_t j = 0; j < len; ++j) {
+                    float e = plait_exp_f32(row[j] - mx);
+                    row[j] = e;
+                    sum += e;
+                }
+                const float inv = 1.0f / sum;
+                for (int64_t j = 0; j < len; ++j) row[j] *= inv;
+                for (int64_t j = len; j < n; ++j) row[j] = 0.0f;
+                float* o = d->out + (((b * KV + kv) * G + g) * S + i0 + r) * D;
+                for (int64_t e = 0; e < D; ++e) o[e] = 0.0f;
+            }
+        /* out = P @ V: each value row once for the group */
+        for (int64_t j = 0; j < n; ++j) {
+            const float* v = j < P ? d->vp + ((j * B + b) * KV + kv) * D : vn + (j - P) * D;
+            for (int64_t g = 0; g < G; ++g)
+                for (int64_t r = 0; r < rows; ++r) {
+                    const float p = s[(g * rows + r) * n + j];
+                    if (p != 0.0f)
+                        dec_axpy(d->out + (((b * KV + kv) * G + g) * S + i0 + r) * D, p, v, D);
+                }
+        }
+    }
+}
+
+PLAIT_ISA_HIDDEN int PLAIT_ISA_FN(plait_kv_attention)(const plait_kv_attention_desc* d) {
+    if (d->B <= 0 || d->KV <= 0 || d->G <= 0 || d->S <= 0) return 0;
+    if (d->D <= 0) return 2;
+    dec_att_task t = {d, (d->S + ATT_ROWS - 1) / ATT_ROWS, 0};
+    const int64_t jobs = d->B * d->KV * t.blocks;
+    const int64_t work = d->B * d->KV * d->G * d->S * (d->P + d->S) * d->D;
+    plait_parallel_range(dec_att_jobs, &t, jobs, work < 32768 ? 1 : plait_max_threads());
+    return t.status;
+}
+
+PLAIT_ISA_FAMILY("decode")
+PLAIT_ISA_DISPATCH(int, plait_gemv, (const plait_gemv_problem* p), (p))
+PLAIT_ISA_DISPATCH(int, plait_kv_attention, (const plait_kv_attention_desc* d), (d))
