@@ -74,7 +74,7 @@ pytestmark = pytest.mark.skipif(
            "gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)")
 
 RNG = np.random.default_rng(11)
-FAMILIES_RUN = ("attention", "conv", "dwconv", "gemm", "kernels", "pool", "qconv",
+FAMILIES_RUN = ("attention", "conv", "decode", "dwconv", "gemm", "kernels", "pool", "qconv",
                 "qelementwise", "qgemm", "winograd", "wquant")
 
 
@@ -123,6 +123,34 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
         else:
             ref = 0.5 * y * (1 + np.vectorize(math.erf)(y / math.sqrt(2)))
         expect.append((name, ref, 1e-4))
+
+    # 1c. the decode family: a product of 3 rows by a weight kept (N, K) with bias and
+    #     residual (tails of the 4-row blocks and of the 16-lane sums), and attention of
+    #     5 new rows over 9 cached ones, 3 query heads per key head, head size 7
+    w, r = _rand(37, 45), _rand(3, 37)
+    x3, bias3 = _rand(3, 45), _rand(37)
+    code.append(f"""{{ const float* x = {take(x3)}; const float* w = {take(w)};
+      const float* bias = {take(bias3)}; const float* res = {take(r)};
+      float* y = calloc({3 * 37}, 4);
+      const plait_gemv_problem g = {{3, 37, 45, x, 45, w, bias, res, y}};
+      if (plait_gemv(&g)) return 4; give(out, y, {3 * 37}); }}""")
+    expect.append(("gemv", x3.astype(np.float64) @ w.T + bias3 + r, 1e-4))
+    q, kp, vp = _rand(1, 6, 5, 7), _rand(9, 1, 2, 7), _rand(9, 1, 2, 7)
+    kn, vn = _rand(1, 2, 5, 7), _rand(1, 2, 5, 7)
+    code.append(f"""{{ const float* q = {take(q)}; const float* kp = {take(kp)};
+      const float* vp = {take(vp)}; const float* kn = {take(kn)}; const float* vn = {take(vn)};
+      float* o = calloc({6 * 5 * 7}, 4);
+      const plait_kv_attention_desc d = {{1, 2, 3, 5, 9, 7, q, kp, vp, kn, vn, 0.3f, o}};
+      if (plait_kv_attention(&d)) return 4; give(out, o, {6 * 5 * 7}); }}""")
+    keys = np.concatenate([kp[:, 0], kn[0].transpose(1, 0, 2)]).astype(np.float64)
+    vals = np.concatenate([vp[:, 0], vn[0].transpose(1, 0, 2)]).astype(np.float64)
+    att = np.zeros((2, 3, 5, 7))
+    for h in range(6):
+        for i in range(5):
+            sc = 0.3 * keys[:10 + i, h // 3] @ q[0, h, i]
+            pr = np.exp(sc - sc.max())
+            att[h // 3, h % 3, i] = (pr / pr.sum()) @ vals[:10 + i, h // 3]
+    expect.append(("kv attention", att, 1e-4))
 
     # 2. direct convolutions: 5 channels, stride 2 with padding; dilation 2; 1x1 stride 2
     for name, (cin, o, kh, stride, pad, dil, hw) in {
@@ -430,7 +458,7 @@ def families(cross: Path, tmp_path_factory: pytest.TempPathFactory
     d = tmp_path_factory.mktemp("aarch64-families")
     inputs, expect, code = _cases()
     cases = CSource(CASES_SOURCE.format(
-        headers=families_header_text(["gemm", "pool", "qgemm", "dwconv"]), code=code),
+        headers=families_header_text(["gemm", "pool", "qgemm", "dwconv", "decode"]), code=code),
         (), "plait_test_cases.c")
     emitted = emit_library(_kernels(), [*all_family_sources(), cases], threads=True,
                            arch="aarch64")
