@@ -44,12 +44,13 @@ def lower(mod: plait.IRModule, target: plait.Target | str = "c") -> plait.IRModu
 def test_c_target_kind_hooks_and_pipeline() -> None:
     t = plait.Target("c")
     assert dict(t.attrs) == {"gemm": True, "attention": True, "winograd": "auto",
-                             "depthwise": True, "blas": True, "fuse": True,
+                             "depthwise": True, "decode": True, "decode_min_weights": 65536,
+                             "blas": True, "fuse": True,
                              "single_entry": True, "step_timing": False, "opt_level": 3,
                              "march_native": False, "out_of_range_indices": "raise"}
     stages = _target_stages(t)
     assert stages["dispatch"] == ["RecognizeActivations", "c.FoldPadIntoConv",
-                                  "c.DispatchAttention",
+                                  "c.DispatchDecode", "c.DispatchAttention",
                                   "c.Conv1dAsConv2d", "c.DispatchSqueezeExcite",
                                   "c.DispatchGemm", "c.DispatchDepthwise", "c.DispatchPool",
                                   "c.DispatchLibrary"]

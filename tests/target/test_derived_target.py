@@ -39,7 +39,7 @@ def test_mycpu_pipeline_lists_its_dispatch_pass_before_the_c_one(example: Module
     # the dialects' dispatch passes first (qnn's int8 kernels, for kinds derived from c)
     assert stages["dispatch"] == ["qnn.DispatchInt8", "qnn.DispatchWeightQuant", "mycpu.Dispatch",
                                   "RecognizeActivations",
-                                  "c.FoldPadIntoConv",
+                                  "c.FoldPadIntoConv", "c.DispatchDecode",
                                   "c.DispatchAttention", "c.Conv1dAsConv2d",
                                   "c.DispatchSqueezeExcite", "c.DispatchGemm",
                                   "c.DispatchDepthwise", "c.DispatchPool", "c.DispatchLibrary"]
