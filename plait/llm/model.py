@@ -103,20 +103,33 @@ def build_causal_lm(model: Any, target: Any = None, *, max_cache: int = 512,
                     max_batch: int = 8) -> CausalLM:
     """Export a ``transformers`` causal LM with its cache
     (:func:`plait.llm.export_causal_lm`), build it for ``target`` (default: ``c`` when a
-    C compiler is present) and return it ready for :func:`plait.generate`; save it with
+    C compiler is present; on ``c``, with the decode kernels, :func:`decode_target`) and
+    return it ready for :func:`plait.generate`; save it with
     ``lm.session.save("model.plx")``."""
     from ..build import build
     from ..session import default_target, describe
     from .torch_export import INPUT_IDS, LOGITS, export_causal_lm, new_names, past_names
 
     mod, spec = export_causal_lm(model, max_cache=max_cache, max_batch=max_batch)
-    exe = build(mod, default_target() if target is None else target)
+    exe = build(mod, decode_target(default_target() if target is None else target))
     layers = spec["layers"]
     record_io(exe, "main", describe(mod, "main", [INPUT_IDS, *past_names(layers)],
                                     [LOGITS, *new_names(layers)]))
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     exe.attrs[LLM_ATTR] = {**spec, "dtype": dtype}
     return CausalLM(Session(exe))
+
+
+def decode_target(target: Any) -> Any:
+    """``target`` with the decode kernels of products of symbolic rows asked for when
+    it is the ``c`` target (or derives from it) and leaves them at ``"auto"``: a
+    language model's rows are its new tokens, one per decode step (docs/llm.md)."""
+    from ..target import Target
+
+    t = Target(target) if isinstance(target, str) else target
+    if isinstance(t, Target) and t.is_a("c") and t.attrs.get("decode") == "auto":
+        return Target(t.kind, **{**dict(t.attrs), "decode": True})
+    return target
 
 
 def as_causal_lm(model: Any) -> CausalLM:

@@ -44,7 +44,7 @@ def lower(mod: plait.IRModule, target: plait.Target | str = "c") -> plait.IRModu
 def test_c_target_kind_hooks_and_pipeline() -> None:
     t = plait.Target("c")
     assert dict(t.attrs) == {"gemm": True, "attention": True, "winograd": "auto",
-                             "depthwise": True, "decode": True, "decode_min_weights": 65536,
+                             "depthwise": True, "decode": "auto", "decode_min_weights": 65536,
                              "blas": True, "fuse": True,
                              "single_entry": True, "step_timing": False, "opt_level": 3,
                              "march_native": False, "out_of_range_indices": "raise"}

@@ -1,5 +1,6 @@
 """Which graphs the c target sends to the decode kernel family (c.DispatchDecode,
-plait/target/c/rules_decode.py): products of few or symbolic rows by constant weights
+plait/target/c/dispatch/decode.py): products of few (or, with decode=True, symbolic)
+rows by constant weights
 (with the weights kept (N, K), a residual add fused), left alone otherwise; and the
 results against numpy (float64 references, rtol = atol = 1e-4).  The attention rule is
 exercised by the language models of tests/llm (tests/llm/test_llm_decode_kernels.py)."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 from graph_helpers import build_graph  # tests/target
 from graph_helpers import const as _c
 from graph_helpers import emit as _call
@@ -35,7 +37,7 @@ def test_linear_with_residual_of_symbolic_rows_is_one_decode_call() -> None:
         return _call(bb, "add", _call(bb, "linear", p[0], _c(w)), p[1])
 
     mod = build_graph({"x": ("b", "s", 64), "r": ("b", "s", 96)}, body)
-    exe = plait.build(mod, plait.Target("c", decode_min_weights=0))
+    exe = plait.build(mod, plait.Target("c", decode=True, decode_min_weights=0))
     calls = _calls(exe)
     assert [c for c in calls if not c.startswith("alloc")] == [
         c for c in calls if c.startswith("plait_dlinear_")], calls
@@ -62,16 +64,26 @@ def test_a_folded_transpose_is_read_back_as_stored() -> None:
                                x.astype(np.float64) @ w.astype(np.float64), rtol=TOL, atol=TOL)
 
 
-def test_many_static_rows_and_small_weights_stay_with_the_packed_product() -> None:
+def test_what_stays_with_the_packed_product() -> None:
+    """Many static rows; symbolic rows unless decode=True is asked for (a model with an
+    open batch keeps its packed weights and epilogues); with it, weights below
+    decode_min_weights; and everything with decode=False."""
     w = _rand(24, 16)
 
     def body(bb, p):  # type: ignore[no-untyped-def]
         return _call(bb, "linear", p[0], _c(w))
 
-    static = plait.build(build_graph({"x": (8, 16)}, body), "c")
-    small = plait.build(build_graph({"x": ("s", 16)}, body), "c")   # 384 < min weights
-    off = plait.build(build_graph({"x": (1, 16)}, body), plait.Target("c", decode=False))
-    for exe in (static, small, off):
-        calls = _calls(exe)
-        assert any(c.startswith("plait_gemm_") for c in calls), calls
+    cases = [({"x": (8, 16)}, "c"),
+             ({"x": ("s", 16)}, plait.Target("c", decode_min_weights=0)),
+             ({"x": ("s", 16)}, plait.Target("c", decode=True)),      # 384 < 65536
+             ({"x": (1, 16)}, plait.Target("c", decode=False))]
+    for shapes, target in cases:
+        calls = _calls(plait.build(build_graph(shapes, body), target))
+        assert any(c.startswith("plait_gemm_") for c in calls), (shapes, target, calls)
         assert not any(c.startswith("plait_dlinear_") for c in calls), calls
+
+
+def test_a_bad_decode_setting_is_refused() -> None:
+    with pytest.raises(ValueError, match="decode must be 'auto'"):
+        plait.build(build_graph({"x": (1, 16)}, lambda bb, p: p[0]),
+                    plait.Target("c", decode="yes"))

@@ -36,9 +36,11 @@ pooling, :mod:`.gemm`, :mod:`.pool`), ``attention`` (default True, with ``gemm``
 attention, :mod:`.attention`), ``winograd`` ("auto": F(4x4), F(2x2) or the direct
 product, chosen by shape; 4, 2 or False force one), ``depthwise`` (default True, with
 ``gemm``: grouped and depthwise convolutions on :mod:`.depthwise`, and squeeze-and-excite,
-:mod:`.squeeze_excite`), ``decode`` (default True, with ``gemm``: the ``decode`` family,
-:mod:`.dispatch.decode`; products of symbolic rows only with at least
-``decode_min_weights`` (65536) weights), ``blas`` (default
+:mod:`.squeeze_excite`), ``decode`` ("auto", with ``gemm``: the ``decode`` family,
+:mod:`.dispatch.decode`, for products of at most 4 static rows and a language model's
+cache attention; True also products of symbolic rows with at least
+``decode_min_weights`` (65536) weights, as :func:`plait.llm.build_causal_lm` asks;
+False none), ``blas`` (default
 True; False keeps
 matmul/linear/conv2d as generated kernels), ``fuse`` (default True: kernel fusion),
 ``single_entry`` (default True: :class:`SingleEntry`), ``step_timing`` (default False:
@@ -119,9 +121,15 @@ def _dispatch(target: Target) -> list[Any]:
     if target.attrs.get("gemm", True):
         passes.append(RecognizeActivations)   # silu/gelu as ops: they fuse into epilogues
         passes.append(FoldPadIntoConv)
-        if target.attrs.get("decode", True):
-            passes.append(DispatchDecode(int(target.attrs.get("decode_min_weights",
-                                                              DECODE_MIN_WEIGHTS))))
+        decode = target.attrs.get("decode", "auto")
+        if decode not in (True, False, "auto"):
+            raise ValueError(f"Target('c'): decode must be 'auto' (few static rows and the "
+                             f"cache attention), True (also symbolic rows: language "
+                             f"models) or False, got {decode!r}")
+        if decode:
+            passes.append(DispatchDecode(
+                int(target.attrs.get("decode_min_weights", DECODE_MIN_WEIGHTS))
+                if decode is True else None))
         if target.attrs.get("attention", True):
             passes.append(DispatchAttention())
         passes.append(Conv1dAsConv2d())
@@ -147,7 +155,7 @@ def _legalize(target: Target) -> list[Any]:
 register_target_kind(
     "c",
     defaults={"gemm": True, "attention": True, "winograd": "auto", "depthwise": True,
-              "decode": True, "decode_min_weights": DECODE_MIN_WEIGHTS,
+              "decode": "auto", "decode_min_weights": DECODE_MIN_WEIGHTS,
               "blas": True, "fuse": True,
               "single_entry": True, "step_timing": False, "opt_level": 3,
               "march_native": False, "out_of_range_indices": "raise"},

@@ -2,9 +2,10 @@
 become calls of the ``decode`` kernel family (:mod:`plait.target.c.kernels.decode`).
 
 :class:`DispatchDecode` (``c.DispatchDecode``, before ``c.DispatchGemm``) takes a float32
-product by a constant weight whose rows may be few at run time — their number symbolic
-(a language model's ``batch * seq``: one row per decoded token) or static and at most
-:data:`~plait.target.c.kernels.decode.GEMV_MAX_ROWS` —
+product by a constant weight whose rows are few — static and at most
+:data:`~plait.target.c.kernels.decode.GEMV_MAX_ROWS`, or, with the target's
+``decode=True`` (what :func:`plait.llm.build_causal_lm` sets), symbolic (a language
+model's ``batch * seq``: one row per decoded token) —
 
     y = matmul(x, permute_dims(W))     # W constant (N, K): torch's linear, not folded
     y = matmul(x, Wt)                  # Wt constant (K, N): the transpose folded
@@ -17,7 +18,12 @@ that runs ``plait_gemv`` (the weights streamed once on all threads) for a few ro
 ``plait_gemm`` for more, both reading the weight ``(N, K)`` where it lies: the weights
 are stored once, as the model has them (a folded ``(K, N)`` transpose is transposed back
 at compile time).  Products of many static rows are left to ``c.DispatchGemm``, which
-packs its weights at compile time.
+packs its weights at compile time; so are those of symbolic rows unless asked for: a
+model exported with an open batch (most ONNX files) would otherwise trade its packed
+weights and fused epilogues for a product made for one row.
+
+It also makes the attention over the cache that :mod:`plait.llm` exports one call of
+``plait_kv_attention`` (:mod:`.decode_attention`).
 """
 
 from __future__ import annotations
@@ -88,13 +94,14 @@ with weights packed at compile time (``c.DispatchGemm``) is as fast at one row a
 faster at many."""
 
 
-def _few_rows(x_shape: tuple[Any, ...], weights: int, min_weights: int) -> bool:
+def _few_rows(x_shape: tuple[Any, ...], weights: int, min_weights: int | None) -> bool:
     """Whether a product of rows ``x_shape[:-1]`` is the decode family's: at most
-    GEMV_MAX_ROWS static rows, or symbolic rows and at least ``min_weights`` weights."""
+    GEMV_MAX_ROWS static rows, or symbolic rows and at least ``min_weights`` weights
+    (None: symbolic rows are not taken)."""
     rows = x_shape[:-1]
     if all(type(d) is int for d in rows):
         return int(np.prod(rows, dtype=np.int64)) <= GEMV_MAX_ROWS
-    return weights >= min_weights
+    return min_weights is not None and weights >= min_weights
 
 
 def linear_pattern() -> Pattern:
@@ -107,7 +114,7 @@ def linear_pattern() -> Pattern:
 
 
 def decode_rule(wrappers: dict[str, tuple[str, CFunction]],
-                min_weights: int = MIN_WEIGHTS) -> Rule:
+                min_weights: int | None = MIN_WEIGHTS) -> Rule:
     """The rule of :class:`DispatchDecode`; records each call's wrapper in ``wrappers``."""
 
     def rewrite(m: Match) -> Expr | None:
@@ -189,7 +196,7 @@ def kv_attention_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
     return Rule("c.decode_kv_attention", kv_attention_pattern(), rewrite)
 
 
-def dispatch_decode(mod: IRModule, skip: Any = None, min_weights: int = MIN_WEIGHTS
+def dispatch_decode(mod: IRModule, skip: Any = None, min_weights: int | None = MIN_WEIGHTS
                     ) -> IRModule:
     """``mod`` with the products of few rows by constant weights rewritten into calls of
     the decode family (see the module docstring)."""
@@ -208,14 +215,15 @@ def dispatch_decode(mod: IRModule, skip: Any = None, min_weights: int = MIN_WEIG
 
 @module_pass(name="c.DispatchDecode", phases=("optimization",))
 class DispatchDecode:
-    """Send float32 products of few (or a symbolic number of) rows by constant weights
-    to the decode family's matrix-vector product (``plait_gemv``); symbolic rows only
-    with at least ``min_weights`` weights (:data:`MIN_WEIGHTS`)."""
+    """Send float32 products of few rows by constant weights, and attention over a
+    language model's key/value cache, to the decode family; products of symbolic rows
+    too when ``min_weights`` is given (those with at least that many weights,
+    :data:`MIN_WEIGHTS`): the ``c`` target's ``decode=True``, which
+    :func:`plait.llm.build_causal_lm` asks for."""
 
-    def __init__(self, min_weights: int = MIN_WEIGHTS, *,
-                 codegens: Any = None) -> None:
+    def __init__(self, min_weights: int | None = None, *, codegens: Any = None) -> None:
         super().__init__(codegens=codegens)  # type: ignore[call-arg]
-        self.min_weights = int(min_weights)
+        self.min_weights = None if min_weights is None else int(min_weights)
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
         from plait.transform.external import skips_external
