@@ -56,7 +56,8 @@ def test_a_folded_transpose_is_read_back_as_stored() -> None:
     def body(bb, p):  # type: ignore[no-untyped-def]
         return _call(bb, "matmul", p[0], _c(w))
 
-    exe = plait.build(build_graph({"x": (1, 40)}, body), "c")
+    exe = plait.build(build_graph({"x": (1, 40)}, body),
+                      plait.Target("c", decode_min_weights=0))
     assert any(c.startswith("plait_dlinear_") for c in _calls(exe))
     assert [tuple(c.shape) for c in exe.constants if c.size == w.size] == [(33, 40)]
     x = _rand(1, 40)
@@ -66,8 +67,8 @@ def test_a_folded_transpose_is_read_back_as_stored() -> None:
 
 def test_what_stays_with_the_packed_product() -> None:
     """Many static rows; symbolic rows unless decode=True is asked for (a model with an
-    open batch keeps its packed weights and epilogues); with it, weights below
-    decode_min_weights; and everything with decode=False."""
+    open batch keeps its packed weights and epilogues); weights below
+    decode_min_weights, even of one row; and everything with decode=False."""
     w = _rand(24, 16)
 
     def body(bb, p):  # type: ignore[no-untyped-def]
@@ -76,7 +77,8 @@ def test_what_stays_with_the_packed_product() -> None:
     cases = [({"x": (8, 16)}, "c"),
              ({"x": ("s", 16)}, plait.Target("c", decode_min_weights=0)),
              ({"x": ("s", 16)}, plait.Target("c", decode=True)),      # 384 < 65536
-             ({"x": (1, 16)}, plait.Target("c", decode=False))]
+             ({"x": (1, 16)}, "c"),
+             ({"x": (1, 16)}, plait.Target("c", decode=False, decode_min_weights=0))]
     for shapes, target in cases:
         calls = _calls(plait.build(build_graph(shapes, body), target))
         assert any(c.startswith("plait_gemm_") for c in calls), (shapes, target, calls)

@@ -90,7 +90,8 @@ def _gemv() -> Case:
         return emit(bb, "add", emit(bb, "linear", p[0], const(w), const(bias)), p[1])
 
     ref = x.astype(np.float64) @ w.T + bias + r
-    return {"x": x.shape, "r": r.shape}, body, [x, r], ref, 1e-4, "decode", {}
+    return ({"x": x.shape, "r": r.shape}, body, [x, r], ref, 1e-4, "decode",
+            {"decode_min_weights": 0})
 
 
 def _conv(xshape: tuple[int, ...], wshape: tuple[int, ...], strides: tuple[int, int],

@@ -37,10 +37,10 @@ attention, :mod:`.attention`), ``winograd`` ("auto": F(4x4), F(2x2) or the direc
 product, chosen by shape; 4, 2 or False force one), ``depthwise`` (default True, with
 ``gemm``: grouped and depthwise convolutions on :mod:`.depthwise`, and squeeze-and-excite,
 :mod:`.squeeze_excite`), ``decode`` ("auto", with ``gemm``: the ``decode`` family,
-:mod:`.dispatch.decode`, for products of at most 4 static rows and a language model's
-cache attention; True also products of symbolic rows with at least
-``decode_min_weights`` (65536) weights, as :func:`plait.llm.build_causal_lm` asks;
-False none), ``blas`` (default
+:mod:`.dispatch.decode`, for products of at most 4 static rows by weights of at least
+``decode_min_weights`` (65536) elements and a language model's cache attention; True
+also products of symbolic rows, as :func:`plait.llm.build_causal_lm` asks; False
+none), ``blas`` (default
 True; False keeps
 matmul/linear/conv2d as generated kernels), ``fuse`` (default True: kernel fusion),
 ``single_entry`` (default True: :class:`SingleEntry`), ``step_timing`` (default False:
@@ -128,8 +128,8 @@ def _dispatch(target: Target) -> list[Any]:
                              f"models) or False, got {decode!r}")
         if decode:
             passes.append(DispatchDecode(
-                int(target.attrs.get("decode_min_weights", DECODE_MIN_WEIGHTS))
-                if decode is True else None))
+                int(target.attrs.get("decode_min_weights", DECODE_MIN_WEIGHTS)),
+                symbolic_rows=decode is True))
         if target.attrs.get("attention", True):
             passes.append(DispatchAttention())
         passes.append(Conv1dAsConv2d())

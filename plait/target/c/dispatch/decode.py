@@ -2,7 +2,8 @@
 become calls of the ``decode`` kernel family (:mod:`plait.target.c.kernels.decode`).
 
 :class:`DispatchDecode` (``c.DispatchDecode``, before ``c.DispatchGemm``) takes a float32
-product by a constant weight whose rows are few — static and at most
+product by a constant weight of at least ``decode_min_weights`` (:data:`MIN_WEIGHTS`)
+elements whose rows are few — static and at most
 :data:`~plait.target.c.kernels.decode.GEMV_MAX_ROWS`, or, with the target's
 ``decode=True`` (what :func:`plait.llm.build_causal_lm` sets), symbolic (a language
 model's ``batch * seq``: one row per decoded token) —
@@ -18,7 +19,9 @@ that runs ``plait_gemv`` (the weights streamed once on all threads) for a few ro
 ``plait_gemm`` for more, both reading the weight ``(N, K)`` where it lies: the weights
 are stored once, as the model has them (a folded ``(K, N)`` transpose is transposed back
 at compile time).  Products of many static rows are left to ``c.DispatchGemm``, which
-packs its weights at compile time; so are those of symbolic rows unless asked for: a
+packs its weights at compile time, and smaller weights (they come from the caches, where
+the packed product is as fast and fuses its activation); so are products of symbolic
+rows unless asked for: a
 model exported with an open batch (most ONNX files) would otherwise trade its packed
 weights and fused epilogues for a product made for one row.
 
@@ -94,14 +97,17 @@ with weights packed at compile time (``c.DispatchGemm``) is as fast at one row a
 faster at many."""
 
 
-def _few_rows(x_shape: tuple[Any, ...], weights: int, min_weights: int | None) -> bool:
-    """Whether a product of rows ``x_shape[:-1]`` is the decode family's: at most
-    GEMV_MAX_ROWS static rows, or symbolic rows and at least ``min_weights`` weights
-    (None: symbolic rows are not taken)."""
+def _few_rows(x_shape: tuple[Any, ...], weights: int, min_weights: int,
+              symbolic_rows: bool) -> bool:
+    """Whether a product of rows ``x_shape[:-1]`` by ``weights`` weights is the decode
+    family's: at least ``min_weights`` weights, and at most GEMV_MAX_ROWS static rows or
+    (``symbolic_rows``) symbolic ones."""
+    if weights < min_weights:
+        return False
     rows = x_shape[:-1]
     if all(type(d) is int for d in rows):
         return int(np.prod(rows, dtype=np.int64)) <= GEMV_MAX_ROWS
-    return min_weights is not None and weights >= min_weights
+    return symbolic_rows
 
 
 def linear_pattern() -> Pattern:
@@ -114,7 +120,7 @@ def linear_pattern() -> Pattern:
 
 
 def decode_rule(wrappers: dict[str, tuple[str, CFunction]],
-                min_weights: int | None = MIN_WEIGHTS) -> Rule:
+                min_weights: int = MIN_WEIGHTS, symbolic_rows: bool = True) -> Rule:
     """The rule of :class:`DispatchDecode`; records each call's wrapper in ``wrappers``."""
 
     def rewrite(m: Match) -> Expr | None:
@@ -131,7 +137,7 @@ def decode_rule(wrappers: dict[str, tuple[str, CFunction]],
         w, bias = found
         n, k = w.shape
         if (xs[-1] != k or tuple(ys) != tuple(xs[:-1]) + (n,)
-                or not _few_rows(xs, n * k, min_weights)):
+                or not _few_rows(xs, n * k, min_weights, symbolic_rows)):
             return None
         if bias is not None and float_shape(bias) != (n,):
             return None
@@ -196,12 +202,12 @@ def kv_attention_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
     return Rule("c.decode_kv_attention", kv_attention_pattern(), rewrite)
 
 
-def dispatch_decode(mod: IRModule, skip: Any = None, min_weights: int | None = MIN_WEIGHTS
-                    ) -> IRModule:
+def dispatch_decode(mod: IRModule, skip: Any = None, min_weights: int = MIN_WEIGHTS,
+                    symbolic_rows: bool = True) -> IRModule:
     """``mod`` with the products of few rows by constant weights rewritten into calls of
     the decode family (see the module docstring)."""
     wrappers: dict[str, tuple[str, CFunction]] = {}
-    rules = [kv_attention_rule(wrappers), decode_rule(wrappers, min_weights)]
+    rules = [kv_attention_rule(wrappers), decode_rule(wrappers, min_weights, symbolic_rows)]
     funcs: dict[str, Function] = {}
     for name, f in functions_to_rewrite(mod, skip):
         nf = rewrite_function(f, rules[:1], mod, name=name)
@@ -215,21 +221,24 @@ def dispatch_decode(mod: IRModule, skip: Any = None, min_weights: int | None = M
 
 @module_pass(name="c.DispatchDecode", phases=("optimization",))
 class DispatchDecode:
-    """Send float32 products of few rows by constant weights, and attention over a
-    language model's key/value cache, to the decode family; products of symbolic rows
-    too when ``min_weights`` is given (those with at least that many weights,
-    :data:`MIN_WEIGHTS`): the ``c`` target's ``decode=True``, which
-    :func:`plait.llm.build_causal_lm` asks for."""
+    """Send float32 products of few rows by constant weights of at least
+    ``min_weights`` elements (:data:`MIN_WEIGHTS`), and attention over a language
+    model's key/value cache, to the decode family; products of symbolic rows too when
+    ``symbolic_rows`` (the ``c`` target's ``decode=True``, which
+    :func:`plait.llm.build_causal_lm` asks for)."""
 
-    def __init__(self, min_weights: int | None = None, *, codegens: Any = None) -> None:
+    def __init__(self, min_weights: int = MIN_WEIGHTS, symbolic_rows: bool = False, *,
+                 codegens: Any = None) -> None:
         super().__init__(codegens=codegens)  # type: ignore[call-arg]
-        self.min_weights = None if min_weights is None else int(min_weights)
+        self.min_weights = int(min_weights)
+        self.symbolic_rows = bool(symbolic_rows)
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
         from plait.transform.external import skips_external
 
         return dispatch_decode(mod, skip=skips_external(self, ctx),  # type: ignore[arg-type]
-                               min_weights=self.min_weights)
+                               min_weights=self.min_weights,
+                               symbolic_rows=self.symbolic_rows)
 
 
 __all__ = ["MIN_WEIGHTS", "DispatchDecode", "decode_rule", "dispatch_decode",
