@@ -53,7 +53,7 @@ def hf_greedy(model: Any, ids: np.ndarray, n: int) -> np.ndarray:
     return out.numpy()
 
 
-def export_optimum_onnx(model: Any, path: str, external_data: bool = False) -> None:
+def export_optimum_onnx(model: Any, path: str) -> None:
     """Write ``model`` as an ONNX decoder in optimum's layout: inputs ``input_ids``,
     ``attention_mask``, ``position_ids``, ``past_key_values.{i}.key/value`` (batch,
     kv_heads, past, head_dim); outputs ``logits``, ``present.{i}.key/value`` (batch,
@@ -102,6 +102,6 @@ def export_optimum_onnx(model: Any, path: str, external_data: bool = False) -> N
         with torch.no_grad():
             torch.onnx.export(Decoder().eval(), example, path, input_names=ins, output_names=outs,
                               dynamic_shapes=shapes, dynamo=True, opset_version=18,
-                              external_data=external_data)
+                              external_data=False)
     finally:
         model.config._attn_implementation = before
