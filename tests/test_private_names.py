@@ -14,15 +14,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-REORGANISING = ("plait/target/c/", "plait/codegen/c/")
-"""TEMPORARY: the lead is reorganising these two directories (issue 28 item 1); their
-files still import private names (today: target/c/cpu.py ``runtime.native._load_bytes``,
-target/c/library_blob.py ``codegen.c.compiler._atomic_write``, target/c/pool.py
-``target.c.squeeze_excite._spatial_axes``, target/c/reference.py
-``target.c.build._target_options``).  Remove this exemption when the reorganisation
-lands."""
-
-
 def _is_private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
@@ -93,7 +84,7 @@ def private_uses(root: Path) -> Iterator[tuple[str, int, str]]:
 
 
 def test_no_private_name_crosses_a_module_boundary() -> None:
-    found = [u for u in private_uses(ROOT) if not u[0].startswith(REORGANISING)]
+    found = list(private_uses(ROOT))
     assert not found, (
         "another module's private name used (make it public in the module that owns it, "
         "with a docstring): " + "; ".join(f"{f}:{n} {what}" for f, n, what in found))

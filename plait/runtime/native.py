@@ -762,11 +762,6 @@ def load_bytes_without_isa_check(
         raise NativeLoadError(f"cannot load a native library from bytes: {first_error}")
 
 
-_load_bytes = load_bytes_without_isa_check
-"""The old name, which plait/target/c/cpu.py imports until the c target's reorganisation
-moves it to the public one (tests/test_private_names.py lists it as exempt)."""
-
-
 def library_functions(data: bytes) -> list[str]:
     """The function names a native library (given as bytes) provides."""
     return load_library_bytes(data).names

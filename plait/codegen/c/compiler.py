@@ -219,7 +219,7 @@ class BuildOptions:
     extra_flags: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -328,7 +328,7 @@ def threads_available(cc: CompilerInfo, cache_dir: Path | None = None) -> bool:
             got = _read_marker(marker)
             if got is None:
                 got = _probe_threads(cc, d, ident, marker if lock.held else None)
-                _atomic_write(marker, b"1" if got else b"0")
+                atomic_write(marker, b"1" if got else b"0")
     _THREADS[cc.ident] = got
     return got
 
@@ -467,7 +467,7 @@ def _failure(r: subprocess.CompletedProcess[str], files: dict[str, str], command
     main = main or next(iter(files))
     try:
         failed_path = d / f"failed-{key[:32]}-{main}"
-        _atomic_write(failed_path, files[main].encode())
+        atomic_write(failed_path, files[main].encode())
         failed = str(failed_path)
     except OSError:
         pass
@@ -602,7 +602,7 @@ def compile_shared(
             if r.returncode != 0 or not out.exists():
                 raise _failure(r, files, command, d, key)
             _event("library", 1, 1)
-            _atomic_write(d / f"lib-{key[:32]}.c", "\n".join(
+            atomic_write(d / f"lib-{key[:32]}.c", "\n".join(
                 f"/* ==== {n} ==== */\n{t}" for n, t in files.items()).encode())
             os.replace(out, final)
             return final

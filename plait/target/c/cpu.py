@@ -88,13 +88,13 @@ def cpu_features() -> dict[str, Any]:
 def library_isas(exe: Any) -> dict[str, dict[str, Any]]:
     """The kernel families of the native libraries of executable ``exe`` (loading them):
     ``{family: {"built", "chosen", "why"}}`` — the copy each runs now."""
-    from plait.runtime.native import _load_bytes, is_plait_library
+    from plait.runtime.native import is_plait_library, load_bytes_without_isa_check
 
     out: dict[str, dict[str, Any]] = {}
     for blob in exe.libs.values():
         if not isinstance(blob, bytes | bytearray) or not is_plait_library(bytes(blob)):
             continue
-        report = _load_bytes(bytes(blob)).isa_report()
+        report = load_bytes_without_isa_check(bytes(blob)).isa_report()
         if report is None:
             continue
         for fam in report["families"]:

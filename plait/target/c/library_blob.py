@@ -25,7 +25,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from plait.codegen.c.compiler import _atomic_write, resolve_cache_dir
+from plait.codegen.c.compiler import atomic_write, resolve_cache_dir
 from plait.errors import PlaitError
 
 STORE_FOLDER = "by-sha256"
@@ -131,7 +131,7 @@ def store_library(blob: LibraryBlob, source: str | os.PathLike[str] | None = Non
             return path
         except OSError:
             pass
-    _atomic_write(path, blob.data)
+    atomic_write(path, blob.data)
     return path
 
 

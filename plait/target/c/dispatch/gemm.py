@@ -453,7 +453,7 @@ def epilogue_step(y: Pattern) -> Pattern:
     reads: a relu, an add (of a bias or a residual), a max pooling, or a view that keeps
     the elements in order (the product then writes the view directly)."""
     y = y.single_use()
-    return (is_op("relu")(y) | is_op("add")(y, wildcard()) | is_op("add")(wildcard(), y)
+    return (is_op("relu")(y) | is_op("add")(y, wildcard()).commutative()
             | is_op("clip", "silu", "gelu")(y) | is_op("max_pool2d")(y)
             | is_op(*VIEW_OPS)(y).where(_is_view))
 

@@ -59,8 +59,7 @@ _ACT = is_op("silu", "relu")(_PRE1)
 _CONV2 = is_op("conv2d", groups=1)(_ACT, _W2)
 _PRE2 = is_op("add")(_CONV2, _B2) | _CONV2
 _GATE = is_op("sigmoid")(_PRE2)
-SQUEEZE_EXCITE = (is_op("multiply")(_X, _GATE) | is_op("multiply")(_GATE, _X)).has_dtype(
-    "float32").has_rank(4)
+SQUEEZE_EXCITE = is_op("multiply")(_X, _GATE).commutative().has_dtype("float32").has_rank(4)
 """The shape :class:`DispatchSqueezeExcite` takes (the rewrite checks the rest)."""
 
 
