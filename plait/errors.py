@@ -22,6 +22,8 @@ INTERNAL_SIGNALS: dict[str, str] = {
     "plait.kernel.interp._Conflict": "the kernel interpreter's fast path gives up",
     "plait.ir.structural._Unsupported": "structural hashing falls back to another path",
     "plait.transform.convert_layout._Unmovable": "ConvertLayout leaves a value in place",
+    "plait.target.c.dispatch.decode_attention._Fail": "c.DispatchDecode's attention matcher "
+                                                      "gives up on a candidate",
     "plait.transform.fuse_kernels.NotFusable": "FuseKernels leaves a group unfused",
     "plait.target.c.entry.NotQualified": "c.SingleEntry records why a function has no "
                                          "single entry point",
