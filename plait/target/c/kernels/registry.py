@@ -21,6 +21,7 @@ docs/kernels.md).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass
@@ -174,8 +175,6 @@ def record_calls(mod: Any, wrappers: dict[str, tuple[str, CFunction]], prefix: s
     the helpers of run-time sizes, :data:`.dims.C_PRELUDE`), and the sources of those
     families; ``mod`` itself when there is nothing to record.  Every dispatch pass of
     every family records its calls with this function."""
-    import hashlib
-
     from ..build import add_c_source
     from ..dims import C_PRELUDE
 

@@ -19,6 +19,7 @@ from plait.ir.symbolic import Dim
 
 from ..gemm import Epilogue  # (and the gemm family registered first: conv needs it)
 from ..registry import KernelFamily, register_family
+from ..winograd import WINOGRAD_FUNCTIONS
 from ..wrapper import DESC, Buffer, NativeCall, Ref
 
 POOL_MAX_K = 384
@@ -29,10 +30,13 @@ CONV2D_FIELDS = ("N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "DH", "DW",
                  "PT", "PL", "PB", "PR", "OH", "OW")
 """The shape fields of ``plait_conv2d_desc``, in order (the activation follows)."""
 
-CONV2D_ENTRIES = {"direct": "plait_conv2d", "pixel_rows": "plait_conv2d_pixel_rows",
-                  "pool": "plait_conv2d_pool", "winograd2": "plait_conv2d_winograd",
-                  "winograd4": "plait_conv2d_winograd4"}
-"""The entry point of each way to compute a convolution (the Winograd ones are the
+CONV_ENTRIES = {"direct": "plait_conv2d", "pixel_rows": "plait_conv2d_pixel_rows",
+                "pool": "plait_conv2d_pool"}
+"""This family's entry point of each way to compute a convolution."""
+
+CONV2D_ENTRIES = {**CONV_ENTRIES,
+                  **{f"winograd{m}": fn for m, fn in WINOGRAD_FUNCTIONS.items()}}
+"""The entry point of every way to compute a convolution (the Winograd ones are the
 ``winograd`` family's)."""
 
 
@@ -55,8 +59,7 @@ def conv2d_call(x: tuple[Dim, ...], w: tuple[Dim, ...], out: tuple[Dim, ...],
                       fields)
 
 
-register_family(KernelFamily("conv", "plait_conv.c", ("plait_conv2d", "plait_conv2d_pool",
-                                                      "plait_conv2d_pixel_rows"),
+register_family(KernelFamily("conv", "plait_conv.c", tuple(CONV_ENTRIES.values()),
                              needs=("gemm",), package=__name__, header="plait_gemm.h"))
 
-__all__ = ["CONV2D_ENTRIES", "CONV2D_FIELDS", "POOL_MAX_K", "conv2d_call"]
+__all__ = ["CONV2D_ENTRIES", "CONV_ENTRIES", "CONV2D_FIELDS", "POOL_MAX_K", "conv2d_call"]

@@ -37,8 +37,7 @@ def winograd_weights(w: np.ndarray, m: int = 4) -> np.ndarray:
     return np.ascontiguousarray(np.stack([pack_a(u[xi]) for xi in range(a * a)]))
 
 
-register_family(KernelFamily("winograd", "plait_winograd.c",
-                             ("plait_conv2d_winograd", "plait_conv2d_winograd4"),
+register_family(KernelFamily("winograd", "plait_winograd.c", tuple(WINOGRAD_FUNCTIONS.values()),
                              package=__name__, header="plait_gemm.h"))
 
 __all__ = ["WINOGRAD_FUNCTIONS", "WINOGRAD_G", "winograd_weights"]
