@@ -60,3 +60,27 @@ def test_prefill_and_decode_logits_equal_full_recomputation(llama: Any, lm_c: An
     got += [lm_c.step(ids[:, i: i + 1], cache) for i in range(6, 9)]
     got.append(lm_c.step(ids[:, 9:], cache))
     np.testing.assert_allclose(np.concatenate(got, axis=1), full, rtol=1e-4, atol=1e-4)
+
+
+def test_sliding_window_attention_runs_the_cache_kernel() -> None:
+    """Mistral's sliding window (6 positions here) is taken by ``plait_kv_attention``
+    with its window (one call per layer, no general softmax left), and 32 greedy tokens
+    after a 9-token prompt (so the window cuts into the prompt and the cache) equal
+    ``transformers``' ``generate()``; prefill + decode logits equal PyTorch's full
+    recomputation (rtol 1e-4, atol 1e-4)."""
+    mistral = make("mistral")
+    lm = build_causal_lm(mistral, plait.Target("c", decode_min_weights=0), max_cache=48)
+    calls = re.findall(r"call ([\w.]+)\(", lm.session.executable.as_text())
+    assert sum(c.startswith("plait_kv_attention_") for c in calls) == 2, calls
+    assert not any(c.startswith(("softmax", "where")) for c in calls), calls
+    ids = np.random.default_rng(4).integers(0, VOCAB, (1, 9))
+    np.testing.assert_array_equal(generate(lm, ids, max_new_tokens=32),
+                                  hf_greedy(mistral, ids, 32))
+    ids = np.random.default_rng(5).integers(0, VOCAB, (2, 14))
+    with torch.no_grad():
+        full = mistral(torch.from_numpy(ids)).logits.numpy()
+    cache = lm.new_cache(2)
+    got = [lm.step(ids[:, :8], cache)]
+    got += [lm.step(ids[:, i: i + 1], cache) for i in range(8, 11)]
+    got.append(lm.step(ids[:, 11:], cache))
+    np.testing.assert_allclose(np.concatenate(got, axis=1), full, rtol=1e-4, atol=1e-4)

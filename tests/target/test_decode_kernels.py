@@ -86,9 +86,10 @@ def test_gemv_matches_numpy(linear_lib: Any, case: int, isa: str) -> None:
 
 
 def kv_attention_reference(q: np.ndarray, kp: np.ndarray, vp: np.ndarray, kn: np.ndarray,
-                           vn: np.ndarray, scale: float) -> np.ndarray:
+                           vn: np.ndarray, scale: float, window: int = 0) -> np.ndarray:
     """Causal attention of the new rows over the cache and themselves, in float64:
-    (B, KV, G, S, D) from q (B, KV*G, S, D), kp/vp (P, B, KV, D), kn/vn (B, KV, S, D)."""
+    (B, KV, G, S, D) from q (B, KV*G, S, D), kp/vp (P, B, KV, D), kn/vn (B, KV, S, D);
+    with ``window`` > 0 row i (position P + i) sees only positions > P + i - window."""
     b_, h, s_, d = q.shape
     p_, kv = kp.shape[0], kn.shape[1]
     g_ = h // kv
@@ -99,9 +100,10 @@ def kv_attention_reference(q: np.ndarray, kp: np.ndarray, vp: np.ndarray, kn: np
             vals = np.concatenate([vp[:, b, k], vn[b, k]]).astype(np.float64)
             for g in range(g_):
                 for i in range(s_):
-                    sc = scale * keys[:p_ + i + 1] @ q[b, k * g_ + g, i].astype(np.float64)
+                    lo = max(0, p_ + i + 1 - window) if window else 0
+                    sc = scale * keys[lo:p_ + i + 1] @ q[b, k * g_ + g, i].astype(np.float64)
                     pr = np.exp(sc - sc.max())
-                    out[b, k, g, i] = (pr / pr.sum()) @ vals[:p_ + i + 1]
+                    out[b, k, g, i] = (pr / pr.sum()) @ vals[lo:p_ + i + 1]
     return out
 
 
@@ -125,12 +127,43 @@ def attention_lib() -> tuple[Any, DecodeCall]:
 def test_kv_attention_matches_numpy(attention_lib: Any, case: tuple[int, ...],
                                     isa: str) -> None:
     lib, call = attention_lib
-    b, kv, g, s, p, d = case
+    _check_kv_attention(lib, call, *case, window=0, isa=isa)
+
+
+def _check_kv_attention(lib: Any, call: DecodeCall, b: int, kv: int, g: int, s: int,
+                        p: int, d: int, *, window: int, isa: str) -> None:
+    """Run ``call`` on random operands of the given sizes and compare with numpy."""
     q = _rand(b, kv * g, s, d)
     kp, vp = _rand(p, b, kv, d), _rand(p, b, kv, d)
     kn, vn = _rand(b, kv, s, d), _rand(b, kv, s, d)
     out = np.zeros((b, kv, g, s, d), np.float32)
     with use_isa(isa):
         lib.get(call.symbol)(q, kp, vp, kn, vn, out)
-    np.testing.assert_allclose(out, kv_attention_reference(q, kp, vp, kn, vn, 0.3),
+    np.testing.assert_allclose(out, kv_attention_reference(q, kp, vp, kn, vn, 0.3, window),
                                rtol=TOL, atol=TOL)
+
+
+WINDOWED = [   # (B, KV, G, S, P, D, W)
+    (1, 2, 2, 1, 29, 8, 6),    # decode: the window inside the cache
+    (2, 2, 3, 13, 0, 7, 4),    # prefill: the window cuts into the prompt's rows
+    (1, 1, 2, 37, 5, 16, 9),   # a prompt after cached rows, several row blocks
+    (1, 2, 1, 3, 2, 8, 40),    # a window longer than everything: plain causal
+]
+
+
+@pytest.fixture(scope="module")
+def windowed_libs() -> dict[int, tuple[Any, DecodeCall]]:
+    calls = {w: kv_attention_call(("b", "h", "s", "d"), ("p", "b", "kv", "d"),
+                                  ("b", "kv", "s", "d"), ("b", "kv", "g", "s", "d"), 0.3, w)
+             for w in sorted({c[-1] for c in WINDOWED})}
+    lib = _compile(list(calls.values()))
+    return {w: (lib, call) for w, call in calls.items()}
+
+
+@pytest.mark.parametrize("case", WINDOWED)
+def test_kv_attention_with_a_sliding_window_matches_numpy(windowed_libs: Any,
+                                                          case: tuple[int, ...],
+                                                          isa: str) -> None:
+    *sizes, w = case
+    lib, call = windowed_libs[w]
+    _check_kv_attention(lib, call, *sizes, window=w, isa=isa)

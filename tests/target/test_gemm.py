@@ -226,8 +226,9 @@ def test_conv2d_matches_torch(xshape, wshape, strides, padding, dilation, epilog
 ])
 def test_winograd_is_chosen_by_shape(c: int, hw: int, expected: int) -> None:
     """``winograd="auto"`` (the default) picks F(4x4), F(2x2) or the direct product from
-    the tile count (ResNet's 3x3 layers, padding 1; measured choices:
-    benchmarks/results/journal.md, round 8); 2 and 4 force their variant wherever
+    the tile count (ResNet's 3x3 layers, padding 1: F(4x4) where the output has many 4 x 4
+    tiles, F(2x2) where F(4x4)'s tiles would be mostly padding, the direct product on 2 x 2
+    tiles, where the transforms cost more than they save); 2 and 4 force their variant wherever
     Winograd applies, False never."""
     desc = dict(C=c, O=c, KH=3, KW=3, SH=1, SW=1, DH=1, DW=1, OH=hw, OW=hw)
     assert winograd_choice(desc, "auto") == expected
@@ -250,8 +251,8 @@ def test_winograd_is_chosen_by_shape(c: int, hw: int, expected: int) -> None:
 def test_pixel_rows_is_chosen_by_shape(c: int, o: int, k: int, s: int, hw: int,
                                        expected: bool) -> None:
     """The transposed product (pixels as rows) is taken where the pixels fill the
-    16-column panels badly and the layer is large enough (measured choices:
-    benchmarks/results/journal.md, round 9)."""
+    16-column panels badly (the padding to a panel multiple would be wasted work) and the
+    layer is large enough for the transposed packing to pay for itself."""
     oh = (hw + 2 * (k // 2) - k) // s + 1
     desc = dict(C=c, O=o, KH=k, KW=k, SH=s, SW=s, DH=1, DW=1, OH=oh, OW=oh)
     assert pixel_rows_applies(desc) == expected

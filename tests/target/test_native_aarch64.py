@@ -126,7 +126,8 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
 
     # 1c. the decode family: a product of 3 rows by a weight kept (N, K) with bias and
     #     residual (tails of the 4-row blocks and of the 16-lane sums), and attention of
-    #     5 new rows over 9 cached ones, 3 query heads per key head, head size 7
+    #     5 new rows over 9 cached ones, 3 query heads per key head, head size 7, with a
+    #     sliding window of 7 positions
     w, r = _rand(37, 45), _rand(3, 37)
     x3, bias3 = _rand(3, 45), _rand(37)
     code.append(f"""{{ const float* x = {take(x3)}; const float* w = {take(w)};
@@ -140,16 +141,16 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
     code.append(f"""{{ const float* q = {take(q)}; const float* kp = {take(kp)};
       const float* vp = {take(vp)}; const float* kn = {take(kn)}; const float* vn = {take(vn)};
       float* o = calloc({6 * 5 * 7}, 4);
-      const plait_kv_attention_desc d = {{1, 2, 3, 5, 9, 7, q, kp, vp, kn, vn, 0.3f, o}};
+      const plait_kv_attention_desc d = {{1, 2, 3, 5, 9, 7, 7, q, kp, vp, kn, vn, 0.3f, o}};
       if (plait_kv_attention(&d)) return 4; give(out, o, {6 * 5 * 7}); }}""")
     keys = np.concatenate([kp[:, 0], kn[0].transpose(1, 0, 2)]).astype(np.float64)
     vals = np.concatenate([vp[:, 0], vn[0].transpose(1, 0, 2)]).astype(np.float64)
     att = np.zeros((2, 3, 5, 7))
     for h in range(6):
         for i in range(5):
-            sc = 0.3 * keys[:10 + i, h // 3] @ q[0, h, i]
+            sc = 0.3 * keys[3 + i:10 + i, h // 3] @ q[0, h, i]   # positions 9 + i - 6 ...
             pr = np.exp(sc - sc.max())
-            att[h // 3, h % 3, i] = (pr / pr.sum()) @ vals[:10 + i, h // 3]
+            att[h // 3, h % 3, i] = (pr / pr.sum()) @ vals[3 + i:10 + i, h // 3]
     expect.append(("kv attention", att, 1e-4))
 
     # 2. direct convolutions: 5 channels, stride 2 with padding; dilation 2; 1x1 stride 2

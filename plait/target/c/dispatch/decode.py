@@ -188,7 +188,8 @@ def kv_attention_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
             return None
         sh = found["shapes"]
         try:
-            call = kv_attention_call(sh["q"], sh["kp"], sh["kn"], sh["out"], found["scale"])
+            call = kv_attention_call(sh["q"], sh["kp"], sh["kn"], sh["out"], found["scale"],
+                                     found["window"])
         except UnboundSize:
             return None
         wrappers.setdefault(call.symbol, (call.code, call.function))

@@ -149,7 +149,7 @@ typedef struct {
 static void dec_att_jobs(void* ctx, int64_t lo, int64_t hi) {
     dec_att_task* t = (dec_att_task*)ctx;
     const plait_kv_attention_desc* d = t->d;
-    const int64_t G = d->G, S = d->S, P = d->P, D = d->D, KV = d->KV, B = d->B;
+    const int64_t G = d->G, S = d->S, P = d->P, D = d->D, KV = d->KV, B = d->B, W = d->W;
     for (int64_t job = lo; job < hi; ++job) {
         const int64_t blk = job % t->blocks, bk = job / t->blocks;
         const int64_t b = bk / KV, kv = bk % KV;
@@ -163,15 +163,19 @@ static void dec_att_jobs(void* ctx, int64_t lo, int64_t hi) {
         const float* q0 = d->q + ((b * KV + kv) * G * S) * D;   /* head kv*G, row 0 */
         const float* kn = d->kn + (b * KV + kv) * S * D;
         const float* vn = d->vn + (b * KV + kv) * S * D;
-        /* scores: each key row once for the G x rows queries */
-        for (int64_t j = 0; j < n; ++j) {
+        /* scores: each key row once for the G x rows queries (the rows before the
+         * window of the block's first row are seen by none of its rows: skipped by the
+         * scores, the softmax and the product alike) */
+        const int64_t j0 = W > 0 && P + i0 - W + 1 > 0 ? P + i0 - W + 1 : 0;
+        for (int64_t j = j0; j < n; ++j) {
             const float* k = j < P ? d->kp + ((j * B + b) * KV + kv) * D : kn + (j - P) * D;
             for (int64_t g = 0; g < G; ++g)
                 for (int64_t r = 0; r < rows; ++r) {
                     const int64_t i = i0 + r;
                     float* row = s + (g * rows + r) * n;
-                    row[j] = j - P > i ? -__builtin_inff()
-                                       : d->scale * dec_dot(q0 + (g * S + i) * D, k, D);
+                    const int masked = j - P > i || (W > 0 && P + i - j >= W);
+                    row[j] = masked ? -__builtin_inff()
+                                    : d->scale * dec_dot(q0 + (g * S + i) * D, k, D);
                 }
         }
         /* softmax of each row over its P + i + 1 keys (the later ones are masked) */
@@ -180,21 +184,21 @@ static void dec_att_jobs(void* ctx, int64_t lo, int64_t hi) {
                 float* row = s + (g * rows + r) * n;
                 const int64_t len = P + i0 + r + 1;
                 float mx = -__builtin_inff();
-                for (int64_t j = 0; j < len; ++j) mx = row[j] > mx ? row[j] : mx;
+                for (int64_t j = j0; j < len; ++j) mx = row[j] > mx ? row[j] : mx;
                 float sum = 0.0f;
-                for (int64_t j = 0; j < len; ++j) {
+                for (int64_t j = j0; j < len; ++j) {
                     float e = plait_exp_f32(row[j] - mx);
                     row[j] = e;
                     sum += e;
                 }
                 const float inv = 1.0f / sum;
-                for (int64_t j = 0; j < len; ++j) row[j] *= inv;
+                for (int64_t j = j0; j < len; ++j) row[j] *= inv;
                 for (int64_t j = len; j < n; ++j) row[j] = 0.0f;
                 float* o = d->out + (((b * KV + kv) * G + g) * S + i0 + r) * D;
                 for (int64_t e = 0; e < D; ++e) o[e] = 0.0f;
             }
         /* out = P @ V: each value row once for the group */
-        for (int64_t j = 0; j < n; ++j) {
+        for (int64_t j = j0; j < n; ++j) {
             const float* v = j < P ? d->vp + ((j * B + b) * KV + kv) * D : vn + (j - P) * D;
             for (int64_t g = 0; g < G; ++g)
                 for (int64_t r = 0; r < rows; ++r) {
@@ -211,7 +215,8 @@ PLAIT_ISA_HIDDEN int PLAIT_ISA_FN(plait_kv_attention)(const plait_kv_attention_d
     if (d->D <= 0) return 2;
     dec_att_task t = {d, (d->S + ATT_ROWS - 1) / ATT_ROWS, 0};
     const int64_t jobs = d->B * d->KV * t.blocks;
-    const int64_t work = d->B * d->KV * d->G * d->S * (d->P + d->S) * d->D;
+    const int64_t keys = d->W > 0 && d->W < d->P + d->S ? d->W : d->P + d->S;
+    const int64_t work = d->B * d->KV * d->G * d->S * keys * d->D;
     plait_parallel_range(dec_att_jobs, &t, jobs, work < 32768 ? 1 : plait_max_threads());
     return t.status;
 }

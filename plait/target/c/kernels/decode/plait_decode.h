@@ -36,7 +36,8 @@ PLAIT_HIDDEN int plait_gemv(const plait_gemv_problem* p);
 /* Attention of new tokens over the key/value cache, in the layout plait.llm keeps it
  * (docs/llm.md): for batch b, key/value head kv and the G query heads h = kv*G + g that
  * share it, query row i (< S, the new tokens) attends the P cached rows and the new rows
- * j <= i (causal):
+ * j <= i (causal), and of those only the last W (a sliding window, W > 0: query row i at
+ * position P + i sees keys at positions k with P + i - k < W; W = 0: no window):
  *
  *     out[b][kv][g][i] = sum_j softmax_j(scale * q . k_j) v_j
  *
@@ -46,6 +47,7 @@ PLAIT_HIDDEN int plait_gemv(const plait_gemv_problem* p);
  * of query rows) reads each key and value row once for all G heads of its group. */
 typedef struct {
     int64_t B, KV, G, S, P, D;
+    int64_t W;            /* sliding window (keys seen per query row); 0: none */
     const float* q;
     const float* kp;
     const float* vp;
