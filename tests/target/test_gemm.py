@@ -763,3 +763,23 @@ def test_gelu_epilogue_accuracy_over_the_range() -> None:
     err = np.abs(got[ok] - ref[ok])
     bound = 2e-6 * np.abs(ref[ok]) + 2.5e-7 * (1 + np.abs(grid[ok]))
     assert (err <= bound).all(), (float(err.max()), float((err / bound).max()))
+
+
+def test_an_unfolded_transposed_weight_is_packed_not_transposed_per_call() -> None:
+    """``matmul(x, permute_dims(W))`` (torch.export's linear) whose weight is larger
+    than FoldConstant's cap (here set to 16 elements) is packed from the transposed view
+    at compile time: no transpose runs per call, and the result equals numpy's."""
+    w = _rand(48, 40)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        return emit(bb, "matmul", p[0], emit(bb, "permute_dims", const(w), axes=(1, 0)))
+
+    mod = build_graph({"x": ("b", 40)}, body)
+    with plait.transform.PassContext(config={"transform.fold_constant.max_size": 16}):
+        exe = plait.build(mod, "c")
+    text = exe.as_text()
+    assert "plait_gemm_" in text and "permute_dims" not in text, text
+    x = _rand(3, 40)
+    np.testing.assert_allclose(VirtualMachine(exe)["main"](x),
+                               x.astype(np.float64) @ w.T.astype(np.float64),
+                               rtol=RTOL, atol=ATOL)

@@ -530,13 +530,38 @@ def _extend_act(plan: ProductPlan, value: Call) -> bool:
     return True
 
 
+def _transposed_constant(m: Match, e: Expr) -> Constant | None:
+    """The constant (K, N) that ``e`` holds when ``e`` is bound in the block to a
+    transpose of a constant (N, K): the weight of ``matmul(x, permute_dims(W))`` as
+    ``torch.export`` writes a linear layer, left unfolded when ``W`` is larger than
+    FoldConstant's cap.  The product packs from the transposed view, so the transpose
+    never runs (neither at compile time nor per call); else None."""
+    if not isinstance(e, Var) or m.graph.index.get(e) is None:
+        return None
+    value = m.definition(e)
+    if not _is_op(value, "permute_dims") or len(value.args) != 1:  # type: ignore[union-attr]
+        return None
+    data = _const_data(value.args[0])  # type: ignore[union-attr]
+    axes = value.attrs.get("axes")  # type: ignore[union-attr]
+    if data is None or data.ndim != 2 or (axes is not None and tuple(
+            int(a) % 2 for a in axes) != (1, 0)):
+        return None
+    return Constant(data.T)
+
+
 def _chain_plan(m: Match, ops: Sequence[str], winograd: int | str) -> ProductPlan | None:
     """The plan of a matched product and epilogue (in program order), or None when the
     native call cannot do the whole chain."""
     g = m.graph
     members = sorted(m.bindings)
     anchor = g.bindings[members[0]]
-    plan = _plan(anchor.value, ops, winograd)  # type: ignore[arg-type]
+    value = anchor.value
+    if _is_op(value, "matmul") and len(value.args) == 2:  # type: ignore[union-attr]
+        weight = _transposed_constant(m, value.args[1])  # type: ignore[union-attr]
+        if weight is not None:
+            value = Call(value.op, (value.args[0], weight), value.attrs,  # type: ignore[union-attr]
+                         value.ty, value.span)  # type: ignore[union-attr]
+    plan = _plan(value, ops, winograd)  # type: ignore[arg-type]
     if plan is None:
         return None
     src = anchor.var
