@@ -9,9 +9,12 @@
   sharing each key and value row, causal over the new tokens (decode: one query row per
   head; prefill: the prompt).
 
-:func:`linear_call` writes a call wrapper of a ``linear`` (``x @ w.T + bias``, residual
-added): few rows go to ``plait_gemv``, more (a prefill) to ``plait_gemm`` reading the
-same weights in place (``PLAIT_B_STRIDED``), so the weights are stored once.
+* ``plait_dlinear``: a ``linear`` (``x @ w.T + bias``, residual added) of run-time rows:
+  few rows go to ``plait_gemv``, more (a prefill) to ``plait_gemm`` reading the same
+  weights in place (``PLAIT_B_STRIDED``), so the weights are stored once.
+
+:func:`linear_call` describes a call of ``plait_dlinear`` (a
+:class:`~plait.target.c.kernels.wrapper.NativeCall`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from .call import DecodeCall
 from .linear import GEMV_MAX_ROWS, linear_call
 
 FAMILY = register_family(KernelFamily("decode", "plait_decode.c",
-                                      ("plait_gemv", "plait_kv_attention"),
-                                      needs=(), package=__name__, header="plait_decode.h"))
+                                      ("plait_gemv", "plait_dlinear", "plait_kv_attention"),
+                                      needs=("gemm",), package=__name__,
+                                      header="plait_decode.h"))
 
 __all__ = ["FAMILY", "GEMV_MAX_ROWS", "DecodeCall", "kv_attention_call", "linear_call"]

@@ -224,3 +224,28 @@ PLAIT_ISA_HIDDEN int PLAIT_ISA_FN(plait_kv_attention)(const plait_kv_attention_d
 PLAIT_ISA_FAMILY("decode")
 PLAIT_ISA_DISPATCH(int, plait_gemv, (const plait_gemv_problem* p), (p))
 PLAIT_ISA_DISPATCH(int, plait_kv_attention, (const plait_kv_attention_desc* d), (d))
+
+#ifdef PLAIT_ISA_DISPATCHER
+/* The choice between the two products is made per call, on the run-time row count;
+ * each callee dispatches to its ISA copy itself, so this entry exists once. */
+#include "plait_gemm.h"
+
+PLAIT_HIDDEN int plait_dlinear(const plait_dlinear_desc* d) {
+    if (d->M <= 0) return 0;
+    if (d->M <= PLAIT_GEMV_MAX_ROWS) {
+        const plait_gemv_problem g = {d->M, d->N, d->K, d->x, d->K, d->w, d->bias, d->res,
+                                      d->out};
+        return plait_gemv(&g);
+    }
+    plait_gemm_problem p;
+    memset(&p, 0, sizeof p);
+    p.M = d->M; p.N = d->N; p.K = d->K;
+    p.a_kind = PLAIT_A_STRIDED; p.a = d->x; p.lda_r = d->K; p.lda_c = 1;
+    p.b_kind = PLAIT_B_STRIDED; p.b = d->w; p.ldb_r = 1; p.ldb_c = d->K;
+    p.c = d->out; p.ldc = d->N;
+    p.bias_kind = d->bias ? PLAIT_BIAS_COL : PLAIT_BIAS_NONE;
+    p.bias = d->bias; p.res = d->res;
+    p.batch = 1;
+    return plait_gemm(&p);
+}
+#endif

@@ -31,6 +31,23 @@ typedef struct {
 
 /* 0 on success, 2 when M exceeds PLAIT_GEMV_MAX_ROWS. */
 PLAIT_HIDDEN int plait_gemv(const plait_gemv_problem* p);
+
+/* out[m][n] = sum_k x[m*K + k] * w[n*K + k] (+ bias[n]) (+ res[m*N + n]): a linear
+ * layer of M rows (run-time) by the weights as stored, (N, K) row-major, read in place;
+ * bias and res may be NULL.  At most PLAIT_GEMV_MAX_ROWS rows (a decode step) run
+ * plait_gemv, more (a prefill) plait_gemm reading the same weights strided, so the
+ * weights are stored once for both. */
+typedef struct {
+    int64_t M, N, K;
+    const float* x;
+    const float* w;
+    const float* bias;
+    const float* res;
+    float* out;
+} plait_dlinear_desc;
+
+/* 0 on success, else plait_gemm's or plait_gemv's status. */
+PLAIT_HIDDEN int plait_dlinear(const plait_dlinear_desc* d);
 #endif
 
 /* Attention of new tokens over the key/value cache, in the layout plait.llm keeps it
