@@ -4,7 +4,8 @@ packages named in them have no import cycles.
 The contracts are import-linter's, written once in ``pyproject.toml``
 (``[tool.importlinter]``); this test runs ``lint-imports`` on them, so the suite (and CI)
 checks the same thing a developer's ``lint-imports`` does.  Every import counts, those
-inside functions too (a lazy import is still a dependency), and so do chains: a lower
+inside functions too (a lazy import is still a dependency; only imports under
+``TYPE_CHECKING``, which never run, do not), and so do chains: a lower
 module importing the package face ``plait`` that imports a higher one breaks the layers.
 The few upward imports the code has today are the contracts' ``ignore_imports``, each
 with its reason; an ignored import that is gone fails the check, so the list only
