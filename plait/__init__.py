@@ -32,6 +32,7 @@ _COMPILER_NAMES = {
     "build": "plait.build", "graph_module": "plait.build", "rebuild": "plait.build",
     "default_pipeline": "plait.pipeline", "parse": "plait.ir.parser",
     "partition": "plait.offload", "Target": "plait.target",
+    "export_library": "plait.export",
 }
 """Names of the compiler besides those of :mod:`plait.ir` (``plait.ir.__all__``, all
 re-exported): the first use of one loads the compiler (:func:`_load_compiler`)."""
@@ -52,7 +53,8 @@ _COMPILER_MODULES = (
 )
 """What loading the compiler imports, in this order, before the dialects."""
 
-_OWN_NAMES = ["build", "default_pipeline", "graph_module", "parse", "partition", "rebuild",
+_OWN_NAMES = ["build", "default_pipeline", "export_library", "graph_module", "parse",
+              "partition", "rebuild",
               "Target", "transform", "LimitExceeded", "Limits", "current_limits",
               "use_limits", "load", "Session", "generate"]
 """``__all__`` is ``plait.ir.__all__`` and these (made when asked for: it imports the IR)."""
@@ -159,6 +161,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from .build import build as build
     from .build import graph_module as graph_module
     from .build import rebuild as rebuild
+    from .export import export_library as export_library
     from .ir import *  # noqa: F403
     from .ir.parser import parse as parse
     from .llm import generate as generate

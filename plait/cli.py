@@ -138,6 +138,17 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--allow-native", action="store_true",
                       help="load a .pt2 (unpickled: it can run code; only for files whose "
                            "origin you trust)")
+    comp.add_argument("--emit", choices=("executable", "library"), default="executable",
+                      help="library: write a C library into the folder -o names "
+                           "(lib<name>.so, lib<name>.a, <name>.h; docs/c_api.md)")
+    comp.add_argument("--name", default=None,
+                      help="--emit library: the library's name (default: the model's)")
+    comp.add_argument("--weights", choices=("embed", "file"), default="embed",
+                      help="--emit library: weights inside the library, or in "
+                           "<name>.weights beside it (mapped at load time)")
+    comp.add_argument("--cc", default=None,
+                      help="--emit library: the C compiler (default $CC, else cc; "
+                           "aarch64-linux-gnu-gcc cross-compiles)")
     comp.add_argument("--no-graph", action="store_true",
                       help="leave the model's graph out of the executable (smaller file; "
                            "it can then not be rebuilt for another target or run without "
@@ -414,6 +425,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         mod = parse_text(args.model)
     else:
         raise CliError(f"{args.model} is already an executable")
+    if args.emit == "library":
+        return _emit_library(args, mod, outs, t0)
     target = args.target
     why = ""
     if target is None:
@@ -432,6 +445,23 @@ def cmd_compile(args: argparse.Namespace) -> int:
         f"compiled {args.model} for target {target}{why} into {args.output} "
         f"({size / 1024:.1f} KiB, {(time.perf_counter() - t0) * 1e3:.0f} ms)"
     )
+    return 0
+
+
+def _emit_library(args: argparse.Namespace, mod: Any, outs: list[str] | None,
+                  t0: float) -> int:
+    """``plait compile --emit library``: the model's C library in the folder ``-o``."""
+    from .export import export_library
+
+    if args.target not in (None, "c"):
+        raise CliError(f"--emit library builds for the c target, not {args.target!r}")
+    name = args.name or os.path.splitext(os.path.basename(args.model))[0].split(".")[0]
+    lib = export_library(mod, args.output, name=name, weights=args.weights,
+                         output_names=outs, cc=args.cc)
+    files = [lib.shared, lib.static, lib.header, *([lib.weights] if lib.weights else [])]
+    sizes = ", ".join(f"{p.name} {p.stat().st_size / 1024:.1f} KiB" for p in files)
+    print(f"compiled {args.model} into the C library {lib.shared.name} for {lib.arch} in "
+          f"{args.output} ({sizes}; {(time.perf_counter() - t0) * 1e3:.0f} ms)")
     return 0
 
 

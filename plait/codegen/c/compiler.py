@@ -521,6 +521,18 @@ def _compile_objects(cc: CompilerInfo, flag_list: list[str], files: dict[str, st
     return paths
 
 
+def compile_objects(files: dict[str, str], flag_list: list[str], tmpdir: str,
+                    cache_dir: str | os.PathLike[str] | None = None) -> list[str]:
+    """Compile each of ``files`` (already written into ``tmpdir``, the compiler's working
+    directory) to an object with ``flag_list`` (``-shared`` dropped), through the object
+    cache of :func:`compile_shared` (a file of the same name, text, flags and compiler
+    is compiled once); returns the objects' paths, in the order of ``files``.  Raises
+    :class:`CCompileError`."""
+    cc = find_compiler()
+    d = resolve_cache_dir(cache_dir)
+    return _compile_objects(cc, flag_list, files, tmpdir, d, cache_key(files, cc, flag_list))
+
+
 def _start_object(cc: CompilerInfo, cflags: list[str], name: str,
                   tmpdir: str) -> tuple[list[str], subprocess.Popen[str]]:
     command = [*cc.argv, *cflags, "-c", "-o", f"{name}.o", name]

@@ -501,9 +501,25 @@ static int plait_env_threads(const char* name) {
     return end != v && n > 0 ? (n > PLAIT_POOL_MAX + 1 ? PLAIT_POOL_MAX + 1 : (int)n) : 0;
 }
 
+/* The threads of a parallel call: the count below, capped by the calling thread's cap. */
+static __thread int plait_thread_cap = 0;   /* plait_set_thread_cap: this thread's cap */
+
+int plait_set_thread_cap(int n) {
+    const int old = plait_thread_cap;
+    plait_thread_cap = n > 0 ? n : 0;
+    return old;
+}
+
+static int plait_uncapped_threads(void);
+
+int plait_max_threads(void) {
+    const int n = plait_uncapped_threads();
+    return plait_thread_cap > 0 && plait_thread_cap < n ? plait_thread_cap : n;
+}
+
 /* PLAIT_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs this process may run on; read
  * once, on the first call (as OpenMP reads its settings once). */
-int plait_max_threads(void) {
+static int plait_uncapped_threads(void) {
     static int cached = 0;
     int n = __atomic_load_n(&cached, __ATOMIC_RELAXED);
     if (n > 0) return n;
@@ -530,6 +546,11 @@ void plait_parallel(plait_task_fn fn, void* arg, int nthreads) {
 }
 
 int plait_max_threads(void) { return 1; }
+
+int plait_set_thread_cap(int n) {
+    (void)n;
+    return 0;
+}
 
 __attribute__((visibility("default"))) void plait_release(void) { plait_free_all_scratch(); }
 

@@ -40,6 +40,11 @@ PLAIT_HIDDEN int64_t plait_take_job(int64_t* ends, int64_t n);
  * may run on; 1 when the library was built without threads. */
 PLAIT_HIDDEN int plait_max_threads(void);
 
+/* Cap the threads of the parallel calls this thread makes at `n` (0: no cap) until the
+ * next call; returns the previous cap.  The C API of a library exported with
+ * plait.export_library sets it around a run (its option num_threads). */
+PLAIT_HIDDEN int plait_set_thread_cap(int n);
+
 /* Per-thread scratch buffer `slot` (0 .. PLAIT_SCRATCH_SLOTS - 1) of at least `floats`
  * floats, 64-byte aligned; it only grows, a worker frees its own when it exits, and
  * plait_release (before the library is unloaded) frees every thread's.

@@ -1,0 +1,246 @@
+"""A model shipped as a C library (``plait.export_library``, docs/c_api.md), run from C
+with no Python in the process.
+
+Three real models — a ResNet-style CNN and a transformer encoder layer
+(examples/export_models.py, a symbolic batch with a range) and an int8 MLP quantized by
+onnxruntime's tools — are built for ``c`` once; examples/c_api's ``run_model`` (built
+with its Makefile) loads each library with ``dlopen``, finds the model through the
+query API, reads .npy inputs and writes .npy outputs, which equal the VM's bit for bit
+(the same kernels in the same order) and onnxruntime's within the tolerance of
+tests/e2e (float models: rtol 1e-4, atol 1e-5).  The same runs with the runner and the
+libraries' API compiled with AddressSanitizer and UndefinedBehaviorSanitizer report
+nothing.  The tiny MLP (weights in a side file) is the subject of every refusal
+(tests/clib/bad_inputs.c, linked against the static library), of 10,000 calls without
+growth of resident memory and of a valgrind run; a model that cannot run as one entry
+point is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+ort = pytest.importorskip("onnxruntime")
+
+from clib_helpers import (  # noqa: E402
+    ROOT,
+    SANITIZE,
+    assert_clean,
+    build_once,
+    compile_runner,
+    export,
+    onnx_models,
+    run,
+    sample,
+)
+
+import plait  # noqa: E402
+from plait.cli import main as cli_main  # noqa: E402
+from plait.frontend import from_onnx  # noqa: E402
+from plait.runtime import VirtualMachine  # noqa: E402
+
+MODELS = ("cnn", "transformer", "int8")
+TINY = ROOT / "examples" / "models" / "tiny_mlp.onnx"
+RTOL, ATOL = 1e-4, 1e-5
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("clib")
+
+
+@pytest.fixture(scope="module")
+def models(work: Path) -> dict[str, dict[str, Any]]:
+    """Each model built once; its plain library and one whose API is sanitized; its
+    input as .npy and the VM's outputs."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, (path, options, shape) in onnx_models(work / "onnx").items():
+        exe, built = build_once(path, options)
+        x = sample(shape, 1)
+        want = VirtualMachine(exe)["main"](x)
+        d = work / name
+        d.mkdir()
+        np.save(d / "x.npy", x)
+        out[name] = {
+            "path": path, "x": x, "vm": want if isinstance(want, tuple) else (want,),
+            "lib": export(built, d / "plain", name, output_names=["output"]),
+            "asan": export(built, d / "asan", name, output_names=["output"],
+                           api_flags=SANITIZE),
+            "dir": d,
+        }
+    return out
+
+
+@pytest.fixture(scope="module")
+def runners(work: Path, models: dict[str, dict[str, Any]]) -> dict[str, Path]:
+    include = models["cnn"]["lib"].header.parent   # plait_c_api.h and dlpack.h
+    return {"plain": compile_runner(work / "runner", include),
+            "asan": compile_runner(work / "runner-asan", include, SANITIZE)}
+
+
+def _outputs(d: Path) -> np.ndarray:
+    return np.load(d / "output.npy")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_library_outputs_equal_the_vm_bit_for_bit(models: dict[str, dict[str, Any]],
+                                                  runners: dict[str, Path], name: str) -> None:
+    m = models[name]
+    res = m["dir"] / "res"
+    res.mkdir()
+    r = run([runners["plain"], m["lib"].shared, m["dir"] / "x.npy", "-o", res])
+    assert r.returncode == 0, r.stderr
+    got, want = _outputs(res), m["vm"][0]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes()
+    sess = ort.InferenceSession(m["path"], providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {sess.get_inputs()[0].name: m["x"]})[0]
+    if name == "int8":   # a dequantized integer result (tests/dialects/qnn's bound)
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5 * np.abs(ref).max())
+    else:
+        np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_sanitizers_report_nothing(models: dict[str, dict[str, Any]], runners: dict[str, Path],
+                                   name: str) -> None:
+    m = models[name]
+    res = m["dir"] / "res-asan"
+    res.mkdir()
+    r = run([runners["asan"], m["asan"].shared, m["dir"] / "x.npy", "-o", res, "--repeat",
+             "3"], sanitized=True)
+    assert_clean(r)
+    assert _outputs(res).tobytes() == m["vm"][0].tobytes()
+
+
+@pytest.fixture(scope="module")
+def tiny(work: Path) -> dict[str, Any]:
+    """The tiny MLP (batch in [1, 8]) with its weights in a side file: the library made
+    by the command line (plain API), and one with a sanitized API."""
+    d = work / "tiny"
+    assert cli_main(["compile", str(TINY), "--emit", "library", "-o", str(d / "cli"),
+                     "--name", "tiny", "--weights", "file"]) == 0
+    _, built = build_once(str(TINY), {"dim_ranges": {"batch": (1, 8)}})
+    return {"dir": d, "cli": d / "cli",
+            "asan": export(built, d / "asan", "tiny", weights="file", output_names=["output"],
+                           api_flags=SANITIZE)}
+
+
+def _cases(stdout: str) -> dict[str, tuple[str, str]]:
+    out = {}
+    for line in stdout.splitlines():
+        got = re.fullmatch(r"CASE (\S+) (\S+) \| (.*)", line)
+        if got:
+            out[got[1]] = (got[2], got[3])
+    return out
+
+
+EXPECTED = {   # case: (status, a part of the message)
+    "create_null_model": ("PLAIT_ERR_NULL_POINTER", "model is NULL"),
+    "create_struct_size": ("PLAIT_ERR_OPTIONS", "struct_size is 0"),
+    "create_threads": ("PLAIT_ERR_OPTIONS", "num_threads is -1"),
+    "create_missing_weights": ("PLAIT_ERR_WEIGHTS", "cannot open the weights file "
+                                                    "/nonexistent/tiny.weights"),
+    "create_wrong_weights": ("PLAIT_ERR_WEIGHTS", "the weights file bad_inputs.c has"),
+    "create_no_error_buffer": ("PLAIT_ERR_WEIGHTS", "null"),
+    "create_ok": ("PLAIT_OK", ""),
+    "run_null_model": ("PLAIT_ERR_NULL_POINTER", ""),
+    "run_null_inputs": ("PLAIT_ERR_NULL_POINTER", "inputs is NULL"),
+    "run_input_count": ("PLAIT_ERR_ARGUMENT_COUNT", "2 input(s) given, the model takes 1"),
+    "input_null_data": ("PLAIT_ERR_NULL_POINTER", "input 'input': its data is NULL"),
+    "input_null_shape": ("PLAIT_ERR_NULL_POINTER", "input 'input': its shape is NULL"),
+    "input_dtype": ("PLAIT_ERR_DTYPE", "(code 2, bits 64, lanes 1), the model takes (code 2, "
+                                       "bits 32"),
+    "input_dtype_code": ("PLAIT_ERR_DTYPE", "(code 0, bits 32"),
+    "input_lanes": ("PLAIT_ERR_DTYPE", "lanes 4"),
+    "input_rank": ("PLAIT_ERR_RANK", "input 'input' has 1 dimension(s), the model takes 2"),
+    "input_shape": ("PLAIT_ERR_SHAPE", "input 'input' dimension 1 is 63, the model takes 64"),
+    "input_above_range": ("PLAIT_ERR_SIZE_RANGE", "dimension 0 is 9, outside the range [1, 8] "
+                                                  "of the symbolic size 'batch'"),
+    "input_below_range": ("PLAIT_ERR_SIZE_RANGE", "dimension 0 is 0, outside the range [1, 8]"),
+    "input_device": ("PLAIT_ERR_DEVICE", "input 'input' is on device type 2"),
+    "input_strides": ("PLAIT_ERR_LAYOUT", "stride 3 of dimension 1 is not compact"),
+    "input_misaligned": ("PLAIT_ERR_LAYOUT", "not aligned to its 4-byte elements"),
+    "run_null_outputs": ("PLAIT_ERR_NULL_POINTER", "outputs is NULL"),
+    "run_output_count": ("PLAIT_ERR_ARGUMENT_COUNT", "0 output(s) given, the model has 1"),
+    "output_too_small": ("PLAIT_ERR_OUTPUT_TOO_SMALL", "output 'output' holds 20 element(s), "
+                                                       "the result has 30"),
+    "output_shape": ("PLAIT_ERR_SHAPE", "output 'output' dimension 0 is 4, the result's is 3"),
+    "output_null_data": ("PLAIT_ERR_NULL_POINTER", "output 'output': its data is NULL"),
+    "output_dtype": ("PLAIT_ERR_DTYPE", "output 'output' has DLPack dtype (code 2, bits 16"),
+    "output_rank": ("PLAIT_ERR_RANK", "output 'output' has 3 dimension(s)"),
+    "run_alloc_null_outputs": ("PLAIT_ERR_NULL_POINTER", "outputs is NULL"),
+    "run_alloc_bad_input": ("PLAIT_ERR_SIZE_RANGE", "outside the range [1, 8]"),
+    "run_alloc_bad_input_outputs_null": ("PLAIT_OK", ""),
+    "output_shapes": ("PLAIT_OK", "3 10"),
+    "status_name_unknown": ("PLAIT_OK", "unknown status"),
+    "info_out_of_range": ("PLAIT_OK", ""),
+    "input_info": ("PLAIT_OK", "input 2 batch 1 8 64"),
+    "run_ok": ("PLAIT_OK", ""),
+    "run_alloc_ok": ("PLAIT_OK", ""),
+}
+
+
+def test_every_bad_input_returns_its_code_and_message(tiny: dict[str, Any], work: Path
+                                                      ) -> None:
+    """bad_inputs.c, statically linked with the library (sanitized API), under ASan and
+    UBSan: each refusal's status and message; two threads on one instance: each call
+    succeeds or is refused as busy; two instances in two threads: every call succeeds
+    with the same bytes."""
+    lib = tiny["asan"]
+    d = work / "bad"
+    d.mkdir()
+    shutil.copy(Path(__file__).with_name("bad_inputs.c"), d / "bad_inputs.c")
+    r = run(["cc", "-O1", "-g", *SANITIZE, f"-I{lib.header.parent}", "bad_inputs.c",
+             lib.static, "-lm", "-pthread", "-ldl", "-o", "bad_inputs"], cwd=d)
+    assert r.returncode == 0, r.stderr
+    r = run(["./bad_inputs", lib.weights], cwd=d, sanitized=True)
+    assert_clean(r)
+    cases = _cases(r.stdout)
+    for case, (status, part) in EXPECTED.items():
+        assert case in cases, (case, r.stdout)
+        assert cases[case][0] == status and part in cases[case][1], (case, cases[case])
+    shared = dict(re.findall(r"(\w+) (\d+)", cases["shared_instance"][1]))
+    assert int(shared["ok"]) + int(shared["busy"]) == 6000 and shared["other"] == "0"
+    assert shared["differs"] == "0" and int(shared["ok"]) > 0
+    both = dict(re.findall(r"(\w+) (\d+)", cases["two_instances"][1]))
+    assert both == {"ok": "4000", "busy": "0", "other": "0", "differs": "0"}
+
+
+def test_ten_thousand_calls_keep_resident_memory(tiny: dict[str, Any], runners: dict[str, Path],
+                                                 work: Path) -> None:
+    """The library the command line wrote (weights next to it, found without an option):
+    10,000 calls (half into library-allocated outputs, half into the caller's), each
+    with the first call's bytes; VmRSS after 10,000 calls within 64 KiB of that after
+    1,000 (a leak of one 120-byte output per call would add 1 MB)."""
+    x = sample((3, 64), 2)
+    np.save(work / "tiny-x.npy", x)
+    res = work / "tiny-res"
+    res.mkdir()
+    lib = tiny["cli"] / "libtiny.so"
+    r = run([runners["plain"], lib, work / "tiny-x.npy", "-o", res, "--repeat", "10000"])
+    assert r.returncode == 0, r.stderr
+    got = re.search(r"rss_kb after 1000 calls (\d+), after 10000 calls (\d+)", r.stdout)
+    assert got, r.stdout
+    assert int(got[2]) - int(got[1]) <= 64, r.stdout
+    want = VirtualMachine(plait.build(from_onnx(TINY), "c"))["main"](x)
+    assert np.load(res / "output.npy").tobytes() == want.tobytes()
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_valgrind_reports_no_error(tiny: dict[str, Any], runners: dict[str, Path],
+                                   work: Path) -> None:
+    np.save(work / "vg-x.npy", sample((2, 64), 3))
+    res = work / "vg-res"
+    res.mkdir()
+    r = run(["valgrind", "--error-exitcode=9", "--errors-for-leak-kinds=definite",
+             "--leak-check=full", runners["plain"], tiny["cli"] / "libtiny.so",
+             work / "vg-x.npy", "-o", res, "--repeat", "4"], timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "ERROR SUMMARY: 0 errors" in r.stderr
