@@ -45,6 +45,9 @@ from plait.cli import main as cli_main  # noqa: E402
 from plait.frontend import from_onnx  # noqa: E402
 from plait.runtime import VirtualMachine  # noqa: E402
 
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None or shutil.which("make") is None,
+                                reason="needs cc and make (the example's Makefile)")
+
 MODELS = ("cnn", "transformer", "int8")
 TINY = ROOT / "examples" / "models" / "tiny_mlp.onnx"
 RTOL, ATOL = 1e-4, 1e-5
