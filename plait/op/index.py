@@ -26,18 +26,16 @@ def _sign(b: Dim) -> int | None:
 def _slice_len(d: Dim, b: Dim, e: Dim, s: int) -> Dim | None:
     """The length of ``range(d)[b:e:s]``: exact for every value of the symbolic sizes
     among ``d``, ``b`` and ``e`` (``x[1:]`` of ``n`` rows has ``max(0, n - 1)``,
-    ``x[:k]`` has ``min(k, n)``).  None (unknown) for a negative stride other than a
-    whole reversal, and for a symbolic bound that may count from either end."""
+    ``x[:k]`` has ``min(k, n)``, ``x[::-1]`` has ``n``, ``x[k::-1]`` has
+    ``min(k, n - 1) + 1``).  None (unknown) for a symbolic bound that may count from
+    either end."""
     if type(d) is int and type(b) is int and type(e) is int:
         return len(range(*slice(b, e, s).indices(d)))
-    if s < 0:
-        if s == -1 and (b == -1 or (type(b) is int and b >= TO_END)) and \
-                type(e) is int and e <= -TO_END:
-            return d
-        return None
     sb, se = _sign(b), _sign(e)
     if sb is None or se is None:
         return None
+    if s < 0:
+        return _backward_len(d, b, e, sb, se, -s)
     # the clamped bounds b', e' of Python's slice.indices, then max(0, e' - b')
     b_end = type(b) is int and b <= -TO_END
     e_end = type(e) is int and e >= TO_END
@@ -50,6 +48,23 @@ def _slice_len(d: Dim, b: Dim, e: Dim, s: int) -> Dim | None:
         hi = d if e_end else sym.maximum(0, sym.add(d, e)) if se < 0 else sym.minimum(e, d)
         n = sym.maximum(0, sym.sub(hi, lo))
     return n if s == 1 else sym.floordiv(sym.add(n, s - 1), s)
+
+
+def _backward_len(d: Dim, b: Dim, e: Dim, sb: int, se: int, k: int) -> Dim:
+    """The length of ``range(d)[b:e:-k]``: Python clamps a backward slice's bounds to
+    ``[-1, d - 1]`` (``b'``, ``e'``), then takes ``ceil((b' - e') / k)`` of them, at
+    least 0."""
+    def clamp(v: Dim, sign: int) -> Dim:
+        if type(v) is int and v >= TO_END:
+            return sym.sub(d, 1)
+        if type(v) is int and v <= -TO_END:
+            return -1
+        if sign > 0:
+            return sym.minimum(v, sym.sub(d, 1))
+        return sym.maximum(-1, sym.add(d, v))
+
+    n = sym.maximum(0, sym.sub(clamp(b, sb), clamp(e, se)))
+    return n if k == 1 else sym.floordiv(sym.add(n, k - 1), k)
 
 
 def infer_strided_slice(ctx: InferContext) -> Type:

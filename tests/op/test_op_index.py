@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from plait.ir import symbolic as sym
 from plait.ir.types import TensorType as T
 from plait.ir.types import TupleType
 from plait.op import OpAttrError, OpTypeError, get_op, normalize_attrs
@@ -56,7 +57,9 @@ def test_strided_slice_inference():
     one_on = infer("strided_slice", x, axes=(0,), begin=(1,), end=(BIG,)).shape[0]
     assert str(one_on) == "max(0, n - 1)"
     assert str(infer("strided_slice", x, axes=(0,), begin=(0,), end=(3,)).shape[0]) == "min(3, n)"
-    assert infer("strided_slice", x, axes=(0,), begin=(2,), end=(0,), strides=(-1,)).shape is None
+    # a backward slice: Python clamps its bounds to [-1, n - 1]
+    back = infer("strided_slice", x, axes=(0,), begin=(2,), end=(0,), strides=(-1,)).shape[0]
+    assert [sym.evaluate(back, {"n": n}) for n in range(5)] == [0, 0, 1, 2, 2]
     with pytest.raises(OpTypeError, match=r"strided_slice: a stride cannot be 0"):
         infer("strided_slice", x, axes=(1,), begin=(0,), end=(3,), strides=(0,))
     with pytest.raises(
