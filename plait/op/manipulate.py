@@ -268,11 +268,12 @@ define(
 
 
 def infer_tile(ctx: InferContext) -> Type:
-    """numpy ``tile``: the shorter of shape and repeats is padded with leading 1s."""
+    """numpy ``tile``: the shorter of shape and repeats is padded with leading 1s; a
+    symbolic repeat multiplies the size (``3`` tiled ``batch`` times is ``batch * 3``)."""
     x = tensor_arg(ctx, 0)
     reps = ctx.attrs["repeats"]
-    if any(r < 0 for r in reps):
-        ctx.fail(f"tile: repeats must not be negative, got {reps}")
+    if any(type(r) is int and r < 0 for r in reps):
+        ctx.fail(f"tile: repeats must not be negative, got {shape_str(tuple(reps))}")
     if x.shape is None:
         return x
     nd = max(len(x.shape), len(reps))
@@ -284,7 +285,8 @@ def infer_tile(ctx: InferContext) -> Type:
 define(
     "tile",
     inputs=("x",),
-    attrs={"repeats": AttrSpec("ints", doc="copies along each axis")},
+    attrs={"repeats": AttrSpec("dims", doc="copies along each axis; a symbolic size "
+                                           "such as batch allowed")},
     infer_type=infer_tile,
     pattern="injective",
     reference=npo.tile,

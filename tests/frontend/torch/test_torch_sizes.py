@@ -74,3 +74,23 @@ def test_symint_arithmetic_into_slices_views_and_arange() -> None:
             x = torch.randn(*shape)
             for got, want in zip(vm["main"](x.numpy()), m(x)):
                 assert_close(got, want)
+
+
+class _RepeatByBatch(torch.nn.Module):
+    """``y.repeat(b, 1, 2)`` with ``b`` the batch size of another input."""
+
+    def forward(self, x, y):  # type: ignore[no-untyped-def]
+        return y.repeat(x.shape[0], 1, 2)
+
+
+def test_repeat_by_a_symbolic_size() -> None:
+    m = _RepeatByBatch()
+    b, n = torch.export.Dim("b", min=1, max=16), torch.export.Dim("n", min=2, max=16)
+    mod = from_torch(m, (torch.randn(3, 4), torch.randn(1, 5, 3)),
+                     dynamic_shapes=({0: b}, {1: n}))  # fmt: skip
+    assert str(mod["main"].body.ty) == 'Tensor((b, n, 6), "float32")'
+    for target in ("numpy", "c"):
+        vm = vm_for(mod, target)
+        for bs, ns in ((1, 2), (4, 7)):
+            x, y = torch.randn(bs, 4), torch.randn(1, ns, 3)
+            assert_close(vm["main"](x.numpy(), y.numpy()), m(x, y))

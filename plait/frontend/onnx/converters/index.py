@@ -60,34 +60,57 @@ def _flat_index(ctx: NodeContext, idx: Expr, dims: list[int], batch: list[int]) 
 
 @converter("GatherND", since=11)
 def convert_gather_nd(ctx: NodeContext) -> Expr:
-    """``take`` of linear indices from the data with the indexed axes merged (the
-    batch sizes must be static; symbolic indexed sizes are read when the model runs)."""
+    """``take`` of linear indices from the data with the batch and indexed axes merged;
+    symbolic sizes (batch or indexed axes) are read when the model runs."""
     dshape, ishape = ctx.shape(0), ctx.shape(1)
     b = ctx.attr_int("batch_dims", 0)
     k = ishape[-1]
-    if not isinstance(k, int) or not all(isinstance(d, int) for d in dshape[:b]):
-        ctx.fail(f"the last index size and the batch sizes must be static (data {dshape}, "
-                 f"indices {ishape}, batch_dims {b})")
+    if not isinstance(k, int):
+        ctx.fail(f"the last index size must be static (data {dshape}, indices {ishape}); "
+                 "fix the input shapes with from_onnx(..., shapes={...})")
+    if b + k > len(dshape):
+        ctx.fail(f"batch_dims {b} plus the index size {k} exceed the data's rank {len(dshape)}")
     batch, dims = list(dshape[:b]), list(dshape[b : b + k])
-    if all(isinstance(d, int) for d in dims):
+    if all(isinstance(d, int) for d in batch + dims):
         flat = _flat_index(ctx, ctx.x(1), dims, batch)  # type: ignore[arg-type]
-    elif not batch:
-        flat = _flat_index_at_run_time(ctx, ctx.x(1), k)
     else:
-        ctx.fail(f"the indexed sizes must be static with batch_dims {b} (data {dshape}, "
-                 f"indices {ishape}); fix the input shapes with from_onnx(..., shapes={{...}})")
+        if all(isinstance(d, int) for d in dims):
+            flat = _flat_index(ctx, ctx.x(1), dims, [])  # type: ignore[arg-type]
+        else:
+            flat = _flat_index_at_run_time(ctx, ctx.x(1), k, first=b)
+        if batch:
+            flat = ctx.call("add", flat, _batch_offsets(ctx, batch, b, k, len(ishape) - 1 - b))
     rest = list(dshape[b + k :])
     data = reshape(ctx, ctx.x(0), [symbolic.product(batch + dims)] + rest)
     return ctx.call("take", data, flat, axis=0)
 
 
-def _flat_index_at_run_time(ctx: NodeContext, idx: Expr, k: int) -> Expr:
-    """The row-major linear index of ``k``-tuples into the first ``k`` axes of input 0,
-    whose sizes are read with ``shape_of`` when the model runs (negatives count from the
-    end): ``((i0 * d1 + i1) * d2 + i2) ...``."""
+def _batch_offsets(ctx: NodeContext, batch: list, b: int, k: int, inner: int) -> Expr:
+    """Where each batch element's block starts in the data with its first ``b + k``
+    axes merged: ``arange(prod(batch)) * block``, shaped ``batch + [1] * inner``; the
+    block size (the product of axes ``b .. b + k`` of input 0) is read when the model
+    runs if it is symbolic."""
+    count = symbolic.product(batch)
+    steps = ctx.call("full", shape=(count,), fill_value=1, dtype="int64")
+    offs = ctx.call("cumsum", steps, axis=0, exclusive=True)
+    block = symbolic.product(ctx.shape(0)[b : b + k])
+    if isinstance(block, int):
+        size: Expr = scalar(ctx, block, "int64")
+    else:
+        sizes = ctx.call("strided_slice", ctx.call("shape_of", ctx.x(0)),
+                         axes=(0,), begin=(b,), end=(b + k,))  # fmt: skip
+        size = ctx.call("prod", sizes)
+    offs = ctx.call("multiply", offs, size)
+    return reshape(ctx, offs, batch + [1] * inner)
+
+
+def _flat_index_at_run_time(ctx: NodeContext, idx: Expr, k: int, first: int = 0) -> Expr:
+    """The row-major linear index of ``k``-tuples into axes ``first .. first + k`` of
+    input 0, whose sizes are read with ``shape_of`` when the model runs (negatives count
+    from the end): ``((i0 * d1 + i1) * d2 + i2) ...``."""
     idx = cast(ctx, idx, "int64")
     sizes = ctx.call("strided_slice", ctx.call("shape_of", ctx.x(0)),
-                     axes=(0,), begin=(0,), end=(k,))  # fmt: skip
+                     axes=(0,), begin=(first,), end=(first + k,))  # fmt: skip
     neg = ctx.call("less", idx, scalar(ctx, 0, "int64"))
     idx = ctx.call("where", neg, ctx.call("add", idx, sizes), idx)
     last = len(ctx.shape(1)) - 1
@@ -98,18 +121,26 @@ def _flat_index_at_run_time(ctx: NodeContext, idx: Expr, k: int) -> Expr:
     return flat
 
 
-
 @converter("ScatterND", since=11, attr_choices={"reduction": ("none", "add", "mul", "max", "min")})
 def convert_scatter_nd(ctx: NodeContext) -> Expr:
-    """``scatter_elements`` on the data with the indexed axes merged (static shapes)."""
-    dshape, ishape = ctx.static_shape(0), ctx.static_shape(1)
+    """``scatter_elements`` on the data with the indexed axes merged; symbolic sizes of
+    the data and the indices are read when the model runs."""
+    dshape, ishape = ctx.shape(0), ctx.shape(1)
     k = ishape[-1]
+    if not isinstance(k, int):
+        ctx.fail(f"the last index size must be static (data {dshape}, indices {ishape}); "
+                 "fix the input shapes with from_onnx(..., shapes={...})")
+    if k > len(dshape):
+        ctx.fail(f"the index size {k} exceeds the data's rank {len(dshape)}")
     dims, rest = list(dshape[:k]), list(dshape[k:])
-    n_up, width = math.prod(ishape[:-1]), math.prod(rest)
-    flat = _flat_index(ctx, ctx.x(1), dims, [])
+    n_up, width = symbolic.product(ishape[:-1]), symbolic.product(rest)
+    if all(isinstance(d, int) for d in dims):
+        flat = _flat_index(ctx, ctx.x(1), dims, [])  # type: ignore[arg-type]
+    else:
+        flat = _flat_index_at_run_time(ctx, ctx.x(1), k)
     flat = reshape(ctx, flat, [n_up, 1])
     flat = ctx.call("broadcast_to", flat, shape=(n_up, width))
-    data = reshape(ctx, ctx.x(0), [math.prod(dims), width])
+    data = reshape(ctx, ctx.x(0), [symbolic.product(dims), width])
     upd = reshape(ctx, ctx.x(2), [n_up, width])
     red = _REDUCTIONS[ctx.attr_str("reduction", "none")]
     y = ctx.call("scatter_elements", data, flat, upd, axis=0, reduction=red)

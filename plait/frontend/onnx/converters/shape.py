@@ -277,7 +277,9 @@ def convert_split(ctx: NodeContext) -> list[Expr | Value]:
 
 @converter("Slice", since=1)
 def convert_slice(ctx: NodeContext) -> Expr | Value:
-    """``strided_slice``; starts, ends, axes and steps must be known at import time."""
+    """``strided_slice``; starts and ends are ints or size expressions computed from the
+    input sizes (bounds read from tensor data must be constants), axes and steps
+    constants."""
     shape = ctx.shape(0)
     r = len(shape)
     if ctx.opset < 10:
@@ -381,10 +383,19 @@ def convert_expand(ctx: NodeContext) -> Expr:
 
 @converter("Tile", since=6)
 def convert_tile(ctx: NodeContext) -> Expr:
-    """``tile``; the repeats must be known at import time."""
-    reps = ctx.const_ints(1, "the repeats")
+    """``tile``; the repeats are ints or size expressions (``x.repeat(batch, 1, 1)``
+    exports a ``Shape``-``Gather``-``Concat`` chain), read from the input sizes when the
+    model runs."""
+    reps = ctx.dims(1, "the repeats")
     if len(reps) != ctx.rank(0):
         ctx.fail(f"{len(reps)} repeats for a tensor of rank {ctx.rank(0)}")
+    for i, r in enumerate(reps):
+        if r is None:
+            ctx.fail(f"repeat {i} is computed from the input sizes in a way plait cannot "
+                     "write as a size (it may be negative); fix the input shapes with "
+                     "from_onnx(..., shapes={...})")
+        if type(r) is int and r < 0:
+            ctx.fail(f"repeat {i} is {r}; repeats must not be negative")
     return ctx.call("tile", ctx.x(0), repeats=tuple(reps))
 
 
@@ -446,32 +457,11 @@ def _size_range(ctx: NodeContext, start: Dim, limit: Dim, delta: int, dtype: str
     return steps
 
 
-def _symbolic_range(ctx: NodeContext, source: tuple, start: int, dtype: str) -> Expr:
-    """``start, start + 1, ...`` with the length of axis ``axis`` of ``var``."""
-    var, axis = source
-    shape = ctx.type_of(var).shape
-    assert shape is not None
-    others = [a for a in range(len(shape)) if a != axis]
-    line = var
-    if others:
-        line = ctx.call(
-            "strided_slice",
-            var,
-            axes=tuple(others),
-            begin=(0,) * len(others),
-            end=(1,) * len(others),
-        )
-    line = ctx.call("flatten", line)
-    steps = ctx.call("cumsum", ctx.call("ones_like", line, dtype="int64"), axis=0, exclusive=True)
-    if start:
-        steps = ctx.call("add", steps, scalar(ctx, start, "int64"))
-    return cast(ctx, steps, dtype)
-
-
 @converter("EyeLike", since=9)
 def convert_eye_like(ctx: NodeContext) -> Expr:
-    """A constant identity-like matrix (the input shape must be static)."""
-    shape = ctx.static_shape(0)
+    """An identity-like matrix with ones on diagonal ``k``: a constant for a static
+    shape, else computed from the row and column numbers when the model runs."""
+    shape = ctx.shape(0)
     if len(shape) != 2:
         ctx.fail(f"the input must be 2-D, got shape {shape}")
     from .common import onnx_dtype
@@ -479,7 +469,11 @@ def convert_eye_like(ctx: NodeContext) -> Expr:
     dtype = (
         onnx_dtype(ctx, ctx.attr_int("dtype"), "dtype") if ctx.has_attr("dtype") else ctx.dtype(0)
     )
-    return ctx.constant(np.eye(shape[0], shape[1], k=ctx.attr_int("k", 0), dtype=dtype))
+    k = ctx.attr_int("k", 0)
+    offset = _diagonal_offsets(ctx, shape)
+    if isinstance(offset, np.ndarray):
+        return ctx.constant((offset == k).astype(dtype))
+    return cast(ctx, ctx.call("equal", offset, scalar(ctx, k, "int64")), dtype)
 
 
 # ---------------------------------------------------------------------------- pad
@@ -529,11 +523,12 @@ def convert_pad(ctx: NodeContext) -> Expr:
 
 @converter("DepthToSpace", since=1, attr_choices={"mode": ("DCR", "CRD")})
 def convert_depth_to_space(ctx: NodeContext) -> Expr:
-    """Reshape, transpose and reshape (modes DCR and CRD)."""
+    """Reshape, transpose and reshape (modes DCR and CRD); batch, height and width may
+    be symbolic (the result is ``h * blocksize`` by ``w * blocksize``)."""
     b, c, h, w = _nchw(ctx)
     bs = ctx.attr_int("blocksize")
     if not isinstance(c, int) or c % (bs * bs):
-        ctx.fail(f"the channels ({c}) must be a multiple of blocksize**2 ({bs * bs})")
+        ctx.fail(f"the channels ({c}) must be a static multiple of blocksize**2 ({bs * bs})")
     x = ctx.x(0)
     if ctx.attr_str("mode", "DCR") == "DCR":
         t = reshape(ctx, x, [b, bs, bs, c // (bs * bs), h, w])
@@ -541,20 +536,29 @@ def convert_depth_to_space(ctx: NodeContext) -> Expr:
     else:
         t = reshape(ctx, x, [b, c // (bs * bs), bs, bs, h, w])
         t = ctx.call("permute_dims", t, axes=(0, 1, 4, 2, 5, 3))
-    return reshape(ctx, t, [b, c // (bs * bs), _mul(ctx, h, bs), _mul(ctx, w, bs)])
+    return reshape(ctx, t, [b, c // (bs * bs), symbolic.mul(h, bs), symbolic.mul(w, bs)])
 
 
 @converter("SpaceToDepth", since=1, attr_choices={"mode": ("DCR", "CRD")})
 def convert_space_to_depth(ctx: NodeContext) -> Expr:
-    """Reshape, transpose and reshape (modes DCR and CRD)."""
+    """Reshape, transpose and reshape (modes DCR and CRD); batch, channels, height and
+    width may be symbolic (a size that is no multiple of the blocksize is refused when
+    the model runs, as onnxruntime does)."""
     b, c, h, w = _nchw(ctx)
     bs = ctx.attr_int("blocksize")
-    if not (isinstance(h, int) and isinstance(w, int)) or h % bs or w % bs:
-        ctx.fail(f"the spatial sizes ({h}, {w}) must be static multiples of the blocksize {bs}")
-    t = reshape(ctx, ctx.x(0), [b, c, h // bs, bs, w // bs, bs])
+    for name, d in (("height", h), ("width", w)):
+        if isinstance(d, int) and d % bs:
+            ctx.fail(f"the {name} ({d}) must be a multiple of the blocksize {bs}")
+    # a symbolic height or width is split with a -1: the reshape refuses a size that
+    # no multiple of the blocksize when the model runs, and the number of blocks is
+    # bound to a fresh size
+    t = reshape(ctx, ctx.x(0), [b, c, h // bs if isinstance(h, int) else -1, bs, w])
+    hb = ctx.type_of(t).shape[2]  # type: ignore[index]
+    t = reshape(ctx, t, [b, c, hb, bs, w // bs if isinstance(w, int) else -1, bs])
+    wb = ctx.type_of(t).shape[4]  # type: ignore[index]
     perm = (0, 3, 5, 1, 2, 4) if ctx.attr_str("mode", "DCR") == "DCR" else (0, 1, 3, 5, 2, 4)
     t = ctx.call("permute_dims", t, axes=perm)
-    return reshape(ctx, t, [b, _mul(ctx, c, bs * bs), h // bs, w // bs])
+    return reshape(ctx, t, [b, symbolic.mul(c, bs * bs), hb, wb])
 
 
 def _nchw(ctx: NodeContext) -> tuple:
@@ -564,33 +568,42 @@ def _nchw(ctx: NodeContext) -> tuple:
     return shape
 
 
-def _mul(ctx: NodeContext, d: int | str, k: int) -> int:
-    if not isinstance(d, int):
-        ctx.fail(f"the size {d!r} must be static")
-    return d * k
-
-
 # -------------------------------------------------------------------------- trilu
 
 
 @converter("Trilu", since=14)
 def convert_trilu(ctx: NodeContext) -> Expr:
-    """``where`` with a triangular mask: a constant for static sizes; for symbolic ones
-    (a causal mask of ``seq`` by ``seq``) computed from the row and column numbers."""
+    """``where`` with a triangular mask: a constant for static sizes and a constant
+    ``k``; otherwise (a causal mask of ``seq`` by ``seq``, a ``k`` read from a tensor)
+    computed when the model runs from the column minus the row number."""
     shape = ctx.shape(0)
     if len(shape) < 2:
         ctx.fail(f"the input must have at least two axes, got shape {shape}")
-    k = int(ctx.const(1, "k").reshape(-1)[0]) if ctx.has(1) else 0
     upper = ctx.attr_int("upper", 1)
+    k_value = ctx.maybe_const(1) if ctx.has(1) else np.zeros(1, np.int64)
+    if k_value is not None and k_value.size != 1:
+        ctx.fail(f"k must hold one value, got {k_value.size}")
+    offset = _diagonal_offsets(ctx, shape)
+    if k_value is not None:
+        k = int(k_value.reshape(-1)[0])
+        if isinstance(offset, np.ndarray):
+            ones = np.ones(offset.shape, dtype=bool)
+            mask: Expr = ctx.constant(np.triu(ones, k) if upper else np.tril(ones, k))
+            return ctx.call("where", mask, ctx.x(0), scalar(ctx, 0, ctx.dtype(0)))
+        k_expr: Expr = scalar(ctx, k, "int64")
+    else:
+        k_expr = cast(ctx, reshape(ctx, ctx.x(1), []), "int64")
+    off = ctx.constant(offset) if isinstance(offset, np.ndarray) else offset
+    mask = ctx.call("greater_equal" if upper else "less_equal", off, k_expr)
+    return ctx.call("where", mask, ctx.x(0), scalar(ctx, 0, ctx.dtype(0)))
+
+
+def _diagonal_offsets(ctx: NodeContext, shape: tuple) -> np.ndarray | Expr:
+    """``column - row`` over the last two axes of input 0 (``(n, m)``, int64): a numpy
+    array for static sizes, else computed from the row and column numbers when the model
+    runs."""
     n, m = shape[-2], shape[-1]
     if isinstance(n, int) and isinstance(m, int):
-        ones = np.ones((n, m), dtype=bool)
-        mask = ctx.constant(np.triu(ones, k) if upper else np.tril(ones, k))
-    else:
-        x, r = ctx.x(0), len(shape)
-        rows = reshape(ctx, _symbolic_range(ctx, (x, r - 2), 0, "int64"), [-1, 1])
-        cols = _symbolic_range(ctx, (x, r - 1), 0, "int64")
-        offset = ctx.call("subtract", cols, rows)  # column - row, (n, m)
-        mask = ctx.call("greater_equal" if upper else "less_equal", offset,
-                        scalar(ctx, k, "int64"))
-    return ctx.call("where", mask, ctx.x(0), scalar(ctx, 0, ctx.dtype(0)))
+        return np.arange(m, dtype=np.int64)[None, :] - np.arange(n, dtype=np.int64)[:, None]
+    rows = ctx.call("expand_dims", _size_range(ctx, 0, n, 1, "int64"), axis=1)
+    return ctx.call("subtract", _size_range(ctx, 0, m, 1, "int64"), rows)

@@ -230,9 +230,11 @@ def flip(ctx: NodeContext) -> Expr:
 
 @converter("aten.repeat.default")
 def repeat(ctx: NodeContext) -> Expr:
-    """tile (leading axes added)"""
+    """tile (leading axes added); a repeat may be a symbolic size (``x.repeat(b, 1)``)."""
     x = ctx.x(0)
-    reps = ctx.ints("repeats")
+    reps = ctx.dims("repeats")
+    if None in reps:
+        ctx.fail(f"the repeats {reps} hold a symbolic size plait has no name for")
     r = ctx.rank(x)
     if len(reps) > r:
         x = ctx.call("reshape", x, shape=(1,) * (len(reps) - r) + tuple(ctx.ty(x).shape or ()))

@@ -1,0 +1,185 @@
+"""ONNX ops whose sizes or counts come from shape subgraphs or tensors in dynamic
+exports: ``Tile`` (repeats from ``Shape``), ``Trilu`` (``k`` from a tensor),
+``EyeLike``, ``DepthToSpace``/``SpaceToDepth``, ``ScatterND``, ``GatherND`` with
+``batch_dims`` and backward ``Slice``s, all on symbolic sizes.  Each model imports with
+its sizes open, is built ONCE per target (numpy and c) and runs at two sizes, matching
+onnxruntime on the same model (exact: these ops move or select data, and the one
+``ScatterND`` reduction adds two float32 values in the order onnxruntime does)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper  # noqa: E402
+from onnx_helpers import I64, init, model, vi  # noqa: E402
+
+import plait  # noqa: E402
+from plait.frontend import from_onnx  # noqa: E402
+from plait.frontend.onnx import OnnxImportError  # noqa: E402
+from plait.runtime import VirtualMachine  # noqa: E402
+from plait.runtime.vm import VMError  # noqa: E402
+
+TARGETS = ["numpy", "c"]
+RNG = np.random.default_rng(0)
+
+
+def _f(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _i(name: str, values: object) -> object:
+    return init(name, np.array(values, np.int64))
+
+
+def _check(m: object, feeds_at: list[dict[str, np.ndarray]], target: str, want_type: str | None
+           ) -> None:  # fmt: skip
+    """Import, build once for ``target``, run at every size against onnxruntime."""
+    mod = from_onnx(m)
+    if want_type is not None:
+        assert str(mod["main"].body.ty) == want_type
+    vm = VirtualMachine(plait.build(mod, target))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])  # type: ignore[attr-defined]
+    for feeds in feeds_at:
+        (ref,) = sess.run(None, feeds)
+        got = np.asarray(vm["main"](*feeds.values()))
+        assert got.shape == ref.shape and got.dtype == ref.dtype
+        np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_tile_repeats_from_a_shape_subgraph(target: str) -> None:
+    """``x.repeat(batch, 1, 2)``: the repeats are ``Concat(Shape(y)[:1], [1, 2])``."""
+    nodes = [helper.make_node("Shape", ["y"], ["s"], start=0, end=1),
+             helper.make_node("Concat", ["s", "rest"], ["reps"], axis=0),
+             helper.make_node("Tile", ["x", "reps"], ["out"])]  # fmt: skip
+    m = model(nodes, [vi("x", [1, "n", 3]), vi("y", ["b", 2])], [vi("out", None)],
+              [_i("rest", [1, 2])], opset=17)  # fmt: skip
+    feeds = [{"x": _f(1, 2, 3), "y": _f(3, 2)}, {"x": _f(1, 5, 3), "y": _f(2, 2)}]
+    _check(m, feeds, target, 'Tensor((b, n, 6), "float32")')
+
+
+def test_tile_repeats_from_tensor_data_name_the_node_and_the_fix() -> None:
+    """Repeats read from a tensor decide the result's size: no size can describe it."""
+    nodes = [helper.make_node("Tile", ["x", "reps"], ["out"], name="tile_it")]
+    m = model(nodes, [vi("x", [2, 3]), vi("reps", [2], I64)], [vi("out", None)])
+    with pytest.raises(OnnxImportError, match=r"'tile_it' \(Tile.*'reps'.*constants="):
+        from_onnx(m)
+    mod = from_onnx(m, constants={"reps": np.array([2, 1])})
+    assert str(mod["main"].body.ty) == 'Tensor((4, 3), "float32")'
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("upper", [0, 1])
+def test_trilu_k_from_a_tensor_on_symbolic_sizes(target: str, upper: int) -> None:
+    nodes = [helper.make_node("Trilu", ["x", "k"], ["out"], upper=upper)]
+    m = model(nodes, [vi("x", ["b", "n", "m"]), vi("k", [], I64)], [vi("out", None)])
+    feeds = [{"x": _f(2, 4, 5), "k": np.array(1)}, {"x": _f(1, 6, 3), "k": np.array(-2)}]
+    _check(m, feeds, target, 'Tensor((b, n, m), "float32")')
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("k", [1, -2])
+def test_eye_like_on_a_symbolic_shape(target: str, k: int) -> None:
+    nodes = [helper.make_node("EyeLike", ["x"], ["out"], k=k, dtype=TensorProto.INT64)]
+    m = model(nodes, [vi("x", ["n", "m"])], [vi("out", None, I64)])
+    _check(m, [{"x": _f(4, 5)}, {"x": _f(6, 3)}], target, 'Tensor((n, m), "int64")')
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_depth_to_space_on_symbolic_batch_and_image(target: str, mode: str) -> None:
+    nodes = [helper.make_node("DepthToSpace", ["x"], ["out"], blocksize=2, mode=mode)]
+    m = model(nodes, [vi("x", ["b", 8, "h", "w"])], [vi("out", None)])
+    _check(m, [{"x": _f(1, 8, 2, 3)}, {"x": _f(2, 8, 3, 5)}], target,
+           'Tensor((b, 2, h * 2, w * 2), "float32")')  # fmt: skip
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_space_to_depth_on_symbolic_batch_and_image(target: str) -> None:
+    """The number of blocks is a fresh size bound when the model runs; a height that is
+    no multiple of the blocksize is refused then (onnxruntime refuses it too)."""
+    nodes = [helper.make_node("SpaceToDepth", ["x"], ["out"], blocksize=2)]
+    m = model(nodes, [vi("x", ["b", 3, "h", "w"])], [vi("out", None)])
+    _check(m, [{"x": _f(1, 3, 2, 4)}, {"x": _f(2, 3, 6, 8)}], target, None)
+    vm = VirtualMachine(plait.build(from_onnx(m), target))
+    with pytest.raises(VMError, match="reshape"):
+        vm["main"](_f(1, 3, 5, 4))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("reduction", ["none", "add"])
+def test_scatter_nd_with_symbolic_data_and_indices(target: str, reduction: str) -> None:
+    """Pairs of indices into the first two axes of an ``(n, m, 3)`` tensor (negative
+    ones count from the end), ``u`` updates of 3 values."""
+    nodes = [helper.make_node("ScatterND", ["x", "idx", "upd"], ["out"], reduction=reduction)]
+    m = model(nodes, [vi("x", ["n", "m", 3]), vi("idx", ["u", 2], I64), vi("upd", ["u", 3])],
+              [vi("out", None)], opset=18)  # fmt: skip
+    feeds = [
+        {"x": _f(4, 5, 3), "idx": np.array([[1, 2], [3, -1]]), "upd": _f(2, 3)},
+        {"x": _f(6, 2, 3), "idx": np.array([[5, 0], [0, 1], [-2, 1]]), "upd": _f(3, 3)},
+    ]
+    _check(m, feeds, target, 'Tensor((n, m, 3), "float32")')
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gather_nd_with_batch_dims_on_symbolic_sizes(target: str) -> None:
+    """``batch_dims=1``: a batch ``b`` of ``(n, m, 4)`` blocks, ``k`` index pairs each."""
+    nodes = [helper.make_node("GatherND", ["x", "idx"], ["out"], batch_dims=1)]
+    m = model(nodes, [vi("x", ["b", "n", "m", 4]), vi("idx", ["b", "k", 2], I64)],
+              [vi("out", None)])  # fmt: skip
+    feeds = [
+        {"x": _f(2, 3, 5, 4), "idx": np.array([[[1, 2], [2, -1]], [[0, 0], [-1, 4]]])},
+        {"x": _f(3, 4, 2, 4), "idx": RNG.integers(-2, 2, (3, 1, 2))},
+    ]
+    _check(m, feeds, target, 'Tensor((b, k, 4), "float32")')
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gather_nd_with_two_batch_axes_and_static_indexed_axes(target: str) -> None:
+    nodes = [helper.make_node("GatherND", ["x", "idx"], ["out"], batch_dims=2)]
+    m = model(nodes, [vi("x", ["b", "t", 6]), vi("idx", ["b", "t", 1], I64)], [vi("out", None)])
+    feeds = [{"x": _f(2, 3, 6), "idx": RNG.integers(-6, 6, (2, 3, 1))},
+             {"x": _f(1, 5, 6), "idx": RNG.integers(-6, 6, (1, 5, 1))}]  # fmt: skip
+    _check(m, feeds, target, 'Tensor((b, t), "float32")')
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_backward_slice_to_a_symbolic_bound_keeps_its_rank(target: str) -> None:
+    """``x[:n // 2:-1]`` (the end from ``Shape`` and ``Div``), then a ``Transpose``,
+    which needs the rank: the slice's length is a size expression."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"], start=0, end=1),
+             helper.make_node("Div", ["s", "two"], ["half"]),
+             helper.make_node("Slice", ["x", "start", "half", "ax", "step"], ["y"]),
+             helper.make_node("Transpose", ["y"], ["out"], perm=[1, 0])]  # fmt: skip
+    inits = [_i("two", [2]), _i("start", [-1]), _i("ax", [0]), _i("step", [-1])]
+    m = model(nodes, [vi("x", ["n", 3])], [vi("out", None)], inits)
+    _check(m, [{"x": _f(4, 3)}, {"x": _f(7, 3)}], target,
+           'Tensor((3, max(0, n - min(n - 1, n // 2) - 1)), "float32")')  # fmt: skip
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("start,end,step", [(-1, -(2**63), -1), (-2, 0, -2), (2**62, 1, -3)])
+def test_backward_slices_of_a_symbolic_axis(target: str, start: int, end: int, step: int) -> None:
+    nodes = [helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"]),
+             helper.make_node("Flatten", ["y"], ["out"], axis=1)]  # fmt: skip
+    inits = [_i("st", [start]), _i("en", [end]), _i("ax", [1]), _i("sp", [step])]
+    m = model(nodes, [vi("x", [2, "n"])], [vi("out", None)], inits)
+    mod = from_onnx(m)
+    assert mod["main"].body.ty.shape is not None  # type: ignore[union-attr]
+    _check(m, [{"x": _f(2, 1)}, {"x": _f(2, 7)}], target, None)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_symbolic_slice_start_counting_backward(target: str) -> None:
+    """The start ``n - 2`` may count from either end (``n`` may be 1): the length is
+    left to run time, the values still match."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"], start=0, end=1),
+             helper.make_node("Sub", ["s", "two"], ["st"]),
+             helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["out"])]  # fmt: skip
+    inits = [_i("two", [2]), _i("en", [0]), _i("ax", [0]), _i("sp", [-1])]
+    m = model(nodes, [vi("x", ["n", 3])], [vi("out", None)], inits)
+    _check(m, [{"x": _f(4, 3)}, {"x": _f(7, 3)}], target, None)
