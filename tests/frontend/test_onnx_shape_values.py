@@ -93,3 +93,18 @@ def test_a_comparison_that_depends_on_the_sizes_stays_at_run_time() -> None:
              helper.make_node("Cast", ["lt"], ["y"], to=I64)]
     m = model(nodes, [vi("x", ["n"])], [vi("y", None, I64)], [_c("four", [4])])
     _check(m, [{"x": np.zeros(k, np.float32)} for k in (2, 6)])
+
+
+def test_integer_div_of_a_size_that_may_be_negative_truncates() -> None:
+    """``Div(n - c, k)`` is ONNX's truncating division even where ``n - c < 0``:
+    ``max(n - c, 0) // k - max(c - n, 0) // k``, against numpy's truncation."""
+    from plait.frontend.onnx.values import SYM_BINOPS
+    from plait.ir import symbolic
+
+    for c in (1, 3, 7):
+        for k in (2, 3):
+            d = SYM_BINOPS["div"](symbolic.sub("n", c), k)
+            for n in range(12):
+                want = int(np.trunc((n - c) / k))
+                assert evaluate(d, {"n": n}) == want, (c, k, n, str(d))
+    assert SYM_BINOPS["div"](symbolic.sub("n", 1), "m") is None   # the divisor may be 0

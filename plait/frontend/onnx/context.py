@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, NodeProto, numpy_helper
 
+from ...ir import symbolic
 from ...ir.builder import IRTypeError, is_atom
 from ...ir.expr import Constant, Expr, Span, Tuple, TupleGetItem, Var
 from ...ir.types import TensorType
@@ -209,8 +210,15 @@ class NodeContext:
         return list(s.reshape(-1))
 
     def symbolic(self, entries: Any, dtype: str = "int64") -> Value:
-        """A symbolic output (a constant if every entry is an int)."""
+        """A symbolic output (a constant if every entry is an int); its size expressions
+        simplified with the ranges given to the import."""
         arr = sym_array(entries)
+        ranges = self.importer.dim_ranges
+        if ranges and arr.size:
+            flat = arr.reshape(-1)
+            for i, e in enumerate(flat):
+                if e is not None and not isinstance(e, int):
+                    flat[i] = symbolic.simplify(e, ranges)
         if sym_is_static(arr):
             return Value.of_const(arr.astype(dtype), self.deps)
         return Value(ty=TensorType(tuple(arr.shape), dtype), sym=arr, deps=self.deps)

@@ -81,7 +81,9 @@ def from_onnx(
         dim_ranges: inclusive ranges ``(min, max or None)`` of symbolic sizes of the
             inputs, e.g. ``{"batch": (1, 32), "seq": (1, 512)}`` (ONNX files carry no
             ranges); recorded as the module's ``dim_ranges`` fact, so the compiler may use
-            them and the built model refuses a size outside its range.
+            them and the built model refuses a size outside its range.  The sizes the
+            shape subgraphs compute are simplified with them, so two formulas of one size
+            (a convolution's output length and the exporter's ``Div`` of it) agree.
         fallback: ``"onnxruntime"`` runs the nodes plait has no converter for (unknown
             ops, onnxruntime contrib ops such as ``com.microsoft::FusedMatMul``) with
             onnxruntime: each connected run of them becomes one ONNX sub-model called
@@ -107,7 +109,8 @@ def from_onnx(
         loaded = load_model(model_or_path)
         loaded = prepare_model(loaded)
         check_model(loaded, fallback=fallback)
-        importer = GraphImporter(loaded, shapes=shapes, constants=constants, fallback=fallback)
+        importer = GraphImporter(loaded, shapes=shapes, constants=constants, fallback=fallback,
+                                 dim_ranges=dim_ranges)
         mod = importer.run(function_name)
         return mod if not dim_ranges else add_dim_ranges(mod, dim_ranges, loaded.source)
     except RecursionError:  # pragma: no cover - the walk is iterative
@@ -127,8 +130,12 @@ class GraphImporter:
         shapes: Shapes | None = None,
         constants: Mapping[str, Any] | None = None,
         fallback: str | None = None,
+        dim_ranges: Mapping[str, tuple[int, int | None]] | None = None,
     ) -> None:
         self.model = loaded.model
+        self.dim_ranges = dict(dim_ranges or {})
+        """Ranges of symbolic sizes: the shape subgraph's values are simplified with them
+        (``max(0, frames - 1) // 2 + 1`` is ``(frames + 1) // 2`` for ``frames >= 1``)."""
         self.fallback = fallback
         self._fallback = FallbackEmitter(self)
         self.source = loaded.source

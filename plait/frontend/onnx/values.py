@@ -137,13 +137,18 @@ def _sym_binop(op: str) -> Any:
         if op == "min":
             return sym.minimum(a, b)
         if op in ("div", "mod"):
-            # ONNX integer Div truncates and Mod follows the divisor's sign: both are the
-            # floor forms when the dividend is >= 0 and the divisor >= 1 (sizes are)
-            if sym.prove_ge(a, 0) and sym.prove_ge(b, 1):
-                return sym.floordiv(a, b) if op == "div" else sym.mod(a, b)
-            if op == "div" and b == 1:
-                return a
-            return None
+            # ONNX integer Mod follows the divisor's sign (Python's %), and Div truncates:
+            # the floor division when the dividend is >= 0 (sizes are); a dividend that
+            # may be negative (``frames - 1`` in a convolution's output length) is
+            # ``max(a, 0) // b - max(-a, 0) // b``, exact for every value
+            if not sym.prove_ge(b, 1):
+                return a if op == "div" and b == 1 else None
+            if op == "mod":
+                return sym.mod(a, b)
+            if sym.prove_ge(a, 0):
+                return sym.floordiv(a, b)
+            return sym.sub(sym.floordiv(sym.maximum(a, 0), b),
+                           sym.floordiv(sym.maximum(sym.neg(a), 0), b))
         if op in _COMPARE:
             return _compare(op, a, b)
         return None

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ....ir.expr import Expr
+from ....ir.symbolic import SymExpr
 from ....ir.types import TensorType
 from ....op.infer import infer_op_type
 from ..context import NodeContext
@@ -103,12 +104,14 @@ def reshape(ctx: NodeContext, x: Any, dims: Sequence[int | str]) -> Expr:
     y = ctx.call("reshape", e, shape=tuple(dims))
     yt = ctx.type_of(y)
     if yt.shape is None and -1 in dims:
-        # the size at -1 is a product of symbolic sizes, which a type cannot spell: keep
-        # the rank with a fresh symbolic size, checked at run time by a match_cast
-        fresh = ctx.importer.fresh_dim(
-            f"{ctx.node.output[0] if ctx.node.output else 'reshape'}_d{dims.index(-1)}"
+        # the size at -1 is not a quotient type inference can prove: keep the rank with
+        # a fresh symbolic size, checked at run time by a match_cast (which binds plain
+        # names only, so a size expression of the target gets a fresh name too)
+        hint = ctx.node.output[0] if ctx.node.output else "reshape"
+        known = tuple(
+            ctx.importer.fresh_dim(f"{hint}_d{i}") if d == -1 or type(d) is SymExpr else d
+            for i, d in enumerate(dims)
         )
-        known = tuple(fresh if d == -1 else d for d in dims)
         y = ctx.match_cast(y, TensorType(known, yt.dtype))
     return y
 
