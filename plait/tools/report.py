@@ -15,7 +15,11 @@ inline line of script marks the page ready):
 * the graph of ``main`` before (entering optimization) and after (the last module in
   the lowering phase), drawn by :mod:`plait.tools.svg_graph`;
 * the memory plan of the built ``main`` (:mod:`plait.tools.memory_chart`);
-* the module's kernels with their C source, and the C sources it links.
+* the module's kernels with their C source, and the C sources it links;
+* when it was built with a tuning database (``Target("c", tuning_db=...)``,
+  ``PLAIT_TUNING_DB``; docs/tuning.md), every call with a search space: the point it
+  took, whether that came from the database or is the default (the heuristic's), the
+  measured time of the point and of the default.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import hashlib
 import html
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,6 +223,42 @@ def _kernels(mod: IRModule) -> str:
     return "".join(parts) or '<p class="note">the module has no kernel and no C source.</p>'
 
 
+def _seconds(v: Any) -> str:
+    return f"{float(v) * 1e6:,.1f} us" if isinstance(v, (int, float)) else "—"
+
+
+def tuned_calls(mod: IRModule) -> list[dict[str, Any]]:
+    """The calls with a search space of a module built with a tuning database (the
+    ``tuning`` entry of ``runtime_attrs``), each with its wrapper ``symbol``."""
+    runtime = mod.attrs.get("runtime_attrs") or {}
+    calls = runtime.get("tuning") if isinstance(runtime, Mapping) else None
+    if not isinstance(calls, Mapping):
+        return []
+    return [{"symbol": k, **v} for k, v in sorted(calls.items()) if isinstance(v, Mapping)]
+
+
+def _tuning(mod: IRModule) -> str:
+    calls = tuned_calls(mod)
+    if not calls:
+        return ('<p class="note">built without a tuning database (Target("c", '
+                'tuning_db=...) or PLAIT_TUNING_DB): every call takes the heuristic\'s '
+                'point.</p>')
+    rows = []
+    for c in calls:
+        point = ", ".join(f"{k}={v}" for k, v in sorted((c.get("point") or {}).items()))
+        rows.append(f"<tr><td class=\"pass\">{html.escape(c['symbol'])}</td>"
+                    f"<td>{html.escape(str(c.get('op', '')))}</td>"
+                    f"<td>{html.escape(point)}</td><td>{html.escape(str(c.get('origin')))}</td>"
+                    f"<td class=\"num\">{_seconds(c.get('seconds'))}</td>"
+                    f"<td class=\"num\">{_seconds(c.get('default_seconds'))}</td></tr>")
+    n = sum(c.get("origin") == "database" for c in calls)
+    return (f"<p>{n} of {len(calls)} calls with a search space took their point from the "
+            "tuning database (times measured inside the model by plait tune).</p>"
+            '<table class="timeline"><tr><th>call</th><th>op</th><th>point</th>'
+            "<th>from</th><th>measured</th><th>default's</th></tr>" + "".join(rows)
+            + "</table>")
+
+
 def _main_of(mod: IRModule) -> Function | None:
     f = mod.functions.get("main")
     return f if isinstance(f, Function) else None
@@ -260,6 +301,7 @@ def render_report(rec: Recorder, result: IRModule, title: str, numeric: Any = No
                  render_memory(final_main) if final_main is not None and result.phase == "build"
                  else '<p class="note">the module did not reach the build phase.</p>']
     sections += ["<h2>Kernels and native code</h2>", _kernels(result)]
+    sections += ["<h2>Tuned calls</h2>", _tuning(result)]
     texts: dict[int, str] = {}  # the records keep every module alive: ids are stable
 
     def text_of(m: IRModule) -> str:
@@ -321,4 +363,5 @@ table-layout:fixed}
 """
 
 
-__all__ = ["PassRecord", "Recorder", "display_text", "pipeline_report", "render_report"]
+__all__ = ["PassRecord", "Recorder", "display_text", "pipeline_report", "render_report",
+           "tuned_calls"]

@@ -2,7 +2,7 @@
 pipeline report (:mod:`plait.tools.report`), one self-contained HTML page.
 
     plait report model.onnx --target c -o report.html [--passes TEXT] [--shape ...]
-                 [--numeric] [--plugin FILE.py]
+                 [--numeric] [--tuning-db FILE] [--plugin FILE.py]
 
 ``--numeric`` also runs :class:`~plait.transform.NumericCheck` (without stopping) and
 adds each pass's largest error against the module's results before the pipeline.
@@ -32,6 +32,9 @@ def add_report_command(sub: Any, plugin_arg: Callable[[argparse.ArgumentParser],
                    help="the shape of an input (others: symbolic sizes 1)")
     p.add_argument("--numeric", action="store_true",
                    help="check each pass's results with the numpy reference path")
+    p.add_argument("--tuning-db", metavar="FILE",
+                   help="build with this tuning database (plait tune; default: "
+                        "PLAIT_TUNING_DB); the report lists each tuned call's point")
     plugin_arg(p)
     p.set_defaults(handler=cmd_report)
 
@@ -41,12 +44,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ..target import Target
     from ..transform import NumericCheck, TransformError
     from .progress import ProgressBar
-    from .report import pipeline_report
+    from .report import pipeline_report, tuned_calls
 
     load_plugins(args.plugin)
     mod = load_model(args.model, args.shape, static=True).module
     try:
         target = Target.from_any(args.target)
+        if args.tuning_db:
+            target = Target(target.kind, **{**dict(target.attrs), "tuning_db": args.tuning_db})
     except Exception as e:
         raise CliError(f"--target {args.target}: {describe_error(e)}") from None
     mod = mod.with_attrs(target=target)
@@ -70,6 +75,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise CliError(f"cannot write {args.output}: {e.strerror or e}") from None
     print(f"wrote {args.output} ({len(page) / 1024:.0f} KiB): {len(pipe.names())} passes, "
           f"final phase {result.phase}", file=sys.stderr)
+    for c in tuned_calls(result):
+        if c.get("origin") == "database":
+            print(f"  tuned {c.get('op')} {c['symbol']}: {c.get('point')}, measured "
+                  f"{c.get('seconds')} s, the default's {c.get('default_seconds')} s",
+                  file=sys.stderr)
     return 0
 
 

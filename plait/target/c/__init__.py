@@ -135,9 +135,11 @@ def _dispatch(target: Target) -> list[Any]:
         passes.append(Conv1dAsConv2d())
         if target.attrs.get("depthwise", True):
             passes.append(DispatchSqueezeExcite())
-        passes.append(DispatchGemm(winograd=target.attrs.get("winograd", "auto")))
+        tuning = target.attrs.get("tuning_db")   # else PLAIT_TUNING_DB, read when it runs
+        tuned = {"tuning_db": str(tuning)} if tuning else {}
+        passes.append(DispatchGemm(winograd=target.attrs.get("winograd", "auto"), **tuned))
         if target.attrs.get("depthwise", True):
-            passes.append(DispatchDepthwise())
+            passes.append(DispatchDepthwise(**tuned))
         passes.append(DispatchPool())
     if target.attrs.get("blas", True):
         passes.append(DispatchLibrary())
@@ -158,7 +160,7 @@ register_target_kind(
               "decode": "auto", "decode_min_weights": DECODE_MIN_WEIGHTS,
               "blas": True, "fuse": True,
               "single_entry": True, "step_timing": False, "opt_level": 3,
-              "march_native": False, "out_of_range_indices": "raise"},
+              "march_native": False, "out_of_range_indices": "raise", "tuning_db": None},
     doc="generated C kernels compiled by the system C compiler; plait's own GEMM/conv2d",
     dispatch=_dispatch,
     legalize=_legalize,

@@ -39,6 +39,7 @@ from ..kernels.gemm import ACT_GELU, ACT_GELU_TANH
 from ..kernels.registry import record_calls
 from ..kernels.wrapper import emit_call
 from ..shapes import float_shape, is_static_shape
+from ..tuning import DWCONV_LAYOUTS, Chooser, call_key, dwconv_space
 from .common import fused_span
 from .gemm import ProductPlan, epilogue_step, extend_epilogue
 
@@ -47,9 +48,11 @@ def _is_grouped(call: Call) -> bool:
     return int(call.attrs.get("groups", 1)) > 1
 
 
-def plan_grouped_conv2d(call: Call) -> ProductPlan | None:
+def plan_grouped_conv2d(call: Call, chooser: Chooser | None = None) -> ProductPlan | None:
     """The native call of a grouped float32 NCHW/OIHW ``conv2d`` of static shape (as a
-    plan the epilogue steps extend), or None when the family cannot take it."""
+    plan the epilogue steps extend), or None when the family cannot take it; its layout
+    and threads are ``chooser``'s point (a tuning database's, else the default: the
+    kernel's own rule)."""
     from plait.runtime.window import expand_ints, expand_padding
 
     x, w = call.args
@@ -71,13 +74,22 @@ def plan_grouped_conv2d(call: Call) -> ProductPlan | None:
     pt, pl, _pb, _pr = expand_padding(a["padding"], 2)
     desc = dict(N=n, C=c, H=h, W=wd, O=o, G=g, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw,
                 PT=pt, PL=pl, OH=os_[2], OW=os_[3])
-    return ProductPlan("dwconv2d", [x, w], [(xs, "float32"), (ws, "float32")], desc, os_, "row", o)
+    plan = ProductPlan("dwconv2d", [x, w], [(xs, "float32"), (ws, "float32")], desc, os_,
+                       "row", o)
+    point, plan.tuning = (chooser or Chooser(None)).choose(
+        call_key("dwconv2d", desc), dwconv_space(desc, (chooser or Chooser(None)).threads))
+    if point is not None:
+        plan.desc["layout"] = DWCONV_LAYOUTS[str(point["layout"])]
+        plan.max_threads = int(point["threads"])
+    return plan
 
 
 def _wrapper(plan: ProductPlan) -> tuple[str, str, CFunction]:
     """The plan's call wrapper: (symbol, C code, CFunction)."""
     x, w = (shape for shape, _ in plan.params)
-    return emit_call(dwconv2d_call(x, w, plan.out_shape, plan.desc, plan.epilogue()))
+    return emit_call(dwconv2d_call(x, w, plan.out_shape, plan.desc, plan.epilogue(),
+                                   layout=plan.desc.get("layout", 0),
+                                   max_threads=plan.max_threads))
 
 
 GROUPED_CONV = (is_op("conv2d").has_dtype("float32").has_rank(4).where(_is_grouped)
@@ -86,15 +98,18 @@ GROUPED_CONV = (is_op("conv2d").has_dtype("float32").has_rank(4).where(_is_group
 epilogue steps (what one call can do is the plan's business, as in c.DispatchGemm)."""
 
 
-def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
+def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]],
+                   chooser: Chooser | None = None) -> Rule:
     """The rule of :class:`DispatchDepthwise`: :data:`GROUPED_CONV`, planned step by
-    step and rewritten into a call of its wrapper (recorded in ``wrappers``); a chain
-    the call cannot do whole is declined (a shorter one is matched instead)."""
+    step (each call's point from ``chooser``) and rewritten into a call of its wrapper
+    (recorded in ``wrappers``); a chain the call cannot do whole is declined (a shorter
+    one is matched instead)."""
+    chooser = chooser if chooser is not None else Chooser(None)
 
     def rewrite(m: Match) -> Expr | None:
         g = m.graph
         members = sorted(m.bindings)
-        plan = plan_grouped_conv2d(g.bindings[members[0]].value)  # type: ignore[arg-type]
+        plan = plan_grouped_conv2d(g.bindings[members[0]].value, chooser)  # type: ignore[arg-type]
         reads = [g.bindings[i].var for i in members[:-1]]   # what each step reads
         if plan is None or not all(extend_epilogue(plan, g.bindings[i].value, src)  # type: ignore[arg-type]
                                    for i, src in zip(members[1:], reads)):
@@ -106,6 +121,7 @@ def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
         except UnboundSize:
             return None   # a size only an intermediate value has: not a call here
         wrappers.setdefault(name, (code, cfn))
+        chooser.note(name, "dwconv2d", plan.tuning)
         args = list(plan.inputs)
         args += [e for e in (plan.bias, plan.res) if e is not None]
         root = g.bindings[members[-1]]
@@ -115,13 +131,15 @@ def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
     return Rule("c.dwconv2d", GROUPED_CONV, rewrite)
 
 
-def dispatch_depthwise(mod: IRModule, skip: Any = None) -> IRModule:
+def dispatch_depthwise(mod: IRModule, skip: Any = None, tuning_db: str | None = None) -> IRModule:
     """``mod`` with grouped float32 NCHW conv2d of static shape (and their epilogues)
     rewritten into calls of ``plait_dwconv.c``; functions for which ``skip`` is true
-    (default: those of external codegens) are left alone."""
+    (default: those of external codegens) are left alone.  The points of the calls: the
+    tuning database ``tuning_db``'s (else ``PLAIT_TUNING_DB``'s), else the defaults."""
     wrappers: dict[str, tuple[str, CFunction]] = {}
-    out = rewrite_module(mod, [depthwise_rule(wrappers)], skip=skip)
-    return record_calls(out, wrappers, "plait_dwconv_calls")
+    chooser = Chooser(tuning_db)
+    out = rewrite_module(mod, [depthwise_rule(wrappers, chooser)], skip=skip)
+    return chooser.annotate(record_calls(out, wrappers, "plait_dwconv_calls"))
 
 
 @module_pass(name="c.DispatchDepthwise", phases=("optimization",))
@@ -129,13 +147,16 @@ class DispatchDepthwise:
     """Send grouped and depthwise float32 NCHW conv2d of static shape, with bias,
     residual, relu and clip/SiLU epilogues, to plait_dwconv.c."""
 
-    def __init__(self, *, codegens: Sequence[str] | None = None) -> None:
+    def __init__(self, *, tuning_db: str | None = None,
+                 codegens: Sequence[str] | None = None) -> None:
         super().__init__(codegens=codegens)  # type: ignore[call-arg]
+        self.tuning_db = tuning_db
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
         from plait.transform.external import skips_external
 
-        return dispatch_depthwise(mod, skip=skips_external(self, ctx))  # type: ignore[arg-type]
+        return dispatch_depthwise(mod, skip=skips_external(self, ctx),  # type: ignore[arg-type]
+                                  tuning_db=self.tuning_db)
 
 
 __all__ = ["GROUPED_CONV", "DispatchDepthwise", "depthwise_rule",

@@ -89,6 +89,7 @@ from ..kernels.registry import record_calls
 from ..kernels.winograd import winograd_weights
 from ..kernels.wrapper import NativeCall, emit_call
 from ..shapes import float_shape, is_static_shape
+from ..tuning import Chooser, call_key, conv2d_space, gemm_space
 from .common import fused_span
 
 OPS = ("conv2d", "linear", "matmul")
@@ -208,7 +209,9 @@ class ProductPlan:
     act_hi: float = math.inf
     winograd: int = 0             # 0: direct; 2 or 4: Winograd F(m x m, 3x3)
     pixel_rows: bool = False      # conv2d as the transposed product (pixel_rows_applies)
+    max_threads: int = 0          # gemm: at most this many threads (0: all; a tuned point)
     members: list[int] = field(default_factory=list)
+    tuning: dict[str, Any] = field(default_factory=dict)   # the point and its origin
 
     def can_take_bias(self) -> bool:
         return (self.bias is None and self.res is None and not self.relu and not self.viewed
@@ -231,7 +234,7 @@ class ProductPlan:
             return conv2d_call(shapes[0], shapes[1], self.out_shape, self.desc, variant,
                                self.epilogue())
         return gemm_call(shapes[0], shapes[1], self.out_shape, epilogue=self.epilogue(),
-                         **self.desc)
+                         max_threads=self.max_threads, **self.desc)
 
     def symbol_and_code(self) -> tuple[str, str, CFunction]:
         """The wrapper's symbol, its C text and its :class:`CFunction`;
@@ -252,7 +255,7 @@ def _const_data(e: Expr) -> np.ndarray | None:
     return e.data if isinstance(e, Constant) else None
 
 
-def _plan_conv2d(call: Call, winograd: int | str) -> ProductPlan | None:
+def _plan_conv2d(call: Call, winograd: int | str, chooser: Chooser) -> ProductPlan | None:
     x, w = call.args
     xs, ws, os_ = float_shape(x), float_shape(w), float_shape(call)
     wd = _const_data(w)
@@ -274,9 +277,16 @@ def _plan_conv2d(call: Call, winograd: int | str) -> ProductPlan | None:
         return None
     desc: dict[str, Any] = dict(N=n, C=c, H=h, W=wdt, O=o, KH=kh, KW=kw, SH=sh, SW=sw,
                                 DH=dh, DW=dw, PT=pt, PL=pl, PB=pb, PR=pr, OH=os_[2], OW=os_[3])
+    tuning: dict[str, Any] = {}
     if is_static_shape(xs[2:] + os_[2:]):
-        wino = winograd_choice(desc, winograd)
-        rows = not wino and pixel_rows_applies(desc)
+        point, tuning = chooser.choose(call_key("conv2d", desc), conv2d_space(desc, winograd))
+        if point is None:   # a symbolic batch: no space, the heuristic
+            wino = winograd_choice(desc, winograd)
+            rows = not wino and pixel_rows_applies(desc)
+        else:
+            algorithm = str(point["algorithm"])
+            wino = int(algorithm[-1]) if algorithm.startswith("winograd") else 0
+            rows = algorithm == "pixel_rows"
     else:   # an image size known at run time: Winograd only when asked for by name
         wino = int(winograd) if winograd in (2, 4) and winograd_applies(desc) else 0
         rows = False
@@ -290,10 +300,11 @@ def _plan_conv2d(call: Call, winograd: int | str) -> ProductPlan | None:
                  desc, os_, "row", o)
     plan.winograd = wino
     plan.pixel_rows = rows
+    plan.tuning = tuning
     return plan
 
 
-def _plan_gemm(call: Call, op: str) -> ProductPlan | None:
+def _plan_gemm(call: Call, op: str, chooser: Chooser) -> ProductPlan | None:
     """linear(x, w[, b]) or matmul(a, b) as a (batched) product with a strided A."""
     os_ = float_shape(call)
     shapes = [float_shape(a) for a in call.args]
@@ -359,16 +370,20 @@ def _plan_gemm(call: Call, op: str) -> ProductPlan | None:
     plan = ProductPlan("gemm", [x, bmat], [(xs, "float32"), (bshape, "float32")], desc,
                  os_, "col", n)
     plan.bias = bias
+    point, plan.tuning = chooser.choose(call_key(op, desc), gemm_space(desc, chooser.threads))
+    if point is not None:
+        plan.max_threads = int(point["threads"])
     return plan
 
 
-def _plan(call: Call, ops: Sequence[str], winograd: int | str) -> ProductPlan | None:
+def _plan(call: Call, ops: Sequence[str], winograd: int | str,
+          chooser: Chooser) -> ProductPlan | None:
     op = call.op
     if not isinstance(op, Op) or op.name not in ops:
         return None
     if op.name == "conv2d":
-        return _plan_conv2d(call, winograd)
-    return _plan_gemm(call, op.name)
+        return _plan_conv2d(call, winograd, chooser)
+    return _plan_gemm(call, op.name, chooser)
 
 
 def _can_pool(plan: ProductPlan, call: Call) -> bool:
@@ -549,7 +564,8 @@ def _transposed_constant(m: Match, e: Expr) -> Constant | None:
     return Constant(data.T)
 
 
-def _chain_plan(m: Match, ops: Sequence[str], winograd: int | str) -> ProductPlan | None:
+def _chain_plan(m: Match, ops: Sequence[str], winograd: int | str,
+                chooser: Chooser) -> ProductPlan | None:
     """The plan of a matched product and epilogue (in program order), or None when the
     native call cannot do the whole chain."""
     g = m.graph
@@ -561,7 +577,7 @@ def _chain_plan(m: Match, ops: Sequence[str], winograd: int | str) -> ProductPla
         if weight is not None:
             value = Call(value.op, (value.args[0], weight), value.attrs,  # type: ignore[union-attr]
                          value.ty, value.span)  # type: ignore[union-attr]
-    plan = _plan(value, ops, winograd)  # type: ignore[arg-type]
+    plan = _plan(value, ops, winograd, chooser)  # type: ignore[arg-type]
     if plan is None:
         return None
     src = anchor.var
@@ -575,7 +591,7 @@ def _chain_plan(m: Match, ops: Sequence[str], winograd: int | str) -> ProductPla
 
 
 def _read_through_view(plan: ProductPlan, m: Match, pattern: Pattern, ops: Sequence[str],
-                       winograd: int | str) -> None:
+                       winograd: int | str, chooser: Chooser) -> None:
     """Let the product read its first operand ``x`` where it lies when ``x`` is a view
     (bound in the block) of a tensor holding the same elements in the same order —
     unless that view ends another product's epilogue (that product writes it)."""
@@ -585,7 +601,7 @@ def _read_through_view(plan: ProductPlan, m: Match, pattern: Pattern, ops: Seque
     if source is None:
         return
     if isinstance(source, Var) and m.graph.uses.get(source, 0) == 1 and any(
-            _chain_plan(other, ops, winograd) is not None
+            _chain_plan(other, ops, winograd, chooser) is not None
             for other in match_at(pattern, source, m.graph)):
         return
     plan.inputs[0] = source
@@ -593,22 +609,26 @@ def _read_through_view(plan: ProductPlan, m: Match, pattern: Pattern, ops: Seque
 
 
 def gemm_rule(ops: Sequence[str], winograd: int | str,
-              wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
+              wrappers: dict[str, tuple[str, CFunction]], chooser: Chooser | None = None) -> Rule:
     """The rule of :class:`DispatchGemm`: :func:`product_pattern`, and a rewrite that
-    plans the native call (declining what it cannot do) and records its C wrapper in
-    ``wrappers``."""
+    plans the native call (declining what it cannot do; the point of a call with a
+    search space from ``chooser``: a tuning database's, else the heuristics') and
+    records its C wrapper in ``wrappers``."""
     pattern = product_pattern(ops)
+    chooser = chooser if chooser is not None else Chooser(None)
 
     def rewrite(m: Match) -> Expr | None:
-        plan = _chain_plan(m, ops, winograd)
+        plan = _chain_plan(m, ops, winograd, chooser)
         if plan is None:
             return None
-        _read_through_view(plan, m, pattern, ops, winograd)
+        _read_through_view(plan, m, pattern, ops, winograd, chooser)
         try:
             name, code, cfn = plan.symbol_and_code()
         except UnboundSize:
             return None   # a size only an intermediate value has: not a call here
         wrappers.setdefault(name, (code, cfn))
+        anchor = m.graph.bindings[plan.members[0]].value
+        chooser.note(name, anchor.op.name, plan.tuning)  # type: ignore[attr-defined]
         root = m.graph.bindings[plan.members[-1]]
         return make_call("call_extern", ExternFunc(name), Tuple(plan.call_args()),
                          out=root.var.ty, span=fused_span(m.graph, plan.members, root))
@@ -631,18 +651,21 @@ def _winograd_m(winograd: int | bool | str) -> int | str:
 
 
 def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
-                  winograd: int | bool | str = "auto") -> IRModule:
+                  winograd: int | bool | str = "auto", tuning_db: str | None = None) -> IRModule:
     """``mod`` with float32 conv2d/linear/matmul (and their epilogues) rewritten into
     calls of ``plait_gemm.c`` (see the module docstring); functions for which ``skip``
-    is true (default: those of external codegens) are left alone."""
+    is true (default: those of external codegens) are left alone.  Calls with a search
+    space take the points of the tuning database ``tuning_db`` (else
+    ``PLAIT_TUNING_DB``'s; :mod:`plait.target.c.tuning`), else the heuristics'."""
     wrappers: dict[str, tuple[str, CFunction]] = {}
-    rule = gemm_rule(ops, _winograd_m(winograd), wrappers)
+    chooser = Chooser(tuning_db)
+    rule = gemm_rule(ops, _winograd_m(winograd), wrappers, chooser)
     funcs: dict[str, Function] = {}
     for name, f in functions_to_rewrite(mod, skip):
         nf = rewrite_function(f, [rule], mod, name=name)
         if nf is not mod[name]:
             funcs[name] = nf
-    return record_calls(mod, wrappers, "plait_gemm_calls", funcs)
+    return chooser.annotate(record_calls(mod, wrappers, "plait_gemm_calls", funcs))
 
 
 @module_pass(name="c.DispatchGemm", phases=("optimization",))
@@ -651,9 +674,10 @@ class DispatchGemm:
     plait_gemm.c (weights packed at compile time)."""
 
     def __init__(self, ops: Sequence[str] = OPS, *, winograd: int | bool | str = "auto",
-                 codegens: Sequence[str] | None = None) -> None:
+                 tuning_db: str | None = None, codegens: Sequence[str] | None = None) -> None:
         super().__init__(codegens=codegens)  # type: ignore[call-arg]
         self.winograd = _winograd_m(winograd)
+        self.tuning_db = tuning_db
         unknown = [o for o in ops if o not in OPS]
         if unknown:
             raise ValueError(f"c.DispatchGemm: cannot dispatch {unknown}; it takes "
@@ -664,4 +688,4 @@ class DispatchGemm:
         from plait.transform.external import skips_external
 
         return dispatch_gemm(mod, skip=skips_external(self, ctx),  # type: ignore[arg-type]
-                             ops=self.ops, winograd=self.winograd)
+                             ops=self.ops, winograd=self.winograd, tuning_db=self.tuning_db)

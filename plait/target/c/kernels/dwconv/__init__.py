@@ -29,13 +29,18 @@ SE_SILU, SE_RELU = 2, 3
 
 
 def dwconv2d_call(x: tuple[Dim, ...], w: tuple[Dim, ...], out: tuple[Dim, ...],
-                  desc: Mapping[str, Any], epilogue: Epilogue) -> NativeCall:
+                  desc: Mapping[str, Any], epilogue: Epilogue, layout: int = 0,
+                  max_threads: int = 0) -> NativeCall:
     """The call of ``plait_dwconv2d`` on ``x`` with weights of shape ``w`` (as the
     convolution has them), ``desc`` holding the :data:`DWCONV2D_FIELDS`; the bias per
-    output channel, the activation a clip or SiLU."""
+    output channel, the activation a clip or SiLU.  ``layout`` (``PLAIT_DW_LAYOUT_*``:
+    0 the kernel's rule) and ``max_threads`` (0: the pool's count) are a tuned point's
+    (:mod:`plait.target.c.tuning`)."""
     ep = epilogue
     fields = (*((k, desc[k]) for k in DWCONV2D_FIELDS), ("act", ep.act),
-              ("act_lo", float(ep.act_lo)), ("act_hi", float(ep.act_hi)))
+              ("act_lo", float(ep.act_lo)), ("act_hi", float(ep.act_hi)),
+              *((("layout", int(layout)),) if layout else ()),
+              *((("max_threads", int(max_threads)),) if max_threads else ()))
     buffers = (Buffer("x", x), Buffer("w", w), *ep.buffers(), Buffer("out", out, out=True))
     args = (DESC, Ref("x"), Ref("w"), ep.bias_ref(), ep.res_ref(), int(ep.relu), Ref("out"))
     return NativeCall("dwconv2d", "plait_dwconv2d", buffers, args, "plait_dwconv2d_desc",

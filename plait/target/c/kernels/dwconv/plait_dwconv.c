@@ -514,12 +514,14 @@ dw_rows_plane(const int K, const int S, const int NB, const dw_call* t, const fl
  * lanes: channels in lanes are faster there); PLAIT_DW_LANES=2 forces it for any width,
  * 0 or 1 turns it off (see dw_channels_in_lanes). */
 static int dw_rows_in_place(const plait_dwconv2d_desc* d) {
+    const int valid = d->C == d->G && d->O == d->G && d->SH == d->SW &&
+                      (d->SH == 1 || d->SH == 2) && d->DH == 1 && d->DW == 1 &&
+                      d->KH == d->KW && (d->KH == 3 || d->KH == 5);
+    if (d->layout != PLAIT_DW_LAYOUT_AUTO) return valid && d->layout == PLAIT_DW_LAYOUT_ROWS;
     const char* e = getenv("PLAIT_DW_LANES");
     const int forced = e && (e[0] == '0' || e[0] == '1' || e[0] == '2') && !e[1] ? e[0] - '0' : -1;
     if (forced == 0 || forced == 1) return 0;
-    return d->C == d->G && d->O == d->G && d->SH == d->SW && (d->SH == 1 || d->SH == 2) &&
-           d->DH == 1 && d->DW == 1 && d->KH == d->KW && (d->KH == 3 || d->KH == 5) &&
-           (d->OW > 8 || forced == 2);
+    return valid && (d->OW > 8 || forced == 2);
 }
 
 /* jobs lo .. hi-1: (part of rows, image, channel) */
@@ -583,6 +585,7 @@ static void dw_rows_jobs(void* ctx, int64_t lo, int64_t hi) {
  * lanes (AVX2) they win only on 7x7 outputs, by about a tenth.  PLAIT_DW_LANES=0 or 1
  * forces the choice (read per call: measurements and tests run both on one model). */
 static int dw_channels_in_lanes(const plait_dwconv2d_desc* d) {
+    if (d->layout != PLAIT_DW_LAYOUT_AUTO) return d->layout == PLAIT_DW_LAYOUT_LANES;
     const char* e = getenv("PLAIT_DW_LANES");
     if (e && (e[0] == '0' || e[0] == '1') && !e[1]) return e[0] == '1';
     return d->OW < DW_V || d->OW <= 8 || (DW_V >= 16 && d->KW >= 7);
@@ -749,7 +752,8 @@ PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const
     t.failed = 0;
     t.tile_act = !res && !(relu && d->act == PLAIT_DW_ACT_SILU);
     const int64_t work = d->N * d->O * d->OH * d->OW * d->KH * d->KW * t.CG;
-    const int nt = work >= 131072 ? plait_max_threads() : 1;
+    int nt = work >= 131072 ? plait_max_threads() : 1;
+    if (d->max_threads > 0 && nt > d->max_threads) nt = (int)d->max_threads;
     if (dw_rows_in_place(d)) {
         /* On several threads a plane larger than DW_BAND_BYTES has its output rows cut in
          * one part per thread, jobs part by part from both ends (as the planes filled in

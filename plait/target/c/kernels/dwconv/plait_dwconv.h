@@ -24,7 +24,16 @@ typedef struct {
     int64_t N, C, H, W, O, G, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW;
     int64_t act;            /* PLAIT_DW_ACT_*: clip to [act_lo, act_hi], or SiLU */
     float act_lo, act_hi;
+    /* a tuned point (plait/target/c/tuning): the layout (PLAIT_DW_LAYOUT_*; 0, AUTO: the
+     * kernel's own rule) and at most max_threads threads (0: the pool's count) */
+    int64_t layout;
+    int64_t max_threads;
 } plait_dwconv2d_desc;
+
+#define PLAIT_DW_LAYOUT_AUTO 0
+#define PLAIT_DW_LAYOUT_PLANES 1   /* each output plane on the register tile */
+#define PLAIT_DW_LAYOUT_LANES 2    /* channels in the lanes (depthwise only) */
+#define PLAIT_DW_LAYOUT_ROWS 3     /* rows read in place (depthwise 3x3/5x5, stride 1, 2) */
 
 /* out = act(relu?(conv(x, w) + bias[o] + res)); bias and res may be NULL; 0 on success,
  * 1 when out of memory. */

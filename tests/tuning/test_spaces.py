@@ -1,0 +1,130 @@
+"""Search spaces as data (plait/target/c/tuning/space.py): every family's default
+point is the heuristic's choice (the same calls, byte for byte, as a build without a
+database), and every other point of the small model's spaces computes the right
+answer (against a float64 numpy reference, tuning_models.reference)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tuning_models import reference, sample_input, small_model
+
+import plait
+from plait.runtime import VirtualMachine
+from plait.target.c.tuning import (
+    Record,
+    TuningDB,
+    conv2d_space,
+    current_machine,
+    dwconv_space,
+    gemm_space,
+)
+
+pytestmark = pytest.mark.skipif(plait.codegen.c.find_compiler() is None,
+                                reason="needs a C compiler")
+
+
+def _conv(c: int, o: int, hw: int, k: int = 3, s: int = 1) -> dict[str, int]:
+    oh = (hw + 2 * (k // 2) - k) // s + 1
+    return dict(N=1, C=c, H=hw, W=hw, O=o, KH=k, KW=k, SH=s, SW=s, DH=1, DW=1,
+                PT=k // 2, PL=k // 2, PB=k // 2, PR=k // 2, OH=oh, OW=oh)
+
+
+@pytest.mark.parametrize("desc, expected", [
+    # docs/targets.md, the winograd attribute: F(4x4) on large images, F(2x2) near
+    # 14 x 14, not Winograd on 7 x 7, where ResNet's layers take pixels as rows
+    # (pixel_rows_applies' docstring)
+    (_conv(64, 64, 56), "winograd4"),
+    (_conv(256, 256, 14), "winograd2"),
+    (_conv(512, 512, 7), "pixel_rows"),
+    # fewer than 16 input channels: no Winograd (winograd_applies)
+    (_conv(3, 64, 56), "direct"),
+    # a 1x1 convolution 960 -> 320 on 7 x 7: pixels as rows (dispatch/gemm.py,
+    # PIXEL_ROWS_MIN_K's measurement); 160 -> 960 has too short a sum for it
+    (_conv(960, 320, 7, k=1), "pixel_rows"),
+    (_conv(160, 960, 7, k=1), "direct"),
+])
+def test_conv2d_default_point_is_the_heuristic(desc: dict[str, int], expected: str) -> None:
+    space = conv2d_space(desc, "auto")
+    assert space is not None and space.default_point() == {"algorithm": expected}
+    assert expected in space.choices[0].values
+
+
+def test_forced_winograd_leaves_no_choice() -> None:
+    assert conv2d_space(_conv(64, 64, 56), 2).choices[0].values == ("winograd2",)
+    assert "winograd4" not in conv2d_space(_conv(64, 64, 56), 0).choices[0].values
+
+
+def test_spaces_validate_points() -> None:
+    s = dwconv_space(dict(_conv(32, 32, 56), G=32), 2)
+    assert s is not None and s.default_point() == {"layout": "auto", "threads": 0}
+    assert set(s.choices[0].values) == {"auto", "planes", "lanes", "rows"}
+    assert s.contains({"layout": "lanes", "threads": 1})
+    assert not s.contains({"layout": "lanes", "threads": 5})        # out of range
+    assert not s.contains({"layout": "lanes"})                       # a choice missing
+    assert not s.contains({"layout": "lanes", "threads": "1"})       # wrong type
+    grouped = dwconv_space(dict(_conv(32, 64, 56), G=16), 2)         # 2 in, 4 out a group
+    assert grouped is not None and grouped.choices[0].values == ("auto", "planes")
+    tiny = gemm_space(dict(M=1, N=8, K=8, batch=1), 2)
+    assert tiny is not None and tiny.choices[0].values == (0,)       # one thread anyway
+    assert len(s.points()) == s.size() and s.points()[0] == s.default_point()
+
+
+def _c_sources(exe: plait.Executable) -> list[str]:
+    return sorted(lit["code"] for lit in exe.attrs.get("c_sources", ()) or ())
+
+
+def test_default_points_reproduce_todays_calls(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A build with an empty database makes the same native calls (wrappers byte for
+    byte) as one without: the default points are today's choices."""
+    mod = small_model()
+    plain = plait.build(mod, "c")
+    db = tmp_path / "t.db"
+    TuningDB(db)
+    tuned = plait.build(mod, plait.Target("c", tuning_db=str(db)))
+    calls = tuned.attrs["tuning"]
+    assert {v["op"] for v in calls.values()} == {"conv2d", "dwconv2d", "linear"}
+    assert all(v["origin"] == "default" for v in calls.values())
+    assert [i for i in map(str, plain.functions["main"].instructions)] == \
+        [i for i in map(str, tuned.functions["main"].instructions)]
+    assert plain.libs == tuned.libs
+
+
+def _points(mod: plait.IRModule, db: str) -> dict[str, dict]:
+    """{op: (call key, space)} of the model's tunable calls."""
+    exe = plait.build(mod, plait.Target("c", tuning_db=db))
+    return {v["op"]: (v["call"], v["space"]) for v in exe.attrs["tuning"].values()}
+
+
+def test_every_point_computes_the_right_answer(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Each point of the small model's spaces (one family at a time, the others at
+    their defaults), built from a database record, against numpy in float64: rtol
+    1e-4 and atol 2e-3 (Winograd F(4x4, 3x3) rounds its transforms; sums of 144
+    products of values in [-1, 1])."""
+    mod = small_model()
+    x = sample_input()
+    expected = reference(x)
+    empty = tmp_path / "empty.db"
+    TuningDB(empty)
+    calls = _points(mod, str(empty))
+    machine = current_machine()
+    tried = 0
+    for op, (key, space) in calls.items():
+        names = list(space["choices"])
+        import itertools
+
+        for values in itertools.product(*space["choices"].values()):
+            point = dict(zip(names, values))
+            if point == space["default"]:
+                continue
+            db = tmp_path / f"{op}-{tried}.db"
+            TuningDB(db).add([Record(key, op, machine, point, 1e-3, 2e-3)])
+            exe = plait.build(mod, plait.Target("c", tuning_db=str(db)))
+            noted = [v for v in exe.attrs["tuning"].values() if v["op"] == op]
+            assert noted and all(v["origin"] == "database" and v["point"] == point
+                                 for v in noted), noted
+            got = VirtualMachine(exe)["main"](x)
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=2e-3,
+                                       err_msg=f"{op} at {point}")
+            tried += 1
+    assert tried >= 4   # conv: 3 other algorithms; dwconv: 3 other layouts at least
