@@ -104,9 +104,14 @@ class Record:
 
 
 def _version() -> str:
-    from plait import __version__
+    """plait's version, as installed (the package's metadata: this layer may not import
+    the top-level ``plait``)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    return str(__version__)
+    try:
+        return version("plait")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 @contextmanager
