@@ -160,7 +160,7 @@ register_target_kind(
               "decode": "auto", "decode_min_weights": DECODE_MIN_WEIGHTS,
               "blas": True, "fuse": True,
               "single_entry": True, "step_timing": False, "opt_level": 3,
-              "march_native": False, "out_of_range_indices": "raise", "tuning_db": None},
+              "march_native": False, "out_of_range_indices": "raise"},
     doc="generated C kernels compiled by the system C compiler; plait's own GEMM/conv2d",
     dispatch=_dispatch,
     legalize=_legalize,
