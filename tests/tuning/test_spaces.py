@@ -11,14 +11,9 @@ from tuning_models import reference, sample_input, small_model
 
 import plait
 from plait.runtime import VirtualMachine
-from plait.target.c.tuning import (
-    Record,
-    TuningDB,
-    conv2d_space,
-    current_machine,
-    dwconv_space,
-    gemm_space,
-)
+from plait.target.c.dispatch.depthwise import dwconv_space
+from plait.target.c.dispatch.gemm import conv2d_space, gemm_space
+from plait.target.c.tuning import SPACES, Record, TuningDB, current_machine
 
 pytestmark = pytest.mark.skipif(plait.codegen.c.find_compiler() is None,
                                 reason="needs a C compiler")
@@ -68,6 +63,7 @@ def test_spaces_validate_points() -> None:
     tiny = gemm_space(dict(M=1, N=8, K=8, batch=1), 2)
     assert tiny is not None and tiny.choices[0].values == (0,)       # one thread anyway
     assert len(s.points()) == s.size() and s.points()[0] == s.default_point()
+    assert SPACES == {"conv2d": conv2d_space, "gemm": gemm_space, "dwconv2d": dwconv_space}
 
 
 def _c_sources(exe: plait.Executable) -> list[str]:

@@ -39,9 +39,44 @@ from ..kernels.gemm import ACT_GELU, ACT_GELU_TANH
 from ..kernels.registry import record_calls
 from ..kernels.wrapper import emit_call
 from ..shapes import float_shape, is_static_shape
-from ..tuning import DWCONV_LAYOUTS, Chooser, call_key, dwconv_space
+from ..tuning import Chooser, call_key
+from ..tuning.space import Choice, SearchSpace, register_space, thread_values
 from .common import fused_span
 from .gemm import ProductPlan, epilogue_step, extend_epilogue
+
+DWCONV_LAYOUTS = {"auto": 0, "planes": 1, "lanes": 2, "rows": 3}
+"""The layouts of ``plait_dwconv2d`` and their values of ``plait_dwconv2d_desc.layout``
+(``PLAIT_DW_LAYOUT_*``)."""
+
+DWCONV_MIN_PARALLEL = 131072
+"""The work (multiply-adds) from which ``plait_dwconv2d`` runs on several threads."""
+
+
+def dwconv_space(desc: dict[str, Any], threads: int) -> SearchSpace | None:
+    """The search space of a grouped convolution of static shape (``desc``: the fields
+    of ``plait_dwconv2d_desc``): ``layout`` (``auto``, the default: the kernel's own
+    rule, which depends on the vector width of the ISA copy; ``planes``; ``lanes`` and
+    ``rows`` where the kernel can take them) and ``threads`` (0: all, the default);
+    None when the batch or the image is symbolic."""
+    if any(type(desc[k]) is not int for k in ("N", "H", "W", "OH", "OW")):
+        return None
+    cg, og = desc["C"] // desc["G"], desc["O"] // desc["G"]
+    layouts = ["auto", "planes"]
+    if cg == 1 and og == 1:
+        layouts.append("lanes")
+    if (cg == 1 and og == 1 and desc["SH"] == desc["SW"] and desc["SH"] in (1, 2)
+            and desc["DH"] == desc["DW"] == 1 and desc["KH"] == desc["KW"]
+            and desc["KH"] in (3, 5)):
+        layouts.append("rows")
+    work = desc["N"] * desc["O"] * desc["OH"] * desc["OW"] * desc["KH"] * desc["KW"] * cg
+    values = thread_values(threads, work >= DWCONV_MIN_PARALLEL)
+    return SearchSpace("dwconv2d", (
+        Choice("layout", tuple(layouts), "where the kernel puts the pixels and channels"),
+        Choice("threads", values, "at most this many threads (0: all)")),
+        (("layout", "auto"), ("threads", 0)))
+
+
+register_space("dwconv2d", dwconv_space)
 
 
 def _is_grouped(call: Call) -> bool:
@@ -159,5 +194,5 @@ class DispatchDepthwise:
                                   tuning_db=self.tuning_db)
 
 
-__all__ = ["GROUPED_CONV", "DispatchDepthwise", "depthwise_rule",
+__all__ = ["DWCONV_LAYOUTS", "GROUPED_CONV", "DispatchDepthwise", "depthwise_rule", "dwconv_space",
            "dispatch_depthwise", "plan_grouped_conv2d"]

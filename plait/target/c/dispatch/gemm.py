@@ -89,7 +89,8 @@ from ..kernels.registry import record_calls
 from ..kernels.winograd import winograd_weights
 from ..kernels.wrapper import NativeCall, emit_call
 from ..shapes import float_shape, is_static_shape
-from ..tuning import Chooser, call_key, conv2d_space, gemm_space
+from ..tuning import Chooser, call_key
+from ..tuning.space import Choice, SearchSpace, register_space, thread_values
 from .common import fused_span
 
 OPS = ("conv2d", "linear", "matmul")
@@ -182,6 +183,54 @@ def pixel_rows_applies(desc: dict[str, int]) -> bool:
     if k < PIXEL_ROWS_MIN_K or p * o * k < PIXEL_ROWS_MIN_MACS:
         return False
     return _tile_rows(p) * _tile_cols(o) <= PIXEL_ROWS_RATIO * _tile_rows(o) * _tile_cols(p)
+
+
+# ------------------------------------------------------------ search spaces
+
+
+CONV2D_ALGORITHMS = ("direct", "pixel_rows", "winograd2", "winograd4")
+"""The ways the ``conv`` and ``winograd`` families compute an ungrouped convolution."""
+
+
+def conv2d_space(desc: dict[str, Any], winograd: int | str) -> SearchSpace | None:
+    """The search space of an ungrouped float32 convolution of static shape (``desc``:
+    the fields of ``plait_conv2d_desc``) under the target's ``winograd`` attribute
+    ("auto", 0, 2, 4: a forced variant leaves no choice where Winograd applies, 0 none
+    of it): ``algorithm``, one of :data:`CONV2D_ALGORITHMS`, the default
+    :func:`winograd_choice` then :func:`pixel_rows_applies`; None when the shape is not
+    static (the heuristic alone)."""
+    if any(type(desc[k]) is not int for k in ("N", "H", "W", "OH", "OW")):
+        return None
+    applies = bool(winograd) and winograd_applies(desc)
+    if applies and winograd in (2, 4):
+        algos: tuple[str, ...] = (f"winograd{int(winograd)}",)
+    else:
+        algos = ("direct", "pixel_rows") + (("winograd2", "winograd4") if applies else ())
+    wino = winograd_choice(desc, winograd)
+    default = f"winograd{wino}" if wino else "pixel_rows" if pixel_rows_applies(desc) else "direct"
+    return SearchSpace("conv2d", (Choice("algorithm", algos, "how the convolution is "
+                                         "computed"),), (("algorithm", default),))
+
+
+GEMM_MIN_PARALLEL = 1 << 18
+"""``PLAIT_GEMM_MIN_PARALLEL`` of ``plait_gemm.c``: smaller products run on one thread."""
+
+
+def gemm_space(desc: dict[str, Any], threads: int) -> SearchSpace | None:
+    """The search space of a float32 product of static sizes (``desc``: ``M``, ``N``,
+    ``K``, ``batch``...) on a machine of ``threads`` threads: ``threads``, 0 (all, the
+    default) or fewer (:func:`~plait.target.c.tuning.space.thread_values`); None when a
+    size is symbolic."""
+    if any(type(desc[k]) is not int for k in ("M", "N", "K", "batch")):
+        return None
+    work = desc["M"] * desc["N"] * max(desc["K"], 1) * desc["batch"]
+    values = thread_values(threads, work >= GEMM_MIN_PARALLEL)
+    return SearchSpace("gemm", (Choice("threads", values, "at most this many threads "
+                                       "(0: all)"),), (("threads", 0),))
+
+
+register_space("conv2d", conv2d_space)
+register_space("gemm", gemm_space)
 
 
 # ------------------------------------------------------------ call plans

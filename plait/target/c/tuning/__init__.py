@@ -5,21 +5,9 @@ database (:mod:`.db`) and the choice of each call's point at build time
 
 from .choose import TUNING_ATTR, Chooser, current_machine, database_path, thread_count
 from .db import ENV_VAR, Machine, Record, TuningDB, TuningDBError, TuningDBWarning
-from .space import (
-    CONV2D_ALGORITHMS,
-    DWCONV_LAYOUTS,
-    Choice,
-    Point,
-    SearchSpace,
-    call_key,
-    conv2d_space,
-    dwconv_space,
-    gemm_space,
-    point_text,
-)
+from .space import SPACES, Choice, Point, SearchSpace, call_key, point_text, register_space
 
-__all__ = ["CONV2D_ALGORITHMS", "DWCONV_LAYOUTS", "ENV_VAR", "TUNING_ATTR", "Choice",
-           "Chooser", "Machine", "Point", "Record", "SearchSpace", "TuningDB",
-           "TuningDBError", "TuningDBWarning", "call_key", "conv2d_space",
-           "current_machine", "database_path", "dwconv_space", "gemm_space",
-           "point_text", "thread_count"]
+__all__ = ["ENV_VAR", "SPACES", "TUNING_ATTR", "Choice", "Chooser", "Machine", "Point",
+           "Record", "SearchSpace", "TuningDB", "TuningDBError", "TuningDBWarning",
+           "call_key", "current_machine", "database_path", "point_text", "register_space",
+           "thread_count"]

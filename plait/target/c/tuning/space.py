@@ -21,16 +21,19 @@ plain ``{choice: value}`` dict (JSON in the tuning database, :mod:`.db`).
   (channels in the vector lanes; depthwise only), ``rows`` (rows read in place;
   depthwise 3x3/5x5, stride 1 or 2) — and ``threads`` as for ``gemm``.
 
-The dispatch rules (:mod:`plait.target.c.dispatch`) take a point for each call
-(:mod:`.choose`: the database's, else the default) and validate it against the space:
-a point outside it is never used.
+Each space is declared next to the heuristic it generalizes, by the dispatch rule that
+takes its points (``conv2d_space`` and ``gemm_space`` in
+:mod:`plait.target.c.dispatch.gemm`, ``dwconv_space`` in
+:mod:`plait.target.c.dispatch.depthwise`), and registered here (:data:`SPACES`).  The
+rules take a point for each call (:mod:`.choose`: the database's, else the default) and
+validate it against the space: a point outside it is never used.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,80 +107,27 @@ def point_text(point: Mapping[str, Any]) -> str:
     return json.dumps(dict(point), sort_keys=True, separators=(",", ":"))
 
 
-def _thread_values(threads: int, parallel: bool) -> tuple[int, ...]:
-    """0 (the pool's count) and the smaller thread counts, when the call can run on
-    several threads; 0 alone otherwise."""
+def thread_values(threads: int, parallel: bool) -> tuple[int, ...]:
+    """The values of a ``threads`` choice: 0 (the pool's count) and the smaller thread
+    counts, when the call can run on several threads; 0 alone otherwise."""
     if not parallel or threads < 2:
         return (0,)
     return (0, *range(1, threads))
 
 
-CONV2D_ALGORITHMS = ("direct", "pixel_rows", "winograd2", "winograd4")
-"""The ways the ``conv`` and ``winograd`` families compute an ungrouped convolution."""
+SPACES: dict[str, Callable[..., SearchSpace | None]] = {}
+"""The space of each family's call, by family name (registered by the dispatch rules
+that take the points: :func:`register_space`)."""
 
 
-def conv2d_space(desc: Mapping[str, Any], winograd: int | str) -> SearchSpace | None:
-    """The space of an ungrouped float32 convolution of static shape (``desc``: the
-    fields of ``plait_conv2d_desc``) under the target's ``winograd`` attribute ("auto",
-    0, 2, 4: a forced variant leaves no choice where Winograd applies, 0 leaves none of
-    it); None when the shape is not static."""
-    from ..dispatch.gemm import pixel_rows_applies, winograd_applies, winograd_choice
-
-    if any(type(desc[k]) is not int for k in ("N", "H", "W", "OH", "OW")):
-        return None
-    applies = bool(winograd) and winograd_applies(dict(desc))
-    if applies and winograd in (2, 4):
-        algos: tuple[str, ...] = (f"winograd{int(winograd)}",)
-    else:
-        algos = ("direct", "pixel_rows") + (("winograd2", "winograd4") if applies else ())
-    wino = winograd_choice(dict(desc), winograd)
-    default = (f"winograd{wino}" if wino else
-               "pixel_rows" if pixel_rows_applies(dict(desc)) else "direct")
-    return SearchSpace("conv2d", (Choice("algorithm", algos, "how the convolution is "
-                                         "computed"),), (("algorithm", default),))
+SpaceFn = Callable[..., "SearchSpace | None"]
 
 
-GEMM_MIN_PARALLEL = 1 << 18
-"""``PLAIT_GEMM_MIN_PARALLEL`` of ``plait_gemm.c``: smaller products run on one thread."""
-
-
-def gemm_space(desc: Mapping[str, Any], threads: int) -> SearchSpace | None:
-    """The space of a float32 product of static sizes (``desc``: ``M``, ``N``, ``K``,
-    ``batch``...) on a machine of ``threads`` threads; None when a size is symbolic."""
-    if any(type(desc[k]) is not int for k in ("M", "N", "K", "batch")):
-        return None
-    work = desc["M"] * desc["N"] * max(desc["K"], 1) * desc["batch"]
-    values = _thread_values(threads, work >= GEMM_MIN_PARALLEL)
-    return SearchSpace("gemm", (Choice("threads", values, "at most this many threads "
-                                       "(0: all)"),), (("threads", 0),))
-
-
-DWCONV_LAYOUTS = {"auto": 0, "planes": 1, "lanes": 2, "rows": 3}
-"""The layouts of ``plait_dwconv2d`` and their values of ``plait_dwconv2d_desc.layout``."""
-
-DWCONV_MIN_PARALLEL = 131072
-"""The work (multiply-adds) from which ``plait_dwconv2d`` runs on several threads."""
-
-
-def dwconv_space(desc: Mapping[str, Any], threads: int) -> SearchSpace | None:
-    """The space of a grouped convolution of static shape (``desc``: the fields of
-    ``plait_dwconv2d_desc``); None when the batch or the image is symbolic."""
-    if any(type(desc[k]) is not int for k in ("N", "H", "W", "OH", "OW")):
-        return None
-    cg, og = desc["C"] // desc["G"], desc["O"] // desc["G"]
-    layouts = ["auto", "planes"]
-    if cg == 1 and og == 1:
-        layouts.append("lanes")
-    if (cg == 1 and og == 1 and desc["SH"] == desc["SW"] and desc["SH"] in (1, 2)
-            and desc["DH"] == desc["DW"] == 1 and desc["KH"] == desc["KW"]
-            and desc["KH"] in (3, 5)):
-        layouts.append("rows")
-    work = (desc["N"] * desc["O"] * desc["OH"] * desc["OW"] * desc["KH"] * desc["KW"] * cg)
-    values = _thread_values(threads, work >= DWCONV_MIN_PARALLEL)
-    return SearchSpace("dwconv2d", (
-        Choice("layout", tuple(layouts), "where the kernel puts the pixels and channels"),
-        Choice("threads", values, "at most this many threads (0: all)")),
-        (("layout", "auto"), ("threads", 0)))
+def register_space(family: str, fn: SpaceFn) -> SpaceFn:
+    """Register ``fn`` (a call's descriptor and settings -> its space, or None) as the
+    search space of ``family``'s calls."""
+    SPACES[family] = fn
+    return fn
 
 
 def call_key(op: str, desc: Mapping[str, Any], dtype: str = "float32",
@@ -192,5 +142,5 @@ def call_key(op: str, desc: Mapping[str, Any], dtype: str = "float32",
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
-__all__ = ["CONV2D_ALGORITHMS", "DWCONV_LAYOUTS", "Choice", "Point", "SearchSpace",
-           "call_key", "conv2d_space", "dwconv_space", "gemm_space", "point_text"]
+__all__ = ["SPACES", "Choice", "Point", "SearchSpace", "call_key", "point_text",
+           "register_space", "thread_values"]
