@@ -9,8 +9,9 @@
  * inputs the library describes, runs the model once into outputs the library allocates
  * and writes each output as outdir/<output name>.npy.  --repeat N then runs N more
  * calls, alternating library-allocated and caller-provided outputs, checks that each
- * gives the same bytes as the first, and prints the time per call and the resident
- * memory (VmRSS) after the first tenth of the calls and after the last. */
+ * gives the same bytes as the first, and prints the time per call, the resident memory
+ * (VmRSS) after the first tenth of the calls and after the last, and the process's
+ * threads (the caller and the library's pool workers). */
 #define PLAIT_API_LOADER
 #include <dlfcn.h>
 #include <stdio.h>
@@ -29,14 +30,16 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static long rss_kb(void) {
+/* A field of /proc/self/status ("VmRSS:" in kB, "Threads:"), or -1. */
+static long proc_status(const char* key) {
     FILE* f = fopen("/proc/self/status", "r");
     char line[256];
-    long kb = -1;
+    long v = -1;
+    const size_t n = strlen(key);
     while (f != NULL && fgets(line, sizeof line, f) != NULL)
-        if (strncmp(line, "VmRSS:", 6) == 0) kb = strtol(line + 6, NULL, 10);
+        if (strncmp(line, key, n) == 0) v = strtol(line + n, NULL, 10);
     if (f != NULL) fclose(f);
-    return kb;
+    return v;
 }
 
 static int usage(void) {
@@ -81,14 +84,14 @@ static int repeat(const plait_api* api, void* model, const DLTensor* in, int n_i
             }
             if (alloc) got[i]->deleter(got[i]);
         }
-        if (k + 1 == calls / 10) rss_early = rss_kb();
+        if (k + 1 == calls / 10) rss_early = proc_status("VmRSS:");
     }
     const double dt = now() - t0;
     for (int i = 0; i < n_out; ++i) free(mine[i].data);
     if (rc == 0)
         printf("repeat: %ld calls, %.3f us per call, rss_kb after %ld calls %ld, after %ld "
-               "calls %ld\n", calls, 1e6 * dt / (double)calls, calls / 10, rss_early, calls,
-               rss_kb());
+               "calls %ld, threads %ld\n", calls, 1e6 * dt / (double)calls, calls / 10,
+               rss_early, calls, proc_status("VmRSS:"), proc_status("Threads:"));
     return rc;
 }
 

@@ -110,6 +110,24 @@ def test_library_outputs_equal_the_vm_bit_for_bit(models: dict[str, dict[str, An
         np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL)
 
 
+def test_num_threads_caps_the_pool(models: dict[str, dict[str, Any]],
+                                   runners: dict[str, Path]) -> None:
+    """The CNN's products run on the pool: with the option num_threads 1 the process
+    never starts a worker (one thread), by default (PLAIT_NUM_THREADS=2) it does; the
+    bytes are the same."""
+    m = models["cnn"]
+    threads = {}
+    for option in ("1", "0"):
+        res = m["dir"] / f"res-threads{option}"
+        res.mkdir()
+        r = run([runners["plain"], m["lib"].shared, m["dir"] / "x.npy", "-o", res,
+                 "--threads", option, "--repeat", "4"])
+        assert r.returncode == 0, r.stderr
+        threads[option] = int(re.search(r"threads (\d+)", r.stdout)[1])
+        assert _outputs(res).tobytes() == m["vm"][0].tobytes()
+    assert threads == {"1": 1, "0": 2}, threads
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_sanitizers_report_nothing(models: dict[str, dict[str, Any]], runners: dict[str, Path],
                                    name: str) -> None:
