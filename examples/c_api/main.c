@@ -11,7 +11,8 @@
  * calls, alternating library-allocated and caller-provided outputs, checks that each
  * gives the same bytes as the first, and prints the time per call, the resident memory
  * (VmRSS) after the first tenth of the calls and after the last, and the process's
- * threads (the caller and the library's pool workers). */
+ * threads (the caller and the library's pool workers); and, before them, the times
+ * of dlopen, create and the first call. */
 #define PLAIT_API_LOADER
 #include <dlfcn.h>
 #include <stdio.h>
@@ -112,7 +113,9 @@ int main(int argc, char** argv) {
         else return usage();
     }
     if (lib == NULL || outdir == NULL) return usage();
+    const double t_open = now();
     void* handle = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    const double t_opened = now();
     if (handle == NULL) {
         fprintf(stderr, "cannot load %s: %s\n", lib, dlerror());
         return 1;
@@ -136,7 +139,9 @@ int main(int argc, char** argv) {
     opt.weights_path = weights;
     void* model = NULL;
     char err[512];
+    const double t_create = now();
     int32_t st = api.create(&opt, &model, err, sizeof err);
+    const double t_created = now();
     if (st != PLAIT_OK) {
         fprintf(stderr, "create: %s: %s\n", api.status_name(st), err);
         return 1;
@@ -158,6 +163,7 @@ int main(int argc, char** argv) {
         in[i].shape = arrays[i].shape;
     }
     DLManagedTensor* out[MAX_TENSORS];
+    const double t_run = now();
     if (rc == 0 && (st = api.run_alloc(model, in, n_in, out, n_out)) != PLAIT_OK) {
         fprintf(stderr, "run: %s: %s\n", api.status_name(st), api.last_error(model));
         rc = 1;
@@ -173,7 +179,12 @@ int main(int argc, char** argv) {
             rc = 1;
         }
     }
-    if (rc == 0 && calls > 0) rc = repeat(&api, model, in, n_in, out, n_out, calls);
+    const double t_ran = now();
+    if (rc == 0 && calls > 0) {
+        printf("load: dlopen %.1f us, create %.1f us, first call %.1f us\n",
+               1e6 * (t_opened - t_open), 1e6 * (t_created - t_create), 1e6 * (t_ran - t_run));
+        rc = repeat(&api, model, in, n_in, out, n_out, calls);
+    }
     if (rc == 0 || st == PLAIT_OK)
         for (int i = 0; i < n_out && st == PLAIT_OK; ++i) out[i]->deleter(out[i]);
     for (int i = 0; i < n_read; ++i) npy_free(&arrays[i]);

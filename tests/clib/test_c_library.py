@@ -265,3 +265,20 @@ def test_valgrind_reports_no_error(tiny: dict[str, Any], runners: dict[str, Path
              work / "vg-x.npy", "-o", res, "--repeat", "4"], timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "ERROR SUMMARY: 0 errors" in r.stderr
+
+
+def test_an_executable_exports_from_the_graph_it_keeps(runners: dict[str, Path], work: Path
+                                                       ) -> None:
+    """``export_library(exe, ...)`` builds the graph the executable keeps again: the
+    library's outputs are the executable's, bit for bit."""
+    exe = plait.build(from_onnx(TINY), "c")
+    lib = plait.export_library(exe, work / "from-exe", name="tiny_exe")
+    assert lib.weights is None and lib.shared.name == "libtiny_exe.so"
+    x = sample((2, 64), 4)
+    np.save(work / "exe-x.npy", x)
+    res = work / "exe-res"
+    res.mkdir()
+    r = run([runners["plain"], lib.shared, work / "exe-x.npy", "-o", res])
+    assert r.returncode == 0, r.stderr
+    want = VirtualMachine(exe)["main"](x)
+    assert np.load(res / "output0.npy").tobytes() == want.tobytes()

@@ -22,6 +22,7 @@ binutils are the compiler's (``aarch64-linux-gnu-objcopy`` next to
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -73,16 +74,14 @@ class ModelLibrary:
 
 def _tool(cc_path: str, name: str) -> str:
     """The binutils program ``name`` that goes with the compiler: its target prefix's
-    (``aarch64-linux-gnu-ar``), else the one on PATH."""
+    (``aarch64-linux-gnu-ar`` for ``aarch64-linux-gnu-gcc-12``), else the one on PATH."""
     base = os.path.basename(cc_path)
-    for suffix in ("gcc", "cc", "clang"):
-        if base.endswith(suffix) and base != suffix:
-            prefixed = os.path.join(os.path.dirname(cc_path), base[: -len(suffix)] + name)
-            if os.access(prefixed, os.X_OK):
-                return prefixed
-            found = shutil.which(base[: -len(suffix)] + name)
-            if found:
-                return found
+    m = re.fullmatch(r"(?P<prefix>.+-)(?:gcc|cc|clang)(?:-[\d.]+)?", base)
+    if m:
+        for candidate in (os.path.join(os.path.dirname(cc_path), m["prefix"] + name),
+                          shutil.which(m["prefix"] + name)):
+            if candidate and os.access(candidate, os.X_OK):
+                return candidate
     found = shutil.which(name) or (shutil.which("llvm-" + name) if "clang" in base else None)
     if found is None:
         raise LibraryLinkError(f"cannot write a static library: no {name!r} found next to "
