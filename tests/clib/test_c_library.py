@@ -17,6 +17,7 @@ point is refused with the reason.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -145,8 +146,14 @@ def tiny(work: Path) -> dict[str, Any]:
     """The tiny MLP (batch in [1, 8]) with its weights in a side file: the library made
     by the command line (plain API), and one with a sanitized API."""
     d = work / "tiny"
-    assert cli_main(["compile", str(TINY), "--emit", "library", "-o", str(d / "cli"),
-                     "--name", "tiny", "--weights", "file"]) == 0
+    d.mkdir()
+    here = os.getcwd()
+    os.chdir(d)
+    try:   # (-o relative to the working directory)
+        assert cli_main(["compile", str(TINY), "--emit", "library", "-o", "cli", "--name",
+                         "tiny", "--weights", "file"]) == 0
+    finally:
+        os.chdir(here)
     _, built = build_once(str(TINY), {"dim_ranges": {"batch": (1, 8)}})
     return {"dir": d, "cli": d / "cli",
             "asan": export(built, d / "asan", "tiny", weights="file", output_names=["output"],
@@ -282,3 +289,50 @@ def test_an_executable_exports_from_the_graph_it_keeps(runners: dict[str, Path],
     assert r.returncode == 0, r.stderr
     want = VirtualMachine(exe)["main"](x)
     assert np.load(res / "output0.npy").tobytes() == want.tobytes()
+
+
+def _two_outputs_model(path: Path) -> None:
+    """x float32[n, 8], k int64[n, 5] -> (int64(x @ W) + k, relu(x @ W))."""
+    import onnx
+    from onnx import TensorProto as TP
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    w = numpy_helper.from_array(sample((8, 5), 5), "W")
+    g = h.make_graph(
+        [h.make_node("MatMul", ["x", "W"], ["m"]), h.make_node("Relu", ["m"], ["b_out"]),
+         h.make_node("Cast", ["m"], ["c"], to=TP.INT64), h.make_node("Add", ["c", "k"],
+                                                                     ["a_out"])],
+        "two", [h.make_tensor_value_info("x", TP.FLOAT, ["n", 8]),
+                h.make_tensor_value_info("k", TP.INT64, ["n", 5])],
+        [h.make_tensor_value_info("a_out", TP.INT64, ["n", 5]),
+         h.make_tensor_value_info("b_out", TP.FLOAT, ["n", 5])], [w])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 9
+    onnx.save(m, path)
+
+
+def test_two_inputs_and_two_outputs_of_two_dtypes(runners: dict[str, Path], work: Path
+                                                   ) -> None:
+    """Inputs and outputs keep their order, names and dtypes (int64 among them); two
+    inputs that disagree on their symbolic size are refused, naming both."""
+    d = work / "two"
+    d.mkdir()
+    _two_outputs_model(d / "two.onnx")
+    exe = plait.build(from_onnx(d / "two.onnx"), "c")
+    lib = plait.export_library(from_onnx(d / "two.onnx"), d / "out", name="two",
+                               output_names=["a_out", "b_out"])
+    x, k = sample((3, 8), 6), np.arange(15, dtype=np.int64).reshape(3, 5)
+    np.save(d / "x.npy", x)
+    np.save(d / "k.npy", k)
+    np.save(d / "k2.npy", k[:2])
+    r = run([runners["plain"], lib.shared, d / "x.npy", d / "k.npy", "-o", d])
+    assert r.returncode == 0, r.stderr
+    a, b = VirtualMachine(exe)["main"](x, k)
+    assert np.load(d / "a_out.npy").dtype == np.int64
+    assert np.load(d / "a_out.npy").tobytes() == a.tobytes()
+    assert np.load(d / "b_out.npy").tobytes() == b.tobytes()
+    r = run([runners["plain"], lib.shared, d / "x.npy", d / "k2.npy", "-o", d])
+    assert r.returncode == 1
+    assert ("run: PLAIT_ERR_SHAPE: input 'k' dimension 0 is 2 but the symbolic size 'n' is 3 "
+            "(input 'x' dimension 0)") in r.stderr

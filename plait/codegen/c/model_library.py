@@ -131,7 +131,7 @@ def write_model_library(
     api = replace(api, entry_symbol=emitted.symbols[api.program.name])
     n = api.name
     header, source = emit_header(api), emit_source(api)
-    out = Path(out_dir)
+    out = Path(out_dir).resolve()   # (the tools run in a folder of their own)
     out.mkdir(parents=True, exist_ok=True)
     files = dict(emitted.files)
     files[f"{n}_api.c"] = source
