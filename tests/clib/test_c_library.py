@@ -43,6 +43,7 @@ from clib_helpers import (  # noqa: E402
 
 import plait  # noqa: E402
 from plait.cli import main as cli_main  # noqa: E402
+from plait.codegen.c.model_library import API_FUNCTIONS  # noqa: E402
 from plait.frontend import from_onnx  # noqa: E402
 from plait.runtime import VirtualMachine  # noqa: E402
 
@@ -336,3 +337,60 @@ def test_two_inputs_and_two_outputs_of_two_dtypes(runners: dict[str, Path], work
     assert r.returncode == 1
     assert ("run: PLAIT_ERR_SHAPE: input 'k' dimension 0 is 2 but the symbolic size 'n' is 3 "
             "(input 'x' dimension 0)") in r.stderr
+
+
+def test_the_library_needs_nothing_but_the_c_library(models: dict[str, dict[str, Any]]
+                                                     ) -> None:
+    """No Python inside: the shared library's NEEDED entries are the C library's alone
+    (libc and the dynamic loader; libm, libpthread, libdl on old glibc), and it exports
+    only the API."""
+    lib = models["cnn"]["lib"].shared
+    r = run(["readelf", "-d", "--dyn-syms", "-W", lib])
+    assert r.returncode == 0, r.stderr
+    needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", r.stdout))
+    assert needed and all(re.fullmatch(r"(lib(c|m|pthread|dl)|ld-linux[-\w]*)\.so\.\d+", n)
+                          for n in needed), needed
+    exported = {line.split()[-1] for line in r.stdout.splitlines()
+                if " GLOBAL " in line and " DEFAULT " in line and " UND " not in line}
+    assert exported == {f"cnn_{f}" for f in API_FUNCTIONS} | {"plait_library_name"}, exported
+
+
+def _gather_model(path: Path) -> None:
+    """i int64[n] -> relu(take(W, i, axis=0)) with W of 10 rows."""
+    import onnx
+    from onnx import TensorProto as TP
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    w = numpy_helper.from_array(sample((10, 4), 7), "W")
+    g = h.make_graph([h.make_node("Gather", ["W", "i"], ["g"], axis=0),
+                      h.make_node("Relu", ["g"], ["out"])], "gather",
+                     [h.make_tensor_value_info("i", TP.INT64, ["n"])],
+                     [h.make_tensor_value_info("out", TP.FLOAT, ["n", 4])], [w])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 9
+    onnx.save(m, path)
+
+
+def test_an_index_out_of_range_is_a_kernel_error(runners: dict[str, Path], work: Path
+                                                 ) -> None:
+    """A gather index out of range fails the kernel (the c target's
+    out_of_range_indices="raise"): PLAIT_ERR_KERNEL with the kernel's status; the
+    indices in range give numpy's rows."""
+    d = work / "gather"
+    d.mkdir()
+    _gather_model(d / "gather.onnx")
+    lib = plait.export_library(from_onnx(d / "gather.onnx"), d / "out", name="gather",
+                               output_names=["out"])
+    np.save(d / "ok.npy", np.array([9, 0, 3], np.int64))
+    np.save(d / "bad.npy", np.array([1, 10], np.int64))
+    r = run([runners["plain"], lib.shared, d / "ok.npy", "-o", d])
+    assert r.returncode == 0, r.stderr
+    import onnx
+    from onnx import numpy_helper
+
+    w = numpy_helper.to_array(onnx.load(d / "gather.onnx").graph.initializer[0])
+    np.testing.assert_array_equal(np.load(d / "out.npy"), np.maximum(w[[9, 0, 3]], 0))
+    r = run([runners["plain"], lib.shared, d / "bad.npy", "-o", d])
+    assert r.returncode == 1
+    assert "run: PLAIT_ERR_KERNEL: the model's kernels failed with status 2" in r.stderr

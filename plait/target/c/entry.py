@@ -20,7 +20,9 @@ A function qualifies when
   ``call_dps`` of functions of the native library: the module's kernels and the
   functions of its C sources (``plait_gemm`` and friends, user C), without attributes;
   tuples, items and variables are followed at compile time;
-* it makes at least :data:`MIN_CALLS` native calls (one call gains nothing).
+* it makes at least :data:`MIN_CALLS` native calls (one call gains nothing on the VM;
+  ``SingleEntry(min_calls=1)``, which ``plait.export_library`` runs again on a model of
+  one call, takes it too: a C library runs nothing but entry points).
 
 It does not qualify when it calls a packed function run by Python (``numpy.*``,
 ``blas.*``, ``vm.builtin.*``, an external codegen's runtime module), another graph
@@ -189,8 +191,10 @@ class _Plan:
 
 class _Analysis:
     def __init__(self, fname: str, func: Function, kernels: Mapping[str, Kernel],
-                 cfuncs: Mapping[str, CFunction], graph_functions: set[str]) -> None:
+                 cfuncs: Mapping[str, CFunction], graph_functions: set[str],
+                 min_calls: int = MIN_CALLS) -> None:
         self.fname = fname
+        self.min_calls = min_calls
         self.func = func
         self.kernels = kernels
         self.cfuncs = cfuncs
@@ -227,7 +231,7 @@ class _Analysis:
                                "(packed functions run in Python)")
         result = self.value(body.body, "the returned value")
         self.check_result(result)
-        if len(self.steps) < MIN_CALLS:
+        if len(self.steps) < self.min_calls:
             raise NotQualified(f"it makes {len(self.steps)} native call(s): an entry point "
                                "saves nothing")
         return _Plan(self.steps, self.constants, self.allocs, self.storage_bytes, result)
@@ -515,6 +519,10 @@ def _entries_of(mod: IRModule) -> dict[str, str]:
 class SingleEntry:
     """Run each function of static shapes and native calls as one native call."""
 
+    def __init__(self, min_calls: int = MIN_CALLS) -> None:
+        super().__init__()
+        self.min_calls = int(min_calls)
+
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
         attrs = getattr(mod.target, "attrs", None) or {}
         enabled = bool(attrs.get("single_entry", True))
@@ -535,7 +543,7 @@ class SingleEntry:
                                            "single_entry=False"}
                 continue
             try:
-                plan = _Analysis(fname, func, kernels, cfuncs, graph).run()
+                plan = _Analysis(fname, func, kernels, cfuncs, graph, self.min_calls).run()
             except NotQualified as e:
                 report[fname] = {"reason": str(e)}
                 continue

@@ -32,7 +32,7 @@ from plait.ir.facts import DIM_RANGES, check_dim_ranges
 from plait.ir.module import IRModule
 
 from .build import ENTRIES_ATTR, c_sources, module_kernels, target_options
-from .entry import REPORT_KEY
+from .entry import REPORT_KEY, SingleEntry
 
 
 class LibraryExportError(PlaitError, ValueError):
@@ -82,6 +82,11 @@ def _weights(constants: Sequence[Constant]) -> tuple[bytes, tuple[int, ...]]:
     return bytes(blob), tuple(offsets)
 
 
+def _report(mod: IRModule, function: str) -> dict[str, Any] | None:
+    """``c.SingleEntry``'s report on ``function`` (None: not analyzed)."""
+    return ((mod.attrs.get("runtime_attrs") or {}).get(REPORT_KEY) or {}).get(function)
+
+
 def export_built_module(
     mod: IRModule,
     out_dir: str | os.PathLike[str],
@@ -101,7 +106,12 @@ def export_built_module(
         raise LibraryExportError(f"weights={weights!r}: use 'embed' (inside the library) or "
                                  "'file' (a side file <name>.weights mapped at load time)")
     where = f"function {function!r}"
-    report = ((mod.attrs.get("runtime_attrs") or {}).get(REPORT_KEY) or {}).get(function)
+    report = _report(mod, function)
+    if report is not None and "reason" in report:
+        # a function of one native call has no entry point on the VM (it saves nothing
+        # there); a library runs nothing else
+        mod = SingleEntry(min_calls=1)(mod)
+        report = _report(mod, function)
     if report is None:
         raise LibraryExportError(
             f"{where}: the module has no such function built for the c target with native "
