@@ -18,6 +18,16 @@ is large enough).  Static tensors are the class ``M = 1``.  A tensor whose size 
 a multiple of one monomial (a sum such as ``n + 3``), or names a size that no parameter
 binds (one a ``match_cast`` introduces), keeps its own allocation.
 
+**At the range maximum** (``PlanMemory(at_range_max=True)``, or the target attribute
+``memory_at_range_max=True``: ``plait.build(mod, Target("c", memory_at_range_max=True))``).
+When the module's ``dim_ranges`` fact gives the sizes a tensor's shape names an upper
+bound (and the function's parameters bind them: the VM and the C API refuse an argument
+outside its range before anything runs), the tensor is planned as a static one of its
+largest byte size (``symbolic.bounds`` under the ranges): every such tensor, sums of
+sizes (``n + m``) included, shares the one static arena, allocated once at the size the
+largest call needs and never again.  Tensors that name an unbounded size are planned as
+above.
+
 The function gets the attributes ``planned_bytes`` (static arena size plus the static
 allocations that were not planned) and ``naive_bytes`` (the sum of every static
 allocation, what a plan-free run would hold at once in the worst case); symbolic
@@ -29,6 +39,7 @@ Each tensor placed in the arena is a site of the debug counter
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
@@ -48,6 +59,7 @@ from ..ir.expr import (
     new_call,
     new_var_binding,
 )
+from ..ir.facts import DimRange, dim_ranges
 from ..ir.types import ObjectType, TensorType
 from ..ir.visitor import NON_VAR_LEAVES, used_vars
 from ..op.registry import make_call
@@ -75,6 +87,19 @@ def _nbytes(ty: TensorType) -> int:
     return n * size
 
 
+
+
+def _size_at_max(ty: object, bound: set[str], ranges: Mapping[str, DimRange]) -> int | None:
+    """The largest byte size of a tensor type of symbolic shape when every size it names
+    is bound by a parameter and has an upper bound in ``ranges``; else None."""
+    if not isinstance(ty, TensorType) or ty.shape is None or ty.dtype is None:
+        return None
+    total = sym.mul(sym.product(ty.shape), np.dtype(ty.dtype).itemsize)
+    names = sym.free_symbols(total)
+    if not names <= bound or any(ranges.get(n, (0, None))[1] is None for n in names):
+        return None
+    hi = sym.bounds(total, ranges)[1]
+    return int(hi) if hi != float("inf") else None
 
 
 def _symbolic_size(ty: object, bound: set[str]) -> tuple[object, object, int] | None:
@@ -173,8 +198,10 @@ def _is_alloc(value: object) -> bool:
     )
 
 
-def plan_function(func: Function) -> Function:
-    """``func`` with its static intermediate tensors placed in one arena."""
+def plan_function(func: Function, at_max: Mapping[str, DimRange] | None = None) -> Function:
+    """``func`` with its intermediate tensors placed in arenas; with ``at_max`` (the
+    module's ranges) tensors of bounded symbolic sizes are placed at their largest
+    size in the static arena."""
     body = func.body
     if not isinstance(body, SeqExpr) or len(body.blocks) != 1:
         return func
@@ -206,7 +233,9 @@ def plan_function(func: Function) -> Function:
                     if isinstance(ty, TensorType) and ty.is_static:
                         info: tuple | None = (None, 1, _nbytes(ty))
                     else:
-                        info = _symbolic_size(ty, bound)
+                        most = _size_at_max(ty, bound, at_max) if at_max else None
+                        info = (None, 1, most) if most is not None else \
+                            _symbolic_size(ty, bound)
                     hit = sizes[id(ty)] = (ty, info)  # keeps ty alive: its id stays its own
                 info = hit[1]
                 if info is not None:
@@ -344,7 +373,16 @@ class PlanMemory:
     """Place intermediate tensors in arenas sized at build or at run time (symbolic sizes).
 
     One arena for static sizes, one per class of symbolic sizes; tensors share bytes
-    when their lifetimes do not overlap."""
+    when their lifetimes do not overlap.  ``at_range_max=True`` (default: the target's
+    ``memory_at_range_max`` attribute, False) plans tensors of sizes with upper bounds
+    (the ``dim_ranges`` fact) at their largest size in the static arena."""
+
+    def __init__(self, at_range_max: bool | None = None) -> None:
+        self.at_range_max = at_range_max
 
     def transform_function(self, func, mod, ctx):  # type: ignore[no-untyped-def]
-        return plan_function(func)
+        at_max = self.at_range_max
+        if at_max is None:
+            target = mod.attrs.get("target")
+            at_max = bool(getattr(target, "attrs", {}).get("memory_at_range_max", False))
+        return plan_function(func, dim_ranges(mod) if at_max else None)

@@ -97,3 +97,48 @@ def test_a_storage_size_naming_an_unbound_size_is_refused(bad: str) -> None:
     fn.instructions[first] = AllocStorage(fn.instructions[first].dst, bad)
     with pytest.raises(ExecutableFormatError, match=r"alloc_storage|size"):
         exe.validate()
+
+
+@pytest.mark.parametrize("target", ["numpy", "c"])
+def test_at_the_range_maximum_every_intermediate_is_in_one_static_arena(target: str) -> None:
+    """``memory_at_range_max``: with ``n`` in [1, 16] and ``m`` in [1, 8] every
+    intermediate (the ``(n + m, 4)`` concatenation too, which has no storage of its own
+    otherwise) is placed in one arena of a build-time size, at most what the largest
+    call holds at once; the results match numpy at sizes up to the maxima, and a size
+    past its range is refused before anything runs."""
+    from plait.ir.facts import with_dim_ranges
+    from plait.runtime import VMInputError
+
+    mod = with_dim_ranges(_module(), {"n": (1, 16), "m": (1, 8)})
+    exe = plait.build(mod, plait.Target(target, memory_at_range_max=True))
+    text = exe.as_text()
+    sizes = {int(s) for s in re.findall(r"alloc_storage (\d+)\s*$", text, re.M)}
+    assert re.findall(r"alloc_storage (.+)", text) and len(sizes) == 1, text
+    # two (16, 64) float32 tensors alive at once: 8 KiB; a naive run holds 5 of them
+    assert sizes == {2 * 16 * 64 * 4}, text
+    own = re.findall(r"alloc_tensor ([^\n]*\)\s+\w+)\s*$", text, re.M)
+    assert set(own) == {"(m + n, 4) float32"}, text   # only results, which are returned
+    assert re.search(r"alloc_tensor \(m \+ n, 4\) float32 in %\d+\+\d+", text), text
+    vm = VirtualMachine(exe)
+    rng = np.random.default_rng(0)
+    for n, m in ((1, 2), (16, 8), (3, 4), (16, 1)):
+        x = rng.standard_normal((n, 64)).astype(np.float32)
+        y = rng.standard_normal((m, 4)).astype(np.float32)
+        np.testing.assert_allclose(vm["main"](x, y), _reference(x, y), rtol=1e-6, atol=1e-6)
+    with pytest.raises(VMInputError, match=r"outside the range \[1, 16\]"):
+        vm["main"](np.zeros((17, 64), np.float32), np.zeros((2, 4), np.float32))
+
+
+def test_a_size_without_an_upper_bound_keeps_the_run_time_plan() -> None:
+    """``m`` unbounded: the ``(n, ...)`` tensors go to the static arena at ``n``'s
+    maximum, the concatenation of ``n + m`` rows keeps its own allocation."""
+    from plait.ir.facts import with_dim_ranges
+
+    mod = with_dim_ranges(_module(), {"n": (1, 16), "m": (1, None)})
+    exe = plait.build(mod, plait.Target("numpy", memory_at_range_max=True))
+    text = exe.as_text()
+    assert re.findall(r"alloc_storage (.+)", text) == [str(2 * 16 * 64 * 4)], text
+    own = re.findall(r"alloc_tensor ([^\n]*\)\s+\w+)\s*$", text, re.M)
+    assert own == ["(m + n, 4) float32"] * 2, text   # the concatenation and the result
+    x, y = np.ones((5, 64), np.float32), np.ones((40, 4), np.float32)
+    np.testing.assert_allclose(VirtualMachine(exe)["main"](x, y), _reference(x, y), rtol=1e-6)
