@@ -132,12 +132,16 @@ def _parser() -> argparse.ArgumentParser:
 
     comp = sub.add_parser("compile", help="compile a model into an executable file")
     comp.add_argument("model", help="a .onnx model, a .pt2 exported program or a "
-                                     ".plait.py module")
-    comp.add_argument("-o", "--output", required=True, help="the executable to write (.plx)")
+                                     ".plait.py module (with --emit library also a .plx "
+                                     "that keeps its graph)")
+    comp.add_argument("-o", "--output", required=True,
+                      help="the executable to write (.plx); with --emit library, the "
+                           "library's folder")
     common(comp)
     comp.add_argument("--allow-native", action="store_true",
-                      help="load a .pt2 (unpickled: it can run code; only for files whose "
-                           "origin you trust)")
+                      help="load a .pt2 (unpickled: it can run code), or build the graph "
+                           "of a .plx not signed by this machine (--emit library; only for "
+                           "files whose origin you trust)")
     comp.add_argument("--emit", choices=("executable", "library"), default="executable",
                       help="library: write a C library into the folder -o names "
                            "(lib<name>.so, lib<name>.a, <name>.h; docs/c_api.md)")
@@ -423,6 +427,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
         outs = output_names(ep)
     elif kind == "text":
         mod = parse_text(args.model)
+    elif args.emit == "library":   # a .plx: the graph it keeps, built again
+        from .runtime import Executable
+
+        try:
+            mod = Executable.load(args.model, allow_native=args.allow_native)
+        except Exception as e:
+            raise CliError(f"{args.model}: cannot load the executable: {first_line(e)}") from None
+        from .session import recorded_output_names
+
+        outs = recorded_output_names(mod) or None
     else:
         raise CliError(f"{args.model} is already an executable")
     if args.emit == "library":

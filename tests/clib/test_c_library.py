@@ -45,7 +45,7 @@ import plait  # noqa: E402
 from plait.cli import main as cli_main  # noqa: E402
 from plait.codegen.c.model_library import API_FUNCTIONS  # noqa: E402
 from plait.frontend import from_onnx  # noqa: E402
-from plait.runtime import VirtualMachine  # noqa: E402
+from plait.runtime import Executable, VirtualMachine  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None or shutil.which("make") is None,
                                 reason="needs cc and make (the example's Makefile)")
@@ -394,3 +394,20 @@ def test_an_index_out_of_range_is_a_kernel_error(runners: dict[str, Path], work:
     r = run([runners["plain"], lib.shared, d / "bad.npy", "-o", d])
     assert r.returncode == 1
     assert "run: PLAIT_ERR_KERNEL: the model's kernels failed with status 2" in r.stderr
+
+
+def test_a_saved_executable_becomes_a_library_on_the_command_line(
+        runners: dict[str, Path], work: Path) -> None:
+    """``plait compile m.plx --emit library`` builds the graph the file keeps: the
+    outputs are the file's own, named as the file records them."""
+    d = work / "plx"
+    d.mkdir()
+    assert cli_main(["compile", str(TINY), "-o", str(d / "tiny.plx")]) == 0
+    assert cli_main(["compile", str(d / "tiny.plx"), "--emit", "library", "-o",
+                     str(d / "out")]) == 0
+    x = sample((4, 64), 8)
+    np.save(d / "x.npy", x)
+    r = run([runners["plain"], d / "out" / "libtiny.so", d / "x.npy", "-o", d])
+    assert r.returncode == 0, r.stderr
+    want = VirtualMachine(Executable.load(d / "tiny.plx"))["main"](x)
+    assert np.load(d / "output.npy").tobytes() == want.tobytes()
