@@ -3,19 +3,24 @@ library, compiling the example runner, running C programs."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from plait.codegen.c.model_library import ModelLibrary
+from plait.codegen.c.variants import host_arch
 from plait.codegen.vm_codegen import vm_codegen
 from plait.frontend import from_onnx
 from plait.pipeline import build_pipeline
-from plait.runtime import Executable
+from plait.runtime import Executable, VirtualMachine
 from plait.target import Target
 from plait.target.c.library_export import export_built_module
 
@@ -88,3 +93,49 @@ def assert_clean(r: subprocess.CompletedProcess[str]) -> None:
 
 def sample(shape: tuple[int, ...], seed: int) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _library(d: Path, name: str) -> ModelLibrary:
+    weights = d / f"{name}.weights"
+    return ModelLibrary(d / f"lib{name}.so", d / f"lib{name}.a", d / f"{name}.h",
+                        d / "dlpack.h", weights if weights.exists() else None, host_arch())
+
+
+def shared_models(root: Path, sanitize: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """The three models built and exported once per test run, by whichever xdist worker
+    comes first (the others wait on a lock and read the files): per model its ONNX
+    path, input, the VM's output, its plain library and one whose API is compiled
+    with ``sanitize``."""
+    root = root / "clib-models"
+    with _locked(root / ".lock"):
+        if not (root / "done").exists():
+            for name, (path, options, shape) in onnx_models(root / "onnx").items():
+                exe, built = build_once(path, options)
+                x = sample(shape, 1)
+                want = VirtualMachine(exe)["main"](x)
+                d = root / name
+                d.mkdir(exist_ok=True)
+                np.save(d / "x.npy", x)
+                np.save(d / "vm.npy", want[0] if isinstance(want, tuple) else want)
+                (d / "path").write_text(path)
+                export(built, d / "plain", name, output_names=["output"])
+                export(built, d / "asan", name, output_names=["output"], api_flags=sanitize)
+            (root / "done").write_text("")
+    out = {}
+    for name in ("cnn", "transformer", "int8"):
+        d = root / name
+        out[name] = {"path": (d / "path").read_text(), "x": np.load(d / "x.npy"),
+                     "vm": (np.load(d / "vm.npy"),), "lib": _library(d / "plain", name),
+                     "asan": _library(d / "asan", name), "dir": d}
+    return out

@@ -36,14 +36,15 @@ from clib_helpers import (  # noqa: E402
     build_once,
     compile_runner,
     export,
-    onnx_models,
     run,
     sample,
+    shared_models,
 )
 
 import plait  # noqa: E402
 from plait.cli import main as cli_main  # noqa: E402
-from plait.codegen.c.model_library import API_FUNCTIONS  # noqa: E402
+from plait.codegen.c.c_api import emit_common_header  # noqa: E402
+from plait.codegen.c.model_library import API_FUNCTIONS, dlpack_header_text  # noqa: E402
 from plait.frontend import from_onnx  # noqa: E402
 from plait.runtime import Executable, VirtualMachine  # noqa: E402
 
@@ -61,30 +62,22 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def models(work: Path) -> dict[str, dict[str, Any]]:
-    """Each model built once; its plain library and one whose API is sanitized; its
-    input as .npy and the VM's outputs."""
-    out: dict[str, dict[str, Any]] = {}
-    for name, (path, options, shape) in onnx_models(work / "onnx").items():
-        exe, built = build_once(path, options)
-        x = sample(shape, 1)
-        want = VirtualMachine(exe)["main"](x)
-        d = work / name
-        d.mkdir()
-        np.save(d / "x.npy", x)
-        out[name] = {
-            "path": path, "x": x, "vm": want if isinstance(want, tuple) else (want,),
-            "lib": export(built, d / "plain", name, output_names=["output"]),
-            "asan": export(built, d / "asan", name, output_names=["output"],
-                           api_flags=SANITIZE),
-            "dir": d,
-        }
-    return out
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Each model built once per run (shared by the xdist workers); its plain library
+    and one whose API is sanitized; its input as .npy and the VM's outputs."""
+    base = tmp_path_factory.getbasetemp()
+    return shared_models(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base,
+                         SANITIZE)
 
 
 @pytest.fixture(scope="module")
-def runners(work: Path, models: dict[str, dict[str, Any]]) -> dict[str, Path]:
-    include = models["cnn"]["lib"].header.parent   # plait_c_api.h and dlpack.h
+def runners(work: Path) -> dict[str, Path]:
+    """examples/c_api's runner, plain and sanitized (it needs the headers every library
+    comes with, plait_c_api.h and dlpack.h, not a model's)."""
+    include = work / "include"
+    include.mkdir()
+    (include / "plait_c_api.h").write_text(emit_common_header())
+    (include / "dlpack.h").write_text(dlpack_header_text())
     return {"plain": compile_runner(work / "runner", include),
             "asan": compile_runner(work / "runner-asan", include, SANITIZE)}
 
@@ -95,10 +88,10 @@ def _outputs(d: Path) -> np.ndarray:
 
 @pytest.mark.parametrize("name", MODELS)
 def test_library_outputs_equal_the_vm_bit_for_bit(models: dict[str, dict[str, Any]],
-                                                  runners: dict[str, Path], name: str) -> None:
+                                                  runners: dict[str, Path], name: str,
+                                                  tmp_path: Path) -> None:
     m = models[name]
-    res = m["dir"] / "res"
-    res.mkdir()
+    res = tmp_path
     r = run([runners["plain"], m["lib"].shared, m["dir"] / "x.npy", "-o", res])
     assert r.returncode == 0, r.stderr
     got, want = _outputs(res), m["vm"][0]
@@ -113,14 +106,14 @@ def test_library_outputs_equal_the_vm_bit_for_bit(models: dict[str, dict[str, An
 
 
 def test_num_threads_caps_the_pool(models: dict[str, dict[str, Any]],
-                                   runners: dict[str, Path]) -> None:
+                                   runners: dict[str, Path], tmp_path: Path) -> None:
     """The CNN's products run on the pool: with the option num_threads 1 the process
     never starts a worker (one thread), by default (PLAIT_NUM_THREADS=2) it does; the
     bytes are the same."""
     m = models["cnn"]
     threads = {}
     for option in ("1", "0"):
-        res = m["dir"] / f"res-threads{option}"
+        res = tmp_path / f"res-threads{option}"
         res.mkdir()
         r = run([runners["plain"], m["lib"].shared, m["dir"] / "x.npy", "-o", res,
                  "--threads", option, "--repeat", "4"])
@@ -132,10 +125,9 @@ def test_num_threads_caps_the_pool(models: dict[str, dict[str, Any]],
 
 @pytest.mark.parametrize("name", MODELS)
 def test_sanitizers_report_nothing(models: dict[str, dict[str, Any]], runners: dict[str, Path],
-                                   name: str) -> None:
+                                   name: str, tmp_path: Path) -> None:
     m = models[name]
-    res = m["dir"] / "res-asan"
-    res.mkdir()
+    res = tmp_path
     r = run([runners["asan"], m["asan"].shared, m["dir"] / "x.npy", "-o", res, "--repeat",
              "3"], sanitized=True)
     assert_clean(r)
