@@ -13,6 +13,7 @@
     plait check module.plait.py    # parse, check well-formedness, print
     plait check model.onnx|model.pt2|model.plx   # import (load) it, check it, print
     plait passes | pipeline | opt | report | bisect   # debugging: plait/tools/cli.py
+    plait tune model.onnx|DIR --budget 10m --db tuning.db [--ray auto]   # docs/tuning.md
 
 Inputs not given with ``--input`` are random (seeded); their symbolic sizes come from
 ``--shape``, else (a .pt2) from the example inputs the program was exported with, else

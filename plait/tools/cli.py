@@ -79,9 +79,11 @@ def add_commands(sub: Any) -> None:
 
     from .bisect_cli import add_bisect_command
     from .report_cli import add_report_command
+    from .tune_cli import add_tune_command
 
     add_report_command(sub, _plugin_arg)
     add_bisect_command(sub, _plugin_arg)
+    add_tune_command(sub)
 
 
 # ------------------------------------------------------------------ passes
