@@ -111,7 +111,13 @@ def from_onnx(
         check_model(loaded, fallback=fallback)
         importer = GraphImporter(loaded, shapes=shapes, constants=constants, fallback=fallback,
                                  dim_ranges=dim_ranges)
-        mod = importer.run(function_name)
+        try:
+            mod = importer.run(function_name)
+        finally:
+            # the importer and its fallback emitter refer to each other: unbroken, the
+            # cycle keeps every weight it saw until the collector runs (plait.build
+            # pauses it), so a build could not free the originals it packs
+            importer._fallback = None
         return mod if not dim_ranges else add_dim_ranges(mod, dim_ranges, loaded.source)
     except RecursionError:  # pragma: no cover - the walk is iterative
         raise OnnxImportError(
