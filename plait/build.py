@@ -9,13 +9,18 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from plait.errors import PlaitError
 
 from .codegen.vm_codegen import vm_codegen
-from .ir.expr import Function
+from .ir.deferred import DeferredArray, deferred_of
+from .ir.expr import Constant, Function
 from .ir.module import IRModule
+from .ir.visitor import post_order
 from .kernel.ir import Kernel
 from .pipeline import build_pipeline
+from .runtime.derived_constants import DerivedConstants
 from .runtime.executable import Executable
 from .runtime.trust import (
     MODULE_TRUST_ATTR,
@@ -41,7 +46,14 @@ def build(
     which returns the one ``build`` would run, for printing and editing).  When the
     executable holds native code and ``keep_graph`` is true, it keeps ``mod`` as text
     (``exe.graph``), so that whoever may not run its native code can rebuild it on
-    numpy (:func:`rebuild`); the file grows by about the size of the weights."""
+    numpy (:func:`rebuild`); the file grows by about the size of the weights.
+
+    Memory: for a ``c`` target the weights packed for its kernels are computed when
+    code generation reads them (:mod:`plait.ir.deferred`) and the kept graph unpacks
+    them from the executable's constants, so when nothing but ``build`` holds ``mod``
+    (``build(from_onnx(path), "c")``, ``plait compile``) each original goes as it is
+    packed: the build peaks at about the larger of the weights and their packed form.
+    A module the caller keeps keeps its weights."""
     if not isinstance(mod, IRModule):
         raise TypeError(f"build() takes an IRModule, got {type(mod).__name__}")
     if target is None:
@@ -49,20 +61,41 @@ def build(
     _check_param_names(mod)
     t = Target.from_any(target)
     _check_built_for(mod, t)
-    given = mod
+    given: IRModule | None = mod
+    rebuilt = rebuilt_trust(mod.attrs.get(MODULE_TRUST_ATTR))
     mod = mod.with_attrs(target=t)
     if pipeline is None:
         pipeline = build_pipeline(t, mod.phase)
     with _gc_paused():
+        # A target of native code: the graph is printed first and ``given`` dropped, so
+        # that the pipeline's modules are the last holders of the original weights and
+        # each goes once packed (plait.ir.deferred); the kept graph refers to the packed
+        # ones (KeptGraph.refer_to_packed).  Other targets print it after, if needed.
+        kept = KeptGraph(given, keep_graph) if _native_target(t) else None
+        if kept is not None:
+            given = None
+        built = pipeline(mod)
+        del mod
+        if kept is not None and kept.refer_to_packed(built):
+            # the passes' rewriters are reference cycles (bound methods in their caches)
+            # that hold earlier modules, with the original weights: collected now, each
+            # original goes as code generation packs it (the collector is paused)
+            gc.collect()
         # (the built module is dropped before the collector resumes: its first pass
         # then scans only what survives, the executable)
-        exe = vm_codegen(pipeline(mod))
+        exe = vm_codegen(built)
+        del built
         if exe.libs:
-            _keep_graph(exe, given, keep_graph)
-    rebuilt = rebuilt_trust(given.attrs.get(MODULE_TRUST_ATTR))
+            (kept or KeptGraph(given, keep_graph)).attach(exe)
     if rebuilt is not None:  # from the graph of an untrusted file: never signed here
         exe.trust = rebuilt
     return exe
+
+
+def _native_target(t: Target) -> bool:
+    """Whether ``t`` compiles native code (derives from ``c``): its executables keep
+    their graph, and its packed weights replace the originals."""
+    return bool(t.is_a("c"))
 
 
 def _check_built_for(mod: IRModule, t: Target) -> None:
@@ -149,16 +182,60 @@ def carried_code(mod: IRModule) -> list[str]:
     return out
 
 
-def _keep_graph(exe: Executable, mod: IRModule, keep: bool) -> None:
-    if not keep:
-        exe.attrs["graph_not_kept"] = "built with keep_graph=False"
-        return
-    try:  # large constants kept by reference: once in memory and in the file
-        table: dict[str, Any] = {}
-        exe.graph = mod.script(constants=table)
-        exe.graph_constants = table
-    except Exception as e:  # a value without a text form: the executable still works
-        exe.attrs["graph_not_kept"] = f"the module does not print: {type(e).__name__}: {e}"
+class KeptGraph:
+    """The module given to :func:`build`, as text and a table of its large constants
+    (``exe.graph``, ``exe.graph_constants``), or why it is not kept."""
+
+    def __init__(self, mod: IRModule | None, keep: bool) -> None:
+        self.text: str | None = None
+        self.table = DerivedConstants()
+        self.why = "built with keep_graph=False"
+        if not keep or mod is None:
+            return
+        try:  # large constants kept by reference: once in memory and in the file
+            table: dict[str, Any] = {}
+            self.text = mod.script(constants=table)
+            self.table = DerivedConstants(table)
+        except Exception as e:  # a value without a text form: the executable still works
+            self.why = f"the module does not print: {type(e).__name__}: {e}"
+
+    def refer_to_packed(self, built: IRModule) -> bool:
+        """Let each constant of the table that ``built`` packs (a deferred constant of
+        ``built`` made from the same array, with an exact inverse) be unpacked from the
+        packed array when read, instead of holding the original.  True when ``built``
+        holds deferred constants (originals that go once packed)."""
+        packs: dict[tuple[Any, ...], DeferredArray] = {}
+        deferred = False
+        for func in built.functions.values():
+            for node in post_order(func):
+                if isinstance(node, Constant):
+                    d = deferred_of(node)
+                    if d is not None and d.source is not None:
+                        deferred = True
+                        if d.inverse is not None:
+                            packs.setdefault(_buffer_of(d.source), d)
+        if not packs or not self.text:
+            return deferred
+        for key in list(self.table):
+            d = packs.get(_buffer_of(self.table[key]))
+            if d is not None and d.inverse is not None:
+                self.table.derive(key, d.materialize, d.inverse)
+        return deferred
+
+    def attach(self, exe: Executable) -> None:
+        """Give ``exe`` the graph (or the reason it has none)."""
+        if self.text is None:
+            exe.attrs["graph_not_kept"] = self.why
+            return
+        self.table.resolve()   # the packed arrays themselves, not the IR's objects
+        exe.graph = self.text
+        exe.graph_constants = self.table
+
+
+def _buffer_of(a: np.ndarray) -> tuple[Any, ...]:
+    """What identifies the elements of ``a`` in memory (two views of one buffer with
+    the same layout are the same array)."""
+    return (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
 
 
 class BuildError(PlaitError, ValueError):

@@ -8,6 +8,8 @@ block builder infers it) and an optional ``span`` saying where it came from.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -48,6 +50,51 @@ class Span:
 
 
 _NODE = dict(frozen=True, eq=False, slots=True, repr=False)
+
+_DEFERRED_LOCK = threading.Lock()
+
+
+class DeferredArray:
+    """The data of a :class:`Constant` not computed yet: ``make(source)``, of ``shape``
+    and ``dtype`` (:mod:`plait.ir.deferred`).  :meth:`materialize` computes it once and
+    forgets ``source``."""
+
+    __slots__ = ("shape", "dtype", "_source", "_make", "inverse", "_value")
+
+    def __init__(self, source: np.ndarray, make: Callable[[np.ndarray], np.ndarray],
+                 shape: tuple[int, ...], dtype: Any,
+                 inverse: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self._source: np.ndarray | None = source
+        self._make: Callable[[np.ndarray], np.ndarray] | None = make
+        self.inverse = inverse
+        self._value: np.ndarray | None = None
+
+    @property
+    def source(self) -> np.ndarray | None:
+        """The array the data is computed from (None once computed)."""
+        return self._source
+
+    def materialize(self) -> np.ndarray:
+        """The data (read-only), computed on the first call; ``source`` is dropped then."""
+        with _DEFERRED_LOCK:
+            if self._value is None:
+                assert self._source is not None and self._make is not None
+                out = np.asarray(self._make(self._source))
+                if out.shape != self.shape or out.dtype != self.dtype:
+                    raise ValueError(
+                        f"a deferred constant computed an array of shape {out.shape} and "
+                        f"dtype {out.dtype}, but was declared {self.shape} {self.dtype} "
+                        f"(its function {getattr(self._make, '__qualname__', self._make)!r} "
+                        "and the declared shape disagree: fix the declaration)")
+                if out.flags.writeable:
+                    out = out.view()
+                    out.flags.writeable = False
+                self._value = out
+                self._source = None
+                self._make = None
+            return self._value
 
 
 @dataclass(**_NODE)
@@ -92,7 +139,11 @@ class Constant(Expr):
     data: np.ndarray = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
-        data = self.data
+        data = _CONSTANT_DATA.__get__(self)
+        if type(data) is DeferredArray:  # computed when first read (plait.ir.deferred)
+            if self.ty is None:
+                object.__setattr__(self, "ty", TensorType(data.shape, data.dtype.name))
+            return
         if not isinstance(data, np.ndarray):
             data = np.asarray(data)
         if data.flags.writeable:
@@ -101,6 +152,28 @@ class Constant(Expr):
         object.__setattr__(self, "data", data)
         if self.ty is None:
             object.__setattr__(self, "ty", TensorType(tuple(data.shape), data.dtype.name))
+
+
+_CONSTANT_DATA = Constant.__dict__["data"]   # the slot itself
+
+
+def _constant_data(self: Constant) -> np.ndarray:
+    data = _CONSTANT_DATA.__get__(self)
+    if type(data) is DeferredArray:
+        data = data.materialize()
+        _CONSTANT_DATA.__set__(self, data)
+    return data
+
+
+Constant.data = property(  # type: ignore[assignment,method-assign]
+    _constant_data, _CONSTANT_DATA.__set__,
+    doc="The constant's array (read-only); a deferred one is computed when first read.")
+
+
+def constant_raw_data(const: Constant) -> Any:
+    """What ``const`` holds without computing it: its array, or the
+    :class:`~plait.ir.deferred.DeferredArray` it will compute it from."""
+    return _CONSTANT_DATA.__get__(const)
 
 
 @dataclass(**_NODE)

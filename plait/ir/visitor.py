@@ -70,6 +70,8 @@ def _snake(cls: type) -> str:
 def _children(node: Node) -> Iterator[tuple[Any, bool]]:
     """(child, is_definition) pairs of a node, in field order."""
     cls = type(node)
+    if cls is Constant:  # a leaf (its data is not read: a deferred one stays unread)
+        return
     defs = def_fields(cls)
     for name in node_fields(cls):
         if name == "ty" or name == "attrs":

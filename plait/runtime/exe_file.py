@@ -248,7 +248,9 @@ def _graph_constant_members(exe: Any, const_members: list[str],
     by_id = {id(c): m for c, m in zip(exe.constants, const_members)}
     by_key: dict[str, str] | None = None
     out: dict[str, str] = {}
-    for key, array in exe.graph_constants.items():
+    table = exe.graph_constants
+    for key in table:
+        array = table[key]   # (one at a time: a derived or file-backed table computes it)
         member = by_id.get(id(array))
         if member is None:
             if by_key is None:  # hash the executable's constants once, when needed
@@ -257,9 +259,18 @@ def _graph_constant_members(exe: Any, const_members: list[str],
             member = by_key.get(key)
         if member is None:
             member = f"graph/constants/{len(out)}.npy"
-            payloads.append((member, _array_writer(array), False, np.asarray(array).nbytes))
+            payloads.append((member, _table_writer(table, key), False,
+                             np.asarray(array).nbytes))
         out[key] = member
+        del array
     return out
+
+
+def _table_writer(table: Mapping[str, np.ndarray], key: str) -> Any:
+    """Writes ``table[key]``, read when written: the members are written one at a time,
+    so a table that computes its arrays (the graph's constants unpacked from the
+    executable's, or read from a file) never holds them all."""
+    return lambda f: _write_npy(f, table[key])
 
 
 def _sig_to_json(t: TensorSig) -> dict[str, Any]:

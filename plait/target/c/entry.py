@@ -82,6 +82,7 @@ from plait.ir.expr import (
     Tuple,
     TupleGetItem,
     Var,
+    constant_raw_data,
 )
 from plait.ir.module import IRModule
 from plait.ir.types import TensorType, Type
@@ -243,10 +244,11 @@ class _Analysis:
                 raise NotQualified(f"{where}: variable {e.name_hint!r} is not defined here")
             return self.env[e]
         if isinstance(e, Constant):
-            st = _static(e.ty) or (tuple(e.data.shape), str(e.data.dtype))
-            slot = self.const_slots.get(id(e.data))
+            raw = constant_raw_data(e)   # (a weight packed when first read stays unread)
+            st = _static(e.ty) or (tuple(raw.shape), str(raw.dtype))
+            slot = self.const_slots.get(id(raw))
             if slot is None:
-                slot = self.const_slots[id(e.data)] = len(self.constants)
+                slot = self.const_slots[id(raw)] = len(self.constants)
                 self.constants.append(e)
             return _Tensor("const", slot, *st)
         if isinstance(e, Tuple):
@@ -451,7 +453,7 @@ def _program(fname: str, func: Function, plan: _Plan,
         shape, dtype = _shaped(p.ty)  # type: ignore[misc]
         params.append((p.name_hint, shape, dtype))
     for k, slot in enumerate(used):
-        data = plan.constants[slot].data
+        data = constant_raw_data(plan.constants[slot])
         params.append((f"const{k}", tuple(data.shape), str(data.dtype)))
     if uses_ws:
         params.append(("workspace", (ws,), "uint8"))

@@ -82,11 +82,11 @@ from ..kernels.gemm import (
     NR,
     Epilogue,
     gemm_call,
-    pack_a,
-    pack_b,
+    packed_a_constant,
+    packed_b_constant,
 )
 from ..kernels.registry import record_calls
-from ..kernels.winograd import winograd_weights
+from ..kernels.winograd import winograd_constant
 from ..kernels.wrapper import NativeCall, emit_call
 from ..shapes import float_shape, is_static_shape
 from ..tuning import Chooser, call_key
@@ -340,12 +340,12 @@ def _plan_conv2d(call: Call, winograd: int | str, chooser: Chooser) -> ProductPl
         wino = int(winograd) if winograd in (2, 4) and winograd_applies(desc) else 0
         rows = False
     if wino:
-        packed = Constant(winograd_weights(np.asarray(wd, np.float32), wino))
+        packed = winograd_constant(wd, wino)
     elif rows:   # W^T in 16-column panels, as linear's weights
-        packed = Constant(pack_b(np.asarray(wd, np.float32).reshape(o, c * kh * kw).T))
+        packed = packed_b_constant(wd, transposed=True)
     else:
-        packed = Constant(pack_a(np.asarray(wd, np.float32).reshape(o, c * kh * kw)))
-    plan = ProductPlan("conv2d", [x, packed], [(xs, "float32"), (packed.data.shape, "float32")],
+        packed = packed_a_constant(wd)
+    plan = ProductPlan("conv2d", [x, packed], [(xs, "float32"), (packed.ty.shape, "float32")],
                  desc, os_, "row", o)
     plan.winograd = wino
     plan.pixel_rows = rows
@@ -375,7 +375,7 @@ def _plan_gemm(call: Call, op: str, chooser: Chooser) -> ProductPlan | None:
         batch, a_bs, b_bs, c_bs = 1, 0, 0, 0
         wd = _const_data(w)
         if wd is not None:
-            bmat: Expr = Constant(pack_b(np.asarray(wd, np.float32).T))
+            bmat: Expr = packed_b_constant(wd, transposed=True)
             b_packed, ldb_r, ldb_c = True, 0, 0
         else:
             bmat, b_packed, ldb_r, ldb_c = w, False, 1, k
@@ -395,8 +395,7 @@ def _plan_gemm(call: Call, op: str, chooser: Chooser) -> ProductPlan | None:
             m = Prod.of(*xs[:-1])
             batch, a_bs, b_bs, c_bs = 1, 0, 0, 0
             if bd is not None:
-                bmat, b_packed, ldb_r, ldb_c = (Constant(pack_b(np.asarray(bd, np.float32))),
-                                                True, 0, 0)
+                bmat, b_packed, ldb_r, ldb_c = packed_b_constant(bd), True, 0, 0
             else:
                 bmat, b_packed, ldb_r, ldb_c = b, False, n, 1
         else:

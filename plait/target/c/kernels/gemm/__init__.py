@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from plait.ir.deferred import deferred_constant
 from plait.ir.symbolic import Dim
 
 from ..registry import KernelFamily, register_family
@@ -40,20 +41,92 @@ def pack_a(w: np.ndarray) -> np.ndarray:
     """The ``M x K`` matrix ``w`` in panels of :data:`MR` rows, ``[ceil(M/MR)][K][MR]``,
     zero-padded (what ``PLAIT_A_PACKED`` reads)."""
     m, k = w.shape
-    mp = -(-m // MR) * MR
-    full = np.zeros((mp, k), np.float32)
-    full[:m] = w
-    return np.ascontiguousarray(full.reshape(mp // MR, MR, k).transpose(0, 2, 1))
+    whole, rest = divmod(m, MR)
+    out = np.empty((whole + (rest > 0), k, MR), np.float32)   # written once, no copy
+    out[:whole] = w[:whole * MR].reshape(whole, MR, k).transpose(0, 2, 1)
+    if rest:
+        out[whole, :, :rest] = w[whole * MR:].T
+        out[whole, :, rest:] = 0
+    return out
 
 
 def pack_b(b: np.ndarray) -> np.ndarray:
     """The ``K x N`` matrix ``b`` in panels of :data:`NR` columns, ``[ceil(N/NR)][K][NR]``,
     zero-padded (what ``PLAIT_B_PACKED`` reads)."""
     k, n = b.shape
-    np_ = -(-n // NR) * NR
-    full = np.zeros((k, np_), np.float32)
-    full[:, :n] = b
-    return np.ascontiguousarray(full.reshape(k, np_ // NR, NR).transpose(1, 0, 2))
+    whole, rest = divmod(n, NR)
+    out = np.empty((whole + (rest > 0), k, NR), np.float32)   # written once, no copy
+    out[:whole] = b[:, :whole * NR].reshape(k, whole, NR).transpose(1, 0, 2)
+    if rest:
+        out[whole, :, :rest] = b[:, whole * NR:]
+        out[whole, :, rest:] = 0
+    return out
+
+
+def unpack_a(p: np.ndarray, m: int) -> np.ndarray:
+    """The ``M x K`` matrix :func:`pack_a` packed into ``p``, bit for bit (padding
+    dropped), C-contiguous: one copy.  Also the ``N x K`` matrix whose transpose
+    :func:`pack_b` packed (its panels are laid out alike)."""
+    g, k, r = p.shape
+    return p.transpose(0, 2, 1).reshape(g * r, k)[:m]
+
+
+def unpack_b(p: np.ndarray, n: int) -> np.ndarray:
+    """The ``K x N`` matrix :func:`pack_b` packed into ``p``, bit for bit (padding
+    dropped), C-contiguous: one copy."""
+    g, k, nr = p.shape
+    out = np.empty((k, n), p.dtype)
+    for j in range(g):
+        cols = min(nr, n - j * nr)
+        out[:, j * nr:j * nr + cols] = p[j, :, :cols]
+    return out
+
+
+def _exact(w: np.ndarray) -> bool:
+    """Whether packing keeps ``w``'s elements as they are (float32: no rounding), so
+    that the original can be unpacked from the panels bit for bit."""
+    return w.dtype == np.float32
+
+
+def packed_a_constant(w: np.ndarray) -> Any:
+    """A constant of :func:`pack_a` of ``w`` seen as ``M x K`` (``M = w.shape[0]``),
+    computed when code generation first reads it (:mod:`plait.ir.deferred`): the
+    pipeline holds the original only, and the original's memory goes once it is packed
+    and nothing else holds it.  Unpacking restores ``w`` exactly (float32)."""
+    shape = w.shape
+    m = int(shape[0])
+    k = int(w.size) // m if m else 0
+
+    def make(src: np.ndarray) -> np.ndarray:
+        return pack_a(np.asarray(src, np.float32).reshape(m, k))
+
+    def inverse(p: np.ndarray) -> np.ndarray:
+        return unpack_a(p, m).reshape(shape)
+
+    return deferred_constant(w, make, (-(-m // MR), k, MR), np.float32,
+                             inverse=inverse if _exact(w) else None)
+
+
+def packed_b_constant(w: np.ndarray, *, transposed: bool = False) -> Any:
+    """A constant of :func:`pack_b` of ``w`` (``K x N``), or with ``transposed`` of
+    ``w`` seen as ``N x K`` (``N = w.shape[0]``: linear's and a convolution's weights)
+    and transposed; computed when first read, as :func:`packed_a_constant`."""
+    shape = w.shape
+    if transposed:
+        n = int(shape[0])
+        k = int(w.size) // n if n else 0
+    else:
+        k, n = (int(d) for d in shape)
+
+    def make(src: np.ndarray) -> np.ndarray:
+        f = np.asarray(src, np.float32)
+        return pack_b(f.reshape(n, k).T if transposed else f)
+
+    def inverse(p: np.ndarray) -> np.ndarray:
+        return unpack_a(p, n).reshape(shape) if transposed else unpack_b(p, n)
+
+    return deferred_constant(w, make, (-(-n // NR), k, NR), np.float32,
+                             inverse=inverse if _exact(w) else None)
 
 
 @dataclass(frozen=True)
@@ -122,4 +195,5 @@ register_family(KernelFamily("gemm", "plait_gemm.c", ("plait_gemm",), package=__
                              header="plait_gemm.h"))
 
 __all__ = ["ACT_CLIP", "ACT_GELU", "ACT_GELU_TANH", "ACT_NONE", "ACT_SILU", "MR", "NR",
-           "Epilogue", "gemm_call", "pack_a", "pack_b"]
+           "Epilogue", "gemm_call", "pack_a", "pack_b", "packed_a_constant",
+           "packed_b_constant", "unpack_a", "unpack_b"]

@@ -9,9 +9,13 @@ convolutions run here is the dispatch rules' choice
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from ..gemm import pack_a
+from plait.ir.deferred import deferred_constant
+
+from ..gemm import MR, pack_a
 from ..registry import KernelFamily, register_family
 
 WINOGRAD_G = {
@@ -32,12 +36,40 @@ def winograd_weights(w: np.ndarray, m: int = 4) -> np.ndarray:
     g = WINOGRAD_G[m]
     o, c = w.shape[:2]
     a = m + 2
-    u = np.einsum("ij,ocjk,lk->ocil", g, w.astype(np.float64), g)
-    u = u.reshape(o, c, a * a).transpose(2, 0, 1).astype(np.float32)
-    return np.ascontiguousarray(np.stack([pack_a(u[xi]) for xi in range(a * a)]))
+    out = np.empty((a * a, -(-o // MR), c, MR), np.float32)
+    # a block of output channels at a time (whole panels): the float64 transform of all
+    # the weights at once would be 8 (F(2x2)) or 16 (F(4x4)) times their size
+    step = MR * max(1, WINOGRAD_BLOCK_BYTES // (MR * c * a * a * 8))
+    for o0 in range(0, o, step):
+        u = np.einsum("ij,ocjk,lk->ocil", g, w[o0:o0 + step].astype(np.float64), g)
+        u = u.reshape(len(u), c, a * a).transpose(2, 0, 1).astype(np.float32)
+        p0 = o0 // MR
+        for xi in range(a * a):
+            panels = pack_a(u[xi])
+            out[xi, p0:p0 + len(panels)] = panels
+    return out
+
+
+WINOGRAD_BLOCK_BYTES = 1 << 22
+"""The float64 transform :func:`winograd_weights` computes at a time (at least one
+panel of output channels)."""
+
+
+def winograd_constant(w: np.ndarray, m: int = 4) -> Any:
+    """A constant of :func:`winograd_weights` of ``w`` (``O x C x 3 x 3``), computed when
+    code generation first reads it (:mod:`plait.ir.deferred`): the pipeline holds the
+    original only until then.  The transform rounds, so there is no way back: the graph
+    an executable keeps holds the original."""
+    o, c = (int(d) for d in w.shape[:2])
+    a = m + 2
+
+    def make(src: np.ndarray) -> np.ndarray:
+        return winograd_weights(np.asarray(src, np.float32), m)
+
+    return deferred_constant(w, make, (a * a, -(-o // MR), c, MR), np.float32)
 
 
 register_family(KernelFamily("winograd", "plait_winograd.c", tuple(WINOGRAD_FUNCTIONS.values()),
                              package=__name__, header="plait_gemm.h"))
 
-__all__ = ["WINOGRAD_FUNCTIONS", "WINOGRAD_G", "winograd_weights"]
+__all__ = ["WINOGRAD_FUNCTIONS", "WINOGRAD_G", "winograd_constant", "winograd_weights"]

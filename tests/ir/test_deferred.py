@@ -1,0 +1,139 @@
+"""Deferred constants (plait.ir.deferred): typed without their data, computed once when
+first read, by every reader alike, and the source dropped then."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+from plait.ir import Constant
+from plait.ir.deferred import deferred_constant, deferred_of
+from plait.ir.printer import const_text
+from plait.ir.visitor import post_order
+from plait.target.c.kernels.gemm import (
+    MR,
+    NR,
+    pack_a,
+    pack_b,
+    packed_a_constant,
+    packed_b_constant,
+    unpack_a,
+    unpack_b,
+)
+from plait.target.c.kernels.winograd import WINOGRAD_G, winograd_constant, winograd_weights
+
+
+def _calls(log: list[int]):  # type: ignore[no-untyped-def]
+    def make(src: np.ndarray) -> np.ndarray:
+        log.append(1)
+        return np.ascontiguousarray(src.T) * 2
+    return make
+
+
+def test_typed_unread_then_computed_once_and_the_source_dropped():
+    src = np.arange(12, dtype=np.float32).reshape(3, 4)
+    ref = weakref.ref(src)
+    log: list[int] = []
+    c = deferred_constant(src, _calls(log), (4, 3))
+    del src
+    assert c.ty.shape == (4, 3) and c.ty.dtype == "float32"
+    assert list(post_order(c)) == [c] and log == []        # walking does not read it
+    d = deferred_of(c)
+    assert d is not None and d.source is not None
+    first = c.data
+    assert log == [1] and c.data is first and not first.flags.writeable
+    np.testing.assert_array_equal(first, np.arange(12, dtype=np.float32).reshape(3, 4).T * 2)
+    gc.collect()
+    assert ref() is None and deferred_of(c) is None and d.source is None
+
+
+def test_a_wrong_declaration_is_named():
+    c = deferred_constant(np.zeros((2, 3), np.float32), lambda s: s.T, (2, 3))
+    with pytest.raises(ValueError, match=r"declared \(2, 3\) float32.*fix the declaration"):
+        _ = c.data
+
+
+def test_an_ordinary_constant_is_unchanged():
+    a = np.ones((2, 2))
+    c = Constant(a)
+    assert deferred_of(c) is None and not c.data.flags.writeable and np.shares_memory(c.data, a)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 3), (6, 7), (13, 40), (100, 17), (32, 16)])
+def test_panels_unpack_bit_for_bit(shape: tuple[int, int]):
+    rng = np.random.default_rng(sum(shape))
+    w = rng.standard_normal(shape).astype(np.float32)
+    w.flat[0] = -0.0
+    m, k = shape
+    a = pack_a(w)
+    assert a.shape == (-(-m // MR), k, MR)
+    # the panels read as the definition says: row r of panel p is column r of the block
+    for p in range(a.shape[0]):
+        rows = w[p * MR:(p + 1) * MR]
+        np.testing.assert_array_equal(a[p, :, :len(rows)], rows.T)
+        assert not a[p, :, len(rows):].any()
+    b = pack_b(w)
+    assert b.shape == (-(-k // NR), m, NR)
+    for p in range(b.shape[0]):
+        cols = w[:, p * NR:(p + 1) * NR]
+        np.testing.assert_array_equal(b[p, :, :cols.shape[1]], cols)
+        assert not b[p, :, cols.shape[1]:].any()
+    assert unpack_a(a, m).tobytes() == w.tobytes()
+    assert unpack_b(b, k).tobytes() == w.tobytes()
+
+
+@pytest.mark.parametrize("make,shape", [
+    (lambda w: packed_a_constant(w), (37, 5, 3, 3)),
+    (lambda w: packed_b_constant(w, transposed=True), (37, 5, 3, 3)),
+    (lambda w: packed_b_constant(w, transposed=True), (33, 20)),
+    (lambda w: packed_b_constant(w), (20, 33)),
+])
+def test_packed_constants_declare_their_type_and_invert_exactly(make, shape):  # type: ignore[no-untyped-def]
+    w = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    c = make(w)
+    d = deferred_of(c)
+    assert d is not None and d.inverse is not None
+    data = c.data   # the declared type was right (else ValueError)
+    back = d.inverse(data)
+    assert back.flags.c_contiguous and back.shape == w.shape and back.tobytes() == w.tobytes()
+    # float64 weights round when packed: no way back, so no inverse
+    assert deferred_of(make(w.astype(np.float64))).inverse is None
+
+
+def _winograd_reference(w: np.ndarray, m: int) -> np.ndarray:
+    """G g G^T per (output, input) channel with numpy, rounded once to float32, then
+    packed per transform element (the layout winograd_weights documents)."""
+    g = WINOGRAD_G[m]
+    o, c = w.shape[:2]
+    a = m + 2
+    u = np.empty((o, c, a, a))
+    for i in range(o):
+        for j in range(c):
+            u[i, j] = g @ w[i, j].astype(np.float64) @ g.T
+    u32 = u.reshape(o, c, a * a).astype(np.float32)
+    return np.stack([pack_a(u32[:, :, xi]) for xi in range(a * a)])
+
+
+@pytest.mark.parametrize("o,c", [(1, 1), (7, 3), (13, 5), (130, 17)])
+@pytest.mark.parametrize("m", [2, 4])
+def test_winograd_weights_in_blocks(monkeypatch: pytest.MonkeyPatch, o: int, c: int, m: int):
+    """Transformed a block of output channels at a time, the weights equal numpy's
+    transform (to a float32 rounding of its float64 sums); and the block size changes
+    nothing, bit for bit."""
+    import plait.target.c.kernels.winograd as wino
+
+    w = np.random.default_rng(o * c).standard_normal((o, c, 3, 3)).astype(np.float32)
+    whole = winograd_weights(w, m)
+    np.testing.assert_allclose(whole, _winograd_reference(w, m), rtol=1e-6, atol=1e-6)
+    monkeypatch.setattr(wino, "WINOGRAD_BLOCK_BYTES", 1)   # one panel at a time
+    assert winograd_weights(w, m).tobytes() == whole.tobytes()
+    const = winograd_constant(w, m)
+    assert const.ty.shape == whole.shape and const.data.tobytes() == whole.tobytes()
+
+
+def test_a_printer_reads_a_deferred_constant():
+    c = deferred_constant(np.arange(3, dtype=np.float32), lambda s: s + 1, (3,))
+    assert const_text(c.data) == const_text(np.arange(1, 4, dtype=np.float32))
