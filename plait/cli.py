@@ -200,8 +200,11 @@ def _build(mod: Any, target: str | None, offload: list[str] | None = None,
         if timed and Target(target).is_a("c"):
             extra["step_timing"] = True
         t = Target(target, **extra) if extra else target
-        with progress(len(default_pipeline(t, from_phase=mod.phase).names())):
-            return build(mod, target=t, keep_graph=keep_graph)
+        steps = len(default_pipeline(t, from_phase=mod.phase).names())
+        held = [mod]   # handed to build alone: the originals can go once packed
+        del mod
+        with progress(steps):
+            return build(held.pop(), target=t, keep_graph=keep_graph)
     except Exception as e:
         raise CliError(f"cannot build for target {target!r}: {first_line(e)}") from None
 
@@ -448,9 +451,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
         target = default_target()
         why = (" (a C compiler was found)" if target == "c" else
                " (no C compiler was found: the executable runs on numpy)")
-    exe = _build(mod, target, args.offload, keep_graph=not args.no_graph)
-    if "main" in exe.functions:
-        record_io(exe, "main", describe(mod, "main", ins, outs))
+    from .ir.expr import Function
+
+    io = (describe(mod, "main", ins, outs)
+          if isinstance(mod.functions.get("main"), Function) else None)
+    held = [mod]   # build holds the module alone (its weights go as they are packed)
+    del mod
+    exe = _build(held.pop(), target, args.offload, keep_graph=not args.no_graph)
+    if "main" in exe.functions and io is not None:
+        record_io(exe, "main", io)
     try:
         exe.save(args.output)
     except OSError as e:

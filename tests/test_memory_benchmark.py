@@ -45,6 +45,11 @@ def test_owners_of_the_build_and_of_serving(tmp_path: Path):
     build = memory._run_child("build", str(src), target, str(plx))
     # the imported module's constants are the initializers, byte for byte
     assert build["original_constants_mib"] == pytest.approx(weights)
+    # built from a module nobody else holds, an original outlives the build only where
+    # the executable uses it as it is (numpy) or the kept graph cannot unpack it
+    assert 0 <= build["originals_kept_mib"] <= weights + 1e-9
+    if target == "c":   # both products' weights packed into panels, which unpack exactly
+        assert build["originals_kept_mib"] == 0
     # the executable holds each weight once, in whatever layout the target packs it
     # (panels may pad): at least the weights, and not twice them
     assert weights <= build["packed_constants_mib"] < 2 * weights

@@ -160,17 +160,32 @@ def _mib(value: float | None) -> str:
     return "" if value is None else f"{value:+.1f} MiB"
 
 
-def _memory_line(peak: float | None) -> str:
+def _memory_line(peak: float | None, weights_mib: float = 0.0) -> str:
     if peak is None:
         return ("<p>peak resident memory: not measured here (it needs Linux's "
                 "<code>/proc/self/status</code> and <code>clear_refs</code>)</p>")
-    return (f"<p>peak resident memory while the pipeline ran: {peak:.1f} MiB above its start "
-            "(<code>VmHWM</code>; the modules this report keeps for its diffs count in "
-            "it, so a build alone peaks at most this high)</p>")
+    times = f"{peak / weights_mib:.2f}x" if weights_mib > 0 else "no"
+    return (f"<p>peak resident memory while the pipeline ran: {peak:.1f} MiB above its start, "
+            f"{times} the module's constants ({weights_mib:.2f} MiB) (<code>VmHWM</code>; "
+            "the modules this report keeps for its diffs count in it, so a build alone "
+            "peaks at most this high)</p>")
+
+
+def constant_mib(mod: IRModule) -> float:
+    """The bytes of the distinct constants of ``mod`` (the model's weights), in MiB."""
+    from ..ir.expr import Constant
+    from ..ir.visitor import post_order
+
+    seen: dict[int, int] = {}
+    for func in mod.functions.values():
+        for node in post_order(func):
+            if isinstance(node, Constant):
+                seen[id(node.data)] = node.data.nbytes
+    return sum(seen.values()) / 2**20
 
 
 def _timeline(records: list[PassRecord], numeric: Any = None,
-              peak: float | None = None) -> str:
+              peak: float | None = None, weights_mib: float = 0.0) -> str:
     total = sum(r.seconds for r in records) or 1.0
     checks = list(numeric.records) if numeric is not None else []
     rows = []
@@ -197,7 +212,7 @@ def _timeline(records: list[PassRecord], numeric: Any = None,
             f'<th>time</th><th></th><th title="resident memory after the pass, above the '
             f'start">resident</th><th>module</th>{head}</tr>' + "".join(rows) + "</table>"
             f"<p>total {total * 1e3:.1f} ms in {len(records)} passes</p>"
-            + _memory_line(peak))
+            + _memory_line(peak, weights_mib))
 
 
 def _kernels(mod: IRModule) -> str:
@@ -286,7 +301,8 @@ def render_report(rec: Recorder, result: IRModule, title: str, numeric: Any = No
     sections = [f"<h1>{html.escape(title)}</h1>",
                 f"<p>{len(records)} passes; target {html.escape(str(result.target))}; "
                 f"final phase {html.escape(result.phase)}</p>",
-                "<h2>Pipeline</h2>", _timeline(records, numeric, rec.memory.peak())]
+                "<h2>Pipeline</h2>",
+                _timeline(records, numeric, rec.memory.peak(), constant_mib(start))]
     graphs = []
     for label, m in (("before: main entering optimization", before),
                      ("after: main in the lowering phase", after)):
