@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -61,10 +62,18 @@ def span_text(span: Any) -> str:
     line when it has one (``model.py:12``)."""
     if span is None:
         return ""
-    parts = [span.note] if span.note else []
-    if span.line:
-        parts.append(f"{os.path.basename(span.source) or span.source}:{span.line}")
-    return " at ".join(parts)
+    note, line = span.note, span.line
+    if not line:
+        return note
+    where = f"{_file_name(span.source)}:{line}"
+    return f"{note} at {where}" if note else where
+
+
+@lru_cache(maxsize=256)
+def _file_name(source: str) -> str:
+    """A span's source as a profile shows it: the file's name without its folder (one
+    source file serves thousands of spans, so this is computed once per file)."""
+    return os.path.basename(source) or source
 
 
 class VMCodegenError(PlaitError, TypeError):
@@ -145,8 +154,9 @@ class _FunctionLowering:
                         self.entry_syms[d] = (self.regs[p], axis)
         self._check_param_exprs()
         self.sym_regs: dict[str, int] = {}
-        self.sources: dict[int, str] = {}
-        """pc of a call instruction -> the source it computes (span_text of its call)."""
+        self.sources: dict[str, str] = {}
+        """pc of a call instruction (as text, the source map's key; calls are recorded in
+        program order) -> the source it computes (span_text of its call)."""
         # id(attributes of tensor_from_storage) -> (them, shape, dtype, offset)
         self.placed: dict[int, tuple[Any, tuple, str, int]] = {}
 
@@ -389,7 +399,7 @@ class _FunctionLowering:
         """The last instruction, a call, computes what ``span`` names."""
         text = span_text(span)
         if text and self.code and isinstance(self.code[-1], rx.Call):
-            self.sources[len(self.code) - 1] = text
+            self.sources[str(len(self.code) - 1)] = text
 
     # The instructions of the build phase's builtins: (register of the result, the
     # call's attributes, the call, the binding's name for messages)
@@ -523,7 +533,7 @@ def vm_codegen(mod: IRModule) -> rx.Executable:
         lowering = _FunctionLowering(name, f, consts, const_ids)
         functions[name] = lowering.lower()
         if lowering.sources:
-            sources[name] = {str(pc): text for pc, text in sorted(lowering.sources.items())}
+            sources[name] = lowering.sources
         planned += int(f.attrs.get("planned_bytes", 0))
         naive += int(f.attrs.get("naive_bytes", 0))
     target = mod.attrs.get("target")
