@@ -183,3 +183,37 @@ def test_a_symbolic_slice_start_counting_backward(target: str) -> None:
     inits = [_i("two", [2]), _i("en", [0]), _i("ax", [0]), _i("sp", [-1])]
     m = model(nodes, [vi("x", ["n", 3])], [vi("out", None)], inits)
     _check(m, [{"x": _f(4, 3)}, {"x": _f(7, 3)}], target, None)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("by", ["scales", "sizes"])
+def test_resize_of_a_dynamic_batch(target: str, mode: str, by: str) -> None:
+    """The batch is symbolic and kept (a scale of 1, or the size ``Shape(x)[0]`` as the
+    TorchScript exporter writes ``F.interpolate(x, size=(8, 10))``); the image is
+    resized.  Linear interpolation: float32 within 1e-6 of onnxruntime."""
+    if by == "scales":
+        nodes = [helper.make_node("Resize", ["x", "", "sc"], ["out"], mode=mode)]
+        inits = [init("sc", np.array([1, 1, 2, 2], np.float32))]
+    else:
+        nodes = [helper.make_node("Shape", ["x"], ["s"], start=0, end=2),
+                 helper.make_node("Concat", ["s", "hw"], ["sz"], axis=0),
+                 helper.make_node("Resize", ["x", "", "", "sz"], ["out"], mode=mode)]  # fmt: skip
+        inits = [_i("hw", [8, 10])]
+    m = model(nodes, [vi("x", ["b", 3, 4, 5])], [vi("out", None)], inits, opset=18)
+    mod = from_onnx(m)
+    assert str(mod["main"].body.ty) == 'Tensor((b, 3, 8, 10), "float32")'
+    vm = VirtualMachine(plait.build(mod, target))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for b in (1, 3):
+        x = _f(b, 3, 4, 5)
+        np.testing.assert_allclose(vm["main"](x), sess.run(None, {"x": x})[0], rtol=1e-6,
+                                   atol=1e-6)  # fmt: skip
+
+
+def test_resizing_a_symbolic_axis_names_the_node_and_the_fix() -> None:
+    nodes = [helper.make_node("Resize", ["x", "", "sc"], ["out"], name="up")]
+    m = model(nodes, [vi("x", ["b", 3, "h", 5])], [vi("out", None)],
+              [init("sc", np.array([1, 1, 2, 2], np.float32))], opset=18)  # fmt: skip
+    with pytest.raises(OnnxImportError, match=r"'up' \(Resize.*axis 2 of size h.*shapes="):
+        from_onnx(m)

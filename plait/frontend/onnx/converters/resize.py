@@ -148,19 +148,36 @@ def interpolation_matrix(
 
 
 def _resize(
-    ctx: NodeContext, scales: list[float] | None, sizes: list[int] | None, axes: list[int],
+    ctx: NodeContext, scales: list[float] | None, sizes: list | None, axes: list[int],
     mode: str, coord_mode: str, nearest_mode: str, cubic_a: float, exclude_outside: bool,
     extrapolation: float, antialias: bool, roi: list[float] | None, keep_aspect: str,
 ) -> Expr:  # fmt: skip
     shape = ctx.shape(0)
     r = len(shape)
     in_sizes = [shape[a] for a in axes]
-    if not all(isinstance(d, int) for d in in_sizes):
-        ctx.fail(f"the resized sizes must be static, got shape {shape}")
+    if sizes is not None and len(sizes) != len(axes):
+        ctx.fail(f"{len(sizes)} sizes for {len(axes)} axes")
+    if scales is not None and len(scales) != len(axes):
+        ctx.fail(f"{len(scales)} scales for {len(axes)} axes")
+    # a symbolic axis (a dynamic batch) may only keep its size: a scale of 1, or a
+    # size that is the input's own (sizes written as Concat(Shape(x)[:2], [h, w]))
+    for k, d in enumerate(in_sizes):
+        if isinstance(d, int):
+            if sizes is not None and not isinstance(sizes[k], int):
+                ctx.fail(f"axis {axes[k]} (size {d}) is resized to the symbolic size "
+                         f"{sizes[k]}; plait resizes to static sizes only")
+            continue
+        keeps = sizes[k] == d if sizes is not None else scales[k] == 1.0  # type: ignore[index]
+        if not keeps or (roi is not None and coord_mode == "tf_crop_and_resize"):
+            ctx.fail(f"axis {axes[k]} of size {d} is resized; plait resizes static sizes "
+                     f"only (got shape {shape}); fix the input shapes with "
+                     "from_onnx(..., shapes={...})")
+    kept = {k for k, d in enumerate(in_sizes) if not isinstance(d, int)}
+    if kept and sizes is not None and keep_aspect != "stretch":
+        ctx.fail(f"keep_aspect_ratio_policy {keep_aspect!r} with the symbolic shape {shape}")
     if sizes is not None:
-        if len(sizes) != len(axes):
-            ctx.fail(f"{len(sizes)} sizes for {len(axes)} axes")
-        axis_scales = [s / d for s, d in zip(sizes, in_sizes)]  # type: ignore[operator]
+        axis_scales = [1.0 if k in kept else s / d  # type: ignore[operator]
+                       for k, (s, d) in enumerate(zip(sizes, in_sizes))]
         out = list(sizes)
         if keep_aspect != "stretch":
             sc = min(axis_scales) if keep_aspect == "not_larger" else max(axis_scales)
@@ -168,10 +185,9 @@ def _resize(
             out = [int(sc * d + 0.5) for d in in_sizes]  # type: ignore[operator]
     else:
         assert scales is not None
-        if len(scales) != len(axes):
-            ctx.fail(f"{len(scales)} scales for {len(axes)} axes")
         axis_scales = list(scales)
-        out = [int(s * d) for s, d in zip(scales, in_sizes)]  # type: ignore[operator]
+        out = [d if k in kept else int(s * d)  # type: ignore[operator]
+               for k, (s, d) in enumerate(zip(scales, in_sizes))]
     if any(s <= 0 for s in axis_scales):
         ctx.fail(f"the scales must be positive, got {axis_scales}")
     rois: list[tuple[float, float] | None] = [None] * len(axes)
@@ -272,8 +288,11 @@ def convert_resize(ctx: NodeContext) -> Expr:
     axes = list(range(r)) if axes is None else norm_axes(ctx, axes, r)
     roi = [float(v) for v in ctx.const(1, "the roi").reshape(-1)] if ctx.has(1) else None
     scales = sizes = None
-    if ctx.has(3) and ctx.maybe_const(3) is not None and ctx.const(3).size:
-        sizes = [int(v) for v in ctx.const(3).reshape(-1)]
+    sized = ctx.sym(3) if ctx.has(3) else None
+    if sized is not None and sized.size:   # ints, or sizes from a shape subgraph
+        sizes = list(sized.reshape(-1))
+        if any(d is None for d in sizes):
+            ctx.need_constant(3, "the sizes")
     elif ctx.has(2) and (ctx.maybe_const(2) is None or ctx.const(2).size):
         scales = [float(s) for s in ctx.const(2, "the scales").reshape(-1)]
     elif ctx.has(3):
