@@ -429,7 +429,7 @@ class Interpreter:
         kwargs = dict(call.attrs)
         for key, spec in opdef.attrs.items():
             v = kwargs.get(key)
-            if spec.kind == "dims" and isinstance(v, tuple):
+            if spec.kind in ("dims", "int_or_dims") and isinstance(v, tuple):
                 kwargs[key] = self._shape(v, frame)
         return opdef.reference(*args, **kwargs)
 

@@ -347,9 +347,15 @@ define(
 
 
 def infer_resize2d(ctx: InferContext) -> Type:
-    """x with the spatial sizes replaced by ``size``."""
+    """x with the spatial sizes replaced by ``size`` (ints or symbolic sizes, such as
+    ``h * 2`` for an upsampling of a dynamic image)."""
     x = _layout_x(ctx, 2, "numeric")
-    size = attr_ints(ctx, "size", 2, minimum=1)
+    v = ctx.attrs["size"]
+    size = (v, v) if isinstance(v, int) else tuple(v) * 2 if len(v) == 1 else tuple(v)
+    if len(size) != 2:
+        ctx.fail(f"resize2d: attribute 'size' must have 1 or 2 values, got {v}")
+    if any(type(d) is int and d < 1 for d in size):
+        ctx.fail(f"resize2d: attribute 'size' must be >= 1, got {v}")
     if x.shape is None:
         return x
     n, c, _ = split_layout(x.shape, ctx.attrs["layout"])
@@ -363,7 +369,7 @@ define(
     "resize2d",
     inputs=("x",),
     attrs={
-        "size": AttrSpec("int_or_ints", doc="output (H, W)"),
+        "size": AttrSpec("int_or_dims", doc="output (H, W); symbolic sizes allowed"),
         "layout": AttrSpec("str", default="NCHW", choices=_LAYOUTS[2]),
         "method": AttrSpec("str", default="linear", choices=("nearest", "linear", "cubic")),
         "coordinate_transformation_mode": AttrSpec(

@@ -47,11 +47,13 @@ ATTR_KINDS = (
     "dims",
     "dim",
     "int_or_ints",
+    "int_or_dims",
     "type",
     "any",
 )
 """Attribute value kinds: ``ints`` is a tuple of ints, ``dims`` a tuple of ints and
-symbolic sizes, ``dim`` one of those, ``type`` a graph IR type, ``any`` no check."""
+symbolic sizes, ``dim`` one of those, ``int_or_dims`` an int or a ``dims`` tuple,
+``type`` a graph IR type, ``any`` no check."""
 
 PATTERNS = ("elemwise", "broadcast", "injective", "reduce", "out_elemwise_fusable", "opaque")
 """Fusion pattern kinds, from most to least fusable."""
@@ -325,6 +327,9 @@ def _check_kind(kind: str, v: Any) -> bool:
         return _is_int(v) or sym.is_dim(v)
     if kind == "int_or_ints":
         return _is_int(v) or (isinstance(v, tuple) and all(_is_int(x) for x in v))
+    if kind == "int_or_dims":
+        return _is_int(v) or (isinstance(v, tuple) and all(_is_int(x) or sym.is_dim(x)
+                                                           for x in v))
     if kind == "type":
         return isinstance(v, Type)
     raise AssertionError(kind)
@@ -341,6 +346,7 @@ _KIND_TEXT = {
     "dims": "a tuple of ints and symbolic sizes",
     "dim": "an int or a symbolic size",
     "int_or_ints": "an int or a tuple of ints",
+    "int_or_dims": "an int or a tuple of ints and symbolic sizes",
     "type": "a type",
     "any": "any value",
 }
@@ -442,7 +448,7 @@ def _normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> Attrs:
     for key, spec in opdef.attrs.items():
         if key in given:
             v = _coerce(spec, given[key])
-            if spec.kind == "dims" and isinstance(v, tuple):
+            if spec.kind in ("dims", "int_or_dims") and isinstance(v, tuple):
                 v = tuple(_dim_attr(opdef, key, x) for x in v)
             elif spec.kind == "dim":
                 v = _dim_attr(opdef, key, v)

@@ -294,6 +294,9 @@ def test_global_avg_pool2d_is_the_spatial_mean():
 
 def test_resize_inference():
     assert infer("resize2d", T(("n", 3, 32, 32), F32), size=(64, 48)) == T(("n", 3, 64, 48), F32)
+    # symbolic sizes: an upsampled dynamic image (written as text, parsed to h * 2)
+    assert str(infer("resize2d", T(("n", 3, "h", 8), F32), size=("h * 2", "w"))) == \
+        'Tensor((n, 3, h * 2, w), "float32")'
     assert infer("resize2d", T(("n", 32, 32, 3), "uint8"), size=7, layout="NHWC") == T(
         ("n", 7, 7, 3), "uint8"
     )

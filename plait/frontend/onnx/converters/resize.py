@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ....ir import symbolic
 from ....ir.expr import Expr
 from ..context import NodeContext
 from ..registry import converter
@@ -159,22 +160,49 @@ def _resize(
         ctx.fail(f"{len(sizes)} sizes for {len(axes)} axes")
     if scales is not None and len(scales) != len(axes):
         ctx.fail(f"{len(scales)} scales for {len(axes)} axes")
-    # a symbolic axis (a dynamic batch) may only keep its size: a scale of 1, or a
-    # size that is the input's own (sizes written as Concat(Shape(x)[:2], [h, w]))
+    # a symbolic input or output size (a dynamic batch or image): kept sizes (a scale of
+    # 1, or the input's own size as Concat(Shape(x)[:2], [h, w]) writes it) need
+    # nothing; resized ones go to resize2d, which takes symbolic sizes, with an
+    # integer scale (the exact ONNX size floor(d * s) and ratio) or a given size
+    kept: set[int] = set()
+    moving: dict[int, object] = {}   # axis index -> symbolic or static output size
+    static_moves: dict[int, int] = {}
+    inexact = False   # a static axis whose scale is not out / in (resize2d takes sizes)
     for k, d in enumerate(in_sizes):
-        if isinstance(d, int):
-            if sizes is not None and not isinstance(sizes[k], int):
-                ctx.fail(f"axis {axes[k]} (size {d}) is resized to the symbolic size "
-                         f"{sizes[k]}; plait resizes to static sizes only")
+        target = sizes[k] if sizes is not None else None
+        if isinstance(d, int) and (target is None or isinstance(target, int)):
+            o = target if target is not None else int(scales[k] * d)  # type: ignore[index]
+            if o != d:
+                static_moves[k] = o
+                inexact |= target is None and o / d != scales[k]  # type: ignore[index]
             continue
-        keeps = sizes[k] == d if sizes is not None else scales[k] == 1.0  # type: ignore[index]
-        if not keeps or (roi is not None and coord_mode == "tf_crop_and_resize"):
-            ctx.fail(f"axis {axes[k]} of size {d} is resized; plait resizes static sizes "
-                     f"only (got shape {shape}); fix the input shapes with "
-                     "from_onnx(..., shapes={...})")
-    kept = {k for k, d in enumerate(in_sizes) if not isinstance(d, int)}
-    if kept and sizes is not None and keep_aspect != "stretch":
-        ctx.fail(f"keep_aspect_ratio_policy {keep_aspect!r} with the symbolic shape {shape}")
+        if target is not None:
+            if target == d:
+                kept.add(k)
+            else:
+                moving[k] = target
+        elif scales[k] == 1.0:  # type: ignore[index]
+            kept.add(k)
+        elif float(scales[k]).is_integer() and scales[k] >= 1:  # type: ignore[index]
+            moving[k] = symbolic.mul(d, int(scales[k]))  # type: ignore[index]
+        else:
+            ctx.fail(f"axis {axes[k]} of size {d} is resized by the scale {scales[k]}; "  # type: ignore[index]
+                     "plait resizes a symbolic size by an integer scale only (or to given "
+                     "sizes); fix the input shapes with from_onnx(..., shapes={...})")
+    if kept or moving:
+        if keep_aspect != "stretch":
+            ctx.fail(f"keep_aspect_ratio_policy {keep_aspect!r} with the symbolic shape {shape}")
+        if roi is not None and coord_mode == "tf_crop_and_resize":
+            ctx.fail(f"tf_crop_and_resize of the symbolic shape {shape}; fix the input "
+                     "shapes with from_onnx(..., shapes={...})")
+    if moving:
+        if inexact:
+            ctx.fail(f"a static axis is resized by a scale its size does not take exactly "
+                     f"while a symbolic one is resized (shape {shape}); fix the input "
+                     "shapes with from_onnx(..., shapes={...})")
+        return _symbolic_resize2d(ctx, shape, axes, {**static_moves, **moving}, mode,
+                                  coord_mode, nearest_mode, cubic_a, exclude_outside,
+                                  antialias)
     if sizes is not None:
         axis_scales = [1.0 if k in kept else s / d  # type: ignore[operator]
                        for k, (s, d) in enumerate(zip(sizes, in_sizes))]
@@ -261,6 +289,34 @@ def _resize(
             y = ctx.call("clip", ctx.call("round", y), min=float(info.min), max=float(info.max))
         y = cast(ctx, y, dtype)
     return y
+
+
+def _symbolic_resize2d(
+    ctx: NodeContext, shape: tuple, axes: list[int], moving: dict[int, object], mode: str,
+    coord_mode: str, nearest_mode: str, cubic_a: float, exclude_outside: bool,
+    antialias: bool,
+) -> Expr:  # fmt: skip
+    """``resize2d`` of the spatial axes of an NCHW tensor to sizes of which some are
+    symbolic (its interpolation reads them when the model runs)."""
+    spatial = {axes[k] for k in moving}
+    if not (
+        len(shape) == 4 and spatial <= {2, 3} and not antialias
+        and coord_mode in _PLAIT_COORD_MODES and mode in ("nearest", "linear", "cubic")
+        and not (mode == "cubic" and coord_mode == "pytorch_half_pixel")
+        and not (mode == "nearest" and exclude_outside)
+    ):  # fmt: skip
+        ctx.fail(f"resizing the symbolic shape {shape} (axes {sorted(spatial)}, mode {mode!r}, "
+                 f"{coord_mode!r}) is supported for the two spatial axes of a 4-D tensor "
+                 "with nearest, linear or cubic interpolation and no antialiasing; fix the "
+                 "input shapes with from_onnx(..., shapes={...})")
+    size = [shape[2], shape[3]]
+    for k, out in moving.items():
+        size[axes[k] - 2] = out
+    return ctx.call(
+        "resize2d", ctx.x(0), size=tuple(size), method=mode,
+        coordinate_transformation_mode=coord_mode, rounding_method=nearest_mode,
+        cubic_alpha=cubic_a, cubic_exclude=exclude_outside,
+    )  # fmt: skip
 
 
 @converter(

@@ -387,11 +387,25 @@ def adaptive_avg_pool2d_compute(inputs: list[Any], attrs: Attrs, out_ty: Type) -
 # ---------------------------------------------------------------- resize
 
 
-def _source_coord(o: PrimExpr, out_len: int, in_len: Dim, mode: str) -> PrimExpr:
-    """The input coordinate (float64) of output index ``o`` along one axis (ONNX)."""
+def _source_coord(o: PrimExpr, out_len: Dim, in_len: Dim, mode: str) -> PrimExpr:
+    """The input coordinate (float64) of output index ``o`` along one axis (ONNX); a
+    symbolic output length (an upsampled dynamic image) is read at run time."""
     f64 = "float64"
     of = to_dtype(o, f64)
     inl = to_dtype(dim_expr(in_len), f64)
+    if not isinstance(out_len, int):
+        outl = to_dtype(dim_expr(out_len), f64)
+        scale = outl / inl
+        one = const(1.5, f64)   # out_len <= 1, for an integer length
+        if mode in ("half_pixel", "pytorch_half_pixel"):
+            y = (of + const(0.5, f64)) / scale - const(0.5, f64)
+            return y if mode == "half_pixel" else I.select(outl < one, const(0, f64), y)
+        if mode == "align_corners":
+            return I.select(outl < one, const(0, f64),
+                            of * (inl - const(1, f64)) / (outl - const(1, f64)))
+        if mode == "asymmetric":
+            return of / scale
+        raise ComputeUnsupported(f"coordinate_transformation_mode {mode!r} of a symbolic size")
     scale = (const(out_len / in_len, f64) if isinstance(in_len, int)
              else const(out_len, f64) / inl)
     half = const(0.5, f64)
@@ -438,13 +452,13 @@ def resize2d_compute(inputs: list[Any], attrs: Attrs, out_ty: Type) -> Tensor:
     (x,) = inputs
     layout, method = attrs["layout"], attrs["method"]
     mode = attrs["coordinate_transformation_mode"]
-    oh, ow = expand(attrs["size"], 2, "size")
     h, w = split_index(layout, x.shape)[2]  # type: ignore[arg-type]
     shape = out_shape(out_ty)
+    oh, ow = split_index(layout, shape)[2]  # ints, or size variables (symbolic sizes)
     if method == "nearest":
         rounding = attrs["rounding_method"]
 
-        def index(o: PrimExpr, out_len: int, in_len: Dim) -> PrimExpr:
+        def index(o: PrimExpr, out_len: Dim, in_len: Dim) -> PrimExpr:
             c = _round_coord(_source_coord(o, out_len, in_len, mode), rounding)
             hi = to_dtype(dim_expr(in_len), "float64") - const(1, "float64")
             return to_dtype(I.maximum(I.minimum(c, hi), const(0, "float64")), "int64")
@@ -460,7 +474,7 @@ def resize2d_compute(inputs: list[Any], attrs: Attrs, out_ty: Type) -> Tensor:
         raise ComputeUnsupported(f"linear resize of {x.dtype}")
     dt = x.dtype
 
-    def taps(o: PrimExpr, out_len: int, in_len: Dim) -> tuple[PrimExpr, ...]:
+    def taps(o: PrimExpr, out_len: Dim, in_len: Dim) -> tuple[PrimExpr, ...]:
         c = _source_coord(o, out_len, in_len, mode)
         f = I.floor(c)
         t = c - f
