@@ -20,7 +20,7 @@ from .ir.module import IRModule
 from .ir.visitor import post_order
 from .kernel.ir import Kernel
 from .pipeline import build_pipeline
-from .runtime.derived_constants import DerivedConstants
+from .runtime.derived_constants import DerivedConstants, Unpack
 from .runtime.executable import Executable
 from .runtime.trust import (
     MODULE_TRUST_ATTR,
@@ -201,10 +201,11 @@ class KeptGraph:
 
     def refer_to_packed(self, built: IRModule) -> bool:
         """Let each constant of the table that ``built`` packs (a deferred constant of
-        ``built`` made from the same array, with an exact inverse) be unpacked from the
-        packed array when read, instead of holding the original.  True when ``built``
-        holds deferred constants (originals that go once packed)."""
-        packs: dict[tuple[Any, ...], DeferredArray] = {}
+        ``built`` made from the same array, or from its transpose: ``matmul(x,
+        permute_dims(W))``, with an exact inverse) be unpacked from the packed array when
+        read, instead of holding the original.  True when ``built`` holds deferred
+        constants (originals that go once packed)."""
+        packs: dict[tuple[Any, ...], tuple[DeferredArray, Unpack]] = {}
         deferred = False
         for func in built.functions.values():
             for node in post_order(func):
@@ -213,13 +214,16 @@ class KeptGraph:
                     if d is not None and d.source is not None:
                         deferred = True
                         if d.inverse is not None:
-                            packs.setdefault(_buffer_of(d.source), d)
+                            packs.setdefault(_buffer_of(d.source), (d, d.inverse))
+                            if d.source.ndim == 2:   # packed from a transposed view
+                                packs.setdefault(_buffer_of(d.source.T),
+                                                 (d, _transposed(d.inverse)))
         if not packs or not self.text:
             return deferred
         for key in list(self.table):
-            d = packs.get(_buffer_of(self.table[key]))
-            if d is not None and d.inverse is not None:
-                self.table.derive(key, d.materialize, d.inverse)
+            found = packs.get(_buffer_of(self.table[key]))
+            if found is not None:
+                self.table.derive(key, found[0].materialize, found[1])
         return deferred
 
     def attach(self, exe: Executable) -> None:
@@ -230,6 +234,12 @@ class KeptGraph:
         self.table.resolve()   # the packed arrays themselves, not the IR's objects
         exe.graph = self.text
         exe.graph_constants = self.table
+
+
+def _transposed(inverse: Unpack) -> Unpack:
+    """The original of a matrix packed from its transposed view: the transpose of what
+    ``inverse`` unpacks, C-ordered."""
+    return lambda p: np.ascontiguousarray(inverse(p).T)
 
 
 def _buffer_of(a: np.ndarray) -> tuple[Any, ...]:

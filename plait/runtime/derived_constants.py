@@ -62,4 +62,4 @@ class DerivedConstants(Mapping[str, np.ndarray]):
         return len(self._order)
 
 
-__all__ = ["DerivedConstants"]
+__all__ = ["DerivedConstants", "Packed", "Unpack"]

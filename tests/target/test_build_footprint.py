@@ -164,3 +164,27 @@ def test_the_build_peaks_within_twice_the_weights(tmp_path: Path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     peak = json.loads(proc.stdout.strip().splitlines()[-1])["peak"]
     assert peak <= 2 * total, f"build peak {peak / 2**20:.1f} MiB for {total / 2**20:.1f} MiB"
+
+
+def test_a_weight_packed_from_its_transposed_view_is_held_once():
+    """``matmul(x, permute_dims(W))`` (torch.export's linear) with ``W`` left unfolded
+    (FoldConstant's cap set to 16 elements): the product packs from the transposed
+    view, and the kept graph unpacks ``W`` itself from those panels."""
+    from graph_helpers import build_graph, const, emit  # tests/target
+
+    w = np.random.default_rng(11).standard_normal((48, 40)).astype(np.float32)
+
+    def body(bb, p):  # type: ignore[no-untyped-def]
+        return emit(bb, "matmul", p[0], emit(bb, "permute_dims", const(w), axes=(1, 0)))
+
+    with plait.transform.PassContext(config={"transform.fold_constant.max_size": 16}):
+        exe = plait.build(build_graph({"x": ("b", 40)}, body), "c")
+    table = exe.graph_constants
+    (key,) = list(table)
+    assert table.is_derived(key)   # not a copy of w: computed from the packed panels
+    got = table[key]
+    assert got.shape == w.shape and got.flags.c_contiguous and got.tobytes() == w.tobytes()
+    x = np.random.default_rng(12).standard_normal((3, 40)).astype(np.float32)
+    np.testing.assert_allclose(VirtualMachine(exe)["main"](x),
+                               x.astype(np.float64) @ w.T.astype(np.float64),
+                               rtol=1e-5, atol=1e-5)
