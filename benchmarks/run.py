@@ -110,7 +110,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import docs_figures
+# the benchmarks' shared modules sit next to this file: importable when it was loaded
+# by path too, as the tests do (a test's order must not decide whether it imports)
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+import docs_figures  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 THREADS = int(os.environ.get("PLAIT_BENCH_THREADS", "2"))
@@ -708,9 +712,6 @@ def scaling_module(n: int) -> Any:
 def _scaling_sources() -> Any:
     """benchmarks/scaling_sources.py, next to this file (importable when this file was
     loaded by path, as the tests do)."""
-    here = str(Path(__file__).resolve().parent)
-    if here not in sys.path:
-        sys.path.insert(0, here)
     import scaling_sources  # noqa: PLC0415
 
     return scaling_sources
