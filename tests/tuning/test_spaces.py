@@ -61,7 +61,10 @@ def test_spaces_validate_points() -> None:
     grouped = dwconv_space(dict(_conv(32, 64, 56), G=16), 2)         # 2 in, 4 out a group
     assert grouped is not None and grouped.choices[0].values == ("auto", "planes")
     tiny = gemm_space(dict(M=1, N=8, K=8, batch=1), 2)
-    assert tiny is not None and tiny.choices[0].values == (0,)       # one thread anyway
+    assert tiny is not None and tiny.size() == 1                     # one thread anyway
+    big = gemm_space(dict(M=64, N=512, K=512, batch=1), 2)
+    assert big is not None and big.default_point() == {"threads": 0, "split": "auto"}
+    assert big.size() == 2 * 3                                       # threads x split
     assert len(s.points()) == s.size() and s.points()[0] == s.default_point()
     assert SPACES == {"conv2d": conv2d_space, "gemm": gemm_space, "dwconv2d": dwconv_space}
 

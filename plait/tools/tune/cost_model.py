@@ -22,7 +22,7 @@ MIN_ROWS = 8
 OPS = ("conv2d", "linear", "matmul", "dwconv2d")
 DESC_FIELDS = ("N", "C", "H", "W", "O", "G", "KH", "KW", "SH", "SW", "OH", "OW", "M", "K",
                "batch")
-CHOICES = ("algorithm", "layout", "threads")
+CHOICES = ("algorithm", "layout", "split", "threads")
 
 
 def features(call: str, space: dict[str, Any], point: dict[str, Any]) -> list[float]:

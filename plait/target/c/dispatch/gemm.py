@@ -216,17 +216,27 @@ GEMM_MIN_PARALLEL = 1 << 18
 """``PLAIT_GEMM_MIN_PARALLEL`` of ``plait_gemm.c``: smaller products run on one thread."""
 
 
+GEMM_SPLITS = {"auto": 0, "columns": 1, "rows": 2}
+"""The thread splits of ``plait_gemm`` (``plait_gemm_problem.split``, ``PLAIT_SPLIT_*``):
+the kernel's rule, column blocks alone, row blocks too."""
+
+
 def gemm_space(desc: dict[str, Any], threads: int) -> SearchSpace | None:
     """The search space of a float32 product of static sizes (``desc``: ``M``, ``N``,
     ``K``, ``batch``...) on a machine of ``threads`` threads: ``threads``, 0 (all, the
-    default) or fewer (:func:`~plait.target.c.tuning.space.thread_values`); None when a
+    default) or fewer (:func:`~plait.target.c.tuning.space.thread_values`), and
+    ``split`` (:data:`GEMM_SPLITS`: ``auto``, the kernel's rule, the default; or
+    ``columns``, ``rows`` where there are rows for 2 blocks of 2 panels); None when a
     size is symbolic."""
     if any(type(desc[k]) is not int for k in ("M", "N", "K", "batch")):
         return None
     work = desc["M"] * desc["N"] * max(desc["K"], 1) * desc["batch"]
     values = thread_values(threads, work >= GEMM_MIN_PARALLEL)
-    return SearchSpace("gemm", (Choice("threads", values, "at most this many threads "
-                                       "(0: all)"),), (("threads", 0),))
+    splits = ("auto", "columns", "rows") if len(values) > 1 and desc["M"] >= 4 * MR else ("auto",)
+    return SearchSpace("gemm", (
+        Choice("threads", values, "at most this many threads (0: all)"),
+        Choice("split", splits, "how the threads share the product")),
+        (("split", "auto"), ("threads", 0)))
 
 
 register_space("conv2d", conv2d_space)
@@ -259,6 +269,7 @@ class ProductPlan:
     winograd: int = 0             # 0: direct; 2 or 4: Winograd F(m x m, 3x3)
     pixel_rows: bool = False      # conv2d as the transposed product (pixel_rows_applies)
     max_threads: int = 0          # gemm: at most this many threads (0: all; a tuned point)
+    split: int = 0                # gemm: the thread split (GEMM_SPLITS; 0: the kernel's rule)
     members: list[int] = field(default_factory=list)
     tuning: dict[str, Any] = field(default_factory=dict)   # the point and its origin
 
@@ -283,7 +294,7 @@ class ProductPlan:
             return conv2d_call(shapes[0], shapes[1], self.out_shape, self.desc, variant,
                                self.epilogue())
         return gemm_call(shapes[0], shapes[1], self.out_shape, epilogue=self.epilogue(),
-                         max_threads=self.max_threads, **self.desc)
+                         max_threads=self.max_threads, split=self.split, **self.desc)
 
     def symbol_and_code(self) -> tuple[str, str, CFunction]:
         """The wrapper's symbol, its C text and its :class:`CFunction`;
@@ -421,6 +432,7 @@ def _plan_gemm(call: Call, op: str, chooser: Chooser) -> ProductPlan | None:
     point, plan.tuning = chooser.choose(call_key(op, desc), gemm_space(desc, chooser.threads))
     if point is not None:
         plan.max_threads = int(point["threads"])
+        plan.split = GEMM_SPLITS[str(point["split"])]
     return plan
 
 

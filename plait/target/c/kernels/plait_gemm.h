@@ -83,7 +83,15 @@ typedef struct {
     /* k_lo, k_hi: the sum over k_lo .. k_hi - 1 only (both 0: all of it), for a part of a
      * split sum (plait_gemm.c, gemm_split_k) */
     int64_t k_lo, k_hi;
+    /* split: a tuned point's thread split (plait/target/c/tuning): PLAIT_SPLIT_AUTO (0,
+     * the rule of plait_gemm), _COLUMNS (column blocks only), _ROWS (row blocks too, as
+     * many as threads where the rows allow) */
+    int split;
 } plait_gemm_problem;
+
+#define PLAIT_SPLIT_AUTO 0
+#define PLAIT_SPLIT_COLUMNS 1
+#define PLAIT_SPLIT_ROWS 2
 
 typedef struct {
     int64_t N, C, H, W, O, KH, KW, SH, SW, DH, DW, PT, PL, PB, PR, OH, OW;

@@ -563,12 +563,25 @@ PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p) {
             mc_rows = (mc_rows + PLAIT_MR - 1) / PLAIT_MR * PLAIT_MR;
         }
     }
+    /* a tuned split (plait/target/c/tuning) replaces the rule: column blocks alone, or
+     * row blocks too (one per thread, of at least 2 panels) */
+    if (p->split == PLAIT_SPLIT_COLUMNS) {
+        mc_rows = p->M;
+        rows_outer = 0;
+    } else if (p->split == PLAIT_SPLIT_ROWS && nthreads > 1) {
+        const int64_t most = p->M / (2 * PLAIT_MR);
+        const int64_t mblocks = nthreads < most ? nthreads : most;
+        if (mblocks > 1) {
+            mc_rows = (p->M + mblocks - 1) / mblocks;
+            mc_rows = (mc_rows + PLAIT_MR - 1) / PLAIT_MR * PLAIT_MR;
+        }
+    }
     /* A 1x1 convolution with few pixels and a long sum (K >= PLAIT_SPLIT_K_MIN) on several
      * threads splits the sum in two instead: each thread reads half of A and half of B,
      * the input channels that the same thread wrote in the depthwise layer before (whose
      * jobs are channel blocks), and the partial outputs, smaller than B, are added: no
      * thread reads an input channel from the other core's cache */
-    if (nthreads > 1 && p->batch == 1 && p->a_kind == PLAIT_A_PACKED
+    if (nthreads > 1 && !p->split && p->batch == 1 && p->a_kind == PLAIT_A_PACKED
         && p->b_kind == PLAIT_B_STRIDED && !p->pool && !p->k_hi && p->K >= PLAIT_SPLIT_K_MIN
         && (p->N + PLAIT_NC - 1) / PLAIT_NC < 2 * nthreads)
         return gemm_split_k(p);
