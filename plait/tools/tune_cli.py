@@ -2,7 +2,8 @@
 database (docs/tuning.md).
 
     plait tune model.onnx --target c --budget 10m --db tuning.db [--ray auto|local|ADDRESS]
-               [--runs 5] [--threads N] [--cpus-per-trial N] [--shape NAME=D0,D1,...]
+               [--runs 5] [--confirm-rounds N] [--threads N] [--cpus-per-trial N]
+               [--shape NAME=D0,D1,...]
     plait tune models/ --budget 1h --db tuning.db      # every .onnx and .plait.py in it
 """
 
@@ -34,6 +35,9 @@ def add_tune_command(sub: Any) -> None:
                    help="run each trial as a Ray task: auto (the running cluster), local "
                         "(start Ray here) or a cluster's address")
     p.add_argument("--runs", type=int, default=5, help="timed runs per trial (default 5)")
+    p.add_argument("--confirm-rounds", type=int, metavar="N",
+                   help="once every candidate is measured, at most N rounds measuring the "
+                        "defaults and the best points again (default: until the budget)")
     p.add_argument("--threads", type=int,
                    help="threads the kernels run with (default: PLAIT_NUM_THREADS, else "
                         "the CPUs; with --ray each node's CPUs)")
@@ -86,7 +90,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     for path in files:
         try:
             report = tune(ModelRef.from_path(path, tuple(args.shape)), args.db,
-                          budget / len(files), executor, log=log)
+                          budget / len(files), executor, log=log,
+                          confirm_rounds=args.confirm_rounds)
         except TuningDBError as e:
             raise CliError(str(e)) from None
         print("\n".join(report.lines()))

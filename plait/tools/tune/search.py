@@ -5,13 +5,17 @@ Every trial builds the whole model and times each call inside it (:mod:`.trial`)
 one trial measures a candidate of *every* call at once: the first trial runs every
 call's default point (the heuristic's), each later one gives each call the next
 candidate the cost model ranks best (:mod:`.cost_model`; a call whose candidates are
-all measured runs its best point so far, measured again).  An executor runs the
-trials — in this process (:class:`LocalExecutor`) or as Ray tasks over a cluster
-(:mod:`.ray_runner`), grouped by machine (CPU model, ISA copy, threads): each group is
-tuned on its own nodes and its records carry its machine.  Each trial's measurements go
-into the database as it finishes (a failed trial as ``status = 'failed'``), so an
-interrupted run keeps what it measured; ``build()`` takes the fastest record of each
-call (the default point's too: where nothing beats the heuristic, it stays).
+all measured runs its best point so far, measured again).  Once every candidate is
+measured, the defaults and the best points are measured again in turn until the
+budget is spent: the database's choice is the point of the lowest median time
+(:meth:`~plait.target.c.tuning.TuningDB.best`), so one lucky run does not win.  An
+executor runs the trials — in this process (:class:`LocalExecutor`) or as Ray tasks
+over a cluster (:mod:`.ray_runner`), grouped by machine (CPU model, ISA copy,
+threads): each group is tuned on its own nodes and its records carry its machine.
+Each trial's measurements go into the database as it finishes (a failed trial as
+``status = 'failed'``), so an interrupted run keeps what it measured; ``build()``
+takes the fastest point of each call (the default point's too: where nothing beats
+the heuristic, it stays).
 """
 
 from __future__ import annotations
@@ -206,11 +210,12 @@ class _GroupSearch:
 
 
 def tune(model: ModelRef, db: str, budget: float, executor: Executor | None = None,
-         log: Callable[[str], None] = lambda s: None, confirm_rounds: int = 2) -> TuneReport:
+         log: Callable[[str], None] = lambda s: None,
+         confirm_rounds: int | None = None) -> TuneReport:
     """Tune ``model`` for ``budget`` seconds (see the module docstring), recording into
-    the database ``db``; once every candidate is measured, ``confirm_rounds`` more
-    rounds measure the default and the best points again (within the budget).  Returns
-    what was found."""
+    the database ``db``; once every candidate is measured, rounds measure the default
+    and the best points again until the budget is spent (at most ``confirm_rounds``
+    rounds when given).  Returns what was found."""
     executor = executor if executor is not None else LocalExecutor()
     store = TuningDB(db)   # a foreign or damaged file fails here, before any trial
     t0 = time.perf_counter()
@@ -225,7 +230,8 @@ def tune(model: ModelRef, db: str, budget: float, executor: Executor | None = No
         log(f"{model.name} on {machine.cpu} ({machine.isa}, {machine.threads} threads): "
             f"{len(calls)} calls with a search space, {len(search.tunable)} with a choice")
         first, spent = True, []
-        while first or not search.done() or search.rounds < confirm_rounds:
+        while (first or not search.done() or confirm_rounds is None
+               or search.rounds < confirm_rounds):
             # (the last round's time: the first one's compiles what the others reuse)
             if not first and spent and time.perf_counter() + spent[-1] > deadline:
                 break

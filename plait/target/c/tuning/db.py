@@ -20,10 +20,11 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from plait.errors import PlaitError
@@ -239,20 +240,30 @@ class TuningDB:
                       float(r[11]), r[12])
 
     def best(self, call: str, machine: Machine) -> Record | None:
-        """The fastest successful record of ``call`` on ``machine`` (None: none)."""
-        ok = [r for r in self.records(call, machine)
-              if r.status == "ok" and r.seconds is not None]
-        return min(ok, key=lambda r: r.seconds) if ok else None   # type: ignore[arg-type,return-value]
+        """The fastest point of ``call`` on ``machine`` (None: no successful record);
+        see :meth:`best_by_call`."""
+        return self._best(self.records(call, machine)).get(call)
 
     def best_by_call(self, machine: Machine) -> dict[str, Record]:
-        """The fastest successful record of every call on ``machine``."""
+        """The fastest point of every call on ``machine``: a point measured by several
+        trials counts with the median of their times (one lucky run does not win), its
+        record carries that median and the median of the default point's times."""
+        return self._best(self.records(machine=machine))
+
+    @staticmethod
+    def _best(records: list[Record]) -> dict[str, Record]:
+        groups: dict[tuple[str, str], list[Record]] = {}
+        for r in records:
+            if r.status == "ok" and r.seconds is not None:
+                groups.setdefault((r.call, point_text(r.point)), []).append(r)
         out: dict[str, Record] = {}
-        for r in self.records(machine=machine):
-            if r.status != "ok" or r.seconds is None:
-                continue
-            old = out.get(r.call)
-            if old is None or r.seconds < old.seconds:  # type: ignore[operator]
-                out[r.call] = r
+        for (call, _), rs in groups.items():
+            t = statistics.median(r.seconds for r in rs)  # type: ignore[type-var]
+            d = [r.default_seconds for r in rs if r.default_seconds is not None]
+            rec = replace(rs[-1], seconds=t, default_seconds=statistics.median(d) if d else None)
+            old = out.get(call)
+            if old is None or t < old.seconds:  # type: ignore[operator]
+                out[call] = rec
         return out
 
     def machines(self) -> list[Machine]:
