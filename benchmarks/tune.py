@@ -4,10 +4,15 @@ installed), timed in this process, the plait builds interleaved.
 
     python benchmarks/tune.py --suite default --models cnn,mlp --budget 2m [--runs 30]
                               [--db tune-bench.db] [--ray local]
+    python benchmarks/tune.py --models cnn --budget 1m --ray-speedup
+
 
 Prints each model's medians and the ratios the issue states its goals in — tuned /
 untuned plait-c, tuned plait-c / best peer (the faster of onnxruntime and OpenVINO) —
-their geometric means, and the tuning time per model.  Measure on a quiet machine
+their geometric means, and the tuning time per model.  ``--ray-speedup`` instead tunes
+each model for the budget twice, in this process and as Ray tasks on a local Ray of 2
+workers (one CPU a trial), and prints the trials each finished: the speed-up of the
+2-worker Ray run over the single-process run of the same budget.  Measure on a quiet machine
 (``uptime``'s load is printed beside the figures): trials time calls inside the model,
 and a busy machine makes both the tuner's choices and the ratios noise.
 """
@@ -81,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=30, help="timed calls per measurement")
     ap.add_argument("--db", help="the tuning database (default: a new temporary file)")
     ap.add_argument("--ray", help="tune with Ray: local, auto or an address")
+    ap.add_argument("--ray-speedup", action="store_true",
+                    help="trials in the budget: one process against 2 Ray workers")
     args = ap.parse_args(argv)
 
     from plait.tools.tune import LocalExecutor, ModelRef, parse_budget, tune
@@ -98,6 +105,19 @@ def main(argv: list[str] | None = None) -> int:
         executor: Any = RayExecutor(args.ray)
     else:
         executor = LocalExecutor()
+    if args.ray_speedup:
+        from plait.tools.tune.ray_runner import RayExecutor
+
+        ray_executor = RayExecutor("local", cpus_per_trial=1)
+        print("| model | trials, one process | trials, 2 Ray workers | speed-up |")
+        print("|---|---|---|---|")
+        for m in models:
+            ref = ModelRef.from_path(files[m][0])
+            one = tune(ref, str(work / f"{m}-local.db"), budget, LocalExecutor())
+            two = tune(ref, str(work / f"{m}-ray.db"), budget, ray_executor)
+            print(f"| {m} | {one.trials} | {two.trials} | {two.trials / one.trials:.2f} |")
+        print(f"load (1 min) at the end: {os.getloadavg()[0]:.1f}")
+        return 0
     peers = ["onnxruntime"] + (["openvino"] if importlib.util.find_spec("openvino") else [])
     rows, ratio_untuned, ratio_peer = [], [], []
     for m in models:
