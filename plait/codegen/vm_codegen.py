@@ -396,10 +396,14 @@ class _FunctionLowering:
         raise self.fail(where, f"cannot call a {type(op).__name__}")
 
     def _record_source(self, span: Any) -> None:
-        """The last instruction, a call, computes what ``span`` names."""
-        text = span_text(span)
-        if text and self.code and isinstance(self.code[-1], rx.Call):
-            self.sources[str(len(self.code) - 1)] = text
+        """The last instruction, a call, computes what ``span`` names.  (The build
+        phase's allocations carry their call's span too: they are no calls, and their
+        span's text is not made.)"""
+        code = self.code
+        if code and isinstance(code[-1], rx.Call):
+            text = span_text(span)
+            if text:
+                self.sources[str(len(code) - 1)] = text
 
     # The instructions of the build phase's builtins: (register of the result, the
     # call's attributes, the call, the binding's name for messages)
