@@ -14,8 +14,13 @@ PAGE = ROOT / "docs" / "performance.md"
 BLOCK = re.compile(r"<!-- figures:([\w-]+):begin -->\n(.*?)<!-- figures:\1:end -->", re.S)
 WRITERS = {"broad": "run.py", "real": "run.py", "quantized": "run.py",
            "broad-int8": "run.py", "dynamic-shapes": "dynamic_shapes.py",
-           "memory": "memory.py"}
-"""Each block's key and the benchmark that writes it (run.py: with ``--suite KEY``)."""
+           "memory": "memory.py", "scaling": "run.py"}
+"""Each block's key and the benchmark that writes it (run.py: with ``--suite KEY``, the
+pipeline's scaling with ``--scaling-only``)."""
+OPTION = {"scaling": "--scaling-only"}
+"""run.py's option that writes a block other than a suite's ``--suite KEY``."""
+TABLE = {"scaling": "| bindings |"}
+"""How a block's table starts, where it is not a table of models."""
 HEADER = re.compile(
     r"\*Written by `python benchmarks/(?P<script>\w+\.py)(?P<args>[^`]*)` on "
     r"(?P<cpu>[^,]+), "
@@ -43,10 +48,11 @@ def problems(suite: str, body: str) -> list[str]:
         return [f"{suite}: the first line is not run.py's command and machine: {first!r}"]
     out = []
     args = m.group("args").split()
+    option = OPTION.get(suite, f"--suite {suite}")
     if (m.group("script") != WRITERS.get(suite) or "--write-docs" not in args
-            or (m.group("script") == "run.py" and f"--suite {suite}" not in m.group("args"))):
+            or (m.group("script") == "run.py" and option not in m.group("args"))):
         out.append(f"{suite}: written by another command: {m.group(0)[:80]!r}")
-    if not any(line.startswith("| model |") for line in rest.splitlines()):
+    if not any(line.startswith(TABLE.get(suite, "| model |")) for line in rest.splitlines()):
         out.append(f"{suite}: no table of models")
     out += [f"{suite}: not a line of the summary: {line!r}" for line in rest.splitlines()
             if not SUMMARY_LINE.match(line)]
@@ -87,9 +93,11 @@ def test_each_benchmark_writes_a_block_the_check_accepts(tmp_path: Path,
     page.write_text("".join(f"<!-- figures:{k}:begin -->\nold\n<!-- figures:{k}:end -->\n"
                             for k in WRITERS))
     summary = "| model | a |\n|---|---|\n| m | 1.00 |\n| geomean | 1.00 |\n"
+    scaling = "| bindings | µs per binding |\n|---|---|\n| 1000 | 20.0 |\n"
     for key, script in WRITERS.items():
-        args = ["--suite", key, "--write-docs"] if script == "run.py" else ["--write-docs"]
-        docs_figures.write_figures(page, key, summary,
+        args = ([*OPTION.get(key, f"--suite {key}").split(), "--write-docs"]
+                if script == "run.py" else ["--write-docs"])
+        docs_figures.write_figures(page, key, scaling if key == "scaling" else summary,
                                    docs_figures.command(script, args), 2)
     found = blocks(page.read_text())
     assert set(found) == set(WRITERS)
