@@ -80,6 +80,61 @@ static void plait_scratch_lock_take(void) {
 
 static void plait_scratch_lock_drop(void) { __atomic_clear(&plait_scratch_lock, __ATOMIC_RELEASE); }
 
+#ifdef PLAIT_THREADS
+/* A thread that is not one of the pool's workers (the application's: a server's thread
+ * per request) frees its record when it exits, through a pthread key's destructor;
+ * plait_release deletes the key (the destructor is the library's code). */
+static pthread_mutex_t plait_scratch_key_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t plait_scratch_key;
+static int plait_scratch_key_made;   /* written under plait_scratch_key_lock */
+
+static void plait_scratch_free_rec(plait_scratch_rec* r);
+
+/* The key's destructor: the exiting thread's record, unless plait_release freed every
+ * record since it was made (then the generation moved on). */
+static void plait_scratch_at_exit(void* p) {
+    plait_scratch_rec* r = (plait_scratch_rec*)p;
+    if (r == NULL || plait_scratch_mine != r
+            || plait_scratch_mine_gen != __atomic_load_n(&plait_scratch_gen, __ATOMIC_ACQUIRE))
+        return;
+    plait_scratch_lock_take();
+    for (plait_scratch_rec** at = &plait_scratch_all; *at != NULL; at = &(*at)->next) {
+        if (*at == r) {
+            *at = r->next;
+            break;
+        }
+    }
+    plait_scratch_lock_drop();
+    plait_scratch_mine = NULL;
+    plait_scratch_free_rec(r);
+}
+
+/* Register r to be freed when the calling thread exits. */
+static void plait_scratch_on_exit(plait_scratch_rec* r) {
+    pthread_mutex_lock(&plait_scratch_key_lock);
+    if (!plait_scratch_key_made &&
+            pthread_key_create(&plait_scratch_key, plait_scratch_at_exit) == 0)
+        plait_scratch_key_made = 1;
+    if (plait_scratch_key_made) pthread_setspecific(plait_scratch_key, r);
+    pthread_mutex_unlock(&plait_scratch_key_lock);
+}
+
+/* The calling thread's record is freed already: nothing for the destructor. */
+static void plait_scratch_forget(void) {
+    pthread_mutex_lock(&plait_scratch_key_lock);
+    if (plait_scratch_key_made) pthread_setspecific(plait_scratch_key, NULL);
+    pthread_mutex_unlock(&plait_scratch_key_lock);
+}
+
+/* No destructor of this library's code runs after it is unloaded. */
+static void plait_scratch_drop_key(void) {
+    pthread_mutex_lock(&plait_scratch_key_lock);
+    if (plait_scratch_key_made) pthread_key_delete(plait_scratch_key);
+    plait_scratch_key_made = 0;
+    pthread_mutex_unlock(&plait_scratch_key_lock);
+}
+#endif
+
 float* plait_scratch(int slot, size_t floats) {
     plait_scratch_rec* r = plait_scratch_mine;
     if (r == NULL || plait_scratch_mine_gen != __atomic_load_n(&plait_scratch_gen,
@@ -92,6 +147,9 @@ float* plait_scratch(int slot, size_t floats) {
         plait_scratch_mine_gen = plait_scratch_gen;
         plait_scratch_lock_drop();
         plait_scratch_mine = r;
+#ifdef PLAIT_THREADS
+        plait_scratch_on_exit(r);
+#endif
     }
     if (floats > r->cap[slot]) {
         free(r->buf[slot]);
@@ -126,6 +184,7 @@ static void plait_free_scratch(void) {
     }
     plait_scratch_lock_drop();
     plait_scratch_mine = NULL;
+    plait_scratch_forget();
     plait_scratch_free_rec(r);
 }
 #endif
@@ -489,6 +548,7 @@ __attribute__((visibility("default"))) void plait_release(void) {
     plait_pool.workers = 0;
     pthread_mutex_unlock(&plait_pool.lock);
     plait_free_all_scratch();
+    plait_scratch_drop_key();
 }
 
 /* A positive thread count from the environment variable `name` (the first number of
