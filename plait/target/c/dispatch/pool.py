@@ -8,11 +8,11 @@ a plane with one scalar chain: every ISA copy of a generated kernel computes the
 bits, so it may not reassociate).
 
 The generated kernel for ``max_pool2d`` keeps the window loops innermost, which the C
-compiler does not vectorize (a 2x2/2 pooling of a 32x224x224 tensor took 5.5 ms on one
-core); the row-wise library function reads each input row with a contiguous or evenly
-strided loop.  Like ``c.DispatchGemm`` the library is one C file, the same for every
-model (compiled once per machine), and each call gets a wrapper with its shape as
-constants; both are recorded in the module's ``c_sources``.
+compiler does not vectorize (slow on large images: the window loops are too short to
+pay for their set-up); the row-wise library function reads each input row with a
+contiguous or evenly strided loop.  Like ``c.DispatchGemm`` the library is one C file,
+the same for every model (compiled once per machine), and each call gets a wrapper
+with its shape as constants; both are recorded in the module's ``c_sources``.
 """
 
 from __future__ import annotations

@@ -128,9 +128,8 @@ static inline void plait_conv_pixels(const plait_conv_geom* g, int64_t start, in
  * of C just stored (still in the L1 cache): one more pass over 6 x 32 floats instead of
  * a kernel of its own over the whole output.  Clip keeps NaN (like numpy's clip); SiLU is
  * x / (1 + exp(-x)) with the generated kernels' exp (GCC vectorizes the loop, with a division:
- * plait_silu_sv of plait_vexp.h, the reciprocal estimate and a Newton step, measured
- * 0.96-1.05 of its time on EfficientNet's shapes, so the exp is the cost, not the
- * division); GELU is plait_gelu_sv (erf form: a rational erf with fused multiply-adds)
+ * plait_silu_sv of plait_vexp.h, the reciprocal estimate and a Newton step, is no
+ * faster within noise: the exp is the cost, not the division); GELU is plait_gelu_sv (erf form: a rational erf with fused multiply-adds)
  * or plait_gelu_tanh_sv (tanh form: x sigmoid(2u)) on vectors, a row's last nr % PLAIT_SL
  * columns by masked loads and stores. */
 static __attribute__((noinline)) void

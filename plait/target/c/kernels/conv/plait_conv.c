@@ -18,7 +18,7 @@ PLAIT_HIDDEN int PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p);
 
 /* One input row into its two column phases: padded column q = col + PL goes to
  * row[(q % 2) * WPP + q / 2].  16 columns at a time are split into even and odd by two
- * shuffles (the strided scalar copy cost 0.4 ms of a 32-channel 112x112 input). */
+ * shuffles (a strided scalar copy was a visible share of a whole early layer's time). */
 static void split_row2(const float* in, int64_t W, int64_t PL, float* row, int64_t WPP) {
     float* phase[2] = {row, row + WPP};
     int64_t c = 0;
@@ -381,9 +381,8 @@ static void plait_pixel_rows_run(void* arg) {
 
 /* The same with A' packed once by all threads, the product and the transposition each a
  * parallel call of its own: for an A' larger than PLAIT_PIXEL_ROWS_OWN_MAX floats, which
- * every thread packing it for itself costs more than waiting (ResNet-50's 3x3 512 -> 512
- * and 2048 -> 512 1x1 on 7 x 7, K 4608 and 2048, on two threads: 1067 -> 1108 and 486 ->
- * 512 us with each thread's own). */
+ * every thread packing it for itself costs more than waiting (a few per cent on
+ * ResNet-50's 7 x 7 layers, K 4608 and 2048, on two threads). */
 #define PLAIT_PIXEL_ROWS_OWN_MAX 65536
 
 static int conv2d_pixel_rows_shared(const plait_conv2d_desc* d, const plait_conv_geom* g,

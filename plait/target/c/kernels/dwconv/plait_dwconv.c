@@ -758,10 +758,10 @@ PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const
         /* On several threads a plane larger than DW_BAND_BYTES has its output rows cut in
          * one part per thread, jobs part by part from both ends (as the planes filled in
          * bands below: each thread reads the rows its products wrote); smaller planes are
-         * jobs whole.  MobileNetV2 on two threads, quiet, per step: parts on 112 x 112
-         * inputs 105 -> 99 us (32 channels), 127 -> 122 (96, stride 2), but whole planes
-         * on 56 x 56 and smaller 106 -> 90 (144 x 56 x 56), 44-47 -> 30-32 (192 x 28 x 28),
-         * 28-29 -> 18-19 (384 x 14 x 14), 43 -> 27 (576 x 14 x 14). */
+         * jobs whole: a large plane in parts keeps each thread on the rows it wrote (a few
+         * per cent faster on MobileNetV2's 112 x 112 inputs), while cutting planes of
+         * 56 x 56 and smaller costs more in job overhead and lost locality across rows
+         * than it gains (those layers ran a third to two thirds slower in parts). */
         int64_t parts = nt > 1 && (size_t)(d->H * d->W) * sizeof(float) > DW_BAND_BYTES ? nt : 1;
         t.part_rows = (d->OH + parts - 1) / parts;
         parts = (d->OH + t.part_rows - 1) / t.part_rows;
@@ -793,9 +793,10 @@ PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const
      * take jobs from both ends (plait_take_job), so with two the caller computes the top
      * halves and the worker the bottom halves: the rows that the same threads' products
      * (their column blocks, taken the same way) wrote in the layer before and read in
-     * the layer after.  Measured on MobileNetV2, two threads, quiet: 32 x 112 x 112 137
-     * -> 121 us; smaller planes in parts were slower (192 x 28 x 28 47 -> 61-65, the
-     * channels-in-lanes layout on 14 x 14 and 7 x 7 49 -> 66-70 and 20 -> 33): whole. */
+     * the layer after.  That pays on large planes only (about 10% on a 32 x 112 x 112
+     * input); smaller planes, and the channels-in-lanes layout on 14 x 14 and 7 x 7,
+     * lose more to the extra jobs than they gain (a third to two thirds slower in parts),
+     * so they stay whole. */
     const int64_t bands_of_plane = oha / t.R;
     int64_t parts = nt > 1 && t.bands && bands_of_plane >= 4 ? nt : 1;
     if (parts > bands_of_plane / 2) parts = bands_of_plane / 2 > 1 ? bands_of_plane / 2 : 1;

@@ -15,9 +15,9 @@
  * Rows first: the column step runs once per output row, not once per input row (half as
  * often for a 3x3 stride-2 window), and the rows' loops are as wide as the input
  * (ResNet's 112 columns: 7 vectors of 16).  Each input row is read from memory once
- * (the rows windows share come from L1).  ResNet's 3x3 stride-2 pool of 64 x 112 x 112,
- * one thread: 432 -> ~200 us (the column step's many short loops, each with its set-up
- * and tail, were the cost, not memory).
+ * (the rows windows share come from L1).  Windows first took twice as long on ResNet's
+ * 3x3 stride-2 pool: the column step's many short loops, each with its set-up and
+ * tail, were the cost, not memory.
  * NaN propagates (a NaN compared wins, and a NaN kept stays).  The planes (N * C) are
  * split over the library's threads (plait_threads.h); each thread's scratch is one
  * allocation (none possible: status 1, out of memory, as the other families).

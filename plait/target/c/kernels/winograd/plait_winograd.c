@@ -548,9 +548,9 @@ wino4_thread(const plait_wino* w, int64_t* next, float* v, float* m) {
  * input V (nx x C x tiles) -- ResNet's 256 -> 256 F(2x2) on 14 x 14 (U 4.2 MB, V 1 MB),
  * 128 -> 128 F(4x4) on 28 x 28 (U 2.4 MB, V 1.2 MB) -- the tile blocks read all of U
  * once per block, and inside a model U comes from memory (the weights of a whole model
- * do not stay in the caches from one inference to the next): 256 -> 256 @14 took 1.57 ms
- * on one thread with its U evicted before each call against 1.10 ms with U in the
- * caches, and on two threads each thread read all of U.  Such a layer computes the
+ * do not stay in the caches from one inference to the next): reading U from memory once
+ * per block made such a layer about 40% slower than with U in the caches, and on two
+ * threads each thread read all of U.  Such a layer computes the
  * whole image's V once, shared (the threads transform one 16-tile panel at a time), and
  * then splits the products and the output transform by output channels: each thread
  * reads its rows of U once, with every tile of the image as the product's columns. */
