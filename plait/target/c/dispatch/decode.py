@@ -48,7 +48,7 @@ from plait.transform.pattern_rewrite import Rule, functions_to_rewrite, rewrite_
 from ..kernels.decode import GEMV_MAX_ROWS, kv_attention_call, linear_call
 from ..kernels.registry import record_calls
 from ..shapes import float_shape
-from .common import fused_span
+from .common import constant_data, fused_span, transposed_weight
 from .decode_attention import kv_attention_pattern, trace_kv_attention
 
 
@@ -59,35 +59,15 @@ def _op(value: Any, *names: str) -> bool:
 def _weight(call: Call, m: Match) -> tuple[np.ndarray, Expr | None] | None:
     """The product's weight as stored ``(N, K)`` float32 and its bias (linear's third
     argument), or None when the weight is not a constant of that form."""
-    w = _constant(call.args[1], m)
+    w = constant_data(call.args[1], m)
     if _op(call, "linear"):
         if w is None or w.ndim != 2:
             return None
         return np.asarray(w, np.float32), (call.args[2] if len(call.args) == 3 else None)
     if w is not None:
         return (np.ascontiguousarray(np.asarray(w, np.float32).T), None) if w.ndim == 2 else None
-    value = _value(call.args[1], m)
-    if _op(value, "permute_dims") and tuple(value.attrs.get("axes") or (1, 0)) in ((1, 0),
-                                                                                (-1, -2)):
-        wt = _constant(value.args[0], m)
-        if wt is not None and wt.ndim == 2:
-            return np.asarray(wt, np.float32), None
-    return None
-
-
-def _value(e: Expr, m: Match) -> Expr:
-    """``e``, or the value bound to it when ``e`` is a variable with a binding."""
-    if isinstance(e, Var):
-        value = m.definition(e)
-        if value is not None:
-            return value
-    return e
-
-
-def _constant(e: Expr, m: Match) -> np.ndarray | None:
-    """The data of ``e`` when it is (a variable bound to) a constant, else None."""
-    v = _value(e, m)
-    return v.data if isinstance(v, Constant) else None
+    wt = transposed_weight(call.args[1], m)
+    return None if wt is None else (np.asarray(wt, np.float32), None)
 
 
 MIN_WEIGHTS = 1 << 16

@@ -91,7 +91,7 @@ from ..kernels.wrapper import NativeCall, emit_call
 from ..shapes import float_shape, is_static_shape
 from ..tuning import Chooser, call_key
 from ..tuning.space import Choice, SearchSpace, register_space, thread_values
-from .common import fused_span
+from .common import fused_span, transposed_weight
 
 OPS = ("conv2d", "linear", "matmul")
 """The ops :class:`DispatchGemm` rewrites (float32 only)."""
@@ -605,25 +605,6 @@ def _extend_act(plan: ProductPlan, value: Call) -> bool:
     return True
 
 
-def _transposed_constant(m: Match, e: Expr) -> Constant | None:
-    """The constant (K, N) that ``e`` holds when ``e`` is bound in the block to a
-    transpose of a constant (N, K): the weight of ``matmul(x, permute_dims(W))`` as
-    ``torch.export`` writes a linear layer, left unfolded when ``W`` is larger than
-    FoldConstant's cap.  The product packs from the transposed view, so the transpose
-    never runs (neither at compile time nor per call); else None."""
-    if not isinstance(e, Var) or m.graph.index.get(e) is None:
-        return None
-    value = m.definition(e)
-    if not _is_op(value, "permute_dims") or len(value.args) != 1:  # type: ignore[union-attr]
-        return None
-    data = _const_data(value.args[0])  # type: ignore[union-attr]
-    axes = value.attrs.get("axes")  # type: ignore[union-attr]
-    if data is None or data.ndim != 2 or (axes is not None and tuple(
-            int(a) % 2 for a in axes) != (1, 0)):
-        return None
-    return Constant(data.T)
-
-
 def _chain_plan(m: Match, ops: Sequence[str], winograd: int | str,
                 chooser: Chooser) -> ProductPlan | None:
     """The plan of a matched product and epilogue (in program order), or None when the
@@ -633,10 +614,12 @@ def _chain_plan(m: Match, ops: Sequence[str], winograd: int | str,
     anchor = g.bindings[members[0]]
     value = anchor.value
     if _is_op(value, "matmul") and len(value.args) == 2:  # type: ignore[union-attr]
-        weight = _transposed_constant(m, value.args[1])  # type: ignore[union-attr]
+        # torch.export's linear, its weight above FoldConstant's cap: packed from the
+        # transposed view, so the transpose never runs (at compile time or per call)
+        weight = transposed_weight(value.args[1], m)  # type: ignore[union-attr]
         if weight is not None:
-            value = Call(value.op, (value.args[0], weight), value.attrs,  # type: ignore[union-attr]
-                         value.ty, value.span)  # type: ignore[union-attr]
+            value = Call(value.op, (value.args[0], Constant(weight.T)),  # type: ignore[union-attr]
+                         value.attrs, value.ty, value.span)  # type: ignore[union-attr]
     plan = _plan(value, ops, winograd, chooser)  # type: ignore[arg-type]
     if plan is None:
         return None
