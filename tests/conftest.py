@@ -2,7 +2,12 @@
 test run, shared by the xdist workers, so every native library — and the object of
 plait_gemm.c, the same source for every model — is compiled once per run and nothing is
 written to the user's cache.  (tests/codegen keeps a cache of its own: its tests count
-compiler runs.)"""
+compiler runs.)
+
+A developer who runs the tests again and again may set ``PLAIT_TEST_CACHE_DIR`` to a
+directory of their own: every run then shares it (the cache is keyed by the content of each
+source, the compiler and its flags, so a changed kernel is rebuilt and an unchanged one is
+not).  CI leaves it unset and compiles everything once per run, as a fresh machine would."""
 
 from __future__ import annotations
 
@@ -25,8 +30,9 @@ def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def plait_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The run's plait cache directory."""
-    d = shared_root(tmp_path_factory) / "plait-cache"
-    d.mkdir(exist_ok=True)
+    own = os.environ.get("PLAIT_TEST_CACHE_DIR")
+    d = Path(own) if own else shared_root(tmp_path_factory) / "plait-cache"
+    d.mkdir(parents=True, exist_ok=True)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PLAIT_CACHE_DIR", str(d))
         yield d
