@@ -1,39 +1,49 @@
 """Decode and prefill speed of a Llama-style model over the key/value cache (plait.llm,
-docs/llm.md), against its peers and against the machine's memory bandwidth.
+docs/llm.md) in f32, int8 and int4, against its peers and against the machine's memory
+bandwidth.
 
-    python benchmarks/llm_decode.py                       # ~0.46B parameters, f32
-    python benchmarks/llm_decode.py --layers 2 --new 16   # a quick look
-    python benchmarks/llm_decode.py --engines plait-c,onnxruntime,llama.cpp
+    python benchmarks/llm_decode.py --config 0.5b            # Qwen2-0.5B's shape
+    python benchmarks/llm_decode.py --config 1b --write-docs # TinyLlama-1.1B's shape
+    python benchmarks/llm_decode.py --config custom --layers 2 --hidden 256 --vocab 1000 \\
+        --prompt 64 --new 8 --rounds 1                       # a quick look
 
-For a seeded random-weight ``transformers`` Llama (grouped-query attention; nothing is
-downloaded), the parent process builds the engines' files once:
+For a seeded random-weight ``transformers`` Llama (nothing is downloaded) the parent
+writes each engine's files once per precision (benchmarks/llm_engines.py: plait-c,
+onnxruntime-genai's model builder on the ``save_pretrained`` directory, onnxruntime on
+optimum's layout, llama.cpp's GGUF), then runs ``--rounds`` rounds; in each round every
+engine and precision runs once, interleaved, each in a fresh process of its own (no
+torch imported: the RESULT line says so): a prefill of the ``--prompt`` tokens (batch
+1) timed, then ``--new`` greedy decode steps.  A figure is the best over the rounds:
+prefill tokens/s of the fastest prefill, decode tokens/s of the lowest median step.
 
-* **plait-c**: ``plait.llm.build_causal_lm(model, "c")`` saved as a ``.plx``;
-* **onnxruntime**: the same weights as an ONNX decoder in optimum's layout
-  (``past_key_values`` in, ``present`` out: tests/llm/llm_models.py's exporter),
-  run by onnxruntime with all graph optimizations;
-* **llama.cpp** (``llama-cpp-python``, when importable): the same weights as a GGUF F32
-  file (written with the ``gguf`` package), run with the same threads.
+The precisions are one format for every engine: ``--int8`` and ``--int4`` (plait's
+``weight_quant`` specs, default symmetric blocks of 32, which is llama.cpp's Q8_0/Q4_0
+and onnxruntime-genai's default block; genai keeps its CPU default accuracy_level 4,
+which quantizes the activations to int8 inside its products).  The first ``--check``
+tokens are compared with ``transformers``' greedy ``generate()`` in f32 and with
+plait's tokens in int8/int4 (random weights make near ties, so a quantized engine may
+take another token after a while).
 
-Each engine then runs in a fresh process of its own (no torch imported): a prefill of
-the ``--prompt`` tokens (batch 1) timed, then ``--new`` greedy decode steps; the
-figures are the prefill's tokens per second, the decode's tokens per second (median
-step time), and the process's peak resident memory (``VmHWM``) with its resident
-memory after loading.  The first ``--check`` generated tokens of each engine are
-compared with ``transformers``' greedy ``generate()``.
+The **bandwidth limit**: decoding one token at batch 1 reads every weight once (an
+untied embedding table only its row), so tokens/s cannot exceed the memory bandwidth
+over the weights' bytes (``llm_wquant.weight_bytes``: plait's format; the peers'
+formats are within a few percent, llama.cpp's float16 block scales a little smaller).
+The bandwidth is a STREAM-style triad (benchmarks/stream_triad.c, built with ``cc -O2
+-march=native -fopenmp``, on ``--threads`` threads, 3 x ``--triad-mib`` MiB, STREAM's
+byte count) measured at the start of every round, best of the rounds.  C and OpenMP
+rather than numpy, whose ``b + s * c`` runs on one thread and writes and reads a
+temporary (two more passes over memory); rather than plait's own generated kernel,
+because the limit must not depend on the compiler it judges.  Decode's ratio is
+``weights per token x tokens/s / triad``.
 
-The **bandwidth limit**: decoding one token at batch 1 reads every weight once (the
-embedding table only a row), so tokens/s cannot exceed the memory bandwidth over the
-weights' bytes.  The bandwidth is a STREAM-style triad (``a = b + s * c`` over three
-arrays of ``--triad-mib`` MiB each, 3 x 4 bytes per element, plait's generated kernel on
-the library's thread pool: all threads) measured in the same run, best of 5.
-
-Name the CPU, its threads and the machine's load next to any figure (the header line
-prints them; another job on the machine moves times, not tokens)."""
+``--write-docs`` writes the table between the markers ``llm-0.5b`` / ``llm-1b`` of
+docs/performance.md (benchmarks/docs_figures.py).  Name the CPU, its threads and the
+machine's load next to any figure: the header line prints them."""
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -49,338 +59,248 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from llm_wquant import cpu_name  # noqa: E402
+import docs_figures  # noqa: E402
+import llm_engines  # noqa: E402
+from llm_wquant import cpu_name, weight_bytes  # noqa: E402
 
-# ---------------------------------------------------------------- engine children
-
-
-def _status_mib() -> dict[str, float]:
-    """This process's peak (VmHWM, /proc/self/status) and its resident memory now, all
-    and anonymous (Rss, Anonymous: /proc/self/smaps_rollup, exact, where the status
-    file's per-thread counters lag), in MiB."""
-    out = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            out["VmHWM"] = int(line.split()[1]) / 1024
-    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
-        key = line.split(":")[0]
-        if key in ("Rss", "Anonymous"):
-            out[key] = int(line.split()[1]) / 1024
-    return out
+CONFIGS: dict[str, dict[str, Any]] = {
+    "0.5b": {"hidden": 896, "layers": 24, "heads": 14, "kv_heads": 2, "intermediate": 4864,
+             "vocab": 151936, "tied": True},          # Qwen2-0.5B's shape: 494 M
+    "1b": {"hidden": 2048, "layers": 22, "heads": 32, "kv_heads": 4, "intermediate": 5632,
+           "vocab": 32000, "tied": False},            # TinyLlama-1.1B's shape: 1100 M
+}
+"""The benchmark's models: Llama-style configs of two open models' shapes."""
+PRECISIONS = ("f32", "int8", "int4")
 
 
-def _decode_loop(step: Any, prompt: np.ndarray, new: int) -> dict[str, Any]:
-    """Time ``step(ids) -> logits of the last position`` over a prefill and ``new``
-    greedy decode steps."""
-    t0 = time.perf_counter()
-    logits = step(prompt)
-    prefill = time.perf_counter() - t0
-    tokens = [int(np.argmax(logits))]
-    times = []
-    for _ in range(new - 1):
-        t0 = time.perf_counter()
-        logits = step(np.array([[tokens[-1]]], np.int64))
-        times.append(time.perf_counter() - t0)
-        tokens.append(int(np.argmax(logits)))
-    return {"prefill_s": prefill, "step_s": float(np.median(times)) if times else None,
-            "tokens": tokens}
-
-
-def child_plait(path: str, prompt: np.ndarray, new: int) -> dict[str, Any]:
-    import plait
-    from plait.llm import load_causal_lm
-    from plait.runtime.mapped_members import is_mapped
-
-    lm = load_causal_lm(path)
-    loaded = _status_mib()
-    plait.generate(lm, prompt[:, :8], 2)                      # warm: load the library
-    cache = lm.new_cache(1)
-
-    def step(ids: np.ndarray) -> np.ndarray:
-        return lm.step(ids, cache)[0, -1]
-
-    out = _decode_loop(step, prompt, new)
-    out["end"] = _status_mib()          # while the model is still held
-    consts = lm.session.executable.constants
-    out["constants_mib"] = sum(int(c.nbytes) for c in consts) / 2**20
-    out["constants_mapped_mib"] = sum(int(c.nbytes) for c in consts
-                                      if is_mapped(c)) / 2**20
-    out["loaded"] = loaded
-    return out
-
-
-def child_onnxruntime(path: str, prompt: np.ndarray, new: int, threads: int) -> dict[str, Any]:
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    loaded = _status_mib()
-    names = [i.name for i in sess.get_inputs()]
-    past_names = [n for n in names if n.startswith("past_key_values.")]
-    kv_shape = next(i.shape for i in sess.get_inputs() if i.name == past_names[0])
-    state: dict[str, Any] = {n: np.zeros((1, kv_shape[1], 0, kv_shape[3]), np.float32)
-                             for n in past_names}
-
-    def step(ids: np.ndarray) -> np.ndarray:
-        past = state[past_names[0]].shape[2]
-        feeds = dict(state)
-        feeds["input_ids"] = ids
-        feeds["attention_mask"] = np.ones((1, past + ids.shape[1]), np.int64)
-        feeds["position_ids"] = np.arange(past, past + ids.shape[1], dtype=np.int64)[None]
-        outs = sess.run(None, feeds)
-        for n, o in zip(past_names, outs[1:], strict=True):
-            state[n] = o
-        return outs[0][0, -1]
-
-    step(prompt[:, :8])                                       # warm
-    for n in past_names:
-        state[n] = state[n][:, :, :0]
-    out = _decode_loop(step, prompt, new)
-    out["end"] = _status_mib()          # while the model is still held
-    out["loaded"] = loaded
-    return out
-
-
-def child_llama_cpp(path: str, prompt: np.ndarray, new: int, threads: int) -> dict[str, Any]:
-    from llama_cpp import Llama
-
-    llm = Llama(model_path=path, n_ctx=prompt.shape[1] + new + 8, n_threads=threads,
-                n_threads_batch=threads, n_batch=prompt.shape[1], logits_all=False,
-                verbose=False)
-    loaded = _status_mib()
-    llm.eval(list(prompt[0, :8]))                              # warm
-    llm.reset()
-
-    def step(ids: np.ndarray) -> np.ndarray:
-        llm.eval([int(t) for t in ids[0]])
-        return np.asarray(llm.scores[llm.n_tokens - 1])
-
-    out = _decode_loop(step, prompt, new)
-    out["end"] = _status_mib()          # while the model is still held
-    out["loaded"] = loaded
-    return out
-
-
-def run_child(args: argparse.Namespace) -> None:
-    prompt = np.load(args.prompt_file)
-    if args.child == "plait-c":
-        out = child_plait(args.model, prompt, args.new)
-    elif args.child == "onnxruntime":
-        out = child_onnxruntime(args.model, prompt, args.new, args.threads)
-    else:
-        out = child_llama_cpp(args.model, prompt, args.new, args.threads)
-    print("RESULT " + json.dumps(out))
-
-
-# ---------------------------------------------------------------- the parent
-
-
-def triad_bandwidth(mib: int, repeats: int = 5) -> float:
-    """Bytes per second of ``a = b + 3 c`` over three float32 arrays of ``mib`` MiB, on
-    plait's thread pool (a generated kernel: parallel, vectorized), best of ``repeats``."""
-    from plait.codegen.c import compile_kernels
-    from plait.kernel import dsl
-
-    b = dsl.placeholder(("n",), "float32", "b")
-    c = dsl.placeholder(("n",), "float32", "c")
-    a = dsl.compute(("n",), lambda i: b[i] + c[i] * 3.0, "a")
-    f = compile_kernels({"triad": dsl.create_kernel([b, c, a], name="triad")}).get("triad")
-    n = mib * 2**20 // 4
-    xb, xc, xa = np.ones(n, np.float32), np.full(n, 2.0, np.float32), np.zeros(n, np.float32)
-    f(xb, xc, xa)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        f(xb, xc, xa)
-        best = min(best, time.perf_counter() - t0)
-    assert xa[0] == 7.0
-    return 3 * 4 * n / best
-
-
-def write_gguf(model: Any, path: str) -> None:
-    """The model's weights as a GGUF F32 file (llama architecture), with the ``gguf``
-    package: the tensor names and the q/k row permutation of llama.cpp's converter."""
-    import gguf
-
-    cfg = model.config
-    w = gguf.GGUFWriter(path, "llama")
-    w.add_name("plait-bench")
-    w.add_context_length(cfg.max_position_embeddings)
-    w.add_embedding_length(cfg.hidden_size)
-    w.add_block_count(cfg.num_hidden_layers)
-    w.add_feed_forward_length(cfg.intermediate_size)
-    w.add_rope_dimension_count(cfg.hidden_size // cfg.num_attention_heads)
-    w.add_head_count(cfg.num_attention_heads)
-    w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    w.add_rope_freq_base(getattr(cfg, "rope_theta", 10000.0))
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_vocab_size(cfg.vocab_size)
-    tokens = [f"<t{i}>".encode() for i in range(cfg.vocab_size)]
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores([0.0] * cfg.vocab_size)
-    w.add_token_types([1] * cfg.vocab_size)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-
-    def permute(t: np.ndarray, heads: int) -> np.ndarray:   # llama.cpp's rope layout
-        return (t.reshape(heads, 2, t.shape[0] // heads // 2, *t.shape[1:])
-                .swapaxes(1, 2).reshape(t.shape))
-
-    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
-    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
-    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
-    w.add_tensor("output.weight", sd["lm_head.weight"])
-    for i in range(cfg.num_hidden_layers):
-        p = f"model.layers.{i}."
-        q = permute(sd[p + "self_attn.q_proj.weight"], cfg.num_attention_heads)
-        k = permute(sd[p + "self_attn.k_proj.weight"], cfg.num_key_value_heads)
-        for name, t in (("attn_q", q), ("attn_k", k),
-                        ("attn_v", sd[p + "self_attn.v_proj.weight"]),
-                        ("attn_output", sd[p + "self_attn.o_proj.weight"]),
-                        ("ffn_gate", sd[p + "mlp.gate_proj.weight"]),
-                        ("ffn_up", sd[p + "mlp.up_proj.weight"]),
-                        ("ffn_down", sd[p + "mlp.down_proj.weight"]),
-                        ("attn_norm", sd[p + "input_layernorm.weight"]),
-                        ("ffn_norm", sd[p + "post_attention_layernorm.weight"])):
-            w.add_tensor(f"blk.{i}.{name}.weight", np.ascontiguousarray(t))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
-def spawn(engine: str, model: str, prompt_file: str, args: argparse.Namespace,
-          python: str = sys.executable) -> dict[str, Any]:
-    """Run ``engine`` in a fresh process; its RESULT line as a dict (or the error)."""
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
-               PLAIT_NUM_THREADS=str(args.threads), PYTHONPATH=str(ROOT))
-    cmd = [python, __file__, "--child", engine, "--model", model, "--prompt-file",
-           prompt_file, "--new", str(args.new), "--threads", str(args.threads)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]}
-
-
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--layers", type=int, default=24)
-    p.add_argument("--heads", type=int, default=16)
-    p.add_argument("--kv-heads", type=int, default=4)
-    p.add_argument("--intermediate", type=int, default=4096)
-    p.add_argument("--vocab", type=int, default=32000)
-    p.add_argument("--prompt", type=int, default=512)
-    p.add_argument("--new", type=int, default=32)
-    p.add_argument("--check", type=int, default=8)
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--triad-mib", type=int, default=256)
-    p.add_argument("--engines", default="plait-c,onnxruntime,llama.cpp")
-    p.add_argument("--llama-python", default=sys.executable,
-                   help="the Python that has llama-cpp-python (default: this one)")
-    p.add_argument("--child", help=argparse.SUPPRESS)
-    p.add_argument("--model", help=argparse.SUPPRESS)
-    p.add_argument("--prompt-file", help=argparse.SUPPRESS)
-    args = p.parse_args()
-    if args.child:
-        run_child(args)
-        return
-
+def make_model(a: argparse.Namespace) -> Any:
+    """The seeded random-weight ``LlamaForCausalLM`` of ``a``'s config."""
     import torch
     import transformers
 
     torch.manual_seed(0)
-    torch.set_num_threads(args.threads)
     cfg = transformers.LlamaConfig(
-        vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.intermediate,
-        num_hidden_layers=args.layers, num_attention_heads=args.heads,
-        num_key_value_heads=args.kv_heads,
-        max_position_embeddings=args.prompt + args.new + 8, initializer_range=0.02)
+        vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.intermediate,
+        num_hidden_layers=a.layers, num_attention_heads=a.heads,
+        num_key_value_heads=a.kv_heads, tie_word_embeddings=a.tied,
+        max_position_embeddings=a.prompt + a.new + 8, initializer_range=0.02)
     model = transformers.LlamaForCausalLM(cfg).eval()
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = 0
+    return model
+
+
+def triad_binary(tmp: str) -> str:
+    """benchmarks/stream_triad.c built into ``tmp``."""
+    exe = os.path.join(tmp, "stream_triad")
+    subprocess.run([os.environ.get("CC", "cc"), "-O2", "-march=native", "-fopenmp",
+                    str(ROOT / "benchmarks" / "stream_triad.c"), "-o", exe], check=True)
+    return exe
+
+
+def triad_bandwidth(exe: str, mib: int, threads: int, repeats: int = 10) -> float:
+    """Bytes per second of the triad on ``threads`` OpenMP threads, best of ``repeats``."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_PROC_BIND="spread")
+    out = subprocess.run([exe, str(mib), str(repeats)], capture_output=True, text=True,
+                         env=env, check=True).stdout.split()
+    return float(out[0])
+
+
+def spawn(engine: str, path: str, prompt_file: str, new: int, threads: int) -> dict[str, Any]:
+    """Run ``engine`` on ``path`` in a fresh process; its RESULT line as a dict (or the
+    error)."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PLAIT_NUM_THREADS=str(threads),
+               PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, __file__, "--child", engine, "--model", path, "--prompt-file",
+           prompt_file, "--new", str(new), "--threads", str(threads)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return {"error": " ".join((proc.stderr or proc.stdout).strip().splitlines()[-1:])
+            or f"exit status {proc.returncode}, no output"}
+
+
+def best(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The best of one engine's rounds: the fastest prefill, the lowest median decode
+    step, the largest peak memory; an error when no round ran."""
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return {"error": runs[0]["error"] if runs else "not run"}
+    steps = [r["step_s"] for r in ok if r["step_s"]]
+    return {"prefill_s": min(r["prefill_s"] for r in ok),
+            "step_s": min(steps) if steps else None, "rounds": len(ok),
+            "peak_mib": max(r["end"]["VmHWM"] for r in ok), "tokens": ok[0]["tokens"],
+            "torch_imported": any(r.get("torch_imported") for r in ok)}
+
+
+def same_prefix(a: list[int], b: list[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def summary(results: dict[tuple[str, str], dict[str, Any]], weights: dict[str, int],
+            triad: float, prompt: int, check: int, want: list[int]) -> str:
+    """The table of one run: per precision and engine, prefill and decode tokens/s, the
+    weights one token reads, decode's bandwidth (weights x tokens/s) and its ratio to the
+    triad, the peak resident memory, and the first ``check`` tokens against the
+    reference (``want`` in f32, plait-c's tokens in int8/int4); then the triad."""
+    lines = [f"| precision | engine | prefill {prompt} (tokens/s) | decode (tokens/s) | "
+             "weights per token (MiB) | decode reads (GB/s) | of the triad | "
+             "peak resident (MiB) | first tokens |", "|---|---|---|---|---|---|---|---|---|"]
+    for (precision, engine), r in results.items():
+        if "error" in r:
+            lines.append(f"| {precision} | {engine} | not run: {r['error']} "
+                         "| | | | | | |")
+            continue
+        dec = 1.0 / r["step_s"] if r["step_s"] else float("nan")
+        gbs = weights[precision] * dec / 1e9
+        ref = want if precision == "f32" else \
+            results.get((precision, "plait-c"), {}).get("tokens")
+        if ref is None or (precision != "f32" and engine == "plait-c"):
+            tokens = "reference" if ref is not None else "no reference"
+        else:
+            n = same_prefix(r["tokens"][:check], ref[:check])
+            whose = "transformers'" if precision == "f32" else "plait-c's"
+            tokens = f"{n} of {min(check, len(r['tokens']))} equal {whose}"
+        lines.append(f"| {precision} | {engine} | {prompt / r['prefill_s']:.1f} | "
+                     f"{dec:.2f} | {weights[precision] / 2**20:.0f} | {gbs:.2f} | "
+                     f"{100 * gbs * 1e9 / triad:.0f}% | {r['peak_mib']:.0f} | {tokens} |")
+    lines += ["", "| bandwidth | GB/s |", "|---|---|",
+              f"| STREAM triad (stream_triad.c, cc -fopenmp) | {triad / 1e9:.2f} |"]
+    return "\n".join(lines)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", choices=[*CONFIGS, "custom"], default="0.5b",
+                   help="0.5b: Qwen2-0.5B's shape as a Llama (494 M parameters, tied); "
+                        "1b: TinyLlama-1.1B's (1100 M); custom: the sizes below")
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--intermediate", type=int, default=512)
+    p.add_argument("--vocab", type=int, default=1000)
+    p.add_argument("--tied", action="store_true", help="custom: tie the embeddings")
+    p.add_argument("--prompt", type=int, default=512)
+    p.add_argument("--new", type=int, default=32)
+    p.add_argument("--check", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--triad-mib", type=int, default=256)
+    p.add_argument("--precisions", default=",".join(PRECISIONS))
+    p.add_argument("--int8", default="int8-g32-sym", help="plait's spec of int8")
+    p.add_argument("--int4", default="int4-g32-sym", help="plait's spec of int4")
+    p.add_argument("--engines", default="plait-c,onnxruntime-genai,llama.cpp",
+                   help=f"of {', '.join(llm_engines.ENGINES)}")
+    p.add_argument("--write-docs", action="store_true",
+                   help="write the table into docs/performance.md (--config 0.5b or 1b)")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--model", help=argparse.SUPPRESS)
+    p.add_argument("--prompt-file", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.config != "custom":
+        for key, value in CONFIGS[args.config].items():
+            setattr(args, key, value)
+    bad = set(args.precisions.split(",")) - set(PRECISIONS)
+    if bad:
+        p.error(f"--precisions: unknown {', '.join(sorted(bad))}; choose from "
+                f"{', '.join(PRECISIONS)}")
+    if args.write_docs and args.config == "custom":
+        p.error("--write-docs writes the figures of --config 0.5b or 1b, not custom")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.child:
+        llm_engines.run_child(args.child, args.model, args.prompt_file, args.new,
+                              args.threads)
+        return 0
+    import torch
+
+    torch.set_num_threads(args.threads)
+    model = make_model(args)
     params = sum(t.numel() for t in model.parameters())
-    weight_bytes = 4 * (params - args.vocab * args.hidden)   # the embedding: one row read
-    load = os.getloadavg()[0]
-    print(f"Llama-style: {params / 1e6:.0f} M parameters ({params * 4 / 2**30:.2f} GiB f32), "
-          f"hidden {args.hidden}, {args.layers} layers, {args.heads} heads / {args.kv_heads} "
-          f"kv heads, intermediate {args.intermediate}, vocab {args.vocab}; prompt "
-          f"{args.prompt}, {args.new} new tokens, batch 1; {cpu_name()}, {args.threads} "
-          f"threads; load average {load:.1f}")
+    precisions = args.precisions.split(",")
+    specs = {"f32": None, "int8": args.int8, "int4": args.int4}
+    weights = {p: weight_bytes(model, specs[p]) for p in precisions}
+    engines = args.engines.split(",")
+    print(f"Llama-style ({args.config}): {params / 1e6:.0f} M parameters, hidden "
+          f"{args.hidden}, {args.layers} layers, {args.heads} heads / {args.kv_heads} kv "
+          f"heads, intermediate {args.intermediate}, vocab {args.vocab}"
+          f"{' (tied)' if args.tied else ''}; prompt {args.prompt}, {args.new} new tokens, "
+          f"batch 1; int8 = {args.int8}, int4 = {args.int4}; {cpu_name()}, "
+          f"{args.threads} threads; load average {os.getloadavg()[0]:.1f}", flush=True)
     ids = np.random.default_rng(0).integers(0, args.vocab, (1, args.prompt)).astype(np.int64)
     with torch.no_grad():
         want = model.generate(torch.from_numpy(ids), max_new_tokens=args.check,
                               do_sample=False).numpy()[0, args.prompt:].tolist()
 
-    bw = triad_bandwidth(args.triad_mib)
-    limit = bw / weight_bytes
-    print(f"STREAM-style triad: {bw / 1e9:.1f} GB/s; weights read per token "
-          f"{weight_bytes / 2**20:.0f} MiB: bandwidth limit {limit:.1f} tokens/s")
-
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="plait-llm-") as tmp:
         prompt_file = os.path.join(tmp, "prompt.npy")
         np.save(prompt_file, ids)
-        for engine in args.engines.split(","):
-            t0 = time.perf_counter()
-            python = sys.executable
-            try:
-                path = prepare(engine, model, tmp, args)
-            except Exception as e:   # an engine that cannot be prepared is reported
-                rows.append((engine, {"error": [f"{type(e).__name__}: {e}"]}, 0.0))
-                continue
-            if engine == "llama.cpp":
-                python = args.llama_python
-            prep = time.perf_counter() - t0
-            rows.append((engine, spawn(engine, path, prompt_file, args, python), prep))
-    for engine, r, prep in rows:
-        if "error" in r:
-            print(f"{engine}: not run: {' '.join(r['error'])}")
-            continue
-        same = r["tokens"][:args.check] == want
-        dec = 1.0 / r["step_s"] if r["step_s"] else float("nan")
-        extra = ""
-        if "constants_mib" in r:
-            extra = (f"; constants {r['constants_mib']:.0f} MiB, "
-                     f"{r['constants_mapped_mib']:.0f} MiB of them mapped from the file")
-        print(f"{engine}: prefill {args.prompt / r['prefill_s']:.1f} tokens/s "
-              f"({r['prefill_s']:.2f} s), decode {dec:.2f} tokens/s "
-              f"({100 * dec / limit:.0f}% of the bandwidth limit); peak resident "
-              f"{r['end']['VmHWM']:.0f} MiB (at the end {r['end']['Rss']:.0f} MiB, of which "
-              f"{r['end']['Anonymous']:.0f} MiB anonymous; after loading "
-              f"{r['loaded']['Rss']:.0f} MiB){extra}; "
-              f"first {args.check} tokens "
-              f"{'equal transformers' if same else 'DIFFER from transformers'} "
-              f"(prepared in {prep:.0f} s)")
-
-
-def prepare(engine: str, model: Any, tmp: str, args: argparse.Namespace) -> str:
-    """Write ``engine``'s file of ``model`` into ``tmp``; its path."""
-    if engine == "plait-c":
-        from plait.llm import build_causal_lm
-
-        lm = build_causal_lm(model, "c", max_cache=args.prompt + args.new + 8)
-        path = os.path.join(tmp, "model.plx")
-        lm.session.save(path)
-        del lm
-        return path
-    if engine == "onnxruntime":
-        sys.path.insert(0, str(ROOT / "tests" / "llm"))
-        from llm_models import export_optimum_onnx
-
-        path = os.path.join(tmp, "model.onnx")
-        export_optimum_onnx(model, path, external_data=True)
-        return path
-    if engine == "llama.cpp":
-        path = os.path.join(tmp, "model-f32.gguf")
-        write_gguf(model, path)
-        return path
-    raise SystemExit(f"unknown engine {engine!r}: plait-c, onnxruntime, llama.cpp")
+        hf_dir = os.path.join(tmp, "hf")
+        if "onnxruntime-genai" in engines:
+            llm_engines.save_hf_dir(model, hf_dir)
+        files: dict[tuple[str, str], str | dict[str, str]] = {}
+        for precision in precisions:
+            for engine in engines:
+                why = llm_engines.available(engine)
+                if why:
+                    files[precision, engine] = {"error": why}
+                    continue
+                t0 = time.perf_counter()
+                try:
+                    files[precision, engine] = llm_engines.prepare(
+                        engine, precision, specs[precision], model, hf_dir, tmp,
+                        args.prompt + args.new + 8)
+                except Exception as e:   # an engine that cannot be prepared is reported
+                    files[precision, engine] = {"error": f"{type(e).__name__}: {e}"}
+                    continue
+                print(f"  prepared {engine} {precision} in {time.perf_counter() - t0:.0f} s",
+                      flush=True)
+                gc.collect()
+        del model
+        gc.collect()
+        exe = triad_binary(tmp)
+        runs: dict[tuple[str, str], list[dict[str, Any]]] = {k: [] for k in files}
+        triads = []
+        for rnd in range(args.rounds):
+            triads.append(triad_bandwidth(exe, args.triad_mib, args.threads))
+            print(f"round {rnd + 1}: triad {triads[-1] / 1e9:.2f} GB/s; load average "
+                  f"{os.getloadavg()[0]:.1f}", flush=True)
+            for key, path in files.items():
+                if isinstance(path, dict):
+                    runs[key].append(path)
+                    continue
+                r = spawn(key[1], path, prompt_file, args.new, args.threads)
+                runs[key].append(r)
+                print(f"  {key[0]} {key[1]}: " + (r["error"] if "error" in r else
+                      f"prefill {args.prompt / r['prefill_s']:.1f} tokens/s, decode "
+                      f"{1 / r['step_s'] if r['step_s'] else float('nan'):.2f} tokens/s, "
+                      f"peak {r['end']['VmHWM']:.0f} MiB"), flush=True)
+    results = {k: best(v) for k, v in runs.items()}
+    if any(r.get("torch_imported") for r in results.values()):
+        print("warning: torch was imported in a timed process")
+    table = summary(results, weights, max(triads), args.prompt, args.check, want)
+    print()
+    print(table)
+    if args.write_docs:
+        print(docs_figures.write_figures(
+            docs_figures.DOCS, f"llm-{args.config}",
+            f"| model | parameters | prompt | new tokens | rounds |\n|---|---|---|---|---|\n"
+            f"| Llama-style {args.config} | {params / 1e6:.0f} M | {args.prompt} | "
+            f"{args.new} | {args.rounds} |\n\n{table}",
+            docs_figures.command("llm_decode.py", argv), args.threads))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -113,15 +113,20 @@ def decode_ort(path: str, ids: np.ndarray, new: int, layers: int, kv_heads: int,
 
 def weight_bytes(model: Any, spec: str | None) -> int:
     """The bytes of weights one decode step reads: every parameter (the tied embedding
-    table is the lm_head's weight, read whole), the products' 2-D weights at their
-    quantized size (packed values, float32 scales, packed zero points)."""
+    table is the lm_head's weight, read whole; an untied one only its token's row), the
+    products' 2-D weights at their quantized size (packed values, float32 scales, packed
+    zero points)."""
     from plait.dialects.qnn import nbits
     from plait.dialects.qnn.quantize_weights import parse_spec
 
     q = parse_spec(spec) if spec else None
+    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+    embedding = model.get_input_embeddings().weight
     total = 0
     for p in model.parameters():
-        if p.dim() == 2 and q is not None:
+        if p is embedding and not tied:
+            total += p.shape[1] * 4
+        elif p.dim() == 2 and q is not None:
             n, k = p.shape
             group = q["group"] or k
             blocks = nbits.k_blocks(k, group)

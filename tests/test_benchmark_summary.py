@@ -152,3 +152,34 @@ def test_scaling_runs_each_size_in_a_process_and_reports_its_peak_memory() -> No
     assert table.startswith("| bindings |") and "peak RSS MB" in table
     assert "from ONNX, µs per binding" in table and "from torch.export" in table
     assert "| 200 |" in table and "| 400 |" in table
+
+
+def test_llm_decode_table_sets_decode_against_the_triad() -> None:
+    """benchmarks/llm_decode.py: the best of the rounds and the table (figures made up:
+    weights 1e9 bytes read at 4 tokens/s are 4 GB/s, 40% of a 10 GB/s triad)."""
+    import llm_decode
+
+    run = {"end": {"VmHWM": 100.0}, "tokens": [1, 2, 3, 4]}
+    best = llm_decode.best([{**run, "prefill_s": 3.0, "step_s": 0.25},
+                            {"error": "killed"},
+                            {**run, "prefill_s": 2.0, "step_s": 0.3, "end": {"VmHWM": 90.0}}])
+    assert (best["prefill_s"], best["step_s"], best["peak_mib"], best["rounds"]) == \
+        (2.0, 0.25, 100.0, 2)
+    assert llm_decode.best([{"error": "boom"}]) == {"error": "boom"}
+    results = {
+        ("f32", "plait-c"): best,
+        ("f32", "onnxruntime-genai"): {"prefill_s": 4.0, "step_s": 0.5, "peak_mib": 200.0,
+                                       "tokens": [1, 2, 9, 4]},
+        ("int4", "plait-c"): {"prefill_s": 1.0, "step_s": 0.1, "peak_mib": 50.0,
+                              "tokens": [5, 6, 7, 8]},
+        ("int4", "llama.cpp"): {"error": "llama_cpp is not installed"},
+    }
+    table = llm_decode.summary(results, {"f32": 10**9, "int4": 25 * 10**7}, 10e9, 512, 4,
+                               [1, 2, 3, 4]).splitlines()
+    assert table[2] == ("| f32 | plait-c | 256.0 | 4.00 | 954 | 4.00 | 40% | 100 | "
+                        "4 of 4 equal transformers' |")
+    assert table[3] == ("| f32 | onnxruntime-genai | 128.0 | 2.00 | 954 | 2.00 | 20% | 200 | "
+                        "2 of 4 equal transformers' |")
+    assert table[4] == "| int4 | plait-c | 512.0 | 10.00 | 238 | 2.50 | 25% | 50 | reference |"
+    assert table[5].startswith("| int4 | llama.cpp | not run: llama_cpp is not installed |")
+    assert table[-1] == "| STREAM triad (stream_triad.c, cc -fopenmp) | 10.00 |"

@@ -11,14 +11,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "performance.md"
-BLOCK = re.compile(r"<!-- figures:([\w-]+):begin -->\n(.*?)<!-- figures:\1:end -->", re.S)
+BLOCK = re.compile(r"<!-- figures:([\w.-]+):begin -->\n(.*?)<!-- figures:\1:end -->", re.S)
 WRITERS = {"broad": "run.py", "real": "run.py", "quantized": "run.py",
            "broad-int8": "run.py", "dynamic-shapes": "dynamic_shapes.py",
-           "memory": "memory.py", "scaling": "run.py"}
+           "memory": "memory.py", "scaling": "run.py", "llm-0.5b": "llm_decode.py",
+           "llm-1b": "llm_decode.py"}
 """Each block's key and the benchmark that writes it (run.py: with ``--suite KEY``, the
 pipeline's scaling with ``--scaling-only``)."""
-OPTION = {"scaling": "--scaling-only"}
-"""run.py's option that writes a block other than a suite's ``--suite KEY``."""
+OPTION = {"scaling": "--scaling-only", "llm-0.5b": "--config 0.5b", "llm-1b": "--config 1b"}
+"""The option that writes a block: run.py's other than a suite's ``--suite KEY``,
+llm_decode.py's config."""
 TABLE = {"scaling": "| bindings |"}
 """How a block's table starts, where it is not a table of models."""
 HEADER = re.compile(
@@ -50,7 +52,8 @@ def problems(suite: str, body: str) -> list[str]:
     args = m.group("args").split()
     option = OPTION.get(suite, f"--suite {suite}")
     if (m.group("script") != WRITERS.get(suite) or "--write-docs" not in args
-            or (m.group("script") == "run.py" and option not in m.group("args"))):
+            or ((m.group("script") == "run.py" or suite in OPTION)
+                and option not in m.group("args"))):
         out.append(f"{suite}: written by another command: {m.group(0)[:80]!r}")
     if not any(line.startswith(TABLE.get(suite, "| model |")) for line in rest.splitlines()):
         out.append(f"{suite}: no table of models")
@@ -96,7 +99,7 @@ def test_each_benchmark_writes_a_block_the_check_accepts(tmp_path: Path,
     scaling = "| bindings | µs per binding |\n|---|---|\n| 1000 | 20.0 |\n"
     for key, script in WRITERS.items():
         args = ([*OPTION.get(key, f"--suite {key}").split(), "--write-docs"]
-                if script == "run.py" else ["--write-docs"])
+                if script == "run.py" or key in OPTION else ["--write-docs"])
         docs_figures.write_figures(page, key, scaling if key == "scaling" else summary,
                                    docs_figures.command(script, args), 2)
     found = blocks(page.read_text())

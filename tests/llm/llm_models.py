@@ -53,12 +53,13 @@ def hf_greedy(model: Any, ids: np.ndarray, n: int) -> np.ndarray:
     return out.numpy()
 
 
-def export_optimum_onnx(model: Any, path: str) -> None:
+def export_optimum_onnx(model: Any, path: str, external_data: bool = False) -> None:
     """Write ``model`` as an ONNX decoder in optimum's layout: inputs ``input_ids``,
     ``attention_mask``, ``position_ids``, ``past_key_values.{i}.key/value`` (batch,
     kv_heads, past, head_dim); outputs ``logits``, ``present.{i}.key/value`` (batch,
     kv_heads, past + seq, head_dim); batch, seq and past dynamic (the dynamo exporter,
-    eager attention, transformers' DynamicCache concatenating)."""
+    eager attention, transformers' DynamicCache concatenating); ``external_data``: the
+    weights in a file beside it (a model over 2 GB needs that)."""
     from transformers.cache_utils import DynamicCache
 
     from plait.llm.torch_export import cache_shape
@@ -102,6 +103,6 @@ def export_optimum_onnx(model: Any, path: str) -> None:
         with torch.no_grad():
             torch.onnx.export(Decoder().eval(), example, path, input_names=ins, output_names=outs,
                               dynamic_shapes=shapes, dynamo=True, opset_version=18,
-                              external_data=False)
+                              external_data=external_data)
     finally:
         model.config._attn_implementation = before
