@@ -252,3 +252,57 @@ def test_resizing_a_symbolic_axis_by_a_fraction_names_the_node_and_the_fix() -> 
               [init("sc", np.array([1, 1, 1.5, 2], np.float32))], opset=18)  # fmt: skip
     with pytest.raises(OnnxImportError, match=r"'up' \(Resize.*axis 2 of size h.*shapes="):
         from_onnx(m)
+
+
+def _pad_to_multiple(axis: int, window: int, tag: str) -> list:
+    """``(window - size % window) % window`` of axis ``axis`` of ``x`` as Swin exports it
+    (``Shape``, ``Gather``, ``Mod``, ``Sub``, ``Mod``), into ``pad_<tag>`` of shape [1]."""
+    return [helper.make_node("Shape", ["x"], [f"s_{tag}"]),
+            helper.make_node("Gather", [f"s_{tag}", f"ax_{tag}"], [f"d_{tag}"], axis=0),
+            helper.make_node("Mod", [f"d_{tag}", f"win_{tag}"], [f"r_{tag}"]),
+            helper.make_node("Sub", [f"win_{tag}", f"r_{tag}"], [f"q_{tag}"]),
+            helper.make_node("Mod", [f"q_{tag}", f"win_{tag}"], [f"pad_{tag}"])]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_pad_to_a_multiple_of_a_window_on_symbolic_sizes(target: str) -> None:
+    """Swin/SegFormer's pad of (batch, height, width, channels) to multiples of the
+    window (7 for the height, 4 for the width), the pads computed from the sizes; a
+    second ``Pad`` pads the width to at least 6 (``Max(6 - w, 0)``) with a fill value
+    read from a graph input.  Sizes that need no padding (14 x 8) add blocks of 0."""
+    nodes = _pad_to_multiple(1, 7, "h") + _pad_to_multiple(2, 4, "w") + [
+        helper.make_node("Concat", ["z4", "z1", "pad_h", "pad_w", "z1"], ["pads"], axis=0),
+        helper.make_node("Pad", ["x", "pads", "half"], ["y"], name="pad_window"),
+        helper.make_node("Shape", ["x"], ["sx"], start=2, end=3),
+        helper.make_node("Sub", ["six", "sx"], ["short"]),
+        helper.make_node("Max", ["short", "zero"], ["pad_min"]),
+        helper.make_node("Concat", ["z2", "pad_min", "z1", "z2", "pad_min", "z1"], ["pads2"],
+                         axis=0),
+        helper.make_node("Pad", ["x", "pads2", "v"], ["y2"])]
+    inits = [_i("ax_h", [1]), _i("win_h", [7]), _i("ax_w", [2]), _i("win_w", [4]),
+             _i("z4", [0, 0, 0, 0]), _i("z2", [0, 0]), _i("z1", [0]), _i("six", [6]),
+             _i("zero", [0]), init("half", np.array(0.5, np.float32))]
+    m = model(nodes, [vi("x", ["b", "h", "w", 3]), vi("v", [])], [vi("y", None), vi("y2", None)],
+              inits, opset=18)  # fmt: skip
+    mod = from_onnx(m)
+    out = mod["main"].body.ty
+    assert str(out.fields[0]) == ('Tensor((b, h + ((h % 7) * 6) % 7, w + ((w % 4) * 3) % 4, 3), '
+                                  '"float32")')
+    vm = VirtualMachine(plait.build(mod, target))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for shape in [(2, 10, 5, 3), (1, 14, 8, 3), (3, 3, 2, 3)]:
+        feeds = {"x": _f(*shape), "v": np.array(-2.0, np.float32)}
+        got, ref = vm["main"](*feeds.values()), sess.run(None, feeds)
+        for g, r in zip(got, ref):
+            assert g.shape == r.shape
+            np.testing.assert_array_equal(g, r)
+
+
+def test_a_reflect_pad_of_symbolic_sizes_names_the_node_and_the_fix() -> None:
+    nodes = _pad_to_multiple(1, 7, "h") + [
+        helper.make_node("Concat", ["z1", "pad_h", "z2", "pad_h"], ["pads"], axis=0),
+        helper.make_node("Pad", ["x", "pads"], ["y"], name="pad_it", mode="reflect")]
+    m = model(nodes, [vi("x", [2, "h"])], [vi("y", None)],
+              [_i("ax_h", [1]), _i("win_h", [7]), _i("z1", [0]), _i("z2", [0])], opset=18)
+    with pytest.raises(OnnxImportError, match=r"'pad_it' \(Pad.*mode 'reflect'.*shapes="):
+        from_onnx(m)

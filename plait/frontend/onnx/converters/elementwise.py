@@ -122,10 +122,29 @@ def convert_pow(ctx: NodeContext) -> Expr:
 
 
 @converter("Mod", since=10)
-def convert_mod(ctx: NodeContext) -> Expr:
-    """``mod`` (``fmod`` selects C fmod; Python's sign rule otherwise)."""
+def convert_mod(ctx: NodeContext) -> Expr | Value:
+    """``mod`` (``fmod`` selects C fmod; Python's sign rule otherwise); on integer
+    shape values a size expression (``(7 - h % 7) % 7``: padding to a multiple of a
+    window), unknown until run time where the divisor may be below 1."""
     fmod = bool(ctx.attr_int("fmod", 0))
+    out = _symbolic_fold(ctx, "mod") if not fmod else None
+    if out is not None:
+        return out
     return ctx.call("mod", ctx.x(0), ctx.x(1), fmod=fmod)
+
+
+def _symbolic_fold(ctx: NodeContext, sym_op: str) -> Value | None:
+    """The inputs folded by ``SYM_BINOPS[sym_op]`` when they are integer shape values
+    (constants or symbolic) and one at least is symbolic; None otherwise."""
+    if ctx.dtype(0) not in ("int32", "int64"):
+        return None
+    syms = [ctx.sym(i) for i in range(ctx.n_inputs)]
+    if any(s is None for s in syms) or all(s.dtype != object for s in syms):  # type: ignore[union-attr]
+        return None
+    acc = syms[0]
+    for s in syms[1:]:
+        acc = SYM_BINOPS[sym_op](acc, s)
+    return ctx.symbolic(acc, ctx.dtype(0))
 
 
 @converter("BitShift", since=11, attr_choices={"direction": ("LEFT", "RIGHT")})
@@ -154,8 +173,12 @@ def convert_bitshift(ctx: NodeContext) -> Expr:
     return ctx.call("where", ok, ctx.call("floor_divide", x, p), full)
 
 
-def _variadic(op: str, doc: str):
-    def convert(ctx: NodeContext) -> Expr:
+def _variadic(op: str, doc: str, sym_op: str | None = None):
+    def convert(ctx: NodeContext) -> Expr | Value:
+        if sym_op is not None:
+            out = _symbolic_fold(ctx, sym_op)
+            if out is not None:
+                return out
         xs = [ctx.x(i) for i in range(ctx.n_inputs)]
         if len(xs) == 1:
             return xs[0]
@@ -166,8 +189,10 @@ def _variadic(op: str, doc: str):
     return convert
 
 
-converter("Max", since=6)(_variadic("maximum", "``maximum`` folded over the inputs"))
-converter("Min", since=6)(_variadic("minimum", "``minimum`` folded over the inputs"))
+converter("Max", since=6)(_variadic("maximum", "``maximum`` folded over the inputs (a size "
+                                   "expression on integer shape values)", "max"))
+converter("Min", since=6)(_variadic("minimum", "``minimum`` folded over the inputs (a size "
+                                   "expression on integer shape values)", "min"))
 converter("Sum", since=6)(_variadic("add", "``add`` folded over the inputs"))
 
 

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ....ir import symbolic
-from ....ir.expr import Expr
+from ....ir.expr import Expr, Tuple
 from ....ir.symbolic import is_dim
 from ....ir.types import Dim
 from ....op.index import TO_END
@@ -481,16 +481,20 @@ def convert_eye_like(ctx: NodeContext) -> Expr:
 
 @converter("Pad", since=2, attr_choices={"mode": ("constant", "reflect", "edge", "wrap")})
 def convert_pad(ctx: NodeContext) -> Expr:
-    """``pad`` (constant, reflect, edge, wrap); negative pads crop."""
+    """``pad`` (constant, reflect, edge, wrap); negative pads crop.  Pads computed from
+    the input's sizes (padding to a multiple of a window, ``(7 - h % 7) % 7``, as Swin
+    and SegFormer export it) are size expressions: in constant mode the tensor is
+    concatenated with blocks of the fill value of those sizes (a size of 0 at run time
+    adds nothing)."""
     r = ctx.rank(0)
     mode = ctx.attr_str("mode", "constant")
     if ctx.opset < 11:
-        pads = ctx.attr_ints("pads" if ctx.has_attr("pads") else "paddings")
+        pads: list = ctx.attr_ints("pads" if ctx.has_attr("pads") else "paddings")
         value: float | None = ctx.attr_float("value", 0.0)
         value_expr = None
         axes = list(range(r))
     else:
-        pads = ctx.const_ints(1, "the pads")
+        pads = ctx.dims(1, "the pads")
         value, value_expr = 0.0, None
         if ctx.has(2):
             c = ctx.maybe_const(2)
@@ -499,23 +503,62 @@ def convert_pad(ctx: NodeContext) -> Expr:
             else:
                 value, value_expr = None, ctx.x(2)
         axes = norm_axes(ctx, ctx.const_ints(3, "the axes"), r) if ctx.has(3) else list(range(r))
-    assert pads is not None
     if len(pads) != 2 * len(axes):
         ctx.fail(f"{len(pads)} pads for {len(axes)} axes (need a begin and an end per axis)")
-    width = [0] * (2 * r)
+    width: list[Dim] = [0] * (2 * r)
     for k, a in enumerate(axes):
-        width[2 * a] = pads[k]
-        width[2 * a + 1] = pads[k + len(axes)]
+        width[2 * a] = _pad_width(ctx, pads[k], mode)
+        width[2 * a + 1] = _pad_width(ctx, pads[k + len(axes)], mode)
     x = ctx.x(0)
     if all(w == 0 for w in width):
         return x
     if value_expr is None:
-        return ctx.call("pad", x, pad_width=tuple(width), pad_mode=mode, pad_value=value or 0.0)
-    padded = ctx.call("pad", x, pad_width=tuple(width), pad_mode=mode, pad_value=0.0)
-    inside = ctx.call(
-        "pad", ctx.call("ones_like", x, dtype="bool"), pad_width=tuple(width), pad_value=0.0
-    )
+        return _padded(ctx, x, width, mode, value or 0.0)
+    padded = _padded(ctx, x, width, mode, 0.0)
+    inside = _padded(ctx, ctx.call("ones_like", x, dtype="bool"), width, mode, 0.0)
     return ctx.call("where", inside, padded, ctx.call("cast", value_expr, dtype=ctx.dtype(0)))
+
+
+def _pad_width(ctx: NodeContext, w: Dim | None, mode: str) -> Dim:
+    """One pad as an int or a size expression that is never negative."""
+    if w is None:
+        ctx.fail("the pads are computed from the input sizes in a way plait cannot write "
+                 "as a size (they may be negative); fix the input shapes with "
+                 "from_onnx(..., shapes={...})")
+    if isinstance(w, int):
+        return w
+    if not symbolic.prove_ge(w, 0, ctx.importer.dim_ranges or None):
+        ctx.fail(f"the pad {symbolic.dim_text(w)} may be negative (a crop of a symbolic "
+                 "size); fix the input shapes with from_onnx(..., shapes={...})")
+    if mode != "constant":
+        ctx.fail(f"mode {mode!r} with pads computed from symbolic sizes "
+                 f"({symbolic.dim_text(w)}) is not supported (constant mode is); fix the "
+                 "input shapes with from_onnx(..., shapes={...})")
+    return w
+
+
+def _padded(ctx: NodeContext, x: Expr, width: list[Dim], mode: str, fill: float) -> Expr:
+    """``x`` padded by ``width`` (before, after per axis): the int widths by one
+    ``pad``, the symbolic ones by concatenating blocks of ``fill`` of their sizes."""
+    static = tuple(w if isinstance(w, int) else 0 for w in width)
+    if any(static):
+        x = ctx.call("pad", x, pad_width=static, pad_mode=mode, pad_value=fill)
+    for axis in range(len(width) // 2):
+        before, after = width[2 * axis], width[2 * axis + 1]
+        if isinstance(before, int) and isinstance(after, int):
+            continue
+        shape = list(ctx.type_of(x).shape)  # type: ignore[arg-type]
+        dtype = ctx.type_of(x).dtype  # type: ignore[union-attr]
+        parts = []
+        for w, at_end in ((before, False), (after, True)):
+            if isinstance(w, int):
+                continue
+            block = ctx.call("full", shape=tuple(shape[:axis] + [w] + shape[axis + 1:]),
+                             fill_value=fill if dtype != "bool" else bool(fill), dtype=dtype)
+            parts.append((at_end, block))
+        items = [b for e, b in parts if not e] + [x] + [b for e, b in parts if e]
+        x = ctx.call("concat", Tuple(tuple(ctx.atom(i) for i in items)), axis=axis)
+    return x
 
 
 # ------------------------------------------------------------- depth and space
