@@ -306,3 +306,68 @@ def test_a_reflect_pad_of_symbolic_sizes_names_the_node_and_the_fix() -> None:
               [_i("ax_h", [1]), _i("win_h", [7]), _i("z1", [0]), _i("z2", [0])], opset=18)
     with pytest.raises(OnnxImportError, match=r"'pad_it' \(Pad.*mode 'reflect'.*shapes="):
         from_onnx(m)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_conv_transpose_of_a_symbolic_batch_and_image(target: str) -> None:
+    """Explicit pads with output_padding, and SAME_UPPER (its pads do not depend on the
+    input size), of an (n, 3, h, w) input: the output sizes are size expressions."""
+    w = _f(3, 4, 3, 3)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2],
+                              pads=[1, 0, 0, 1], output_padding=[1, 0]),
+             helper.make_node("ConvTranspose", ["x", "w"], ["y2"], strides=[2, 1],
+                              auto_pad="SAME_UPPER")]  # fmt: skip
+    m = model(nodes, [vi("x", ["n", 3, "h", "w"])], [vi("y", None), vi("y2", None)],
+              [init("w", w), init("b", _f(4))], opset=17)  # fmt: skip
+    mod = from_onnx(m)
+    assert str(mod["main"].body.ty) == ('Tuple(Tensor((n, 4, h * 2 + 1, w * 2), "float32"), '
+                                        'Tensor((n, 4, h * 2, w), "float32"))')
+    vm = VirtualMachine(plait.build(mod, target))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for shape in [(1, 3, 5, 6), (2, 3, 7, 4)]:
+        x = _f(*shape)
+        for got, ref in zip(vm["main"](x), sess.run(None, {"x": x})):
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_conv_transpose_output_shape_of_a_symbolic_image_names_the_node() -> None:
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="up", strides=[2, 2],
+                              output_shape=[9, 9])]  # fmt: skip
+    m = model(nodes, [vi("x", [1, 3, "h", 4])], [vi("y", None)], [init("w", _f(3, 4, 3, 3))])
+    with pytest.raises(OnnxImportError, match=r"'up' \(ConvTranspose.*output_shape.*shapes="):
+        from_onnx(m)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_attention_on_symbolic_batch_and_sequences(target: str) -> None:
+    """ONNX Attention (opset 25) with open batch ``b``, query length ``s``, past length
+    ``p`` and key/value length ``t``: a causal 4-D attention with a past cache and a
+    float mask ``(s, p + s)``; 3-D grouped-query causal attention; a boolean mask
+    shorter than the keys (the keys past it masked); a sliding window with
+    ``nonpad_kv_seqlen``.  The masks are computed from row and column numbers when the
+    model runs.  Two (b, s, p, t) from one build, against onnxruntime (rtol 1e-4)."""
+    nodes = [helper.make_node("Attention", ["q", "k", "v", "m", "pk", "pv"], ["y1", "ok", "ov"],
+                              is_causal=1),
+             helper.make_node("Attention", ["q3", "k3", "v3"], ["y2"], q_num_heads=4,
+                              kv_num_heads=2, is_causal=1),
+             helper.make_node("Attention", ["q", "kt", "vt", "mb"], ["y3"]),
+             helper.make_node("Attention", ["q", "kt", "vt", "", "", "", "n"], ["y4"],
+                              is_causal=1, left_window_size=1)]  # fmt: skip
+    ins = [vi("q", ["b", 2, "s", 4]), vi("k", ["b", 2, "s", 4]), vi("v", ["b", 2, "s", 4]),
+           vi("m", ["s", "ps"]), vi("pk", ["b", 2, "p", 4]), vi("pv", ["b", 2, "p", 4]),
+           vi("q3", ["b", "s", 16]), vi("k3", ["b", "s", 8]), vi("v3", ["b", "s", 8]),
+           vi("kt", ["b", 2, "t", 4]), vi("vt", ["b", 2, "t", 4]),
+           vi("mb", ["s", "u"], TensorProto.BOOL), vi("n", ["b"], I64)]
+    m = model(nodes, ins, [vi(o, None) for o in ("y1", "ok", "ov", "y2", "y3", "y4")],
+              opset=25)
+    vm = VirtualMachine(plait.build(from_onnx(m), target))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for b, s, p, t in [(1, 3, 2, 4), (2, 5, 3, 6)]:
+        feeds = {"q": _f(b, 2, s, 4), "k": _f(b, 2, s, 4), "v": _f(b, 2, s, 4),
+                 "m": _f(s, p + s), "pk": _f(b, 2, p, 4), "pv": _f(b, 2, p, 4),
+                 "q3": _f(b, s, 16), "k3": _f(b, s, 8), "v3": _f(b, s, 8),
+                 "kt": _f(b, 2, t, 4), "vt": _f(b, 2, t, 4),
+                 "mb": RNG.random((s, t - 1)) > 0.3, "n": np.full((b,), t - 1, np.int64)}
+        for got, ref in zip(vm["main"](*feeds.values()), sess.run(None, feeds)):
+            assert got.shape == ref.shape
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-6)

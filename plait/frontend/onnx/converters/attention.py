@@ -1,17 +1,22 @@
 """``Attention`` (opset 23+): scaled dot-product attention with the masks ONNX defines
 (an attention mask, causal and sliding-window masks aligned to a KV cache, padding of
 the KV sequence), grouped-query heads, a past KV cache, soft-capping and the optional
-QK output, as matmuls, a softmax and elementwise ops.  The sequence lengths must be
-static; masks that depend only on them are constants."""
+QK output, as matmuls, a softmax and elementwise ops.  The batch and the sequence
+lengths (query, past, key/value) may be symbolic: masks that depend only on static
+lengths are constants, on symbolic ones they are computed from row and column numbers
+when the model runs; the heads and the head size must be static."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ....ir import symbolic
 from ....ir.expr import Expr, Tuple
+from ....ir.types import Dim
 from ..context import NodeContext
 from ..registry import converter
 from .common import cast, dtype_of, onnx_dtype, reshape, scalar, shape_of
+from .shape import pad_sizes, size_range
 
 
 def _heads_first(ctx: NodeContext, x: Expr, heads: int) -> Expr:
@@ -28,17 +33,29 @@ def _mask_bias(ctx: NodeContext, allowed: Expr, dtype: str) -> Expr:
     return ctx.call("where", allowed, scalar(ctx, 0, dtype), scalar(ctx, -np.inf, dtype))
 
 
+def _positions(ctx: NodeContext, n: Dim) -> np.ndarray | Expr:
+    """``0, 1, ..., n - 1`` (int64): a numpy array for a static ``n``, else computed when
+    the model runs."""
+    if isinstance(n, int):
+        return np.arange(n, dtype=np.int64)
+    return size_range(ctx, 0, n, 1, "int64")
+
+
+def _length(ctx: NodeContext, x: Expr, axis: int) -> Expr:
+    """The size of ``x``'s axis ``axis`` as an int64 scalar read when the model runs."""
+    return ctx.call("take", ctx.call("shape_of", x), scalar(ctx, axis, "int64"), axis=0)
+
+
 def _frontier(
-    ctx: NodeContext, qs: int, kvs: int, offset: int | Expr, test: str, window: tuple[int, int]
+    ctx: NodeContext, qs: Dim, kvs: Dim, offset: int | Expr, test: str, window: tuple[int, int]
 ) -> Expr:
     """The bias of a causal (``test == "causal"``) or sliding-window mask whose query
     ``i`` sits at absolute position ``i + offset`` (offset per batch when an
-    expression)."""
-    i = np.arange(qs).reshape(qs, 1)
-    j = np.arange(kvs).reshape(1, kvs)
+    expression of shape (batch,), or a scalar expression)."""
     left, right = window
-    if isinstance(offset, int):
-        diff = i + offset - j
+    i, j = _positions(ctx, qs), _positions(ctx, kvs)
+    if isinstance(offset, int) and isinstance(i, np.ndarray) and isinstance(j, np.ndarray):
+        diff = i.reshape(-1, 1) + offset - j.reshape(1, -1)
         if test == "causal":
             allowed = diff >= 0
         else:
@@ -48,9 +65,15 @@ def _frontier(
             if right >= 0:
                 allowed &= -diff <= right
         return ctx.constant(allowed)
-    off = ctx.call("reshape", offset, shape=(-1, 1, 1, 1))
-    pos = ctx.call("add", ctx.constant(i.astype(np.int64)), off)  # (batch, 1, q, 1)
-    diff = ctx.call("subtract", pos, ctx.constant(j.astype(np.int64)))
+    rows = ctx.constant(i.reshape(-1, 1)) if isinstance(i, np.ndarray) else \
+        ctx.call("expand_dims", i, axis=1)
+    cols = ctx.constant(j) if isinstance(j, np.ndarray) else j
+    if isinstance(offset, int):
+        pos = ctx.call("add", rows, scalar(ctx, offset, "int64")) if offset else rows
+    else:
+        off = ctx.call("reshape", offset, shape=(-1, 1, 1, 1))
+        pos = ctx.call("add", rows, off)  # (batch, 1, q, 1)
+    diff = ctx.call("subtract", pos, cols)
     zero = scalar(ctx, 0, "int64")
     if test == "causal":
         return ctx.call("greater_equal", diff, zero)
@@ -83,44 +106,42 @@ def convert_attention(ctx: NodeContext) -> list[Expr]:
             _heads_first(ctx, v, kv_heads),
         )
     batch, hq, qs, head = shape_of(ctx, q)
-    if not all(isinstance(d, int) for d in (hq, qs, head)):
-        ctx.fail(f"the heads, query length and head size must be static, got {shape_of(ctx, q)}")
+    if not all(isinstance(d, int) for d in (hq, head)):
+        ctx.fail(f"the heads and the head size must be static, got Q of shape "
+                 f"{shape_of(ctx, q)} (batch, heads, sequence, head size)")
     scale = ctx.attr_float("scale", None)
     if scale is None:
         scale = 1 / np.sqrt(head)
     s = scalar(ctx, np.sqrt(scale), dt)
     if ctx.has(4) != ctx.has(5):
         ctx.fail("past_key and past_value must be given together")
-    past_len = 0
+    offset: int | Expr = 0
     if ctx.has(4):
         past_len = shape_of(ctx, ctx.x(4))[2]
-        if not isinstance(past_len, int):
-            ctx.fail("the past sequence length must be static")
+        offset = past_len if isinstance(past_len, int) else _length(ctx, ctx.x(4), 2)
         k = ctx.call("concat", Tuple((ctx.x(4), ctx.atom(k))), axis=2)
         v = ctx.call("concat", Tuple((ctx.x(5), ctx.atom(v))), axis=2)
     present_k, present_v = k, v
     kvs = shape_of(ctx, k)[2]
-    if not isinstance(kvs, int):
-        ctx.fail("the key/value sequence length must be static")
     nonpad = cast(ctx, ctx.x(6), "int64") if ctx.has(6) else None
     is_causal = bool(ctx.attr_int("is_causal", 0))
     window = (ctx.attr_int("left_window_size", -1), ctx.attr_int("right_window_size", -1))
-    offset: int | Expr = past_len
     if nonpad is not None and not ctx.has(4):
-        offset = ctx.call("subtract", nonpad, scalar(ctx, qs, "int64"))
+        length = scalar(ctx, qs, "int64") if isinstance(qs, int) else _length(ctx, q, 2)
+        offset = ctx.call("subtract", nonpad, length)
 
     bias: Expr | None = None
     if ctx.has(3):
         mask = ctx.x(3)
         mshape = shape_of(ctx, mask)
-        pad = kvs - mshape[-1] if isinstance(mshape[-1], int) else 0
+        pad = symbolic.sub(kvs, mshape[-1])
         boolean = dtype_of(ctx, mask) == "bool"
-        if pad > 0:
-            width = [0] * (2 * len(mshape))
+        if pad != 0:   # a mask shorter than the keys: the keys past it are masked
+            if not symbolic.prove_ge(pad, 0):
+                pad = symbolic.maximum(pad, 0)
+            width: list[Dim] = [0] * (2 * len(mshape))
             width[-1] = pad
-            mask = ctx.call(
-                "pad", mask, pad_width=tuple(width), pad_value=0.0 if boolean else -np.inf
-            )
+            mask = pad_sizes(ctx, mask, width, "constant", 0.0 if boolean else -np.inf)
         bias = _mask_bias(ctx, mask, dt) if boolean else cast(ctx, mask, dt)
     if is_causal:
         causal = _mask_bias(ctx, _frontier(ctx, qs, kvs, offset, "causal", window), dt)
@@ -129,9 +150,10 @@ def convert_attention(ctx: NodeContext) -> list[Expr]:
         win = _mask_bias(ctx, _frontier(ctx, qs, kvs, offset, "window", window), dt)
         bias = win if bias is None else ctx.call("add", bias, win)
     if nonpad is not None:
+        cols = _positions(ctx, kvs)
         keep = ctx.call(
             "less",
-            ctx.constant(np.arange(kvs, dtype=np.int64)),
+            ctx.constant(cols) if isinstance(cols, np.ndarray) else cols,
             ctx.call("reshape", nonpad, shape=(-1, 1, 1, 1)),
         )
         padding = _mask_bias(ctx, keep, dt)

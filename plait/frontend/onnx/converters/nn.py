@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ....ir import symbolic
 from ....ir.expr import Expr
 from ..context import NodeContext
 from ..registry import converter
@@ -99,11 +100,11 @@ def convert_conv(ctx: NodeContext) -> Expr:
 @converter("ConvTranspose", since=1, attr_choices={"auto_pad": AUTO_PAD})
 def convert_conv_transpose(ctx: NodeContext) -> Expr:
     """``conv_transpose1d``/``conv_transpose2d`` plus the bias; ``output_shape`` and
-    ``auto_pad`` are turned into explicit pads."""
+    ``auto_pad`` are turned into explicit pads.  The batch and the spatial sizes may be
+    symbolic (the output sizes are size expressions); a fixed ``output_shape`` of a
+    symbolic input size needs pads that depend on it, which is refused."""
     nd = spatial_rank(ctx, "transposed convolution")
     xs = ctx.shape(0)[2:]
-    if not all(isinstance(d, int) for d in xs):
-        ctx.fail(f"the spatial sizes must be static, got shape {ctx.shape(0)}")
     wshape = ctx.static_shape(1)
     kernel = ctx.attr_ints("kernel_shape", None) or list(wshape[2:])
     strides = ctx.attr_ints("strides", [1] * nd)
@@ -116,15 +117,17 @@ def convert_conv_transpose(ctx: NodeContext) -> Expr:
         out_shape = out_shape[-nd:]
     if out_shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
         if out_shape is None:
-            out_shape = [xs[i] * strides[i] for i in range(nd)]
-        total = [
-            strides[i] * (xs[i] - 1)
-            + out_pad[i]
-            + (kernel[i] - 1) * dilations[i]
-            + 1
-            - out_shape[i]
+            out_shape = [symbolic.mul(xs[i], strides[i]) for i in range(nd)]
+        grown = [
+            symbolic.add(symbolic.sub(symbolic.mul(strides[i], xs[i]), out_shape[i]),
+                         out_pad[i] + (kernel[i] - 1) * dilations[i] + 1 - strides[i])
             for i in range(nd)
-        ]
+        ]   # stride * (x - 1) + out_pad + (kernel - 1) * dilation + 1 - output_shape
+        if not all(isinstance(t, int) for t in grown):
+            ctx.fail(f"the output_shape {out_shape} of an input of "
+                     f"symbolic spatial sizes {ctx.shape(0)} needs pads that depend on "
+                     "them; fix the input shapes with from_onnx(..., shapes={...})")
+        total: list[int] = grown  # type: ignore[assignment]
         if auto == "SAME_UPPER":
             begins, ends = [t // 2 for t in total], [t - t // 2 for t in total]
         else:

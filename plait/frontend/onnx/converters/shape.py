@@ -425,7 +425,7 @@ def convert_range(ctx: NodeContext) -> Expr:
         start, limit, delta = (b.reshape(-1)[0] for b in bounds)  # type: ignore[union-attr]
         if isinstance(delta, int) and delta > 0 and (_is_size(start) or _is_size(limit)):
             if start is not None and limit is not None:
-                return _size_range(ctx, start, limit, delta, dtype)
+                return size_range(ctx, start, limit, delta, dtype)
     start, limit, delta = (
         ctx.const(i, w).reshape(-1)[0] for i, w in enumerate(("start", "limit", "delta"))
     )
@@ -444,7 +444,7 @@ def _is_size(e: object) -> bool:
     return e is not None and not isinstance(e, int) and is_dim(e)
 
 
-def _size_range(ctx: NodeContext, start: Dim, limit: Dim, delta: int, dtype: str) -> Expr:
+def size_range(ctx: NodeContext, start: Dim, limit: Dim, delta: int, dtype: str) -> Expr:
     """``start, start + delta, ...`` below ``limit`` (a positive ``delta``), its length
     the size expression ``max(0, (limit - start + delta - 1) // delta)``."""
     span = symbolic.add(symbolic.sub(limit, start), delta - 1)
@@ -513,9 +513,9 @@ def convert_pad(ctx: NodeContext) -> Expr:
     if all(w == 0 for w in width):
         return x
     if value_expr is None:
-        return _padded(ctx, x, width, mode, value or 0.0)
-    padded = _padded(ctx, x, width, mode, 0.0)
-    inside = _padded(ctx, ctx.call("ones_like", x, dtype="bool"), width, mode, 0.0)
+        return pad_sizes(ctx, x, width, mode, value or 0.0)
+    padded = pad_sizes(ctx, x, width, mode, 0.0)
+    inside = pad_sizes(ctx, ctx.call("ones_like", x, dtype="bool"), width, mode, 0.0)
     return ctx.call("where", inside, padded, ctx.call("cast", value_expr, dtype=ctx.dtype(0)))
 
 
@@ -537,9 +537,10 @@ def _pad_width(ctx: NodeContext, w: Dim | None, mode: str) -> Dim:
     return w
 
 
-def _padded(ctx: NodeContext, x: Expr, width: list[Dim], mode: str, fill: float) -> Expr:
-    """``x`` padded by ``width`` (before, after per axis): the int widths by one
-    ``pad``, the symbolic ones by concatenating blocks of ``fill`` of their sizes."""
+def pad_sizes(ctx: NodeContext, x: Expr, width: list[Dim], mode: str, fill: float) -> Expr:
+    """``x`` padded by ``width`` (before, after per axis; a symbolic width never
+    negative): the int widths by one ``pad``, the symbolic ones by concatenating blocks
+    of ``fill`` of their sizes."""
     static = tuple(w if isinstance(w, int) else 0 for w in width)
     if any(static):
         x = ctx.call("pad", x, pad_width=static, pad_mode=mode, pad_value=fill)
@@ -648,5 +649,5 @@ def _diagonal_offsets(ctx: NodeContext, shape: tuple) -> np.ndarray | Expr:
     n, m = shape[-2], shape[-1]
     if isinstance(n, int) and isinstance(m, int):
         return np.arange(m, dtype=np.int64)[None, :] - np.arange(n, dtype=np.int64)[:, None]
-    rows = ctx.call("expand_dims", _size_range(ctx, 0, n, 1, "int64"), axis=1)
-    return ctx.call("subtract", _size_range(ctx, 0, m, 1, "int64"), rows)
+    rows = ctx.call("expand_dims", size_range(ctx, 0, n, 1, "int64"), axis=1)
+    return ctx.call("subtract", size_range(ctx, 0, m, 1, "int64"), rows)
