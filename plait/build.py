@@ -76,13 +76,11 @@ def build(
             given = None
         built = pipeline(mod)
         del mod
-        if kept is not None and kept.refer_to_packed(built):
-            # the passes' rewriters are reference cycles (bound methods in their caches)
-            # that hold earlier modules, with the original weights: collected now, each
-            # original goes as code generation packs it (the collector is paused)
-            gc.collect()
-        # (the built module is dropped before the collector resumes: its first pass
-        # then scans only what survives, the executable)
+        if kept is not None:
+            kept.refer_to_packed(built)
+        # (no collection is needed for the originals to go: the passes leave no
+        # reference cycle holding a module; the built module is dropped before the
+        # collector resumes, whose first pass then scans only what survives)
         exe = vm_codegen(built)
         del built
         if exe.libs:
@@ -199,32 +197,27 @@ class KeptGraph:
         except Exception as e:  # a value without a text form: the executable still works
             self.why = f"the module does not print: {type(e).__name__}: {e}"
 
-    def refer_to_packed(self, built: IRModule) -> bool:
+    def refer_to_packed(self, built: IRModule) -> None:
         """Let each constant of the table that ``built`` packs (a deferred constant of
         ``built`` made from the same array, or from its transpose: ``matmul(x,
         permute_dims(W))``, with an exact inverse) be unpacked from the packed array when
-        read, instead of holding the original.  True when ``built`` holds deferred
-        constants (originals that go once packed)."""
+        read, instead of holding the original."""
+        if not self.text:
+            return
         packs: dict[tuple[Any, ...], tuple[DeferredArray, Unpack]] = {}
-        deferred = False
         for func in built.functions.values():
             for node in post_order(func):
                 if isinstance(node, Constant):
                     d = deferred_of(node)
-                    if d is not None and d.source is not None:
-                        deferred = True
-                        if d.inverse is not None:
-                            packs.setdefault(_buffer_of(d.source), (d, d.inverse))
-                            if d.source.ndim == 2:   # packed from a transposed view
-                                packs.setdefault(_buffer_of(d.source.T),
-                                                 (d, _transposed(d.inverse)))
-        if not packs or not self.text:
-            return deferred
+                    if d is not None and d.source is not None and d.inverse is not None:
+                        packs.setdefault(_buffer_of(d.source), (d, d.inverse))
+                        if d.source.ndim == 2:   # packed from a transposed view
+                            packs.setdefault(_buffer_of(d.source.T),
+                                             (d, _transposed(d.inverse)))
         for key in list(self.table):
             found = packs.get(_buffer_of(self.table[key]))
             if found is not None:
                 self.table.derive(key, found[0].materialize, found[1])
-        return deferred
 
     def attach(self, exe: Executable) -> None:
         """Give ``exe`` the graph (or the reason it has none)."""

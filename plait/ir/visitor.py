@@ -20,6 +20,7 @@ the source nests lambdas.)
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Iterator
 from dataclasses import replace
@@ -167,7 +168,7 @@ class ExprVisitor:
                     continue
                 entry = hooks[cls] = self._entry(cls)
             hook, kind, _ = entry
-            if hook is not None and hook(n) is SKIP:
+            if hook is not None and hook(self, n) is SKIP:
                 continue
             if kind == _K_LEAF:
                 continue
@@ -186,7 +187,7 @@ class ExprVisitor:
                 push(n.value)
                 dhook = ventry[2]
                 if dhook is not None:
-                    dhook(var)
+                    dhook(self, var)
             elif kind == _K_BLOCK:
                 extend(n.bindings[::-1])
             elif kind == _K_SEQ:
@@ -219,12 +220,15 @@ class ExprVisitor:
         if entry is None:
             entry = hooks[n.__class__] = self._entry(n.__class__)
         hook = entry[2]
-        if hook is not None and hook(n) is SKIP:
+        if hook is not None and hook(self, n) is SKIP:
             return
         for c, is_def in reversed(list(_children(n))):
             stack.append(_Def(c) if is_def else c)
 
     def _hooks(self) -> dict:
+        """The visitor's hooks by node class: ``(hook, kind, definition hook)``, each
+        hook the class's function (called ``hook(self, node)``), never a bound method,
+        which would make the visitor a reference cycle through its own cache."""
         try:
             return self.__dict__["_hook_cache"]
         except KeyError:
@@ -236,14 +240,41 @@ class ExprVisitor:
         for klass in cls.__mro__:
             if klass is object:
                 break
-            name = "visit_" + _snake(klass) + ("_def" if is_def else "")
-            hook = getattr(self, name, None)
+            hook = _method(type(self), "visit_" + _snake(klass) + ("_def" if is_def else ""))
             if hook is not None:
                 return hook
-        return getattr(self, "visit_node", None)
+        return _method(type(self), "visit_node")
 
 
 _MISSING = object()
+
+
+def _method(cls: type, name: str) -> Any:
+    """The function ``cls`` has for hook ``name`` (called ``f(instance, node)``), or None.
+
+    The visitors cache their hooks as functions of the class, not bound methods: a
+    bound method in an instance's own cache is a reference cycle (instance -> cache ->
+    method -> instance), so every pass's rewriter, with the modules it holds, lived
+    until the cyclic collector ran.  A static or class method is wrapped to take the
+    instance too.  Looked up once per class and name."""
+    key = (cls, name)
+    hook = _METHODS.get(key, _MISSING)
+    if hook is _MISSING:
+        attr = inspect.getattr_static(cls, name, None)
+        if isinstance(attr, staticmethod):
+            fn = attr.__func__
+            hook = lambda _self, node: fn(node)  # noqa: E731
+        elif isinstance(attr, classmethod):
+            fn = attr.__func__
+            hook = lambda _self, node: fn(cls, node)  # noqa: E731
+        else:
+            hook = attr if callable(attr) else None
+        _METHODS[key] = hook
+    return hook
+
+
+_METHODS: dict[tuple[type, str], Any] = {}
+"""(visitor class, hook name) -> the class's function, or None (see :func:`_method`)."""
 
 
 class _Def:
@@ -322,11 +353,13 @@ class ExprMutator:
         return plain
 
     def _hook_of(self, cls: type) -> Any:
+        """The ``rewrite_*`` hook of node class ``cls`` (the class's function, called
+        ``hook(self, node)``: see :func:`_method`), or None."""
         hook = self._rewrite_cache.get(cls, _MISSING)
         if hook is _MISSING:
             hook = None
             for klass in cls.__mro__:
-                h = getattr(self, "rewrite_" + _snake(klass), None)
+                h = _method(type(self), "rewrite_" + _snake(klass))
                 if h is not None:
                     hook = h
                     break
@@ -414,7 +447,7 @@ class ExprMutator:
                     prev = bb.current_binding
                     bb.current_binding = binding.var.name_hint
                     try:
-                        value = hook(value)
+                        value = hook(self, value)
                     finally:
                         bb.current_binding = prev
                 if value is binding.value:
@@ -634,7 +667,7 @@ class ExprMutator:
         hook = self._rewrite_cache.get(cls, _MISSING)
         if hook is _MISSING:
             hook = self._hook_of(cls)
-        return e if hook is None else hook(e)
+        return e if hook is None else hook(self, e)
 
 
 def vars_kept(args: tuple[Expr, ...], remap: dict) -> bool:

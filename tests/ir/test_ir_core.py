@@ -467,3 +467,44 @@ def test_mutator_returns_the_same_objects_and_rebuilds_only_changes():
     assert new_b[1].value.op.name == "add" and new_b[1] is not old_b[1]
     assert new_b[2].value.args[0] is new_b[1].var or new_b[2] is old_b[2]
     assert not structural_equal(mod, new)
+
+
+def test_visitors_are_freed_without_the_cycle_collector():
+    """A visitor or mutator that ran is freed when dropped, with the modules it holds:
+    its hook caches hold the class's functions, not bound methods (a bound method in
+    the instance's own cache was a reference cycle, freed only by the collector,
+    which plait.build pauses).  Hooks of every kind, static and class methods too."""
+    import gc
+    import weakref
+
+    mod = chain(names=("a", "b"), ops=("relu", "relu"))
+
+    class _Negate(ExprMutator):
+        def rewrite_call(self, call: Call) -> Expr:
+            return make_call("neg", call.args[0]) if call.op.name == "relu" else call
+
+        @staticmethod
+        def rewrite_var(v: Expr) -> Expr:
+            return v
+
+    class _Count(_Trace):
+        @classmethod
+        def visit_op(cls, op: Op) -> None:
+            cls.ops = [*getattr(cls, "ops", []), op.name]
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        m = _Negate(mod)
+        new = m.visit_module(mod)
+        v = _Count()
+        v.visit(new)
+        refs = [weakref.ref(m), weakref.ref(v)]
+        del m, v
+        assert [r() for r in refs] == [None, None]
+    finally:
+        if was:
+            gc.enable()
+    ops = [b.value.op.name for b in new["main"].body.blocks[0].bindings
+           if isinstance(b.value, Call)]
+    assert ops == ["neg", "neg"] and _Count.ops == ["neg", "neg"]

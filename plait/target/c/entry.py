@@ -499,17 +499,21 @@ def _entry_function(bb: BlockBuilder, name: str, fname: str, func: Function, pla
         ins: list[Expr] = [*params, *(plan.constants[k] for k in _used_constants(plan))]
         bb.emit(make_call("builtin.call_dps", ExternFunc(program.name), Tuple(tuple(ins)),
                           Tuple(tuple(outs))), "_")
+        bb.emit_func_output(_result_expr(plan.result, params, plan.constants, out_vars))
 
-        def rebuild(v: Any) -> Expr:
-            if isinstance(v, _TupleValue):
-                return Tuple(tuple(rebuild(f) for f in v.fields))
-            if v.kind == "input":
-                return params[v.index]
-            if v.kind == "const":
-                return plan.constants[v.index]
-            return out_vars[v.index]
 
-        bb.emit_func_output(rebuild(plan.result))
+def _result_expr(v: Any, params: list[Var], constants: list[Constant],
+                 out_vars: dict[int, Var]) -> Expr:
+    """The expression of the entry function's result ``v`` (a tensor or nested tuples
+    of them).  A function of the module, not a recursive closure: the closure's cell
+    would be a reference cycle holding the plan's constants until the collector ran."""
+    if isinstance(v, _TupleValue):
+        return Tuple(tuple(_result_expr(f, params, constants, out_vars) for f in v.fields))
+    if v.kind == "input":
+        return params[v.index]
+    if v.kind == "const":
+        return constants[v.index]
+    return out_vars[v.index]
 
 
 def _entries_of(mod: IRModule) -> dict[str, str]:
