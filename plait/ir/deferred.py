@@ -20,7 +20,7 @@ graph an executable keeps refers to the packed constant instead of holding the o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,54 @@ def deferred_constant(source: np.ndarray, make: Callable[[np.ndarray], np.ndarra
     return Constant(DeferredArray(source, make, shape, dtype, inverse))  # type: ignore[arg-type]
 
 
+Part = tuple[tuple[int, ...], Any, Callable[[np.ndarray], np.ndarray] | None]
+"""The declaration of one of :func:`deferred_constants`' results: (shape, dtype, inverse
+or None)."""
+
+
+def deferred_constants(source: np.ndarray,
+                       make: Callable[[np.ndarray], Sequence[np.ndarray]],
+                       parts: Sequence[Part]) -> tuple[Any, ...]:
+    """Constants computed together, when the first of them is read: ``make(source)``
+    returns one array per entry of ``parts`` (shape, dtype, inverse or None), in order
+    (a weight quantized into values, scales and zero points by one pass over it).  The
+    first read computes them all; each is handed to its constant and dropped here, and
+    ``source`` goes once every constant has been read."""
+    together = _Together(make, len(parts))
+    return tuple(deferred_constant(source, together.part(i), shape, dtype, inverse=inverse)
+                 for i, (shape, dtype, inverse) in enumerate(parts))
+
+
+class _Together:
+    """The results of one ``make(source)`` shared by several deferred constants, each
+    handed out once."""
+
+    def __init__(self, make: Callable[[np.ndarray], Sequence[np.ndarray]], n: int) -> None:
+        self._make: Callable[[np.ndarray], Sequence[np.ndarray]] | None = make
+        self._results: list[np.ndarray | None] | None = None
+        self._n = n
+
+    def part(self, i: int) -> Callable[[np.ndarray], np.ndarray]:
+        """The function computing result ``i`` (called under the deferred lock)."""
+
+        def make(src: np.ndarray) -> np.ndarray:
+            if self._results is None:
+                assert self._make is not None
+                results = list(self._make(src))
+                if len(results) != self._n:
+                    raise ValueError(
+                        f"a function of deferred constants returned {len(results)} arrays "
+                        f"for {self._n} constants ({getattr(self._make, '__qualname__', '')}"
+                        "): fix its declaration")
+                self._results, self._make = results, None
+            out = self._results[i]
+            self._results[i] = None
+            assert out is not None, "a deferred constant computed twice"
+            return out
+
+        return make
+
+
 def deferred_of(const: Any) -> DeferredArray | None:
     """The :class:`DeferredArray` a constant still holds, or None (computed already, or
     never deferred).  Reading it does not compute the data."""
@@ -46,4 +94,4 @@ def deferred_of(const: Any) -> DeferredArray | None:
     return raw if type(raw) is DeferredArray else None
 
 
-__all__ = ["DeferredArray", "deferred_constant", "deferred_of"]
+__all__ = ["DeferredArray", "Part", "deferred_constant", "deferred_constants", "deferred_of"]

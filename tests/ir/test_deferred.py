@@ -137,3 +137,28 @@ def test_winograd_weights_in_blocks(monkeypatch: pytest.MonkeyPatch, o: int, c: 
 def test_a_printer_reads_a_deferred_constant():
     c = deferred_constant(np.arange(3, dtype=np.float32), lambda s: s + 1, (3,))
     assert const_text(c.data) == const_text(np.arange(1, 4, dtype=np.float32))
+
+
+def test_constants_computed_together_once_and_the_source_dropped_after_the_last():
+    from plait.ir.deferred import deferred_constants
+
+    src = np.arange(6, dtype=np.float32).reshape(2, 3)
+    ref = weakref.ref(src)
+    log: list[int] = []
+
+    def make(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        log.append(1)
+        return s.sum(axis=1), s.T.astype(np.int64)
+
+    a, b = deferred_constants(src, make, [((2,), np.float32, None), ((3, 2), np.int64, None)])
+    del src
+    assert log == [] and a.ty.shape == (2,) and b.ty.dtype == "int64"
+    np.testing.assert_array_equal(a.data, [3, 12])
+    gc.collect()
+    assert log == [1] and ref() is not None      # b, unread, still needs the source
+    np.testing.assert_array_equal(b.data, np.arange(6).reshape(2, 3).T)
+    gc.collect()
+    assert log == [1] and ref() is None
+    bad = deferred_constants(np.zeros(2), lambda s: (s,), [((2,), np.float64, None)] * 2)
+    with pytest.raises(ValueError, match="returned 1 arrays for 2 constants"):
+        _ = bad[0].data

@@ -15,6 +15,7 @@ import sys
 import textwrap
 import weakref
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import plait  # noqa: E402
 from plait.frontend.onnx import from_onnx  # noqa: E402
 from plait.ir import Constant  # noqa: E402
+from plait.ir.deferred import deferred_of  # noqa: E402
 from plait.ir.visitor import post_order  # noqa: E402
 from plait.runtime import Executable, VirtualMachine  # noqa: E402
 
@@ -77,24 +79,37 @@ def _roots(arrays) -> list[np.ndarray]:  # type: ignore[no-untyped-def]
     return list(out.values())
 
 
+def _originals(mod: plait.IRModule) -> list[weakref.ref]:
+    """Weak references to the buffers of ``mod``'s constants of 4 KiB or more."""
+    return [weakref.ref(a) for a in _roots(
+        n.data for f in mod.functions.values() for n in post_order(f)
+        if isinstance(n, Constant) and n.data.nbytes >= 4096)]
+
+
+def _build_alone(mods: list, originals: list[weakref.ref], *args: Any,
+                 **kwargs: Any) -> Executable:
+    """``plait.build(mods.pop(), ...)``, nothing else holding the module, with the cycle
+    collector paused (as the build pauses it): the originals must be gone when it
+    returns, freed by reference counting alone (no pass leaves a reference cycle holding
+    a module), the executable's constants the only copy."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        exe = plait.build(mods.pop(), *args, **kwargs)
+        assert [r() for r in originals] == [None] * len(originals)
+    finally:
+        if was:
+            gc.enable()
+    return exe
+
+
 def test_the_weights_exist_once_after_building(tmp_path: Path):
     weights = _weights([64, 96, 80, 40])
     _mlp(tmp_path / "m.onnx", weights)
     mods = [from_onnx(tmp_path / "m.onnx")]
-    originals = [weakref.ref(a) for a in _roots(
-        n.data for f in mods[0].functions.values() for n in post_order(f)
-        if isinstance(n, Constant) and n.data.nbytes >= 4096)]
+    originals = _originals(mods[0])
     assert len(originals) == len(weights)
-    was = gc.isenabled()
-    gc.disable()   # (as plait.build does while it runs)
-    try:
-        exe = plait.build(mods.pop(), "c")   # nothing else holds the module
-        # the originals went once packed, without the cycle collector (no pass leaves
-        # a reference cycle holding a module): the executable's panels are the only copy
-        assert [r() for r in originals] == [None] * len(weights)
-    finally:
-        if was:
-            gc.enable()
+    exe = _build_alone(mods, originals, "c")
     packed = _roots(exe.constants)
     assert sum(a.nbytes for a in packed) >= sum(w.nbytes for w in weights)
     # the kept graph refers to the packed constants: each of its constants is computed
@@ -194,3 +209,122 @@ def test_a_weight_packed_from_its_transposed_view_is_held_once():
     np.testing.assert_allclose(VirtualMachine(exe)["main"](x),
                                x.astype(np.float64) @ w.T.astype(np.float64),
                                rtol=1e-5, atol=1e-5)
+
+
+def _int8_model(path: Path, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """x -> QuantizeLinear -> QLinearConv (int8 weights, per-channel scales) ->
+    depthwise QLinearConv (uint8 weights, zero point 120) -> Reshape -> QLinearMatMul
+    (uint8 weights, zero point 7): the three int8 packers of the c target, each weight
+    above the kept graph's reference size.  Returns the weights by name."""
+    c_in, c, hw, n = 16, 512, 6, 16
+    w = {"w1": rng.integers(-127, 128, (c, c_in, 3, 3), dtype=np.int8),
+         "w2": rng.integers(0, 256, (c, 1, 3, 3), dtype=np.uint8),
+         "w3": rng.integers(0, 256, (c * hw * hw, n), dtype=np.uint8)}
+    f32, u8 = np.float32, np.uint8
+    inits = [numpy_helper.from_array(a, k) for k, a in w.items()] + [
+        numpy_helper.from_array(np.asarray(v, t), k) for k, v, t in [
+            ("sx", 0.05, f32), ("zx", 128, u8), ("sy", 0.5, f32), ("zy", 128, u8),
+            ("zw1", np.zeros(c), np.int8), ("sw2", 0.02, f32), ("zw2", 120, u8),
+            ("sw3", 0.01, f32), ("zw3", 7, u8), ("so", 2.0, f32), ("zo", 100, u8),
+            ("shape", [1, c * hw * hw], np.int64)]] + [
+        numpy_helper.from_array((rng.random(c) * 0.01 + 0.005).astype(f32), "sw1")]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+        helper.make_node("QLinearConv", ["xq", "sx", "zx", "w1", "sw1", "zw1", "sy", "zy"],
+                         ["y1"], pads=[1, 1, 1, 1]),
+        helper.make_node("QLinearConv", ["y1", "sy", "zy", "w2", "sw2", "zw2", "sy", "zy"],
+                         ["y2"], pads=[1, 1, 1, 1], group=c),
+        helper.make_node("Reshape", ["y2", "shape"], ["y3"]),
+        helper.make_node("QLinearMatMul", ["y3", "sy", "zy", "w3", "sw3", "zw3", "so", "zo"],
+                         ["y"])]
+    graph = helper.make_graph(
+        nodes, "int8",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c_in, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, n])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return w
+
+
+def test_int8_weights_are_held_once_after_building(tmp_path: Path):
+    """The int8 packers (QLinearMatMul's panels, QLinearConv's rows, the depthwise
+    kernel's centered int32 weights) are deferred like the float ones: the originals go
+    once packed, without the cycle collector, and the kept graph unpacks each of them
+    bit for bit.  The result is onnxruntime's, exactly (uint8 out)."""
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(21)
+    weights = _int8_model(tmp_path / "q.onnx", rng)
+    mods = [from_onnx(tmp_path / "q.onnx")]
+    originals = _originals(mods[0])
+    assert len(originals) == len(weights)
+    exe = _build_alone(mods, originals, "c")
+    table = exe.graph_constants
+    assert len(table) == len(weights) and all(table.is_derived(k) for k in table)
+    got = sorted((table[k] for k in table), key=lambda a: a.nbytes)
+    for g, want in zip(got, sorted(weights.values(), key=lambda a: a.nbytes)):
+        assert g.dtype == want.dtype and g.shape == want.shape
+        assert g.tobytes() == want.tobytes()
+    x = rng.standard_normal((1, 16, 6, 6)).astype(np.float32)
+    sess = ort.InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {"x": x})[0]
+    np.testing.assert_array_equal(VirtualMachine(exe)["main"](x), want)
+
+
+def test_int8_packing_round_trips_bit_for_bit():
+    """Odd sizes (K not a multiple of 4, N not of 16, rows not of 12), uint8 and int8,
+    convolutions with and without tap groups: each packer's inverse returns the weights
+    bit for bit, and the packed bytes are the weights shifted to int8 (numpy's own
+    subtraction) where the layout puts them."""
+    from plait.target.c.kernels import int8 as q
+
+    rng = np.random.default_rng(4)
+    for dtype in (np.uint8, np.int8):
+        info = np.iinfo(dtype)
+        b = rng.integers(info.min, info.max + 1, (7, 19), dtype=dtype)
+        p = q.pack_b_panels(b)
+        assert p.size == q.b_panels_size(7, 19)
+        assert q.unpack_b_panels(p, 7, 19, dtype).tobytes() == b.tobytes()
+        want = b.astype(np.int16) - (128 if dtype == np.uint8 else 0)
+        # panel 1, K rows 4..7 (group 1), column 16 + 2: element [1][1][2][k - 4]
+        assert list(p.reshape(2, 2, 16, 4)[1, 1, 2, :3]) == list(want[4:7, 18])
+        for kw, groups in ((3, 1), (5, 2), (2, 0)):
+            w = rng.integers(info.min, info.max + 1, (13, 3, 2, kw), dtype=dtype)
+            rows = q.pack_conv_rows(w, np.asarray(5, dtype), groups)
+            assert q.unpack_conv_rows(rows, w.shape, groups, dtype).tobytes() == w.tobytes()
+        dw = rng.integers(info.min, info.max + 1, (6, 1, 3, 3), dtype=dtype)
+        const = q.centered_depthwise_constant(dw, np.arange(6).astype(dtype))
+        d = deferred_of(const)
+        assert d is not None and d.inverse is not None
+        assert d.inverse(const.data).tobytes() == dw.tobytes()
+        np.testing.assert_array_equal(
+            const.data, dw[:, 0].astype(np.int32) - np.arange(6).reshape(6, 1, 1))
+
+
+def test_weight_quantization_is_computed_when_read(tmp_path: Path):
+    """``Target("c", weight_quant="int8")``: qnn.QuantizeWeights makes deferred
+    constants (values, scales and zero points computed together when code generation
+    reads one of them), so the pipeline never holds every weight in float and quantized
+    at once; with no graph kept (the kept graph holds the float model) the float
+    weights are gone after the build.  The result is the float product's within int8's
+    error (per-channel scales: 1% of the largest output)."""
+    from plait.dialects.qnn import QuantizeWeights
+    from plait.ir import Call
+    from plait.target import Target
+
+    weights = _weights([256, 128, 64], seed=9)
+    _mlp(tmp_path / "m.onnx", weights)
+    quantized = QuantizeWeights(bits=8)(from_onnx(tmp_path / "m.onnx"))
+    args = [a for f in quantized.functions.values() for n in post_order(f)
+            if isinstance(n, Call) and getattr(n.op, "name", "") == "qnn.matmul_nbits"
+            for a in n.args[1:4]]
+    assert len(args) == 3 * len(weights) and all(deferred_of(a) is not None for a in args)
+    mods = [from_onnx(tmp_path / "m.onnx")]
+    originals = _originals(mods[0])
+    assert len(originals) == len(weights)
+    exe = _build_alone(mods, originals, Target("c", weight_quant="int8"), keep_graph=False)
+    assert sum(c.nbytes for c in exe.constants) < 0.5 * sum(w.nbytes for w in weights)
+    x = np.random.default_rng(10).standard_normal((4, 256)).astype(np.float32)
+    want = _reference(x, weights)
+    np.testing.assert_allclose(VirtualMachine(exe)["main"](x), want, rtol=0,
+                               atol=0.01 * np.abs(want).max())

@@ -4,7 +4,8 @@ The dialect registers this pass at the ``dispatch`` extension point for targets 
 ``c`` (with ``gemm`` on); other targets get none and ``qnn.Legalize`` lowers every qnn
 op to core ops.  It rewrites a ``qnn.matmul`` or ``qnn.conv2d`` together with the
 output stage that follows it into one call of ``plait_qgemm.c``
-(:mod:`plait.target.c.kernels.int8`), weights packed at compile time:
+(:mod:`plait.target.c.kernels.int8`), weights packed at compile time when code
+generation reads them (:mod:`plait.ir.deferred`: each original goes once packed):
 
 * ``qnn.matmul``/``qnn.conv2d`` ``[-> add(int32 bias)]`` then one of
   - ``qnn.requantize`` (uint8/int8 out: QLinearMatMul, QLinearConv, QGemm, the QDQ
@@ -225,7 +226,7 @@ def _param_vector(e: Expr, n: int) -> bool:
 
 
 def _plan_matmul(call: Call) -> _Plan | None:
-    from plait.target.c.kernels.int8 import QGemmCall, QOut, pack_b
+    from plait.target.c.kernels.int8 import QGemmCall, QOut, packed_b_constants
 
     a, b, za, zb = call.args
     as_, bs, os_ = _shape(a), _shape(b), _shape(call)
@@ -252,7 +253,7 @@ def _plan_matmul(call: Call) -> _Plan | None:
     q = QGemmCall(m, n, k, batch, a, za, QOut(), os_, za_rows=za_rows)
     zbd = _data(zb)
     if bd is not None and len(bs) == 2 and zbd is not None:
-        q.packed = pack_b(bd, zbd)
+        q.packed = packed_b_constants(bd, zbd)   # the panels computed when read
     else:
         q.b, q.zb = b, zb
         q.zb_cols = not _scalar_like(_shape(zb))
@@ -266,9 +267,9 @@ def _plan_conv2d(call: Call) -> _Plan | None:
         QConvCall,
         QDepthwiseCall,
         QOut,
-        centered_depthwise,
+        centered_depthwise_constant,
         conv_groups,
-        pack_conv_weights,
+        packed_conv_constants,
     )
 
     x, w, zx, zw = call.args
@@ -287,12 +288,12 @@ def _plan_conv2d(call: Call) -> _Plan | None:
         g = conv_groups(kw, dilation[1])
         desc = (xs[0], xs[1], xs[2], xs[3], o, kh, kw, strides[0], strides[1], dilation[0],
                 dilation[1], padding[0], padding[1], os_[2], os_[3], cg * kh * kw, g)
-        c = QConvCall(x, zx, pack_conv_weights(wd, zwd, g), desc, QOut(), os_)
+        c = QConvCall(x, zx, packed_conv_constants(wd, zwd, g), desc, QOut(), os_)
         return _Plan(c, o, 1, 4)
     if groups == xs[1] == o and cg == 1:
         desc = (xs[0], xs[1], xs[2], xs[3], kh, kw, strides[0], strides[1], dilation[0],
                 dilation[1], padding[0], padding[1], os_[2], os_[3])
-        d = QDepthwiseCall(x, zx, centered_depthwise(wd, zwd), desc, QOut(), os_)
+        d = QDepthwiseCall(x, zx, centered_depthwise_constant(wd, zwd), desc, QOut(), os_)
         return _Plan(d, o, 1, 4)
     return None
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from plait.errors import PlaitError
+from plait.ir.deferred import deferred_constants
 from plait.ir.expr import Call, Constant, Expr, Op, Var, VarBinding
 from plait.ir.module import IRModule
 from plait.ir.types import TensorType
@@ -124,15 +125,32 @@ class _Quantize(ExprMutator):
             return call
         if op.name == "matmul" and (xt.shape is None or len(xt.shape) < 1):
             return call
-        w_nk = np.ascontiguousarray(w if op.name == "linear" else w.T)
-        n, k = w_nk.shape
+        linear = op.name == "linear"
+        n, k = (int(d) for d in (w.shape if linear else w.shape[::-1]))
         step = 8 // self.bits
         bs = self.group if self.group is not None else -(-k // step) * step
-        b, s, z = NB.quantize_blockwise(w_nk, self.bits, bs, self.symmetric)
+        b, s, z = _quantized_constants(w, linear, n, k, self.bits, bs, self.symmetric)
         self.done += 1
-        return make_call("qnn.matmul_nbits", x, Constant(b), Constant(s), Constant(z),
-                         *call.args[2:3], K=k, N=n, bits=self.bits, block_size=bs,
-                         span=call.span)
+        return make_call("qnn.matmul_nbits", x, b, s, z, *call.args[2:3], K=k, N=n,
+                         bits=self.bits, block_size=bs, span=call.span)
+
+
+def _quantized_constants(w: np.ndarray, linear: bool, n: int, k: int, bits: int, bs: int,
+                         symmetric: bool) -> tuple[Any, ...]:
+    """The constants ``(b, scales, zero_points)`` of the weight ``w`` (``N x K`` for
+    ``linear``, else ``K x N``), quantized when code generation (or anything else) first
+    reads one of them (:func:`plait.ir.deferred.deferred_constants`): the pipeline holds
+    the float weight only, and it goes once quantized if nothing else holds it (the
+    graph an executable keeps does: quantizing loses what it would need)."""
+    blocks = NB.k_blocks(k, bs)
+
+    def make(src: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return NB.quantize_blockwise(src if linear else src.T, bits, bs, symmetric)
+
+    return deferred_constants(w, make, [
+        ((n, blocks, NB.blob_size(bs, bits)), np.uint8, None),
+        ((n, blocks), np.float32, None),
+        ((n, NB.zp_cols(blocks, bits)), np.uint8, None)])
 
 
 @module_pass(name="qnn.QuantizeWeights", phases=("ingestion", "optimization"))

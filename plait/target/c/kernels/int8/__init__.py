@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from plait.codegen.c import CFunction
+from plait.ir.deferred import deferred_constant
 from plait.ir.expr import Constant, Expr
 
 from ..registry import KernelFamily, register_family
@@ -49,31 +50,107 @@ def shifted(b: np.ndarray) -> np.ndarray:
     return b.astype(np.int32) - (128 if b.dtype == np.uint8 else 0)
 
 
+def _check_8bit(b: np.ndarray, what: str) -> np.ndarray:
+    b = np.asarray(b)
+    if b.dtype not in (np.uint8, np.int8):
+        raise ValueError(f"{what}: the weights must be uint8 or int8, got {b.dtype} {b.shape}")
+    return b
+
+
+def _put_shifted(dst: np.ndarray, src: np.ndarray) -> None:
+    """Write the 8-bit ``src`` into the int8 ``dst`` as the kernels read it: int8 as it
+    is, uint8 minus 128 (the same bits with the top one flipped); no wider copy."""
+    dst[...] = src.view(np.int8)
+    if src.dtype == np.uint8:
+        np.bitwise_xor(dst, np.int8(-128), out=dst)
+
+
+def _unshifted(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The inverse of :func:`_put_shifted`: the int8 ``a`` (a copy is made) as ``dtype``."""
+    out = np.array(a, np.int8, order="C")
+    if dtype == np.uint8:
+        np.bitwise_xor(out, np.int8(-128), out=out)
+    return out.view(dtype)
+
+
+def b_panels_size(k: int, n: int) -> int:
+    """The int8 elements of the panels of a ``K x N`` matrix (:func:`pack_b_panels`)."""
+    return -(-n // QNR) * QNR * (-(-k // 4) * 4)
+
+
+_PANEL_BLOCK = 64
+"""Panels :func:`pack_b_panels` fills at a time (its transient is that many columns)."""
+
+
+def pack_b_panels(b: np.ndarray) -> np.ndarray:
+    """The int8 panels ``[ceil(N/16)][Kp/4][16][4]`` of the ``K x N`` 8-bit matrix ``b``
+    (Kp: K rounded up to 4; zero-padded; uint8 shifted to int8), flat: what
+    ``plait_qgemm`` streams.  Written a block of panels at a time."""
+    b = _check_8bit(b, "pack_b")
+    if b.ndim != 2:
+        raise ValueError(f"pack_b: b must be a matrix, got shape {b.shape}")
+    k, n = b.shape
+    kp, npan = -(-k // 4) * 4, -(-n // QNR)
+    out = np.zeros((npan, kp // 4, QNR, 4), np.int8)
+    for p0 in range(0, npan, _PANEL_BLOCK):
+        p1 = min(npan, p0 + _PANEL_BLOCK)
+        c0, c1 = p0 * QNR, min(n, p1 * QNR)
+        blk = np.zeros((kp, (p1 - p0) * QNR), np.int8)
+        _put_shifted(blk[:k, :c1 - c0], b[:, c0:c1])
+        out[p0:p1] = blk.reshape(kp // 4, 4, p1 - p0, QNR).transpose(2, 0, 3, 1)
+    return out.reshape(-1)
+
+
+def unpack_b_panels(panels: np.ndarray, k: int, n: int, dtype: Any) -> np.ndarray:
+    """The ``K x N`` matrix of ``dtype`` (uint8 or int8) :func:`pack_b_panels` packed
+    into ``panels``, bit for bit."""
+    kp, npan = -(-k // 4) * 4, -(-n // QNR)
+    full = panels.reshape(npan, kp // 4, QNR, 4).transpose(1, 3, 0, 2)
+    return _unshifted(full.reshape(kp, npan * QNR)[:k, :n], np.dtype(dtype))
+
+
+def b_terms(b: np.ndarray, zb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The shifted zero points ``zb'[n]`` of the ``K x N`` 8-bit ``b`` (``zb`` one, or
+    one per column) and its column terms ``colsum(B'[:, n]) - K * zb'[n]`` (int32,
+    modulo 2^32), each zero-padded to whole panels."""
+    b = _check_8bit(b, "pack_b")
+    k, n = b.shape
+    shift = 128 if b.dtype == np.uint8 else 0
+    zbs = np.broadcast_to(np.asarray(zb).astype(np.int64).reshape(-1), (n,)) - shift
+    colsum = b.sum(axis=0, dtype=np.int64) - shift * k
+    corr = ((colsum - k * zbs) % (1 << 32)).astype(np.uint32).view(np.int32)
+    width = -(-n // QNR) * QNR
+    zpad = np.zeros(width, np.int32)
+    zpad[:n] = zbs.astype(np.int32)
+    cpad = np.zeros(width, np.int32)
+    cpad[:n] = corr
+    return zpad, cpad
+
+
 def pack_b(b: np.ndarray, zb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``K x N`` 8-bit matrix ``b`` with zero point ``zb`` (one, or one per column)
     packed for ``plait_qgemm``: the int8 panels ``[ceil(N/16)][Kp/4][16][4]`` (Kp: K
     rounded up to 4, zero-padded), the shifted zero points ``zb'[n]`` and the column
     terms ``colsum(B'[:, n]) - K * zb'[n]`` (int32, modulo 2^32)."""
-    b = np.asarray(b)
-    if b.ndim != 2 or b.dtype not in (np.uint8, np.int8):
-        raise ValueError(f"pack_b: b must be a uint8 or int8 matrix, got {b.dtype} {b.shape}")
-    k, n = b.shape
-    bs = shifted(b)
-    zbs = np.broadcast_to(np.asarray(zb).astype(np.int64).reshape(-1), (n,)) - (
-        128 if b.dtype == np.uint8 else 0)
-    kp = -(-k // 4) * 4
-    npan = -(-n // QNR)
-    full = np.zeros((kp, npan * QNR), np.int8)
-    full[:k, :n] = bs.astype(np.int8)
-    panels = full.reshape(kp // 4, 4, npan, QNR).transpose(2, 0, 3, 1)
-    colsum = bs.astype(np.int64).sum(axis=0)
-    corr = (colsum - k * zbs) % (1 << 32)
-    corr = corr.astype(np.uint32).view(np.int32)
-    zpad = np.zeros(npan * QNR, np.int32)
-    zpad[:n] = zbs.astype(np.int32)
-    cpad = np.zeros(npan * QNR, np.int32)
-    cpad[:n] = corr
-    return np.ascontiguousarray(panels).reshape(-1), zpad, cpad
+    return (pack_b_panels(b), *b_terms(b, zb))
+
+
+def packed_b_constants(b: np.ndarray, zb: np.ndarray) -> tuple[Constant, Constant, Constant]:
+    """The constants of :func:`pack_b`: the panels computed when code generation first
+    reads them (:mod:`plait.ir.deferred`: the pipeline holds ``b`` only, and ``b`` goes
+    once packed if nothing else holds it; the kept graph unpacks it bit for bit), the
+    zero points and column terms (a few bytes per column) at once."""
+    b = _check_8bit(b, "pack_b")
+    k, n = (int(d) for d in b.shape)
+    dtype = b.dtype
+    zp, corr = b_terms(b, zb)
+
+    def inverse(p: np.ndarray) -> np.ndarray:
+        return unpack_b_panels(p, k, n, dtype)
+
+    panels = deferred_constant(b, pack_b_panels, (b_panels_size(k, n),), np.int8,
+                               inverse=inverse)
+    return panels, Constant(zp), Constant(corr)
 
 
 CONV_ROWS = 12
@@ -88,6 +165,57 @@ def conv_groups(kw: int, dilation_w: int) -> int:
     return -(-kw // 4) if kw >= 3 and dilation_w == 1 else 0
 
 
+def _conv_layout(shape: tuple[int, ...], groups: int) -> tuple[int, int, int]:
+    """(taps per kernel row, K' = C * KH * taps, padded rows) of packed weights."""
+    o, c, kh, kw = shape
+    kwp = 4 * groups if groups else kw
+    return kwp, c * kh * kwp, -(-o // CONV_ROWS) * CONV_ROWS
+
+
+def pack_conv_rows(w: np.ndarray, zw: np.ndarray, groups: int = 0) -> np.ndarray:
+    """The int8 rows of Kp bytes of ``O x C x KH x KW`` 8-bit weights (uint8 shifted;
+    zero-padded, rows to a multiple of :data:`CONV_ROWS`), flat; with ``groups``
+    (:func:`conv_groups`) each kernel row padded to ``4 * groups`` taps holding the zero
+    point ``zw`` (one or per output channel), which add nothing to the sums."""
+    w = _check_8bit(w, "pack_conv_weights")
+    o, kw = w.shape[0], w.shape[3]
+    kwp, k, rows = _conv_layout(w.shape, groups)
+    packed = np.zeros((rows, -(-k // 4) * 4), np.int8)
+    dst = packed[:o, :k].reshape(o, w.shape[1], w.shape[2], kwp)   # (splits K: a view)
+    assert np.may_share_memory(dst, packed)
+    if kwp > kw:
+        z = np.broadcast_to(np.asarray(zw).reshape(-1), (o,)).astype(w.dtype)
+        dst[..., kw:] = z.view(np.int8).reshape(o, 1, 1, 1)
+        if w.dtype == np.uint8:
+            np.bitwise_xor(dst[..., kw:], np.int8(-128), out=dst[..., kw:])
+    _put_shifted(dst[..., :kw], w)
+    return packed.reshape(-1)
+
+
+def unpack_conv_rows(packed: np.ndarray, shape: tuple[int, ...], groups: int,
+                     dtype: Any) -> np.ndarray:
+    """The weights of ``shape`` and ``dtype`` :func:`pack_conv_rows` packed, bit for bit."""
+    o, c, kh, kw = shape
+    kwp, k, rows = _conv_layout(shape, groups)
+    rows_view = packed.reshape(rows, -(-k // 4) * 4)[:o, :k].reshape(o, c, kh, kwp)
+    return _unshifted(rows_view[..., :kw], np.dtype(dtype))
+
+
+def conv_terms(w: np.ndarray, zw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The shifted zero points ``zw'[o]`` and row terms ``rowsum(W'[o]) - K * zw'[o]``
+    (int32 modulo 2^32) of ``O x ...`` 8-bit weights, zero-padded to the packed rows.
+    The taps :func:`pack_conv_rows` pads with the zero point add ``zw'`` to the row sum
+    and to K alike, so the terms are those of the weights alone."""
+    w = _check_8bit(w, "pack_conv_weights")
+    o = w.shape[0]
+    zp, corr = b_terms(w.reshape(o, -1).T, zw)
+    rows = -(-o // CONV_ROWS) * CONV_ROWS
+    zpad = np.zeros(rows, np.int32)
+    cpad = np.zeros(rows, np.int32)
+    zpad[:o], cpad[:o] = zp[:o], corr[:o]
+    return zpad, cpad
+
+
 def pack_conv_weights(w: np.ndarray, zw: np.ndarray, groups: int = 0
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``O x C x KH x KW`` 8-bit weights with zero point ``zw`` (one or per output
@@ -96,25 +224,27 @@ def pack_conv_weights(w: np.ndarray, zw: np.ndarray, groups: int = 0
     points ``zw'[o]`` and ``rowsum(W'[o]) - K' * zw'[o]`` (int32 modulo 2^32).  With
     ``groups`` (:func:`conv_groups`) each kernel row is padded to ``4 * groups`` taps
     holding the zero point (they add nothing to the sums), K' counting them."""
-    w = np.asarray(w)
-    o = w.shape[0]
-    if groups:
-        kwp = 4 * groups
-        z = np.broadcast_to(np.asarray(zw).reshape(-1), (o,)).astype(w.dtype)
-        padded = np.broadcast_to(z.reshape(o, 1, 1, 1), w.shape[:3] + (kwp,)).copy()
-        padded[..., :w.shape[3]] = w
-        w = padded
-    k = int(np.prod(w.shape[1:]))
-    # the same terms as a K x O matrix's columns
-    _, zp, corr = pack_b(w.reshape(o, k).T, zw)
-    kp = -(-k // 4) * 4
-    rows = -(-o // CONV_ROWS) * CONV_ROWS
-    packed = np.zeros((rows, kp), np.int8)
-    packed[:o, :k] = shifted(w.reshape(o, k)).astype(np.int8)
-    zpad = np.zeros(rows, np.int32)
-    cpad = np.zeros(rows, np.int32)
-    zpad[:o], cpad[:o] = zp[:o], corr[:o]
-    return packed.reshape(-1), zpad, cpad
+    return (pack_conv_rows(w, zw, groups), *conv_terms(w, zw))
+
+
+def packed_conv_constants(w: np.ndarray, zw: np.ndarray, groups: int = 0
+                          ) -> tuple[Constant, Constant, Constant]:
+    """The constants of :func:`pack_conv_weights`, the rows computed when first read
+    (as :func:`packed_b_constants`'s panels; the kept graph unpacks ``w``)."""
+    w = _check_8bit(w, "pack_conv_weights")
+    shape, dtype = tuple(int(d) for d in w.shape), w.dtype
+    zw = np.array(zw)
+    zp, corr = conv_terms(w, zw)
+    kwp, k, rows = _conv_layout(shape, groups)
+
+    def make(src: np.ndarray) -> np.ndarray:
+        return pack_conv_rows(src, zw, groups)
+
+    def inverse(p: np.ndarray) -> np.ndarray:
+        return unpack_conv_rows(p, shape, groups, dtype)
+
+    packed = deferred_constant(w, make, (rows * (-(-k // 4) * 4),), np.int8, inverse=inverse)
+    return packed, Constant(zp), Constant(corr)
 
 
 def centered_depthwise(w: np.ndarray, zw: np.ndarray) -> np.ndarray:
@@ -125,6 +255,24 @@ def centered_depthwise(w: np.ndarray, zw: np.ndarray) -> np.ndarray:
     c = w.shape[0]
     z = np.broadcast_to(z, (c,))
     return np.ascontiguousarray((w.astype(np.int32) - z.reshape(-1, 1, 1, 1))[:, 0])
+
+
+def centered_depthwise_constant(w: np.ndarray, zw: np.ndarray) -> Constant:
+    """The constant of :func:`centered_depthwise` (int32: four times the weights),
+    computed when first read; the kept graph adds the zero point back, bit for bit."""
+    w = _check_8bit(w, "centered_depthwise")
+    c, _, kh, kw = (int(d) for d in w.shape)
+    dtype = w.dtype
+    zw = np.array(zw)
+    z = np.broadcast_to(zw.astype(np.int32).reshape(-1), (c,)).reshape(c, 1, 1)
+
+    def make(src: np.ndarray) -> np.ndarray:
+        return centered_depthwise(src, zw)
+
+    def inverse(p: np.ndarray) -> np.ndarray:
+        return (p + z).astype(dtype).reshape(c, 1, kh, kw)
+
+    return deferred_constant(w, make, (c, kh, kw), np.int32, inverse=inverse)
 
 
 @dataclass
@@ -191,7 +339,7 @@ def _signed(e: Expr) -> int:
 class QGemmCall:
     """A call of ``plait_qgemm``: ``a`` (8-bit, ``batch x M x K`` in row-major order),
     its zero point ``za`` (one value, or one per row with ``za_rows``), B
-    either ``packed`` (the three constants of :func:`pack_b`) or the 8-bit tensor ``b``
+    either ``packed`` (the three constants of :func:`packed_b_constants`) or the 8-bit tensor ``b``
     (``batch x K x N``, or one ``K x N`` for all: ``b_batched``) with zero point ``zb``
     (``zb_cols``: per column); ``out`` its output stage; the output ``batch x M x N``."""
 
@@ -204,7 +352,7 @@ class QGemmCall:
     out: QOut
     out_shape: tuple[int, ...]
     za_rows: bool = False
-    packed: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    packed: tuple[Constant, Constant, Constant] | None = None
     b: Expr | None = None
     zb: Expr | None = None
     zb_cols: bool = False
@@ -220,7 +368,7 @@ class QGemmCall:
             ("ldc_r", n), ("ldc_c", 1), ("c_bs", m * n), ("za", w.add("za", self.za)),
             ("za_rows", int(self.za_rows))]
         if self.packed is not None:
-            bp, zbp, corr = (Constant(x) for x in self.packed)
+            bp, zbp, corr = self.packed
             desc += [("bp", w.add("bp", bp)), ("b_zp", w.add("bzp", zbp)),
                      ("b_corr", w.add("bcorr", corr))]
         else:
@@ -241,20 +389,20 @@ QCONV_FIELDS = ("N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "DH", "DW", "PT
 @dataclass
 class QConvCall:
     """A call of ``plait_qconv2d``: the NCHW image ``x`` (8-bit) with zero point ``zx``,
-    the weights of :func:`pack_conv_weights`, the descriptor ``(N, C, H, W, O, KH, KW,
+    the weights of :func:`packed_conv_constants`, the descriptor ``(N, C, H, W, O, KH, KW,
     SH, SW, DH, DW, PT, PL, OH, OW, K, G)`` (K = C*KH*KW; G the groups the weights
     were packed with) and the output stage (column: the channel)."""
 
     x: Expr
     zx: Expr
-    packed: tuple[np.ndarray, np.ndarray, np.ndarray]
+    packed: tuple[Constant, Constant, Constant]
     desc: tuple[int, ...]
     out: QOut
     out_shape: tuple[int, ...]
 
     def wrapper(self) -> Wrapper:
         w = _Operands()
-        wp, zp, corr = (Constant(a) for a in self.packed)
+        wp, zp, corr = self.packed
         desc: list[tuple[str, Any]] = list(zip(QCONV_FIELDS, self.desc))
         desc += [("x", w.add("x", self.x)), ("x_signed", _signed(self.x)),
                  ("zx", w.add("zx", self.zx)), ("w", w.add("w", wp)),
@@ -271,12 +419,12 @@ QDW_FIELDS = ("N", "C", "H", "W", "KH", "KW", "SH", "SW", "DH", "DW", "PT", "PL"
 @dataclass
 class QDepthwiseCall:
     """A call of ``plait_qconv2d_depthwise``: the NCHW image ``x`` (8-bit) with zero point
-    ``zx``, the weights of :func:`centered_depthwise`, the descriptor ``(N, C, H, W, KH,
+    ``zx``, the weights of :func:`centered_depthwise_constant`, the descriptor ``(N, C, H, W, KH,
     KW, SH, SW, DH, DW, PT, PL, OH, OW)`` and the output stage (column: the channel)."""
 
     x: Expr
     zx: Expr
-    w: np.ndarray
+    w: Constant
     desc: tuple[int, ...]
     out: QOut
     out_shape: tuple[int, ...]
@@ -284,7 +432,7 @@ class QDepthwiseCall:
     def wrapper(self) -> Wrapper:
         w = _Operands()
         x, zx = w.add("x", self.x), w.add("zx", self.zx)
-        wc = w.add("w", Constant(self.w))
+        wc = w.add("w", self.w)
         stage = Local("o", "plait_q_out", w.out_stage(self.out).fields)
         args = (DESC, x, _signed(self.x), zx, wc, Ref("&o"), Ref("out"))
         return w.finish("qdw", "plait_qconv2d_depthwise", args, "plait_qdw_desc",
