@@ -90,6 +90,9 @@ def test_panels_unpack_bit_for_bit(shape: tuple[int, int]):
     (lambda w: packed_b_constant(w, transposed=True), (37, 5, 3, 3)),
     (lambda w: packed_b_constant(w, transposed=True), (33, 20)),
     (lambda w: packed_b_constant(w), (20, 33)),
+    # a grouped convolution's weights, group by group: 3 groups of 7 rows (a tail each)
+    (lambda w: packed_a_constant(w, groups=3), (21, 4, 3, 3)),
+    (lambda w: packed_b_constant(w, transposed=True, groups=3), (21, 4, 3, 3)),
 ])
 def test_packed_constants_declare_their_type_and_invert_exactly(make, shape):  # type: ignore[no-untyped-def]
     w = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
@@ -101,6 +104,20 @@ def test_packed_constants_declare_their_type_and_invert_exactly(make, shape):  #
     assert back.flags.c_contiguous and back.shape == w.shape and back.tobytes() == w.tobytes()
     # float64 weights round when packed: no way back, so no inverse
     assert deferred_of(make(w.astype(np.float64))).inverse is None
+
+
+def test_grouped_packing_is_each_groups_own_packing() -> None:
+    """packed_a_constant / packed_b_constant with groups: each group's rows packed on
+    their own (pack_a, pack_b of the transpose), the groups one after the other (what
+    plait_conv2d and plait_conv2d_pixel_rows read with plait_conv2d_desc.G)."""
+    w = np.random.default_rng(6).standard_normal((21, 4, 3, 3)).astype(np.float32)
+    rows = [w[g * 7:(g + 1) * 7].reshape(7, -1) for g in range(3)]
+    a = packed_a_constant(w, groups=3).data
+    np.testing.assert_array_equal(a, np.concatenate([pack_a(r) for r in rows]))
+    b = packed_b_constant(w, transposed=True, groups=3).data
+    np.testing.assert_array_equal(b, np.concatenate([pack_b(r.T) for r in rows]))
+    with pytest.raises(ValueError, match="do not split into 4 groups"):
+        packed_a_constant(w, groups=4)
 
 
 def _winograd_reference(w: np.ndarray, m: int) -> np.ndarray:

@@ -6,7 +6,9 @@ op), the kernel against numpy in float64 (rtol/atol 1e-4: sums of up to 81 produ
 values in [-1, 1]) on shapes the per-ISA cases (test_kernel_variants.py) do not cover:
 a window with no compiled form (4x4, stride 3, dilation 3), a 1x1 depthwise, a batch
 of 3, a call large enough to be split over threads, a view before the residual; and a
-grouped float64 convolution still goes to the library.
+grouped float64 convolution still goes to the library.  Which family takes a grouped
+convolution (the tile, or from 8 channels per group a product per group on the conv
+family) and the tuner's other product points are checked here too.
 """
 
 from __future__ import annotations
@@ -217,6 +219,75 @@ def test_shapes_against_numpy(shape: tuple[Any, ...]) -> None:
     got = VirtualMachine(plait.build(mod, "c"))["main"](x)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
     del b
+
+
+def _grouped_model(cg: int, groups: int, param_weight: bool = False
+                   ) -> tuple[plait.IRModule, list[np.ndarray], np.ndarray]:
+    """A grouped 3x3 convolution (stride 1, padding 1, dilation (1, 2)) of ``cg``
+    channels per group on 2 x 7 x 9 images, with bias, a residual and relu; the weight
+    a constant, or with ``param_weight`` a parameter."""
+    c = cg * groups
+    x, w, b, r = _rand(2, c, 7, 9), _rand(c, cg, 3, 3), _rand(c), _rand(2, c, 7, 9)
+    pad = (1, 2, 1, 2)
+
+    def body(bb: Any, p: Any) -> Any:
+        y = emit(bb, "conv2d", p[0], p[2] if param_weight else const(w), padding=pad,
+                 dilation=(1, 2), groups=groups)
+        y = emit(bb, "add", emit(bb, "add", y, const(b.reshape(c, 1, 1))), p[1])
+        return emit(bb, "relu", y)
+
+    shapes = {"x": x.shape, "r": r.shape, **({"w": w.shape} if param_weight else {})}
+    ref = _grouped_reference(x, w, groups, padding=pad, dilation=(1, 2)) + b.reshape(1, c, 1, 1)
+    inputs = [x, r, w] if param_weight else [x, r]
+    return build_graph(shapes, body), inputs, np.maximum(ref + r, 0)
+
+
+@pytest.mark.parametrize("cg, param_weight, family", [
+    (2, False, "plait_dwconv2d_"), (8, False, "plait_conv2d_"), (8, True, "plait_dwconv2d_")],
+    ids=["2 per group: the tile", "8 per group: a product per group",
+         "8 per group, weight a parameter: the tile"])
+def test_channels_per_group_choose_the_family(cg: int, param_weight: bool,
+                                              family: str) -> None:
+    """From GROUPED_PRODUCT_MIN_CG (8) channels per group with constant weights, a grouped
+    convolution is the conv family's product per group (weights packed group by group
+    at compile time); fewer channels, or weights known only at run time, stay on
+    plait_dwconv.c's tile: one call each, with the epilogue, against numpy in float64
+    (1e-4)."""
+    mod, inputs, ref = _grouped_model(cg, 3, param_weight)
+    callees = _callees(dispatch_depthwise(mod))
+    assert len(callees) == 1 and callees[0].startswith(family), callees
+    got = VirtualMachine(plait.build(mod, "c"))["main"](*inputs)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_tuned_product_points_on_every_instruction_set(tmp_path: Any) -> None:
+    """The tuner's other ways of a product per group — pixels as the tile's rows
+    (plait_conv2d_pixel_rows with groups), and channels as rows capped at one thread —
+    from a tuning database record, on every float copy this CPU runs (64 channels per
+    group: a sum of 576, two blocks), against numpy in float64 (1e-4)."""
+    from plait.codegen.c.variants import FLOAT_ISAS
+    from plait.target.c import cpu_features, use_isa
+    from plait.target.c.tuning import Record, TuningDB, current_machine
+
+    mod, inputs, ref = _grouped_model(64, 2)
+    empty = tmp_path / "empty.db"
+    TuningDB(empty)
+    (info,) = plait.build(mod, plait.Target("c", tuning_db=str(empty))).attrs["tuning"].values()
+    assert info["point"] == {"layout": "product", "threads": 0}
+    isas = [i for i in cpu_features()["supported"] if i in FLOAT_ISAS]
+    for n, point in enumerate([{"layout": "product_rows", "threads": 0},
+                               {"layout": "product", "threads": 1}]):
+        db = tmp_path / f"{n}.db"
+        TuningDB(db).add([Record(info["call"], "dwconv2d", current_machine(), point, 1e-3,
+                                 2e-3)])
+        exe = plait.build(mod, plait.Target("c", tuning_db=str(db)))
+        (noted,) = exe.attrs["tuning"].values()
+        assert noted["origin"] == "database" and noted["point"] == point
+        for isa in isas:
+            with use_isa(isa):
+                got = VirtualMachine(exe)["main"](*inputs)
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4,
+                                       err_msg=f"{point} on {isa}")
 
 
 def test_a_view_then_a_residual() -> None:

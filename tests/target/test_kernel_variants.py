@@ -171,10 +171,12 @@ def _masked_attention() -> Case:
 def _grouped(c: int, hw: tuple[int, int], k: int, strides: tuple[int, int],
              dilation: tuple[int, int], groups: int | None = None, out: int | None = None,
              padding: tuple[int, int, int, int] | None = None, act: str = "relu",
-             residual: bool = False, native: bool = True) -> Callable[[], Case]:
+             residual: bool = False, native: bool = True,
+             family: str = "dwconv") -> Callable[[], Case]:
     """A grouped convolution (default: depthwise, groups = channels) with bias, an
     optional residual and an activation (relu, ReLU6 or SiLU), padding k // 2 *
-    dilation unless given: the dwconv family (``plait_dwconv.c``), or with ``native``
+    dilation unless given: the dwconv family (``plait_dwconv.c``; ``family`` "conv"
+    where the channels per group make it a product per group), or with ``native``
     false the generated kernel (depthwise=False)."""
     g = groups or c
     o = out or c
@@ -213,8 +215,30 @@ def _grouped(c: int, hw: tuple[int, int], k: int, strides: tuple[int, int],
         inputs = [x, r] if residual else [x]
         if not native:
             return shapes, body, inputs, ref, 1e-5, "kernels", {"depthwise": False}
-        return shapes, body, inputs, ref, 1e-4, "dwconv", {}
+        return shapes, body, inputs, ref, 1e-4, family, {}
     return case
+
+
+def _grouped_1d(c: int, length: int, k: int, groups: int, padding: tuple[int, int],
+                dilation: int = 1) -> Case:
+    """A grouped 1-D convolution with bias and GELU (wav2vec2's positional convolution,
+    small: the gelu folds into a product's epilogue), as conv2d of height 1 on the conv
+    family (a product per group), against a float64 reference (math.erf)."""
+    x, w, b = _rand(1, c, length), _rand(c, c // groups, k), _rand(c)
+    cg = c // groups
+    ref = np.concatenate([conv2d_reference(x[:, None, i * cg:(i + 1) * cg].transpose(0, 2, 1, 3),
+                                           w[i * cg:(i + 1) * cg, :, None],
+                                           padding=(0, padding[0], 0, padding[1]),
+                                           dilation=(1, dilation))
+                          for i in range(groups)], axis=1)[:, :, 0] + b.reshape(1, c, 1)
+    ref = 0.5 * ref * (1 + np.vectorize(math.erf)(ref / math.sqrt(2)))
+
+    def body(bb: Any, p: Any) -> Any:
+        y = emit(bb, "conv1d", p[0], const(w), padding=padding, dilation=dilation,
+                 groups=groups)
+        return emit(bb, "gelu", emit(bb, "add", y, const(b.reshape(c, 1))))
+
+    return {"x": x.shape}, body, [x], ref, 1e-4, "conv", {}
 
 
 def _squeeze_excite() -> Case:
@@ -644,6 +668,16 @@ CASES: dict[str, Callable[[], Case]] = {
                  residual=True),
     "grouped 3x3, 3 channels and 2 outputs per group, 40 x 41, on 2 threads": _grouped(
         9, (40, 41), 3, (1, 1), (1, 1), groups=3, out=6),
+    # from 8 channels per group a product per group (plait_conv.c, plait_conv2d_desc.G):
+    # a batch of 2 (each image's groups in turn), stride 2, a residual; 64 channels per
+    # group (K 576: two blocks of the sum) with dilation, SiLU, on 2 threads; 48 per
+    # group in 1-D with a 16-wide window and GELU
+    "grouped 3x3 stride 2, 8 channels per group, residual (a product per group)": _grouped(
+        16, (9, 11), 3, (2, 2), (1, 1), groups=2, residual=True, family="conv"),
+    "grouped 3x3 dilation 2, 64 channels per group, SiLU, on 2 threads (a product per group)":
+        _grouped(128, (12, 13), 3, (1, 1), (2, 2), groups=2, act="silu", family="conv"),
+    "grouped 1-D, 48 channels per group, window 16, GELU (a product per group)":
+        lambda: _grouped_1d(96, 21, 16, 2, (8, 7)),
     "depthwise 3x3 stride 2 to 14 x 14, 40 channels, residual, ReLU6, on 2 threads":
         _grouped(40, (28, 28), 3, (2, 2), (1, 1), act="relu6", residual=True),
     "depthwise 3x3 on 7 x 7, 160 channels, on 2 threads": _grouped(

@@ -9,7 +9,8 @@ production flags (-O3, -fPIC, -shared, the thread pool) build a shared library, 
 libraries are built that way:
 
 * every float32 family (product with its SiLU and GELU epilogues, direct, Winograd and
-  grouped/depthwise convolutions, attention, max and global average pooling),
+  grouped/depthwise convolutions (a product per group, both ways, and the tile),
+  attention, max and global average pooling),
   the int8 product (its baseline copy: it has no NEON copy), the thread pool and two
   generated kernels, with a test source calling each on odd
   shapes (tails, channels not a multiple of the vector width, stride 2, dilation,
@@ -181,6 +182,24 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
       if (plait_conv2d_pixel_rows(&d, x, w, NULL, NULL, 0, y)) return 4;
       give(out, y, {ref.size}); }}""")
     expect.append(("conv, pixels as rows", ref, 1e-4))
+
+    # 2c. a grouped convolution as a product per group (plait_conv2d_desc.G, the weights
+    #     packed group by group): 2 images of 3 groups of 8 channels, 7 outputs per
+    #     group (a 1-row panel tail), stride 2, padding 1, bias; channels as rows and
+    #     pixels as rows
+    x, w, bias = _rand(2, 24, 7, 9), _rand(21, 8, 3, 3), _rand(21)
+    ref = np.concatenate([conv2d_reference(x[:, i * 8:(i + 1) * 8], w[i * 7:(i + 1) * 7],
+                                           (2, 2), (1, 1, 1, 1)) for i in range(3)],
+                         axis=1) + bias.reshape(1, 21, 1, 1)
+    desc = (2, 24, 7, 9, 21, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, *ref.shape[2:], 0, "0.0f", "0.0f", 3)
+    wg = [w[i * 7:(i + 1) * 7].reshape(7, -1) for i in range(3)]
+    for fn, packed in (("plait_conv2d", np.concatenate([pack_a(m) for m in wg])),
+                       ("plait_conv2d_pixel_rows", np.concatenate([pack_b(m.T) for m in wg]))):
+        code.append(f"""{{ static const plait_conv2d_desc d = {{{', '.join(map(str, desc))}}};
+      const float* x = {take(x)}; const float* w = {take(packed)};
+      const float* b = {take(bias)}; float* y = calloc({ref.size}, 4);
+      if ({fn}(&d, x, w, b, NULL, 0, y)) return 4; give(out, y, {ref.size}); }}""")
+        expect.append((f"grouped conv, {fn}", ref, 1e-4))
 
     # 3. Winograd F(2x2) and F(4x4): odd image sizes, 5 -> 7 channels, padding 1
     for mm, fn in ((2, "plait_conv2d_winograd"), (4, "plait_conv2d_winograd4")):

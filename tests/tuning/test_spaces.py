@@ -60,6 +60,16 @@ def test_spaces_validate_points() -> None:
     assert not s.contains({"layout": "lanes", "threads": "1"})       # wrong type
     grouped = dwconv_space(dict(_conv(32, 64, 56), G=16), 2)         # 2 in, 4 out a group
     assert grouped is not None and grouped.choices[0].values == ("auto", "planes")
+    # constant weights: a product per group is a layout too, the default from 8
+    # channels per group (dispatch/depthwise.py, grouped_default)
+    wide = dwconv_space(dict(_conv(128, 128, 14), G=2), 2, product=True)  # 64 a group
+    assert wide is not None and wide.default_point() == {"layout": "product", "threads": 0}
+    assert wide.choices[0].values == ("auto", "planes", "product", "product_rows")
+    few = dwconv_space(dict(_conv(32, 32, 14), G=8), 2, product=True)     # 4 a group
+    assert few is not None and few.default_point()["layout"] == "auto"
+    assert "product_rows" in few.choices[0].values
+    depthwise = dwconv_space(dict(_conv(32, 32, 14), G=32), 2, product=True)
+    assert depthwise is not None and "product" not in depthwise.choices[0].values
     tiny = gemm_space(dict(M=1, N=8, K=8, batch=1), 2)
     assert tiny is not None and tiny.size() == 1                     # one thread anyway
     big = gemm_space(dict(M=64, N=512, K=512, batch=1), 2)

@@ -453,7 +453,8 @@ def _can_pool(plan: ProductPlan, call: Call) -> bool:
 
     d = plan.desc
     if (plan.kind != "conv2d" or plan.winograd or plan.pixel_rows or plan.res is not None
-            or plan.pool or type(d["OH"]) is not int or type(d["OW"]) is not int):
+            or plan.pool or d.get("G", 1) > 1 or type(d["OH"]) is not int
+            or type(d["OW"]) is not int):
         return False
     if plan.viewed or d["C"] * d["KH"] * d["KW"] > POOL_MAX_K:
         return False

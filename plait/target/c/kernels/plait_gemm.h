@@ -87,6 +87,10 @@ typedef struct {
      * the rule of plait_gemm), _COLUMNS (column blocks only), _ROWS (row blocks too, as
      * many as threads where the rows allow) */
     int split;
+    /* groups (0 or 1: none): a grouped convolution, whose batch runs over images x
+     * groups (matrix b of the batch is group b % groups of image b / groups): it reads
+     * A at a + (b % groups) * a_bs and the bias from bias + (b % groups) * bias_bs */
+    int64_t groups, bias_bs;
 } plait_gemm_problem;
 
 #define PLAIT_SPLIT_AUTO 0
@@ -99,6 +103,12 @@ typedef struct {
      * Winograd); an initializer that stops at OW leaves none */
     int act;
     float act_lo, act_hi;
+    /* G: groups (0 or 1: none; plait_conv2d and plait_conv2d_pixel_rows): C and O are
+     * G times the channels of a group, and the weights are packed group by group (for
+     * plait_conv2d [G][ceil(O/G/6)][C/G*KH*KW][6], for the pixel rows
+     * [G][ceil(O/G/16)][C/G*KH*KW][16]); max_threads: at most this many threads (0: the
+     * pool's count; a tuned point) */
+    int64_t G, max_threads;
 } plait_conv2d_desc;
 
 /* C = epilogue(A @ B) as described by p; 0 on success, 1 out of memory. */

@@ -19,7 +19,10 @@ plain ``{choice: value}`` dict (JSON in the tuning database, :mod:`.db`).
   kernel's own rule, which depends on the vector width of the ISA copy the CPU runs:
   the default), ``planes`` (each output plane on the register tile), ``lanes``
   (channels in the vector lanes; depthwise only), ``rows`` (rows read in place;
-  depthwise 3x3/5x5, stride 1 or 2) — and ``threads`` as for ``gemm``.
+  depthwise 3x3/5x5, stride 1 or 2), and with constant weights and several channels
+  per group ``product`` / ``product_rows`` (the ``conv`` family's product per group,
+  channels or pixels as the tile's rows; ``product`` is the default from 8 channels
+  per group) — and ``threads`` as for ``gemm``.
 
 Each space is declared next to the heuristic it generalizes, by the dispatch rule that
 takes its points (``conv2d_space`` and ``gemm_space`` in

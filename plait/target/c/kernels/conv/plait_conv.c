@@ -149,10 +149,32 @@ static int conv2d_input(const plait_conv2d_desc* d, const float* x, plait_conv_g
     return 0;
 }
 
-static int conv2d_impl(const plait_conv2d_desc* d, const float* x, const float* apacked,
+/* A grouped convolution (G > 1) as G * N ungrouped ones of C / G input and O / G output
+ * channels: image n's group g is image n * G + g of *gd (the planes of NCHW lie that
+ * way), whose weights and bias are group g's (plait_gemm_problem.groups).  d itself
+ * otherwise. */
+static const plait_conv2d_desc* conv2d_groups(const plait_conv2d_desc* d,
+                                              plait_conv2d_desc* gd) {
+    if (d->G <= 1) return d;
+    *gd = *d;
+    gd->N = d->N * d->G;
+    gd->C = d->C / d->G;
+    gd->O = d->O / d->G;
+    return gd;
+}
+
+static int conv2d_impl(const plait_conv2d_desc* dg, const float* x, const float* apacked,
                        const float* bias, const float* res, int relu, int pool, float* out) {
+    plait_conv2d_desc gd;
+    const plait_conv2d_desc* d = conv2d_groups(dg, &gd);
     plait_gemm_problem p;
     memset(&p, 0, sizeof p);
+    if (dg->G > 1) {
+        p.groups = dg->G;
+        p.a_bs = (d->O + PLAIT_MR - 1) / PLAIT_MR * d->C * d->KH * d->KW * PLAIT_MR;
+        p.bias_bs = d->O;
+    }
+    p.max_threads = (int)d->max_threads;
     p.M = d->O;
     p.N = d->OH * d->OW;
     p.K = d->C * d->KH * d->KW;
@@ -331,6 +353,7 @@ typedef struct {
     int relu;
     float* out;
     int64_t cols, oblocks;        /* channels per job (whole wide tiles), jobs per image */
+    int64_t G;                    /* groups (images of d are image x group: conv2d_groups) */
     int64_t next;                 /* the jobs taken (see plait_take_job) */
     int status;                   /* 1: a thread was out of memory */
 } plait_pixel_rows_task;
@@ -346,6 +369,7 @@ static void plait_pixel_rows_run(void* arg) {
     for (int64_t job; (job = plait_take_job(&t->next, d->N * t->oblocks)) >= 0;) {
         const int64_t bi = job / t->oblocks, o0 = job % t->oblocks * t->cols;
         const int64_t oc = O - o0 < t->cols ? O - o0 : t->cols;
+        const int64_t grp = t->G > 1 ? bi % t->G : 0;   /* its weights and bias */
         if (!apack) {
             apack = plait_scratch(2, (size_t)(panels * K * PLAIT_MR));
             tb = plait_scratch(4, (size_t)(P * t->cols));
@@ -366,7 +390,7 @@ static void plait_pixel_rows_run(void* arg) {
         p.a_kind = PLAIT_A_PACKED;
         p.a = apack;
         p.b_kind = PLAIT_B_PACKED;
-        p.b = t->bpacked + (o0 / PLAIT_NR) * K * PLAIT_NR;
+        p.b = t->bpacked + (grp * ((O + PLAIT_NR - 1) / PLAIT_NR) + o0 / PLAIT_NR) * K * PLAIT_NR;
         p.c = tb;
         p.ldc = t->cols;
         p.batch = 1;
@@ -375,7 +399,8 @@ static void plait_pixel_rows_run(void* arg) {
             __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
             return;
         }
-        unpack_rows_block(d, tb, t->cols, t->bias, t->res, t->relu, t->out, P, bi, o0, oc);
+        unpack_rows_block(d, tb, t->cols, t->bias ? t->bias + grp * O : NULL, t->res, t->relu,
+                          t->out, P, bi, o0, oc);
     }
 }
 
@@ -412,6 +437,7 @@ static int conv2d_pixel_rows_shared(const plait_conv2d_desc* d, const plait_conv
     p.ldc = O;
     p.c_bs = P * O;
     p.batch = d->N;
+    p.max_threads = nthreads;
     int status = PLAIT_ISA_FN(plait_gemm)(&p);
     if (status) return status;
     const int64_t oblocks = (O + 15) / 16;
@@ -420,22 +446,30 @@ static int conv2d_pixel_rows_shared(const plait_conv2d_desc* d, const plait_conv
     return 0;
 }
 
-static int conv2d_pixel_rows(const plait_conv2d_desc* d, const float* x,
+/* A grouped convolution (G > 1) runs as one ungrouped convolution per image and group
+ * (conv2d_groups), each job (image, group) packing its own A' and computing all of the
+ * group's output channels. */
+static int conv2d_pixel_rows(const plait_conv2d_desc* dg, const float* x,
                              const float* bpacked, const float* bias, const float* res,
                              int relu, float* out) {
+    plait_conv2d_desc gd;
+    const plait_conv2d_desc* d = conv2d_groups(dg, &gd);
+    const int64_t G = dg->G > 1 ? dg->G : 1;
     plait_conv_geom g;
     const float* img;
     if (conv2d_input(d, x, &g, &img, NULL)) return 1;
-    const int nthreads = plait_max_threads();
+    int nthreads = plait_max_threads();
+    if (d->max_threads > 0 && nthreads > d->max_threads) nthreads = (int)d->max_threads;
     const int64_t apanels = (d->OH * d->OW + PLAIT_MR - 1) / PLAIT_MR;
-    if (nthreads > 1 && apanels * d->C * d->KH * d->KW * PLAIT_MR > PLAIT_PIXEL_ROWS_OWN_MAX)
+    if (G == 1 && nthreads > 1 &&
+        apanels * d->C * d->KH * d->KW * PLAIT_MR > PLAIT_PIXEL_ROWS_OWN_MAX)
         return conv2d_pixel_rows_shared(d, &g, img, bpacked, bias, res, relu, out, nthreads);
-    /* blocks of whole wide tiles, PLAIT_PIXEL_ROWS_JOBS per thread */
+    /* blocks of whole wide tiles, PLAIT_PIXEL_ROWS_JOBS per thread (a group whole) */
     const int64_t tiles = (d->O + PLAIT_TILE_N - 1) / PLAIT_TILE_N;
-    const int64_t per = (int64_t)PLAIT_PIXEL_ROWS_JOBS * nthreads;
+    const int64_t per = G > 1 ? 1 : (int64_t)PLAIT_PIXEL_ROWS_JOBS * nthreads;
     const int64_t cols = (tiles + per - 1) / per * PLAIT_TILE_N;
     plait_pixel_rows_task t = {d, &g, img, d->C * g.HP * g.RL, bpacked, bias, res, relu, out,
-                               cols, (d->O + cols - 1) / cols, 0, 0};
+                               cols, (d->O + cols - 1) / cols, G, 0, 0};
     const int64_t jobs = d->N * t.oblocks;
     plait_parallel(plait_pixel_rows_run, &t, jobs < nthreads ? (int)jobs : nthreads);
     return t.status;

@@ -88,44 +88,78 @@ def _exact(w: np.ndarray) -> bool:
     return w.dtype == np.float32
 
 
-def packed_a_constant(w: np.ndarray) -> Any:
+def _grouped(pack: Any, unpack: Any, m: int, k: int, groups: int) -> tuple[Any, Any]:
+    """``pack`` (an ``M x K`` matrix -> panels) and ``unpack`` (panels, rows -> the
+    matrix) applied group by group: the ``M / groups`` rows of each group packed on
+    their own, the groups' panels one after the other (a grouped convolution's
+    weights, ``plait_conv2d_desc.G``)."""
+    if groups == 1:
+        return (lambda w: pack(w)), (lambda p: unpack(p, m))
+    rows = m // groups
+
+    def make(w: np.ndarray) -> np.ndarray:
+        return np.concatenate([pack(w[g * rows:(g + 1) * rows]) for g in range(groups)])
+
+    def inverse(p: np.ndarray) -> np.ndarray:
+        per = p.shape[0] // groups
+        return np.ascontiguousarray(   # (numpy keeps the parts' order: F for views)
+            np.concatenate([unpack(p[g * per:(g + 1) * per], rows) for g in range(groups)]))
+
+    return make, inverse
+
+
+def packed_a_constant(w: np.ndarray, *, groups: int = 1) -> Any:
     """A constant of :func:`pack_a` of ``w`` seen as ``M x K`` (``M = w.shape[0]``),
     computed when code generation first reads it (:mod:`plait.ir.deferred`): the
     pipeline holds the original only, and the original's memory goes once it is packed
-    and nothing else holds it.  Unpacking restores ``w`` exactly (float32)."""
+    and nothing else holds it.  Unpacking restores ``w`` exactly (float32).  With
+    ``groups`` the ``M / groups`` rows of each group are packed on their own, group
+    after group (a grouped convolution's weights: ``[groups][ceil(M/groups/MR)][K][MR]``)."""
     shape = w.shape
     m = int(shape[0])
     k = int(w.size) // m if m else 0
+    if groups < 1 or m % groups:
+        raise ValueError(f"packed_a_constant: {m} rows do not split into {groups} groups")
+    pack, unpack = _grouped(pack_a, unpack_a, m, k, groups)
 
     def make(src: np.ndarray) -> np.ndarray:
-        return pack_a(np.asarray(src, np.float32).reshape(m, k))
+        return pack(np.asarray(src, np.float32).reshape(m, k))
 
     def inverse(p: np.ndarray) -> np.ndarray:
-        return unpack_a(p, m).reshape(shape)
+        return unpack(p).reshape(shape)
 
-    return deferred_constant(w, make, (-(-m // MR), k, MR), np.float32,
+    return deferred_constant(w, make, (groups * -(-(m // groups) // MR), k, MR), np.float32,
                              inverse=inverse if _exact(w) else None)
 
 
-def packed_b_constant(w: np.ndarray, *, transposed: bool = False) -> Any:
+def packed_b_constant(w: np.ndarray, *, transposed: bool = False, groups: int = 1) -> Any:
     """A constant of :func:`pack_b` of ``w`` (``K x N``), or with ``transposed`` of
     ``w`` seen as ``N x K`` (``N = w.shape[0]``: linear's and a convolution's weights)
-    and transposed; computed when first read, as :func:`packed_a_constant`."""
+    and transposed; computed when first read, as :func:`packed_a_constant`.  ``groups``
+    (``transposed`` only): each group's ``N / groups`` columns packed on their own,
+    group after group (``[groups][ceil(N/groups/NR)][K][NR]``)."""
     shape = w.shape
     if transposed:
         n = int(shape[0])
         k = int(w.size) // n if n else 0
     else:
         k, n = (int(d) for d in shape)
+    if groups < 1 or n % groups or (groups > 1 and not transposed):
+        raise ValueError(f"packed_b_constant: {n} columns do not split into {groups} "
+                         "groups (groups need transposed=True and N a multiple of groups)")
+    if transposed:
+        pack, unpack = _grouped(lambda rows: pack_b(rows.T), unpack_a, n, k, groups)
+    else:
+        pack, unpack = (lambda f: pack_b(f)), (lambda p: unpack_b(p, n))
 
     def make(src: np.ndarray) -> np.ndarray:
         f = np.asarray(src, np.float32)
-        return pack_b(f.reshape(n, k).T if transposed else f)
+        return pack(f.reshape(n, k) if transposed else f)
 
     def inverse(p: np.ndarray) -> np.ndarray:
-        return unpack_a(p, n).reshape(shape) if transposed else unpack_b(p, n)
+        return unpack(p).reshape(shape)
 
-    return deferred_constant(w, make, (-(-n // NR), k, NR), np.float32,
+    return deferred_constant(w, make, (groups * -(-(n // groups) // NR), k, NR), np.float32,
                              inverse=inverse if _exact(w) else None)
 
 

@@ -222,14 +222,24 @@ static inline int pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t j
  * the last (plait_take_job: the columns, the pixels of a convolution, or the rows, its
  * output channels, that the same thread wrote or read in the layer before). */
 static int
-gemm_thread(const plait_gemm_problem* p, int64_t nc_block, int64_t mc_rows, int rows_outer,
+gemm_thread(const plait_gemm_problem* pg, int64_t nc_block, int64_t mc_rows, int rows_outer,
             int64_t* next, float* apack, float* bpack) {
-    const int64_t N = p->N, K = p->K;
+    const int64_t N = pg->N, K = pg->K;
     const int64_t nblocks = (N + nc_block - 1) / nc_block;
-    const int64_t mblocks = (p->M + mc_rows - 1) / mc_rows;
-    const int64_t jobs = p->batch * nblocks * mblocks;
+    const int64_t mblocks = (pg->M + mc_rows - 1) / mc_rows;
+    const int64_t jobs = pg->batch * nblocks * mblocks;
     for (int64_t job; (job = plait_take_job(next, jobs)) >= 0;) {
         const int64_t bi = job / (nblocks * mblocks), in = job % (nblocks * mblocks);
+        /* a grouped convolution: this group's weights and bias (plait_gemm_problem.groups) */
+        plait_gemm_problem grp;
+        const plait_gemm_problem* p = pg;
+        if (pg->groups > 1) {
+            grp = *pg;
+            grp.a = pg->a + bi % pg->groups * pg->a_bs;
+            grp.a_bs = 0;
+            if (pg->bias) grp.bias = pg->bias + bi % pg->groups * pg->bias_bs;
+            p = &grp;
+        }
         const int64_t j0 = (rows_outer ? in % nblocks : in / mblocks) * nc_block;
         const int64_t m0 = (rows_outer ? in / nblocks : in % mblocks) * mc_rows;
         const int64_t M = p->M - m0 < mc_rows ? p->M : m0 + mc_rows;   /* rows m0..M-1 */
