@@ -51,7 +51,8 @@ def test_c_target_kind_hooks_and_pipeline() -> None:
     stages = _target_stages(t)
     assert stages["dispatch"] == ["RecognizeActivations", "c.FoldPadIntoConv",
                                   "c.DispatchDecode", "c.DispatchAttention",
-                                  "c.Conv1dAsConv2d", "c.DispatchSqueezeExcite",
+                                  "c.Conv1dAsConv2d", "c.SplitConcatConv",
+                                  "c.DispatchSqueezeExcite",
                                   "c.DispatchGemm", "c.DispatchDepthwise", "c.DispatchPool",
                                   "c.DispatchLibrary"]
     assert stages["legalize"] == ["FuseOps", "FuseKernels", "LegalizeOps"]
@@ -259,8 +260,8 @@ def test_coverage_of_the_core_ops() -> None:
     table = coverage_table()
     assert f"{len(core) - 2} of {len(core)} core ops have a compute" in table
     assert ("| `conv2d` | kernel | float32: plait's matrix product (`c.DispatchGemm`); "
-            "grouped and depthwise: plait_dwconv.c (`c.DispatchDepthwise`); other "
-            "floats: `blas.conv2d` |") in table
+            "grouped and depthwise: a product per group or plait_dwconv.c "
+            "(`c.DispatchDepthwise`); other floats: `blas.conv2d` |") in table
     assert "| `topk` | library call |" in table
 
 

@@ -41,7 +41,8 @@ def test_mycpu_pipeline_lists_its_dispatch_pass_before_the_c_one(example: Module
                                   "RecognizeActivations",
                                   "c.FoldPadIntoConv", "c.DispatchDecode",
                                   "c.DispatchAttention", "c.Conv1dAsConv2d",
-                                  "c.DispatchSqueezeExcite", "c.DispatchGemm",
+                                  "c.SplitConcatConv", "c.DispatchSqueezeExcite",
+                                  "c.DispatchGemm",
                                   "c.DispatchDepthwise", "c.DispatchPool", "c.DispatchLibrary"]
     assert stages["build"][0] == "RunCodegen"
     assert stages["build"][-2:] == ["c.SingleEntry", "c.CompileKernels"]

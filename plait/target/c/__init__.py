@@ -6,6 +6,8 @@
   cache to the ``decode`` family (docs/llm.md), :class:`DispatchAttention` makes
   attention one fused call,
   :class:`Conv1dAsConv2d` makes float32 ``conv1d`` a ``conv2d`` of height 1,
+  :class:`SplitConcatConv` a 1x1 convolution of a concatenation with upsampled parts
+  the sum of its parts' convolutions, each before its upsampling,
   :class:`DispatchSqueezeExcite` makes a squeeze-and-excite gate one native call,
   :class:`DispatchGemm` sends float32 ``matmul``, ``linear`` and ``conv2d`` (with their
   epilogues) to plait's own matrix product, :class:`DispatchDepthwise` grouped and
@@ -90,6 +92,7 @@ from .dispatch import (
     DispatchSqueezeExcite,
     FoldPadIntoConv,
     RewriteFn,
+    SplitConcatConv,
     dispatch_attention,
     dispatch_depthwise,
     dispatch_gemm,
@@ -133,6 +136,7 @@ def _dispatch(target: Target) -> list[Any]:
         if target.attrs.get("attention", True):
             passes.append(DispatchAttention())
         passes.append(Conv1dAsConv2d())
+        passes.append(SplitConcatConv())
         if target.attrs.get("depthwise", True):
             passes.append(DispatchSqueezeExcite())
         tuning = target.attrs.get("tuning_db")   # else PLAIT_TUNING_DB, read when it runs
@@ -174,7 +178,7 @@ __all__ = [
     "DispatchDecode",
     "Conv1dAsConv2d", "DispatchDepthwise", "DispatchGemm", "DispatchLibrary", "DispatchPool",
     "DispatchSqueezeExcite", "FoldPadIntoConv",
-    "LIBRARY_NAME", "RewriteFn",
+    "LIBRARY_NAME", "RewriteFn", "SplitConcatConv",
     "add_c_source", "add_kernel", "c_source_provider", "c_sources", "compute_note",
     "coverage", "coverage_table", "cpu_features", "library_isas", "use_isa",
     "dispatch_attention", "dispatch_depthwise", "dispatch_gemm", "dispatch_pool",

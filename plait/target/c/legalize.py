@@ -355,7 +355,8 @@ def coverage_table() -> str:
     for n, v in cov.items():
         notes = []
         if n in DISPATCHED:
-            grouped = ("; grouped and depthwise: plait_dwconv.c (`c.DispatchDepthwise`)"
+            grouped = ("; grouped and depthwise: a product per group or plait_dwconv.c"
+                       " (`c.DispatchDepthwise`)"
                        if n == "conv2d" else "")
             notes.append(f"float32: plait's matrix product (`c.DispatchGemm`){grouped}; "
                          f"other floats: `{DISPATCHED[n]}`")
