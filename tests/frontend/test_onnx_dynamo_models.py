@@ -6,7 +6,8 @@ build once per target, and run at three sizes from the one executable, matching
 onnxruntime on the same file (float32, rtol 1e-4, atol 1e-5:
 the same arithmetic in another order; the observed difference is below 3e-6).  Tiny
 random-weight configs (2 layers, hidden 64): nothing is downloaded.  Each model is
-exported once per module (a fixture)."""
+exported once per module (a fixture).  The ``Dim``s' ranges are read from the dynamo
+exports (no ``dim_ranges`` passed): a size past its maximum is refused."""
 
 from __future__ import annotations
 
@@ -211,7 +212,15 @@ def test_model_runs_at_three_sizes_from_one_build(
     for p in mod["main"].params:
         assert isinstance(p.ty, TensorType) and p.ty.shape is not None
         assert [p.ty.shape[a] for a in spec.axes] == list(spec.axes.values())
+    if exporter == "dynamo":   # the Dims' ranges, read from the file
+        want = {n: (1 if n == "batch" else 2, 64) for n in spec.axes.values()}
+        assert mod.attrs["dim_ranges"] == want
     vm = VirtualMachine(plait.build(mod, target))
+    if exporter == "dynamo":
+        past = _feeds(spec, tuple(65 if a == max(spec.axes) else d
+                                  for a, d in enumerate(spec.sizes[0])), np.random.default_rng(0))
+        with pytest.raises(VMInputError, match=r"is 65, outside the range \[2, 64\]"):
+            vm["main"](*past.values())
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
     for shape in spec.sizes:

@@ -14,7 +14,8 @@ downloaded.
 The convolution's output length is ``(frames + 1) // 2`` in plait's type inference; the
 exporter computes it as ``Div(frames - 1, 2) + 1`` (ONNX's truncating ``Div``), which
 differs at ``frames == 0``: imported as ``max(0, frames - 1) // 2 + 1``, exact for every
-length.  With ``dim_ranges={"frames": (4, 128)}`` both are ``(frames + 1) // 2`` and no
+length.  With the range of ``frames`` (4 to 128, the ``Dim``'s: the import reads it from
+the file, where the dynamo exporter records it) both are ``(frames + 1) // 2`` and no
 ``match_cast`` is left; without ranges the reshapes of the attention heads bind fresh
 sizes, checked when the model runs."""
 
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("onnx")
+onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxscript")
 ort = pytest.importorskip("onnxruntime")
 torch = pytest.importorskip("torch")
@@ -34,6 +35,7 @@ transformers = pytest.importorskip("transformers")
 
 import plait  # noqa: E402
 from plait.frontend import from_exported_program, from_onnx  # noqa: E402
+from plait.frontend.onnx.export_ranges import RANGES_KEY  # noqa: E402
 from plait.runtime import VirtualMachine  # noqa: E402
 
 MELS = 8
@@ -93,14 +95,28 @@ def _inputs() -> list[np.ndarray]:
     return [rng.standard_normal(shape).astype(np.float32) for shape in LENGTHS]
 
 
-@pytest.mark.parametrize("ranges", [None, {"frames": (4, 128)}], ids=["open", "ranges"])
+def _without_ranges(path: Path) -> onnx.ModelProto:
+    """The export without the range constraints the dynamo exporter records."""
+    m = onnx.load(str(path))
+    kept = [p for p in m.graph.metadata_props if p.key != RANGES_KEY]
+    assert len(kept) == len(m.graph.metadata_props) - 1
+    del m.graph.metadata_props[:]
+    m.graph.metadata_props.extend(kept)
+    return m
+
+
+@pytest.mark.parametrize("ranges", [False, True], ids=["open", "recorded"])
 def test_dynamo_onnx_export_runs_at_two_lengths_from_one_build(
-    onnx_path: Path, ranges: dict | None
+    onnx_path: Path, ranges: bool
 ) -> None:
-    mod = from_onnx(str(onnx_path), dim_ranges=ranges)
+    """The ranges of the ``Dim``s are read from the file (``recorded``): no ``dim_ranges``
+    is passed; without them in the file (``open``) the sizes have none."""
+    mod = from_onnx(str(onnx_path) if ranges else _without_ranges(onnx_path))
+    assert mod.attrs.get("dim_ranges") == ({"batch": (1, 8), "frames": (4, 128)} if ranges
+                                           else None)
     assert str(mod["main"].params[0].ty) == f'Tensor((batch, {MELS}, frames), "float32")'
     assert str(mod["main"].body.ty) == 'Tensor((batch, (frames + 1) // 2, 64), "float32")'
-    assert ("match_cast" in mod.script()) == (ranges is None)
+    assert ("match_cast" in mod.script()) == (not ranges)
     # with ranges: on c, memory planned once at their maxima (docs/ir.md), run at the
     # maxima too; without: on numpy (the match_cast path; one c build of this model is
     # enough for the suite's time)

@@ -38,6 +38,7 @@ from ..common import unique_name
 from .context import ConversionError, NodeContext
 from .dtypes import onnx_type_name, sanitize, to_dtype
 from .errors import OnnxImportError, describe_node
+from .export_ranges import recorded_ranges
 from .fallback import FallbackEmitter, check_fallback
 from .fallback_plan import Group, plan_fallback
 from .loader import (
@@ -80,8 +81,10 @@ def from_onnx(
         function_name: the name of the function the graph becomes.
         dim_ranges: inclusive ranges ``(min, max or None)`` of symbolic sizes of the
             inputs, e.g. ``{"batch": (1, 32), "seq": (1, 512)}`` (ONNX files carry no
-            ranges); recorded as the module's ``dim_ranges`` fact, so the compiler may use
-            them and the built model refuses a size outside its range.  The sizes the
+            ranges, except the dynamo exporter's: those of its ``Dim``s are read from the
+            file, :mod:`.export_ranges`, and these go on top); recorded as the module's
+            ``dim_ranges`` fact, so the compiler may use them and the built model refuses
+            a size outside its range.  The sizes the
             shape subgraphs compute are simplified with them, so two formulas of one size
             (a convolution's output length and the exporter's ``Div`` of it) agree.
         fallback: ``"onnxruntime"`` runs the nodes plait has no converter for (unknown
@@ -109,8 +112,10 @@ def from_onnx(
         loaded = load_model(model_or_path)
         loaded = prepare_model(loaded)
         check_model(loaded, fallback=fallback)
+        recorded = recorded_ranges(loaded.model)   # the dynamo exporter's Dim ranges
+        ranges = {**recorded, **dict(dim_ranges or {})}
         importer = GraphImporter(loaded, shapes=shapes, constants=constants, fallback=fallback,
-                                 dim_ranges=dim_ranges)
+                                 dim_ranges=ranges)
         try:
             mod = importer.run(function_name)
         finally:
@@ -118,7 +123,10 @@ def from_onnx(
             # cycle keeps every weight it saw until the collector runs (plait.build
             # pauses it), so a build could not free the originals it packs
             importer._fallback = None
-        return mod if not dim_ranges else add_dim_ranges(mod, dim_ranges, loaded.source)
+        if recorded:   # a recorded size that shapes= fixed is no parameter's size now
+            sizes = _param_sizes(mod)
+            ranges = {n: r for n, r in ranges.items() if n in sizes or n in (dim_ranges or {})}
+        return mod if not ranges else add_dim_ranges(mod, ranges, loaded.source)
     except RecursionError:  # pragma: no cover - the walk is iterative
         raise OnnxImportError(
             "the graph is nested too deeply", source=model_source(model_or_path)
@@ -561,17 +569,23 @@ class GraphImporter:
         return outs
 
 
-def add_dim_ranges(
-    mod: IRModule, ranges: Mapping[str, tuple[int, int | None]], source: str
-) -> IRModule:
-    """``mod`` with the ranges of symbolic sizes of its parameters recorded (a name that
-    is no symbolic size of an input is refused, naming the ones there are)."""
+def _param_sizes(mod: IRModule) -> set[str]:
+    """The symbolic sizes of the parameters of ``mod``'s functions."""
     names: set[str] = set()
     for fn in mod.functions.values():
         for p in getattr(fn, "params", ()):
             if isinstance(p.ty, TensorType) and p.ty.shape is not None:
                 for d in p.ty.shape:
                     names |= symbolic.free_symbols(d) if not isinstance(d, int) else set()
+    return names
+
+
+def add_dim_ranges(
+    mod: IRModule, ranges: Mapping[str, tuple[int, int | None]], source: str
+) -> IRModule:
+    """``mod`` with the ranges of symbolic sizes of its parameters recorded (a name that
+    is no symbolic size of an input is refused, naming the ones there are)."""
+    names = _param_sizes(mod)
     unknown = sorted(set(ranges) - names)
     if unknown:
         raise OnnxImportError(
