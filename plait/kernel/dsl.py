@@ -573,18 +573,41 @@ def _lower_stage(t: Tensor) -> Stmt:
         guarded = split_guarded_store(inner, out_idx, t.shape[last], _stride_one)
         if guarded is not None:   # the innermost loop, split at a guard's bounds
             inner, last = guarded, last - 1
+    # a size known at run time (a dynamic batch) may be 1 there: its loop is fused with
+    # the next one into one parallel loop, so that a batch of 1 runs on every thread as
+    # a static batch of 1 does (whose next loop is the parallel one)
+    fuse = (par is not None and isinstance(t.shape[par], Var) and par + 1 < last
+            and (work is None or work >= PARALLEL_MIN_WORK))
     for k in range(last, -1, -1):
         kind = "serial"
         extent = t.shape[k]
         var = out_idx[k]
         if split is not None and k == nloops - 1:
             var, extent = split[0], extent // split[2]
+        if fuse and k == par + 1:
+            continue   # made with loop par, below
+        if fuse and k == par:
+            inner, var, extent = _fused(inner, out_idx[k], extent, out_idx[k + 1],
+                                        t.shape[k + 1])
         if k == par and (work is None or work >= PARALLEL_MIN_WORK):
             kind = "parallel"
         elif k == nloops - 1 and vectorize:
             kind = "vectorized"
         inner = For(var, as_expr(extent, "int64"), inner, kind)
     return inner
+
+
+def _fused(body: Stmt, outer: Var, n_outer: PrimExpr | int, inner: Var,
+           n_inner: PrimExpr | int) -> tuple[Stmt, Var, PrimExpr]:
+    """``body`` of the loops over ``outer`` (``n_outer`` iterations) and ``inner``
+    (``n_inner``), as the body of one loop over both: that loop's variable ``v``, the
+    body reading ``outer`` as ``v // n_inner`` and ``inner`` as ``v % n_inner`` (an
+    index ``[.., v // n, v % n, ..]`` of an axis of size ``n`` is ``v`` itself in C),
+    and its extent."""
+    fused = Var(f"{outer.name_hint}_{inner.name_hint}", "int64")
+    n = as_expr(n_inner, "int64")
+    body = substitute(body, {outer: FloorDiv(fused, n), inner: FloorMod(fused, n)})
+    return body, fused, Mul(as_expr(n_outer, "int64"), n)  # type: ignore[return-value]
 
 
 def create_kernel(args: Sequence[Tensor], name: str = "kernel",
