@@ -371,3 +371,47 @@ def test_attention_on_symbolic_batch_and_sequences(target: str) -> None:
         for got, ref in zip(vm["main"](*feeds.values()), sess.run(None, feeds)):
             assert got.shape == ref.shape
             np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-6)
+
+
+def _recurrent_model() -> object:
+    """A bidirectional LSTM, a reverse GRU (linear_before_reset) and an RNN with
+    sequence_lens over one input of open sequence length and batch."""
+    h, i = 4, 3
+
+    def w(*shape: int) -> np.ndarray:
+        return _f(*shape) * np.float32(0.5)
+
+    nodes = [helper.make_node("LSTM", ["x", "wl", "rl", "bl"], ["yl", "hl", "cl"], hidden_size=h,
+                              direction="bidirectional"),
+             helper.make_node("GRU", ["x", "wg", "rg", "bg"], ["yg", "hg"], hidden_size=h,
+                              direction="reverse", linear_before_reset=1),
+             helper.make_node("RNN", ["x", "wr", "rr", "", "lens"], ["yr", "hr"], hidden_size=h,
+                              name="rnn")]  # fmt: skip
+    inits = [init("wl", w(2, 4 * h, i)), init("rl", w(2, 4 * h, h)), init("bl", w(2, 8 * h)),
+             init("wg", w(1, 3 * h, i)), init("rg", w(1, 3 * h, h)), init("bg", w(1, 6 * h)),
+             init("wr", w(1, h, i)), init("rr", w(1, h, h))]
+    return model(nodes, [vi("x", ["seq", "b", i]), vi("lens", ["b"], TensorProto.INT32)],
+                 [vi(o, None) for o in ("yl", "hl", "cl", "yg", "hg", "yr", "hr")], inits)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_recurrent_layers_on_a_symbolic_sequence_with_a_range(target: str) -> None:
+    """With the sequence's range given, LSTM/GRU/RNN are unrolled to its maximum and the
+    steps past the length masked: three (batch, length) pairs from one build, lengths
+    1 to the maximum, against onnxruntime (rtol 1e-4).  Y's length is the slice of the
+    unrolled steps to the length, ``min(4, seq)`` (``seq`` itself within its range)."""
+    m = _recurrent_model()
+    mod = from_onnx(m, dim_ranges={"seq": (1, 4)})
+    assert str(mod["main"].body.ty.fields[0]) == 'Tensor((min(4, seq), 2, b, 4), "float32")'
+    vm = VirtualMachine(plait.build(mod, target))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for b, s in [(2, 3), (1, 4), (3, 1)]:
+        feeds = {"x": _f(s, b, 3), "lens": RNG.integers(1, s + 1, b).astype(np.int32)}
+        for got, ref in zip(vm["main"](*feeds.values()), sess.run(None, feeds)):
+            assert got.shape == ref.shape
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-6)
+
+
+def test_a_recurrent_layer_of_an_unbounded_sequence_names_the_node_and_the_fix() -> None:
+    with pytest.raises(OnnxImportError, match=r"\(LSTM.*no maximum.*dim_ranges=\{'seq'"):
+        from_onnx(_recurrent_model())

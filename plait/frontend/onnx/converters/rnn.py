@@ -1,8 +1,13 @@
-"""Recurrent layers ``RNN``, ``GRU`` and ``LSTM``, unrolled over the (static) sequence
-length: the input projection of every step is one ``matmul``, then each step is a few
-small matmuls and elementwise ops.  Forward, reverse and bidirectional directions,
+"""Recurrent layers ``RNN``, ``GRU`` and ``LSTM``, unrolled over the sequence length:
+the input projection of every step is one ``matmul``, then each step is a few small
+matmuls and elementwise ops.  Forward, reverse and bidirectional directions,
 ``sequence_lens`` (steps past a sequence's end keep the state and output zeros),
-``clip``, custom activations, peepholes and ``layout`` are supported."""
+``clip``, custom activations, peepholes and ``layout`` are supported.  The batch may be
+symbolic.  A symbolic sequence length needs a maximum (``from_onnx(dim_ranges=...)``,
+or the ``Dim``'s range a dynamo export records): the layer is unrolled to it, the input
+padded with zero steps, the steps past the length masked as ``sequence_lens`` masks
+them, and the output sliced back to the length; without a maximum there is no number
+of steps to unroll, and the import says so."""
 
 from __future__ import annotations
 
@@ -10,12 +15,18 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ....ir import symbolic
 from ....ir.expr import Expr, Tuple
+from ....ir.types import Dim
 from ..context import NodeContext
 from ..registry import converter
 from .common import cast, scalar, select, shape_of
+from .shape import pad_sizes
 
 Act = Callable[[Expr], Expr]
+
+MAX_UNROLLED_STEPS = 1024
+"""The most steps a recurrent layer of a symbolic sequence length is unrolled to."""
 
 
 def _activation(ctx: NodeContext, name: str, alpha: float | None, beta: float | None) -> Act:
@@ -92,10 +103,12 @@ class _Setup:
         x = ctx.x(0)
         if self.layout:
             x = ctx.call("permute_dims", x, axes=(1, 0, 2))
-        self.x = x
         seq, batch, _ = shape_of(ctx, x)
+        self.length: Dim = seq       # the sequence length: static, or symbolic
+        self.length_value: Expr | None = None
         if not isinstance(seq, int):
-            ctx.fail(f"the sequence length must be static, got {seq}")
+            x, seq = self._padded_to_maximum(x, seq)
+        self.x = x
         self.seq, self.batch = seq, batch
         self.hidden = ctx.attr_int("hidden_size", None) or shape_of(ctx, ctx.x(2))[2]
         self.n_gates = n_gates
@@ -103,6 +116,31 @@ class _Setup:
         self.clip = ctx.attr_float("clip", None)
         self.acts = _activations(ctx, defaults, len(self.dirs))
         self.lens = cast(ctx, ctx.x(4), "int64") if ctx.has(4) else None
+        if self.length_value is not None:   # the steps past the symbolic length: masked
+            limit = ctx.call("reshape", self.length_value, shape=(1,))
+            self.lens = limit if self.lens is None else ctx.call("minimum", self.lens, limit)
+
+    def _padded_to_maximum(self, x: Expr, seq: Dim) -> tuple[Expr, int]:
+        """``x`` (sequence first) padded with zero steps to the largest length the
+        ranges allow, and that length; the length itself is kept for the mask."""
+        ctx = self.ctx
+        ranges = ctx.importer.dim_ranges or None
+        top = symbolic.bounds(seq, ranges)[1]
+        if top == float("inf"):
+            names = ", ".join(sorted(symbolic.free_symbols(seq)))
+            ctx.fail(f"the sequence length {symbolic.dim_text(seq)} is symbolic and has no "
+                     "maximum, so there is no number of steps to unroll; give its range "
+                     f"with from_onnx(..., dim_ranges={{{names!r}: (1, MAX)}}), or fix it "
+                     "with shapes={...}")
+        steps = int(top)
+        if steps > MAX_UNROLLED_STEPS:
+            ctx.fail(f"the sequence length {symbolic.dim_text(seq)} may be up to {steps}: "
+                     f"more than {MAX_UNROLLED_STEPS} unrolled steps; give it a smaller "
+                     "range with from_onnx(..., dim_ranges={...})")
+        self.length_value = ctx.call("take", ctx.call("shape_of", x), scalar(ctx, 0, "int64"),
+                                     axis=0)
+        x = pad_sizes(ctx, x, [0, symbolic.sub(steps, seq), 0, 0, 0, 0], "constant", 0.0)
+        return x, steps
 
     def take(self, e: Expr, i: int, axis: int = 0) -> Expr:
         return select(self.ctx, e, i, axis)
@@ -184,6 +222,8 @@ class _Setup:
             per_dir.append(ctx.call("concat", Tuple(items), axis=0) if len(items) > 1 else items[0])
         stacked = tuple(ctx.atom(ctx.call("expand_dims", p, axis=1)) for p in per_dir)
         y_all = ctx.call("concat", Tuple(stacked), axis=1) if len(stacked) > 1 else stacked[0]
+        if not isinstance(self.length, int):   # the steps past the length: cut off
+            y_all = ctx.call("strided_slice", y_all, axes=(0,), begin=(0,), end=(self.length,))
         outs = [y_all]
         for k in range(len(finals[0])):
             fs = tuple(ctx.atom(ctx.call("expand_dims", f[k], axis=0)) for f in finals)
