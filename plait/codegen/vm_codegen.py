@@ -256,7 +256,10 @@ class _FunctionLowering:
             if idx is None:
                 idx = self.const_ids[key] = len(self.consts)
                 data = e.data  # (np.ascontiguousarray would turn a 0-d constant into 1-d)
-                self.consts.append(data if data.flags.c_contiguous else data.copy(order="C"))
+                # C order and aligned elements, as native code reads them (an array made
+                # from a buffer at an odd offset is not aligned: copied here)
+                ok = data.flags.c_contiguous and data.flags.aligned
+                self.consts.append(data if ok else data.copy(order="C"))
             return rx.Const(idx)
         if isinstance(e, PrimValue):
             return rx.Imm(e.value)

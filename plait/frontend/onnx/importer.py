@@ -65,6 +65,7 @@ def from_onnx(
     function_name: str = "main",
     dim_ranges: Mapping[str, tuple[int, int | None]] | None = None,
     fallback: str | None = None,
+    mmap: bool = True,
 ) -> IRModule:
     """Import an ONNX model as an IRModule in phase ``ingestion``.
 
@@ -93,6 +94,12 @@ def from_onnx(
             as an external function (``call_extern``; the module attribute
             ``external_mods`` holds the models, :mod:`.fallback`).  Without it such
             nodes are an error listing every one of them.
+        mmap: for a model given by its path, its large weights (in the file or in
+            external data files) are views of a private, copy-on-write mapping of
+            their file, not copies (a write changes this process's page, never the
+            file).  Do not rewrite the file in place while the module, or an executable
+            built from it, is alive (write a new file and rename it over the old one);
+            ``mmap=False`` reads every weight into memory instead (docs/onnx.md).
 
     Returns:
         A module with one function whose parameters are the graph inputs (initializers
@@ -109,7 +116,7 @@ def from_onnx(
     load_frontend_converters("onnx")  # dialects registered since the frontend loaded
     check_fallback(fallback, model_source(model_or_path))
     try:
-        loaded = load_model(model_or_path)
+        loaded = load_model(model_or_path, mmap=mmap)
         loaded = prepare_model(loaded)
         check_model(loaded, fallback=fallback)
         recorded = recorded_ranges(loaded.model)   # the dynamo exporter's Dim ranges

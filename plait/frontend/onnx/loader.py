@@ -66,9 +66,11 @@ class LoadedModel:
 # ----------------------------------------------------------------------------- loading
 
 
-def load_model(model_or_path: Any) -> LoadedModel:
+def load_model(model_or_path: Any, *, mmap: bool = True) -> LoadedModel:
     """Parse ``model_or_path`` (a path, ``bytes`` or an ``onnx.ModelProto``).  Unreadable,
-    truncated or corrupt input raises :class:`OnnxImportError`."""
+    truncated or corrupt input raises :class:`OnnxImportError`.  From a path, the large
+    weights are views of their file's mapping (``mmap``) or read (see
+    :mod:`.weights`)."""
     arrays: dict[str, np.ndarray] = {}
     if isinstance(model_or_path, ModelProto):
         model = model_or_path
@@ -86,7 +88,7 @@ def load_model(model_or_path: Any) -> LoadedModel:
         model = _parse(data, path)
         del data
         base_dir = os.path.dirname(os.path.abspath(path))
-        arrays = read_initializers(model, base_dir, path)
+        arrays = read_initializers(model, base_dir, path, mmap=mmap)
         _load_external_data(model, base_dir, path)
     else:
         raise OnnxImportError(

@@ -11,11 +11,24 @@ are (:func:`plait.runtime.onnx_wire.externalize_initializers`: the model's own f
 and :func:`read_initializers` reads each one, main graph only, into a fresh array: the
 peak while importing is the weights once plus the graph's structure.
 
-The arrays are read (``readinto`` a fresh, aligned buffer), not memory-mapped: a
-mapping of a file that is later rewritten in place (``onnx.save`` and ``torch.onnx``
-truncate and rewrite the same file) turns every later access of the weights into a
-``SIGBUS``, and the build transforms most weights anyway (packing, layouts), after
-which a read buffer is freed while a mapping would keep the file's pages resident.
+By default a large weight whose offset in its file is a multiple of its element size
+is a view of a private, copy-on-write mapping of its bytes (as onnxruntime and
+llama.cpp map theirs): importing reads nothing, the weights are the page cache's pages
+(shared with every process mapping the file, dropped and read again by the kernel
+under memory pressure), and a pass that writes to one changes this process's copy of a
+page, never the file.  Each weight has a mapping of its own, which goes with the last
+array viewing it: a weight packed for a kernel leaves memory once packed, as a read
+one would.  Other weights are read (``readinto`` a fresh buffer): those of
+:data:`MIN_MAP_BYTES` or less, and those at an offset C code could not read as
+aligned elements (inside the model's own file the protobuf's field header usually
+puts them so; external data files written by ``onnx`` keep float32 weights aligned).
+
+The caveat of any mapping: a file rewritten in place while mapped (``onnx.save`` and
+``torch.onnx`` truncate and rewrite the same file) makes every later access of a weight
+not yet copied a ``SIGBUS`` (or silently the new bytes).  Write a new file and rename it
+over the old one (the mapping keeps the old file), or import with
+``from_onnx(path, mmap=False)``: every weight is then read and the file is free as soon
+as the import returns.
 
 A location must name a file inside the model's folder: absolute paths, ``..`` and
 symbolic links that lead out of the folder are refused, as ``onnx`` refuses them.
@@ -26,6 +39,7 @@ from __future__ import annotations
 import mmap
 import os
 from pathlib import PurePath
+from typing import Any
 
 import numpy as np
 from onnx import ModelProto, TensorProto
@@ -110,7 +124,47 @@ def _external_info(t: TensorProto, source: str) -> tuple[str, int, int | None]:
     return entries.get("location", ""), offset, length
 
 
-def _read_one(t: TensorProto, dtype: np.dtype, base_dir: str, source: str) -> np.ndarray:
+MIN_MAP_BYTES = 1 << 16
+"""Weights larger than this are mapped (the rest are read: a mapping costs a system
+call and at least a page)."""
+
+
+class FileMaps:
+    """The data files of one import, each opened once; :meth:`view` maps one weight."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, Any] = {}
+
+    def view(self, path: str, dtype: np.dtype, count: int, offset: int) -> np.ndarray | None:
+        """``count`` elements of ``dtype`` at ``offset`` of ``path`` as a view of a
+        private mapping of their own pages, or None: too small, not aligned to the
+        element size, bytes past the file's end, or a file that cannot be mapped (the
+        weight is then read)."""
+        nbytes = count * dtype.itemsize
+        if nbytes <= MIN_MAP_BYTES or offset % dtype.itemsize:
+            return None
+        try:
+            f = self._files.get(path)
+            if f is None:
+                f = self._files[path] = open(path, "rb")  # noqa: SIM115 (closed by close())
+            if offset + nbytes > os.fstat(f.fileno()).st_size:
+                return None
+            start = offset - offset % mmap.ALLOCATIONGRANULARITY
+            m = mmap.mmap(f.fileno(), offset + nbytes - start, access=mmap.ACCESS_COPY,
+                          offset=start)
+        except (OSError, ValueError):
+            return None
+        return np.frombuffer(m, dtype, count, offset - start)
+
+    def close(self) -> None:
+        """Close the files (the mappings stay: each holds its own handle)."""
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+
+def _read_one(t: TensorProto, dtype: np.dtype, base_dir: str, source: str,
+              maps: FileMaps | None = None) -> np.ndarray:
     location, offset, length = _external_info(t, source)
     shape = tuple(int(d) for d in t.dims)
     if any(d < 0 for d in shape):
@@ -125,6 +179,9 @@ def _read_one(t: TensorProto, dtype: np.dtype, base_dir: str, source: str) -> np
             source=source,
         )
     path = _location_path(base_dir, location, t.name, source)
+    view = maps.view(path, dtype, count, offset) if maps is not None else None
+    if view is not None:
+        return view.reshape(shape)
     arr = np.empty(count, dtype)
     try:
         with open(path, "rb") as f:
@@ -150,22 +207,30 @@ def _read_one(t: TensorProto, dtype: np.dtype, base_dir: str, source: str) -> np
     return arr.reshape(shape)
 
 
-def read_initializers(model: ModelProto, base_dir: str, source: str) -> dict[str, np.ndarray]:
-    """Read every main-graph initializer of ``model`` whose data is external (in a file
-    of ``base_dir``) and whose element type is plain bytes, each into its own array;
-    the tensor in ``model`` is left with its type and dimensions but no data (the
-    importer takes the array instead).  Returns the arrays by initializer name."""
+def read_initializers(model: ModelProto, base_dir: str, source: str, *,
+                      mmap: bool = True) -> dict[str, np.ndarray]:
+    """Every main-graph initializer of ``model`` whose data is external (in a file of
+    ``base_dir``) and whose element type is plain bytes, each a view of a private
+    mapping of its bytes (``mmap``, for large aligned ones: see the module's docstring)
+    or read into its own array; the tensor in ``model`` is left with its type and
+    dimensions but no data (the importer takes the array instead).  Returns the arrays
+    by initializer name."""
+    maps = FileMaps() if mmap else None
     arrays: dict[str, np.ndarray] = {}
-    for t in model.graph.initializer:
-        if t.data_location != TensorProto.EXTERNAL or t.name in arrays:
-            continue
-        dtype = _RAW_DTYPES.get(t.data_type)
-        if dtype is None or not t.name:
-            continue
-        arrays[t.name] = _read_one(t, dtype, base_dir, source)
-        del t.external_data[:]
-        t.ClearField("data_location")
+    try:
+        for t in model.graph.initializer:
+            if t.data_location != TensorProto.EXTERNAL or t.name in arrays:
+                continue
+            dtype = _RAW_DTYPES.get(t.data_type)
+            if dtype is None or not t.name:
+                continue
+            arrays[t.name] = _read_one(t, dtype, base_dir, source, maps)
+            del t.external_data[:]
+            t.ClearField("data_location")
+    finally:
+        if maps is not None:
+            maps.close()
     return arrays
 
 
-__all__ = ["MIN_READ_BYTES", "open_model", "read_initializers"]
+__all__ = ["MIN_MAP_BYTES", "MIN_READ_BYTES", "FileMaps", "open_model", "read_initializers"]
