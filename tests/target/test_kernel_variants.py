@@ -172,12 +172,13 @@ def _grouped(c: int, hw: tuple[int, int], k: int, strides: tuple[int, int],
              dilation: tuple[int, int], groups: int | None = None, out: int | None = None,
              padding: tuple[int, int, int, int] | None = None, act: str = "relu",
              residual: bool = False, native: bool = True,
-             family: str = "dwconv") -> Callable[[], Case]:
+             family: str = "dwconv", winograd: int | None = None) -> Callable[[], Case]:
     """A grouped convolution (default: depthwise, groups = channels) with bias, an
     optional residual and an activation (relu, ReLU6 or SiLU), padding k // 2 *
-    dilation unless given: the dwconv family (``plait_dwconv.c``; ``family`` "conv"
-    where the channels per group make it a product per group), or with ``native``
-    false the generated kernel (depthwise=False)."""
+    dilation unless given: the dwconv family (``plait_dwconv.c``; ``family`` "conv" or
+    "winograd" where the channels per group make it a convolution per group, Winograd
+    forced to F(``winograd``) when given), or with ``native`` false the generated kernel
+    (depthwise=False)."""
     g = groups or c
     o = out or c
 
@@ -215,7 +216,8 @@ def _grouped(c: int, hw: tuple[int, int], k: int, strides: tuple[int, int],
         inputs = [x, r] if residual else [x]
         if not native:
             return shapes, body, inputs, ref, 1e-5, "kernels", {"depthwise": False}
-        return shapes, body, inputs, ref, 1e-4, family, {}
+        return shapes, body, inputs, ref, 1e-4, family, (
+            {"winograd": winograd} if winograd else {})
     return case
 
 
@@ -678,6 +680,13 @@ CASES: dict[str, Callable[[], Case]] = {
         _grouped(128, (12, 13), 3, (1, 1), (2, 2), groups=2, act="silu", family="conv"),
     "grouped 1-D, 48 channels per group, window 16, GELU (a product per group)":
         lambda: _grouped_1d(96, 21, 16, 2, (8, 7)),
+    # 3x3 stride 1 with at least 16 channels per group: Winograd per group, F(4x4) on 20
+    # x 22 (two images, a residual); F(2x2) forced on 7 x 9 with 48 outputs per group,
+    # more than the 32 padded tiles: the shared-V path (wino_shared_run)
+    "grouped 3x3, 32 channels per group, residual (Winograd F(4x4) per group)": _grouped(
+        64, (20, 22), 3, (1, 1), (1, 1), groups=2, residual=True, family="winograd"),
+    "grouped 3x3, 24 in 48 out per group (Winograd F(2x2), shared V)": _grouped(
+        48, (7, 9), 3, (1, 1), (1, 1), groups=2, out=96, family="winograd", winograd=2),
     "depthwise 3x3 stride 2 to 14 x 14, 40 channels, residual, ReLU6, on 2 threads":
         _grouped(40, (28, 28), 3, (2, 2), (1, 1), act="relu6", residual=True),
     "depthwise 3x3 on 7 x 7, 160 channels, on 2 threads": _grouped(

@@ -9,7 +9,8 @@ production flags (-O3, -fPIC, -shared, the thread pool) build a shared library, 
 libraries are built that way:
 
 * every float32 family (product with its SiLU and GELU epilogues, direct, Winograd and
-  grouped/depthwise convolutions (a product per group, both ways, and the tile),
+  grouped/depthwise convolutions (a product per group, both ways, Winograd per group,
+  and the tile),
   attention, max and global average pooling),
   the int8 product (its baseline copy: it has no NEON copy), the thread pool and two
   generated kernels, with a test source calling each on odd
@@ -211,6 +212,20 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
       float* y = calloc({ref.size}, 4);
       if ({fn}(&d, x, u, NULL, NULL, 0, y)) return 4; give(out, y, {ref.size}); }}""")
         expect.append((f"winograd F({mm}x{mm})", ref, 2e-4))
+
+    #    and grouped (plait_conv2d_desc.G): 2 groups of 16 channels, 16 outputs each
+    for mm, fn in ((2, "plait_conv2d_winograd"), (4, "plait_conv2d_winograd4")):
+        x, w, bias = _rand(1, 32, 9, 11), _rand(32, 16, 3, 3), _rand(32)
+        ref = np.concatenate([conv2d_reference(x[:, g * 16:(g + 1) * 16],
+                                               w[g * 16:(g + 1) * 16], (1, 1), (1, 1, 1, 1))
+                              for g in range(2)], axis=1) + bias.reshape(1, 32, 1, 1)
+        desc = (1, 32, 9, 11, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 9, 11, 0, "0.0f", "0.0f", 2)
+        packed = np.concatenate([winograd_weights(w[g * 16:(g + 1) * 16], mm) for g in range(2)])
+        code.append(f"""{{ static const plait_conv2d_desc d = {{{', '.join(map(str, desc))}}};
+      const float* x = {take(x)}; const float* u = {take(packed)};
+      const float* b = {take(bias)}; float* y = calloc({ref.size}, 4);
+      if ({fn}(&d, x, u, b, NULL, 0, y)) return 4; give(out, y, {ref.size}); }}""")
+        expect.append((f"grouped winograd F({mm}x{mm})", ref, 2e-4))
 
     # 4. attention: 2 heads, 9 queries, 11 keys, head size 7
     def attention(name: str, h: int, sq: int, sk: int, dd: int, dv: int, scale: float

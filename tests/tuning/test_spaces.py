@@ -62,9 +62,22 @@ def test_spaces_validate_points() -> None:
     assert grouped is not None and grouped.choices[0].values == ("auto", "planes")
     # constant weights: a product per group is a layout too, the default from 8
     # channels per group (dispatch/depthwise.py, grouped_default)
-    wide = dwconv_space(dict(_conv(128, 128, 14), G=2), 2, product=True)  # 64 a group
+    wide = dwconv_space(dict(_conv(128, 128, 7), G=2), 2, product=True)   # 64 a group
     assert wide is not None and wide.default_point() == {"layout": "product", "threads": 0}
-    assert wide.choices[0].values == ("auto", "planes", "product", "product_rows")
+    assert wide.choices[0].values == ("auto", "planes", "product", "product_rows",
+                                      "winograd2", "winograd4")
+    # Winograd per group where winograd_choice picks it for one group (RegNet's 56 x 56
+    # and 28 x 28: F(4x4); 14 x 14: F(2x2)); a forced variant is the only one, 0 none
+    assert dwconv_space(dict(_conv(128, 128, 28), G=2), 2, product=True).default_point()[
+        "layout"] == "winograd4"
+    assert dwconv_space(dict(_conv(128, 128, 14), G=2), 2, product=True).default_point()[
+        "layout"] == "winograd2"
+    forced = dwconv_space(dict(_conv(128, 128, 28), G=2), 2, product=True, winograd=2)
+    assert forced is not None and forced.choices[0].values[-1] == "winograd2"
+    assert "winograd4" not in forced.choices[0].values
+    off = dwconv_space(dict(_conv(128, 128, 28), G=2), 2, product=True, winograd=0)
+    assert off is not None and off.default_point()["layout"] == "product"
+    assert not any("winograd" in str(v) for v in off.choices[0].values)
     few = dwconv_space(dict(_conv(32, 32, 14), G=8), 2, product=True)     # 4 a group
     assert few is not None and few.default_point()["layout"] == "auto"
     assert "product_rows" in few.choices[0].values

@@ -143,7 +143,8 @@ def _dispatch(target: Target) -> list[Any]:
         tuned = {"tuning_db": str(tuning)} if tuning else {}
         passes.append(DispatchGemm(winograd=target.attrs.get("winograd", "auto"), **tuned))
         if target.attrs.get("depthwise", True):
-            passes.append(DispatchDepthwise(**tuned))
+            passes.append(DispatchDepthwise(winograd=target.attrs.get("winograd", "auto"),
+                                            **tuned))
         passes.append(DispatchPool())
     if target.attrs.get("blas", True):
         passes.append(DispatchLibrary())

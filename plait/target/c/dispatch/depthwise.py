@@ -12,7 +12,10 @@ families (:mod:`plait.target.c.kernels`):
 * from :data:`GROUPED_PRODUCT_MIN_CG` channels per group with constant weights: the
   ``conv`` family's implicit-im2col product once per image and group
   (``plait_conv2d_desc.G``; the weights packed group by group at compile time), the
-  (image, group) products' column blocks shared by the threads.  Each loaded input
+  (image, group) products' column blocks shared by the threads; or, for 3x3 stride-1
+  groups of at least 16 channels where it pays for one group's shape, the ``winograd``
+  family per image and group (F(4x4) on RegNet's 56 x 56 and 28 x 28 layers: 0.4 of
+  the product's time).  Each loaded input
   vector then serves 6 output channels instead of one: on RegNet's grouped 3x3 layers
   (64 channels per group) 1.5-4x faster than the tile, on wav2vec2's positional
   convolution (48 per group, a 128-wide window) about 15x.  With 8 channels per group
@@ -50,12 +53,20 @@ from plait.transform.pattern_rewrite import Rule, rewrite_module
 from ..kernels.dwconv import dwconv2d_call
 from ..kernels.gemm import ACT_GELU, ACT_GELU_TANH, packed_a_constant, packed_b_constant
 from ..kernels.registry import record_calls
+from ..kernels.winograd import winograd_constant
 from ..kernels.wrapper import emit_call
 from ..shapes import float_shape, is_static_shape
 from ..tuning import Chooser, call_key
 from ..tuning.space import Choice, SearchSpace, register_space, thread_values
 from .common import fused_span
-from .gemm import ProductPlan, epilogue_step, extend_epilogue
+from .gemm import (
+    ProductPlan,
+    epilogue_step,
+    extend_epilogue,
+    winograd_applies,
+    winograd_choice,
+    winograd_mode,
+)
 
 DWCONV_LAYOUTS = {"auto": 0, "planes": 1, "lanes": 2, "rows": 3}
 """The layouts of ``plait_dwconv2d`` and their values of ``plait_dwconv2d_desc.layout``
@@ -70,11 +81,14 @@ GROUPED_PRODUCT_MIN_CG = 8
 runs as a product per group (``plait_conv.c``, :func:`grouped_product_applies`) by
 default rather than on ``plait_dwconv.c``'s tile."""
 
-PRODUCT_LAYOUTS = {"product": False, "product_rows": True}
-"""The layouts of a grouped convolution computed by the ``conv`` family, one product per
-image and group (``plait_conv2d_desc.G``): channels as the tile's rows (``product``,
-``plait_conv2d``) or pixels as its rows (``product_rows``, ``plait_conv2d_pixel_rows``);
-the value: whether the pixels are the rows."""
+PRODUCT_LAYOUTS = {"product": "direct", "product_rows": "pixel_rows",
+                   "winograd2": "winograd2", "winograd4": "winograd4"}
+"""The layouts of a grouped convolution computed by the ``conv`` and ``winograd``
+families, one convolution per image and group (``plait_conv2d_desc.G``), and the way
+each computes it (:data:`~.gemm.CONV2D_ALGORITHMS`): channels as the tile's rows
+(``product``, ``plait_conv2d``), pixels as its rows (``product_rows``,
+``plait_conv2d_pixel_rows``), Winograd F(2x2) or F(4x4) (3x3, stride 1, at least 16
+channels per group in and out: :func:`~.gemm.winograd_applies` of one group)."""
 
 
 def group_desc(desc: dict[str, Any]) -> dict[str, Any]:
@@ -90,22 +104,31 @@ def grouped_product_applies(desc: dict[str, Any]) -> bool:
     return desc["C"] // desc["G"] >= GROUPED_PRODUCT_MIN_CG
 
 
-def grouped_default(desc: dict[str, Any]) -> str:
-    """The default layout of a grouped convolution with constant weights: ``product``
-    where :func:`grouped_product_applies`, else ``auto`` (``plait_dwconv.c``'s rule).
-    Pixels as rows (``product_rows``) is the tuner's to choose: on RegNet's grouped 3x3
-    layers (64 channels per group, 56 x 56 to 7 x 7) and wav2vec2's positional
-    convolution (48 channels per group, K 6144, 50 pixels) it was slower than
-    ``product`` (1.2-4x) on all but the 7 x 7 layer, where the two were within noise."""
-    return "product" if grouped_product_applies(desc) else "auto"
+def grouped_default(desc: dict[str, Any], winograd: int | str = "auto") -> str:
+    """The default layout of a grouped convolution with constant weights, under the
+    target's ``winograd`` setting: where :func:`grouped_product_applies`, Winograd where
+    :func:`~.gemm.winograd_choice` picks it for one group (as for an ungrouped
+    convolution of that shape: F(4x4) on RegNet's 56 x 56 and 28 x 28 layers, F(2x2) on
+    14 x 14), else ``product``; ``auto`` (``plait_dwconv.c``'s rule) below it.  Pixels
+    as rows (``product_rows``) is the tuner's to choose: on RegNet's grouped 3x3 layers
+    (64 channels per group, 56 x 56 to 7 x 7) and wav2vec2's positional convolution (48
+    channels per group, K 6144, 50 pixels) it was slower than ``product`` (1.2-4x) on
+    all but the 7 x 7 layer, where the two were within noise."""
+    if not grouped_product_applies(desc):
+        return "auto"
+    m = winograd_choice(group_desc(desc), winograd)
+    return f"winograd{m}" if m else "product"
 
 
-def dwconv_space(desc: dict[str, Any], threads: int, product: bool = False) -> SearchSpace | None:
+def dwconv_space(desc: dict[str, Any], threads: int, product: bool = False,
+                 winograd: int | str = "auto") -> SearchSpace | None:
     """The search space of a grouped convolution of static shape (``desc``: the fields
     of ``plait_dwconv2d_desc``): ``layout`` (``auto``: the kernel's own rule, which
     depends on the vector width of the ISA copy; ``planes``; ``lanes`` and ``rows``
     where the kernel can take them; with ``product`` (constant weights, more than one
-    channel per group) the :data:`PRODUCT_LAYOUTS` of the ``conv`` family; the default
+    channel per group) the :data:`PRODUCT_LAYOUTS` of the ``conv`` and ``winograd``
+    families (Winograd where it applies to one group and the target's ``winograd``
+    allows it: a forced variant is the only Winograd choice, 0 none); the default
     :func:`grouped_default`) and ``threads`` (0: all, the default); None when the batch
     or the image is symbolic."""
     if any(type(desc[k]) is not int for k in ("N", "H", "W", "OH", "OW")):
@@ -120,13 +143,16 @@ def dwconv_space(desc: dict[str, Any], threads: int, product: bool = False) -> S
         layouts.append("rows")
     product = product and cg > 1
     if product:
-        layouts += list(PRODUCT_LAYOUTS)
+        layouts += ["product", "product_rows"]
+        if winograd and winograd_applies(group_desc(desc)):
+            layouts += [f"winograd{winograd}"] if winograd in (2, 4) else ["winograd2",
+                                                                            "winograd4"]
     work = desc["N"] * desc["O"] * desc["OH"] * desc["OW"] * desc["KH"] * desc["KW"] * cg
     values = thread_values(threads, work >= DWCONV_MIN_PARALLEL)
     return SearchSpace("dwconv2d", (
         Choice("layout", tuple(layouts), "where the kernel puts the pixels and channels"),
         Choice("threads", values, "at most this many threads (0: all)")),
-        (("layout", grouped_default(desc) if product else "auto"), ("threads", 0)))
+        (("layout", grouped_default(desc, winograd) if product else "auto"), ("threads", 0)))
 
 
 register_space("dwconv2d", dwconv_space)
@@ -136,12 +162,14 @@ def _is_grouped(call: Call) -> bool:
     return int(call.attrs.get("groups", 1)) > 1
 
 
-def plan_grouped_conv2d(call: Call, chooser: Chooser | None = None) -> ProductPlan | None:
+def plan_grouped_conv2d(call: Call, chooser: Chooser | None = None,
+                        winograd: int | str = "auto") -> ProductPlan | None:
     """The native call of a grouped float32 NCHW/OIHW ``conv2d`` of static shape (as a
-    plan the epilogue steps extend), or None when no family can take it: a product per
-    group on the ``conv`` family (constant weights, several channels per group; kind
-    ``conv2d``) or ``plait_dwconv.c`` (kind ``dwconv2d``), as ``chooser``'s point says
-    (a tuning database's, else the default, :func:`grouped_default`)."""
+    plan the epilogue steps extend), or None when no family can take it: a convolution
+    per group on the ``conv`` or ``winograd`` family (constant weights, several channels
+    per group; kind ``conv2d``) or ``plait_dwconv.c`` (kind ``dwconv2d``), as
+    ``chooser``'s point says (a tuning database's, else the default,
+    :func:`grouped_default` under the target's ``winograd``)."""
     from plait.runtime.window import expand_ints, expand_padding
 
     x, w = call.args
@@ -166,14 +194,17 @@ def plan_grouped_conv2d(call: Call, chooser: Chooser | None = None) -> ProductPl
     chooser = chooser or Chooser(None)
     weights = w.data if isinstance(w, Constant) else None
     point, tuning = chooser.choose(call_key("dwconv2d", desc),
-                                   dwconv_space(desc, chooser.threads, weights is not None))
+                                   dwconv_space(desc, chooser.threads, weights is not None,
+                                                winograd))
     layout = "auto" if point is None else str(point["layout"])
     threads = 0 if point is None else int(point["threads"])
     if point is None and weights is not None and type(os_[2]) is int and type(os_[3]) is int:
-        layout = grouped_default(desc)   # a symbolic batch: no space, the default rule
+        layout = grouped_default(desc, winograd)   # a symbolic batch: the default rule
     if layout in PRODUCT_LAYOUTS and weights is not None:
-        rows = PRODUCT_LAYOUTS[layout]
-        packed = (packed_b_constant(weights, transposed=True, groups=g) if rows
+        algorithm = PRODUCT_LAYOUTS[layout]
+        rows, wino = algorithm == "pixel_rows", int(algorithm[-1]) if "winograd" in algorithm else 0
+        packed = (winograd_constant(weights, wino, groups=g) if wino
+                  else packed_b_constant(weights, transposed=True, groups=g) if rows
                   else packed_a_constant(weights, groups=g))
         cdesc = dict(N=n, C=c, H=h, W=wd, O=o, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw,
                      PT=pt, PL=pl, PB=pb, PR=pr, OH=os_[2], OW=os_[3], G=g,
@@ -182,6 +213,7 @@ def plan_grouped_conv2d(call: Call, chooser: Chooser | None = None) -> ProductPl
                            [(xs, "float32"), (packed.ty.shape, "float32")], cdesc, os_,
                            "row", o)
         plan.pixel_rows = rows
+        plan.winograd = wino
     else:
         plan = ProductPlan("dwconv2d", [x, w], [(xs, "float32"), (ws, "float32")], desc,
                            os_, "row", o)
@@ -209,17 +241,18 @@ epilogue steps (what one call can do is the plan's business, as in c.DispatchGem
 
 
 def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]],
-                   chooser: Chooser | None = None) -> Rule:
+                   chooser: Chooser | None = None, winograd: int | str = "auto") -> Rule:
     """The rule of :class:`DispatchDepthwise`: :data:`GROUPED_CONV`, planned step by
-    step (each call's point from ``chooser``) and rewritten into a call of its wrapper
-    (recorded in ``wrappers``); a chain the call cannot do whole is declined (a shorter
-    one is matched instead)."""
+    step (each call's point from ``chooser``, under the target's ``winograd`` setting)
+    and rewritten into a call of its wrapper (recorded in ``wrappers``); a chain the call
+    cannot do whole is declined (a shorter one is matched instead)."""
     chooser = chooser if chooser is not None else Chooser(None)
 
     def rewrite(m: Match) -> Expr | None:
         g = m.graph
         members = sorted(m.bindings)
-        plan = plan_grouped_conv2d(g.bindings[members[0]].value, chooser)  # type: ignore[arg-type]
+        plan = plan_grouped_conv2d(g.bindings[members[0]].value, chooser,  # type: ignore[arg-type]
+                                   winograd)
         reads = [g.bindings[i].var for i in members[:-1]]   # what each step reads
         if plan is None or not all(extend_epilogue(plan, g.bindings[i].value, src)  # type: ignore[arg-type]
                                    for i, src in zip(members[1:], reads)):
@@ -241,32 +274,36 @@ def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]],
     return Rule("c.dwconv2d", GROUPED_CONV, rewrite)
 
 
-def dispatch_depthwise(mod: IRModule, skip: Any = None, tuning_db: str | None = None) -> IRModule:
+def dispatch_depthwise(mod: IRModule, skip: Any = None, tuning_db: str | None = None,
+                       winograd: int | bool | str = "auto") -> IRModule:
     """``mod`` with grouped float32 NCHW conv2d of static shape (and their epilogues)
-    rewritten into calls of ``plait_dwconv.c``; functions for which ``skip`` is true
-    (default: those of external codegens) are left alone.  The points of the calls: the
-    tuning database ``tuning_db``'s (else ``PLAIT_TUNING_DB``'s), else the defaults."""
+    rewritten into native calls (a convolution per group, or ``plait_dwconv.c``);
+    functions for which ``skip`` is true (default: those of external codegens) are left
+    alone.  The points of the calls: the tuning database ``tuning_db``'s (else
+    ``PLAIT_TUNING_DB``'s), else the defaults; ``winograd`` as ``Target("c")``'s."""
     wrappers: dict[str, tuple[str, CFunction]] = {}
     chooser = Chooser(tuning_db)
-    out = rewrite_module(mod, [depthwise_rule(wrappers, chooser)], skip=skip)
+    out = rewrite_module(mod, [depthwise_rule(wrappers, chooser, winograd_mode(winograd))],
+                         skip=skip)
     return chooser.annotate(record_calls(out, wrappers, "plait_dwconv_calls"))
 
 
 @module_pass(name="c.DispatchDepthwise", phases=("optimization",))
 class DispatchDepthwise:
     """Send grouped and depthwise float32 NCHW conv2d of static shape, with bias,
-    residual, relu and clip/SiLU epilogues, to plait_dwconv.c."""
+    residual, relu and clip/SiLU epilogues, to a convolution per group or plait_dwconv.c."""
 
-    def __init__(self, *, tuning_db: str | None = None,
+    def __init__(self, *, winograd: int | bool | str = "auto", tuning_db: str | None = None,
                  codegens: Sequence[str] | None = None) -> None:
         super().__init__(codegens=codegens)  # type: ignore[call-arg]
+        self.winograd = winograd_mode(winograd)
         self.tuning_db = tuning_db
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
         from plait.transform.external import skips_external
 
         return dispatch_depthwise(mod, skip=skips_external(self, ctx),  # type: ignore[arg-type]
-                                  tuning_db=self.tuning_db)
+                                  tuning_db=self.tuning_db, winograd=self.winograd)
 
 
 __all__ = ["DWCONV_LAYOUTS", "GROUPED_CONV", "GROUPED_PRODUCT_MIN_CG", "PRODUCT_LAYOUTS",

@@ -680,7 +680,7 @@ def gemm_rule(ops: Sequence[str], winograd: int | str,
     return Rule("c.gemm", pattern, rewrite)
 
 
-def _winograd_m(winograd: int | bool | str) -> int | str:
+def winograd_mode(winograd: int | bool | str) -> int | str:
     """The Winograd variant asked for: False/0 none, 2 F(2x2, 3x3), 4 F(4x4, 3x3)
     wherever Winograd applies; True/"auto" the cheapest of those and the direct product
     for each shape (:func:`winograd_choice`)."""
@@ -703,7 +703,7 @@ def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
     ``PLAIT_TUNING_DB``'s; :mod:`plait.target.c.tuning`), else the heuristics'."""
     wrappers: dict[str, tuple[str, CFunction]] = {}
     chooser = Chooser(tuning_db)
-    rule = gemm_rule(ops, _winograd_m(winograd), wrappers, chooser)
+    rule = gemm_rule(ops, winograd_mode(winograd), wrappers, chooser)
     funcs: dict[str, Function] = {}
     for name, f in functions_to_rewrite(mod, skip):
         nf = rewrite_function(f, [rule], mod, name=name)
@@ -720,7 +720,7 @@ class DispatchGemm:
     def __init__(self, ops: Sequence[str] = OPS, *, winograd: int | bool | str = "auto",
                  tuning_db: str | None = None, codegens: Sequence[str] | None = None) -> None:
         super().__init__(codegens=codegens)  # type: ignore[call-arg]
-        self.winograd = _winograd_m(winograd)
+        self.winograd = winograd_mode(winograd)
         self.tuning_db = tuning_db
         unknown = [o for o in ops if o not in OPS]
         if unknown:

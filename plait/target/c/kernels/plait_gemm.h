@@ -103,13 +103,26 @@ typedef struct {
      * Winograd); an initializer that stops at OW leaves none */
     int act;
     float act_lo, act_hi;
-    /* G: groups (0 or 1: none; plait_conv2d and plait_conv2d_pixel_rows): C and O are
-     * G times the channels of a group, and the weights are packed group by group (for
-     * plait_conv2d [G][ceil(O/G/6)][C/G*KH*KW][6], for the pixel rows
-     * [G][ceil(O/G/16)][C/G*KH*KW][16]); max_threads: at most this many threads (0: the
-     * pool's count; a tuned point) */
+    /* G: groups (0 or 1: none; not with pooling): C and O are G times the channels of a
+     * group, and the weights are packed group by group (for plait_conv2d
+     * [G][ceil(O/G/6)][C/G*KH*KW][6], for the pixel rows [G][ceil(O/G/16)][C/G*KH*KW][16],
+     * for Winograd F(m) [G][(m+2)^2][ceil(O/G/6)][C/G][6]); max_threads: at most this
+     * many threads (0: the pool's count; a tuned point; not Winograd's) */
     int64_t G, max_threads;
 } plait_conv2d_desc;
+
+/* A grouped convolution (G > 1) as G * N ungrouped ones of C / G input and O / G output
+ * channels: image n's group g is image n * G + g of *gd (the planes of NCHW lie that
+ * way), whose weights and bias are group g's.  d itself otherwise. */
+static inline const plait_conv2d_desc* plait_conv2d_groups(const plait_conv2d_desc* d,
+                                                           plait_conv2d_desc* gd) {
+    if (d->G <= 1) return d;
+    *gd = *d;
+    gd->N = d->N * d->G;
+    gd->C = d->C / d->G;
+    gd->O = d->O / d->G;
+    return gd;
+}
 
 /* C = epilogue(A @ B) as described by p; 0 on success, 1 out of memory. */
 PLAIT_HIDDEN int plait_gemm(const plait_gemm_problem* p);

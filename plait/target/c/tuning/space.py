@@ -21,8 +21,10 @@ plain ``{choice: value}`` dict (JSON in the tuning database, :mod:`.db`).
   (channels in the vector lanes; depthwise only), ``rows`` (rows read in place;
   depthwise 3x3/5x5, stride 1 or 2), and with constant weights and several channels
   per group ``product`` / ``product_rows`` (the ``conv`` family's product per group,
-  channels or pixels as the tile's rows; ``product`` is the default from 8 channels
-  per group) — and ``threads`` as for ``gemm``.
+  channels or pixels as the tile's rows) and, 3x3 stride 1 with at least 16 channels
+  per group, ``winograd2`` / ``winograd4`` (the default from 8 channels per group:
+  Winograd where it pays for one group, else ``product``) — and ``threads`` as for
+  ``gemm``.
 
 Each space is declared next to the heuristic it generalizes, by the dispatch rule that
 takes its points (``conv2d_space`` and ``gemm_space`` in

@@ -44,15 +44,15 @@ def conv2d_call(x: tuple[Dim, ...], w: tuple[Dim, ...], out: tuple[Dim, ...],
                 desc: Mapping[str, Any], variant: str, epilogue: Epilogue) -> NativeCall:
     """The call of a convolution entry point (``variant``: a key of
     :data:`CONV2D_ENTRIES`) on ``x`` with the weights packed for it (shape ``w``),
-    ``desc`` holding the :data:`CONV2D_FIELDS` (and optionally ``G``, the groups:
-    ``direct`` and ``pixel_rows`` only, the weights packed group by group; and
-    ``max_threads``, a tuned point's cap); the bias per output channel.  With ``pool``
+    ``desc`` holding the :data:`CONV2D_FIELDS` (and optionally ``G``, the groups: not
+    with ``pool``, the weights packed group by group; and ``max_threads``, a tuned
+    point's cap, which Winograd ignores); the bias per output channel.  With ``pool``
     the epilogue has no residual; neither pooling nor Winograd takes an activation."""
     ep = epilogue
     groups = int(desc.get("G", 1))
-    if groups > 1 and variant not in ("direct", "pixel_rows"):
-        raise ValueError(f"conv2d_call: {variant!r} takes no groups (G = {groups}); "
-                         "grouped convolutions are 'direct' or 'pixel_rows'")
+    if groups > 1 and variant == "pool":
+        raise ValueError(f"conv2d_call: 'pool' takes no groups (G = {groups}); grouped "
+                         "convolutions are 'direct', 'pixel_rows' or Winograd")
     fields = (tuple((k, desc[k]) for k in CONV2D_FIELDS) + ep.act_fields()
               + ((("G", groups),) if groups > 1 else ())
               + ((("max_threads", int(desc["max_threads"])),) if desc.get("max_threads")

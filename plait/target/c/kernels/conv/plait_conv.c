@@ -149,24 +149,10 @@ static int conv2d_input(const plait_conv2d_desc* d, const float* x, plait_conv_g
     return 0;
 }
 
-/* A grouped convolution (G > 1) as G * N ungrouped ones of C / G input and O / G output
- * channels: image n's group g is image n * G + g of *gd (the planes of NCHW lie that
- * way), whose weights and bias are group g's (plait_gemm_problem.groups).  d itself
- * otherwise. */
-static const plait_conv2d_desc* conv2d_groups(const plait_conv2d_desc* d,
-                                              plait_conv2d_desc* gd) {
-    if (d->G <= 1) return d;
-    *gd = *d;
-    gd->N = d->N * d->G;
-    gd->C = d->C / d->G;
-    gd->O = d->O / d->G;
-    return gd;
-}
-
 static int conv2d_impl(const plait_conv2d_desc* dg, const float* x, const float* apacked,
                        const float* bias, const float* res, int relu, int pool, float* out) {
     plait_conv2d_desc gd;
-    const plait_conv2d_desc* d = conv2d_groups(dg, &gd);
+    const plait_conv2d_desc* d = plait_conv2d_groups(dg, &gd);
     plait_gemm_problem p;
     memset(&p, 0, sizeof p);
     if (dg->G > 1) {
@@ -353,7 +339,7 @@ typedef struct {
     int relu;
     float* out;
     int64_t cols, oblocks;        /* channels per job (whole wide tiles), jobs per image */
-    int64_t G;                    /* groups (images of d are image x group: conv2d_groups) */
+    int64_t G;                    /* groups (d's images are image x group: plait_conv2d_groups) */
     int64_t next;                 /* the jobs taken (see plait_take_job) */
     int status;                   /* 1: a thread was out of memory */
 } plait_pixel_rows_task;
@@ -447,13 +433,13 @@ static int conv2d_pixel_rows_shared(const plait_conv2d_desc* d, const plait_conv
 }
 
 /* A grouped convolution (G > 1) runs as one ungrouped convolution per image and group
- * (conv2d_groups), each job (image, group) packing its own A' and computing all of the
- * group's output channels. */
+ * (plait_conv2d_groups), each job (image, group) packing its own A' and computing all
+ * of the group's output channels. */
 static int conv2d_pixel_rows(const plait_conv2d_desc* dg, const float* x,
                              const float* bpacked, const float* bias, const float* res,
                              int relu, float* out) {
     plait_conv2d_desc gd;
-    const plait_conv2d_desc* d = conv2d_groups(dg, &gd);
+    const plait_conv2d_desc* d = plait_conv2d_groups(dg, &gd);
     const int64_t G = dg->G > 1 ? dg->G : 1;
     plait_conv_geom g;
     const float* img;

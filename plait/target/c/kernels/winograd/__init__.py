@@ -55,18 +55,25 @@ WINOGRAD_BLOCK_BYTES = 1 << 22
 panel of output channels)."""
 
 
-def winograd_constant(w: np.ndarray, m: int = 4) -> Any:
+def winograd_constant(w: np.ndarray, m: int = 4, *, groups: int = 1) -> Any:
     """A constant of :func:`winograd_weights` of ``w`` (``O x C x 3 x 3``), computed when
     code generation first reads it (:mod:`plait.ir.deferred`): the pipeline holds the
     original only until then.  The transform rounds, so there is no way back: the graph
-    an executable keeps holds the original."""
+    an executable keeps holds the original.  With ``groups`` (a grouped convolution's
+    weights, ``O x C/groups x 3 x 3``) each group's ``O / groups`` rows are transformed
+    and packed on their own, group after group (``plait_conv2d_desc.G``)."""
     o, c = (int(d) for d in w.shape[:2])
-    a = m + 2
+    if groups < 1 or o % groups:
+        raise ValueError(f"winograd_constant: {o} output channels do not split into "
+                         f"{groups} groups")
+    a, og = m + 2, o // groups
 
     def make(src: np.ndarray) -> np.ndarray:
-        return winograd_weights(np.asarray(src, np.float32), m)
+        f = np.asarray(src, np.float32)
+        return np.concatenate([winograd_weights(f[g * og:(g + 1) * og], m)
+                               for g in range(groups)])
 
-    return deferred_constant(w, make, (a * a, -(-o // MR), c, MR), np.float32)
+    return deferred_constant(w, make, (groups * a * a, -(-og // MR), c, MR), np.float32)
 
 
 register_family(KernelFamily("winograd", "plait_winograd.c", tuple(WINOGRAD_FUNCTIONS.values()),

@@ -1,6 +1,9 @@
 /* plait_winograd.c: the c target's 3x3 stride-1 convolutions by Winograd F(2x2, 3x3)
  * and F(4x4, 3x3) (float32, NCHW), a kernel family of plait_isa.h.  The products of the
- * transformed tiles run on the register tile of plait_tile.h. */
+ * transformed tiles run on the register tile of plait_tile.h.  A grouped convolution
+ * (plait_conv2d_desc.G) runs as one ungrouped convolution per image and group
+ * (plait_conv2d_groups): the jobs of image-group n read group n % G's transformed
+ * weights (wino_u) and bias (wino_bias). */
 #include "plait_isa.h"
 #include "plait_tile.h"
 
@@ -32,7 +35,8 @@ typedef struct {
     int64_t blocks, nfull, tpart;   /* an image's tile blocks (wino_plan_blocks) */
     const float* img;    /* F(2x2): the de-interleaved padded input [N][C][HP][RL];
                           * F(4x4): the input itself [N][C][H][W] */
-    const float* u;      /* packed transformed weights */
+    const float* u;      /* packed transformed weights (group 0's) */
+    int64_t G, ug;       /* groups (1: none) and the floats of a group's weights */
     const float* bias;
     const float* res;
     int relu;
@@ -60,6 +64,15 @@ static void wino_plan_blocks(plait_wino* w, int nthreads) {
     w->nfull = keep;
     w->tpart = part;
     w->blocks = keep + (tail + part - 1) / part;
+}
+
+/* The transformed weights and the bias (or NULL) of image-group n */
+static inline const float* wino_u(const plait_wino* w, int64_t n) {
+    return w->G > 1 ? w->u + n % w->G * w->ug : w->u;
+}
+
+static inline const float* wino_bias(const plait_wino* w, int64_t n) {
+    return w->bias && w->G > 1 ? w->bias + n % w->G * w->d->O : w->bias;
 }
 
 /* Block b of an image: its first tile t0 and its tiles len (a multiple of 8) */
@@ -157,9 +170,10 @@ wino_output(const plait_wino* w, int64_t n, int64_t t0, int64_t len, int64_t o0,
             int64_t ms, const float* m) {
     const plait_conv2d_desc* d = w->d;
     const int64_t O = d->O, tb = w->tb, OH = d->OH, OW = d->OW;
+    const float* bias = wino_bias(w, n);
     for (int64_t oo = 0; oo < ob; ++oo) {
         const int64_t o = o0 + oo;
-        const float bo = w->bias ? w->bias[o] : 0.0f;
+        const float bo = bias ? bias[o] : 0.0f;
         float* outo = w->out + (n * O + o) * OH * OW;
         const float* reso = w->res ? w->res + (n * O + o) * OH * OW : NULL;
         for (int64_t g = 0; g < len; g += 8) {
@@ -215,7 +229,7 @@ wino_thread(const plait_wino* w, int64_t* next, float* v, float* m) {
         wino_block(w, job % blocks, &t0, &len);
         wino_input(w, n, t0, len, v);
         for (int64_t xi = 0; xi < 16; ++xi) {
-            const float* uxi = w->u + xi * apanels * C * PLAIT_MR;
+            const float* uxi = wino_u(w, n) + xi * apanels * C * PLAIT_MR;
             const float* vxi = v + xi * PLAIT_WINO_VS(w);
             float* mxi = m + xi * PLAIT_WINO_MS(w);
             for (int64_t jr = 0; jr < len; jr += PLAIT_TILE_N) {   /* the wide tile */
@@ -304,12 +318,16 @@ static int wino_shared_applies(const plait_wino* w, int nx);
 static int wino_shared_run(plait_wino* w, int nx, int nthreads);
 
 PLAIT_ISA_HIDDEN int
-PLAIT_ISA_FN(plait_conv2d_winograd)(const plait_conv2d_desc* d, const float* x,
+PLAIT_ISA_FN(plait_conv2d_winograd)(const plait_conv2d_desc* dg, const float* x,
                                     const float* u, const float* bias, const float* res,
                                     int relu, float* out) {
-    if (d->act) return 2;   /* no activation epilogue here (the planner never asks) */
+    if (dg->act) return 2;   /* no activation epilogue here (the planner never asks) */
+    plait_conv2d_desc gd;
+    const plait_conv2d_desc* d = plait_conv2d_groups(dg, &gd);
     plait_wino w;
     w.d = d;
+    w.G = dg->G > 1 ? dg->G : 1;
+    w.ug = 16 * ((d->O + PLAIT_MR - 1) / PLAIT_MR) * d->C * PLAIT_MR;
     w.TH = (d->OH + 1) / 2;
     w.TWp = ((d->OW + 1) / 2 + 7) / 8 * 8;
     w.T = w.TH * w.TWp;
@@ -447,9 +465,10 @@ wino4_output(const plait_wino* w, int64_t n, int64_t t0, int64_t len, int64_t o0
              int64_t ms, const float* m) {
     const plait_conv2d_desc* d = w->d;
     const int64_t O = d->O, tb = w->tb, OH = d->OH, OW = d->OW;
+    const float* bias = wino_bias(w, n);
     for (int64_t oo = 0; oo < ob; ++oo) {
         const int64_t o = o0 + oo;
-        const float bo = w->bias ? w->bias[o] : 0.0f;
+        const float bo = bias ? bias[o] : 0.0f;
         float* outo = w->out + (n * O + o) * OH * OW;
         const float* reso = w->res ? w->res + (n * O + o) * OH * OW : NULL;
         for (int64_t g = 0; g < len; g += 8) {
@@ -523,7 +542,7 @@ wino4_thread(const plait_wino* w, int64_t* next, float* v, float* m) {
         for (int64_t o0 = 0; o0 < O; o0 += PLAIT_W4_OB) {
             int64_t ob = O - o0 < PLAIT_W4_OB ? O - o0 : PLAIT_W4_OB;
             for (int64_t xi = 0; xi < 36; ++xi) {
-                const float* uxi = w->u + xi * apanels * C * PLAIT_MR;
+                const float* uxi = wino_u(w, n) + xi * apanels * C * PLAIT_MR;
                 const float* vxi = v + xi * vs;
                 float* mxi = m + xi * ms;
                 for (int64_t jr = 0; jr < len; jr += PLAIT_TILE_N) {   /* the wide tile */
@@ -598,7 +617,7 @@ static void wino_shared_thread(void* arg) {
         const int64_t pa = c * s->apanels / s->chunks, pb = (c + 1) * s->apanels / s->chunks;
         const int64_t o0 = pa * PLAIT_MR, o1 = pb * PLAIT_MR < O ? pb * PLAIT_MR : O;
         for (int64_t xi = 0; xi < s->nx; ++xi) {
-            const float* uxi = w->u + xi * s->apanels * C * PLAIT_MR;
+            const float* uxi = wino_u(w, s->n) + xi * s->apanels * C * PLAIT_MR;
             const float* vxi = s->v + xi * s->vs;
             float* mxi = m + xi * s->ms;
             /* each panel of U (from memory) for all the tiles in turn, from the caches
@@ -644,12 +663,16 @@ static int wino_shared_run(plait_wino* w, int nx, int nthreads) {
 }
 
 PLAIT_ISA_HIDDEN int
-PLAIT_ISA_FN(plait_conv2d_winograd4)(const plait_conv2d_desc* d, const float* x,
+PLAIT_ISA_FN(plait_conv2d_winograd4)(const plait_conv2d_desc* dg, const float* x,
                                      const float* u, const float* bias, const float* res,
                                      int relu, float* out) {
-    if (d->act) return 2;   /* no activation epilogue here (the planner never asks) */
+    if (dg->act) return 2;   /* no activation epilogue here (the planner never asks) */
+    plait_conv2d_desc gd;
+    const plait_conv2d_desc* d = plait_conv2d_groups(dg, &gd);
     plait_wino w;
     w.d = d;
+    w.G = dg->G > 1 ? dg->G : 1;
+    w.ug = 36 * ((d->O + PLAIT_MR - 1) / PLAIT_MR) * d->C * PLAIT_MR;
     w.TH = (d->OH + 3) / 4;
     w.TWp = ((d->OW + 3) / 4 + 7) / 8 * 8;
     w.T = w.TH * w.TWp;
