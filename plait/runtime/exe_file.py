@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
@@ -528,6 +529,10 @@ def _check_header(manifest: Any) -> None:
         )
 
 
+_HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
+"""Threads hashing the members of a file being loaded."""
+
+
 def _verified_members(zf: zipfile.ZipFile, digests: dict[str, str],
                       lazy: frozenset[str] = frozenset(),
                       budget: _Budget | None = None,
@@ -548,11 +553,12 @@ def _verified_members(zf: zipfile.ZipFile, digests: dict[str, str],
             f"the archive has member(s) the manifest does not list: {', '.join(map(repr, extra))}"
         )
     blobs: dict[str, bytes] = {}
-    # one thread hashes each member while this one reads the next (hashlib and zlib let
-    # go of the GIL on large buffers): loading costs about the longer of the two, not
-    # their sum
+    # threads hash the members while this one reads the next (hashlib and zlib let go
+    # of the GIL on large buffers): loading costs about the longer of the two, not their
+    # sum.  Mapped constants cost no reading, so the hashing is all of it: one thread
+    # per core (up to 4), each hashing whole members
     read: list[tuple[str, str, bytearray, Any]] = []
-    with ThreadPoolExecutor(max_workers=1) as hasher:
+    with ThreadPoolExecutor(max_workers=_HASH_THREADS) as hasher:
         for name, want in digests.items():
             if name not in seen:
                 raise ExecutableFormatError(
