@@ -1,9 +1,12 @@
 """Where the memory goes: building and serving a model, by owner, against onnxruntime;
 and start-up.
 
-    python benchmarks/memory.py                          # bert, gpt2, vit, resnet18
+    python benchmarks/memory.py                          # the whole real-model suite
     python benchmarks/memory.py --models bert --target c --json out.json
     python benchmarks/memory.py --write-docs             # the tables into docs/performance.md
+
+A model whose export, build or run fails is listed under the tables with the reason
+(the other models are still measured).
 
 Every measurement runs in a fresh process of its own without torch (the models are the
 real-model suite's ``transformers`` exports, benchmarks/real_models.py, made once in a
@@ -58,7 +61,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-DEFAULT_MODELS = ("bert", "gpt2", "vit", "resnet18")
+def default_models() -> tuple[str, ...]:
+    """The real-model suite's models (benchmarks/real_models.py), in its order."""
+    from real_models import MODELS
+
+    return tuple(MODELS)
+
 RUNS = 6
 
 
@@ -378,7 +386,8 @@ def table(rows: list[dict], target: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    ap.add_argument("--models", default=None,
+                    help="comma-separated names (default: the whole real-model suite)")
     ap.add_argument("--target", default="c")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="also write the rows as JSON here")
@@ -398,25 +407,60 @@ def main(argv: list[str] | None = None) -> int:
             out = child_serve_ort(rest[0], rest[1], int(rest[2]))
         print(json.dumps(out))
         return 0
-    from real_models import export_cached
-
-    names = [n for n in args.models.split(",") if n]
-    paths = export_cached(names)
+    names = [n for n in (args.models or ",".join(default_models())).split(",") if n]
+    paths, failed = _exports(names)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            rows.append(measure(name, paths[name], args.target, args.threads, Path(tmp)))
-            print(f"{name}: done", file=sys.stderr, flush=True)
-    print(table(rows, args.target))
+            if name in failed:
+                continue
+            try:
+                rows.append(measure(name, paths[name], args.target, args.threads, Path(tmp)))
+            except RuntimeError as e:   # a child failed: say why, measure the others
+                failed[name] = _reason(e)
+            print(f"{name}: {'failed' if name in failed else 'done'}", file=sys.stderr,
+                  flush=True)
+    text = table(rows, args.target) + notes(failed)
+    print(text)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        Path(args.json).write_text(json.dumps({"rows": rows, "failed": failed}, indent=1))
     if args.write_docs:
         import docs_figures
 
-        print(docs_figures.write_figures(docs_figures.DOCS, "memory", table(rows, args.target),
+        print(docs_figures.write_figures(docs_figures.DOCS, "memory", text,
                                          docs_figures.command("memory.py", argv),
                                          args.threads))
-    return 0
+    return 0 if rows else 1
+
+
+def _exports(names: list[str]) -> tuple[dict[str, Path], dict[str, str]]:
+    """The ONNX file of each model (exported once, cached), and the reason of each
+    model whose export failed."""
+    from real_models import export_cached
+
+    try:
+        return export_cached(names), {}
+    except RuntimeError:   # one failed: each alone, to keep the others
+        paths, failed = {}, {}
+        for name in names:
+            try:
+                paths.update(export_cached([name]))
+            except RuntimeError as e:
+                failed[name] = _reason(e)
+        return paths, failed
+
+
+def _reason(e: Exception) -> str:
+    """The last line of a child's error, for the notes under the tables."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    return (lines[-1] if lines else type(e).__name__).replace("|", "/")[:200]
+
+
+def notes(failed: dict[str, str]) -> str:
+    """The models not measured, with the reason, under the tables."""
+    if not failed:
+        return ""
+    return "\n\nNot measured: " + "; ".join(f"{m} ({why})" for m, why in failed.items()) + "."
 
 
 if __name__ == "__main__":
