@@ -25,6 +25,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 from functools import cache
+from types import FunctionType
 from typing import Any
 
 from .builder import BlockBuilder, is_atom
@@ -255,20 +256,25 @@ def _method(cls: type, name: str) -> Any:
     The visitors cache their hooks as functions of the class, not bound methods: a
     bound method in an instance's own cache is a reference cycle (instance -> cache ->
     method -> instance), so every pass's rewriter, with the modules it holds, lived
-    until the cyclic collector ran.  A static or class method is wrapped to take the
-    instance too.  Looked up once per class and name."""
+    until the cyclic collector ran.  A static or class method, another descriptor
+    (``functools.partialmethod``) or a callable object set on the class is wrapped to
+    be called so too.  Looked up once per class and name."""
     key = (cls, name)
     hook = _METHODS.get(key, _MISSING)
     if hook is _MISSING:
         attr = inspect.getattr_static(cls, name, None)
-        if isinstance(attr, staticmethod):
+        if attr is None or isinstance(attr, FunctionType):
+            hook = attr
+        elif isinstance(attr, staticmethod):
             fn = attr.__func__
             hook = lambda _self, node: fn(node)  # noqa: E731
         elif isinstance(attr, classmethod):
             fn = attr.__func__
             hook = lambda _self, node: fn(cls, node)  # noqa: E731
-        else:
-            hook = attr if callable(attr) else None
+        elif hasattr(type(attr), "__get__"):   # another descriptor: bound at each call
+            hook = lambda self, node: attr.__get__(self, type(self))(node)  # noqa: E731
+        else:   # a callable object set on the class is called as it is
+            hook = (lambda _self, node: attr(node)) if callable(attr) else None  # noqa: E731
         _METHODS[key] = hook
     return hook
 

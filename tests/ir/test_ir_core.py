@@ -4,6 +4,7 @@ hashing, visitors and mutators, and their error messages."""
 from __future__ import annotations
 
 import copy
+import functools
 import pickle
 from dataclasses import FrozenInstanceError, dataclass, fields, replace
 
@@ -469,6 +470,15 @@ def test_mutator_returns_the_same_objects_and_rebuilds_only_changes():
     assert not structural_equal(mod, new)
 
 
+def bb_tuple() -> IRModule:
+    bb = BlockBuilder()
+    x = Var("x", F32)
+    with bb.function("main", [x]):
+        a = bb.emit(make_call("concat", Tuple((x, x)), axis=0), "a")
+        bb.emit_func_output(a)
+    return bb.get()
+
+
 def test_visitors_are_freed_without_the_cycle_collector():
     """A visitor or mutator that ran is freed when dropped, with the modules it holds:
     its hook caches hold the class's functions, not bound methods (a bound method in
@@ -492,6 +502,11 @@ def test_visitors_are_freed_without_the_cycle_collector():
         def visit_op(cls, op: Op) -> None:
             cls.ops = [*getattr(cls, "ops", []), op.name]
 
+        def _seen(self, what: str, node: Expr) -> None:
+            self.events.append(what)
+
+        visit_tuple = functools.partialmethod(_seen, "tuple")   # a descriptor
+
     was = gc.isenabled()
     gc.disable()
     try:
@@ -508,3 +523,6 @@ def test_visitors_are_freed_without_the_cycle_collector():
     ops = [b.value.op.name for b in new["main"].body.blocks[0].bindings
            if isinstance(b.value, Call)]
     assert ops == ["neg", "neg"] and _Count.ops == ["neg", "neg"]
+    w = _Count()
+    w.visit(bb_tuple())
+    assert w.events.count("tuple") == 1 and _Count.ops[2:] == ["concat"]
