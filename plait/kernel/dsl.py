@@ -78,6 +78,7 @@ from .ir import (
     For,
     IntImm,
     Kernel,
+    Let,
     Max,
     Min,
     Mul,
@@ -601,12 +602,11 @@ def _fused(body: Stmt, outer: Var, n_outer: PrimExpr | int, inner: Var,
            n_inner: PrimExpr | int) -> tuple[Stmt, Var, PrimExpr]:
     """``body`` of the loops over ``outer`` (``n_outer`` iterations) and ``inner``
     (``n_inner``), as the body of one loop over both: that loop's variable ``v``, the
-    body reading ``outer`` as ``v // n_inner`` and ``inner`` as ``v % n_inner`` (an
-    index ``[.., v // n, v % n, ..]`` of an axis of size ``n`` is ``v`` itself in C),
-    and its extent."""
+    body with ``outer = v // n_inner`` and ``inner = v % n_inner`` bound once per
+    iteration (so the indices inside stay as they were), and its extent."""
     fused = Var(f"{outer.name_hint}_{inner.name_hint}", "int64")
     n = as_expr(n_inner, "int64")
-    body = substitute(body, {outer: FloorDiv(fused, n), inner: FloorMod(fused, n)})
+    body = Let(outer, FloorDiv(fused, n), Let(inner, FloorMod(fused, n), body))
     return body, fused, Mul(as_expr(n_outer, "int64"), n)  # type: ignore[return-value]
 
 

@@ -39,22 +39,21 @@ def test_batch_one_parallelizes_the_first_loop_with_more_than_one_iteration() ->
 
 def test_a_symbolic_batch_is_fused_with_the_next_loop_into_the_parallel_one() -> None:
     """A dynamic batch may be 1 when the kernel runs: the parallel loop is over batch
-    times rows (as a static batch of 1 parallelizes its rows), and C indexes the fused
-    variable directly where the two axes are adjacent (a transposed read keeps the
-    division)."""
+    times rows (as a static batch of 1 parallelizes its rows), the batch and row
+    numbers bound once per iteration, so the indices inside are as before."""
     from plait.codegen.c.emit import emit_kernel
 
     a = dsl.placeholder(("n", 64, 128), "float32", "a")
-    c = dsl.compute(("n", 64, 128), lambda n, i, j: a[n, i, j] * 2.0, "c")
-    k = dsl.create_kernel([a, c], "scale")
-    assert _loops(k) == [("n_i", "parallel"), ("j", "vectorized")]
+    c = dsl.compute(("n", 64, 128), lambda b, i, j: a[b, i, j] + a[b, 63 - i, j], "c")
+    k = dsl.create_kernel([a, c], "flip")
+    assert _loops(k) == [("b_i", "parallel"), ("j", "vectorized")]
     assert verify_kernel(k) == []
-    assert "c[n_i * 128 + j] = (a[n_i * 128 + j] * 2.0f);" in emit_kernel("scale", k, True)
-    t = dsl.compute(("n", 64, 128), lambda n, i, j: a[n, i, j] + a[n, 63 - i, j], "t")
-    text = emit_kernel("flip", dsl.create_kernel([a, t], "flip"), True)
-    assert "plait_floordiv_i64(n_i, 64)" in text   # the flipped row: no adjacent pair
-    small = dsl.compute(("n", 64), lambda n, j: a[n, 0, j], "small")
-    assert _loops(dsl.create_kernel([a, small], "row")) == [("n", "parallel"), ("j", "vectorized")]
+    text = emit_kernel("flip", k, True)
+    assert "const int64_t b = plait_floordiv_i64(b_i, 64);" in text
+    assert "const int64_t i = plait_floormod_i64(b_i, 64);" in text
+    assert "c[(b * 64 + i) * 128 + j] = (a[(b * 64 + i) * 128 + j] + " in text
+    small = dsl.compute(("n", 64), lambda b, j: a[b, 0, j], "small")
+    assert _loops(dsl.create_kernel([a, small], "row")) == [("b", "parallel"), ("j", "vectorized")]
 
 
 def test_small_static_stage_stays_serial_and_transposed_access_is_not_vectorized() -> None:

@@ -594,24 +594,13 @@ class _KernelEmitter:
     def offset(self, buf: Buffer, indices: tuple[PrimExpr, ...]) -> str:
         if not indices:
             return "0"
-        parts: list[str] = []
-        dims: list[str] = []   # the size of each part's axis (of parts after the first)
-        for k, ix in enumerate(indices):
-            if k and _splits_of_one(indices[k - 1], ix, buf.shape[k]):
-                # [.., v // n, v % n, ..] of an axis of size n: v over both axes (a loop
-                # fused over two axes, plait/kernel/dsl.py)
-                assert isinstance(ix, FloorMod)
-                parts[-1] = self.expr(ix.a)
-                if dims:
-                    dims[-1] = f"{dims[-1]} * {self.dim(buf.shape[k])}"
-                continue
+        parts = []
+        for ix in indices:
             text = self.expr(ix)
             parts.append(text if ix.dtype == "int64" else f"(int64_t){text}")
-            if k:
-                dims.append(self.dim(buf.shape[k]))
         off = parts[0]
         for k in range(1, len(parts)):
-            off = f"{off} * {dims[k - 1]} + {parts[k]}"
+            off = f"{off} * {self.dim(buf.shape[k])} + {parts[k]}"
             if k < len(parts) - 1:
                 off = f"({off})"
         return off
@@ -806,22 +795,6 @@ _C_INFIX: dict[type, str] = {
     **{cls: cls.symbol for cls in (EQ, NE, LT, LE, GT, GE)},
 }
 """Operators that are C's own infix operators."""
-
-def _same_index(a: PrimExpr, b: PrimExpr) -> bool:
-    """``a`` and ``b`` are the same variable or the same constant."""
-    if isinstance(a, IntImm) and isinstance(b, IntImm):
-        return int(a.value) == int(b.value)
-    return a is b
-
-
-def _splits_of_one(prev: PrimExpr, ix: PrimExpr, size: PrimExpr | int) -> bool:
-    """``prev, ix`` are ``v // n, v % n`` of one variable ``v``, on an axis of size ``n``."""
-    if not (isinstance(prev, FloorDiv) and isinstance(ix, FloorMod) and _same_index(prev.a, ix.a)
-            and _same_index(prev.b, ix.b)):
-        return False
-    n = IntImm(size) if isinstance(size, int) else size
-    return _same_index(ix.b, n) and isinstance(ix.a, Var)
-
 
 _C_FLOOR: dict[type, tuple[str, str]] = {FloorDiv: ("floordiv", "/"), FloorMod: ("floormod", "%")}
 """Flooring division and modulo: the helper for signed types, C's operator for unsigned."""
