@@ -78,16 +78,22 @@ def require_file(path: str) -> None:
         raise CliError(f"no such file: {path}")
 
 
-def onnx_graph_inputs(path: str) -> list[tuple[str, int, list[Any]]]:
-    """(name, element type, dims) of the graph inputs that are not initializers."""
+def onnx_graph_inputs(path: str) -> tuple[list[tuple[str, int, list[Any]]], dict[str, int]]:
+    """(name, element type, dims) of the graph inputs that are not initializers, and the
+    smallest value of each open size the exporter recorded a range for (the dynamo
+    exporter's ``Dim(min=...)``: plait/frontend/onnx/export_ranges.py), by ``dim_param``."""
     import onnx
+
+    from .frontend.onnx.dtypes import sanitize
+    from .frontend.onnx.export_ranges import recorded_ranges
 
     try:
         model = onnx.load(path, load_external_data=False)
     except Exception as e:
         raise CliError(f"{path}: not a readable ONNX model ({str(e).splitlines()[0]})") from None
     inits = {i.name for i in model.graph.initializer}
-    out = []
+    ranges = recorded_ranges(model)
+    out, lows = [], {}
     for vi in model.graph.input:
         if vi.name in inits:
             continue
@@ -96,7 +102,10 @@ def onnx_graph_inputs(path: str) -> list[tuple[str, int, list[Any]]]:
             d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim
         ]
         out.append((vi.name, tt.elem_type, dims))
-    return out
+        for d in dims:
+            if isinstance(d, str) and sanitize(d) in ranges:
+                lows[d] = ranges[sanitize(d)][0]
+    return out, lows
 
 
 def say_fallback(modules: Any) -> None:
@@ -120,18 +129,21 @@ def import_onnx(
     fallback: str | None = None,
 ) -> tuple[Any, dict[str, np.ndarray]]:
     """Import ``path``; with ``static`` every input shape is fixed (given arrays, --shape,
-    else symbolic sizes 1).  Inputs the model needs at compile time are frozen from
-    ``given``; ``fallback`` runs the nodes plait cannot import (their list is printed).
-    Returns the module and the frozen inputs."""
+    else symbolic sizes 1, or the least value of a range the exporter recorded).  Inputs
+    the model needs at compile time are frozen from ``given``; ``fallback`` runs the
+    nodes plait cannot import (their list is printed).  Returns the module and the
+    frozen inputs."""
     from .frontend.onnx import NeedsConstantError, OnnxImportError, from_onnx
 
     if static:
         shapes = dict(shapes)
-        for name, _elem, dims in onnx_graph_inputs(path):
+        inputs, lows = onnx_graph_inputs(path)
+        for name, _elem, dims in inputs:
             if name in given:
                 shapes[name] = tuple(given[name].shape)
-            elif name not in shapes:
-                shapes[name] = tuple(d if isinstance(d, int) and d > 0 else 1 for d in dims)
+            elif name not in shapes:   # an open size: 1, or the least its range allows
+                shapes[name] = tuple(d if isinstance(d, int) and d > 0 else
+                                     max(1, lows.get(d, 1)) for d in dims)  # type: ignore[arg-type]
                 if shapes[name] != tuple(dims):  # open sizes: say what was chosen
                     shown = ", ".join(str(d) if isinstance(d, int) and d > 0 else
                                       str(d or "?") for d in dims)

@@ -148,6 +148,16 @@ def test_run_says_which_open_sizes_it_chose(capsys: pytest.CaptureFixture[str],
             "--shape x=1x1x8") in out
     code, out, err = _run(capsys, "run", path, "--shape", "x=2x5x8")
     assert code == 0 and "open sizes" not in out and "input  x: float32 (2, 5, 8)" in out
+    # a dynamo export's ranges (Dim("seq", min=3)): the least size its range allows
+    m = onnx.load(path)
+    helper.set_metadata_props(m.graph, {  # type: ignore[attr-defined]
+        "pkg.torch.export.ExportedProgram.range_constraints": "{s1: VR[1, 8], s2: VR[3, 64]}"})
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "s1"
+    m.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "s2"
+    onnx.save_model(m, path)
+    code, out, err = _run(capsys, "run", path)
+    assert code == 0, err
+    assert "input 'x' has open sizes (s1, s2, 8): running with 1x3x8" in out
 
 
 def test_no_graph_leaves_the_weights_copy_out(capsys: pytest.CaptureFixture[str],
