@@ -564,6 +564,13 @@ CASES: dict[str, Callable[[], Case]] = {
         (1, 3, 12, 10), (10, 3, 3, 3), (1, 1), (2, 1, 2, 3), (2, 2)),
     "conv 1x1 stride 2, read in place": _conv(
         (1, 6, 7, 9), (5, 6, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1)),
+    # unpadded, the window wider than the stride: a phase-split copy (not gathers), and
+    # with one output row (a 1-D convolution, wav2vec2's feature extractor: 64 channels
+    # over 1101 frames, past the band threshold) copied whole rather than band by band
+    "conv 3x3 stride 2, unpadded (phase-split copy)": _conv(
+        (2, 5, 9, 13), (7, 5, 3, 3), (2, 2), (0, 0, 0, 0), (1, 1)),
+    "conv 1-D 3-wide stride 2, unpadded, 1101 frames (copied whole)": _conv(
+        (1, 64, 1, 1101), (20, 64, 1, 3), (1, 2), (0, 0, 0, 0), (1, 1)),
     # output rows of 3 pixels (33 in all): two 16-pixel panels of 6 runs of neighbours
     # each (gathered, on AVX-512; fewer runs take masked loads), a last one of 1 pixel
     "conv stride 2 to 3 pixels a row": _conv(

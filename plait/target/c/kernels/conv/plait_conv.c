@@ -117,10 +117,14 @@ static int conv2d_input(const plait_conv2d_desc* d, const float* x, plait_conv_g
                             d->OH, d->OW, 1};
     *g = geom;
     *img = x;
-    if (!(d->PT | d->PL | d->PB | d->PR) && d->SW > 1) {
-        /* unpadded with a column stride (a strided 1x1 shortcut, say): the patches are
-         * gathered from the input where it lies, rather than from a phase-split copy of
-         * all of it (of which such a convolution reads a fraction) */
+    if (!(d->PT | d->PL | d->PB | d->PR) && d->SW > 1 && (d->KW - 1) * d->DW + 1 <= d->SW) {
+        /* unpadded with a column stride at least as wide as the window (a strided 1x1
+         * shortcut, a patch embedding): the patches are gathered from the input where it
+         * lies, rather than from a phase-split copy of all of it (of which a 1x1 reads a
+         * fraction, and which a patch embedding reads once).  Windows wider than the
+         * stride read each column several times: copied phase-split below, their patches
+         * are contiguous loads, not gathers (wav2vec2's 3-wide stride-2 1-D convolution
+         * over 3199 frames of 512 channels took 3.4x as long with gathers) */
         g->RL = g->WPP = d->W;
         g->SW = 1;
         g->CS = d->SW;
@@ -129,8 +133,9 @@ static int conv2d_input(const plait_conv2d_desc* d, const float* x, plait_conv_g
          * padded column q of a row goes to [q % SW][q / SW], so the NR pixels of an
          * output row read NR neighbouring values for every kernel tap */
         size_t need = (size_t)(d->N * d->C * HP * RL);
-        if (band && need > (size_t)PLAIT_BAND_MIN) {
-            /* not copied whole: the product's jobs copy the rows they read (conv_band_fill) */
+        if (band && need > (size_t)PLAIT_BAND_MIN && d->OH > 1) {
+            /* not copied whole: the product's jobs copy the rows they read (conv_band_fill;
+             * with one output row, a 1-D convolution, every job would copy all of it) */
             band->fill = conv_band_fill;
             band->desc = d;
             band->x = x;
