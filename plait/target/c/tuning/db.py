@@ -170,8 +170,14 @@ class TuningDB:
             names = {r[0] for r in con.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
             if not names and not self.readonly:
-                con.executescript(_SCHEMA)   # (idempotent: another writer may create too)
+                # the tables and the format row in one write transaction: another process
+                # opening the file meanwhile waits for both (it never sees the tables
+                # without the row); the statements are idempotent, so a writer that lost
+                # the race to create the file changes nothing
                 with _transaction(con):
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            con.execute(statement)
                     if con.execute("SELECT COUNT(*) FROM plait_tuning").fetchone()[0] == 0:
                         con.execute("INSERT INTO plait_tuning VALUES (?, ?)", (FORMAT, VERSION))
                 names = {r[0] for r in con.execute(
