@@ -162,7 +162,9 @@ def summary(results: dict[tuple[str, str], dict[str, Any]], weights: dict[str, i
         gbs = weights[precision] * dec / 1e9
         ref = want if precision == "f32" else \
             results.get((precision, "plait-c"), {}).get("tokens")
-        if ref is None or (precision != "f32" and engine == "plait-c"):
+        if not r["tokens"]:
+            tokens = "not compared (llama-bench feeds random tokens)"
+        elif ref is None or (precision != "f32" and engine == "plait-c"):
             tokens = "reference" if ref is not None else "no reference"
         else:
             n = same_prefix(r["tokens"][:check], ref[:check])
@@ -199,6 +201,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--int4", default="int4-g32-sym", help="plait's spec of int4")
     p.add_argument("--engines", default="plait-c,onnxruntime-genai,llama.cpp",
                    help=f"of {', '.join(llm_engines.ENGINES)}")
+    p.add_argument("--llama-bench", help="llama.cpp's llama-bench program (default: "
+                   "$LLAMA_BENCH or the PATH's; without it, llama-cpp-python)")
     p.add_argument("--write-docs", action="store_true",
                    help="write the table into docs/performance.md (--config 0.5b or 1b)")
     p.add_argument("--child", help=argparse.SUPPRESS)
@@ -212,6 +216,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if bad:
         p.error(f"--precisions: unknown {', '.join(sorted(bad))}; choose from "
                 f"{', '.join(PRECISIONS)}")
+    if args.llama_bench:
+        os.environ["LLAMA_BENCH"] = os.path.abspath(args.llama_bench)
     if args.write_docs and args.config == "custom":
         p.error("--write-docs writes the figures of --config 0.5b or 1b, not custom")
     return args

@@ -10,8 +10,9 @@ over them (no torch imported there).
 * **onnxruntime**: the model exported in optimum's layout (tests/llm/llm_models.py),
   quantized by onnxruntime's ``matmul_nbits_quantizer`` for int8/int4, run by an
   ``InferenceSession`` with a host-side cache;
-* **llama.cpp** (``llama-cpp-python``, when importable): the weights as GGUF
-  F32/Q8_0/Q4_0 (written with the ``gguf`` package).
+* **llama.cpp**: the weights as GGUF F32/Q8_0/Q4_0 (benchmarks/llm_gguf.py), timed by
+  llama.cpp's own ``llama-bench`` when there is one (``$LLAMA_BENCH``, the PATH), else
+  through ``llama-cpp-python`` when importable.
 
 A child times a prefill of the whole prompt (batch 1) and ``new`` greedy decode steps,
 each a call on one token that returns the last position's logits, and prints one
@@ -166,7 +167,44 @@ def child_onnxruntime(path: str, prompt: np.ndarray, new: int, threads: int) -> 
     return out
 
 
+def llama_bench() -> str | None:
+    """llama.cpp's own benchmark program: ``$LLAMA_BENCH`` or ``llama-bench`` on the
+    PATH (None: neither)."""
+    import shutil
+
+    path = os.environ.get("LLAMA_BENCH") or shutil.which("llama-bench")
+    return path if path and os.access(path, os.X_OK) else None
+
+
+def child_llama_bench(exe: str, path: str, prompt: np.ndarray, new: int,
+                      threads: int) -> dict[str, Any]:
+    """llama.cpp timed by its own ``llama-bench`` (no Python binding in the loop): a
+    prefill of the prompt's length from an empty cache (``-p N -n 0``), then ``new``
+    tokens generated after a cache of that length (``-p 0 -n NEW -d N``), one
+    repetition each after its warm-up run.  Its decode figure is the tokens over the
+    generation's whole time (a mean step, not the median the other engines report);
+    llama-bench feeds random tokens, so there are no tokens to compare."""
+    import resource
+
+    def run(*extra: str) -> dict[str, Any]:
+        out = subprocess.run([exe, "-m", path, "-t", str(threads), "-r", "1", "-o", "json",
+                              *extra], capture_output=True, text=True, check=True).stdout
+        return json.loads(out[out.index("["):])[0]
+
+    pp = run("-p", str(prompt.shape[1]), "-n", "0")
+    tg = run("-p", "0", "-n", str(new), "-d", str(prompt.shape[1]))
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {"prefill_s": prompt.shape[1] / pp["avg_ts"], "step_s": 1.0 / tg["avg_ts"],
+            "tokens": [], "end": {"VmHWM": peak, "Rss": peak, "Anonymous": float("nan")},
+            "loaded": {"Rss": float("nan")}, "via": "llama-bench"}
+
+
 def child_llama_cpp(path: str, prompt: np.ndarray, new: int, threads: int) -> dict[str, Any]:
+    """llama.cpp through ``llama-bench`` when there is one (:func:`llama_bench`), else
+    through ``llama-cpp-python``."""
+    exe = llama_bench()
+    if exe:
+        return child_llama_bench(exe, path, prompt, new, threads)
     from llama_cpp import Llama
 
     llm = Llama(model_path=path, n_ctx=prompt.shape[1] + new + 8, n_threads=threads,
@@ -206,14 +244,19 @@ def available(engine: str) -> str | None:
 
     need = {"onnxruntime-genai": ("onnxruntime_genai", "pip install onnxruntime-genai"),
             "onnxruntime": ("onnxruntime", "pip install onnxruntime"),
-            "llama.cpp": ("llama_cpp", "pip install llama-cpp-python (no wheel for "
-                                       "most platforms: it builds llama.cpp from source)")}
+            "llama.cpp": ("llama_cpp", "pip install llama-cpp-python")}
     if engine not in CHILDREN:
         return f"unknown engine (choose from {', '.join(ENGINES)})"
-    if engine in need and importlib.util.find_spec(need[engine][0]) is None:
-        return f"{need[engine][0]} is not installed: {need[engine][1]}"
     if engine == "llama.cpp" and importlib.util.find_spec("gguf") is None:
-        return "the gguf package is not installed: pip install gguf"
+        return "the gguf package (to write its files) is not installed: pip install gguf"
+    if engine == "llama.cpp" and llama_bench():
+        return None
+    if engine in need and importlib.util.find_spec(need[engine][0]) is None:
+        if engine == "llama.cpp":
+            return ("neither llama-bench (build llama.cpp's CPU backend with cmake, target "
+                    "llama-bench; --llama-bench PATH) nor llama_cpp (pip install "
+                    "llama-cpp-python, no wheel here: it builds llama.cpp from source)")
+        return f"{need[engine][0]} is not installed: {need[engine][1]}"
     return None
 
 
