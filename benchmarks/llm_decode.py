@@ -26,8 +26,9 @@ take another token after a while).
 
 The **bandwidth limit**: decoding one token at batch 1 reads every weight once (an
 untied embedding table only its row), so tokens/s cannot exceed the memory bandwidth
-over the weights' bytes (``llm_wquant.weight_bytes``: plait's format; the peers'
-formats are within a few percent, llama.cpp's float16 block scales a little smaller).
+over the weights' bytes (:func:`format_bytes`: each engine's own format; plait keeps a
+float32 scale and a zero point per block also when symmetric, some 3-14% more bytes than
+llama.cpp's Q8_0/Q4_0 with their float16 scales).
 The bandwidth is a STREAM-style triad (benchmarks/stream_triad.c, built with ``cc -O2
 -march=native -fopenmp``, on ``--threads`` threads, 3 x ``--triad-mib`` MiB, STREAM's
 byte count) measured at the start of every round, best of the rounds.  C and OpenMP
@@ -90,6 +91,36 @@ def make_model(a: argparse.Namespace) -> Any:
     return model
 
 
+def format_bytes(model: Any, engine: str, spec: str | None) -> int:
+    """The bytes of weights one decode step of ``engine`` reads in its own format:
+    plait's (``llm_wquant.weight_bytes``: float32 scales and zero points per block, also
+    when symmetric), onnxruntime's ``MatMulNBits`` (float32 scales, zero points only
+    when asymmetric) or llama.cpp's Q8_0/Q4_0 (blocks of 32 with a float16 scale); the
+    norms in float32, an untied embedding table one row."""
+    if spec is None or engine == "plait-c":
+        return weight_bytes(model, spec)
+    from plait.dialects.qnn.quantize_weights import parse_spec
+
+    q = parse_spec(spec)
+    bits = q["bits"]
+    if engine == "llama.cpp":
+        group, extra = 32, 2
+    else:
+        group, extra = q["group"], 4 + (0 if q["symmetric"] else bits / 8)
+    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+    embedding = model.get_input_embeddings().weight
+    total = 0.0
+    for p in model.parameters():
+        if p is embedding and not tied:
+            total += p.shape[1] * 4
+        elif p.dim() == 2:
+            n, k = p.shape
+            total += n * -(-k // group) * (group * bits / 8 + extra)
+        else:
+            total += p.numel() * 4
+    return int(total)
+
+
 def triad_binary(tmp: str) -> str:
     """benchmarks/stream_triad.c built into ``tmp``."""
     exe = os.path.join(tmp, "stream_triad")
@@ -144,7 +175,8 @@ def same_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def summary(results: dict[tuple[str, str], dict[str, Any]], weights: dict[str, int],
+def summary(results: dict[tuple[str, str], dict[str, Any]],
+            weights: dict[tuple[str, str], int],
             triad: float, prompt: int, check: int, want: list[int]) -> str:
     """The table of one run: per precision and engine, prefill and decode tokens/s, the
     weights one token reads, decode's bandwidth (weights x tokens/s) and its ratio to the
@@ -159,7 +191,7 @@ def summary(results: dict[tuple[str, str], dict[str, Any]], weights: dict[str, i
                          "| | | | | | |")
             continue
         dec = 1.0 / r["step_s"] if r["step_s"] else float("nan")
-        gbs = weights[precision] * dec / 1e9
+        gbs = weights[precision, engine] * dec / 1e9
         ref = want if precision == "f32" else \
             results.get((precision, "plait-c"), {}).get("tokens")
         if not r["tokens"]:
@@ -171,7 +203,7 @@ def summary(results: dict[tuple[str, str], dict[str, Any]], weights: dict[str, i
             whose = "transformers'" if precision == "f32" else "plait-c's"
             tokens = f"{n} of {min(check, len(r['tokens']))} equal {whose}"
         lines.append(f"| {precision} | {engine} | {prompt / r['prefill_s']:.1f} | "
-                     f"{dec:.2f} | {weights[precision] / 2**20:.0f} | {gbs:.2f} | "
+                     f"{dec:.2f} | {weights[precision, engine] / 2**20:.0f} | {gbs:.2f} | "
                      f"{100 * gbs * 1e9 / triad:.0f}% | {r['peak_mib']:.0f} | {tokens} |")
     lines += ["", "| bandwidth | GB/s |", "|---|---|",
               f"| STREAM triad (stream_triad.c, cc -fopenmp) | {triad / 1e9:.2f} |"]
@@ -236,8 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     params = sum(t.numel() for t in model.parameters())
     precisions = args.precisions.split(",")
     specs = {"f32": None, "int8": args.int8, "int4": args.int4}
-    weights = {p: weight_bytes(model, specs[p]) for p in precisions}
     engines = args.engines.split(",")
+    weights = {(p, e): format_bytes(model, e, specs[p]) for p in precisions for e in engines}
     print(f"Llama-style ({args.config}): {params / 1e6:.0f} M parameters, hidden "
           f"{args.hidden}, {args.layers} layers, {args.heads} heads / {args.kv_heads} kv "
           f"heads, intermediate {args.intermediate}, vocab {args.vocab}"

@@ -174,8 +174,9 @@ def test_llm_decode_table_sets_decode_against_the_triad() -> None:
                               "tokens": [5, 6, 7, 8]},
         ("int4", "llama.cpp"): {"error": "llama_cpp is not installed"},
     }
-    table = llm_decode.summary(results, {"f32": 10**9, "int4": 25 * 10**7}, 10e9, 512, 4,
-                               [1, 2, 3, 4]).splitlines()
+    weights = {("f32", "plait-c"): 10**9, ("f32", "onnxruntime-genai"): 10**9,
+               ("int4", "plait-c"): 25 * 10**7}
+    table = llm_decode.summary(results, weights, 10e9, 512, 4, [1, 2, 3, 4]).splitlines()
     assert table[2] == ("| f32 | plait-c | 256.0 | 4.00 | 954 | 4.00 | 40% | 100 | "
                         "4 of 4 equal transformers' |")
     assert table[3] == ("| f32 | onnxruntime-genai | 128.0 | 2.00 | 954 | 2.00 | 20% | 200 | "
@@ -183,3 +184,25 @@ def test_llm_decode_table_sets_decode_against_the_triad() -> None:
     assert table[4] == "| int4 | plait-c | 512.0 | 10.00 | 238 | 2.50 | 25% | 50 | reference |"
     assert table[5].startswith("| int4 | llama.cpp | not run: llama_cpp is not installed |")
     assert table[-1] == "| STREAM triad (stream_triad.c, cc -fopenmp) | 10.00 |"
+
+
+def test_llm_decode_counts_each_engines_format() -> None:
+    """benchmarks/llm_decode.py format_bytes: a 64 x 64 weight, an untied 100 x 64
+    embedding (one row read) and a 64-vector norm, counted by hand per format."""
+    from types import SimpleNamespace
+
+    import llm_decode
+    import torch
+
+    emb, w, norm = (torch.nn.Parameter(torch.zeros(s)) for s in ((100, 64), (64, 64), (64,)))
+    model = SimpleNamespace(config=SimpleNamespace(tie_word_embeddings=False),
+                            get_input_embeddings=lambda: SimpleNamespace(weight=emb),
+                            parameters=lambda: [emb, w, norm])
+    rest = 64 * 4 + 64 * 4                                  # the embedding's row, the norm
+    assert llm_decode.format_bytes(model, "onnxruntime-genai", None) == rest + 64 * 64 * 4
+    # Q4_0: 64 rows x 2 blocks x (16 bytes + a float16 scale)
+    assert llm_decode.format_bytes(model, "llama.cpp", "int4-g32-sym") == rest + 64 * 2 * 18
+    # MatMulNBits int8, blocks of 32, asymmetric: 32 bytes + float32 scale + zero point
+    assert llm_decode.format_bytes(model, "onnxruntime", "int8-g32") == rest + 64 * 2 * 37
+    # plait's format keeps the zero points when symmetric too (4-bit: half a byte a block)
+    assert llm_decode.format_bytes(model, "plait-c", "int4-g32-sym") == rest + 64 * 2 * 20.5
