@@ -309,9 +309,10 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
         exe = triad_binary(tmp)
         runs: dict[tuple[str, str], list[dict[str, Any]]] = {k: [] for k in files}
-        triads = []
+        triads, loads = [], []
         for rnd in range(args.rounds):
             triads.append(triad_bandwidth(exe, args.triad_mib, args.threads))
+            loads.append(os.getloadavg()[0])
             print(f"round {rnd + 1}: triad {triads[-1] / 1e9:.2f} GB/s; load average "
                   f"{os.getloadavg()[0]:.1f}", flush=True)
             for key, path in files.items():
@@ -333,9 +334,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_docs:
         print(docs_figures.write_figures(
             docs_figures.DOCS, f"llm-{args.config}",
-            f"| model | parameters | prompt | new tokens | rounds |\n|---|---|---|---|---|\n"
+            "| model | parameters | prompt | new tokens | rounds | load average (rounds) |\n"
+            "|---|---|---|---|---|---|\n"
             f"| Llama-style {args.config} | {params / 1e6:.0f} M | {args.prompt} | "
-            f"{args.new} | {args.rounds} |\n\n{table}",
+            f"{args.new} | {args.rounds} | {', '.join(f'{x:.1f}' for x in loads)} |"
+            f"\n\n{table}",
             docs_figures.command("llm_decode.py", argv), args.threads))
     return 0
 
