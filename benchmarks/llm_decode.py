@@ -107,18 +107,8 @@ def format_bytes(model: Any, engine: str, spec: str | None) -> int:
         group, extra = 32, 2
     else:
         group, extra = q["group"], 4 + (0 if q["symmetric"] else bits / 8)
-    tied = bool(getattr(model.config, "tie_word_embeddings", False))
-    embedding = model.get_input_embeddings().weight
-    total = 0.0
-    for p in model.parameters():
-        if p is embedding and not tied:
-            total += p.shape[1] * 4
-        elif p.dim() == 2:
-            n, k = p.shape
-            total += n * -(-k // group) * (group * bits / 8 + extra)
-        else:
-            total += p.numel() * 4
-    return int(total)
+    return weight_bytes(model, spec, lambda n, k: n * -(-k // group) * (group * bits / 8
+                                                                         + extra))
 
 
 def triad_binary(tmp: str) -> str:

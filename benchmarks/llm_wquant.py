@@ -25,6 +25,7 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -111,30 +112,35 @@ def decode_ort(path: str, ids: np.ndarray, new: int, layers: int, kv_heads: int,
     return t_prefill, (new - 1) / max(t_all - t_prefill, 1e-9), toks
 
 
-def weight_bytes(model: Any, spec: str | None) -> int:
+def weight_bytes(model: Any, spec: str | None,
+                 matrix_bytes: Callable[[int, int], float] | None = None) -> int:
     """The bytes of weights one decode step reads: every parameter (the tied embedding
     table is the lm_head's weight, read whole; an untied one only its token's row), the
-    products' 2-D weights at their quantized size (packed values, float32 scales, packed
-    zero points)."""
+    products' 2-D weights at their quantized size: plait's format (packed values,
+    float32 scales, packed zero points) or ``matrix_bytes(n, k)`` of an ``n x k`` one."""
     from plait.dialects.qnn import nbits
     from plait.dialects.qnn.quantize_weights import parse_spec
 
     q = parse_spec(spec) if spec else None
+
+    def plait_format(n: int, k: int) -> float:
+        assert q is not None
+        group = q["group"] or k
+        blocks = nbits.k_blocks(k, group)
+        return n * (blocks * nbits.blob_size(group, q["bits"]) + blocks * 4
+                    + nbits.zp_cols(blocks, q["bits"]))
+
     tied = bool(getattr(model.config, "tie_word_embeddings", False))
     embedding = model.get_input_embeddings().weight
-    total = 0
+    total = 0.0
     for p in model.parameters():
         if p is embedding and not tied:
             total += p.shape[1] * 4
         elif p.dim() == 2 and q is not None:
-            n, k = p.shape
-            group = q["group"] or k
-            blocks = nbits.k_blocks(k, group)
-            total += n * (blocks * nbits.blob_size(group, q["bits"]) + blocks * 4
-                          + nbits.zp_cols(blocks, q["bits"]))
+            total += (matrix_bytes or plait_format)(*p.shape)
         else:
             total += p.numel() * 4
-    return total
+    return int(total)
 
 
 def main() -> None:
