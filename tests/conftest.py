@@ -12,6 +12,7 @@ not).  CI leaves it unset and compiles everything once per run, as a fresh machi
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -27,15 +28,48 @@ def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
+RUN_CACHE: list[Path] = []
+"""The run's plait cache directory, once :func:`plait_cache_dir` made it."""
+
+
 @pytest.fixture(scope="session", autouse=True)
 def plait_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The run's plait cache directory."""
     own = os.environ.get("PLAIT_TEST_CACHE_DIR")
     d = Path(own) if own else shared_root(tmp_path_factory) / "plait-cache"
     d.mkdir(parents=True, exist_ok=True)
+    RUN_CACHE[:] = [d]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PLAIT_CACHE_DIR", str(d))
         yield d
+
+
+def seed_cache(root: Path) -> Path:
+    """A plait cache directory of its own at ``root`` (another machine: its own key and
+    signed libraries) that starts with the compiled objects of the run's cache, hard
+    links (or copies) of its ``c/obj-*.o`` and compiler probes.  An object is named by
+    its source text, flags and compiler, so a library built here from them is what a
+    cold compile would give — without compiling every kernel family again for a test
+    about keys and trust."""
+    shared = RUN_CACHE[0] / "c" if RUN_CACHE else None
+    c = root / "c"
+    c.mkdir(parents=True, exist_ok=True)
+    if shared is not None and shared.is_dir():
+        for f in shared.iterdir():
+            if f.name.startswith(("obj-", "threads-")) and not f.name.endswith(".lock"):
+                try:
+                    os.link(f, c / f.name)
+                except FileExistsError:
+                    pass
+                except OSError:
+                    shutil.copy2(f, c / f.name)
+    return root
+
+
+@pytest.fixture()
+def seeded_cache() -> Callable[[Path], Path]:
+    """:func:`seed_cache`, for tests that play another machine."""
+    return seed_cache
 
 
 def exported_model(name: str, tmp_path_factory: pytest.TempPathFactory) -> str:

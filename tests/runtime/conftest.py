@@ -3,6 +3,7 @@ and another machine (a cache folder, so a local key, of its own)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,10 @@ def marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture()
-def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Another machine: a cache directory, and so a local key, of its own."""
-    d = tmp_path / "other-machine"
+def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+              seeded_cache: Callable[[Path], Path]) -> Path:
+    """Another machine: a cache directory, and so a local key, of its own (seeded with
+    the run's compiled objects: tests/conftest.py seed_cache)."""
+    d = seeded_cache(tmp_path / "other-machine")
     monkeypatch.setenv("PLAIT_CACHE_DIR", str(d))
     return d

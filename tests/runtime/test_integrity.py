@@ -266,8 +266,8 @@ def test_an_untrusted_file_saved_again_is_not_signed_by_this_machine(c_file: Pat
     assert "signatures.json" not in members((tmp_path / "again.plx").read_bytes())
 
 
-def test_a_key_open_to_others_is_not_used(tmp_path: Path, monkeypatch):
-    monkeypatch.setenv("PLAIT_CACHE_DIR", str(tmp_path / "cache"))
+def test_a_key_open_to_others_is_not_used(tmp_path: Path, monkeypatch, seeded_cache):
+    monkeypatch.setenv("PLAIT_CACHE_DIR", str(seeded_cache(tmp_path / "cache")))
     forget_local_keys()
     exe = plait.build(plait.parse(MODEL), "c")
     exe.save(tmp_path / "a.plx")

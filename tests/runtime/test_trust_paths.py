@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -101,8 +102,9 @@ def test_consent_builds_a_carried_source_and_the_result_is_never_signed(
 
 
 def test_a_plain_graph_from_an_untrusted_file_rebuilds_but_is_never_signed(
-        tmp_path: Path, elsewhere: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("PLAIT_CACHE_DIR", str(tmp_path / "builder"))
+        tmp_path: Path, elsewhere: Path, monkeypatch: pytest.MonkeyPatch,
+        seeded_cache: Callable[[Path], Path]):
+    monkeypatch.setenv("PLAIT_CACHE_DIR", str(seeded_cache(tmp_path / "builder")))
     path = tmp_path / "model.plx"
     plait.build(plait.parse(MODEL), "c").save(path)
     monkeypatch.setenv("PLAIT_CACHE_DIR", str(elsewhere))
@@ -126,8 +128,9 @@ def test_a_plain_graph_from_an_untrusted_file_rebuilds_but_is_never_signed(
         plait.rebuild(Executable.from_bytes(forged), "c")
 
 
-def test_a_file_signed_here_rebuilds_as_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("PLAIT_CACHE_DIR", str(tmp_path / "cache"))
+def test_a_file_signed_here_rebuilds_as_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              seeded_cache: Callable[[Path], Path]):
+    monkeypatch.setenv("PLAIT_CACHE_DIR", str(seeded_cache(tmp_path / "cache")))
     path = tmp_path / "model.plx"
     plait.build(plait.parse(MODEL), "c").save(path)
     exe = Executable.load(path)
