@@ -4,7 +4,10 @@ tensor names and the q/k row permutation of llama.cpp's converter, every 2-D wei
 (the embedding table and the output head too) in one type: F32, Q8_0 or Q4_0
 (symmetric blocks of 32 values with one float16 scale; llama-quantize's ``--pure``
 form, no mixture of types), the norms in F32.  A tied head is written as ``output``
-too, so every engine reads the same weights."""
+too, so every engine reads the same weights.  The F32 and Q8_0 files equal, tensor for
+tensor, what llama.cpp's ``convert_hf_to_gguf.py --outtype f32|q8_0`` writes from the
+model's ``save_pretrained`` directory (checked by hand with its vocabulary step
+replaced, docs/llm.md)."""
 
 from __future__ import annotations
 
