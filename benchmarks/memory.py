@@ -4,6 +4,7 @@ and start-up.
     python benchmarks/memory.py                          # the whole real-model suite
     python benchmarks/memory.py --models bert --target c --json out.json
     python benchmarks/memory.py --write-docs             # the tables into docs/performance.md
+    python benchmarks/memory.py --from-json out.json --write-docs   # an earlier run's tables
 
 A model whose export, build or run fails is listed under the tables with the reason
 (the other models are still measured).
@@ -59,6 +60,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -405,6 +407,9 @@ def main(argv: list[str] | None = None) -> int:
                          "kernels changed since the cache was filled compile in it)")
     ap.add_argument("--write-docs", action="store_true",
                     help="write the tables, with the machine, into docs/performance.md")
+    ap.add_argument("--from-json", metavar="FILE",
+                    help="measure nothing: print (and with --write-docs, write) the tables "
+                         "of an earlier run's --json file")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -419,6 +424,26 @@ def main(argv: list[str] | None = None) -> int:
             out = child_serve_ort(rest[0], rest[1], int(rest[2]))
         print(json.dumps(out))
         return 0
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text())
+        rows, failed = saved["rows"], saved["failed"]
+    else:
+        rows, failed = _measure_all(args)
+    text = table(rows, args.target) + notes(failed)
+    print(text)
+    if args.json and not args.from_json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "failed": failed}, indent=1))
+    if args.write_docs:
+        import docs_figures
+
+        print(docs_figures.write_figures(docs_figures.DOCS, "memory", text,
+                                         docs_figures.command("memory.py", argv),
+                                         args.threads))
+    return 0 if rows else 1
+
+
+def _measure_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Every model's rows (and the reason of each that failed)."""
     names = [n for n in (args.models or ",".join(default_models())).split(",") if n]
     paths, failed = _exports(names)
     rows = []
@@ -433,17 +458,7 @@ def main(argv: list[str] | None = None) -> int:
                 failed[name] = _reason(e)
             print(f"{name}: {'failed' if name in failed else 'done'}", file=sys.stderr,
                   flush=True)
-    text = table(rows, args.target) + notes(failed)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "failed": failed}, indent=1))
-    if args.write_docs:
-        import docs_figures
-
-        print(docs_figures.write_figures(docs_figures.DOCS, "memory", text,
-                                         docs_figures.command("memory.py", argv),
-                                         args.threads))
-    return 0 if rows else 1
+    return rows, failed
 
 
 def _exports(names: list[str]) -> tuple[dict[str, Path], dict[str, str]]:
