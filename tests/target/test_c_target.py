@@ -365,7 +365,10 @@ class Module:
 """)
 
 
-def test_compiler_options_come_from_the_target() -> None:
+def test_compiler_options_come_from_the_target(tmp_path, monkeypatch, seeded_cache) -> None:
+    # a cache of its own: in a cache shared across runs (PLAIT_TEST_CACHE_DIR) another
+    # run may have built both libraries already
+    monkeypatch.setenv("PLAIT_CACHE_DIR", str(seeded_cache(tmp_path / "cache")))
     mod = _tanh_module(64, "float64")
     x = RNG.standard_normal(64)
     results = []
