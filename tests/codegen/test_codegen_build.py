@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import plait.codegen.c.compiler as compiler_mod
+import plait.runtime.native as native_mod
 from plait.codegen.c import (
     CCompileError,
     CFunction,
@@ -293,3 +294,38 @@ int affine(const float* x, const float* w, const float* b, float* out) {
     with pytest.raises(ValueError, match=r"affine\(.*only inputs can be fixed, positions 0 "
                                          r"to 2; got \[3\]"):
         f.with_fixed({3: out})
+
+
+def test_fixed_arguments_of_a_function_with_size_variables(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A function with size variables (a model's entry point with a symbolic batch) has
+    its constants bound once too: each call takes the addresses of the other arguments
+    only and binds the sizes from their shapes; a disagreement falls back to the plain
+    call's error."""
+    code = r'''
+#include <stdint.h>
+void affine(const float* x, const float* w, const float* b, float* out, int64_t n) {
+    for (int64_t r = 0; r < n; ++r)
+        for (int i = 0; i < 3; ++i) out[r * 3 + i] = w[i] * x[r * 3 + i] + b[i];
+}
+'''
+    rows, vec = (("n", 3), "float32"), ((3,), "float32")
+    src = CSource(code, (CFunction("affine", (rows, vec, vec, rows)),), "affine_n.c")
+    f = compile_c_source(code, list(src.functions)).get("affine")
+    w, b = np.array([1.0, 2.0, 3.0], np.float32), np.array([0.5, -1.0, 0.25], np.float32)
+    w.flags.writeable = b.flags.writeable = False   # as the VM's constants are
+    fast = f.with_fixed({1: w, 2: b})
+    assert fast is not f
+    taken: list[int] = []
+    real = native_mod._data_pointer
+    monkeypatch.setattr(native_mod, "_data_pointer", lambda a: taken.append(1) or real(a))
+    for n in (2, 5):   # the size variable bound per call
+        x = np.arange(3 * n, dtype=np.float32).reshape(n, 3)
+        out = np.zeros((n, 3), np.float32)
+        assert fast(x, out) is None
+        np.testing.assert_allclose(out, w * x + b, rtol=1e-6)   # numpy reference
+    assert len(taken) == 4   # x and out per call, never the constants
+    with pytest.raises(ValueError, match=r"argument 3 \('p3'.*dimension 0 is 4, but n = 2"):
+        fast(np.zeros((2, 3), np.float32), np.zeros((4, 3), np.float32))
+    with pytest.raises(ValueError, match=r"argument 0 \('p0'.*rank is 1"):
+        fast(np.zeros(3, np.float32), np.zeros((1, 3), np.float32))
