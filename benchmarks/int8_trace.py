@@ -156,13 +156,15 @@ def local(model: Any, x: Any, target: str) -> dict[str, tuple[float, str]]:
     return dict(worst)
 
 
-def first(model: Any, x: Any, target: str, limit: int = 12) -> list[str]:
-    """Check 2: the first ``limit`` intermediate tensors that differ, in graph order."""
+def _intermediates(model: Any, x: Any, target: str
+                   ) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    """Every computed tensor of ``model`` (but constants' copies), in graph order, with
+    onnxruntime's and plait's values of it (plait's outputs typed from onnxruntime's)."""
     import onnx
 
     skip = {"Constant", "Identity"}
     names = [o for n in model.graph.node if n.op_type not in skip for o in n.output if o]
-    ref = _ort(_with_outputs(model, names), {"input": x})  # onnxruntime types them all
+    ref = _ort(_with_outputs(model, names), {"input": x})
     full = onnx.ModelProto()
     full.CopyFrom(model)
     have = {o.name for o in full.graph.output}
@@ -171,10 +173,18 @@ def first(model: Any, x: Any, target: str, limit: int = 12) -> list[str]:
             ref[o].dtype), ref[o].shape) for o in names if o not in have)
     got = dict(zip([o.name for o in full.graph.output], _plait(full, {"input": x}, target),
                    strict=True))
+    return [o.name for o in full.graph.output], ref, got
+
+
+def _differing(model: Any, names: list[str], got: dict[str, Any], ref: dict[str, Any],
+               limit: int) -> list[str]:
+    """The first ``limit`` of tensors ``names`` where ``got`` and ``ref`` differ."""
     op = {o: n.op_type for n in model.graph.node for o in n.output}
     node = {o: n for n in model.graph.node for o in n.output}
-    lines = []
-    for t in [o.name for o in full.graph.output]:
+    lines: list[str] = []
+    for t in names:
+        if t not in got or t not in ref:
+            continue
         a, b = got[t], ref[t]
         d = _difference(a, b)
         if d > (0 if b.dtype.kind in "iu" else FLOAT_NOISE):
@@ -187,6 +197,12 @@ def first(model: Any, x: Any, target: str, limit: int = 12) -> list[str]:
             if len(lines) >= limit:
                 break
     return lines
+
+
+def first(model: Any, x: Any, target: str, limit: int = 12) -> list[str]:
+    """Check 2: the first ``limit`` intermediate tensors that differ, in graph order."""
+    names, ref, got = _intermediates(model, x, target)
+    return _differing(model, names, got, ref, limit)
 
 
 def _rounding(model: Any, node: Any, got: dict[str, Any], ref: dict[str, Any]) -> list[str]:
@@ -214,31 +230,28 @@ def _rounding(model: Any, node: Any, got: dict[str, Any], ref: dict[str, Any]) -
     return out
 
 
-def perturb(model: Any, x: Any, target: str, tensor: str) -> list[str]:
+def perturb(model: Any, x: Any, target: str, tensor: str, limit: int = 6) -> list[str]:
     """Check 3: onnxruntime on the model cut at integer ``tensor``, fed its own value and
-    that value with plait's at the elements where they differ."""
+    that value with plait's at the elements where they differ; and the first ``limit``
+    tensors after it where plait still differs from onnxruntime so fed (the next
+    divergence)."""
     import numpy as np
     import onnx
     from onnx import helper
 
     model = onnx.shape_inference.infer_shapes(model)
-    ref = _ort(_with_outputs(model, [tensor]), {"input": x})
-    out, own = ref[model.graph.output[0].name], ref[tensor]
-    mine = _plait(_with_outputs(model, [tensor]), {"input": x}, target)
-    names = [o.name for o in model.graph.output] + [tensor]
-    got = dict(zip(names, mine, strict=False))
-    moved = got[tensor]
-    cut = onnx.ModelProto()
-    cut.CopyFrom(model)
+    names, ref, got = _intermediates(model, x, target)
+    out, own, moved = ref[names[0]], ref[tensor], got[tensor]
+    cut = _with_outputs(model, [n for n in names if n != tensor])
     kept = [n for n in cut.graph.node if tensor not in n.output]
     del cut.graph.node[:]
     cut.graph.node.extend(kept)
     cut.graph.input.append(helper.make_tensor_value_info(
         tensor, helper.np_dtype_to_tensor_dtype(own.dtype), own.shape))
-    first_out = cut.graph.output[0].name
-    a = _ort(cut, {"input": x, tensor: own})[first_out]
-    b = _ort(cut, {"input": x, tensor: moved})[first_out]
-    p = got[model.graph.output[0].name]
+    a = _ort(cut, {"input": x, tensor: own})[names[0]]
+    fed = _ort(cut, {"input": x, tensor: moved})
+    b, p = fed[names[0]], got[names[0]]
+    after = names[names.index(tensor) + 1:]
     where = np.argwhere(moved != own)
     steps = int(np.max(np.abs(moved.astype(np.int64) - own.astype(np.int64)))) if where.size \
         else 0
@@ -251,7 +264,9 @@ def perturb(model: Any, x: Any, target: str, tensor: str) -> list[str]:
         f"onnxruntime fed plait's value instead: its output moves by "
         f"{float(np.max(np.abs(b - a))):.4g} (max |output| {float(np.max(np.abs(out))):.4g})",
         f"plait {target}: max |diff| from onnxruntime {float(np.max(np.abs(p - out))):.4g}, from "
-        f"onnxruntime fed plait's value of the tensor {float(np.max(np.abs(p - b))):.4g}",
+        f"onnxruntime fed plait's value of the tensor {float(np.max(np.abs(p - b))):.4g}; "
+        f"where plait still differs from that onnxruntime, after the tensor:",
+        *(_differing(model, after, got, fed, limit) or ["    nowhere"]),
     ]
 
 
