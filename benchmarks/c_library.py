@@ -17,6 +17,10 @@ fixed costs alone).  Each is built for ``c`` once; then
   the caller's, each compared with the first call's bytes) — the median of the
   rounds' per-call times;
 * the overhead per call is ``vm - c`` (both run the same kernels in the same order);
+* the same three in CPU time (``time.process_time`` for the VM; the runner's user +
+  system time from ``getrusage(RUSAGE_CHILDREN)``, a run of one call subtracted from
+  the run of ``--calls`` so that loading is not counted): on a shared machine the CPU
+  figures hold where the wall times swing with the other processes' load;
 * the library's files (``.so``, ``.a``) and its load time in the runner (``dlopen`` and
   ``<name>_create``; medians over the rounds) against ``Executable.load`` of the
   ``.plx`` plus ``VirtualMachine(exe)`` in this process.
@@ -31,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -72,22 +77,40 @@ def runner(d: Path, include: Path) -> Path:
     return out / "run_model"
 
 
-def c_times(run_model: Path, lib: Path, x: Path, calls: int, env: dict[str, str],
-            out: Path) -> tuple[float, float, float]:
-    """(us per call, dlopen us, create us) of one run of the runner."""
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _run_c(run_model: Path, lib: Path, x: Path, calls: int, env: dict[str, str],
+           out: Path) -> tuple[str, float]:
+    """The runner's output and its CPU seconds (user + system)."""
+    before = _children_cpu()
     r = subprocess.run([str(run_model), str(lib), str(x), "-o", str(out), "--repeat",
                         str(calls)], capture_output=True, text=True, env=env, check=True)
-    per_call = float(re.search(r"([\d.]+) us per call", r.stdout)[1])
-    load = re.search(r"dlopen ([\d.]+) us, create ([\d.]+) us", r.stdout)
-    return per_call, float(load[1]), float(load[2])
+    return r.stdout, _children_cpu() - before
 
 
-def vm_time(vm: Any, x: np.ndarray, calls: int) -> float:
+def c_times(run_model: Path, lib: Path, x: Path, calls: int, env: dict[str, str],
+            out: Path) -> tuple[float, float, float, float]:
+    """(us per call, CPU us per call, dlopen us, create us) of one run of the runner (CPU:
+    less a run of one call, so that start-up and loading are not counted)."""
+    stdout, cpu = _run_c(run_model, lib, x, calls, env, out)
+    _, cpu_one = _run_c(run_model, lib, x, 1, env, out)
+    per_call = float(re.search(r"([\d.]+) us per call", stdout)[1])
+    load = re.search(r"dlopen ([\d.]+) us, create ([\d.]+) us", stdout)
+    return (per_call, 1e6 * (cpu - cpu_one) / max(1, calls - 1), float(load[1]),
+            float(load[2]))
+
+
+def vm_time(vm: Any, x: np.ndarray, calls: int) -> tuple[float, float]:
+    """(us per call, CPU us per call) of ``calls`` calls of ``vm["main"](x)``."""
     fn = vm["main"]
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     for _ in range(calls):
         fn(x)
-    return 1e6 * (time.perf_counter() - t) / calls
+    return (1e6 * (time.perf_counter() - t) / calls,
+            1e6 * (time.process_time() - c) / calls)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,32 +153,38 @@ def main(argv: list[str] | None = None) -> int:
             res.mkdir()
             vm = VirtualMachine(exe)
             vm_time(vm, x, 20)
-            vm_us, c_us, opens, creates, loads = [], [], [], [], []
+            vm_us, c_us, vm_cpu, c_cpu, opens, creates, loads = [], [], [], [], [], [], []
             for _ in range(args.rounds):   # the two paths take turns
-                vm_us.append(vm_time(vm, x, args.calls))
-                per_call, opened, created = c_times(run_model, lib.shared, d / f"{name}.npy",
-                                                    args.calls, env, res)
+                wall, cpu = vm_time(vm, x, args.calls)
+                vm_us.append(wall)
+                vm_cpu.append(cpu)
+                per_call, cpu, opened, created = c_times(
+                    run_model, lib.shared, d / f"{name}.npy", args.calls, env, res)
                 c_us.append(per_call)
+                c_cpu.append(cpu)
                 opens.append(opened)
                 creates.append(created)
                 t0 = time.perf_counter()
                 VirtualMachine(Executable.load(plx))
                 loads.append(1e6 * (time.perf_counter() - t0))
             med = statistics.median
-            rows.append((name, med(vm_us), med(c_us), lib.shared.stat().st_size,
-                         lib.static.stat().st_size, med(opens), med(creates), med(loads)))
+            rows.append((name, med(vm_us), med(c_us), med(vm_cpu), med(c_cpu),
+                         lib.shared.stat().st_size, lib.static.stat().st_size, med(opens),
+                         med(creates), med(loads)))
     finally:
         shutil.rmtree(d, ignore_errors=True)
     load = os.getloadavg()
     print(f"PLAIT_NUM_THREADS={args.threads}, {args.rounds} rounds of {args.calls} calls; "
           f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} ({os.cpu_count()} CPUs)")
-    print("| model | VM us/call | C us/call | overhead us/call | VM / C | .so KiB | .a KiB "
-          "| dlopen us | create us | .plx load + VM us |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, vm_us, c_us, so, a, opened, created, loaded in rows:
+    print("| model | VM us/call | C us/call | overhead us/call | VM / C | VM CPU us/call "
+          "| C CPU us/call | CPU overhead us/call | .so KiB | .a KiB | dlopen us "
+          "| create us | .plx load + VM us |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, vm_us, c_us, vm_cpu, c_cpu, so, a, opened, created, loaded in rows:
         print(f"| {name} | {vm_us:.1f} | {c_us:.1f} | {vm_us - c_us:.1f} | "
-              f"{vm_us / c_us:.2f} | {so / 1024:.0f} | {a / 1024:.0f} | {opened:.0f} | "
-              f"{created:.1f} | {loaded:.0f} |")
+              f"{vm_us / c_us:.2f} | {vm_cpu:.1f} | {c_cpu:.1f} | {vm_cpu - c_cpu:.1f} | "
+              f"{so / 1024:.0f} | {a / 1024:.0f} | {opened:.0f} | {created:.1f} | "
+              f"{loaded:.0f} |")
     return 0
 
 
