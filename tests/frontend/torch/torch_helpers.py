@@ -15,15 +15,18 @@ RTOL = 1e-4
 zero)."""
 ATOL = 1e-5
 
-_VMS: dict[tuple[int, str], VirtualMachine] = {}
+_VMS: dict[tuple[int, str], tuple[Any, VirtualMachine]] = {}
+"""(id of a module, target) -> (that module, its VM): the module is held, so its id is
+not reused by another module while the entry lives."""
 
 
 def vm_for(mod: Any, target: str) -> VirtualMachine:
     """The VM of ``mod`` built for ``target`` (built once per module object)."""
     key = (id(mod), target)
-    if key not in _VMS:
-        _VMS[key] = VirtualMachine(plait.build(mod, target=target))
-    return _VMS[key]
+    held = _VMS.get(key)
+    if held is None or held[0] is not mod:
+        held = _VMS[key] = (mod, VirtualMachine(plait.build(mod, target=target)))
+    return held[1]
 
 
 def assert_close(got: Any, want: Any, rtol: float = RTOL, atol: float = ATOL) -> None:
