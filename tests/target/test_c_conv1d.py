@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 
 import numpy as np
+import pytest
 
 import plait
 from plait.ir import BlockBuilder, Constant, TensorType, Var, structural_equal
@@ -63,15 +64,16 @@ def test_conv1d_becomes_conv2d_of_height_one() -> None:
     assert structural_equal(got, plait.parse(AFTER)), got.script()
 
 
-def test_conv1d_on_c_runs_on_plaits_convolution_and_matches_numpy() -> None:
+@pytest.mark.parametrize("shape", [(1, 5, 23), ("n", 5, "t")], ids=["static", "symbolic"])
+def test_conv1d_on_c_runs_on_plaits_convolution_and_matches_numpy(shape: tuple) -> None:
     """Whisper's two convolutions in small: 3 wide, stride 1 then 2, GELU between,
     a constant weight (reshaped at compile time) and channels that are not a multiple
-    of the vector width."""
+    of the vector width; with a symbolic batch and length (a dynamic frame count), one
+    build runs two sizes, still on plait's convolution."""
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((1, 5, 23)).astype(np.float32)
     w1 = rng.standard_normal((11, 5, 3)).astype(np.float32)
     w2 = rng.standard_normal((9, 11, 3)).astype(np.float32)
-    xv = Var("x", TensorType((1, 5, 23), "float32"))
+    xv = Var("x", TensorType(shape, "float32"))
     bb = BlockBuilder()
     with bb.function("main", [xv]):
         with bb.dataflow():
@@ -80,10 +82,14 @@ def test_conv1d_on_c_runs_on_plaits_convolution_and_matches_numpy() -> None:
             c = bb.emit_output(make_call("conv1d", b, Constant(w2), strides=2, padding=1))
         bb.emit_func_output(c)
     exe = plait.build(bb.get(), "c")
-    got = VirtualMachine(exe)["main"](x)
-    a = IMPLS["conv1d"](x, w1, padding=1)
-    want = IMPLS["conv1d"](IMPLS["gelu"](a), w2, strides=2, padding=1)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    vm = VirtualMachine(exe)
+    sizes = [(1, 5, 23)] if shape[0] == 1 else [(1, 5, 23), (2, 5, 40)]
+    for size in sizes:
+        x = rng.standard_normal(size).astype(np.float32)
+        got = vm["main"](x)
+        a = IMPLS["conv1d"](x, w1, padding=1)
+        want = IMPLS["conv1d"](IMPLS["gelu"](a), w2, strides=2, padding=1)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     calls = [i.func for i in exe.functions["main"].instructions if hasattr(i, "func")]
     calls = [c for c in calls if not c.startswith("vm.builtin.")]
     # the two convolutions, GELU in the first one's epilogue: no copies for the views

@@ -309,12 +309,15 @@ def test_a_view_then_a_residual() -> None:
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 
-def _se_model(act: str = "silu", leak: bool = False, squeeze: Any = None
+def _se_model(act: str = "silu", leak: bool = False, squeeze: Any = None,
+              shape: tuple[Any, ...] = (2, 12, 4, 6)
               ) -> tuple[plait.IRModule, np.ndarray, np.ndarray]:
     """EfficientNet's squeeze-and-excite on 2 x 12 x 4 x 6 (12 -> 3 -> 12 channels, the
     first 1x1 convolution without a bias); with ``leak`` the pooled means are also an
     output (so the gate is not one call); ``squeeze``: the axes of a ``mean`` (keepdims,
-    as torch.export writes the pooling) instead of ``global_avg_pool2d``."""
+    as torch.export writes the pooling) instead of ``global_avg_pool2d``; ``shape``: the
+    parameter's type (symbolic sizes: the model is typed with them, ``x`` is 2 x 12 x 4
+    x 6)."""
     x, w1 = _rand(2, 12, 4, 6), _rand(3, 12, 1, 1)
     w2, b2 = _rand(12, 3, 1, 1), _rand(1, 12, 1, 1)
 
@@ -331,11 +334,17 @@ def _se_model(act: str = "silu", leak: bool = False, squeeze: Any = None
             return bb.emit(Tuple([y, s]))
         return y
 
+    return build_graph({"x": shape}, body), x, _se_reference(x, w1, w2, b2, act)
+
+
+def _se_reference(x: np.ndarray, w1: np.ndarray, w2: np.ndarray, b2: np.ndarray,
+                  act: str) -> np.ndarray:
+    """The gate of :func:`_se_model` in float64 numpy."""
     x64 = x.astype(np.float64)
     h = x64.mean((2, 3)) @ w1.reshape(3, 12).T
     h = h / (1 + np.exp(-h)) if act == "silu" else np.maximum(h, 0)
     g = h @ w2.reshape(12, 3).T + b2.reshape(-1)
-    return build_graph({"x": x.shape}, body), x, x64 / (1 + np.exp(-g))[:, :, None, None]
+    return x64 / (1 + np.exp(-g))[:, :, None, None]
 
 
 @pytest.mark.parametrize("act", ["silu", "relu"])
@@ -349,6 +358,28 @@ def test_squeeze_excite_is_one_call(act: str) -> None:
     assert len(callees) == 1 and callees[0].startswith("plait_se_scale_"), callees
     got = VirtualMachine(plait.build(mod, "c"))["main"](x)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_squeeze_excite_on_a_symbolic_batch_and_image_is_one_call() -> None:
+    """A dynamic EfficientNet's gate (batch, height and width symbolic, the channels
+    not): still one plait_se_scale call, sizes passed at run time; one build runs three
+    sizes (an empty batch too) against numpy (1e-5)."""
+    from plait.ir.expr import Constant
+    from plait.target.c import dispatch_squeeze_excite
+
+    mod, x, ref = _se_model(shape=("n", 12, "h", "w"))
+    callees = _callees(dispatch_squeeze_excite(rewrite_module(mod, ACTIVATION_RULES)))
+    assert len(callees) == 1 and callees[0].startswith("plait_se_scale_"), callees
+    vm = VirtualMachine(plait.build(mod, "c"))
+    np.testing.assert_allclose(vm["main"](x), ref, rtol=1e-5, atol=1e-5)
+    consts = [a.data for block in mod["main"].body.blocks for b in block.bindings
+              if isinstance(b.value, Call) for a in b.value.args if isinstance(a, Constant)]
+    w1, w2, b2 = (next(d for d in consts if d.shape == s) for s in
+                  ((3, 12, 1, 1), (12, 3, 1, 1), (1, 12, 1, 1)))
+    for size in ((3, 12, 7, 5), (0, 12, 4, 6)):
+        x = _rand(*size)
+        want = _se_reference(x, w1, w2, b2, "silu") if size[0] else x
+        np.testing.assert_allclose(vm["main"](x), want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("axes", [(2, 3), (-1, -2)])

@@ -15,6 +15,7 @@ from typing import Any
 
 from plait.ir.symbolic import Dim
 
+from ...dims import Prod
 from ..gemm import Epilogue
 from ..registry import KernelFamily, register_family
 from ..wrapper import DESC, NULL, Buffer, NativeCall, Ref
@@ -47,12 +48,14 @@ def dwconv2d_call(x: tuple[Dim, ...], w: tuple[Dim, ...], out: tuple[Dim, ...],
                       fields)
 
 
-def se_scale_call(shape: tuple[int, int, int, int], reduced: int, act: int, b1: bool,
+def se_scale_call(shape: tuple[Dim, Dim, int, Dim], reduced: int, act: int, b1: bool,
                   b2: bool) -> NativeCall:
-    """The call of ``plait_se_scale`` on an ``N x C x H x W`` image ``x`` (``shape``):
-    the weights ``w1`` (``reduced x C``), ``w2`` (``C x reduced``), the biases ``b1``,
-    ``b2`` when there are, the first activation ``act`` (:data:`SE_SILU`,
-    :data:`SE_RELU`)."""
+    """The call of ``plait_se_scale`` on an ``N x C x H x W`` image ``x`` (``shape``; the
+    batch and the image may be symbolic, sizes passed at run time, the channels are
+    not): the weights ``w1`` (``reduced x C``), ``w2`` (``C x reduced``), the biases
+    ``b1``, ``b2`` when there are, the first activation ``act`` (:data:`SE_SILU`,
+    :data:`SE_RELU`).  With symbolic sizes the wrapper returns at once on an empty
+    image."""
     n, c, h, w = shape
     buffers = [Buffer("x", shape), Buffer("w1", (reduced, c)), Buffer("w2", (c, reduced))]
     if b1:
@@ -62,9 +65,10 @@ def se_scale_call(shape: tuple[int, int, int, int], reduced: int, act: int, b1: 
     buffers.append(Buffer("out", shape, out=True))
     args = (DESC, Ref("x"), Ref("w1"), Ref("b1") if b1 else NULL, Ref("w2"),
             Ref("b2") if b2 else NULL, Ref("out"))
-    fields = (("N", n), ("C", c), ("HW", h * w), ("CR", reduced), ("act", act))
+    fields = (("N", n), ("C", c), ("HW", Prod.of(h, w)), ("CR", reduced), ("act", act))
+    static = all(type(d) is int for d in shape)
     return NativeCall("se_scale", "plait_se_scale", tuple(buffers), args, "plait_se_desc",
-                      fields, guard=False)
+                      fields, guard=not static)
 
 
 register_family(KernelFamily("dwconv", "plait_dwconv.c", ("plait_dwconv2d", "plait_se_scale"),
