@@ -57,8 +57,10 @@ def conv1d_as_conv2d(bb: BlockBuilder, call: Call, target: Any) -> Expr | None:
 
 @module_pass(name="c.Conv1dAsConv2d", phases=("optimization",))
 class Conv1dAsConv2d:
-    """Rewrite float32 NCW ``conv1d`` (static or symbolic sizes, constant weight) into
-    ``conv2d`` of height 1."""
+    """Rewrite float32 NCW ``conv1d`` of a constant weight into ``conv2d`` of height 1.
+
+    Static and symbolic batch and length alike (the native convolution takes run-time
+    sizes)."""
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
         return rewrite_ops(mod, {"conv1d": conv1d_as_conv2d})
