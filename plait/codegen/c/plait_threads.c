@@ -90,13 +90,13 @@ static int plait_scratch_key_made;   /* written under plait_scratch_key_lock */
 
 static void plait_scratch_free_rec(plait_scratch_rec* r);
 
-/* The key's destructor: the exiting thread's record, unless plait_release freed every
- * record since it was made (then the generation moved on). */
-static void plait_scratch_at_exit(void* p) {
-    plait_scratch_rec* r = (plait_scratch_rec*)p;
+/* Take the calling thread's record r off the list of all records and forget it as the
+ * thread's own; 0 (and nothing done) when r is not the thread's live record: none was
+ * made, or plait_free_all_scratch freed every record since (the generation moved on). */
+static int plait_scratch_unlink_mine(plait_scratch_rec* r) {
     if (r == NULL || plait_scratch_mine != r
             || plait_scratch_mine_gen != __atomic_load_n(&plait_scratch_gen, __ATOMIC_ACQUIRE))
-        return;
+        return 0;
     plait_scratch_lock_take();
     for (plait_scratch_rec** at = &plait_scratch_all; *at != NULL; at = &(*at)->next) {
         if (*at == r) {
@@ -106,7 +106,14 @@ static void plait_scratch_at_exit(void* p) {
     }
     plait_scratch_lock_drop();
     plait_scratch_mine = NULL;
-    plait_scratch_free_rec(r);
+    return 1;
+}
+
+/* The key's destructor: the exiting thread's record, unless plait_release freed every
+ * record since it was made (then the generation moved on). */
+static void plait_scratch_at_exit(void* p) {
+    plait_scratch_rec* r = (plait_scratch_rec*)p;
+    if (plait_scratch_unlink_mine(r)) plait_scratch_free_rec(r);
 }
 
 /* Register r to be freed when the calling thread exits. */
@@ -172,18 +179,7 @@ static void plait_scratch_free_rec(plait_scratch_rec* r) {
 /* Free the calling thread's buffers and record (a worker that exits). */
 static void plait_free_scratch(void) {
     plait_scratch_rec* r = plait_scratch_mine;
-    if (r == NULL || plait_scratch_mine_gen != __atomic_load_n(&plait_scratch_gen,
-                                                               __ATOMIC_ACQUIRE))
-        return;
-    plait_scratch_lock_take();
-    for (plait_scratch_rec** at = &plait_scratch_all; *at != NULL; at = &(*at)->next) {
-        if (*at == r) {
-            *at = r->next;
-            break;
-        }
-    }
-    plait_scratch_lock_drop();
-    plait_scratch_mine = NULL;
+    if (!plait_scratch_unlink_mine(r)) return;
     plait_scratch_forget();
     plait_scratch_free_rec(r);
 }
