@@ -24,7 +24,9 @@ class CausalLM:
     """A :class:`~plait.Session` of a causal language model with a key/value cache, in
     the plait convention (``past.{i}.key`` in, ``new.{i}.key`` out) or the optimum one
     (``past_key_values.{i}.key`` in, ``present.{i}.key`` out; ``attention_mask`` and
-    ``position_ids`` inputs are fed when the model has them)."""
+    ``position_ids`` inputs are fed when the model has them).  :attr:`logits` is
+    ``"last"`` when a step returns only the last position's logits, ``"all"`` when it
+    returns every position's."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -41,6 +43,7 @@ class CausalLM:
             self.layers, self.kv_heads = int(spec["layers"]), int(spec["kv_heads"])
             self.head_dim, self.max_cache = int(spec["head_dim"]), int(spec["max_cache"])
             self.cache_dtype = str(spec.get("dtype", "float32"))
+            self.logits = str(spec.get("logits", "all"))
             self._past = [f"past.{i}.{kv}" for i in range(self.layers) for kv in ("key", "value")]
         else:
             past = {n: _OPTIMUM.match(n) for n in names}
@@ -63,6 +66,7 @@ class CausalLM:
             self.kv_heads, self.head_dim = int(info.shape[1]), int(info.shape[3])
             self.cache_dtype = info.dtype or "float32"
             self.max_cache = None
+            self.logits = "all"
         missing = [n for n in self._past if n not in names]
         if missing:
             raise LLMError(f"the model's cache inputs are incomplete: {', '.join(missing)} "
@@ -79,7 +83,8 @@ class CausalLM:
 
     def step(self, ids: np.ndarray, cache: KVCache | PresentCache) -> np.ndarray:
         """Run the tokens ``ids`` (batch, seq) after the ones in ``cache``; the cache is
-        updated and the logits (batch, seq, vocab) returned."""
+        updated and the logits returned: (batch, seq, vocab), or (batch, 1, vocab), the
+        last position's, when the model keeps only those (:attr:`logits`)."""
         batch, seq = ids.shape
         cache.check_room(seq)
         feeds: dict[str, Any] = dict(zip(self._past, cache.past(), strict=True))
@@ -100,17 +105,20 @@ class CausalLM:
 
 
 def build_causal_lm(model: Any, target: Any = None, *, max_cache: int = 512,
-                    max_batch: int = 8) -> CausalLM:
+                    max_batch: int = 8, logits: str = "last") -> CausalLM:
     """Export a ``transformers`` causal LM with its cache
     (:func:`plait.llm.export_causal_lm`), build it for ``target`` (default: ``c`` when a
     C compiler is present; on ``c``, with the decode kernels, :func:`decode_target`) and
     return it ready for :func:`plait.generate`; save it with
-    ``lm.session.save("model.plx")``."""
+    ``lm.session.save("model.plx")``.  ``logits="last"`` (the default: what generation
+    needs) makes each step return the last position's logits only, ``(batch, 1,
+    vocab)``; ``"all"`` every position's, ``(batch, seq, vocab)``."""
     from ..build import build
     from ..session import default_target, describe
     from .torch_export import INPUT_IDS, LOGITS, export_causal_lm, new_names, past_names
 
-    mod, spec = export_causal_lm(model, max_cache=max_cache, max_batch=max_batch)
+    mod, spec = export_causal_lm(model, max_cache=max_cache, max_batch=max_batch,
+                                 logits=logits)
     exe = build(mod, decode_target(default_target() if target is None else target))
     layers = spec["layers"]
     record_io(exe, "main", describe(mod, "main", [INPUT_IDS, *past_names(layers)],

@@ -76,10 +76,48 @@ def max_positions(config: Any) -> int | None:
     return None
 
 
-def _wrapper(model: Any) -> Any:
+LOGITS_KEPT = ("last", "all")
+"""What the exported graph's ``logits`` output holds: ``"last"``, the last position's
+row only (``(batch, 1, vocab)``: what generation needs; the vocabulary product of a
+prefill runs on one row instead of every prompt row), or ``"all"`` (``(batch, seq,
+vocab)``: every position's, for scoring a sequence or comparing with a full
+recomputation)."""
+
+
+@contextlib.contextmanager
+def _rows_flattened(head: Any, on: bool) -> Iterator[None]:
+    """The vocabulary product ``head`` run on its rows flattened to 2-d: the last
+    position's hidden states are a strided slice, and ``torch.export`` lowers a linear of
+    a strided 3-d input of symbolic sizes to a batched product by the weight expanded
+    per batch (no product by a constant weight left for the decode kernels)."""
+    if not on or head is None:
+        yield
+        return
+
+    shapes: list[Any] = []
+
+    def flat(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        shapes.append(args[0].shape)
+        return (args[0].reshape(-1, args[0].shape[-1]), *args[1:])
+
+    def unflat(module: Any, args: tuple[Any, ...], out: Any) -> Any:
+        return out.reshape(*shapes.pop()[:-1], out.shape[-1])
+
+    hooks = (head.register_forward_pre_hook(flat), head.register_forward_hook(unflat))
+    try:
+        yield
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def _wrapper(model: Any, logits: str) -> Any:
     import torch
 
     layers = _layers(model.config)
+    # transformers' causal LMs slice the hidden states before the vocabulary product
+    # (``hidden[:, -logits_to_keep:]``); 0 keeps every position
+    keep = {"logits_to_keep": 1} if logits == "last" else {}
 
     class CausalLMWithCache(torch.nn.Module):
         """``(input_ids, past) -> (logits, *new rows)`` in the plait cache convention."""
@@ -97,8 +135,10 @@ def _wrapper(model: Any) -> Any:
             # a prepared 4-d mask is passed through untouched by transformers' mask
             # builders; split_attention makes its own from the positions
             mask = torch.zeros(1, 1, 1, 1)
-            out = self.model(input_ids=input_ids, position_ids=positions, cache=cache,
-                             attention_mask=mask, use_cache=True, plait_past=pairs)
+            with _rows_flattened(self.model.get_output_embeddings(), bool(keep)):
+                out = self.model(input_ids=input_ids, position_ids=positions, cache=cache,
+                                 attention_mask=mask, use_cache=True, plait_past=pairs,
+                                 **keep)
             rows = [t.permute(2, 0, 1, 3) for kv in cache.new for t in kv]
             return (out.logits, *rows)
 
@@ -131,16 +171,29 @@ def cache_shape(config: Any) -> tuple[int, int, int]:
     return layers, kv_heads, head_dim
 
 
-def export_causal_lm(model: Any, *, max_cache: int = 512, max_batch: int = 8
-                     ) -> tuple[IRModule, dict[str, int]]:
+def export_causal_lm(model: Any, *, max_cache: int = 512, max_batch: int = 8,
+                     logits: str = "last") -> tuple[IRModule, dict[str, Any]]:
     """Export ``model`` (a ``transformers`` ``...ForCausalLM``) with ``torch.export`` in
     the plait cache convention and import it.  ``max_cache`` bounds ``past + seq``
-    (clipped to the model's position limit), ``max_batch`` the batch.  Returns the
-    module and the cache's description (``max_cache``, ``layers``, ``kv_heads``,
-    ``head_dim``), which :func:`plait.llm.build_causal_lm` keeps in the executable."""
+    (clipped to the model's position limit), ``max_batch`` the batch; ``logits``
+    (:data:`LOGITS_KEPT`) ``"last"`` returns only the last position's logits
+    ``(batch, 1, vocab)``, ``"all"`` every position's.  Returns the module and the
+    cache's description (``max_cache``, ``layers``, ``kv_heads``, ``head_dim``,
+    ``logits``), which :func:`plait.llm.build_causal_lm` keeps in the executable."""
+    import inspect
+
     import torch
 
     from ..frontend.torch import from_torch
+
+    if logits not in LOGITS_KEPT:
+        raise LLMError(f"logits={logits!r}: give 'last' (the last position's, for "
+                       "generation) or 'all' (every position's)")
+    if logits == "last" and "logits_to_keep" not in inspect.signature(
+            model.forward).parameters:
+        raise LLMError(f"{type(model).__name__}.forward takes no logits_to_keep, so only "
+                       "the last position's logits cannot be asked for: export with "
+                       "logits='all'")
 
     limit = max_positions(model.config)
     if limit is not None:
@@ -158,11 +211,11 @@ def export_causal_lm(model: Any, *, max_cache: int = 512, max_batch: int = 8
                     for _ in range(2 * layers))
     shapes = ({0: batch, 1: seq}, tuple({0: past, 1: batch} for _ in example))
     with _split_attention(model), torch.no_grad():
-        mod = from_torch(_wrapper(model.eval()), (ids, example), dynamic_shapes=shapes)
+        mod = from_torch(_wrapper(model.eval(), logits), (ids, example), dynamic_shapes=shapes)
     spec = {"max_cache": max_cache, "layers": layers, "kv_heads": kv_heads,
-            "head_dim": head_dim}
+            "head_dim": head_dim, "logits": logits}
     return mod, spec
 
 
-__all__ = ["INPUT_IDS", "LOGITS", "cache_shape", "export_causal_lm", "max_positions",
+__all__ = ["INPUT_IDS", "LOGITS", "LOGITS_KEPT", "cache_shape", "export_causal_lm", "max_positions",
            "new_names", "past_names"]

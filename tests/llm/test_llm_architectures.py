@@ -25,7 +25,7 @@ ARCHS = ["llama", "gpt2", "qwen2", "mistral", "phi3"]
 
 def _lm(arch: str, importer: str, model: Any, tmp_path: Any) -> Any:
     if importer == "torch":
-        lm = build_causal_lm(model, "numpy", max_cache=64)
+        lm = build_causal_lm(model, "numpy", max_cache=64, logits="all")
         assert lm.convention == "plait"
         return lm
     path = str(tmp_path / f"{arch}.onnx")

@@ -55,11 +55,14 @@ def test_prefill_and_decode_logits_equal_full_recomputation(llama: Any, lm_c: An
     ids = np.random.default_rng(3).integers(0, VOCAB, (2, 11))
     with torch.no_grad():
         full = llama(torch.from_numpy(ids)).logits.numpy()
+    assert lm_c.logits == "last"    # build_causal_lm's default: the last position's only
     cache = lm_c.new_cache(2)
     got = [lm_c.step(ids[:, :6], cache)]
     got += [lm_c.step(ids[:, i: i + 1], cache) for i in range(6, 9)]
     got.append(lm_c.step(ids[:, 9:], cache))
-    np.testing.assert_allclose(np.concatenate(got, axis=1), full, rtol=1e-4, atol=1e-4)
+    assert [g.shape for g in got] == [(2, 1, VOCAB)] * 5
+    np.testing.assert_allclose(np.concatenate(got, axis=1), full[:, [5, 6, 7, 8, 10]],
+                               rtol=1e-4, atol=1e-4)
 
 
 def test_sliding_window_attention_runs_the_cache_kernel() -> None:
@@ -69,7 +72,8 @@ def test_sliding_window_attention_runs_the_cache_kernel() -> None:
     ``transformers``' ``generate()``; prefill + decode logits equal PyTorch's full
     recomputation (rtol 1e-4, atol 1e-4)."""
     mistral = make("mistral")
-    lm = build_causal_lm(mistral, plait.Target("c", decode_min_weights=0), max_cache=48)
+    lm = build_causal_lm(mistral, plait.Target("c", decode_min_weights=0), max_cache=48,
+                         logits="all")
     calls = re.findall(r"call ([\w.]+)\(", lm.session.executable.as_text())
     assert sum(c.startswith("plait_kv_attention_") for c in calls) == 2, calls
     assert not any(c.startswith(("softmax", "where")) for c in calls), calls

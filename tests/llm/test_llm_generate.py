@@ -33,7 +33,7 @@ def llama() -> Any:
 
 @pytest.fixture(scope="module")
 def lm(llama: Any) -> Any:
-    return build_causal_lm(llama, "numpy", max_cache=64)
+    return build_causal_lm(llama, "numpy", max_cache=64, logits="all")
 
 
 def test_greedy_32_tokens_equal_transformers(llama: Any, lm: Any) -> None:

@@ -27,17 +27,18 @@ from .common import (
 from .registry import ComputeUnsupported, register_compute
 
 
-@register_compute("strided_slice", note="a symbolic start, or a negative start or step "
-                  "on a symbolic axis, is a library call")
+@register_compute("strided_slice", note="a symbolic start, or a negative step on a "
+                  "symbolic axis, is a library call")
 def strided_slice_compute(inputs: list[Any], attrs: Attrs, out_ty: Type) -> Tensor:
     """``out[i] = x[start + i * stride]`` on the sliced axes (Python slice rules).  The
     result's type holds how many elements each axis keeps, so the end may be symbolic
     (``x[:, :seq]``); the start is computed from the begin and the axis (a begin from
-    the end, or a negative step, needs the axis's size: static)."""
+    the end is counted from the axis's size, symbolic or not; a negative step needs
+    the size static)."""
     (x,) = inputs
     shape = out_shape(out_ty)
     strides = attrs["strides"] or (1,) * len(attrs["axes"])
-    starts: dict[int, tuple[int, int]] = {}
+    starts: dict[int, tuple[Any, int]] = {}
     for a, b, s in zip(attrs["axes"], attrs["begin"], strides):
         ax = norm_axis(int(a), x.ndim)
         if type(b) is not int or type(s) is not int:
@@ -47,6 +48,8 @@ def strided_slice_compute(inputs: list[Any], attrs: Attrs, out_ty: Type) -> Tens
             start, _, step = slice(b, None, s).indices(size)
         elif b >= 0 and s > 0:      # past the end: the result's axis is empty
             start, step = b, s
+        elif s > 0:                 # from the end (x[:, -1:]): max(size + b, 0)
+            start, step = I.maximum(dim_expr(size) + b, IntImm(0)), s
         else:
             raise ComputeUnsupported(f"a negative start or step on the symbolic axis {ax}")
         starts[ax] = (start, step)
