@@ -466,12 +466,14 @@ def dispatch_int8(mod: IRModule, skip: Any = None) -> IRModule:
     from plait.target.c.kernels import record_calls
     from plait.transform.pattern_rewrite import functions_to_rewrite
 
+    from .dispatch_rows import row_rules
+
     wrappers: dict[str, tuple[str, CFunction]] = {}
-    rule = int8_rule(wrappers)
+    first = [int8_rule(wrappers), *row_rules(wrappers)]
     elementwise = elementwise_rules(wrappers)
     funcs: dict[str, Function] = {}
     for name, f in functions_to_rewrite(mod, skip):
-        nf = rewrite_function(f, [rule], mod, name=name)
+        nf = rewrite_function(f, first, mod, name=name)
         nf = rewrite_function(nf, elementwise, mod, name=name)
         if nf is not f:
             funcs[name] = nf

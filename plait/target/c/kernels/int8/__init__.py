@@ -10,7 +10,9 @@ float32 (plus a float bias, relu); ``qconv`` (``plait_qconv.c``) runs convolutio
 the transposed product (``plait_qconv2d``: the weights times panels of the padded
 image) on the same register tile and output stage (``plait_qtile.h``), depthwise
 convolutions on a kernel of their own; ``qelementwise`` (``plait_qelementwise.c``)
-QLinearAdd, QLinearMul, QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear.
+QLinearAdd, QLinearMul, QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear;
+``qrows`` (``plait_qrows.c``, call records in :mod:`.rows`) QLinearSoftmax and the
+layer normalization between quantized tensors.
 
 This module knows no op: a dispatch pass (a dialect's, say) decides what a call
 computes and describes it with :class:`QGemmCall` or :class:`QDepthwiseCall`; this
@@ -558,6 +560,8 @@ register_family(KernelFamily("qelementwise", "plait_qelementwise.c",
                              ("plait_qadd", "plait_qmul", "plait_quantize", "plait_dequantize",
                               "plait_dynamic_quantize"), isas=INT8_ISAS,
                              package=__name__, header="plait_int8.h"))
+register_family(KernelFamily("qrows", "plait_qrows.c", ("plait_qsoftmax", "plait_qlayer_norm"),
+                             isas=INT8_ISAS, package=__name__, header="plait_int8.h"))
 
 __all__ = ["CONV_ROWS", "INT8_ISAS", "OUT_KINDS", "QAddCall", "QConvCall", "QDepthwiseCall",
            "QDynamicQuantizeCall", "QGemmCall", "QMulCall", "QNR", "QParamCall",

@@ -149,4 +149,33 @@ PLAIT_QGEMM_HIDDEN int plait_dequantize(const plait_qparam_desc* d, const void* 
 /* DynamicQuantizeLinear of n float32 values to uint8: y, its scale and zero point */
 PLAIT_QGEMM_HIDDEN int plait_dynamic_quantize(int64_t n, const float* x, uint8_t* y,
                                               float* scale, uint8_t* zp);
+/* QLinearSoftmax over rows of d contiguous 8-bit codes (is_signed: int8), the exponent
+ * table given (256 float32 entries, indexed by the code plus an offset that makes the
+ * row's maximum read entry 255, or 127 stored at uint8(-1) for int8): per row the
+ * float32 sum of its entries in order, then each output
+ * saturate(round_half_even((entry * ys) / sum) + yz), ys = floor(1 / y_scale)
+ * (|ys| <= 2^24). */
+typedef struct {
+    int64_t rows, d;
+    int is_signed;
+    float ys;
+    int32_t yz;
+} plait_qsoftmax_desc;
+
+PLAIT_QGEMM_HIDDEN int plait_qsoftmax(const plait_qsoftmax_desc* d, const float* table,
+                                      const void* x, void* y);
+
+/* A layer normalization between quantized tensors over rows of d contiguous codes:
+ * x dequantized (float32(x - xz) * xs), its mean and variance in double, y =
+ * float32((x - mean) / sqrt(var + eps) * gamma[j] + beta[j]) (double arithmetic), then
+ * QuantizeLinear with ys, yz (y / ys in float32, clamped, rounded half to even). */
+typedef struct {
+    int64_t rows, d;
+    int x_signed, y_signed;
+    float xs, ys, eps;
+    int32_t xz, yz;
+} plait_qlayer_norm_desc;
+
+PLAIT_QGEMM_HIDDEN int plait_qlayer_norm(const plait_qlayer_norm_desc* d, const void* x,
+                                         const float* gamma, const float* beta, void* y);
 #endif
