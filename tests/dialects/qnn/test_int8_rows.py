@@ -1,7 +1,7 @@
 """The c target's int8 row kernels (plait_qrows.c, reached through qnn.DispatchInt8):
 QLinearSoftmax equals the reference (:func:`plait.dialects.qnn.reference.softmax`)
 integer for integer; the quantized layer norm equals an independent float64
-normalization of the dequantized rows rounded to float32 and quantized, and lies
+normalization of the dequantized rows (numpy) rounded to float32 and quantized, and lies
 within one step of the reference's float32 arithmetic (a value on a rounding
 boundary may round the other way).  Every copy this CPU runs, odd row lengths, row
 counts that are not a multiple of the softmax's 8-row blocks, uint8 and int8, and a
@@ -85,9 +85,9 @@ def _module(cases: list) -> plait.IRModule:
 
 def exact_layer_norm(x: np.ndarray, xs: Any, xz: Any, g: np.ndarray, b: np.ndarray,
                      ys: Any, yz: Any) -> np.ndarray:
-    """The independent reference: the dequantized rows (float32, as DequantizeLinear
-    rounds them) normalized in float64 (numpy), rounded once to float32, quantized."""
-    xf = ((x.astype(np.int32) - int(xz)).astype(F32) * F32(xs)).astype(np.float64)
+    """The independent reference: the dequantized rows ``(x - xz) * xs`` normalized in
+    float64 (numpy), rounded once to float32, quantized."""
+    xf = (x.astype(np.int32) - int(xz)).astype(np.float64) * float(F32(xs))
     m = xf.mean(axis=-1, keepdims=True)
     v = ((xf - m) ** 2).mean(axis=-1, keepdims=True)
     y = ((xf - m) / np.sqrt(v + float(F32(1e-5))) * g.astype(np.float64)

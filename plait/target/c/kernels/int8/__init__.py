@@ -1,6 +1,6 @@
 """The ``c`` target's int8 kernels: weight packing and call records.
 
-Three kernel families (copies for AVX512-VNNI, AVX512, AVX-VNNI, AVX2 and the baseline,
+Four kernel families (copies for AVX512-VNNI, AVX512, AVX-VNNI, AVX2 and the baseline,
 one chosen at load time), declared in ``plait_int8.h``: ``qgemm`` (``plait_qgemm.c``)
 computes 8-bit products with int32 accumulation and a fused output stage:
 ``out((A - za) @ (B - zb) +
@@ -10,7 +10,8 @@ float32 (plus a float bias, relu); ``qconv`` (``plait_qconv.c``) runs convolutio
 the transposed product (``plait_qconv2d``: the weights times panels of the padded
 image) on the same register tile and output stage (``plait_qtile.h``), depthwise
 convolutions on a kernel of their own; ``qelementwise`` (``plait_qelementwise.c``)
-QLinearAdd, QLinearMul, QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear;
+QLinearAdd, QLinearMul, QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear and
+a 256-entry table lookup (call record in :mod:`.lookup`);
 ``qrows`` (``plait_qrows.c``, call records in :mod:`.rows`) QLinearSoftmax and the
 layer normalization between quantized tensors.
 
@@ -558,7 +559,7 @@ register_family(KernelFamily("qconv", "plait_qconv.c",
                              package=__name__, header="plait_int8.h"))
 register_family(KernelFamily("qelementwise", "plait_qelementwise.c",
                              ("plait_qadd", "plait_qmul", "plait_quantize", "plait_dequantize",
-                              "plait_dynamic_quantize"), isas=INT8_ISAS,
+                              "plait_dynamic_quantize", "plait_qlookup"), isas=INT8_ISAS,
                              package=__name__, header="plait_int8.h"))
 register_family(KernelFamily("qrows", "plait_qrows.c", ("plait_qsoftmax", "plait_qlayer_norm"),
                              isas=INT8_ISAS, package=__name__, header="plait_int8.h"))

@@ -166,9 +166,10 @@ PLAIT_QGEMM_HIDDEN int plait_qsoftmax(const plait_qsoftmax_desc* d, const float*
                                       const void* x, void* y);
 
 /* A layer normalization between quantized tensors over rows of d contiguous codes:
- * x dequantized (float32(x - xz) * xs), its mean and variance in double, y =
- * float32((x - mean) / sqrt(var + eps) * gamma[j] + beta[j]) (double arithmetic), then
- * QuantizeLinear with ys, yz (y / ys in float32, clamped, rounded half to even). */
+ * the dequantized values (x - xz) * xs normalized, their mean and variance from exact
+ * integer sums, y = float32((x - mean) / sqrt(var + eps) * gamma[j] + beta[j]) in
+ * double arithmetic, then QuantizeLinear with ys, yz (y / ys in float32, clamped,
+ * rounded half to even). */
 typedef struct {
     int64_t rows, d;
     int x_signed, y_signed;
@@ -178,4 +179,7 @@ typedef struct {
 
 PLAIT_QGEMM_HIDDEN int plait_qlayer_norm(const plait_qlayer_norm_desc* d, const void* x,
                                          const float* gamma, const float* beta, void* y);
+/* y[i] = table[x[i]] for n 8-bit codes (uint8 or int8, indexed by their bytes): a
+ * chain of elementwise steps from one 8-bit tensor to another, tabulated */
+PLAIT_QGEMM_HIDDEN int plait_qlookup(int64_t n, const uint8_t* table, const void* x, void* y);
 #endif

@@ -1,6 +1,6 @@
 /* plait_qelementwise.c: the c target's int8 elementwise kernels — QLinearAdd and
- * QLinearMul as MLAS computes them, QuantizeLinear, DequantizeLinear and
- * DynamicQuantizeLinear — a kernel family of plait_isa.h compiled for AVX512-VNNI,
+ * QLinearMul as MLAS computes them, QuantizeLinear, DequantizeLinear,
+ * DynamicQuantizeLinear and a 256-entry table lookup — a kernel family of plait_isa.h compiled for AVX512-VNNI,
  * AVX512, AVX-VNNI, AVX2 and the baseline (loops the compiler vectorizes).  Float
  * arithmetic is one rounding per operation, as the reference's (no contraction). */
 #include "plait_isa.h"
@@ -365,6 +365,38 @@ PLAIT_ISA_FN(plait_dynamic_quantize)(int64_t n, const float* x, uint8_t* y, floa
     return 0;
 }
 
+/* a 256-entry table applied to n 8-bit codes (their bytes index it) */
+typedef struct {
+    const uint8_t* table;
+    const uint8_t* x;
+    uint8_t* y;
+} q_lookup_task;
+
+static void q_lookup_range(void* ctx, int64_t lo, int64_t hi) {
+    const q_lookup_task* t = (const q_lookup_task*)ctx;
+    const uint8_t* restrict table = t->table;
+    const uint8_t* restrict x = t->x;
+    uint8_t* restrict y = t->y;
+    int64_t i = lo;
+    for (; i + 4 <= hi; i += 4) {
+        const uint8_t a = table[x[i]], b = table[x[i + 1]];
+        const uint8_t c = table[x[i + 2]], e = table[x[i + 3]];
+        y[i] = a;
+        y[i + 1] = b;
+        y[i + 2] = c;
+        y[i + 3] = e;
+    }
+    for (; i < hi; ++i) y[i] = table[x[i]];
+}
+
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_qlookup)(int64_t n, const uint8_t* table, const void* x, void* y) {
+    q_lookup_task t = {table, (const uint8_t*)x, (uint8_t*)y};
+    int nthreads = n < (1 << 16) ? 1 : plait_max_threads();
+    plait_parallel_range(q_lookup_range, &t, n, nthreads);
+    return 0;
+}
+
 PLAIT_ISA_FAMILY("qelementwise")
 PLAIT_ISA_DISPATCH(int, plait_qadd,
                    (const plait_qadd_desc* d, const void* a, const void* b, void* c),
@@ -383,3 +415,6 @@ PLAIT_ISA_DISPATCH(int, plait_dynamic_quantize,
 PLAIT_ISA_DISPATCH(int, plait_qmul,
                    (const plait_qmul_desc* d, const void* a, const void* b, void* c),
                    (d, a, b, c))
+PLAIT_ISA_DISPATCH(int, plait_qlookup,
+                   (int64_t n, const uint8_t* table, const void* x, void* y),
+                   (n, table, x, y))

@@ -6,10 +6,11 @@
  * operation (no contraction).
  *
  * plait_qsoftmax computes exactly what the qnn reference computes (its exponent table
- * is given, its row sums are float32 sums in order); plait_qlayer_norm computes the
- * statistics of the dequantized row in double, so its float result is the float32
- * rounding of the exact normalization (the reference's float32 one may differ in the
- * last bit, which moves an output one step only on a rounding boundary). */
+ * is given, its row sums are float32 sums in order); plait_qlayer_norm takes the
+ * statistics of a row from exact integer sums and normalizes in double, so its float
+ * result is the float32 rounding of the exact normalization of the dequantized row
+ * (the reference's float32 arithmetic may differ in the last bit, which moves an
+ * output one step only on a rounding boundary). */
 #include "plait_isa.h"
 #include <math.h>
 #include <stdlib.h>
@@ -125,54 +126,86 @@ typedef struct {
     void* y;
 } qln_task;
 
+/* the integer sums of c = x - xz and c * c over a row (exact: int32 partial sums of
+ * QLN_CHUNK elements, |c| <= 383, added in int64) */
+#define QLN_CHUNK 4096
+#define QLN_SUMS(T)                                                                     \
+    static void qln_sums_##T(const T* restrict x, int64_t n, int32_t xz, int64_t* s1,   \
+                             int64_t* s2) {                                             \
+        int64_t a = 0, b = 0;                                                           \
+        for (int64_t j0 = 0; j0 < n; j0 += QLN_CHUNK) {                                 \
+            const int64_t m = n - j0 < QLN_CHUNK ? n - j0 : QLN_CHUNK;                  \
+            int32_t pa = 0, pb = 0;                                                     \
+            for (int64_t j = 0; j < m; ++j) {                                           \
+                const int32_t c = (int32_t)x[j0 + j] - xz;                              \
+                pa += c;                                                                \
+                pb += c * c;                                                            \
+            }                                                                           \
+            a += pa;                                                                    \
+            b += pb;                                                                    \
+        }                                                                               \
+        *s1 = a;                                                                        \
+        *s2 = b;                                                                        \
+    }
+QLN_SUMS(uint8_t)
+QLN_SUMS(int8_t)
+
+/* y = float32(((double)x - off) * k * gamma[j] + beta[j]), then QuantizeLinear (y / ys
+ * in float32, clamped to [lo_q, hi_q] with NaN to lo_q, rounded half to even, + yz) */
+#define QLN_OUT(TI, TO)                                                                 \
+    static void qln_out_##TI##_##TO(const TI* restrict x, int64_t n, double off,        \
+                                    double k, const float* restrict g,                  \
+                                    const float* restrict bt, float ys, float lo_q,     \
+                                    float hi_q, int32_t yz, TO* restrict out) {         \
+        for (int64_t j = 0; j < n; ++j) {                                               \
+            const float f = (float)(((double)x[j] - off) * k * (double)g[j]             \
+                                    + (double)bt[j]);                                   \
+            float v = f / ys;                                                           \
+            v = v > lo_q ? v : lo_q;                                                    \
+            v = v < hi_q ? v : hi_q;                                                    \
+            out[j] = (TO)((int32_t)qr_rint(v) + yz);                                    \
+        }                                                                               \
+    }
+QLN_OUT(uint8_t, uint8_t)
+QLN_OUT(uint8_t, int8_t)
+QLN_OUT(int8_t, uint8_t)
+QLN_OUT(int8_t, int8_t)
+
+/* rows [lo, hi): the row's statistics from the exact integer sums: with c = x - xz,
+ * mean mc = s1 / n and variance vc = (n * s2 - s1^2) / n^2 (the numerator exact in
+ * int64), the normalization of x's dequantized values c * xs is
+ * (c - mc) * k with k = xs / sqrt(xs^2 * vc + eps) (double) */
 static void qln_range(void* ctx, int64_t lo, int64_t hi) {
     const qln_task* t = (const qln_task*)ctx;
     const plait_qlayer_norm_desc* d = t->d;
     const int64_t n = d->d;
-    /* the dequantized value of each of the 256 codes: float32(q - zx) * sx, as
-     * DequantizeLinear rounds it */
-    double deq[256];
-    for (int v = 0; v < 256; ++v) {
-        const int32_t q = d->x_signed ? (int32_t)(int8_t)(uint8_t)v : v;
-        deq[v] = (double)((float)(q - d->xz) * d->xs);
-    }
     const float lo_q = (float)((d->y_signed ? -128 : 0) - d->yz);
     const float hi_q = (float)((d->y_signed ? 127 : 255) - d->yz);
-    const double eps = (double)d->eps;
-    const float* restrict g = t->gamma;
-    const float* restrict bt = t->beta;
+    const double xs = (double)d->xs, eps = (double)d->eps;
     for (int64_t r = lo; r < hi; ++r) {
-        const uint8_t* restrict xr = (const uint8_t*)t->x + r * n;   /* codes as bytes */
-        double s = 0.0;
-        for (int64_t j = 0; j < n; ++j) s += deq[xr[j]];
-        const double mean = s / (double)n;
-        double ss = 0.0;
-        for (int64_t j = 0; j < n; ++j) {
-            const double c = deq[xr[j]] - mean;
-            ss += c * c;
-        }
-        const double rstd = 1.0 / sqrt(ss / (double)n + eps);
-        if (d->y_signed) {
-            int8_t* restrict out = (int8_t*)t->y + r * n;
-            for (int64_t j = 0; j < n; ++j) {
-                const float f = (float)((deq[xr[j]] - mean) * rstd * (double)g[j]
-                                        + (double)bt[j]);
-                float v = f / d->ys;
-                v = v > lo_q ? v : lo_q;          /* NaN: lo_q (maxps) */
-                v = v < hi_q ? v : hi_q;
-                out[j] = (int8_t)((int32_t)qr_rint(v) + d->yz);
-            }
-        } else {
-            uint8_t* restrict out = (uint8_t*)t->y + r * n;
-            for (int64_t j = 0; j < n; ++j) {
-                const float f = (float)((deq[xr[j]] - mean) * rstd * (double)g[j]
-                                        + (double)bt[j]);
-                float v = f / d->ys;
-                v = v > lo_q ? v : lo_q;
-                v = v < hi_q ? v : hi_q;
-                out[j] = (uint8_t)((int32_t)qr_rint(v) + d->yz);
-            }
-        }
+        int64_t s1, s2;
+        if (d->x_signed)
+            qln_sums_int8_t((const int8_t*)t->x + r * n, n, d->xz, &s1, &s2);
+        else
+            qln_sums_uint8_t((const uint8_t*)t->x + r * n, n, d->xz, &s1, &s2);
+        const double mc = (double)s1 / (double)n;
+        const double vc = (double)(n * s2 - s1 * s1) / ((double)n * (double)n);
+        const double k = xs / sqrt(xs * xs * vc + eps);
+        const double off = (double)d->xz + mc;
+        void* out = d->y_signed ? (void*)((int8_t*)t->y + r * n)
+                                : (void*)((uint8_t*)t->y + r * n);
+        if (d->x_signed && d->y_signed)
+            qln_out_int8_t_int8_t((const int8_t*)t->x + r * n, n, off, k, t->gamma, t->beta,
+                                  d->ys, lo_q, hi_q, d->yz, (int8_t*)out);
+        else if (d->x_signed)
+            qln_out_int8_t_uint8_t((const int8_t*)t->x + r * n, n, off, k, t->gamma, t->beta,
+                                   d->ys, lo_q, hi_q, d->yz, (uint8_t*)out);
+        else if (d->y_signed)
+            qln_out_uint8_t_int8_t((const uint8_t*)t->x + r * n, n, off, k, t->gamma, t->beta,
+                                   d->ys, lo_q, hi_q, d->yz, (int8_t*)out);
+        else
+            qln_out_uint8_t_uint8_t((const uint8_t*)t->x + r * n, n, off, k, t->gamma,
+                                    t->beta, d->ys, lo_q, hi_q, d->yz, (uint8_t*)out);
     }
 }
 
