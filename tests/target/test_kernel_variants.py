@@ -549,6 +549,26 @@ def _silu_pad() -> Case:
     return {"x": x.shape}, body, [x], ref, 1e-5, "kernels", {"gemm": False}
 
 
+def _int8_rows() -> Case:
+    """int8 row kernels (the qrows family): quantize a float tensor, QLinearSoftmax over
+    rows of 37, dequantize; exact against the dialect's reference."""
+    from plait.dialects.qnn import reference as R
+
+    x = _rand(11, 37) * 3
+    f = np.float32
+    sx, zx = np.asarray(0.05, f), np.asarray(128, np.uint8)
+    sy, zy = np.asarray(1 / 256, f), np.asarray(0, np.uint8)
+
+    def body(bb: Any, p: Any) -> Any:
+        qx = emit(bb, "qnn.quantize", p[0], const(sx), const(zx))
+        y = emit(bb, "qnn.softmax", qx, const(sx), const(zx), const(sy), const(zy), axis=-1)
+        return emit(bb, "qnn.dequantize", y, const(sy), const(zy))
+
+    qx = R.quantize(x, sx, zx, out_dtype="uint8")
+    ref = R.dequantize(R.softmax(qx, sx, zx, sy, zy, axis=-1), sy, zy)
+    return {"x": x.shape}, body, [x], ref, 0.0, "qrows", {}
+
+
 CASES: dict[str, Callable[[], Case]] = {
     "matmul batched, K in two blocks": _matmul,
     "int8 matmul, per-column zero points and requantization": _int8_product,
@@ -556,6 +576,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "int8 conv 3x3 stride 2, per-channel zero points": _int8_conv(1),
     "int8 depthwise conv 3x3 stride 2": _int8_conv(6),
     "int8 quantize, add, mul, dequantize": _int8_elementwise,
+    "int8 softmax over rows of 37": _int8_rows,
     "linear + bias + residual + relu, K 13": _linear,
     "gemv 3 rows + bias + residual, weights (N, K)": _gemv,
     "conv 5 -> 7 channels, stride 2, padding": _conv(

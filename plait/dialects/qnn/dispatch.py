@@ -33,6 +33,9 @@ generation reads them (:mod:`plait.ir.deferred`: each original goes once packed)
   computed, or constants per channel; ``plait_quantize``/``plait_dequantize``),
   ``qnn.dynamic_quantize`` (``plait_dynamic_quantize``: the tuple of three).
   Anything else (other broadcasts, blocked parameters) stays for ``qnn.Legalize``.
+* with the products (the first rewrite): ``qnn.softmax`` and ``qnn.layer_norm`` on the
+  row kernels (:mod:`.dispatch_rows`), and chains of 8-bit elementwise steps as one
+  256-entry table (:mod:`.dispatch_tables`).
 
 Every rewrite computes exactly what :mod:`.reference` computes (the kernels' sums are
 exact modulo 2^32, their float output stage rounds once per operation).
@@ -160,6 +163,8 @@ class _Plan:
             self.has_bias32 = True
             self.state = "q"
             return True
+        if self.state == "q" and _is(value, "qnn.add") and value.ty == src.ty:
+            return self.fold_add(value, src)
         if self.state == "acc" and _is(value, "cast") and _dtype(value) == "float32":
             o.dtype = "float32"
             o.scale = Constant(np.ones(1, F32))
@@ -208,6 +213,50 @@ class _Plan:
             o.relu = True
             return True
         return False
+
+    def fold_add(self, value: Call, src: Expr) -> bool:
+        """A QLinearAdd of the 8-bit result and a constant per column (the reference's
+        arithmetic, :func:`.reference.add`) into the output stage; False when it is
+        not one."""
+        from . import reference as R
+
+        o = self.out
+        if o.add_kind:
+            return False
+        a, sa, za, b, sb, zb, sc, zc = value.args
+        mine_a = a is src
+        other = b if mine_a else a
+        if (b is src) == mine_a or _dtype(other) != o.dtype or _dtype(value) != o.dtype:
+            return False
+        params = [_data(e) for e in (sa, za, sb, zb, sc, zc)]
+        d = _data(other)
+        if d is None or any(p is None or p.size != 1 for p in params):
+            return False
+        vec = self.column_vector(d)
+        sha, shb = _shape(a), _shape(b)
+        if vec is None or sha is None or shb is None:
+            return False
+        psa, pza, psb, pzb, psc, pzc = (p.reshape(()) for p in params)  # type: ignore[union-attr]
+        with np.errstate(all="ignore"):
+            ra, rb = F32(F32(psa) / F32(psc)), F32(F32(psb) / F32(psc))
+            fixed = F32(F32(int(pzc)) - R.fma_f32(ra, F32(int(pza)), F32(rb * F32(int(pzb)))))
+        if not all(np.isfinite(v) for v in (ra, rb, fixed)):
+            return False
+        a_inner = R.broadcast_case(sha, shb) == "a"    # the operand folded first
+        r_mine, r_other = (ra, rb) if mine_a else (rb, ra)
+        cf = vec.astype(F32)
+        if mine_a == a_inner:      # the result folded first: fma(c, r2, fma(q, r, fixed))
+            o.add_kind, c, o.add_r2, o.add_fixed = 2, cf, float(r_other), float(fixed)
+        else:                      # the constant folded first: fma(q, r, fma(c, r2, fixed))
+            with np.errstate(all="ignore"):
+                c = R.fma_f32(cf, r_other, fixed).astype(F32)
+            if not np.all(np.isfinite(c)):
+                return False
+            o.add_kind = 1
+        o.add_r = float(r_mine)
+        o.add_cols = not _scalar_like(d.shape) and bool(np.any(c != c.reshape(-1)[0]))
+        o.add_c = Constant(np.ascontiguousarray(c if o.add_cols else c.reshape(-1)[:1], F32))
+        return True
 
     def finish(self, out_shape: tuple[int, ...]) -> Any:
         if self.state == "cast":
@@ -301,7 +350,10 @@ def _plan_conv2d(call: Call) -> _Plan | None:
 def _step(y: Pattern) -> Pattern:
     """One step of the output stage on the running result ``y`` (read by nothing else)."""
     y = y.single_use()
+    w = wildcard
     return (is_op("add")(y, wildcard()).commutative()
+            | is_op("qnn.add")(y, w(), w(), w(), w(), w(), w(), w())
+            | is_op("qnn.add")(w(), w(), w(), y, w(), w(), w(), w())
             | is_op("qnn.requantize")(y, wildcard(), wildcard(), wildcard(), wildcard())
             | is_op("cast")(y) | is_op("multiply")(y, wildcard()).commutative()
             | is_op("qnn.dequantize")(y, wildcard(), wildcard()) | is_op("relu")(y))
@@ -483,8 +535,11 @@ def dispatch_int8(mod: IRModule, skip: Any = None) -> IRModule:
 
 @module_pass(name="qnn.DispatchInt8", phases=("optimization",))
 class DispatchInt8:
-    """Send qnn.matmul/qnn.conv2d with their bias, requantization or float output to
-    the c target's int8 kernels (weights packed at compile time)."""
+    """Send qnn products, softmax, layer norm and 8-bit chains to the c int8 kernels.
+
+    Products take their bias, requantization or float output (weights packed at
+    compile time); see the module docstring, :mod:`.dispatch_rows` and
+    :mod:`.dispatch_tables`."""
 
     def __init__(self, *, codegens: Sequence[str] | None = None) -> None:
         super().__init__(codegens=codegens)  # type: ignore[call-arg]

@@ -98,6 +98,26 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
 
         out.append(Chain(f"matmul_q_{i}", [a], build_q, want_q))
 
+        # then a QLinearAdd of a constant per column (QOperator's bias add), the
+        # result as either operand; i == 2 adds a scalar
+        cvec = q(dt_out, (1,) if i == 2 else (n,))
+        pa = (F32(so), zo, cvec, F32(rng.uniform(0.05, 0.2)), np.asarray(zo), F32(0.3),
+              np.asarray(R.qrange(dt_out)[i % 2], dt_out))
+
+        def build_qa(bb: BlockBuilder, xs: list[Var], build_q=build_q, pa=pa,
+                     first=i % 2 == 0) -> Any:
+            y = build_q(bb, xs)
+            args = (y, *pa[:2], *pa[2:5]) if first else (pa[2], *pa[3:5], y, *pa[:2])
+            return _emit(bb, "qnn.add", *args, *pa[5:])
+
+        def want_qa(f: list[np.ndarray], want_q=want_q, pa=pa, first=i % 2 == 0
+                    ) -> np.ndarray:
+            y = want_q(f)
+            args = (y, *pa[:2], *pa[2:5]) if first else (pa[2], *pa[3:5], y, *pa[:2])
+            return R.add(*args, *pa[5:])
+
+        out.append(Chain(f"matmul_q_add_{i}", [a], build_qa, want_qa))
+
         def build_i(bb: BlockBuilder, xs: list[Var], b=b, za=za, zb=zb) -> Any:
             return _emit(bb, "qnn.matmul", xs[0], b, za, zb)
 
@@ -379,6 +399,7 @@ def test_every_product_reaches_the_int8_kernels(built: tuple[list[Chain], Any]) 
     assert text.count("plait_qdw_") >= 2
     assert "qnn.add" not in text and "qnn.quantize" not in text and "qnn.mul" not in text
     assert text.count("plait_qadd_") >= 5
+    assert text.count("add_kind = 1") >= 1 and text.count("add_kind = 2") >= 1
     assert "qnn.dynamic_quantize" not in text
 
 

@@ -282,7 +282,10 @@ def centered_depthwise_constant(w: np.ndarray, zw: np.ndarray) -> Constant:
 class QOut:
     """The output stage of a call: ``dtype`` (int32, uint8, int8, float32), the int32
     ``bias`` per column, the ``scale`` (a multiplier, per column when it has ``N``
-    values), the output zero point ``zo``, the float ``fbias`` per column, ``relu``."""
+    values), the output zero point ``zo``, the float ``fbias`` per column, ``relu``;
+    for an 8-bit output, a QLinearAdd of a constant per column after it: ``add_kind``
+    (0: none, 1 or 2 as ``plait_q_out``'s), the float32 ``add_c`` (one value, or per
+    column with ``add_cols``), ``add_r``, ``add_r2``, ``add_fixed``."""
 
     dtype: str = "int32"
     bias: Expr | None = None
@@ -291,6 +294,12 @@ class QOut:
     zo: int = 0
     fbias: Expr | None = None
     relu: bool = False
+    add_kind: int = 0
+    add_c: Expr | None = None
+    add_cols: bool = False
+    add_r: float = 0.0
+    add_r2: float = 0.0
+    add_fixed: float = 0.0
 
 
 Wrapper = tuple[str, str, CFunction, list[Expr]]
@@ -322,6 +331,11 @@ class _Operands:
         if o.fbias is not None:
             fields.append(("fbias", self.add("fbias", o.fbias)))
         fields += [("zo", int(o.zo)), ("relu", int(o.relu))]
+        if o.add_kind:
+            assert o.add_c is not None
+            fields += [("add_kind", int(o.add_kind)), ("add_c", self.add("addc", o.add_c)),
+                       ("add_cols", int(o.add_cols)), ("add_r", float(o.add_r)),
+                       ("add_r2", float(o.add_r2)), ("add_fixed", float(o.add_fixed))]
         return Struct(tuple(fields))
 
     def finish(self, kind: str, entry: str, args: tuple[Any, ...], desc_type: str | None,

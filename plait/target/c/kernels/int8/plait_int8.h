@@ -30,7 +30,14 @@ enum { PLAIT_Q_OUT_I32 = 0, PLAIT_Q_OUT_U8 = 1, PLAIT_Q_OUT_S8 = 2, PLAIT_Q_OUT_
  *  U8/S8: saturate(round_half_even(clamp(float(v + bias[n]) * scale[n], lo - zo,
  *         hi - zo)) + zo) (the requantization of the reference);
  *  F32: relu?(float(v + bias[n]) * scale[n] + fbias[n]), two roundings (no FMA).
- * bias and fbias may be NULL; scale is one value unless scale_cols. */
+ * bias and fbias may be NULL; scale is one value unless scale_cols.
+ * U8/S8 then, with add_kind != 0, a QLinearAdd of the 8-bit result q with a constant
+ * per column (add_c one value, or one per column with add_cols), as MLAS computes it
+ * (the output zero point is in add_fixed):
+ *  add_kind 1 (q not folded first): v = fma(q, add_r, add_c[n]);
+ *  add_kind 2 (q folded first):     v = fma(add_c[n], add_r2, fma(q, add_r, add_fixed));
+ * rounded half to even (cvtps2dq: NaN and out-of-range values give INT_MIN) and
+ * saturated. */
 typedef struct {
     int kind;
     const int32_t* bias;
@@ -39,6 +46,10 @@ typedef struct {
     int32_t zo;
     const float* fbias;
     int relu;
+    int add_kind;
+    const float* add_c;
+    int add_cols;
+    float add_r, add_r2, add_fixed;
 } plait_q_out;
 
 typedef struct {

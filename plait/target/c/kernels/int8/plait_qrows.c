@@ -5,8 +5,8 @@
  * one); rows are spread over the threads.  Float arithmetic is one rounding per
  * operation (no contraction).
  *
- * plait_qsoftmax computes exactly what the qnn reference computes (its exponent table
- * is given, its row sums are float32 sums in order); plait_qlayer_norm takes the
+ * plait_qsoftmax computes exactly what onnxruntime's portable QLinearSoftmax computes
+ * (its exponent table is given, its row sums are float32 sums in order); plait_qlayer_norm takes the
  * statistics of a row from exact integer sums and normalizes in double, so its float
  * result is the float32 rounding of the exact normalization of the dequantized row
  * (the reference's float32 arithmetic may differ in the last bit, which moves an

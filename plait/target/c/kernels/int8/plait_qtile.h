@@ -190,6 +190,25 @@ static inline float q_round(float f) {
     return f >= 0.0f ? (f + magic) - magic : (f - magic) + magic;
 }
 
+/* The QLinearAdd of an output stage (plait_q_out's add_kind): q[j] (codes of column
+ * n0 + j, or all of column n0) becomes the code of v = fma(q, r, c[n]) (kind 1) or
+ * fma(c[n], r2, fma(q, r, fixed)) (kind 2), rounded as cvtps2dq and saturated. */
+static inline void q_store_add(const plait_q_out* o, int32_t* restrict q, int64_t cnt,
+                               int64_t n0, int by_col, int32_t lo, int32_t hi) {
+    const float* restrict ac = o->add_c + (o->add_cols ? n0 : 0);
+    const int cstep = by_col && o->add_cols;
+    const float r = o->add_r, r2 = o->add_r2, fixed = o->add_fixed;
+    const float flo = (float)lo, fhi = (float)hi, big = 2147483648.0f;
+    for (int64_t j = 0; j < cnt; ++j) {
+        const float c = ac[cstep ? j : 0], x = (float)q[j];
+        const float v = o->add_kind == 1 ? fmaf(x, r, c) : fmaf(c, r2, fmaf(x, r, fixed));
+        float t = v > flo ? v : flo;
+        t = t < fhi ? t : fhi;
+        t = fabsf(v) < big ? t : flo;
+        q[j] = (int32_t)q_round(t);
+    }
+}
+
 /* The output stage of count accumulators v (int32 sums, modulo 2^32) into c from
  * element idx0 on, contiguous.  by_col: v[j] is column n0 + j (a row of a product);
  * else every v[j] is column n0 (a column of a convolution's output, a depthwise row).
@@ -244,6 +263,7 @@ q_store(const plait_q_out* o, const uint32_t* restrict v, int64_t count, int64_t
             int32_t r = (int32_t)q_round(x) + zo;
             q[j] = r < lo ? lo : (r > hi ? hi : r);
         }
+        if (o->add_kind) q_store_add(o, q, cnt, n0 + j0, by_col, lo, hi);
         if (u) {
             uint8_t* restrict dst = (uint8_t*)c + idx0 + j0;
             for (int64_t j = 0; j < cnt; ++j) dst[j] = (uint8_t)q[j];

@@ -45,8 +45,9 @@ def _rows(shape: tuple[int, ...]) -> tuple[int, int]:
 @dataclass
 class QSoftmaxCall:
     """``plait_qsoftmax`` on the 8-bit ``x`` (rows along its last axis) with the 256
-    float32 entries of ``table`` (:func:`plait.dialects.qnn.reference.softmax_exp_table`'s
-    layout), ``ys = floor(1 / y_scale)`` and the output zero point ``yz``."""
+    float32 entries of ``table`` (entry 255 the row's maximum code; an int8 code's
+    entry stored at its bit pattern plus 128), ``ys = floor(1 / y_scale)`` and the
+    output zero point ``yz``."""
 
     x: Expr
     table: np.ndarray
