@@ -215,26 +215,29 @@ class _Plan:
         return False
 
     def fold_add(self, value: Call, src: Expr) -> bool:
-        """A QLinearAdd of the 8-bit result and a constant per column (the reference's
-        arithmetic, :func:`.reference.add`) into the output stage; False when it is
-        not one."""
+        """A QLinearAdd of the 8-bit result and a constant per column, then one of an
+        8-bit tensor of the output's shape (a residual), into the output stage (the
+        reference's arithmetic, :func:`.reference.add`); False when it is neither."""
         from . import reference as R
 
         o = self.out
-        if o.add_kind:
-            return False
         a, sa, za, b, sb, zb, sc, zc = value.args
         mine_a = a is src
         other = b if mine_a else a
         if (b is src) == mine_a or _dtype(other) != o.dtype or _dtype(value) != o.dtype:
             return False
         params = [_data(e) for e in (sa, za, sb, zb, sc, zc)]
-        d = _data(other)
-        if d is None or any(p is None or p.size != 1 for p in params):
+        if any(p is None or p.size != 1 for p in params):
             return False
-        vec = self.column_vector(d)
+        d = _data(other)
+        tensor = d is None and other.ty == src.ty and not o.add2_kind
+        if d is None and not tensor:
+            return False
+        if d is not None and (o.add_kind or o.add2_kind):
+            return False
+        vec = None if d is None else self.column_vector(d)
         sha, shb = _shape(a), _shape(b)
-        if vec is None or sha is None or shb is None:
+        if (vec is None and not tensor) or sha is None or shb is None:
             return False
         psa, pza, psb, pzb, psc, pzc = (p.reshape(()) for p in params)  # type: ignore[union-attr]
         with np.errstate(all="ignore"):
@@ -244,6 +247,12 @@ class _Plan:
             return False
         a_inner = R.broadcast_case(sha, shb) == "a"    # the operand folded first
         r_mine, r_other = (ra, rb) if mine_a else (rb, ra)
+        if tensor:   # a residual: the other operand read at the output's elements
+            o.add2_kind = 2 if mine_a == a_inner else 1
+            o.add2_t, o.add2_r, o.add2_rt = other, float(r_mine), float(r_other)
+            o.add2_fixed = float(fixed)
+            return True
+        assert vec is not None
         cf = vec.astype(F32)
         if mine_a == a_inner:      # the result folded first: fma(c, r2, fma(q, r, fixed))
             o.add_kind, c, o.add_r2, o.add_fixed = 2, cf, float(r_other), float(fixed)

@@ -118,6 +118,25 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
 
         out.append(Chain(f"matmul_q_add_{i}", [a], build_qa, want_qa))
 
+        # and a residual after it: a QLinearAdd with a tensor of the output's shape
+        res = q(dt_out, bdims + (m, n))
+        pr = (F32(0.3), np.asarray(pa[6]), F32(0.2), np.asarray(pa[6]), F32(0.4),
+              np.asarray(R.qrange(dt_out)[0] + 7, dt_out))
+
+        def build_res(bb: BlockBuilder, xs: list[Var], build_qa=build_qa, pr=pr,
+                      first=i % 3 == 0) -> Any:
+            y = build_qa(bb, xs[:1])
+            args = (y, *pr[:2], xs[1], *pr[2:4]) if first else (xs[1], *pr[:2], y, *pr[2:4])
+            return _emit(bb, "qnn.add", *args, *pr[4:])
+
+        def want_res(f: list[np.ndarray], want_qa=want_qa, pr=pr, first=i % 3 == 0
+                     ) -> np.ndarray:
+            y = want_qa(f[:1])
+            args = (y, *pr[:2], f[1], *pr[2:4]) if first else (f[1], *pr[:2], y, *pr[2:4])
+            return R.add(*args, *pr[4:])
+
+        out.append(Chain(f"matmul_q_add_residual_{i}", [a, res], build_res, want_res))
+
         def build_i(bb: BlockBuilder, xs: list[Var], b=b, za=za, zb=zb) -> Any:
             return _emit(bb, "qnn.matmul", xs[0], b, za, zb)
 
@@ -231,6 +250,29 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
             return R.requantize_op(acc + bias, si, np.int32(0), so, zo, axis=1)
 
         out.append(Chain(f"conv_q_{i}", [x], build_c, want_c))
+
+        if i in (0, 3, 4):
+            # a residual QLinearAdd on the convolution's output (NCHW rows)
+            oshape = R.conv2d(x, w, zx, zw, **attrs).shape
+            res = q("uint8", oshape)
+            pr = (F32(so), np.asarray(zo), F32(0.07), np.asarray(100, np.uint8), F32(0.09),
+                  np.asarray(3, np.uint8))
+
+            def build_cr(bb: BlockBuilder, xs: list[Var], build_c=build_c, pr=pr,
+                         first=i != 3) -> Any:
+                y = build_c(bb, xs[:1])
+                args = (y, *pr[:2], xs[1], *pr[2:4]) if first else (xs[1], *pr[2:4], y,
+                                                                      *pr[:2])
+                return _emit(bb, "qnn.add", *args, *pr[4:])
+
+            def want_cr(f: list[np.ndarray], want_c=want_c, pr=pr, first=i != 3
+                        ) -> np.ndarray:
+                y = want_c(f[:1])
+                args = (y, *pr[:2], f[1], *pr[2:4]) if first else (f[1], *pr[2:4], y,
+                                                                    *pr[:2])
+                return R.add(*args, *pr[4:])
+
+            out.append(Chain(f"conv_q_residual_{i}", [x, res], build_cr, want_cr))
 
         def build_ci(bb: BlockBuilder, xs: list[Var], w=w, zx=zx, zw=zw, attrs=attrs) -> Any:
             return _emit(bb, "qnn.conv2d", xs[0], w, zx, zw, **attrs)
@@ -399,7 +441,8 @@ def test_every_product_reaches_the_int8_kernels(built: tuple[list[Chain], Any]) 
     assert text.count("plait_qdw_") >= 2
     assert "qnn.add" not in text and "qnn.quantize" not in text and "qnn.mul" not in text
     assert text.count("plait_qadd_") >= 5
-    assert text.count("add_kind = 1") >= 1 and text.count("add_kind = 2") >= 1
+    assert text.count(".add_kind = 1") >= 1 and text.count(".add_kind = 2") >= 1
+    assert text.count(".add2_kind = 1") >= 1 and text.count(".add2_kind = 2") >= 1
     assert "qnn.dynamic_quantize" not in text
 
 

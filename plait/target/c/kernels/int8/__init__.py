@@ -285,7 +285,9 @@ class QOut:
     values), the output zero point ``zo``, the float ``fbias`` per column, ``relu``;
     for an 8-bit output, a QLinearAdd of a constant per column after it: ``add_kind``
     (0: none, 1 or 2 as ``plait_q_out``'s), the float32 ``add_c`` (one value, or per
-    column with ``add_cols``), ``add_r``, ``add_r2``, ``add_fixed``."""
+    column with ``add_cols``), ``add_r``, ``add_r2``, ``add_fixed``; then a QLinearAdd
+    of an 8-bit tensor of the output's shape, ``add2_kind`` (0: none, 1 or 2),
+    ``add2_t``, ``add2_r``, ``add2_rt``, ``add2_fixed``."""
 
     dtype: str = "int32"
     bias: Expr | None = None
@@ -300,6 +302,11 @@ class QOut:
     add_r: float = 0.0
     add_r2: float = 0.0
     add_fixed: float = 0.0
+    add2_kind: int = 0
+    add2_t: Expr | None = None
+    add2_r: float = 0.0
+    add2_rt: float = 0.0
+    add2_fixed: float = 0.0
 
 
 Wrapper = tuple[str, str, CFunction, list[Expr]]
@@ -336,6 +343,11 @@ class _Operands:
             fields += [("add_kind", int(o.add_kind)), ("add_c", self.add("addc", o.add_c)),
                        ("add_cols", int(o.add_cols)), ("add_r", float(o.add_r)),
                        ("add_r2", float(o.add_r2)), ("add_fixed", float(o.add_fixed))]
+        if o.add2_kind:
+            assert o.add2_t is not None
+            fields += [("add2_kind", int(o.add2_kind)), ("add2_t", self.add("addt", o.add2_t)),
+                       ("add2_r", float(o.add2_r)), ("add2_rt", float(o.add2_rt)),
+                       ("add2_fixed", float(o.add2_fixed))]
         return Struct(tuple(fields))
 
     def finish(self, kind: str, entry: str, args: tuple[Any, ...], desc_type: str | None,

@@ -209,6 +209,27 @@ static inline void q_store_add(const plait_q_out* o, int32_t* restrict q, int64_
     }
 }
 
+/* The second QLinearAdd of an output stage (plait_q_out's add2_kind): q[j] (the codes
+ * of output elements idx0 + j) with the tensor add2_t at the same elements, as
+ * q_store_add rounds it. */
+static inline void q_store_add_tensor(const plait_q_out* o, int32_t* restrict q,
+                                      int64_t cnt, int64_t idx0, int u, int32_t lo,
+                                      int32_t hi) {
+    const float r = o->add2_r, rt = o->add2_rt, fixed = o->add2_fixed;
+    const float flo = (float)lo, fhi = (float)hi, big = 2147483648.0f;
+    const uint8_t* restrict tu = (const uint8_t*)o->add2_t + idx0;
+    const int8_t* restrict ts = (const int8_t*)o->add2_t + idx0;
+    for (int64_t j = 0; j < cnt; ++j) {
+        const float t = u ? (float)tu[j] : (float)ts[j], x = (float)q[j];
+        const float v = o->add2_kind == 1 ? fmaf(x, r, fmaf(t, rt, fixed))
+                                          : fmaf(t, rt, fmaf(x, r, fixed));
+        float c = v > flo ? v : flo;
+        c = c < fhi ? c : fhi;
+        c = fabsf(v) < big ? c : flo;
+        q[j] = (int32_t)q_round(c);
+    }
+}
+
 /* The output stage of count accumulators v (int32 sums, modulo 2^32) into c from
  * element idx0 on, contiguous.  by_col: v[j] is column n0 + j (a row of a product);
  * else every v[j] is column n0 (a column of a convolution's output, a depthwise row).
@@ -264,6 +285,7 @@ q_store(const plait_q_out* o, const uint32_t* restrict v, int64_t count, int64_t
             q[j] = r < lo ? lo : (r > hi ? hi : r);
         }
         if (o->add_kind) q_store_add(o, q, cnt, n0 + j0, by_col, lo, hi);
+        if (o->add2_kind) q_store_add_tensor(o, q, cnt, idx0 + j0, u, lo, hi);
         if (u) {
             uint8_t* restrict dst = (uint8_t*)c + idx0 + j0;
             for (int64_t j = 0; j < cnt; ++j) dst[j] = (uint8_t)q[j];
