@@ -21,10 +21,12 @@ generation reads them (:mod:`plait.ir.deferred`: each original goes once packed)
   P V, both 8-bit activations) is packed by the call.  QAttention reaches the kernels
   through its projection: its softmax and score products are float ops of the
   importer (onnxruntime computes them in float too).
-* ``qnn.conv2d``: ``groups == 1`` as the transposed product (``plait_qconv2d``:
-  weights broadcast, the padded image packed in panels of 16 pixels x 4 taps),
-  depthwise (one input channel per group) on its own kernel; other grouped
-  convolutions stay for ``qnn.Legalize``.
+* ``qnn.conv2d``: as the transposed product (``plait_qconv2d``: weights broadcast,
+  the padded image packed in panels of 16 pixels x 4 taps), a grouped one group by
+  group in the same call; depthwise (one input channel per group) on its own kernel.
+* after a requantized product, a ``qnn.add`` of a constant per column (QOperator's
+  bias add), then one of an 8-bit tensor of the output's shape (a residual), in the
+  output stage (MLAS's QLinearAdd arithmetic on the 8-bit result).
 * then, one op each, on elementwise kernels of the same family: ``qnn.add`` and
   ``qnn.mul`` (QLinearAdd/QLinearMul: per-tensor constant parameters, operands of the
   output's shape, a scalar or its trailing dimensions; ``plait_qadd``/``plait_qmul``),
@@ -342,13 +344,14 @@ def _plan_conv2d(call: Call) -> _Plan | None:
     padding = expand_padding(a["padding"], 2)
     o, cg, kh, kw = ws
     groups = int(a["groups"])
-    if groups == 1 and cg == xs[1]:
+    depthwise = groups == xs[1] == o and cg == 1
+    if not depthwise and cg * groups == xs[1] and o % groups == 0:
         g = conv_groups(kw, dilation[1])
         desc = (xs[0], xs[1], xs[2], xs[3], o, kh, kw, strides[0], strides[1], dilation[0],
-                dilation[1], padding[0], padding[1], os_[2], os_[3], cg * kh * kw, g)
-        c = QConvCall(x, zx, packed_conv_constants(wd, zwd, g), desc, QOut(), os_)
+                dilation[1], padding[0], padding[1], os_[2], os_[3], cg * kh * kw, g, groups)
+        c = QConvCall(x, zx, packed_conv_constants(wd, zwd, g, groups), desc, QOut(), os_)
         return _Plan(c, o, 1, 4)
-    if groups == xs[1] == o and cg == 1:
+    if depthwise:
         desc = (xs[0], xs[1], xs[2], xs[3], kh, kw, strides[0], strides[1], dilation[0],
                 dilation[1], padding[0], padding[1], os_[2], os_[3])
         d = QDepthwiseCall(x, zx, centered_depthwise_constant(wd, zwd), desc, QOut(), os_)

@@ -228,11 +228,18 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
               {"dilation": (2, 1), "padding": (2, 1, 2, 1)}),
              # 1x1 over contiguous rows; a 2x2 kernel tap by tap, uneven padding
              ("uint8", "int8", (1, 7, 8, 8), 11, (1, 1), {}),
-             ("uint8", "int8", (1, 3, 9, 10), 5, (2, 2), {"padding": (0, 1, 1, 0)})]
+             ("uint8", "int8", (1, 3, 9, 10), 5, (2, 2), {"padding": (0, 1, 1, 0)}),
+             # grouped (not depthwise): RegNet's many channels per group, groups whose
+             # rows start inside a tile, a channel multiplier, 1x1 and tap by tap
+             ("uint8", "int8", (2, 12, 9, 9), 18, (3, 3),
+              {"groups": 3, "strides": (2, 2), "padding": (1, 1, 1, 1)}),
+             ("int8", "int8", (1, 8, 7, 19), 10, (3, 3), {"groups": 2, "padding": (1, 1, 1, 1)}),
+             ("uint8", "int8", (1, 4, 6, 6), 8, (1, 1), {"groups": 4}),
+             ("uint8", "uint8", (1, 6, 8, 7), 9, (2, 2), {"groups": 3, "dilation": (1, 2)})]
     zero_zw = (1, 4, 9)   # symmetric weights: no column sums
     for i, (dx, dw, xs_, cout, (kh, kw), attrs) in enumerate(convs):
         x = q(dx, xs_)
-        w = q(dw, (cout, xs_[1], kh, kw))
+        w = q(dw, (cout, xs_[1] // attrs.get("groups", 1), kh, kw))
         zx = np.asarray(R.qrange(dx)[1 - i % 2], dx)
         zw = q(dw, (cout,)) if i not in zero_zw else np.asarray(0, dw)
         bias = rng.integers(-3000, 3000, (cout, 1, 1)).astype(np.int32)

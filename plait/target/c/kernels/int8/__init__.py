@@ -168,21 +168,26 @@ def conv_groups(kw: int, dilation_w: int) -> int:
     return -(-kw // 4) if kw >= 3 and dilation_w == 1 else 0
 
 
-def _conv_layout(shape: tuple[int, ...], groups: int) -> tuple[int, int, int]:
-    """(taps per kernel row, K' = C * KH * taps, padded rows) of packed weights."""
+def _conv_layout(shape: tuple[int, ...], groups: int, conv_groups: int = 1
+                 ) -> tuple[int, int, int]:
+    """(taps per kernel row, K' = C * KH * taps, padded rows) of packed weights; the
+    weights of a grouped convolution (``conv_groups`` > 1) have :data:`CONV_ROWS` more
+    rows, so a group's tiles may start at any row."""
     o, c, kh, kw = shape
     kwp = 4 * groups if groups else kw
-    return kwp, c * kh * kwp, -(-o // CONV_ROWS) * CONV_ROWS
+    extra = CONV_ROWS if conv_groups > 1 else 0
+    return kwp, c * kh * kwp, -(-o // CONV_ROWS) * CONV_ROWS + extra
 
 
-def pack_conv_rows(w: np.ndarray, zw: np.ndarray, groups: int = 0) -> np.ndarray:
+def pack_conv_rows(w: np.ndarray, zw: np.ndarray, groups: int = 0, conv_groups: int = 1
+                   ) -> np.ndarray:
     """The int8 rows of Kp bytes of ``O x C x KH x KW`` 8-bit weights (uint8 shifted;
     zero-padded, rows to a multiple of :data:`CONV_ROWS`), flat; with ``groups``
     (:func:`conv_groups`) each kernel row padded to ``4 * groups`` taps holding the zero
     point ``zw`` (one or per output channel), which add nothing to the sums."""
     w = _check_8bit(w, "pack_conv_weights")
     o, kw = w.shape[0], w.shape[3]
-    kwp, k, rows = _conv_layout(w.shape, groups)
+    kwp, k, rows = _conv_layout(w.shape, groups, conv_groups)
     packed = np.zeros((rows, -(-k // 4) * 4), np.int8)
     dst = packed[:o, :k].reshape(o, w.shape[1], w.shape[2], kwp)   # (splits K: a view)
     assert np.may_share_memory(dst, packed)
@@ -196,15 +201,16 @@ def pack_conv_rows(w: np.ndarray, zw: np.ndarray, groups: int = 0) -> np.ndarray
 
 
 def unpack_conv_rows(packed: np.ndarray, shape: tuple[int, ...], groups: int,
-                     dtype: Any) -> np.ndarray:
+                     dtype: Any, conv_groups: int = 1) -> np.ndarray:
     """The weights of ``shape`` and ``dtype`` :func:`pack_conv_rows` packed, bit for bit."""
     o, c, kh, kw = shape
-    kwp, k, rows = _conv_layout(shape, groups)
+    kwp, k, rows = _conv_layout(shape, groups, conv_groups)
     rows_view = packed.reshape(rows, -(-k // 4) * 4)[:o, :k].reshape(o, c, kh, kwp)
     return _unshifted(rows_view[..., :kw], np.dtype(dtype))
 
 
-def conv_terms(w: np.ndarray, zw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def conv_terms(w: np.ndarray, zw: np.ndarray, conv_groups: int = 1
+               ) -> tuple[np.ndarray, np.ndarray]:
     """The shifted zero points ``zw'[o]`` and row terms ``rowsum(W'[o]) - K * zw'[o]``
     (int32 modulo 2^32) of ``O x ...`` 8-bit weights, zero-padded to the packed rows.
     The taps :func:`pack_conv_rows` pads with the zero point add ``zw'`` to the row sum
@@ -212,7 +218,7 @@ def conv_terms(w: np.ndarray, zw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     w = _check_8bit(w, "pack_conv_weights")
     o = w.shape[0]
     zp, corr = b_terms(w.reshape(o, -1).T, zw)
-    rows = -(-o // CONV_ROWS) * CONV_ROWS
+    rows = _conv_layout(w.shape, 0, conv_groups)[2]
     zpad = np.zeros(rows, np.int32)
     cpad = np.zeros(rows, np.int32)
     zpad[:o], cpad[:o] = zp[:o], corr[:o]
@@ -230,21 +236,23 @@ def pack_conv_weights(w: np.ndarray, zw: np.ndarray, groups: int = 0
     return (pack_conv_rows(w, zw, groups), *conv_terms(w, zw))
 
 
-def packed_conv_constants(w: np.ndarray, zw: np.ndarray, groups: int = 0
-                          ) -> tuple[Constant, Constant, Constant]:
+def packed_conv_constants(w: np.ndarray, zw: np.ndarray, groups: int = 0,
+                          conv_groups: int = 1) -> tuple[Constant, Constant, Constant]:
     """The constants of :func:`pack_conv_weights`, the rows computed when first read
-    (as :func:`packed_b_constants`'s panels; the kept graph unpacks ``w``)."""
+    (as :func:`packed_b_constants`'s panels; the kept graph unpacks ``w``); a grouped
+    convolution's (``conv_groups`` > 1: ``w`` is ``O x C/groups x KH x KW``) have
+    :data:`CONV_ROWS` more rows."""
     w = _check_8bit(w, "pack_conv_weights")
     shape, dtype = tuple(int(d) for d in w.shape), w.dtype
     zw = np.array(zw)
-    zp, corr = conv_terms(w, zw)
-    kwp, k, rows = _conv_layout(shape, groups)
+    zp, corr = conv_terms(w, zw, conv_groups)
+    kwp, k, rows = _conv_layout(shape, groups, conv_groups)
 
     def make(src: np.ndarray) -> np.ndarray:
-        return pack_conv_rows(src, zw, groups)
+        return pack_conv_rows(src, zw, groups, conv_groups)
 
     def inverse(p: np.ndarray) -> np.ndarray:
-        return unpack_conv_rows(p, shape, groups, dtype)
+        return unpack_conv_rows(p, shape, groups, dtype, conv_groups)
 
     packed = deferred_constant(w, make, (rows * (-(-k // 4) * 4),), np.int8, inverse=inverse)
     return packed, Constant(zp), Constant(corr)
@@ -411,7 +419,7 @@ class QGemmCall:
 
 
 QCONV_FIELDS = ("N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "DH", "DW", "PT", "PL",
-                "OH", "OW", "K", "G")
+                "OH", "OW", "K", "G", "GR")
 """The shape fields of ``plait_qconv_problem``, in order."""
 
 
@@ -419,8 +427,9 @@ QCONV_FIELDS = ("N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "DH", "DW", "PT
 class QConvCall:
     """A call of ``plait_qconv2d``: the NCHW image ``x`` (8-bit) with zero point ``zx``,
     the weights of :func:`packed_conv_constants`, the descriptor ``(N, C, H, W, O, KH, KW,
-    SH, SW, DH, DW, PT, PL, OH, OW, K, G)`` (K = C*KH*KW; G the groups the weights
-    were packed with) and the output stage (column: the channel)."""
+    SH, SW, DH, DW, PT, PL, OH, OW, K, G, GR)`` (K = C/GR*KH*KW; G the tap groups the
+    weights were packed with; GR the convolution's groups) and the output stage
+    (column: the channel)."""
 
     x: Expr
     zx: Expr

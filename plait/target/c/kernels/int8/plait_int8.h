@@ -97,6 +97,11 @@ PLAIT_QGEMM_HIDDEN int plait_qgemm(const plait_qgemm_problem* p);
  * holding zw'[o] (they add nothing), Kp = K' = C*KH*4*G. */
 typedef struct {
     int64_t N, C, H, W, O, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW, K, G;
+    /* GR > 1: a grouped convolution, output channels [g*O/GR, (g+1)*O/GR) reading input
+     * channels [g*C/GR, (g+1)*C/GR); C, O the full counts, K and the weights' rows per
+     * group's channels (the packed rows padded by 12 more so a tile may start anywhere);
+     * 0 or 1: not grouped */
+    int64_t GR;
     const void* x;
     int x_signed;
     const void* zx;

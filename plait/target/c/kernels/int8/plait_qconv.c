@@ -7,6 +7,10 @@
 
 /* ------------------------------------------------------ convolutions, transposed */
 
+/* A grouped convolution (GR > 1) is the same per group: the jobs run over (image,
+ * group, panel block), a group's panels read its channels of the padded image and its
+ * weight rows are its output channels. */
+
 /* out[n][o][p] = out(sum_k (w[o][k] - zw[o]) * (x[n][k][p] - zx)) computed as W' @ X'
  * with the weights broadcast (int8 W': rows of Kp bytes) and the image packed in
  * panels of 16 output pixels x 4 taps (uint8 X'): an output row of a channel is
@@ -57,6 +61,7 @@ typedef struct {
     int64_t img_bytes, wp;   /* bytes of one padded image, its row */
     const int64_t* toff;     /* per group (G > 0) or tap: offset from a window's corner */
     int64_t kp, panels, pblock, jobs;
+    int64_t groups, group_bytes;   /* the convolution's groups, one group's channels' bytes */
     int need_cs;             /* some zw' != 0: the pixels' column sums are needed */
     int64_t next;
     int status;
@@ -64,11 +69,11 @@ typedef struct {
 
 /* The panels [j0, j0 + np) of image bi: X' packed; with need_cs the pixels' column sums
  * into cs */
-static void q_ct_pack(const q_ct_task* t, int64_t bi, int64_t j0, int64_t np,
+static void q_ct_pack(const q_ct_task* t, int64_t bi, int64_t gi, int64_t j0, int64_t np,
                       uint8_t* restrict dst, uint32_t* restrict cs) {
     const plait_qconv_problem* p = t->p;
     const int64_t M = p->OH * p->OW, K = p->K, kp = t->kp, k4 = kp / 4;
-    const uint8_t* img = t->xpad + bi * t->img_bytes;
+    const uint8_t* img = t->xpad + bi * t->img_bytes + gi * t->group_bytes;
     for (int64_t jp = 0; jp < np; ++jp) {
         const int64_t m0 = (j0 + jp) * PLAIT_Q_NR;
         uint8_t* pd = dst + jp * kp * PLAIT_Q_NR;
@@ -150,16 +155,18 @@ static void q_ct_run(void* arg) {
     uint32_t v[Q_TN];
     for (int64_t job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED); job < t->jobs;
          job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED)) {
-        const int64_t bi = job / nblocks, j0 = job % nblocks * t->pblock;
+        const int64_t bg = job / nblocks, j0 = job % nblocks * t->pblock;
+        const int64_t bi = bg / t->groups, gi = bg % t->groups;
+        const int64_t og = p->O / t->groups, o_end = (gi + 1) * og;
         const int64_t np = t->panels - j0 < t->pblock ? t->panels - j0 : t->pblock;
-        q_ct_pack(t, bi, j0, np, xp, cs);
+        q_ct_pack(t, bi, gi, j0, np, xp, cs);
         for (int64_t jp = 0; jp < np; jp += Q_NP) {
             const int64_t nn = np - jp < Q_NP ? np - jp : Q_NP;
             const int64_t p0 = (j0 + jp) * PLAIT_Q_NR;
             const int64_t cnt = M - p0 < nn * PLAIT_Q_NR ? M - p0 : nn * PLAIT_Q_NR;
             const int8_t* bj = (const int8_t*)(xp + jp * panel);
             const uint32_t* csj = cs + jp * PLAIT_Q_NR;
-            for (int64_t o0 = 0; o0 < p->O; o0 += Q_MR) {
+            for (int64_t o0 = gi * og; o0 < o_end; o0 += Q_MR) {
                 const uint8_t* ar = (const uint8_t*)(p->w + o0 * kp);
 #if Q_NP > 1
                 if (nn > 1) q_tile(2, 1, k4, ar, kp, bj, panel, tile);
@@ -167,7 +174,7 @@ static void q_ct_run(void* arg) {
 #else
                 q_tile(1, 1, k4, ar, kp, bj, panel, tile);
 #endif
-                const int64_t mr = p->O - o0 < Q_MR ? p->O - o0 : Q_MR;
+                const int64_t mr = o_end - o0 < Q_MR ? o_end - o0 : Q_MR;
                 for (int64_t r = 0; r < mr; ++r) {
                     const int64_t o = o0 + r;
                     const uint32_t zw = (uint32_t)p->w_zp[o];
@@ -192,7 +199,9 @@ PLAIT_ISA_FN(plait_qconv2d)(const plait_qconv_problem* p) {
     q_ct_task t;
     memset(&t, 0, sizeof t);
     t.p = p;
-    t.kp = p->G ? p->C * p->KH * p->G * 4 : (p->K + 3) / 4 * 4;
+    t.groups = p->GR > 1 ? p->GR : 1;
+    const int64_t cg = p->C / t.groups;   /* the channels a group reads */
+    t.kp = p->G ? cg * p->KH * p->G * 4 : (p->K + 3) / 4 * 4;
     t.panels = (M + PLAIT_Q_NR - 1) / PLAIT_Q_NR;
     for (int64_t o = 0; o < p->O; ++o)
         if (p->w_zp[o]) t.need_cs = 1;
@@ -204,6 +213,7 @@ PLAIT_ISA_FN(plait_qconv2d)(const plait_qconv_problem* p) {
     const int64_t plane = hp * wp;
     t.wp = wp;
     t.img_bytes = p->C * plane;
+    t.group_bytes = cg * plane;
     const int64_t ngroups = t.kp / 4;
     const int64_t noff = p->G ? ngroups : (p->K > 0 ? p->K : 1);
     /* 64 bytes past the end: the 16-byte runs and 4-byte groups of the last pixels */
@@ -232,7 +242,7 @@ PLAIT_ISA_FN(plait_qconv2d)(const plait_qconv_problem* p) {
     }
     if (p->G) {
         int64_t g = 0;
-        for (int64_t ch = 0; ch < p->C; ++ch)
+        for (int64_t ch = 0; ch < cg; ++ch)
             for (int64_t kh = 0; kh < p->KH; ++kh)
                 for (int64_t kw4 = 0; kw4 < p->G; ++kw4, ++g)
                     toff[g] = ch * plane + kh * p->DH * wp + 4 * kw4;
@@ -249,9 +259,10 @@ PLAIT_ISA_FN(plait_qconv2d)(const plait_qconv_problem* p) {
     const int64_t work = p->N * M * p->O * (t.kp > 0 ? t.kp : 1);
     if (work < Q_MIN_PARALLEL) nthreads = 1;
     /* blocks of panels: about 4 jobs per thread, at most 8 panels (128 pixels) */
-    int64_t want = nthreads > 1 ? (t.panels * p->N + 4 * nthreads - 1) / (4 * nthreads) : 8;
+    int64_t want = nthreads > 1 ? (t.panels * p->N * t.groups + 4 * nthreads - 1) /
+                                      (4 * nthreads) : 8;
     t.pblock = want < 1 ? 1 : (want > 8 ? 8 : want);
-    t.jobs = p->N * ((t.panels + t.pblock - 1) / t.pblock);
+    t.jobs = p->N * t.groups * ((t.panels + t.pblock - 1) / t.pblock);
     if (t.jobs < nthreads) nthreads = (int)t.jobs;
     plait_parallel(q_ct_run, &t, nthreads);
     return t.status;
