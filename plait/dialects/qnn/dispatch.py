@@ -29,7 +29,8 @@ generation reads them (:mod:`plait.ir.deferred`: each original goes once packed)
   output stage (MLAS's QLinearAdd arithmetic on the 8-bit result).
 * then, one op each, on elementwise kernels of the same family: ``qnn.add`` and
   ``qnn.mul`` (QLinearAdd/QLinearMul: per-tensor constant parameters, operands of the
-  output's shape, a scalar or its trailing dimensions; ``plait_qadd``/``plait_qmul``),
+  output's shape, a scalar or its trailing dimensions, for ``qnn.mul`` also one value
+  per channel of NCHW; ``plait_qadd``/``plait_qmul``),
   ``qnn.quantize`` and
   ``qnn.dequantize`` (8-bit, the scale and zero point one value each, constant or
   computed, or constants per channel; ``plait_quantize``/``plait_dequantize``),
@@ -417,6 +418,23 @@ def _suffix_of(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
     return full[k:] == out[k:] or int(np.prod(full)) == 1
 
 
+def _channel_inner(as_: tuple[int, ...], bs: tuple[int, ...], out: tuple[int, ...]) -> int:
+    """For a product of an operand of the output's shape and one that broadcasts along
+    the output's trailing dimensions after its own (a per-channel ``(1, C, 1, 1)`` of
+    NCHW): the output elements each of the latter's values covers; else 0."""
+    if as_ == out:
+        other = bs
+    elif bs == out:
+        other = as_
+    else:
+        return 0
+    full = (1,) * (len(out) - len(other)) + tuple(other)
+    last = max((i for i, d in enumerate(full) if d != 1), default=-1)
+    if last < 0 or last == len(out) - 1 or not _suffix_of(full[:last + 1], out[:last + 1]):
+        return 0
+    return int(np.prod(out[last + 1:]))
+
+
 def _plan_add(call: Call) -> Any:
     """``qnn.add`` (QLinearAdd) on ``plait_qadd`` and ``qnn.mul`` (QLinearMul) on
     ``plait_qmul``: per-tensor constant parameters, the operands the output's shape, a
@@ -434,8 +452,11 @@ def _plan_add(call: Call) -> Any:
     params = [_data(e) for e in (sa, za, sb, zb, sc, zc)]
     if any(p is None or p.size != 1 for p in params):
         return None
+    inner = 1
     if not (_suffix_of(as_, os_) and _suffix_of(bs, os_)):
-        return None
+        inner = _channel_inner(as_, bs, os_) if _is(call, "qnn.mul") else 0
+        if not inner:
+            return None
     f = np.float32
     psa, pza, psb, pzb, psc, pzc = (p.reshape(()) for p in params)  # type: ignore[union-attr]
     if _is(call, "qnn.mul"):
@@ -443,7 +464,7 @@ def _plan_add(call: Call) -> Any:
             ratio = f(f(f(psa) * f(psb)) / f(psc))
         if not np.isfinite(ratio):
             return None
-        return QMulCall(a, b, int(pza), int(pzb), int(pzc), float(ratio), os_)
+        return QMulCall(a, b, int(pza), int(pzb), int(pzc), float(ratio), os_, inner)
     with np.errstate(all="ignore"):
         ra, rb = f(f(psa) / f(psc)), f(f(psb) / f(psc))
         fixed = f(f(int(pzc)) - R.fma_f32(ra, f(int(pza)), f(rb * f(int(pzb)))))

@@ -95,3 +95,39 @@ def test_a_single_qnn_step_keeps_its_kernel() -> None:
     text = str(dispatch_int8(Sequential([make_pass("Normalize"),
                                          make_pass("LambdaLift")])(bb.get())))
     assert 'extern("plait_qmul_' in text and 'extern("plait_qlookup' not in text
+
+
+def test_a_per_channel_qlinear_mul_runs_on_its_kernel() -> None:
+    """A squeeze-excite block's QLinearMul of an NCHW tensor by one value per channel
+    (``(1, C, 1, 1)``, either operand) is one ``plait_qmul`` call equal to the
+    reference on every copy this CPU runs."""
+    from plait.target.c import cpu_features, use_isa
+
+    rng = np.random.default_rng(4)
+    for dtype, first in (("uint8", True), ("int8", False)):
+        x = Var("x", TensorType((2, 5, 3, 7), dtype))
+        s = Var("s", TensorType((1, 5, 1, 1), dtype))
+        zs = (np.asarray(3, dtype), np.asarray(100 if dtype == "uint8" else -7, dtype),
+              np.asarray(1, dtype))
+        p = (F32(0.05), zs[0], F32(0.004), zs[1], F32(0.03), zs[2])
+        bb = BlockBuilder()
+        with bb.function("main", [x, s]):
+            with bb.dataflow():
+                ops = (x, _c(p[0]), _c(p[1]), s, _c(p[2]), _c(p[3])) if first else \
+                    (s, _c(p[2]), _c(p[3]), x, _c(p[0]), _c(p[1]))
+                out = bb.emit_output(make_call("qnn.mul", *ops, _c(p[4]), _c(p[5])))
+            bb.emit_func_output(out)
+        mod = bb.get()
+        text = str(dispatch_int8(Sequential([make_pass("Normalize"),
+                                             make_pass("LambdaLift")])(mod)))
+        assert 'extern("plait_qmul_' in text and "qnn.mul" not in text, dtype
+        xv, sv = rand_q(rng, dtype, (2, 5, 3, 7)), rand_q(rng, dtype, (1, 5, 1, 1))
+        args = (xv, *p[:2], sv, *p[2:4]) if first else (sv, *p[2:4], xv, *p[:2])
+        want = R.mul(*args, *p[4:])
+        exe = plait.build(mod, "c")
+        for isa in ("avx512vnni", "avx2", "baseline"):
+            if isa not in cpu_features()["supported"]:
+                continue
+            with use_isa(isa):
+                got = VirtualMachine(exe)["main"](xv, sv)
+            assert_same(np.asarray(got), want, f"per-channel qmul {dtype} on {isa}")

@@ -503,7 +503,9 @@ class QAddCall:
 class QMulCall:
     """A call of ``plait_qmul`` (QLinearMul): 8-bit ``a`` and ``b`` of one dtype, each
     with as many elements as the output or repeating (as :class:`QAddCall`'s), their
-    zero points, the output's ``zc`` and the float32 ``ratio = (sa * sb) / sc``."""
+    zero points, the output's ``zc`` and the float32 ``ratio = (sa * sb) / sc``; with
+    ``rep_inner`` > 1 each value of the repeating operand covers that many consecutive
+    output elements (a per-channel operand of an NCHW output)."""
 
     a: Expr
     b: Expr
@@ -512,11 +514,12 @@ class QMulCall:
     zc: int
     ratio: float
     out_shape: tuple[int, ...]
+    rep_inner: int = 1
 
     def wrapper(self) -> Wrapper:
         return _binary_wrapper("qmul", self.a, self.b, self.out_shape, (
             ("za", int(self.za)), ("zb", int(self.zb)), ("zc", int(self.zc)),
-            ("ratio", float(self.ratio))))
+            ("ratio", float(self.ratio)), ("rep_inner", int(self.rep_inner))))
 
 
 def _binary_wrapper(kind: str, a: Expr, b: Expr, out_shape: tuple[int, ...],

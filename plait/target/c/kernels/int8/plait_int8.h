@@ -144,12 +144,15 @@ PLAIT_QGEMM_HIDDEN int plait_qadd(const plait_qadd_desc* d, const void* a, const
 
 /* QLinearMul (MLAS's SSE2 kernel): float32((a - za) * (b - zb)) * ratio + float32(zc),
  * two roundings, ratio = (sa * sb) / sc (float32, given), then rounded and saturated
- * as plait_qadd; the operands repeat as plait_qadd's. */
+ * as plait_qadd; the operands repeat as plait_qadd's, or, with rep_inner > 1, each
+ * value of the repeating operand covers rep_inner consecutive elements (element i
+ * reads operand[(i / rep_inner) % len]: a per-channel scale of NCHW). */
 typedef struct {
     int64_t n, a_len, b_len;
     int is_signed;
     int32_t za, zb, zc;
     float ratio;
+    int64_t rep_inner;
 } plait_qmul_desc;
 
 PLAIT_QGEMM_HIDDEN int plait_qmul(const plait_qmul_desc* d, const void* a, const void* b,

@@ -147,14 +147,24 @@ static void q_mul_range(void* ctx, int64_t lo, int64_t hi) {
     const void* y = a_runs ? t->b : t->a;
     const int64_t ylen = a_runs ? d->b_len : d->a_len;
     const int32_t zx = a_runs ? d->za : d->zb, zy = a_runs ? d->zb : d->za;
+    const int64_t inner = d->rep_inner > 1 ? d->rep_inner : 1;
     for (int64_t i0 = lo; i0 < hi;) {
-        const int64_t j0 = ylen == 1 ? 0 : i0 % ylen;
-        const int64_t cnt = ylen == 1 || hi - i0 < ylen - j0 ? hi - i0 : ylen - j0;
+        int64_t j0, cnt;
+        int one = ylen == 1;
+        if (inner > 1) {   /* a run of one value of y: to the end of its block */
+            const int64_t blk = i0 / inner, end = (blk + 1) * inner;
+            j0 = blk % ylen;
+            cnt = (end < hi ? end : hi) - i0;
+            one = 1;
+        } else {
+            j0 = ylen == 1 ? 0 : i0 % ylen;
+            cnt = ylen == 1 || hi - i0 < ylen - j0 ? hi - i0 : ylen - j0;
+        }
         if (d->is_signed)
-            q_mul_int8_t((const int8_t*)x + i0, (const int8_t*)y + j0, ylen == 1, zx, zy,
+            q_mul_int8_t((const int8_t*)x + i0, (const int8_t*)y + j0, one, zx, zy,
                          d->ratio, (float)d->zc, -128.0f, 127.0f, (int8_t*)t->c + i0, cnt);
         else
-            q_mul_uint8_t((const uint8_t*)x + i0, (const uint8_t*)y + j0, ylen == 1, zx, zy,
+            q_mul_uint8_t((const uint8_t*)x + i0, (const uint8_t*)y + j0, one, zx, zy,
                           d->ratio, (float)d->zc, 0.0f, 255.0f, (uint8_t*)t->c + i0, cnt);
         i0 += cnt;
     }
