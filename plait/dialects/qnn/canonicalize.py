@@ -43,7 +43,7 @@ from plait.transform.pass_base import function_pass
 from plait.transform.pattern import Match, Pattern, is_const, is_op, wildcard
 from plait.transform.pattern_rewrite import Rule, rewrite_function
 
-from .reference import EIGHT_BIT, qrange
+from .reference import EIGHT_BIT, qrange, quantize
 
 F32 = np.float32
 
@@ -404,6 +404,105 @@ def _layer_norm_rule() -> Rule:
     return Rule("qnn.fold_layer_norm", root, rewrite)
 
 
+def _fill_value(e: Expr, m: Match) -> float | None:
+    """A pad's fill: a scalar constant, or a constant dequantized (through a cast), as
+    a float; else None."""
+    from .reference import dequantize
+
+    d = m.definition(e) if isinstance(e, Var) else e
+    if isinstance(d, Call) and isinstance(d.op, Op) and d.op.name == "cast":
+        return _fill_value(d.args[0], m)
+    if isinstance(d, Constant):
+        return float(d.data.reshape(-1)[0]) if d.data.size == 1 else None
+    if (isinstance(d, Call) and isinstance(d.op, Op) and d.op.name == "qnn.dequantize"
+            and all(isinstance(a, Constant) for a in d.args)):
+        arr = dequantize(*(a.data for a in d.args), **dict(d.attrs))  # type: ignore[union-attr]
+        return float(np.asarray(arr).reshape(-1)[0]) if np.asarray(arr).size == 1 else None
+    return None
+
+
+def _pad_rules() -> list[Rule]:
+    """``quantize(pad(dq(x, s, z)), s, z)`` -> ``pad(x)`` with the fill quantized: inside
+    the image a dequantize-quantize pair with the same parameters cancels, outside it the
+    fill is a constant (exact).  Both forms the ONNX importer gives a Pad: a constant
+    fill, or ``where(pad(ones_like(x)), pad(x), cast(fill))`` when the fill is an input
+    (a QDQ model's MobileNetV2 dequantizes it); then a constant fill equal to a
+    ``qnn.conv2d``'s input zero point on the spatial axes is the convolution's padding
+    (its padding holds the zero point: exact)."""
+    x = dq()
+    plain = is_op("pad")(x)
+    root_plain = _q(plain)
+
+    def quantized_pad(xq: Expr, pad: Call, fill: float, cq: Call) -> Expr | None:
+        _, s, z = _params(cq)
+        a = pad.attrs
+        value = 0.0
+        if a["pad_mode"] == "constant":
+            value = float(quantize(np.asarray(F32(fill)), s, z, out_dtype=z.dtype.name)
+                          .reshape(()))
+        return make_call("pad", xq, pad_width=a["pad_width"], pad_mode=a["pad_mode"],
+                         pad_value=value)
+
+    def same(cx: Call, cq: Call) -> Expr | None:
+        xq, s, z = _params(cx)
+        _, s2, z2 = _params(cq)
+        if not _same_params(s, z, s2, z2) or not _per_tensor(s, z) or not _eight_bit(xq):
+            return None
+        return xq
+
+    def rewrite_plain(m: Match) -> Expr | None:
+        cx, cp, cq = m.call(x), m.call(plain), m.call(root_plain)
+        xq = same(cx, cq)
+        return None if xq is None else quantized_pad(xq, cp, float(cp.attrs["pad_value"]), cq)
+
+    x2 = dq()
+    inside = is_op("pad")(is_op("ones_like")(wildcard()))
+    padded = is_op("pad")(x2)
+    root_where = _q(is_op("where")(inside, padded, wildcard()))
+
+    def rewrite_where(m: Match) -> Expr | None:
+        cx, cq, cw = m.call(x2), m.call(root_where), m.call(root_where).args[0]
+        ci, cp = m.call(inside), m.call(padded)
+        w = m.definition(cw) if isinstance(cw, Var) else cw
+        ones = m.definition(ci.args[0]) if isinstance(ci.args[0], Var) else ci.args[0]
+        if not isinstance(w, Call) or not isinstance(ones, Call):
+            return None
+        src = m.definition(ones.args[0]) if isinstance(ones.args[0], Var) else ones.args[0]
+        if src is not cx or ci.attrs["pad_width"] != cp.attrs["pad_width"]:
+            return None
+        if cp.attrs["pad_mode"] != "constant" or ci.attrs["pad_mode"] != "constant":
+            return None
+        fill = _fill_value(w.args[2], m)
+        xq = same(cx, cq)
+        if fill is None or xq is None:
+            return None
+        return quantized_pad(xq, cp, fill, cq)
+
+    pad = is_op("pad")(wildcard())
+    conv = is_op("qnn.conv2d")(pad, wildcard(), is_const(), wildcard())
+
+    def rewrite_conv(m: Match) -> Expr | None:
+        from plait.runtime.window import expand_padding
+
+        cc, cp = m.call(conv), m.call(pad)
+        a = cp.attrs
+        width = tuple(int(v) for v in a["pad_width"])
+        zx = cc.args[2]
+        assert isinstance(zx, Constant)
+        if a["pad_mode"] != "constant" or len(width) != 8 or any(width[:4]) or min(width) < 0:
+            return None
+        if zx.data.size != 1 or float(a["pad_value"]) != float(zx.data.reshape(())):
+            return None
+        pt, pl, pb, pr = expand_padding(cc.attrs["padding"], 2)
+        padding = (pt + width[4], pl + width[6], pb + width[5], pr + width[7])
+        attrs = {**dict(cc.attrs), "padding": padding}
+        return make_call("qnn.conv2d", cp.args[0], *cc.args[1:], **attrs)
+
+    return [Rule("qnn.quantized_pad", root_plain, rewrite_plain),
+            Rule("qnn.quantized_pad_where", root_where, rewrite_where),
+            Rule("qnn.pad_into_conv", conv, rewrite_conv)]
+
+
 def _leaky_attrs(c: Call) -> dict[str, Any]:
     return {"alpha": c.attrs["alpha"]}
 
@@ -423,6 +522,7 @@ RULES: list[Rule] = [
     _unary_rule("global_avg_pool2d", "qnn.global_avg_pool2d", _global_attrs),
     _concat_rule(),
     _layer_norm_rule(),
+    *_pad_rules(),
     *_move_rules(),
     *_linear_rules()[1:],
     *_matmul_rules()[1:],
