@@ -294,7 +294,12 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
            ("int8", "uint8", (2, 10, 9, 7), {"strides": (1, 2), "padding": (1, 1, 1, 0)}),
            ("uint8", "int8", (1, 6, 8, 8), {"padding": (1, 1, 1, 1)}),
            ("int8", "int8", (1, 3, 9, 300), {"padding": (2, 0, 1, 2), "dilation": (2, 1)}),
-           ("uint8", "uint8", (1, 2, 3, 1030), {"padding": (1, 1, 1, 1)})]
+           ("uint8", "uint8", (1, 2, 3, 1030), {"padding": (1, 1, 1, 1)}),
+           # strided along W (the plane's rows split into column phases): stride 2 as
+           # MobileNet's, stride 3 with a dilation along W
+           ("uint8", "int8", (1, 5, 12, 12), {"strides": (2, 2), "padding": (0, 0, 1, 1)}),
+           ("int8", "int8", (1, 4, 11, 13),
+            {"strides": (2, 3), "padding": (1, 2, 0, 1), "dilation": (1, 2)})]
     for i, (dx, dw, xs_, attrs) in enumerate(dws):
         c = xs_[1]
         x = q(dx, xs_)

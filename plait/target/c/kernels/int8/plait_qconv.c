@@ -287,12 +287,17 @@ typedef struct {
 /* planes [lo, hi) of N * C: each plane copied centered (x - zx, int16) into a padded
  * plane (the padding 0), every output summed over the window in int32, then the output
  * stage.  Stride 1: rows of the padded width at once (one contiguous run per tap, the
- * columns past OW dropped); else row by row. */
+ * columns past OW dropped); else row by row, the plane's rows split into their SW
+ * column phases so each tap is still one contiguous run. */
 static void q_dw_range(void* ctx, int64_t lo, int64_t hi) {
     q_dw_task* t = (q_dw_task*)ctx;
     const plait_qdw_desc* d = t->d;
     const int64_t hp = t->hp, wp = t->wp;
-    int16_t* xc = (int16_t*)plait_scratch(0, (size_t)(hp * wp + 64) / 2 + 1);
+    /* the padded plane, each row split into SW phases of wpp columns (phase p holds
+     * the padded columns p, p + SW, ...), so a strided output row reads one contiguous
+     * run per tap; rows ws = SW * wpp apart (stride 1: wpp = wp, the plain plane) */
+    const int64_t sw = d->SW, wpp = (wp + sw - 1) / sw, ws = sw * wpp;
+    int16_t* xc = (int16_t*)plait_scratch(0, (size_t)(hp * ws + 64) / 2 + 1);
     if (!xc) {
         __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
         return;
@@ -302,19 +307,30 @@ static void q_dw_range(void* ctx, int64_t lo, int64_t hi) {
     for (int64_t plane = lo; plane < hi; ++plane) {
         const int64_t ch = plane % d->C;
         const int32_t* w = t->w + ch * d->KH * d->KW;
-        memset(xc, 0, sizeof(int16_t) * (size_t)(hp * wp));
+        memset(xc, 0, sizeof(int16_t) * (size_t)(hp * ws));
         const int64_t H = d->H, W = d->W;
         const int64_t hn = H < hp - d->PT ? H : hp - d->PT;
         const int64_t wn = W < wp - d->PL ? W : wp - d->PL;
         const int16_t zx = (int16_t)t->zx;
         for (int64_t h = 0; h < hn; ++h) {
-            int16_t* restrict dst = xc + (h + d->PT) * wp + d->PL;
-            if (t->x_signed) {
-                const int8_t* restrict src = (const int8_t*)t->x + (plane * H + h) * W;
-                for (int64_t x = 0; x < wn; ++x) dst[x] = (int16_t)(src[x] - zx);
-            } else {
-                const uint8_t* restrict src = t->x + (plane * H + h) * W;
-                for (int64_t x = 0; x < wn; ++x) dst[x] = (int16_t)(src[x] - zx);
+            int16_t* restrict row = xc + (h + d->PT) * ws;
+            if (sw == 1) {
+                int16_t* restrict dst = row + d->PL;
+                if (t->x_signed) {
+                    const int8_t* restrict src = (const int8_t*)t->x + (plane * H + h) * W;
+                    for (int64_t x = 0; x < wn; ++x) dst[x] = (int16_t)(src[x] - zx);
+                } else {
+                    const uint8_t* restrict src = t->x + (plane * H + h) * W;
+                    for (int64_t x = 0; x < wn; ++x) dst[x] = (int16_t)(src[x] - zx);
+                }
+                continue;
+            }
+            for (int64_t x = 0; x < wn; ++x) {
+                const int64_t c = d->PL + x;
+                const int32_t v = t->x_signed
+                    ? (int32_t)((const int8_t*)t->x)[(plane * H + h) * W + x]
+                    : (int32_t)t->x[(plane * H + h) * W + x];
+                row[(c % sw) * wpp + c / sw] = (int16_t)(v - zx);
             }
         }
         if (wide) {
@@ -327,7 +343,7 @@ static void q_dw_range(void* ctx, int64_t lo, int64_t hi) {
                 for (int64_t kh = 0; kh < d->KH; ++kh)
                     for (int64_t kw = 0; kw < d->KW; ++kw) {
                         const int32_t wv = w[kh * d->KW + kw];
-                        const int16_t* src = xc + (oh0 + kh * d->DH) * wp + kw * d->DW;
+                        const int16_t* src = xc + (oh0 + kh * d->DH) * ws + kw * d->DW;
                         for (int64_t i = 0; i < cnt; ++i)
                             acc[i] += (uint32_t)((int32_t)src[i] * wv);
                     }
@@ -344,11 +360,11 @@ static void q_dw_range(void* ctx, int64_t lo, int64_t hi) {
                 for (int64_t kh = 0; kh < d->KH; ++kh)
                     for (int64_t kw = 0; kw < d->KW; ++kw) {
                         const int32_t wv = w[kh * d->KW + kw];
-                        const int16_t* src = xc + (oh * d->SH + kh * d->DH) * wp +
-                                             ow0 * d->SW + kw * d->DW;
-                        const int64_t sw = d->SW;
+                        const int64_t c0 = kw * d->DW;   /* + (ow0 + j) * SW: phase c0 % SW */
+                        const int16_t* restrict src = xc + (oh * d->SH + kh * d->DH) * ws +
+                                                      (c0 % sw) * wpp + c0 / sw + ow0;
                         for (int64_t j = 0; j < cnt; ++j)
-                            acc[j] += (uint32_t)((int32_t)src[j * sw] * wv);
+                            acc[j] += (uint32_t)((int32_t)src[j] * wv);
                     }
                 q_store(t->out, acc, cnt, ch, 0, t->c, (plane * d->OH + oh) * d->OW + ow0);
             }
