@@ -5,12 +5,14 @@ onnxruntime.
     python benchmarks/conv_layers.py --models resnet50,mobilenetv2 --threads 1 --runs 50
     python benchmarks/conv_layers.py --op matmul --models bert,gpt2
     python benchmarks/conv_layers.py --op pool --models resnet18,resnet50 --threads 1
+    python benchmarks/conv_layers.py --suite broad --models regnet,segformer
 
 The convolutions (``--op matmul``: the MatMul and Gemm nodes with constant weights;
 ``--op pool``: the MaxPool nodes, whose "MMAC" column counts comparisons) of
 each model in the real suite (benchmarks/real_models.py, exported once per machine into
-the cache) are taken from its ONNX graph, their input sizes from one onnxruntime run,
-and deduplicated by (op, input shape, weight shapes, attributes).  Each distinct layer
+the cache; ``--suite broad``: any model of the broad suite, benchmarks/broad_models.py)
+are taken from its ONNX graph, their input sizes from one onnxruntime run, and
+deduplicated by (op, input shape, weight shapes, attributes).  Each distinct layer
 becomes a one-node model (the layer's own weights, bias when it has one),
 timed on plait's ``c`` target and on onnxruntime, each backend in a child process of
 its own that does not import torch, with the same thread count.  Both backends' outputs
@@ -246,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default="resnet18", help=f"comma-separated, of {CONV_MODELS}")
+    p.add_argument("--suite", choices=("real", "broad"), default="real",
+                   help="the real suite's models (default) or the broad suite's")
     p.add_argument("--op", choices=sorted(OPS), default="conv",
                    help="which layers: conv (Conv), matmul (MatMul/Gemm with constant "
                         "weights) or pool (MaxPool)")
@@ -262,13 +266,17 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     from real_models import export_cached
     names = args.models.split(",")
-    known = CONV_MODELS + MATMUL_MODELS
+    if args.suite == "broad":
+        from broad_models import MODELS as BROAD
+        known: tuple[str, ...] = tuple(BROAD)
+    else:
+        known = CONV_MODELS + MATMUL_MODELS
     bad = [n for n in names if n not in known]
     if bad:
         print(f"unknown model {', '.join(bad)}; choose from {', '.join(known)}",
               file=sys.stderr)
         return 2
-    paths = export_cached(names)
+    paths = export_cached(names, suite=args.suite)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     from layout import cpu_name
     print(f"CPU: {cpu_name()}; {args.threads} threads; {args.stat} of {args.runs} calls")

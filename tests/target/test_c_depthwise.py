@@ -93,10 +93,9 @@ def test_a_residual_after_the_relu_stays_an_op() -> None:
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 
-def test_gelu_after_a_depthwise_stays_an_op() -> None:
-    """plait_dwconv.c has no GELU (the products' epilogue has): the call takes the
-    convolution and its bias, the gelu stays a generated kernel, against float64 with
-    math.erf at 1e-4."""
+def test_gelu_after_a_depthwise_is_in_the_call() -> None:
+    """The convolution, its bias and a GELU are one call of plait_dwconv.c (the GELU on
+    vectors after the planes are stored), against float64 with math.erf at 1e-4."""
     import math
 
     x, w, b = _rand(1, 6, 9, 9) * 3, _rand(6, 1, 3, 3), _rand(6)
@@ -107,11 +106,49 @@ def test_gelu_after_a_depthwise_stays_an_op() -> None:
 
     mod = build_graph({"x": x.shape}, body)
     callees = _callees(dispatch_depthwise(mod))
-    assert len(callees) == 2 and callees[0].startswith("plait_dwconv2d_"), callees
-    assert callees[1] == "gelu"
+    assert len(callees) == 1 and callees[0].startswith("plait_dwconv2d_"), callees
     y = _grouped_reference(x, w, 6, padding=(1, 1, 1, 1)) + b.reshape(1, 6, 1, 1)
     ref = 0.5 * y * (1 + np.vectorize(math.erf)(y / math.sqrt(2)))
     got = VirtualMachine(plait.build(mod, "c"))["main"](x)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("other_use", [False, True], ids=["alone", "transpose read twice"])
+def test_gelu_after_the_transpose_back_to_tokens(approximate: str, other_use: bool) -> None:
+    """SegFormer's MLP: tokens to NCHW, a depthwise 3x3 with its bias, flattened and
+    transposed back to tokens, then GELU.  The GELU moves before the transpose into the
+    call (what stays is the call and a permute_dims); where the transposed value has
+    another use it stays after it.  Against float64 (math.erf, numpy's tanh) at 1e-4."""
+    import math
+
+    c, h, w_ = 20, 6, 7
+    t, w, b = _rand(1, h * w_, c) * 3, _rand(c, 1, 3, 3), _rand(c)
+
+    def body(bb: Any, p: Any) -> Any:
+        x = emit(bb, "reshape", emit(bb, "permute_dims", p[0], axes=(0, 2, 1)),
+                 shape=(1, c, h, w_))
+        y = emit(bb, "conv2d", x, const(w), padding=(1, 1, 1, 1), groups=c)
+        y = emit(bb, "add", y, const(b.reshape(c, 1, 1)))
+        y = emit(bb, "permute_dims", emit(bb, "reshape", y, shape=(1, c, h * w_)),
+                 axes=(0, 2, 1))
+        g = emit(bb, "gelu", y, approximate=approximate)
+        return emit(bb, "add", g, y) if other_use else g
+
+    mod = build_graph({"t": t.shape}, body)
+    callees = _callees(dispatch_depthwise(mod))
+    assert any(n.startswith("plait_dwconv2d_") for n in callees), callees
+    assert ("gelu" in callees) == other_use, callees
+    x = t.transpose(0, 2, 1).reshape(1, c, h, w_).astype(np.float64)
+    y = _grouped_reference(x, w, c, padding=(1, 1, 1, 1)) + b.reshape(1, c, 1, 1)
+    y = y.reshape(1, c, h * w_).transpose(0, 2, 1)
+    if approximate == "tanh":
+        ref = 0.5 * y * (1 + np.tanh(math.sqrt(2 / math.pi) * (y + 0.044715 * y ** 3)))
+    else:
+        ref = 0.5 * y * (1 + np.vectorize(math.erf)(y / math.sqrt(2)))
+    if other_use:
+        ref = ref + y
+    got = VirtualMachine(plait.build(mod, "c"))["main"](t)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 

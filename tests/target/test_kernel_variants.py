@@ -18,8 +18,8 @@ Winograd F(2x2) and F(4x4) with odd image sizes, attention
 with odd lengths, head sizes past 32 lanes and a causal mask, grouped and depthwise
 convolutions (plait_dwconv.c: 3x3, 5x5, 7x7, stride 2, dilation, asymmetric padding, a
 channel multiplier, several channels per group, rows of 7 to 75 columns, bias, residual,
-relu, ReLU6 and SiLU, planes on the register tile, channels in the lanes and input rows
-read in place, each case every way; and the generated depthwise kernel), a
+relu, ReLU6, SiLU and GELU (both forms), planes on the register tile, channels in the
+lanes and input rows read in place, each case every way; and the generated depthwise kernel), a
 squeeze-and-excite gate (plait_se_scale), and generated
 elementwise, reduction, layer-norm, GELU (erf and tanh) and SiLU kernels (that they give
 the same bits in every copy: tests/codegen/test_codegen_run.py).  ISAs the CPU lacks
@@ -174,7 +174,9 @@ def _grouped(c: int, hw: tuple[int, int], k: int, strides: tuple[int, int],
              residual: bool = False, native: bool = True,
              family: str = "dwconv", winograd: int | None = None) -> Callable[[], Case]:
     """A grouped convolution (default: depthwise, groups = channels) with bias, an
-    optional residual and an activation (relu, ReLU6 or SiLU), padding k // 2 *
+    optional residual and an activation (relu, ReLU6, SiLU, or GELU: ``gelu`` the erf
+    form, ``gelu_tanh`` the tanh form, against math.erf and numpy's tanh in float64),
+    padding k // 2 *
     dilation unless given: the dwconv family (``plait_dwconv.c``; ``family`` "conv" or
     "winograd" where the channels per group make it a convolution per group, Winograd
     forced to F(``winograd``) when given), or with ``native`` false the generated kernel
@@ -204,12 +206,19 @@ def _grouped(c: int, hw: tuple[int, int], k: int, strides: tuple[int, int],
                 return emit(bb, "relu", y)
             if act == "relu6":
                 return emit(bb, "clip", emit(bb, "clip", y, min=0.0), max=6.0)
+            if act in ("gelu", "gelu_tanh"):
+                return emit(bb, "gelu", y, approximate="tanh" if act == "gelu_tanh" else "none")
             return emit(bb, "multiply", y, emit(bb, "sigmoid", y))
 
         if act == "relu":
             ref = np.maximum(ref, 0)
         elif act == "relu6":
             ref = np.clip(ref, 0, 6)
+        elif act == "gelu":
+            ref = 0.5 * ref * (1 + np.vectorize(math.erf)(ref / math.sqrt(2)))
+        elif act == "gelu_tanh":
+            u = math.sqrt(2 / math.pi) * (ref + 0.044715 * ref ** 3)
+            ref = 0.5 * ref * (1 + np.tanh(u))
         else:
             ref = ref / (1 + np.exp(-ref))
         shapes = {"x": x.shape, "r": r.shape} if residual else {"x": x.shape}
@@ -684,6 +693,10 @@ CASES: dict[str, Callable[[], Case]] = {
     "depthwise 5x5 dilation 2, 5 channels": _grouped(5, (12, 9), 5, (1, 1), (2, 2)),
     "depthwise 5x5 stride 2, SiLU, 35 columns": _grouped(
         6, (17, 35), 5, (2, 2), (1, 1), act="silu"),
+    "depthwise 3x3, residual, GELU, 37 columns": _grouped(
+        7, (9, 37), 3, (1, 1), (1, 1), act="gelu", residual=True),
+    "depthwise 3x3 on 7 x 7, 21 channels, tanh GELU (channels in lanes)": _grouped(
+        21, (7, 7), 3, (1, 1), (1, 1), act="gelu_tanh"),
     "depthwise 7x7, residual and relu, 33 columns": _grouped(
         3, (10, 33), 7, (1, 1), (1, 1), residual=True),
     "depthwise 3x3 with channel multiplier 2, stride (1, 2)": _grouped(

@@ -1,8 +1,9 @@
 """The ``c`` target's grouped and depthwise convolutions: ``c.DispatchDepthwise`` sends
 float32 NCHW ``conv2d`` with ``groups > 1`` (MobileNet's and EfficientNet's depthwise
 convolutions, ConvNeXt's 7x7, ResNeXt's and RegNet's grouped ones, wav2vec2's grouped
-positional convolution) of static shape, with its epilogue, to one of two kernel
-families (:mod:`plait.target.c.kernels`):
+positional convolution), with its epilogue, to one of two kernel families
+(:mod:`plait.target.c.kernels`).  The channels and the window are static; the batch and
+the image may be symbolic (size arguments of the call, the default layout):
 
 * few channels per group (depthwise ones: one), or weights that are not constant:
   ``plait_dwconv.c``.  The kernel reads the input where it lies (each group's planes
@@ -23,10 +24,13 @@ families (:mod:`plait.target.c.kernels`):
 
 The epilogue is :class:`~.gemm.DispatchGemm`'s, planned by the same steps
 (:func:`~.gemm.extend_epilogue`): a per-channel constant ``add`` (the bias), an ``add``
-of a tensor of the output's shape (a residual), a ``relu``, then ``clip`` (ReLU6) or
-``silu`` (``gelu`` too on the product; on ``plait_dwconv.c`` the chain stops before
-it), and views that keep the elements in order, each folded while the intermediate
-result has no other use.  Each call gets a wrapper with its shape as constants; both
+of a tensor of the output's shape (a residual), a ``relu``, then ``clip`` (ReLU6),
+``silu`` or ``gelu`` (either form), and views that keep the elements in order, each
+folded while the intermediate result has no other use.  A ``gelu`` that follows a
+``permute_dims`` of the result (SegFormer's MLP: a depthwise 3x3 between two
+token-major products) is moved before it first (:func:`gelu_before_permute_rule`), so
+the call computes it on vectors rather than a generated kernel on the transposed
+elements.  Each call gets a wrapper with its shape as constants; both
 are recorded in the module's ``c_sources``.  The tuning database may choose either
 family per call (:func:`dwconv_space`).
 
@@ -51,7 +55,7 @@ from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
 from ..kernels.dwconv import dwconv2d_call
-from ..kernels.gemm import ACT_GELU, ACT_GELU_TANH, packed_a_constant, packed_b_constant
+from ..kernels.gemm import packed_a_constant, packed_b_constant
 from ..kernels.registry import record_calls
 from ..kernels.winograd import winograd_constant
 from ..kernels.wrapper import emit_call
@@ -122,8 +126,8 @@ def grouped_default(desc: dict[str, Any], winograd: int | str = "auto") -> str:
 
 def dwconv_space(desc: dict[str, Any], threads: int, product: bool = False,
                  winograd: int | str = "auto") -> SearchSpace | None:
-    """The search space of a grouped convolution of static shape (``desc``: the fields
-    of ``plait_dwconv2d_desc``): ``layout`` (``auto``: the kernel's own rule, which
+    """The search space of a grouped convolution (``desc``: the fields of
+    ``plait_dwconv2d_desc``): ``layout`` (``auto``: the kernel's own rule, which
     depends on the vector width of the ISA copy; ``planes``; ``lanes`` and ``rows``
     where the kernel can take them; with ``product`` (constant weights, more than one
     channel per group) the :data:`PRODUCT_LAYOUTS` of the ``conv`` and ``winograd``
@@ -164,8 +168,9 @@ def _is_grouped(call: Call) -> bool:
 
 def plan_grouped_conv2d(call: Call, chooser: Chooser | None = None,
                         winograd: int | str = "auto") -> ProductPlan | None:
-    """The native call of a grouped float32 NCHW/OIHW ``conv2d`` of static shape (as a
-    plan the epilogue steps extend), or None when no family can take it: a convolution
+    """The native call of a grouped float32 NCHW/OIHW ``conv2d`` with static channels
+    and window (the batch and image may be symbolic; as a plan the epilogue steps
+    extend), or None when no family can take it: a convolution
     per group on the ``conv`` or ``winograd`` family (constant weights, several channels
     per group; kind ``conv2d``) or ``plait_dwconv.c`` (kind ``dwconv2d``), as
     ``chooser``'s point says (a tuning database's, else the default,
@@ -240,6 +245,27 @@ GROUPED_CONV = (is_op("conv2d").has_dtype("float32").has_rank(4).where(_is_group
 epilogue steps (what one call can do is the plan's business, as in c.DispatchGemm)."""
 
 
+_PERMUTED = is_op("permute_dims")(GROUPED_CONV.single_use()).single_use()
+GELU_AFTER_PERMUTE = is_op("gelu")(_PERMUTED)
+"""A ``gelu`` of a ``permute_dims`` of a grouped convolution's result (with its
+epilogue), neither read by anything else: SegFormer's MLP, a depthwise 3x3 between two
+token-major products, whose activation follows the transpose back to tokens."""
+
+
+def gelu_before_permute_rule() -> Rule:
+    """The rule that moves the ``gelu`` of :data:`GELU_AFTER_PERMUTE` before the
+    ``permute_dims`` (an elementwise op commutes with any transpose), where the grouped
+    convolution's call computes it as its epilogue on vectors instead of a generated
+    kernel computing it on the transposed elements one by one."""
+
+    def rewrite(m: Match) -> Expr | None:
+        gelu, perm = m.call(GELU_AFTER_PERMUTE), m.call(_PERMUTED)
+        inner = make_call("gelu", perm.args[0], **gelu.attrs)
+        return make_call("permute_dims", inner, **perm.attrs)
+
+    return Rule("c.gelu_before_permute", GELU_AFTER_PERMUTE, rewrite)
+
+
 def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]],
                    chooser: Chooser | None = None, winograd: int | str = "auto") -> Rule:
     """The rule of :class:`DispatchDepthwise`: :data:`GROUPED_CONV`, planned step by
@@ -257,8 +283,6 @@ def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]],
         if plan is None or not all(extend_epilogue(plan, g.bindings[i].value, src)  # type: ignore[arg-type]
                                    for i, src in zip(members[1:], reads)):
             return None
-        if plan.kind == "dwconv2d" and plan.act in (ACT_GELU, ACT_GELU_TANH):
-            return None   # plait_dwconv.c has no GELU: the chain stops before it
         try:
             name, code, cfn = _wrapper(plan)
         except UnboundSize:
@@ -276,13 +300,15 @@ def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]],
 
 def dispatch_depthwise(mod: IRModule, skip: Any = None, tuning_db: str | None = None,
                        winograd: int | bool | str = "auto") -> IRModule:
-    """``mod`` with grouped float32 NCHW conv2d of static shape (and their epilogues)
-    rewritten into native calls (a convolution per group, or ``plait_dwconv.c``);
-    functions for which ``skip`` is true (default: those of external codegens) are left
-    alone.  The points of the calls: the tuning database ``tuning_db``'s (else
-    ``PLAIT_TUNING_DB``'s), else the defaults; ``winograd`` as ``Target("c")``'s."""
+    """``mod`` with grouped float32 NCHW conv2d (static channels and window; the batch
+    and image may be symbolic) and their epilogues rewritten into native calls (a
+    convolution per group, or ``plait_dwconv.c``); functions for which ``skip`` is true
+    (default: those of external codegens) are left alone.  The points of the calls: the
+    tuning database ``tuning_db``'s (else ``PLAIT_TUNING_DB``'s), else the defaults;
+    ``winograd`` as ``Target("c")``'s."""
     wrappers: dict[str, tuple[str, CFunction]] = {}
     chooser = Chooser(tuning_db)
+    mod = rewrite_module(mod, [gelu_before_permute_rule()], skip=skip)
     out = rewrite_module(mod, [depthwise_rule(wrappers, chooser, winograd_mode(winograd))],
                          skip=skip)
     return chooser.annotate(record_calls(out, wrappers, "plait_dwconv_calls"))
@@ -290,8 +316,11 @@ def dispatch_depthwise(mod: IRModule, skip: Any = None, tuning_db: str | None = 
 
 @module_pass(name="c.DispatchDepthwise", phases=("optimization",))
 class DispatchDepthwise:
-    """Send grouped and depthwise float32 NCHW conv2d of static shape, with bias,
-    residual, relu and clip/SiLU epilogues, to a convolution per group or plait_dwconv.c."""
+    """Send grouped and depthwise float32 NCHW conv2d and their epilogues to native calls.
+
+    The channels and the window are static, the batch and the image may be symbolic;
+    the epilogue is a bias, a residual, a relu and a clip, SiLU or GELU; the call is a
+    convolution per group (``conv``, ``winograd``) or ``plait_dwconv.c``."""
 
     def __init__(self, *, winograd: int | bool | str = "auto", tuning_db: str | None = None,
                  codegens: Sequence[str] | None = None) -> None:

@@ -34,9 +34,9 @@ def dwconv2d_call(x: tuple[Dim, ...], w: tuple[Dim, ...], out: tuple[Dim, ...],
                   max_threads: int = 0) -> NativeCall:
     """The call of ``plait_dwconv2d`` on ``x`` with weights of shape ``w`` (as the
     convolution has them), ``desc`` holding the :data:`DWCONV2D_FIELDS`; the bias per
-    output channel, the activation a clip or SiLU.  ``layout`` (``PLAIT_DW_LAYOUT_*``:
-    0 the kernel's rule) and ``max_threads`` (0: the pool's count) are a tuned point's
-    (:mod:`plait.target.c.tuning`)."""
+    output channel, the activation a clip, SiLU or GELU (either form).  ``layout``
+    (``PLAIT_DW_LAYOUT_*``: 0 the kernel's rule) and ``max_threads`` (0: the pool's
+    count) are a tuned point's (:mod:`plait.target.c.tuning`)."""
     ep = epilogue
     fields = (*((k, desc[k]) for k in DWCONV2D_FIELDS), ("act", ep.act),
               ("act_lo", float(ep.act_lo)), ("act_hi", float(ep.act_hi)),

@@ -16,7 +16,7 @@
  * (unrolled); any other window runs the same tile with its sizes read at run time.
  * The bias starts the accumulators; without a residual, relu and clip run on the
  * accumulators before they are stored; otherwise the residual, relu and the activation
- * (clip or SiLU) run over each output plane just stored.  Depthwise 3x3 and 5x5 windows
+ * (clip, SiLU or GELU) run over each output plane just stored.  Depthwise 3x3 and 5x5 windows
  * of stride 1 or 2 read their input rows in place instead (no scratch copy:
  * dw_rows_plane), and depthwise calls with short output rows put channels in the lanes
  * (dw_cl_jobs).  Jobs
@@ -106,7 +106,8 @@ typedef struct {
     float* out;
     int64_t CG, OG, NB, R, RL, HA, OWA, plane;
     int64_t HP, WP;         /* channels in lanes: the scratch image's rows and columns */
-    int tile_act;           /* no residual, no SiLU: relu and clip run on the tile */
+    int tile_act;           /* no residual, no GELU, no SiLU after a relu: relu and
+                             * clip (or SiLU alone) run on the tile */
     int failed;             /* a thread found no scratch memory: its jobs are undone */
     int bands;              /* the scratch image is filled band by band (dw_fill) */
     int64_t part_rows;      /* the output rows of a job (jobs: parts x images x groups) */
@@ -263,8 +264,16 @@ dw_plane(const int R, const int NB, const int64_t KH, const int64_t KW, const in
     }
 }
 
+/* GELU of a vector, erf or tanh form (plait_vexp.h) */
+static inline __attribute__((always_inline)) dw_v dw_gelu_v(dw_v x, int tanh_form) {
+    if (tanh_form) plait_gelu_tanh_sv(&x);
+    else plait_gelu_sv(&x);
+    return x;
+}
+
 /* the epilogue after the bias over n outputs at o (res: the residual's, or NULL):
- * + res, relu (keeping NaN), then clip (keeping NaN) or SiLU */
+ * + res, relu (keeping NaN), then clip (keeping NaN), SiLU or GELU (on vectors: the
+ * planes just stored are in the cache) */
 static void dw_epilogue(const dw_call* t, float* restrict o, const float* restrict res,
                         int64_t n) {
     const plait_dwconv2d_desc* d = t->d;
@@ -286,6 +295,16 @@ static void dw_epilogue(const dw_call* t, float* restrict o, const float* restri
             dw_v v;
             dw_load_n(&v, o + j, n - j);
             v = dw_silu_v(v);
+            dw_store_n(o + j, &v, n - j);
+        }
+    } else if (d->act == PLAIT_DW_ACT_GELU || d->act == PLAIT_DW_ACT_GELU_TANH) {
+        const int tf = d->act == PLAIT_DW_ACT_GELU_TANH;
+        int64_t j = 0;
+        for (; j + DW_V <= n; j += DW_V) *(dw_vu*)(o + j) = dw_gelu_v(DW_LOAD(o + j), tf);
+        if (j < n) {
+            dw_v v;
+            dw_load_n(&v, o + j, n - j);
+            v = dw_gelu_v(v, tf);
             dw_store_n(o + j, &v, n - j);
         }
     }
@@ -750,7 +769,9 @@ PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const
     t.CG = d->C / d->G;
     t.OG = d->O / d->G;
     t.failed = 0;
-    t.tile_act = !res && !(relu && d->act == PLAIT_DW_ACT_SILU);
+    /* GELU runs over the stored planes (dw_epilogue), not on the tile */
+    t.tile_act = !res && !(relu && d->act == PLAIT_DW_ACT_SILU) && d->act != PLAIT_DW_ACT_GELU &&
+                 d->act != PLAIT_DW_ACT_GELU_TANH;
     const int64_t work = d->N * d->O * d->OH * d->OW * d->KH * d->KW * t.CG;
     int nt = work >= 131072 ? plait_max_threads() : 1;
     if (d->max_threads > 0 && nt > d->max_threads) nt = (int)d->max_threads;

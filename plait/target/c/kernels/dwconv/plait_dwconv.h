@@ -16,13 +16,15 @@
 #define PLAIT_DW_ACT_NONE 0
 #define PLAIT_DW_ACT_CLIP 1
 #define PLAIT_DW_ACT_SILU 2
+#define PLAIT_DW_ACT_GELU 3        /* x (1 + erf(x / sqrt 2)) / 2 */
+#define PLAIT_DW_ACT_GELU_TANH 4   /* x sigmoid(2 sqrt(2 / pi) (x + 0.044715 x^3)) */
 
 /* x[N][C][H][W] convolved with w[O][C / G][KH][KW] in G groups (G = C = O: depthwise),
  * strides SH, SW, dilations DH, DW, padding PT (top) and PL (left) — the bottom and
  * right padding follow from OH and OW — into out[N][O][OH][OW]. */
 typedef struct {
     int64_t N, C, H, W, O, G, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW;
-    int64_t act;            /* PLAIT_DW_ACT_*: clip to [act_lo, act_hi], or SiLU */
+    int64_t act;            /* PLAIT_DW_ACT_*: clip to [act_lo, act_hi], SiLU or GELU */
     float act_lo, act_hi;
     /* a tuned point (plait/target/c/tuning): the layout (PLAIT_DW_LAYOUT_*; 0, AUTO: the
      * kernel's own rule) and at most max_threads threads (0: the pool's count) */
