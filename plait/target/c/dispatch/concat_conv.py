@@ -136,8 +136,10 @@ def split_concat_conv(mod: IRModule, skip: Any = None) -> IRModule:
 
 @module_pass(name="c.SplitConcatConv", phases=("optimization",))
 class SplitConcatConv:
-    """Rewrite a float32 1x1 convolution of a channel concatenation with upsampled parts
-    into the sum of its parts' convolutions, each computed before its upsampling."""
+    """Rewrite a float32 1x1 convolution of a concatenation as a sum of per-part convolutions.
+
+    The concatenation is of channels, with upsampled parts; each part's convolution is
+    computed before its upsampling."""
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
         from plait.transform.external import skips_external

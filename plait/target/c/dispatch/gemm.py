@@ -714,8 +714,10 @@ def dispatch_gemm(mod: IRModule, skip: Any = None, ops: Sequence[str] = OPS,
 
 @module_pass(name="c.DispatchGemm", phases=("optimization",))
 class DispatchGemm:
-    """Send float32 conv2d/linear/matmul, with bias, residual, relu and clip/SiLU/GELU epilogues, to
-    plait_gemm.c (weights packed at compile time)."""
+    """Send float32 conv2d, linear and matmul with their epilogues to plait_gemm.c.
+
+    The weights are packed at compile time; the epilogue is a bias, a residual, a relu
+    and a clip, SiLU or GELU."""
 
     def __init__(self, ops: Sequence[str] = OPS, *, winograd: int | bool | str = "auto",
                  tuning_db: str | None = None, codegens: Sequence[str] | None = None) -> None:

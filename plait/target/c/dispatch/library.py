@@ -137,8 +137,9 @@ def _library_rewrite_for(op: str) -> RewriteFn:
 
 @module_pass(name="c.DispatchLibrary", phases=("optimization",))
 class DispatchLibrary:
-    """Send float matmul, linear and conv2d to BLAS-backed library functions (blas.*);
-    depthwise conv2d is left to its generated kernel (:func:`is_depthwise`)."""
+    """Send float matmul, linear and conv2d to BLAS-backed library functions (blas.*).
+
+    Depthwise conv2d is left to its generated kernel (:func:`is_depthwise`)."""
 
     def __init__(self, ops: Sequence[str] = tuple(LIBRARY_OPS), *,
                  codegens: Sequence[str] | None = None) -> None:

@@ -1,5 +1,6 @@
 """The ``c`` target's pooling: ``c.DispatchPool`` sends float32 NCHW ``max_pool2d``
-of static shape to ``plait_pool.c`` (a kernel family: :mod:`plait.target.c.kernels`), which pools
+(the batch, channels and image static or symbolic: size arguments of the call) to
+``plait_pool.c`` (a kernel family: :mod:`plait.target.c.kernels`), which pools
 output row by output row (the maximum of the window's input rows on vectors across the
 row, then of its taps, a vector of output columns at a time), and float32 ``global_avg_pool2d``
 (NCHW) and ``mean`` over the two spatial axes of a rank-4 value (kept or not) to its
@@ -55,7 +56,8 @@ def _wrapper(call: Call) -> tuple[str, str, CFunction] | None:
 
 
 POOL = is_op("max_pool2d").has_dtype("float32").has_rank(4)
-"""The shape :class:`DispatchPool` takes (static NCHW shapes, checked by the rewrite)."""
+"""The shape :class:`DispatchPool` takes (NCHW, sizes static or symbolic; the rest is
+checked by the rewrite)."""
 
 _GAP = is_op("global_avg_pool2d", layout="NCHW")
 _MEAN = is_op("mean", axis=spatial_axes)
@@ -65,7 +67,8 @@ GLOBAL_AVG = (_GAP | _MEAN | _AVG).has_dtype("float32")
 ``mean`` over axes 2 and 3 of a rank-4 value, and the poolings that are one: an
 ``adaptive_avg_pool2d`` to 1 x 1 and an unpadded, undilated ``avg_pool2d`` whose one
 window covers the image (EfficientNet's head as HF writes it: a 1280-wide window with
-ceil_mode on 7 x 7); static shapes, checked by the rewrite.  The squeezes of
+ceil_mode on 7 x 7; its image static, so that the cover is known); the batch, channels
+and image of the others may be symbolic, checked by the rewrite.  The squeezes of
 squeeze-and-excite gates are ``c.DispatchSqueezeExcite``'s, which runs first."""
 
 
@@ -117,7 +120,7 @@ def pool_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
 
 def global_avg_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
     """The rule of :class:`DispatchPool` for :data:`GLOBAL_AVG`: a call of its wrapper
-    (recorded in ``wrappers``) when the shapes are static."""
+    (recorded in ``wrappers``) when the library takes the shapes."""
 
     def rewrite(m: Match) -> Expr | None:
         call = next(m.call(p) for p in (_GAP, _MEAN, _AVG) if p in m)
@@ -136,8 +139,8 @@ def global_avg_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
 
 
 def dispatch_pool(mod: IRModule, skip: Any = None) -> IRModule:
-    """``mod`` with float32 NCHW max_pool2d and global averages (:data:`GLOBAL_AVG`) of
-    static shape rewritten into calls of ``plait_pool.c``; functions for which ``skip``
+    """``mod`` with float32 NCHW max_pool2d and global averages (:data:`GLOBAL_AVG`),
+    static or symbolic sizes, rewritten into calls of ``plait_pool.c``; functions for which ``skip``
     is true (default: those of external codegens) are left alone."""
     wrappers: dict[str, tuple[str, CFunction]] = {}
     out = rewrite_module(mod, [pool_rule(wrappers), global_avg_rule(wrappers)], skip=skip)
@@ -146,8 +149,11 @@ def dispatch_pool(mod: IRModule, skip: Any = None) -> IRModule:
 
 @module_pass(name="c.DispatchPool", phases=("optimization",))
 class DispatchPool:
-    """Send float32 NCHW max_pool2d (row-wise, vectorized) and global average pooling
-    (global_avg_pool2d, mean over H and W) of static shape to plait_pool.c."""
+    """Send float32 NCHW max_pool2d and global average pooling to plait_pool.c.
+
+    Max pooling runs row-wise on vectors; a global average is ``global_avg_pool2d``, a
+    mean over H and W or a pooling whose one window covers the image; the batch,
+    channels and image may be symbolic (size arguments of the call)."""
 
     def __init__(self, *, codegens: Sequence[str] | None = None) -> None:
         super().__init__(codegens=codegens)  # type: ignore[call-arg]

@@ -151,8 +151,10 @@ def dispatch_squeeze_excite(mod: IRModule, skip: Any = None) -> IRModule:
 
 @module_pass(name="c.DispatchSqueezeExcite", phases=("optimization",))
 class DispatchSqueezeExcite:
-    """Make a squeeze-and-excite gate (global average pool or mean over H and W, 1x1
-    conv, SiLU/relu, 1x1 conv, sigmoid, multiply) one call of plait_se_scale."""
+    """Make each squeeze-and-excite gate one call of plait_se_scale.
+
+    A gate is a global average pool or mean over H and W, a 1x1 conv, SiLU or relu, a
+    1x1 conv, a sigmoid and the multiply."""
 
     def __init__(self, *, codegens: Sequence[str] | None = None) -> None:
         super().__init__(codegens=codegens)  # type: ignore[call-arg]
