@@ -190,18 +190,13 @@ static inline float q_round(float f) {
     return f >= 0.0f ? (f + magic) - magic : (f - magic) + magic;
 }
 
-/* The QLinearAdd of an output stage (plait_q_out's add_kind): q[j] (codes of column
- * n0 + j, or all of column n0) becomes the code of v = fma(q, r, c[n]) (kind 1) or
- * fma(c[n], r2, fma(q, r, fixed)) (kind 2), rounded as cvtps2dq and saturated. */
-static inline void q_store_add(const plait_q_out* o, int32_t* restrict q, int64_t cnt,
-                               int64_t n0, int by_col, int32_t lo, int32_t hi) {
-    const float* restrict ac = o->add_c + (o->add_cols ? n0 : 0);
-    const int cstep = by_col && o->add_cols;
-    const float r = o->add_r, r2 = o->add_r2, fixed = o->add_fixed;
+/* v[j] rounded as cvtps2dq (NaN and |v| >= 2^31: INT_MIN) and saturated to [lo, hi]:
+ * the codes of an output stage's QLinearAdd (simple loops the compiler vectorizes) */
+static inline void q_add_codes(const float* restrict f, int32_t* restrict q, int64_t cnt,
+                               int32_t lo, int32_t hi) {
     const float flo = (float)lo, fhi = (float)hi, big = 2147483648.0f;
     for (int64_t j = 0; j < cnt; ++j) {
-        const float c = ac[cstep ? j : 0], x = (float)q[j];
-        const float v = o->add_kind == 1 ? fmaf(x, r, c) : fmaf(c, r2, fmaf(x, r, fixed));
+        const float v = f[j];
         float t = v > flo ? v : flo;
         t = t < fhi ? t : fhi;
         t = fabsf(v) < big ? t : flo;
@@ -209,25 +204,46 @@ static inline void q_store_add(const plait_q_out* o, int32_t* restrict q, int64_
     }
 }
 
+/* The QLinearAdd of an output stage (plait_q_out's add_kind): q[j] (cnt <= 64 codes of
+ * column n0 + j, or all of column n0) becomes the code of v = fma(q, r, c[n]) (kind 1)
+ * or fma(c[n], r2, fma(q, r, fixed)) (kind 2). */
+static inline void q_store_add(const plait_q_out* o, int32_t* restrict q, int64_t cnt,
+                               int64_t n0, int by_col, int32_t lo, int32_t hi) {
+    const float* restrict ac = o->add_c + (o->add_cols ? n0 : 0);
+    const float r = o->add_r, r2 = o->add_r2, fixed = o->add_fixed, c0 = ac[0];
+    float f[64];
+    if (by_col && o->add_cols) {
+        if (o->add_kind == 1)
+            for (int64_t j = 0; j < cnt; ++j) f[j] = fmaf((float)q[j], r, ac[j]);
+        else
+            for (int64_t j = 0; j < cnt; ++j) f[j] = fmaf(ac[j], r2, fmaf((float)q[j], r, fixed));
+    } else if (o->add_kind == 1) {
+        for (int64_t j = 0; j < cnt; ++j) f[j] = fmaf((float)q[j], r, c0);
+    } else {
+        for (int64_t j = 0; j < cnt; ++j) f[j] = fmaf(c0, r2, fmaf((float)q[j], r, fixed));
+    }
+    q_add_codes(f, q, cnt, lo, hi);
+}
+
 /* The second QLinearAdd of an output stage (plait_q_out's add2_kind): q[j] (the codes
- * of output elements idx0 + j) with the tensor add2_t at the same elements, as
- * q_store_add rounds it. */
+ * of output elements idx0 + j, cnt <= 64) with the tensor add2_t at the same elements. */
 static inline void q_store_add_tensor(const plait_q_out* o, int32_t* restrict q,
                                       int64_t cnt, int64_t idx0, int u, int32_t lo,
                                       int32_t hi) {
     const float r = o->add2_r, rt = o->add2_rt, fixed = o->add2_fixed;
-    const float flo = (float)lo, fhi = (float)hi, big = 2147483648.0f;
-    const uint8_t* restrict tu = (const uint8_t*)o->add2_t + idx0;
-    const int8_t* restrict ts = (const int8_t*)o->add2_t + idx0;
-    for (int64_t j = 0; j < cnt; ++j) {
-        const float t = u ? (float)tu[j] : (float)ts[j], x = (float)q[j];
-        const float v = o->add2_kind == 1 ? fmaf(x, r, fmaf(t, rt, fixed))
-                                          : fmaf(t, rt, fmaf(x, r, fixed));
-        float c = v > flo ? v : flo;
-        c = c < fhi ? c : fhi;
-        c = fabsf(v) < big ? c : flo;
-        q[j] = (int32_t)q_round(c);
+    float t[64], f[64];
+    if (u) {
+        const uint8_t* restrict tu = (const uint8_t*)o->add2_t + idx0;
+        for (int64_t j = 0; j < cnt; ++j) t[j] = (float)tu[j];
+    } else {
+        const int8_t* restrict ts = (const int8_t*)o->add2_t + idx0;
+        for (int64_t j = 0; j < cnt; ++j) t[j] = (float)ts[j];
     }
+    if (o->add2_kind == 1)
+        for (int64_t j = 0; j < cnt; ++j) f[j] = fmaf((float)q[j], r, fmaf(t[j], rt, fixed));
+    else
+        for (int64_t j = 0; j < cnt; ++j) f[j] = fmaf(t[j], rt, fmaf((float)q[j], r, fixed));
+    q_add_codes(f, q, cnt, lo, hi);
 }
 
 /* The output stage of count accumulators v (int32 sums, modulo 2^32) into c from
