@@ -888,6 +888,15 @@ def combine(players: list[Player], results: list[dict], ref: list[Player]) -> di
     return out
 
 
+def source_ratios(row: dict) -> list[float | None]:
+    """A scaling row's CPU time per binding of the chain parsed from text, imported from
+    ONNX and from torch.export over the BlockBuilder chain's (None for a source not
+    built): 1.0 is the goal, one speed for every source."""
+    base = row.get("cpu_us_per_binding")
+    return [None if not base or row.get(f"{k}_cpu_us_per_binding") is None
+            else row[f"{k}_cpu_us_per_binding"] / base for k in SCALING_SOURCES]
+
+
 def _fmt(v: Any, spec: str = ".2f") -> str:
     return "—" if v is None else format(v, spec)
 
@@ -923,9 +932,10 @@ def report(results: list[dict], scaling: list[dict]) -> str:
         lines += ["", "| bindings | pipeline seconds | µs per binding | parsed from text, µs "
                   "per binding | from ONNX, µs per binding | from torch.export, µs per "
                   "binding | CPU µs per binding (builder / text / ONNX / torch.export) | "
+                  "CPU ratio to builder (text / ONNX / torch.export) | "
                   "peak RSS MB | of which after imports MB | input module MB | peak above "
                   "imports, bytes per binding | load |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in scaling:
         cpu = " / ".join(_fmt(s.get(k), ".1f") for k in (
             "cpu_us_per_binding", "text_cpu_us_per_binding", "onnx_cpu_us_per_binding",
@@ -934,6 +944,7 @@ def report(results: list[dict], scaling: list[dict]) -> str:
                      f"{_fmt(s.get('text_us_per_binding'), '.1f')} | "
                      f"{_fmt(s.get('onnx_us_per_binding'), '.1f')} | "
                      f"{_fmt(s.get('torch_us_per_binding'), '.1f')} | {cpu} | "
+                     f"{' / '.join(_fmt(x, '.2f') for x in source_ratios(s))} | "
                      f"{_fmt(s.get('peak_rss_mb'), '.0f')} | {_fmt(s.get('base_rss_mb'), '.0f')} | "
                      f"{_fmt(s.get('module_rss_mb'), '.0f')} | "
                      f"{_fmt(s.get('peak_bytes_per_binding'), '.0f')} | "
@@ -1155,9 +1166,10 @@ def main(argv: list[str] | None = None) -> int:
         rows = pipeline_scaling(sizes, log=lambda r: print(
             f"{r['bindings']} bindings: {r['seconds']:.2f} s, {r['us_per_binding']:.1f} us "
             f"per binding (CPU {r['cpu_us_per_binding']:.1f}), peak RSS "
-            f"{r['peak_rss_mb']:.0f} MB; from text / ONNX / torch.export: " + " / ".join(
-                _fmt(r.get(f"{k}_us_per_binding"), ".1f") for k in SCALING_SOURCES)
-            + f" us per binding (load {_fmt(r.get('load'), '.1f')})", flush=True),
+            f"{r['peak_rss_mb']:.0f} MB; from text / ONNX / torch.export: CPU " + " / ".join(
+                _fmt(r.get(f"{k}_cpu_us_per_binding"), ".1f") for k in SCALING_SOURCES)
+            + " us per binding, " + " / ".join(_fmt(x) for x in source_ratios(r))
+            + f" of the builder's (load {_fmt(r.get('load'), '.1f')})", flush=True),
             rounds=args.scaling_rounds, sources=_sources(args.scaling_sources))
         table = report([], rows)
         out = Path(args.out)

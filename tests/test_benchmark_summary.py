@@ -152,6 +152,11 @@ def test_scaling_runs_each_size_in_a_process_and_reports_its_peak_memory() -> No
     assert table.startswith("| bindings |") and "peak RSS MB" in table
     assert "from ONNX, µs per binding" in table and "from torch.export" in table
     assert "| 200 |" in table and "| 400 |" in table
+    assert "CPU ratio to builder (text / ONNX / torch.export)" in table
+    # each source's CPU time over the BlockBuilder chain's (made-up figures)
+    row = {"cpu_us_per_binding": 20.0, "text_cpu_us_per_binding": 25.0,
+           "onnx_cpu_us_per_binding": 30.0, "torch_cpu_us_per_binding": None}
+    assert run.source_ratios(row) == [1.25, 1.5, None]
 
 
 def test_llm_decode_table_sets_decode_against_the_triad() -> None:
