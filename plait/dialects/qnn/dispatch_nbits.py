@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from plait.codegen.c import CFunction
 from plait.codegen.c.sizes import UnboundSize
 from plait.ir.expr import Call, Expr, ExternFunc, Tuple
@@ -39,7 +41,24 @@ def _call(call: Call) -> Any:
         return None
     k, n, bits, bs = (int(call.attrs[x]) for x in ("K", "N", "bits", "block_size"))
     return WQCall(a, *call.args[1:4], call.args[4] if len(call.args) > 4 else None,
-                  tuple(a.ty.shape), k, n, bits, bs)
+                  tuple(a.ty.shape), k, n, bits, bs,
+                  zero=uniform_zero_point(call.args[3], n, k, bits, bs))
+
+
+def uniform_zero_point(zero_points: Expr, n: int, k: int, bits: int, block_size: int
+                       ) -> int:
+    """The one zero point every block of the weight has (a symmetric quantization's
+    ``2^(bits-1)``), or -1 when they differ or are not a constant: the kernel then
+    skips unpacking a zero point per block (``plait_wq_desc.zero``)."""
+    from plait.ir.expr import Constant
+
+    from .nbits import k_blocks, unpack
+
+    if not isinstance(zero_points, Constant):
+        return -1
+    blocks = k_blocks(k, block_size)
+    z = unpack(np.asarray(zero_points.data, np.uint8).reshape(n, -1), bits)[:, :blocks]
+    return int(z.flat[0]) if z.size and (z == z.flat[0]).all() else -1
 
 
 def weight_quant_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:

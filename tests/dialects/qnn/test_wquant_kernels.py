@@ -26,7 +26,9 @@ from plait.target.c import cpu_features, library_isas, use_isa
 # (K, N, bits, block_size, bias): block_size None is per channel
 CONFIGS = [(80, 50, 4, 32, True), (64, 33, 4, 16, False), (90, 20, 4, None, True),
            (300, 20, 8, 128, False), (70, 40, 8, None, True), (200, 17, 8, 16, True),
-           (512, 600, 4, 128, False)]
+           (512, 600, 4, 128, False), (96, 33, 4, 32, True), (96, 21, 8, 32, False)]
+# symmetric (every block's zero point 2^(bits-1): the kernels' uniform-zero paths) when
+# K is a multiple of 3
 ROWS = (1, 2, 3, 4, 5, 37)
 
 
@@ -64,6 +66,23 @@ def built() -> tuple[list[tuple], Any]:
 def test_every_call_reaches_the_kernels(built: tuple[list[tuple], Any]) -> None:
     _, exe = built
     assert "wquant" in library_isas(exe)
+
+
+def test_a_symmetric_weight_is_described_by_its_one_zero_point() -> None:
+    """The dispatch passes the zero point every block shares (``plait_wq_desc.zero``),
+    -1 when they differ: the kernels then read each block's."""
+    from plait.dialects.qnn.dispatch_nbits import uniform_zero_point
+
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((5, 96)).astype(np.float32)
+    for bits, want in ((4, 8), (8, 128)):
+        for k in (96, 80):     # 80: the last of 3 blocks of 32 is padded
+            _, _, z = nbits.quantize_blockwise(w[:, :k], bits, 32, symmetric=True)
+            assert uniform_zero_point(Constant(z), 5, k, bits, 32) == want
+            _, _, z = nbits.quantize_blockwise(w[:, :k], bits, 32)
+            assert uniform_zero_point(Constant(z), 5, k, bits, 32) == -1
+    x = Var("z", TensorType((5, 2), "uint8"))
+    assert uniform_zero_point(x, 5, 96, 4, 32) == -1
 
 
 @pytest.mark.parametrize("isa", ["avx512", "avx2", "baseline"])

@@ -51,6 +51,9 @@ class WQCall:
     N: int
     bits: int
     block_size: int
+    zero: int = -1
+    """The zero point every block has (a symmetric quantization's), or -1 (each
+    block's is read from ``zero_points``)."""
 
     def args(self) -> list[Expr]:
         """The call's tensor arguments, in the wrapper's order."""
@@ -66,7 +69,7 @@ class WQCall:
         out_shape = tuple(self.a_shape[:-1]) + (self.N,)
         buffers.append(Buffer("out", out_shape, out=True))
         desc = (("M", Prod.of(*self.a_shape[:-1])), ("N", self.N), ("K", self.K),
-                ("bits", self.bits), ("block_size", self.block_size))
+                ("bits", self.bits), ("block_size", self.block_size), ("zero", self.zero))
         args = (DESC, Ref("a"), Ref("b"), Ref("scales"), Ref("zp"),
                 Ref("bias") if self.bias is not None else NULL, Ref("out"))
         return emit_call(NativeCall("wq", "plait_wq_matmul", tuple(buffers), args,

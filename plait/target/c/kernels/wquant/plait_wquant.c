@@ -94,8 +94,14 @@ typedef struct {
     const float* bias;
     float* out;
     int64_t kb, blob, zcols, astride, half;
+    int32_t zero;           /* every block's zero point, or -1: each block's from zp */
     int failed;
 } wq_task;
+
+/* the zero point of block blk of row zrow (t->zero when every block has the same) */
+static inline int32_t wq_zero_at(const wq_task* t, const uint8_t* zrow, int64_t blk) {
+    return t->zero >= 0 ? t->zero : wq_zero(zrow, blk, (int)t->d->bits);
+}
 
 /* ------------------------------------------------------------------- decode */
 
@@ -180,25 +186,26 @@ static inline __attribute__((always_inline)) void wq_gemv(const wq_task* t, int6
         int64_t blk = 0;
         if (bits == 4) {
             for (; blk + 1 < kb; blk += 2) {
-                wq_block4(row + blk * blob, blob, srow[blk], wq_zero(zrow, blk, 4),
+                wq_block4(row + blk * blob, blob, srow[blk], wq_zero_at(t, zrow, blk),
                           ap + blk * blob, ap + half + blk * blob, as, MR, a0, a1, tail);
                 wq_block4(row + (blk + 1) * blob, blob, srow[blk + 1],
-                          wq_zero(zrow, blk + 1, 4), ap + (blk + 1) * blob,
+                          wq_zero_at(t, zrow, blk + 1), ap + (blk + 1) * blob,
                           ap + half + (blk + 1) * blob, as, MR, b0, b1, tail);
             }
             if (blk < kb)
-                wq_block4(row + blk * blob, blob, srow[blk], wq_zero(zrow, blk, 4),
+                wq_block4(row + blk * blob, blob, srow[blk], wq_zero_at(t, zrow, blk),
                           ap + blk * blob, ap + half + blk * blob, as, MR, a0, a1, tail);
         } else {
             for (; blk + 1 < kb; blk += 2) {
-                wq_block8(row + blk * blob, blob, srow[blk], zrow[blk], ap + blk * blob, as,
-                          MR, a0, a1, tail);
-                wq_block8(row + (blk + 1) * blob, blob, srow[blk + 1], zrow[blk + 1],
+                wq_block8(row + blk * blob, blob, srow[blk], wq_zero_at(t, zrow, blk),
+                          ap + blk * blob, as, MR, a0, a1, tail);
+                wq_block8(row + (blk + 1) * blob, blob, srow[blk + 1],
+                          wq_zero_at(t, zrow, blk + 1),
                           ap + (blk + 1) * blob, as, MR, b0, b1, tail);
             }
             if (blk < kb)
-                wq_block8(row + blk * blob, blob, srow[blk], zrow[blk], ap + blk * blob, as,
-                          MR, a0, a1, tail);
+                wq_block8(row + blk * blob, blob, srow[blk], wq_zero_at(t, zrow, blk),
+                          ap + blk * blob, as, MR, a0, a1, tail);
         }
         const float bn = t->bias ? t->bias[n] : 0.0f;
         for (int m = 0; m < MR; m++)
@@ -208,10 +215,14 @@ static inline __attribute__((always_inline)) void wq_gemv(const wq_task* t, int6
 
 #if WQ_V == 16
 /* One row of A (the batch-1 token), 4 bits: rows n and n + 1 of W together, so each
- * vector of activations loaded serves both and four chains run (AVX-512). */
-static void wq_gemv1_pairs4(const wq_task* t, int64_t lo, int64_t hi) {
+ * vector of activations loaded serves both and four chains run (AVX-512).  UNI: every
+ * block's zero point is t->zero, so a block's table is one product of the constant
+ * (WQ_IOTA - zero) by its scale (no zero point unpacked per block and row). */
+static inline __attribute__((always_inline)) void wq_pairs4(const wq_task* t, int64_t lo,
+                                                            int64_t hi, const int UNI) {
     const int64_t blob = t->blob, kb = t->kb, half = t->half;
     const float* ap = t->ap;
+    const wq_f cz = WQ_IOTA - (float)(UNI ? t->zero : 0);
     int64_t n = lo;
     for (; n + 1 < hi; n += 2) {
         const uint8_t* r0 = t->b + n * kb * blob;
@@ -223,10 +234,11 @@ static void wq_gemv1_pairs4(const wq_task* t, int64_t lo, int64_t hi) {
         wq_f c0 = (wq_f){0}, c1 = (wq_f){0}, d0 = (wq_f){0}, d1 = (wq_f){0};
         float tail0 = 0.0f, tail1 = 0.0f;
         for (int64_t blk = 0; blk < kb; blk++) {
-            const int32_t za = wq_zero(z0, blk, 4), zb = wq_zero(z1, blk, 4);
+            const int32_t za = UNI ? t->zero : wq_zero(z0, blk, 4);
+            const int32_t zb = UNI ? t->zero : wq_zero(z1, blk, 4);
             const float sa = s0[blk], sb = s1[blk];
-            const wq_f ta = (WQ_IOTA - (float)za) * ((wq_f){0} + sa);
-            const wq_f tb = (WQ_IOTA - (float)zb) * ((wq_f){0} + sb);
+            const wq_f ta = (UNI ? cz : WQ_IOTA - (float)za) * ((wq_f){0} + sa);
+            const wq_f tb = (UNI ? cz : WQ_IOTA - (float)zb) * ((wq_f){0} + sb);
             const uint8_t* pa = r0 + blk * blob;
             const uint8_t* pb = r1 + blk * blob;
             const float* ae = ap + blk * blob;
@@ -251,6 +263,11 @@ static void wq_gemv1_pairs4(const wq_task* t, int64_t lo, int64_t hi) {
         t->out[n + 1] = wq_hsum(d0 + d1) + tail1 + (t->bias ? t->bias[n + 1] : 0.0f);
     }
     if (n < hi) wq_gemv(t, n, hi, 1);
+}
+
+static void wq_gemv1_pairs4(const wq_task* t, int64_t lo, int64_t hi) {
+    if (t->zero >= 0) wq_pairs4(t, lo, hi, 1);
+    else wq_pairs4(t, lo, hi, 0);
 }
 #endif
 
@@ -305,7 +322,7 @@ static void wq_dequant_panel(const wq_task* t, int64_t n0, float* panel) {
         const uint8_t* row = t->b + n * kb * blob;
         for (int64_t blk = 0; blk < kb; blk++) {
             const float sc = t->s[n * kb + blk];
-            const int32_t z = wq_zero(t->zp + n * t->zcols, blk, bits);
+            const int32_t z = wq_zero_at(t, t->zp + n * t->zcols, blk);
             const uint8_t* p = row + blk * blob;
             const int64_t k0 = blk * bs, k1 = k0 + bs < K ? k0 + bs : K;
             for (int64_t k = k0; k < k1; k++) {
@@ -389,6 +406,7 @@ PLAIT_ISA_FN(plait_wq_matmul)(const plait_wq_desc* d, const float* a, const uint
     t.zcols = (t.kb * d->bits + 7) / 8;
     t.astride = t.kb * bs;
     t.half = t.kb * t.blob;
+    t.zero = d->zero >= 0 && d->zero < (1 << d->bits) ? (int32_t)d->zero : -1;
     const int64_t work = M * N * K;
     const int threads = work >= 262144 ? plait_max_threads() : 1;
     if (M <= WQ_MR) {

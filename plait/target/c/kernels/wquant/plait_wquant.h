@@ -16,6 +16,7 @@ typedef struct {
     int64_t M, N, K;        /* out[M][N] = a[M][K] @ W^T (+ bias), W: N x K */
     int64_t bits;           /* 4 or 8 */
     int64_t block_size;     /* values along K per scale and zero point (even for 4 bits) */
+    int64_t zero;           /* the zero point of every block (symmetric), or -1: zp's */
 } plait_wq_desc;
 
 /* W[n][k] = (float)(q[n][k] - z[n][k / bs]) * scales[n][k / bs], q and z unpacked from
