@@ -122,7 +122,7 @@ static inline __attribute__((always_inline)) void wq_block4(
     for (; j + WQ_V <= blob; j += WQ_V) {
         const wq_i x = wq_bytes(p + j);
 #if WQ_V == 16
-        const wq_f we = __builtin_shuffle(table, x & 15);
+        const wq_f we = __builtin_shuffle(table, x);     /* indices modulo 16 */
         const wq_f wo = __builtin_shuffle(table, x >> 4);
 #else
         const wq_f we = wq_float((x & 15) - zv) * sv;
@@ -247,9 +247,11 @@ static inline __attribute__((always_inline)) void wq_pairs4(const wq_task* t, in
             for (; j + WQ_V <= blob; j += WQ_V) {
                 const wq_f ve = WQ_LOAD(ae + j), vo = WQ_LOAD(ao + j);
                 const wq_i xa = wq_bytes(pa + j), xb = wq_bytes(pb + j);
-                c0 += ve * __builtin_shuffle(ta, xa & 15);
+                /* a shuffle's indices count modulo 16 (vpermps reads their low 4
+                 * bits): the byte itself indexes by its low nibble, no mask */
+                c0 += ve * __builtin_shuffle(ta, xa);
                 c1 += vo * __builtin_shuffle(ta, xa >> 4);
-                d0 += ve * __builtin_shuffle(tb, xb & 15);
+                d0 += ve * __builtin_shuffle(tb, xb);
                 d1 += vo * __builtin_shuffle(tb, xb >> 4);
             }
             for (; j < blob; j++) {
