@@ -237,8 +237,8 @@ static inline __attribute__((always_inline)) void wq_pairs4(const wq_task* t, in
             const int32_t za = UNI ? t->zero : wq_zero(z0, blk, 4);
             const int32_t zb = UNI ? t->zero : wq_zero(z1, blk, 4);
             const float sa = s0[blk], sb = s1[blk];
-            const wq_f ta = (UNI ? cz : WQ_IOTA - (float)za) * ((wq_f){0} + sa);
-            const wq_f tb = (UNI ? cz : WQ_IOTA - (float)zb) * ((wq_f){0} + sb);
+            const wq_f ta = (UNI ? cz : WQ_IOTA - (float)za) * sa;
+            const wq_f tb = (UNI ? cz : WQ_IOTA - (float)zb) * sb;
             const uint8_t* pa = r0 + blk * blob;
             const uint8_t* pb = r1 + blk * blob;
             const float* ae = ap + blk * blob;
@@ -267,8 +267,58 @@ static inline __attribute__((always_inline)) void wq_pairs4(const wq_task* t, in
     if (n < hi) wq_gemv(t, n, hi, 1);
 }
 
+/* wq_pairs4 for blocks of 32 values (16 bytes: one vector of indices per block and row)
+ * that share one zero point (symmetric int4-g32, llama.cpp's Q4_0 block): no loop inside
+ * a block, two blocks a step, eight chains. */
+static void wq_pairs4_g32(const wq_task* t, int64_t lo, int64_t hi) {
+    const int64_t kb = t->kb, half = t->half;
+    const float* ap = t->ap;
+    const wq_f cz = WQ_IOTA - (float)t->zero;
+    int64_t n = lo;
+    for (; n + 1 < hi; n += 2) {
+        const uint8_t* r0 = t->b + n * kb * 16;
+        const uint8_t* r1 = r0 + kb * 16;
+        const float* s0 = t->s + n * kb;
+        const float* s1 = s0 + kb;
+        wq_f c0 = (wq_f){0}, c1 = (wq_f){0}, d0 = (wq_f){0}, d1 = (wq_f){0};
+        wq_f e0 = (wq_f){0}, e1 = (wq_f){0}, f0 = (wq_f){0}, f1 = (wq_f){0};
+        int64_t blk = 0;
+        for (; blk + 1 < kb; blk += 2) {
+            const float* ae = ap + blk * 16;
+            const wq_f ve = WQ_LOAD(ae), vo = WQ_LOAD(ae + half);
+            const wq_f ve2 = WQ_LOAD(ae + 16), vo2 = WQ_LOAD(ae + half + 16);
+            const wq_f ta = cz * s0[blk], tb = cz * s1[blk];
+            const wq_f ta2 = cz * s0[blk + 1], tb2 = cz * s1[blk + 1];
+            const wq_i xa = wq_bytes(r0 + blk * 16), xb = wq_bytes(r1 + blk * 16);
+            const wq_i xa2 = wq_bytes(r0 + blk * 16 + 16), xb2 = wq_bytes(r1 + blk * 16 + 16);
+            c0 += ve * __builtin_shuffle(ta, xa);
+            c1 += vo * __builtin_shuffle(ta, xa >> 4);
+            d0 += ve * __builtin_shuffle(tb, xb);
+            d1 += vo * __builtin_shuffle(tb, xb >> 4);
+            e0 += ve2 * __builtin_shuffle(ta2, xa2);
+            e1 += vo2 * __builtin_shuffle(ta2, xa2 >> 4);
+            f0 += ve2 * __builtin_shuffle(tb2, xb2);
+            f1 += vo2 * __builtin_shuffle(tb2, xb2 >> 4);
+        }
+        if (blk < kb) {
+            const float* ae = ap + blk * 16;
+            const wq_f ve = WQ_LOAD(ae), vo = WQ_LOAD(ae + half);
+            const wq_f ta = cz * s0[blk], tb = cz * s1[blk];
+            const wq_i xa = wq_bytes(r0 + blk * 16), xb = wq_bytes(r1 + blk * 16);
+            c0 += ve * __builtin_shuffle(ta, xa);
+            c1 += vo * __builtin_shuffle(ta, xa >> 4);
+            d0 += ve * __builtin_shuffle(tb, xb);
+            d1 += vo * __builtin_shuffle(tb, xb >> 4);
+        }
+        t->out[n] = wq_hsum((c0 + c1) + (e0 + e1)) + (t->bias ? t->bias[n] : 0.0f);
+        t->out[n + 1] = wq_hsum((d0 + d1) + (f0 + f1)) + (t->bias ? t->bias[n + 1] : 0.0f);
+    }
+    if (n < hi) wq_gemv(t, n, hi, 1);
+}
+
 static void wq_gemv1_pairs4(const wq_task* t, int64_t lo, int64_t hi) {
-    if (t->zero >= 0) wq_pairs4(t, lo, hi, 1);
+    if (t->zero >= 0 && t->blob == 16) wq_pairs4_g32(t, lo, hi);
+    else if (t->zero >= 0) wq_pairs4(t, lo, hi, 1);
     else wq_pairs4(t, lo, hi, 0);
 }
 #endif
