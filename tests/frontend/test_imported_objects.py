@@ -127,3 +127,9 @@ def test_a_torch_export_import_holds_no_torch_fx_or_sympy_object() -> None:
                              dynamic_shapes=({0: batch},))
     mod = from_exported_program(ep)
     assert foreign_objects(mod) == {}
+    # spans name the file of their node, and the spans of one file share one string
+    spans = [b.value.span for blk in mod["main"].body.blocks for b in blk.bindings
+             if b.value.span is not None and b.value.span.source]
+    files = {sp.source for sp in spans}
+    assert len(spans) > len(files) >= 1
+    assert len({id(sp.source) for sp in spans}) == len(files)

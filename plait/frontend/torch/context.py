@@ -44,7 +44,7 @@ class NodeContext:
         self.op = op
         self.name = node.name
         self.source = importer.source_of(node)
-        self.span = importer.span_of(node, op)
+        self.span = importer.span_of(node, op, self.source)
         self._schema = getattr(node.target, "_schema", None)
         names = [a.name for a in self._schema.arguments] if self._schema is not None else []
         self._names = names

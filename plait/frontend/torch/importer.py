@@ -16,6 +16,7 @@ The import runs in three steps:
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -82,12 +83,18 @@ class ProgramImporter:
     def source_of(self, node: Any) -> str:
         return last_frame(node.meta.get("stack_trace"))
 
-    def span_of(self, node: Any, op: str) -> Span:
-        src = self.source_of(node)
+    def span_of(self, node: Any, op: str, src: str | None = None) -> Span:
+        """The span of fx node ``node`` (of op ``op``): its file and line from
+        ``src`` (:meth:`source_of`, computed when not given), its name and op as the
+        note.  The file's name is one string for every span of that file (interned),
+        not a copy per node: a module of a million bindings holds a million spans."""
+        if src is None:
+            src = self.source_of(node)
         path, line = "", 0
         if src:
             where = src.split(" (", 1)[0]
             path, _, ln = where.rpartition(":")
+            path = sys.intern(path)
             line = int(ln) if ln.isdigit() else 0
         return Span(path, line, 0, f"{node.name} ({op})")
 
