@@ -179,3 +179,35 @@ def test_constants_computed_together_once_and_the_source_dropped_after_the_last(
     bad = deferred_constants(np.zeros(2), lambda s: (s,), [((2,), np.float64, None)] * 2)
     with pytest.raises(ValueError, match="returned 1 arrays for 2 constants"):
         _ = bad[0].data
+
+
+@pytest.mark.parametrize("make,shape,bound", [
+    # F(4x4, 3x3): 9 MiB transformed; one block of the float64 transform beside it
+    (lambda w: winograd_constant(w, 4), (256, 256, 3, 3), 3.0),
+    # grouped: the groups written into one array, one group's transform beside it
+    (lambda w: winograd_constant(w, 4, groups=8), (512, 64, 3, 3), 3.0),
+    (lambda w: packed_a_constant(w, groups=8), (1024, 256, 3, 3), 3.0),
+    (lambda w: packed_b_constant(w, transposed=True, groups=8), (1024, 256, 3, 3), 3.0),
+])
+def test_packing_holds_little_beside_its_result(make, shape, bound):  # type: ignore[no-untyped-def]
+    """Computing a packed or transformed weight allocates its result once and little
+    else (tracemalloc, which numpy reports its buffers to): no concatenation of the
+    whole (which held a grouped weight's panels, or a Winograd weight's transform, twice)
+    and the float64 transform a block of WINOGRAD_BLOCK_BYTES at a time.  A build's
+    peak is the weights and their packed form plus this; before, ResNet-18's largest
+    3x3 convolution added twice its transform.  The grouped results equal each group's
+    own transform, one after the other."""
+    import tracemalloc
+
+    w = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
+    c = make(w)
+    tracemalloc.start()
+    try:
+        data = c.data
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (peak - data.nbytes) / 2**20 < bound, (peak / 2**20, data.nbytes / 2**20)
+    if shape == (512, 64, 3, 3):
+        parts = [winograd_weights(w[g * 64:(g + 1) * 64], 4) for g in range(8)]
+        assert data.tobytes() == np.concatenate(parts).tobytes()

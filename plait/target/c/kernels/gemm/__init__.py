@@ -98,7 +98,13 @@ def _grouped(pack: Any, unpack: Any, m: int, k: int, groups: int) -> tuple[Any, 
     rows = m // groups
 
     def make(w: np.ndarray) -> np.ndarray:
-        return np.concatenate([pack(w[g * rows:(g + 1) * rows]) for g in range(groups)])
+        out = None   # the groups' panels written into one array, not concatenated: a
+        for g in range(groups):   # concatenation would hold them all twice
+            panels = pack(w[g * rows:(g + 1) * rows])
+            if out is None:
+                out = np.empty((groups * len(panels), *panels.shape[1:]), panels.dtype)
+            out[g * len(panels):(g + 1) * len(panels)] = panels
+        return out
 
     def inverse(p: np.ndarray) -> np.ndarray:
         per = p.shape[0] // groups

@@ -50,7 +50,7 @@ def winograd_weights(w: np.ndarray, m: int = 4) -> np.ndarray:
     return out
 
 
-WINOGRAD_BLOCK_BYTES = 1 << 22
+WINOGRAD_BLOCK_BYTES = 1 << 20
 """The float64 transform :func:`winograd_weights` computes at a time (at least one
 panel of output channels)."""
 
@@ -70,8 +70,12 @@ def winograd_constant(w: np.ndarray, m: int = 4, *, groups: int = 1) -> Any:
 
     def make(src: np.ndarray) -> np.ndarray:
         f = np.asarray(src, np.float32)
-        return np.concatenate([winograd_weights(f[g * og:(g + 1) * og], m)
-                               for g in range(groups)])
+        if groups == 1:   # the transform's own array (a concatenation would copy it)
+            return winograd_weights(f, m)
+        out = np.empty((groups * a * a, -(-og // MR), c, MR), np.float32)
+        for g in range(groups):   # one group's transform at a time beside the result
+            out[g * a * a:(g + 1) * a * a] = winograd_weights(f[g * og:(g + 1) * og], m)
+        return out
 
     return deferred_constant(w, make, (groups * a * a, -(-og // MR), c, MR), np.float32)
 
