@@ -855,6 +855,32 @@ static void se_scale(void* ctx, int64_t lo, int64_t hi) {
     }
 }
 
+/* sum_k a[k] b[k] on two vectors of partial sums (a scalar chain of multiply-adds, one
+ * per 4 cycles, made the gate's two small products most of its time: RegNet's 512 -> 128
+ * -> 512 gate on 14 x 14 took about 100 us, the mean and the scaling a fifth of it) */
+static float se_dot(const float* restrict a, const float* restrict b, int64_t n) {
+    dw_v s0 = {0}, s1 = {0};
+    int64_t k = 0;
+    for (; k + 2 * DW_V <= n; k += 2 * DW_V) {
+        s0 += DW_LOAD(a + k) * DW_LOAD(b + k);
+        s1 += DW_LOAD(a + k + DW_V) * DW_LOAD(b + k + DW_V);
+    }
+    if (k + DW_V <= n) {
+        s0 += DW_LOAD(a + k) * DW_LOAD(b + k);
+        k += DW_V;
+    }
+    if (k < n) {
+        dw_v va, vb;
+        dw_load_n(&va, a + k, n - k);
+        dw_load_n(&vb, b + k, n - k);
+        s1 += va * vb;
+    }
+    s0 += s1;
+    float sum = 0.0f;
+    for (int i = 0; i < DW_V; ++i) sum += s0[i];
+    return sum;
+}
+
 PLAIT_ISA_HIDDEN int
 PLAIT_ISA_FN(plait_se_scale)(const plait_se_desc* d, const float* x, const float* w1,
                              const float* b1, const float* w2, const float* b2, float* out) {
@@ -868,18 +894,14 @@ PLAIT_ISA_FN(plait_se_scale)(const plait_se_desc* d, const float* x, const float
     for (int64_t n = 0; n < d->N; ++n) {
         float* m = v + n * d->C;
         for (int64_t j = 0; j < d->CR; ++j) {
-            const float* wr = w1 + j * d->C;
-            float a = b1 ? b1[j] : 0.0f;
-            for (int64_t k = 0; k < d->C; ++k) a += wr[k] * m[k];
+            float a = (b1 ? b1[j] : 0.0f) + se_dot(w1 + j * d->C, m, d->C);
             if (d->act == PLAIT_DW_SE_RELU) a = (a > 0.0f || a != a) ? a : 0.0f;
             else a = a / (1.0f + plait_exp_f32(-a));
             h[j] = a;
         }
         /* the gates replace the means of image n (all read above) */
         for (int64_t c = 0; c < d->C; ++c) {
-            const float* wr = w2 + c * d->CR;
-            float a = b2 ? b2[c] : 0.0f;
-            for (int64_t j = 0; j < d->CR; ++j) a += wr[j] * h[j];
+            const float a = (b2 ? b2[c] : 0.0f) + se_dot(w2 + c * d->CR, h, d->CR);
             m[c] = 1.0f / (1.0f + plait_exp_f32(-a));
         }
     }
