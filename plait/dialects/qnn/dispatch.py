@@ -25,8 +25,10 @@ generation reads them (:mod:`plait.ir.deferred`: each original goes once packed)
   the padded image packed in panels of 16 pixels x 4 taps), a grouped one group by
   group in the same call; depthwise (one input channel per group) on its own kernel.
 * after a requantized product, a ``qnn.add`` of a constant per column (QOperator's
-  bias add), then one of an 8-bit tensor of the output's shape (a residual), in the
-  output stage (MLAS's QLinearAdd arithmetic on the 8-bit result).
+  bias add) or a float bias between a ``qnn.dequantize`` and a ``qnn.quantize``, then a
+  ``qnn.add`` of an 8-bit tensor of the output's shape (a residual), in the output
+  stage (MLAS's QLinearAdd arithmetic on the 8-bit result; the float bias rounded
+  step by step as the kernels round it).
 * then, one op each, on elementwise kernels of the same family: ``qnn.add`` and
   ``qnn.mul`` (QLinearAdd/QLinearMul: per-tensor constant parameters, operands of the
   output's shape, a scalar or its trailing dimensions, for ``qnn.mul`` also one value
@@ -168,6 +170,8 @@ class _Plan:
             return True
         if self.state == "q" and _is(value, "qnn.add") and value.ty == src.ty:
             return self.fold_add(value, src)
+        if self.state in ("q", "qd", "qdb") and not o.add_kind and not o.add2_kind:
+            return self.fold_float_bias(value, src)
         if self.state == "acc" and _is(value, "cast") and _dtype(value) == "float32":
             o.dtype = "float32"
             o.scale = Constant(np.ones(1, F32))
@@ -216,6 +220,49 @@ class _Plan:
             o.relu = True
             return True
         return False
+
+    def fold_float_bias(self, value: Call, src: Expr) -> bool:
+        """``qnn.dequantize -> add(float constant per column) -> qnn.quantize`` after the
+        8-bit result (a QDQ model whose bias the quantizer left in float), one step at a
+        time (states ``qd``, ``qdb``, back to ``q``): the output stage's ``add_kind`` 3;
+        False for anything else."""
+        o = self.out
+        if self.state == "q" and _is(value, "qnn.dequantize"):
+            p = self.scalar_params(value, o.dtype)
+            if p is None:
+                return False
+            o.fs1, o.fz1 = p
+            self.state = "qd"
+            return True
+        if self.state == "qd" and _is(value, "add") and value.ty == src.ty:
+            vec = self.bias_of(value, src, F32)
+            if vec is None:
+                return False
+            c = np.ascontiguousarray(vec, F32)
+            o.add_cols = bool(np.any(c != c[0]))
+            o.add_c = Constant(c if o.add_cols else c[:1].copy())
+            self.state = "qdb"
+            return True
+        if self.state == "qdb" and _is(value, "qnn.quantize"):
+            p = self.scalar_params(value, o.dtype)
+            if p is None or _dtype(value) != o.dtype:
+                return False
+            o.fs2, o.fz2 = p
+            o.add_kind = 3
+            self.state = "q"
+            return True
+        return False
+
+    @staticmethod
+    def scalar_params(call: Call, dtype: str) -> tuple[float, int] | None:
+        """A (de)quantization's constant per-tensor scale and zero point (of ``dtype``)."""
+        _, s, z = call.args
+        sd, zd = _data(s), _data(z)
+        if sd is None or zd is None or sd.size != 1 or zd.size != 1 or _dtype(z) != dtype:
+            return None
+        if int(call.attrs["block_size"]) or sd.dtype != F32 or not np.isfinite(sd).all():
+            return None
+        return float(sd.reshape(())), int(zd.reshape(()))
 
     def fold_add(self, value: Call, src: Expr) -> bool:
         """A QLinearAdd of the 8-bit result and a constant per column, then one of an
@@ -369,7 +416,8 @@ def _step(y: Pattern) -> Pattern:
             | is_op("qnn.add")(w(), w(), w(), y, w(), w(), w(), w())
             | is_op("qnn.requantize")(y, wildcard(), wildcard(), wildcard(), wildcard())
             | is_op("cast")(y) | is_op("multiply")(y, wildcard()).commutative()
-            | is_op("qnn.dequantize")(y, wildcard(), wildcard()) | is_op("relu")(y))
+            | is_op("qnn.dequantize")(y, wildcard(), wildcard()) | is_op("relu")(y)
+            | is_op("qnn.quantize")(y, wildcard(), wildcard()))
 
 
 PRODUCT = is_op("qnn.matmul", "qnn.conv2d").repeat(_step)
@@ -397,8 +445,8 @@ def int8_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
             src = b.var
         root = g.bindings[members[-1]]
         shape = _shape(root.var)
-        if shape is None:
-            return None
+        if shape is None or plan.state in ("qd", "qdb"):
+            return None   # (a float bias chain cut short: a shorter chain is tried)
         name, code, cfn, args = plan.finish(shape).wrapper()
         wrappers.setdefault(name, (code, cfn))
         return make_call("call_extern", ExternFunc(name), Tuple(args), out=root.var.ty,

@@ -137,6 +137,25 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
 
         out.append(Chain(f"matmul_q_add_residual_{i}", [a, res], build_res, want_res))
 
+        # or a float bias between a dequantize and a quantize (a QDQ model whose bias
+        # the quantizer left in float: ALBERT's)
+        fb = rng.normal(size=(n,)).astype(F32) if i != 2 else np.asarray([0.25], F32)
+        pf = (F32(so), zo, F32(rng.uniform(0.05, 0.3)),
+              np.asarray(R.qrange(dt_out)[1 - i % 2], dt_out))
+
+        def build_fb(bb: BlockBuilder, xs: list[Var], build_q=build_q, pf=pf, fb=fb,
+                     first=i % 2 == 1) -> Any:
+            y = _emit(bb, "qnn.dequantize", build_q(bb, xs), *pf[:2])
+            y = _emit(bb, "add", y, fb) if first else _emit(bb, "add", fb, y)
+            return _emit(bb, "qnn.quantize", y, *pf[2:])
+
+        def want_fb(f: list[np.ndarray], want_q=want_q, pf=pf, fb=fb,
+                    dt_out=dt_out) -> np.ndarray:
+            y = (R.dequantize(want_q(f), *pf[:2]) + fb).astype(F32)
+            return R.quantize(y, *pf[2:], out_dtype=dt_out)
+
+        out.append(Chain(f"matmul_q_float_bias_{i}", [a], build_fb, want_fb))
+
         def build_i(bb: BlockBuilder, xs: list[Var], b=b, za=za, zb=zb) -> Any:
             return _emit(bb, "qnn.matmul", xs[0], b, za, zb)
 
@@ -455,6 +474,7 @@ def test_every_product_reaches_the_int8_kernels(built: tuple[list[Chain], Any]) 
     assert text.count("plait_qadd_") >= 5
     assert text.count(".add_kind = 1") >= 1 and text.count(".add_kind = 2") >= 1
     assert text.count(".add2_kind = 1") >= 1 and text.count(".add2_kind = 2") >= 1
+    assert text.count(".add_kind = 3") >= 3
     assert "qnn.dynamic_quantize" not in text
 
 

@@ -292,8 +292,9 @@ class QOut:
     ``bias`` per column, the ``scale`` (a multiplier, per column when it has ``N``
     values), the output zero point ``zo``, the float ``fbias`` per column, ``relu``;
     for an 8-bit output, a QLinearAdd of a constant per column after it: ``add_kind``
-    (0: none, 1 or 2 as ``plait_q_out``'s), the float32 ``add_c`` (one value, or per
-    column with ``add_cols``), ``add_r``, ``add_r2``, ``add_fixed``; then a QLinearAdd
+    (0: none, 1, 2 or 3 as ``plait_q_out``'s), the float32 ``add_c`` (one value, or
+    per column with ``add_cols``), ``add_r``, ``add_r2``, ``add_fixed`` (kind 3: the
+    float bias between ``fz1``/``fs1`` and ``fz2``/``fs2``); then a QLinearAdd
     of an 8-bit tensor of the output's shape, ``add2_kind`` (0: none, 1 or 2),
     ``add2_t``, ``add2_r``, ``add2_rt``, ``add2_fixed``."""
 
@@ -310,6 +311,10 @@ class QOut:
     add_r: float = 0.0
     add_r2: float = 0.0
     add_fixed: float = 0.0
+    fz1: int = 0
+    fs1: float = 0.0
+    fz2: int = 0
+    fs2: float = 0.0
     add2_kind: int = 0
     add2_t: Expr | None = None
     add2_r: float = 0.0
@@ -351,6 +356,9 @@ class _Operands:
             fields += [("add_kind", int(o.add_kind)), ("add_c", self.add("addc", o.add_c)),
                        ("add_cols", int(o.add_cols)), ("add_r", float(o.add_r)),
                        ("add_r2", float(o.add_r2)), ("add_fixed", float(o.add_fixed))]
+            if o.add_kind == 3:
+                fields += [("fz1", int(o.fz1)), ("fs1", float(o.fs1)), ("fz2", int(o.fz2)),
+                           ("fs2", float(o.fs2))]
         if o.add2_kind:
             assert o.add2_t is not None
             fields += [("add2_kind", int(o.add2_kind)), ("add2_t", self.add("addt", o.add2_t)),

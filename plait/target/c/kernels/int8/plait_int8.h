@@ -37,7 +37,10 @@ enum { PLAIT_Q_OUT_I32 = 0, PLAIT_Q_OUT_U8 = 1, PLAIT_Q_OUT_S8 = 2, PLAIT_Q_OUT_
  *  add_kind 1 (q not folded first): v = fma(q, add_r, add_c[n]);
  *  add_kind 2 (q folded first):     v = fma(add_c[n], add_r2, fma(q, add_r, add_fixed));
  * rounded half to even (cvtps2dq: NaN and out-of-range values give INT_MIN) and
- * saturated; then, with add2_kind != 0, a QLinearAdd with add2_t, an 8-bit tensor of
+ * saturated; or add_kind 3, a float bias between a DequantizeLinear and a
+ * QuantizeLinear (a QDQ model whose bias the quantizer left in float):
+ * v = float32(q - fz1) * fs1 + add_c[n] (two roundings), then QuantizeLinear with fs2,
+ * fz2 (v / fs2, clamped, NaN to the low end, rounded half to even, + fz2); then, with add2_kind != 0, a QLinearAdd with add2_t, an 8-bit tensor of
  * the output's shape and type read at the output's element index (a residual):
  *  add2_kind 1: v = fma(q, add2_r, fma(t, add2_rt, add2_fixed));
  *  add2_kind 2: v = fma(t, add2_rt, fma(q, add2_r, add2_fixed)). */
@@ -53,6 +56,8 @@ typedef struct {
     const float* add_c;
     int add_cols;
     float add_r, add_r2, add_fixed;
+    int32_t fz1, fz2;
+    float fs1, fs2;
     int add2_kind;
     const void* add2_t;
     float add2_r, add2_rt, add2_fixed;

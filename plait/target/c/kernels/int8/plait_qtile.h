@@ -212,6 +212,21 @@ static inline void q_store_add(const plait_q_out* o, int32_t* restrict q, int64_
     const float* restrict ac = o->add_c + (o->add_cols ? n0 : 0);
     const float r = o->add_r, r2 = o->add_r2, fixed = o->add_fixed, c0 = ac[0];
     float f[64];
+    if (o->add_kind == 3) {   /* DequantizeLinear, a float bias, QuantizeLinear */
+        const float s1 = o->fs1, s2 = o->fs2;
+        const int32_t z1 = o->fz1, z2 = o->fz2;
+        if (by_col && o->add_cols)
+            for (int64_t j = 0; j < cnt; ++j) f[j] = ((float)(q[j] - z1) * s1 + ac[j]) / s2;
+        else
+            for (int64_t j = 0; j < cnt; ++j) f[j] = ((float)(q[j] - z1) * s1 + c0) / s2;
+        const float flo = (float)(lo - z2), fhi = (float)(hi - z2);
+        for (int64_t j = 0; j < cnt; ++j) {
+            float t = f[j] > flo ? f[j] : flo;   /* maxps: NaN -> the low end */
+            t = t < fhi ? t : fhi;
+            q[j] = (int32_t)q_round(t) + z2;
+        }
+        return;
+    }
     if (by_col && o->add_cols) {
         if (o->add_kind == 1)
             for (int64_t j = 0; j < cnt; ++j) f[j] = fmaf((float)q[j], r, ac[j]);
