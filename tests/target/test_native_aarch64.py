@@ -77,7 +77,7 @@ pytestmark = pytest.mark.skipif(
 
 RNG = np.random.default_rng(11)
 FAMILIES_RUN = ("attention", "conv", "decode", "dwconv", "gemm", "kernels", "pool", "qconv",
-                "qelementwise", "qgemm", "winograd", "wquant")
+                "qelementwise", "qgemm", "qrows", "winograd", "wquant")
 
 
 def _rand(*shape: int) -> np.ndarray:
@@ -315,6 +315,42 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
       if (plait_qgemm(&p)) return 4; give(out, (const float*)c, {m * n}); }}""")
     expect.append(("int8 product", (qa.astype(np.int64) - 3) @ (qb.astype(np.int64) + 2)
                    + qbias, 0.0))
+
+    # 7b. int8 rows (plait_qrows.c, baseline copy): QLinearSoftmax of 5 rows of 37 uint8
+    #     codes (the exponent table given), and the layer norm of 4 rows of 33 int8 codes
+    #     to int8; the codes compared as int32, exact against numpy (the qnn reference's
+    #     softmax, a float64 normalization rounded to float32 and quantized)
+    from plait.dialects.qnn import reference as R
+
+    sx = RNG.integers(0, 256, (5, 37), dtype=np.uint8)
+    table = R.softmax_exp_table(np.float32(0.1), 37, signed=False)
+    code.append(f"""{{ const void* x = {take_bytes(sx)}; const float* t = {take(table)};
+      static const plait_qsoftmax_desc d = {{.rows = 5, .d = 37, .is_signed = 0,
+                                             .ys = 256.0f, .yz = 0}};
+      uint8_t* y = calloc(5 * 37, 1); int32_t* c = calloc(5 * 37, 4);
+      if (plait_qsoftmax(&d, t, x, y)) return 4;
+      for (int i = 0; i < 5 * 37; ++i) c[i] = y[i];
+      give(out, (const float*)c, 5 * 37); }}""")
+    expect.append(("int8 softmax", R.softmax(sx, np.float32(0.1), np.uint8(0),
+                                             np.float32(1 / 256), np.uint8(0)).astype(np.int32),
+                   0.0))
+    lx = RNG.integers(-128, 128, (4, 33), dtype=np.int8)
+    g, be = RNG.uniform(0.5, 1.5, 33).astype(np.float32), _rand(33) * 0.3
+    code.append(f"""{{ const void* x = {take_bytes(lx)}; const float* g = {take(g)};
+      const float* b = {take(be)};
+      static const plait_qlayer_norm_desc d = {{.rows = 4, .d = 33, .x_signed = 1,
+        .y_signed = 1, .xs = 0.05f, .ys = 0.02f, .eps = 1e-5f, .xz = -3, .yz = 5}};
+      int8_t* y = calloc(4 * 33, 1); int32_t* c = calloc(4 * 33, 4);
+      if (plait_qlayer_norm(&d, x, g, b, y)) return 4;
+      for (int i = 0; i < 4 * 33; ++i) c[i] = y[i];
+      give(out, (const float*)c, 4 * 33); }}""")
+    xf = (lx.astype(np.float64) + 3) * float(np.float32(0.05))
+    mu = xf.mean(1, keepdims=True)
+    var = ((xf - mu) ** 2).mean(1, keepdims=True)
+    yf = ((xf - mu) / np.sqrt(var + float(np.float32(1e-5))) * g + be.astype(np.float64))
+    expect.append(("int8 layer norm", R.quantize(yf.astype(np.float32), np.float32(0.02),
+                                                 np.int8(5), out_dtype="int8")
+                   .astype(np.int32), 0.0))
 
     # 8. grouped and depthwise convolutions (plait_dwconv.c): a depthwise 5x5 stride 2
     #    with asymmetric padding, bias and SiLU (19 columns: tails of every vector
