@@ -325,12 +325,20 @@ static void q_dw_range(void* ctx, int64_t lo, int64_t hi) {
                 }
                 continue;
             }
-            for (int64_t x = 0; x < wn; ++x) {
-                const int64_t c = d->PL + x;
-                const int32_t v = t->x_signed
-                    ? (int32_t)((const int8_t*)t->x)[(plane * H + h) * W + x]
-                    : (int32_t)t->x[(plane * H + h) * W + x];
-                row[(c % sw) * wpp + c / sw] = (int16_t)(v - zx);
+            /* phase p holds the padded columns c = p + i * SW: the image's x = c - PL */
+            for (int64_t p = 0; p < sw; ++p) {
+                const int64_t i0 = d->PL - p <= 0 ? 0 : (d->PL - p + sw - 1) / sw;
+                int16_t* restrict dst = row + p * wpp + i0;
+                const int64_t x0 = p + i0 * sw - d->PL;
+                if (t->x_signed) {
+                    const int8_t* restrict src = (const int8_t*)t->x + (plane * H + h) * W;
+                    for (int64_t x = x0, i = 0; x < wn; x += sw, ++i)
+                        dst[i] = (int16_t)(src[x] - zx);
+                } else {
+                    const uint8_t* restrict src = t->x + (plane * H + h) * W;
+                    for (int64_t x = x0, i = 0; x < wn; x += sw, ++i)
+                        dst[i] = (int16_t)(src[x] - zx);
+                }
             }
         }
         if (wide) {
