@@ -56,27 +56,14 @@ import numpy as np
 from plait.codegen.c import CFunction
 from plait.ir.expr import Call, Constant, Expr, ExternFunc, Function, Op, Tuple
 from plait.ir.module import IRModule
-from plait.ir.types import TensorType
 from plait.op.registry import make_call
 from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, Pattern, is_op, wildcard
 from plait.transform.pattern_rewrite import Rule, rewrite_function
 
+from .exprs import dtype_of, static_shape
+
 F32 = np.float32
-
-
-def _shape(e: Expr) -> tuple[int, ...] | None:
-    t = e.ty
-    if not isinstance(t, TensorType) or t.shape is None:
-        return None
-    if not all(isinstance(d, int) for d in t.shape):
-        return None
-    return tuple(int(d) for d in t.shape)
-
-
-def _dtype(e: Expr) -> str | None:
-    t = e.ty
-    return t.dtype if isinstance(t, TensorType) else None
 
 
 def _data(e: Expr) -> np.ndarray | None:
@@ -155,10 +142,10 @@ class _Plan:
             psi, pso = self.per_column(si, axis), self.per_column(so, axis)
             if zid is None or zod is None or psi is None or pso is None or zod.size != 1:
                 return False
-            if _dtype(value) not in ("uint8", "int8") or zid.size != 1:
+            if dtype_of(value) not in ("uint8", "int8") or zid.size != 1:
                 return False
             mult = (psi[0].astype(F32) / pso[0].astype(F32)).astype(F32)
-            o.dtype = str(_dtype(value))
+            o.dtype = str(dtype_of(value))
             o.scale = Constant(np.ascontiguousarray(np.broadcast_to(mult, (self.n,))
                                                     if psi[1] or pso[1] else
                                                     mult.reshape(1), F32))
@@ -172,7 +159,7 @@ class _Plan:
             return self.fold_add(value, src)
         if self.state in ("q", "qd", "qdb") and not o.add_kind and not o.add2_kind:
             return self.fold_float_bias(value, src)
-        if self.state == "acc" and _is(value, "cast") and _dtype(value) == "float32":
+        if self.state == "acc" and _is(value, "cast") and dtype_of(value) == "float32":
             o.dtype = "float32"
             o.scale = Constant(np.ones(1, F32))
             self.state = "cast"
@@ -190,9 +177,9 @@ class _Plan:
             return True
         if self.state == "cast" and _is(value, "multiply") and value.ty == src.ty:
             other = value.args[1] if value.args[0] is src else value.args[0]
-            if _dtype(other) != "float32":
+            if dtype_of(other) != "float32":
                 return False
-            shape = _shape(other)
+            shape = static_shape(other)
             if isinstance(other, Constant):
                 vec = self.column_vector(other.data)
                 if vec is None:
@@ -245,7 +232,7 @@ class _Plan:
             return True
         if self.state == "qdb" and _is(value, "qnn.quantize"):
             p = self.scalar_params(value, o.dtype)
-            if p is None or _dtype(value) != o.dtype:
+            if p is None or dtype_of(value) != o.dtype:
                 return False
             o.fs2, o.fz2 = p
             o.add_kind = 3
@@ -258,7 +245,7 @@ class _Plan:
         """A (de)quantization's constant per-tensor scale and zero point (of ``dtype``)."""
         _, s, z = call.args
         sd, zd = _data(s), _data(z)
-        if sd is None or zd is None or sd.size != 1 or zd.size != 1 or _dtype(z) != dtype:
+        if sd is None or zd is None or sd.size != 1 or zd.size != 1 or dtype_of(z) != dtype:
             return None
         if int(call.attrs["block_size"]) or sd.dtype != F32 or not np.isfinite(sd).all():
             return None
@@ -274,7 +261,7 @@ class _Plan:
         a, sa, za, b, sb, zb, sc, zc = value.args
         mine_a = a is src
         other = b if mine_a else a
-        if (b is src) == mine_a or _dtype(other) != o.dtype or _dtype(value) != o.dtype:
+        if (b is src) == mine_a or dtype_of(other) != o.dtype or dtype_of(value) != o.dtype:
             return False
         params = [_data(e) for e in (sa, za, sb, zb, sc, zc)]
         if any(p is None or p.size != 1 for p in params):
@@ -286,7 +273,7 @@ class _Plan:
         if d is not None and (o.add_kind or o.add2_kind):
             return False
         vec = None if d is None else self.column_vector(d)
-        sha, shb = _shape(a), _shape(b)
+        sha, shb = static_shape(a), static_shape(b)
         if (vec is None and not tensor) or sha is None or shb is None:
             return False
         psa, pza, psb, pzb, psc, pzc = (p.reshape(()) for p in params)  # type: ignore[union-attr]
@@ -329,7 +316,7 @@ class _Plan:
 
 
 def _param_vector(e: Expr, n: int) -> bool:
-    s = _shape(e)
+    s = static_shape(e)
     return s is not None and (_scalar_like(s) or s == (n,))
 
 
@@ -337,7 +324,7 @@ def _plan_matmul(call: Call) -> _Plan | None:
     from plait.target.c.kernels.int8 import QGemmCall, QOut, packed_b_constants
 
     a, b, za, zb = call.args
-    as_, bs, os_ = _shape(a), _shape(b), _shape(call)
+    as_, bs, os_ = static_shape(a), static_shape(b), static_shape(call)
     if as_ is None or bs is None or os_ is None or len(as_) < 2 or len(bs) < 2:
         return None
     if 0 in as_ or 0 in bs or 0 in os_:
@@ -345,7 +332,7 @@ def _plan_matmul(call: Call) -> _Plan | None:
     k, n = bs[-2:]
     if as_[-1] != k or not _param_vector(zb, n):
         return None
-    zas = _shape(za)
+    zas = static_shape(za)
     if zas is None:
         return None
     za_rows = not _scalar_like(zas)
@@ -364,7 +351,7 @@ def _plan_matmul(call: Call) -> _Plan | None:
         q.packed = packed_b_constants(bd, zbd)   # the panels computed when read
     else:
         q.b, q.zb = b, zb
-        q.zb_cols = not _scalar_like(_shape(zb))
+        q.zb_cols = not _scalar_like(static_shape(zb))
         q.b_batched = len(bs) > 2
     return _Plan(q, n, len(os_) - 1, len(os_))
 
@@ -381,11 +368,11 @@ def _plan_conv2d(call: Call) -> _Plan | None:
     )
 
     x, w, zx, zw = call.args
-    xs, ws, os_ = _shape(x), _shape(w), _shape(call)
+    xs, ws, os_ = static_shape(x), static_shape(w), static_shape(call)
     wd, zwd = _data(w), _data(zw)
     if xs is None or ws is None or os_ is None or wd is None or zwd is None:
         return None
-    if len(xs) != 4 or 0 in xs or 0 in os_ or not _scalar_like(_shape(zx)):
+    if len(xs) != 4 or 0 in xs or 0 in os_ or not _scalar_like(static_shape(zx)):
         return None
     a = call.attrs
     strides, dilation = expand_ints(a["strides"], 2), expand_ints(a["dilation"], 2)
@@ -444,7 +431,7 @@ def int8_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
                 return None
             src = b.var
         root = g.bindings[members[-1]]
-        shape = _shape(root.var)
+        shape = static_shape(root.var)
         if shape is None or plan.state in ("qd", "qdb"):
             return None   # (a float bias chain cut short: a shorter chain is tried)
         name, code, cfn, args = plan.finish(shape).wrapper()
@@ -453,7 +440,6 @@ def int8_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
                          span=root.value.span)
 
     return Rule("qnn.int8", PRODUCT, rewrite)
-
 
 
 def _suffix_of(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
@@ -492,10 +478,10 @@ def _plan_add(call: Call) -> Any:
     from . import reference as R
 
     a, sa, za, b, sb, zb, sc, zc = call.args
-    as_, bs, os_ = _shape(a), _shape(b), _shape(call)
+    as_, bs, os_ = static_shape(a), static_shape(b), static_shape(call)
     if as_ is None or bs is None or os_ is None or 0 in os_:
         return None
-    if _dtype(a) != _dtype(b) or _dtype(a) not in ("uint8", "int8"):
+    if dtype_of(a) != dtype_of(b) or dtype_of(a) not in ("uint8", "int8"):
         return None
     params = [_data(e) for e in (sa, za, sb, zb, sc, zc)]
     if any(p is None or p.size != 1 for p in params):
@@ -529,15 +515,15 @@ def _plan_param(call: Call) -> Any:
     from plait.target.c.kernels.int8 import QParamCall
 
     x, sc, zp = call.args
-    xs, ss, zs, os_ = _shape(x), _shape(sc), _shape(zp), _shape(call)
+    xs, ss, zs, os_ = static_shape(x), static_shape(sc), static_shape(zp), static_shape(call)
     quantize = _is(call, "qnn.quantize")
     if xs is None or ss is None or zs is None or os_ is None or 0 in os_:
         return None
-    if int(call.attrs["block_size"]) or _dtype(sc) != "float32":
+    if int(call.attrs["block_size"]) or dtype_of(sc) != "float32":
         return None
-    if _dtype(x) != ("float32" if quantize else _dtype(zp)):
+    if dtype_of(x) != ("float32" if quantize else dtype_of(zp)):
         return None
-    if _dtype(zp) not in ("uint8", "int8"):
+    if dtype_of(zp) not in ("uint8", "int8"):
         return None
     if _scalar_like(ss) and _scalar_like(zs):
         return QParamCall(quantize, x, sc, zp, None, os_)
@@ -558,8 +544,8 @@ def _plan_dynamic_quantize(call: Call) -> Any:
     from plait.target.c.kernels.int8 import QDynamicQuantizeCall
 
     x = call.args[0]
-    xs = _shape(x)
-    if xs is None or 0 in xs or _dtype(x) != "float32":
+    xs = static_shape(x)
+    if xs is None or 0 in xs or dtype_of(x) != "float32":
         return None
     return QDynamicQuantizeCall(x, xs)
 

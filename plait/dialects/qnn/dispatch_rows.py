@@ -30,17 +30,9 @@ from plait.transform.pattern import Match, is_const, is_op, wildcard
 from plait.transform.pattern_rewrite import Rule
 
 from . import reference as R
+from .exprs import static_shape
 
 F32 = np.float32
-
-
-def _static_shape(e: Expr) -> tuple[int, ...] | None:
-    t = e.ty
-    if not isinstance(t, TensorType) or t.shape is None:
-        return None
-    if not all(isinstance(d, int) for d in t.shape):
-        return None
-    return tuple(int(d) for d in t.shape)
 
 
 def _scalar(e: Expr) -> Any:
@@ -64,7 +56,7 @@ def _plan_softmax(call: Call) -> Any:
     from plait.target.c.kernels.int8.rows import YS_MAX, QSoftmaxCall
 
     x, xs, _, ys, yz = call.args
-    shape = _static_shape(x)
+    shape = static_shape(x)
     if shape is None or not shape or 0 in shape or _eight_bit(x) is None:
         return None
     if not _last_axis(int(call.attrs["axis"]), shape):
@@ -92,7 +84,7 @@ def _plan_layer_norm(x: Expr, xs: Expr, xz: Expr, g: Expr, b: Expr, ys: Expr, yz
                      axes: Any, epsilon: Any, out_dtype: str | None) -> Any:
     from plait.target.c.kernels.int8.rows import QLayerNormCall
 
-    shape = _static_shape(x)
+    shape = static_shape(x)
     if shape is None or not shape or 0 in shape or _eight_bit(x) is None:
         return None
     if out_dtype not in ("uint8", "int8"):

@@ -24,12 +24,12 @@ import numpy as np
 
 from plait.codegen.c import CFunction
 from plait.ir.expr import Call, Constant, Expr, ExternFunc, Op, Tuple
-from plait.ir.types import TensorType
 from plait.op.registry import make_call
 from plait.transform.pattern import Match, Pattern, is_op, wildcard
 from plait.transform.pattern_rewrite import Rule
 
 from . import reference as R
+from .exprs import dtype_of
 
 EIGHT = ("uint8", "int8")
 QNN_STEPS = ("qnn.dequantize", "qnn.quantize", "qnn.add", "qnn.mul")
@@ -39,11 +39,6 @@ UNARY = ("erf", "tanh", "sigmoid", "exp", "relu", "neg", "abs", "sqrt", "gelu", 
 """Float ops of one operand a chain may hold."""
 BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power")
 """Float ops of two operands a chain may hold (the other a scalar constant)."""
-
-
-def _dtype(e: Expr) -> str | None:
-    t = e.ty
-    return t.dtype if isinstance(t, TensorType) else None
 
 
 def _scalar_const(e: Expr) -> bool:
@@ -58,7 +53,7 @@ def _float_step(call: Call) -> bool:
         return False
     d = op.definition
     return (d.pure and d.reference is not None and d.pattern in ("elemwise", "broadcast")
-            and _dtype(call) == "float32")
+            and dtype_of(call) == "float32")
 
 
 def _step(y: Pattern) -> Pattern:
@@ -98,7 +93,7 @@ def _evaluate(call: Call, value: np.ndarray) -> np.ndarray | None:
     args = [value if a is src else a.data.reshape(()) for a in call.args]  # type: ignore[union-attr]
     with np.errstate(all="ignore"):
         out = np.asarray(op.definition.reference(*args, **dict(call.attrs)))
-    if out.shape != value.shape or out.dtype.name != _dtype(call):
+    if out.shape != value.shape or out.dtype.name != dtype_of(call):
         return None
     return out
 
@@ -108,11 +103,11 @@ def table_of(calls: list[Call]) -> tuple[Expr, np.ndarray] | None:
     its 8-bit input and its 256 output codes indexed by the input code's bit pattern;
     None when the chain is no such function."""
     x = _running_operand(calls[0])
-    if x is None or _dtype(x) not in EIGHT or _dtype(calls[-1]) not in EIGHT:
+    if x is None or dtype_of(x) not in EIGHT or dtype_of(calls[-1]) not in EIGHT:
         return None
     if len(calls) < 2:
         return None
-    value: np.ndarray | None = R.table_inputs(np.dtype(_dtype(x))).astype(_dtype(x))
+    value: np.ndarray | None = R.table_inputs(np.dtype(dtype_of(x))).astype(dtype_of(x))
     for c in calls:
         value = _evaluate(c, value)  # type: ignore[arg-type]
         if value is None:
