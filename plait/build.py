@@ -78,7 +78,9 @@ def build(
         del mod
         if kept is not None:
             kept.refer_to_packed(built)
-        _pack_largest_first(built)
+            # (only native targets pack weights: the walk cost other targets' builds
+            # a third of their time on the scaling chain)
+            _pack_largest_first(built)
         # (no collection is needed for the originals to go: the passes leave no
         # reference cycle holding a module; the built module is dropped before the
         # collector resumes, whose first pass then scans only what survives)
