@@ -70,13 +70,14 @@ def test_owners_of_the_build_and_of_serving(tmp_path: Path):
 def test_fixed_part_of_a_build_peak(tmp_path: Path):
     """A build's peak above the baseline is the model's: on a model of 96 KiB of
     weights the rest (IR, transients, the library) stays under 5 MiB.  The baseline
-    holds what any process that builds from ONNX has once, whatever the model: the
-    compiler's code and onnx's table of operator schemas (about 7 MiB resident, made
-    whole at the importer's first schema look-up); counted in the peak, it made the
-    small models' builds above 2x their weights (9.3 MiB here)."""
+    holds the compiler's code and nothing else (the strict reading): the build does not
+    make onnx's table of operator schemas (about 7 MiB resident, made whole at the
+    first schema look-up; counted in the peak, it made the small models' builds above
+    2x their weights, 9.3 MiB here): that table's first look-up after the build still
+    costs it."""
     src, plx = tmp_path / "mlp.onnx", tmp_path / "mlp.plx"
     _mlp(src)
     memory._run_child("build", str(src), "c", str(plx))   # compiles the library if new
     build = memory._run_child("build", str(src), "c", str(plx))
-    assert build["onnx_schemas_mib"] > 1   # the table was made before the baseline
+    assert build["onnx_schemas_mib"] > 3 and not build["onnx_schemas_in_build"], build
     assert build["build_peak_mib"] < 5, build

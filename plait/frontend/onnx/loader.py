@@ -28,6 +28,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto
 from .attr_values import attribute_problem
 from .dtypes import onnx_type_name, to_dtype
 from .errors import OnnxImportError, describe_node
+from .op_specs import OpSpec, op_spec
 from .registry import DEFAULT_DOMAIN, find_converter, normalize_domain
 from .weights import open_model, read_initializers
 
@@ -310,8 +311,9 @@ def _with_default_attributes(
         if (node.domain, node.op_type) not in ops:
             continue
         dom = normalize_domain(node.domain)
-        schema = _schema(node.op_type, opsets.get(dom, 1), dom)
-        if schema is None:
+        try:  # onnx's own schema: its default values (only ops expanded need it)
+            schema = onnx.defs.get_schema(node.op_type, opsets.get(dom, 1), dom)
+        except Exception:
             continue
         given = {a.name for a in node.attribute}
         for name, spec in schema.attributes.items():
@@ -331,8 +333,8 @@ def _expandable_ops(model: ModelProto, opsets: dict[str, int]) -> set[tuple[str,
         version = opsets.get(dom)
         if version is None or find_converter(node.op_type, dom, version) is not None:
             continue
-        schema = _schema(node.op_type, version, dom)
-        if schema is not None and (schema.has_function or schema.has_context_dependent_function):
+        spec = _spec(node.op_type, version, dom)
+        if spec is not None and spec.expandable:
             out.add((node.domain, node.op_type))
     return out
 
@@ -461,17 +463,15 @@ def _topological_order(graph: GraphProto, source: str) -> list[NodeProto]:
 
 # ---------------------------------------------------------------------------- checking
 
-_SCHEMAS: dict[tuple[str, int, str], Any] = {}
+_SPECS: dict[tuple[str, int, str], OpSpec | None] = {}
 
 
-def _schema(op_type: str, version: int, domain: str) -> Any:
+def _spec(op_type: str, version: int, domain: str) -> OpSpec | None:
+    """The schema facts of ``op_type`` (op_specs.py: without onnx's registry), cached."""
     key = (op_type, version, domain)
-    if key not in _SCHEMAS:
-        try:
-            _SCHEMAS[key] = onnx.defs.get_schema(op_type, version, domain)
-        except Exception:
-            _SCHEMAS[key] = None
-    return _SCHEMAS[key]
+    if key not in _SPECS:
+        _SPECS[key] = op_spec(op_type, version, domain)
+    return _SPECS[key]
 
 
 _SCHEMA_OK: set[tuple] = set()
@@ -636,8 +636,8 @@ def _check_node(
         key = node.op_type if dom == DEFAULT_DOMAIN else f"{dom}::{node.op_type}"
         unsupported.setdefault(key, []).append(label)
         unsupported_versions.setdefault(key, set()).add(version)
-    schema = _schema(node.op_type, version, dom)
-    if schema is not None:
+    spec = _spec(node.op_type, version, dom)
+    if spec is not None:
         # nodes of the same op, arity and attribute types check alike: check each once
         key = (
             node.op_type, version, dom, tuple(bool(i) for i in node.input), len(node.output),
@@ -645,7 +645,7 @@ def _check_node(
         )  # fmt: skip
         if key not in _SCHEMA_OK:
             before = len(problems)
-            _check_against_schema(node, schema, desc + where, problems)
+            _check_against_spec(node, spec, desc + where, problems)
             if len(problems) == before and len(_SCHEMA_OK) < 100_000:
                 _SCHEMA_OK.add(key)
     refused: set[str] = set()
@@ -672,32 +672,30 @@ def _check_node(
                 )
 
 
-def _check_against_schema(node: NodeProto, schema: Any, desc: str, problems: list[str]) -> None:
+def _check_against_spec(node: NodeProto, spec: OpSpec, desc: str, problems: list[str]) -> None:
     n_in = len(node.input)
-    formal = list(schema.inputs)
-    single = onnx.defs.OpSchema.FormalParameterOption.Single
-    for i, p in enumerate(formal):
-        if p.option == single and (i >= n_in or not node.input[i]):
-            problems.append(f"{desc}: the required input {i} ({p.name}) is missing")
-    if schema.max_input >= 0 and n_in > schema.max_input:
-        problems.append(f"{desc}: takes at most {schema.max_input} inputs, the node has {n_in}")
-    if len(node.output) > schema.max_output:
+    for i, (name, option) in enumerate(zip(spec.inputs, spec.options, strict=True)):
+        if option == "S" and (i >= n_in or not node.input[i]):
+            problems.append(f"{desc}: the required input {i} ({name}) is missing")
+    if spec.max_input >= 0 and n_in > spec.max_input:
+        problems.append(f"{desc}: takes at most {spec.max_input} inputs, the node has {n_in}")
+    if len(node.output) > spec.max_output:
         problems.append(
-            f"{desc}: has at most {schema.max_output} outputs, the node has {len(node.output)}"
+            f"{desc}: has at most {spec.max_output} outputs, the node has {len(node.output)}"
         )
     given = {a.name: a for a in node.attribute}
-    for name, spec in schema.attributes.items():
-        if spec.required and name not in given:
+    for name, _type, required in spec.attributes:
+        if required and name not in given:
             problems.append(f"{desc}: the required attribute {name!r} is missing")
+    types = {name: t for name, t, _ in spec.attributes}
     for name, a in given.items():
-        spec = schema.attributes.get(name)
-        if spec is None:
+        want = types.get(name)
+        if want is None:
             problems.append(
                 f"{desc}: unknown attribute {name!r} (the op's attributes are: "
-                f"{', '.join(sorted(schema.attributes)) or 'none'})"
+                f"{', '.join(sorted(types)) or 'none'})"
             )
             continue
-        want = int(spec.type)
         if want and a.type != want:
             problems.append(
                 f"{desc}: attribute {name!r} has type {_ATTR_TYPE_NAMES.get(a.type, a.type)}, "
