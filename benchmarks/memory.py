@@ -17,18 +17,19 @@ package.  For each model, three tables:
 
 * **build** (plait; after a first build of the model in another process, unless
   ``--cold``, so that kernels changed since the compiled-library cache was filled are
-  not compiled in the measured one): the process imports the ONNX file, hands the module to
-  ``plait.build`` holding nothing else of it (as ``plait compile`` does) and saves a
-  ``.plx``; its peak resident memory above the baseline (``VmHWM``, reset there, minus
-  ``VmRSS`` after importing the compiler's modules the build loads, whose code ``import plait`` defers:
-  the strict reading, nothing else made before it; in particular onnx's table of
-  operator schemas, about 7 MiB made whole at the first ``onnx.defs.get_schema``, is in
-  the peak if the build makes it: ``onnx_schemas_in_build`` in the JSON, ``+ schemas``
-  beside the multiple in the table; the importer checks nodes against a table of its
-  own and does not; ``onnx_schemas_mib`` is what onnx's table costs after the build),
-  as a multiple of the weights, the pass that raised the peak most (or the import,
-  code generation, which computes the packed weights, or the save, when it raised the
-  peak more than any pass), and the owners at the end of the build measured
+  not compiled in the measured one): the process imports the ONNX file, hands the
+  module to ``plait.build`` holding nothing else of it (as ``plait compile`` does) and
+  saves a ``.plx``.  Its peak resident memory above the baseline: ``VmHWM`` (reset at
+  the baseline) minus ``VmRSS`` after importing the compiler's modules the build loads,
+  whose code ``import plait`` defers, and nothing else (the strict reading: in
+  particular onnx's table of operator schemas, about 7 MiB made whole at the first
+  ``onnx.defs.get_schema``, is in the peak if the build makes it,
+  ``onnx_schemas_in_build`` in the JSON and ``+ schemas`` beside the multiple in the
+  table; the importer checks nodes against a table of its own and does not;
+  ``onnx_schemas_mib`` is what onnx's table costs after the build), as a multiple of
+  the weights; the pass that raised the peak most (or code generation, which computes
+  the packed weights, or the save, when it raised the peak more than any pass; the
+  import when nothing after it did); and the owners at the end of the build measured
   directly: the original weights still held (followed by weak references: those the
   kept graph cannot derive from the packed ones, and those used as they are), the
   executable's constants (and how much of them are buffers of their own, not shared
@@ -225,8 +226,8 @@ def child_build(onnx_path: str, target: str, out: str) -> dict:
                          if isinstance(n, Constant))
     originals = [(weakref.ref(a), a.nbytes) for a in roots.values()]
     del roots
+    import_raised = _hwm() - hwm0
     peak = PeakPass()
-    peak.top = (_hwm() - hwm0, "import")
     with PassContext(instruments=[peak]):
         exe = plait.build(mods.pop(), target)
     build_peak = _hwm() - base
@@ -236,6 +237,8 @@ def child_build(onnx_path: str, target: str, out: str) -> dict:
     exe.save(out)
     if _hwm() - before_save > peak.top[0]:
         peak.top = (_hwm() - before_save, "save")
+    if peak.top[0] == 0:   # nothing after the import raised the peak: it was the import's
+        peak.top = (import_raised, "import")
     kept = [a for a in (r() for r, _ in originals) if a is not None]
     row = {"build_s": time.perf_counter() - t0, "import_mib": after_import,
            "compiler_code_mib": base - base0,
