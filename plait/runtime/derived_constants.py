@@ -27,6 +27,7 @@ class DerivedConstants(Mapping[str, np.ndarray]):
     def __init__(self, held: Mapping[str, np.ndarray] | None = None) -> None:
         self._held: dict[str, np.ndarray] = dict(held or {})
         self._derived: dict[str, tuple[Packed, Unpack]] = {}
+        self._sizes: dict[str, int] = {}
         self._order: list[str] = list(self._held)
 
     def derive(self, key: str, packed: Packed, unpack: Unpack) -> None:
@@ -34,12 +35,20 @@ class DerivedConstants(Mapping[str, np.ndarray]):
         returning it), computed when read; an array held for ``key`` is dropped."""
         if key not in self._held and key not in self._derived:
             self._order.append(key)
-        self._held.pop(key, None)
+        held = self._held.pop(key, None)
+        if held is not None:   # the size of what unpacking gives back
+            self._sizes[key] = held.nbytes
         self._derived[key] = (packed, unpack)
 
     def is_derived(self, key: str) -> bool:
         """Whether ``key``'s array is computed from a packed array when read."""
         return key in self._derived
+
+    def nbytes(self, key: str) -> int | None:
+        """The bytes of ``key``'s array without computing it (None: a derived array
+        whose original the table never held)."""
+        held = self._held.get(key)
+        return held.nbytes if held is not None else self._sizes.get(key)
 
     def __getitem__(self, key: str) -> np.ndarray:
         held = self._held.get(key)

@@ -250,9 +250,16 @@ def _graph_constant_members(exe: Any, const_members: list[str],
     by_key: dict[str, str] | None = None
     out: dict[str, str] = {}
     table = exe.graph_constants
+    derived = getattr(table, "is_derived", None)
     for key in table:
-        array = table[key]   # (one at a time: a derived or file-backed table computes it)
-        member = by_id.get(id(array))
+        size = None
+        member = None
+        if derived is None or not derived(key):
+            array = table[key]   # (one at a time: a file-backed table reads it)
+            member, size = by_id.get(id(array)), np.asarray(array).nbytes
+            del array
+        # a derived array is computed afresh when read, never one of the executable's:
+        # it is computed once, when its member is written
         if member is None:
             if by_key is None:  # hash the executable's constants once, when needed
                 by_key = {content_key(c): m for c, m in zip(exe.constants, const_members)
@@ -260,10 +267,12 @@ def _graph_constant_members(exe: Any, const_members: list[str],
             member = by_key.get(key)
         if member is None:
             member = f"graph/constants/{len(out)}.npy"
-            payloads.append((member, _table_writer(table, key), False,
-                             np.asarray(array).nbytes))
+            if size is None and hasattr(table, "nbytes"):
+                size = table.nbytes(key)
+            if size is None:
+                size = np.asarray(table[key]).nbytes
+            payloads.append((member, _table_writer(table, key), False, size))
         out[key] = member
-        del array
     return out
 
 

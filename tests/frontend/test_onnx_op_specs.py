@@ -92,4 +92,4 @@ def test_importing_a_model_does_not_build_onnx_schema_registry():
     proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert float(proc.stdout.split()[-1]) > 3, proc.stdout
+    assert float(proc.stdout.split()[-1]) > 2, proc.stdout

@@ -354,3 +354,31 @@ def test_weight_quantization_is_computed_when_read(tmp_path: Path):
     want = _reference(x, weights)
     np.testing.assert_allclose(VirtualMachine(exe)["main"](x), want, rtol=0,
                                atol=0.01 * np.abs(want).max())
+
+
+def test_saving_unpacks_each_kept_weight_once(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch):
+    """Saving writes each weight of the kept graph that is unpacked from the
+    executable's panels by unpacking it once (it was unpacked twice: once to find its
+    member, once to write it), and the file's graph still holds the weights bit for
+    bit."""
+    from plait.runtime.derived_constants import DerivedConstants
+
+    weights = _weights([64, 96, 80, 40], seed=5)
+    _mlp(tmp_path / "m.onnx", weights)
+    exe = plait.build(from_onnx(tmp_path / "m.onnx"), "c")
+    table = exe.graph_constants
+    assert all(table.is_derived(k) for k in table) and len(table) == len(weights)
+    assert sorted(table.nbytes(k) for k in table) == sorted(w.nbytes for w in weights)
+    reads: list[str] = []
+    getitem = DerivedConstants.__getitem__
+
+    def counted(self: DerivedConstants, key: str) -> np.ndarray:
+        reads.append(key)
+        return getitem(self, key)
+
+    monkeypatch.setattr(DerivedConstants, "__getitem__", counted)
+    exe.save(tmp_path / "m.plx")
+    assert sorted(reads) == sorted(table)   # each once
+    saved = Executable.load(tmp_path / "m.plx").graph_constants
+    assert sorted(saved[k].tobytes() for k in saved) == sorted(w.tobytes() for w in weights)
