@@ -16,7 +16,7 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from plait.frontend.onnx.op_spec_table import MAX_OPSETS, SPECS  # noqa: E402
+from plait.frontend.onnx.op_spec_table import MAX_OPSETS, ONNX_VERSION, SPECS  # noqa: E402
 from plait.frontend.onnx.op_specs import op_spec, spec_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,16 +30,20 @@ def _onnx_spec(op: str, version: int, domain: str):  # type: ignore[no-untyped-d
 
 
 def test_the_table_says_what_onnx_says_for_every_op_and_version():
-    """Every op onnx defines (and every op of the table), at every opset of its domain
-    the table covers, has the schema onnx's own look-up gives (or none where onnx has
-    none: before the op's first version)."""
-    ops = {(s.domain, s.name) for s in onnx.defs.get_all_schemas_with_history()}
-    assert ops == set(SPECS), "run python tools/gen_onnx_op_specs.py after upgrading onnx"
+    """Every op the table or the installed onnx defines, at every opset of its domain
+    that both know, has the schema onnx's own look-up gives (or none where onnx has
+    none: before the op's first version, or an op onnx does not define).  (An onnx
+    newer than the table's is asked beyond the table's opsets: op_specs.covered.)"""
+    from onnx.onnx_cpp2py_export import defs as cdefs
+
+    installed = {d: hi for d, (_, hi) in cdefs.schema_version_map().items()}
+    ops = {(s.domain, s.name) for s in onnx.defs.get_all_schemas_with_history()} | set(SPECS)
     checked = 0
     for domain, op in sorted(ops):
-        for version in range(1, MAX_OPSETS[domain] + 1):
+        for version in range(1, min(MAX_OPSETS.get(domain, 0), installed.get(domain, 0)) + 1):
             assert op_spec(op, version, domain) == _onnx_spec(op, version, domain), (
-                domain, op, version)
+                f"{domain or 'ai.onnx'}::{op} opset {version}: the table differs from onnx "
+                f"{onnx.__version__}; run python tools/gen_onnx_op_specs.py")
             checked += 1
     assert checked > 5000
     # ops onnx does not know, and domains it does not know, have no schema
@@ -47,6 +51,8 @@ def test_the_table_says_what_onnx_says_for_every_op_and_version():
     assert op_spec("FusedMatMul", 1, "com.microsoft") is None
 
 
+@pytest.mark.skipif(onnx.__version__ != ONNX_VERSION,
+                    reason=f"the table was written from onnx {ONNX_VERSION}")
 def test_the_table_is_what_the_generator_writes():
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_onnx_op_specs.py"),
                            "--check"], capture_output=True, text=True,
