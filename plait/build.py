@@ -14,10 +14,9 @@ import numpy as np
 from plait.errors import PlaitError
 
 from .codegen.vm_codegen import vm_codegen
-from .ir.deferred import DeferredArray, deferred_of
-from .ir.expr import Constant, Function
+from .ir.deferred import DeferredArray, recording_deferred
+from .ir.expr import Function
 from .ir.module import IRModule
-from .ir.visitor import post_order
 from .kernel.ir import Kernel
 from .pipeline import build_pipeline
 from .runtime.derived_constants import DerivedConstants, Unpack
@@ -74,13 +73,17 @@ def build(
         kept = KeptGraph(given, keep_graph) if _native_target(t) else None
         if kept is not None:
             given = None
-        built = pipeline(mod)
+        # (the packers' deferred constants are recorded as they are made, so that
+        # nothing walks the built module for them: a walk cost the scaling chain's
+        # builds a third of their time)
+        with recording_deferred() as record:
+            built = pipeline(mod)
         del mod
         if kept is not None:
-            kept.refer_to_packed(built)
-            # (only native targets pack weights: the walk cost other targets' builds
-            # a third of their time on the scaling chain)
-            _pack_largest_first(built)
+            packed = record.pending()
+            kept.refer_to_packed(packed)
+            _pack_largest_first(packed)
+            del packed
         # (no collection is needed for the originals to go: the passes leave no
         # reference cycle holding a module; the built module is dropped before the
         # collector resumes, whose first pass then scans only what survives)
@@ -93,8 +96,9 @@ def build(
     return exe
 
 
-def _pack_largest_first(built: IRModule) -> None:
-    """Compute ``built``'s deferred constants (the packed weights) in the order of their
+def _pack_largest_first(pending: list[DeferredArray]) -> None:
+    """Compute the built module's deferred constants (the packed weights, ``pending``:
+    those its passes made that are still held and not computed) in the order of their
     originals' size, largest first, before code generation reads them in program order.
 
     Computing one holds its original and its packed form at once, and the packed forms
@@ -105,16 +109,9 @@ def _pack_largest_first(built: IRModule) -> None:
     falls when the most originals are still unpacked and the packed forms have grown
     least.  Each is computed once either way (the same arrays: the order changes no
     value)."""
-    pending: dict[int, tuple[int, DeferredArray]] = {}
-    for func in built.functions.values():
-        for node in post_order(func):
-            if isinstance(node, Constant):
-                d = deferred_of(node)
-                if d is not None and d.source is not None and id(d) not in pending:
-                    pending[id(d)] = (d.source.nbytes, d)
-    for _, d in sorted(pending.values(), key=lambda e: -e[0]):
-        d.materialize()
-    pending.clear()
+    sizes = [d.source.nbytes if d.source is not None else 0 for d in pending]
+    for k in sorted(range(len(pending)), key=lambda i: -sizes[i]):
+        pending[k].materialize()
 
 
 def _native_target(t: Target) -> bool:
@@ -224,23 +221,19 @@ class KeptGraph:
         except Exception as e:  # a value without a text form: the executable still works
             self.why = f"the module does not print: {type(e).__name__}: {e}"
 
-    def refer_to_packed(self, built: IRModule) -> None:
-        """Let each constant of the table that ``built`` packs (a deferred constant of
-        ``built`` made from the same array, or from its transpose: ``matmul(x,
-        permute_dims(W))``, with an exact inverse) be unpacked from the packed array when
-        read, instead of holding the original."""
+    def refer_to_packed(self, pending: list[DeferredArray]) -> None:
+        """Let each constant of the table that the build packs (one of ``pending``, the
+        built module's deferred constants not computed yet, made from the same array, or
+        from its transpose: ``matmul(x, permute_dims(W))``, with an exact inverse) be
+        unpacked from the packed array when read, instead of holding the original."""
         if not self.text:
             return
         packs: dict[tuple[Any, ...], tuple[DeferredArray, Unpack]] = {}
-        for func in built.functions.values():
-            for node in post_order(func):
-                if isinstance(node, Constant):
-                    d = deferred_of(node)
-                    if d is not None and d.source is not None and d.inverse is not None:
-                        packs.setdefault(_buffer_of(d.source), (d, d.inverse))
-                        if d.source.ndim == 2:   # packed from a transposed view
-                            packs.setdefault(_buffer_of(d.source.T),
-                                             (d, _transposed(d.inverse)))
+        for d in pending:
+            if d.source is not None and d.inverse is not None:
+                packs.setdefault(_buffer_of(d.source), (d, d.inverse))
+                if d.source.ndim == 2:   # packed from a transposed view
+                    packs.setdefault(_buffer_of(d.source.T), (d, _transposed(d.inverse)))
         for key in list(self.table):
             found = packs.get(_buffer_of(self.table[key]))
             if found is not None:

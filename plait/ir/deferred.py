@@ -20,7 +20,10 @@ graph an executable keeps refers to the packed constant instead of holding the o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -36,7 +39,11 @@ def deferred_constant(source: np.ndarray, make: Callable[[np.ndarray], np.ndarra
     must be a pure function of ``source`` returning exactly that shape and dtype;
     ``inverse``, if given, must return ``source``'s elements bit for bit from the
     result."""
-    return Constant(DeferredArray(source, make, shape, dtype, inverse))  # type: ignore[arg-type]
+    d = DeferredArray(source, make, shape, dtype, inverse)
+    refs = _RECORDING.get()
+    if refs is not None:
+        refs.append(weakref.ref(d))
+    return Constant(d)  # type: ignore[arg-type]
 
 
 Part = tuple[tuple[int, ...], Any, Callable[[np.ndarray], np.ndarray] | None]
@@ -87,6 +94,43 @@ class _Together:
         return make
 
 
+_RECORDING: ContextVar[list[weakref.ref[DeferredArray]] | None] = ContextVar(
+    "plait.ir.deferred.recording", default=None)
+"""Weak references to the deferred arrays made in this context since
+:func:`recording_deferred` began (None: not recording)."""
+
+
+class DeferredRecord:
+    """The deferred arrays made while :func:`recording_deferred` was active, held weakly:
+    an array no node holds any more (a pass made it, a later one dropped it) is gone."""
+
+    def __init__(self) -> None:
+        self._refs: list[weakref.ref[DeferredArray]] = []
+
+    def pending(self) -> list[DeferredArray]:
+        """The recorded arrays still alive and not computed yet, in the order they were
+        made."""
+        out = []
+        for ref in self._refs:
+            d = ref()
+            if d is not None and d.source is not None:
+                out.append(d)
+        return out
+
+
+@contextmanager
+def recording_deferred() -> Iterator[DeferredRecord]:
+    """Record the deferred constants made in this context (this thread or task) while
+    the block runs: ``plait.build`` reads the packed weights of the module it built
+    from the record instead of walking the module for them."""
+    record = DeferredRecord()
+    token = _RECORDING.set(record._refs)
+    try:
+        yield record
+    finally:
+        _RECORDING.reset(token)
+
+
 def deferred_of(const: Any) -> DeferredArray | None:
     """The :class:`DeferredArray` a constant still holds, or None (computed already, or
     never deferred).  Reading it does not compute the data."""
@@ -94,4 +138,5 @@ def deferred_of(const: Any) -> DeferredArray | None:
     return raw if type(raw) is DeferredArray else None
 
 
-__all__ = ["DeferredArray", "Part", "deferred_constant", "deferred_constants", "deferred_of"]
+__all__ = ["DeferredArray", "DeferredRecord", "Part", "deferred_constant", "deferred_constants",
+           "deferred_of", "recording_deferred"]

@@ -59,7 +59,7 @@ class DeferredArray:
     and ``dtype`` (:mod:`plait.ir.deferred`).  :meth:`materialize` computes it once and
     forgets ``source``."""
 
-    __slots__ = ("shape", "dtype", "_source", "_make", "inverse", "_value")
+    __slots__ = ("shape", "dtype", "_source", "_make", "inverse", "_value", "__weakref__")
 
     def __init__(self, source: np.ndarray, make: Callable[[np.ndarray], np.ndarray],
                  shape: tuple[int, ...], dtype: Any,

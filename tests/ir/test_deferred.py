@@ -181,6 +181,34 @@ def test_constants_computed_together_once_and_the_source_dropped_after_the_last(
         _ = bad[0].data
 
 
+def test_a_record_holds_what_was_made_in_it_while_alive_and_not_computed():
+    """``recording_deferred`` (what ``plait.build`` reads the packed weights from instead
+    of walking the built module) lists the deferred constants made inside it, in the
+    order made, without keeping any alive: one dropped or already computed is not
+    pending, one made outside the block is not listed, and a nested record shadows."""
+    from plait.ir.deferred import recording_deferred
+
+    def made(n: int) -> Constant:
+        return deferred_constant(np.zeros(n, np.float32), lambda s: s + 1, (n,))
+
+    before = made(1)
+    with recording_deferred() as record:
+        a, dropped, read, b = made(2), made(3), made(4), made(5)
+        with recording_deferred() as inner:
+            c = made(6)
+        _ = read.data
+        del dropped
+        gc.collect()
+    after = made(7)
+    assert [d.shape for d in record.pending()] == [(2,), (5,)]
+    assert [d.shape for d in inner.pending()] == [(6,)]
+    assert deferred_of(a) is record.pending()[0] and deferred_of(b) is record.pending()[1]
+    assert deferred_of(before) is not None and deferred_of(after) is not None
+    assert deferred_of(c) is not None
+    _ = a.data
+    assert [d.shape for d in record.pending()] == [(5,)]
+
+
 @pytest.mark.parametrize("make,shape,bound", [
     # F(4x4, 3x3): 9 MiB transformed; one block of the float64 transform beside it
     (lambda w: winograd_constant(w, 4), (256, 256, 3, 3), 3.0),
