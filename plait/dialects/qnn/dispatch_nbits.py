@@ -2,7 +2,8 @@
 
 Every float32 ``qnn.matmul_nbits`` call becomes a call of ``plait_wq_matmul``
 (:mod:`plait.target.c.kernels.wquant`: the packed weights dequantized in registers, a
-matrix-vector product for up to 4 rows, a tiled product above), with the rows of ``a``
+matrix-vector product for up to 4 rows, a tiled product above; with ``accuracy_level``
+4 the activations quantized to int8 and integer dot products), with the rows of ``a``
 taken at run time, so prefill and decode of a language model share the call.  A call
 whose sizes the wrapper cannot take stays for ``qnn.Legalize`` (dequantize, then a
 float product).  The dialect's dispatch hook adds the pass for targets of kind ``c``.
@@ -25,6 +26,8 @@ from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
+from .nbits import ACT_INT8_LEVEL
+
 MATMUL_NBITS = is_op("qnn.matmul_nbits").has_dtype("float32")
 """The calls :class:`DispatchWeightQuant` takes."""
 
@@ -42,7 +45,8 @@ def _call(call: Call) -> Any:
     k, n, bits, bs = (int(call.attrs[x]) for x in ("K", "N", "bits", "block_size"))
     return WQCall(a, *call.args[1:4], call.args[4] if len(call.args) > 4 else None,
                   tuple(a.ty.shape), k, n, bits, bs,
-                  zero=uniform_zero_point(call.args[3], n, k, bits, bs))
+                  zero=uniform_zero_point(call.args[3], n, k, bits, bs),
+                  act=8 if int(call.attrs.get("accuracy_level", 0)) == ACT_INT8_LEVEL else 0)
 
 
 def uniform_zero_point(zero_points: Expr, n: int, k: int, bits: int, block_size: int

@@ -23,6 +23,14 @@ scale)`` clamped; symmetric ``scale = m / -2^(bits-1)`` with ``m`` the value of 
 magnitude, ``z = 2^(bits-1)``; then ``q = clamp(roundf(w * (1 / scale) + z), 0,
 2^bits - 1)``, where ``roundf`` rounds half away from zero and a zero scale gives
 ``1 / scale = 0``.  Only the present values of a short last block count.
+
+With ``accuracy_level=4`` (onnxruntime's "int8 compute") the activations are quantized
+too (:func:`quantize_activations`): per row of ``a`` and block of ``block_size`` values
+along K (the weight's blocks), ``amax = max |a|``, ``sa = amax / 127`` and ``qa =
+rint(a * (127 / amax))`` (half to even; 0 when ``amax`` is 0), int8 in [-127, 127].
+Each block's sum ``sum_k qa[m, k] * (q[n, k] - z[n, b])`` is an exact integer, and
+``y[m, n] = sum_b (sa[m, b] * scales[n, b]) * isum[m, n, b]`` in float32
+(:func:`matmul_int8_activations`).
 """
 
 from __future__ import annotations
@@ -152,6 +160,50 @@ def quantize_blockwise(w_nk: np.ndarray, bits: int, block_size: int, symmetric: 
     return np.ascontiguousarray(b), np.ascontiguousarray(scale), np.ascontiguousarray(z)
 
 
-__all__ = ["BITS", "blob_size", "check_bits", "default_zero_points", "dequantize_weights",
-           "k_blocks", "pack", "quantize_blockwise", "roundf", "unpack", "unpack_weights",
+ACT_INT8_LEVEL = 4
+"""The ``accuracy_level`` (onnxruntime's ``MatMulNBits`` attribute) at which the
+activations are quantized to int8 per block; every other level computes in float32."""
+
+
+def quantize_activations(a: np.ndarray, k: int, block_size: int
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """``(qa, sa)``: the float32 rows ``a (M, K)`` quantized to int8 per block of
+    ``block_size`` along K (module doc): ``qa`` int32 ``(M, k_blocks * block_size)`` (the
+    padding of a short last block 0), ``sa`` float32 ``(M, k_blocks)``."""
+    a = np.asarray(a, F32).reshape(-1, k)
+    blocks = k_blocks(k, block_size)
+    padded = np.zeros((a.shape[0], blocks * block_size), F32)
+    padded[:, :k] = a
+    blk = padded.reshape(a.shape[0], blocks, block_size)
+    amax = np.abs(blk).max(axis=2)
+    sa = (amax / F32(127)).astype(F32)
+    with np.errstate(divide="ignore"):
+        recip = np.where(amax != 0, F32(127) / amax, F32(0)).astype(F32)
+    q = np.clip(np.rint((blk * recip[:, :, None]).astype(F32)), -127, 127)
+    return q.astype(np.int32).reshape(a.shape[0], -1), sa
+
+
+def matmul_int8_activations(a: np.ndarray, b: np.ndarray, scales: np.ndarray,
+                            zero_points: np.ndarray, k: int, bits: int, block_size: int
+                            ) -> np.ndarray:
+    """``a (M, K) @ W.T`` with the activations quantized to int8 per block (module doc):
+    exact integer block sums, scaled per block and summed in float32 (M x N)."""
+    qa, sa = quantize_activations(a, k, block_size)
+    q, z = unpack_weights(b, zero_points, k, bits, block_size)
+    n, blocks = z.shape
+    qp = np.zeros((n, blocks * block_size), np.int64)
+    qp[:, :k] = q
+    wq = qp.reshape(n, blocks, block_size) - z[:, :, None]
+    isum = np.einsum("mbk,nbk->mnb", qa.reshape(qa.shape[0], blocks, block_size)
+                     .astype(np.int64), wq)
+    sc = sa[:, None, :] * np.asarray(scales, F32).reshape(n, blocks)[None, :, :]
+    out = np.zeros((qa.shape[0], n), F32)
+    for j in range(blocks):   # float32 sums, block by block
+        out += isum[:, :, j].astype(F32) * sc[:, :, j].astype(F32)
+    return out
+
+
+__all__ = ["ACT_INT8_LEVEL", "BITS", "blob_size", "check_bits", "default_zero_points", "dequantize_weights",
+           "k_blocks", "matmul_int8_activations", "pack", "quantize_activations",
+           "quantize_blockwise", "roundf", "unpack", "unpack_weights",
            "zp_cols"]

@@ -3,9 +3,9 @@
 A node becomes one ``qnn.matmul_nbits`` with the node's own packed tensors (the op
 uses the same layout, :mod:`.nbits`): ``scales`` and ``zero_points`` written flat by
 older exporters are reshaped to ``(N, k_blocks)`` and ``(N, bytes)``; omitted zero
-points are onnxruntime's default ``2^(bits - 1)``.  plait computes in float32 whatever
-``accuracy_level`` says (level 4 lets onnxruntime quantize A to int8, which plait does
-not do).  Refused with the reason: 2-bit weights, float zero points (HQQ's), ``g_idx``,
+points are onnxruntime's default ``2^(bits - 1)``.  ``accuracy_level`` 4 (onnxruntime's
+int8 compute) is kept: the activations are quantized to int8 per block as onnxruntime
+does (:mod:`.nbits`); every other level computes in float32.  Refused with the reason: 2-bit weights, float zero points (HQQ's), ``g_idx``,
 prepacked weights, float16 activations.
 """
 
@@ -52,4 +52,6 @@ def convert_matmul_nbits(ctx: NodeContext) -> Expr:
     args = [ctx.x(0), b, scales, zps]
     if ctx.has(5):
         args.append(cast(ctx, ctx.x(5), "float32"))
-    return ctx.call("qnn.matmul_nbits", *args, K=k, N=n, bits=bits, block_size=bs)
+    level = NB.ACT_INT8_LEVEL if ctx.attr_int("accuracy_level", 0) == NB.ACT_INT8_LEVEL else 0
+    return ctx.call("qnn.matmul_nbits", *args, K=k, N=n, bits=bits, block_size=bs,
+                    accuracy_level=level)

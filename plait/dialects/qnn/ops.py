@@ -551,10 +551,15 @@ define(
            "N": AttrSpec("int", doc="the output features"),
            "bits": AttrSpec("int", default=4, choices=NB.BITS, doc="4 or 8"),
            "block_size": AttrSpec("int", doc="the values along K sharing a scale and "
-                                             "zero point")},
+                                             "zero point"),
+           "accuracy_level": AttrSpec("int", default=0, choices=(0, 1, 2, 3, 4),
+                                      doc="onnxruntime's: 4 quantizes the activations to "
+                                          "int8 per block (exact integer block sums); any "
+                                          "other level computes in float32")},
     infer_type=infer_matmul_nbits,
     pattern="out_elemwise_fusable",
     reference=R.matmul_nbits,
     doc="a @ W.T + bias with W (N x K) quantized to 4 or 8 bits in blocks along K: "
-        "float32(q - z) * scale (onnxruntime's MatMulNBits, its packed layout)",
+        "float32(q - z) * scale (onnxruntime's MatMulNBits, its packed layout); "
+        "accuracy_level 4: a quantized to int8 per block too",
 )

@@ -5,13 +5,16 @@ every float32 ``matmul(x, W)`` (``W`` of ``K x N``) and ``linear(x, W, bias)`` (
 ``N x K``) with onnxruntime's quantizer (:func:`.nbits.quantize_blockwise`): ``bits`` 8
 or 4, ``group`` values along K per scale (a power of two >= 16, the block sizes of
 onnxruntime's ``MatMulNBits``; ``None``: one scale per output channel), asymmetric with
-zero points unless ``symmetric``.  Products whose weight is computed (attention's
-``Q @ K^T``) stay float; a module with no product to quantize is refused, naming the
+zero points unless ``symmetric``; ``activations="int8"`` quantizes the activations to
+int8 per block as well (the op's ``accuracy_level`` 4: integer dot products, onnxruntime's
+"int8 compute"; :mod:`.nbits`), ``"float32"`` (the default) keeps them float.  Products
+whose weight is computed (attention's ``Q @ K^T``) stay float; a module with no product to quantize is refused, naming the
 products it saw.
 
 ``Target("c", weight_quant="int4-g32")`` asks ``build()`` for the same pass (the qnn
 dialect's optimization hook, :func:`weight_quant_hook`): the spec is ``int8`` or
-``int4``, then ``-g<group>`` (default: per channel), then ``-sym`` for symmetric.
+``int4``, then ``-g<group>`` (default: per channel), then ``-sym`` for symmetric, then
+``-a8`` for int8 activations (the "W4A8"/"W8A8" naming of weight and activation bits).
 """
 
 from __future__ import annotations
@@ -55,21 +58,25 @@ def check_params(bits: Any, group: Any, where: str = "qnn.QuantizeWeights") -> N
             "scale per output channel")
 
 
-_SPEC = re.compile(r"^int(?P<bits>\d+)(?:-g(?P<group>\d+))?(?P<sym>-sym)?$")
+_SPEC = re.compile(r"^int(?P<bits>\d+)(?:-g(?P<group>\d+))?(?P<sym>-sym)?(?P<a8>-a8)?$")
+
+ACTIVATIONS = {"float32": 0, "int8": NB.ACT_INT8_LEVEL}
+"""``QuantizeWeights(activations=...)`` -> the op's ``accuracy_level``."""
 
 
 def parse_spec(spec: str) -> dict[str, Any]:
-    """``"int4-g32"`` -> ``{"bits": 4, "group": 32, "symmetric": False}`` (the target
-    attribute ``weight_quant``)."""
+    """``"int4-g32"`` -> ``{"bits": 4, "group": 32, "symmetric": False, "activations":
+    "float32"}`` (the target attribute ``weight_quant``)."""
     m = _SPEC.match(spec) if isinstance(spec, str) else None
     if m is None:
         raise WeightQuantError(
             f"Target attribute weight_quant={spec!r}: expected 'int8' or 'int4', then "
             "optionally '-g<group>' (values per scale along K, e.g. 'int4-g32', "
             "'int4-g128'; default one scale per output channel), then optionally '-sym' "
-            "(symmetric, no zero points)")
+            "(symmetric, no zero points), then optionally '-a8' (activations quantized "
+            "to int8 per block: integer dot products)")
     params = {"bits": int(m["bits"]), "group": int(m["group"]) if m["group"] else None,
-              "symmetric": bool(m["sym"])}
+              "symmetric": bool(m["sym"]), "activations": "int8" if m["a8"] else "float32"}
     check_params(params["bits"], params["group"], f"weight_quant={spec!r}")
     return params
 
@@ -96,9 +103,10 @@ def _const_weight(e: Expr, values: dict[Var, Expr]) -> np.ndarray | None:
 
 
 class _Quantize(ExprMutator):
-    def __init__(self, mod: IRModule, bits: int, group: int | None, symmetric: bool) -> None:
+    def __init__(self, mod: IRModule, bits: int, group: int | None, symmetric: bool,
+                 level: int) -> None:
         super().__init__(mod)
-        self.bits, self.group, self.symmetric = bits, group, symmetric
+        self.bits, self.group, self.symmetric, self.level = bits, group, symmetric, level
         self.values: dict[Var, Expr] = {}
         self.done = 0
         self.skipped: list[str] = []
@@ -132,7 +140,8 @@ class _Quantize(ExprMutator):
         b, s, z = _quantized_constants(w, linear, n, k, self.bits, bs, self.symmetric)
         self.done += 1
         return make_call("qnn.matmul_nbits", x, b, s, z, *call.args[2:3], K=k, N=n,
-                         bits=self.bits, block_size=bs, span=call.span)
+                         bits=self.bits, block_size=bs, accuracy_level=self.level,
+                         span=call.span)
 
 
 def _quantized_constants(w: np.ndarray, linear: bool, n: int, k: int, bits: int, bs: int,
@@ -156,20 +165,28 @@ def _quantized_constants(w: np.ndarray, linear: bool, n: int, k: int, bits: int,
 @module_pass(name="qnn.QuantizeWeights", phases=("ingestion", "optimization"))
 class QuantizeWeights:
     """Quantize the constant weights of float matmul/linear to ``qnn.matmul_nbits``
-    (``bits`` 8 or 4; ``group`` a power of two >= 16, or None for per channel)."""
+    (``bits`` 8 or 4; ``group`` a power of two >= 16, or None for per channel;
+    ``activations`` "float32" or "int8")."""
 
     def __init__(self, bits: int = 8, group: int | None = None, symmetric: bool = False,
-                 **kwargs: Any) -> None:
+                 activations: str = "float32", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         check_params(bits, group)
+        if activations not in ACTIVATIONS:
+            raise WeightQuantError(
+                f"qnn.QuantizeWeights: activations={activations!r}; expected 'float32' "
+                "(float products) or 'int8' (activations quantized to int8 per block, "
+                "integer dot products: MatMulNBits' accuracy_level 4)")
         self.bits, self.group, self.symmetric = int(bits), group, bool(symmetric)
+        self.activations = activations
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
         changed, done, skipped = {}, 0, []
         for name, func in mod.graph_functions():
             if func.attrs.get("compiler") is not None:
                 continue
-            q = _Quantize(mod, self.bits, self.group, self.symmetric)
+            q = _Quantize(mod, self.bits, self.group, self.symmetric,
+                          ACTIVATIONS[self.activations])
             new = q.visit_function(func)
             done += q.done
             skipped += q.skipped
@@ -195,5 +212,5 @@ def weight_quant_hook(target: Any) -> list[Any]:
     return [QuantizeWeights(**parse_spec(spec))]
 
 
-__all__ = ["QuantizeWeights", "WeightQuantError", "check_params", "parse_spec",
+__all__ = ["ACTIVATIONS", "QuantizeWeights", "WeightQuantError", "check_params", "parse_spec",
            "weight_quant_hook"]

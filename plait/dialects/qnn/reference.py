@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .nbits import dequantize_weights
+from .nbits import ACT_INT8_LEVEL, dequantize_weights, matmul_int8_activations
 
 QRANGES: dict[str, tuple[int, int]] = {
     "uint8": (0, 255),
@@ -645,12 +645,19 @@ __all__ = [
 def matmul_nbits(
     a: np.ndarray, b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray,
     bias: np.ndarray | None = None, *, K: int, N: int, bits: int = 4, block_size: int,
+    accuracy_level: int = 0,
 ) -> np.ndarray:  # fmt: skip
     """``MatMulNBits``: ``a @ W.T (+ bias)``, ``W`` the ``N x K`` weight dequantized
     element by element, ``float32(q - z) * scale`` (:mod:`.nbits`), the product in
-    float32."""
-    w = dequantize_weights(b, scales, zero_points, K, bits, block_size)
-    y = np.matmul(np.asarray(a, F32), w.T)
+    float32; with ``accuracy_level`` 4 the activations quantized to int8 per block and
+    each block's sum an exact integer (:func:`.nbits.matmul_int8_activations`)."""
+    a = np.asarray(a, F32)
+    if accuracy_level == ACT_INT8_LEVEL:
+        y = matmul_int8_activations(a.reshape(-1, K), b, scales, zero_points, K, bits,
+                                    block_size).reshape(a.shape[:-1] + (N,))
+    else:
+        w = dequantize_weights(b, scales, zero_points, K, bits, block_size)
+        y = np.matmul(a, w.T)
     if bias is not None:
         y = y + np.asarray(bias, F32)
     return np.asarray(y, F32)

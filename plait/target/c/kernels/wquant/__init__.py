@@ -5,8 +5,11 @@
 ``MatMulNBits`` layout (4 or 8 bits in blocks of ``block_size`` along K, a float scale
 and a packed uint8 zero point per block; docs/dialects.md), dequantizing in registers:
 a matrix-vector product streaming the packed weights for up to 4 rows (decode), a
-tiled product over a dequantized panel of the weights for more (prefill).  Copies for
-every float ISA of the machine (AVX-512, AVX2 + FMA, NEON, baseline), one chosen at
+tiled product over a dequantized panel of the weights for more (prefill).  With int8
+activations (``act=8``: the op's ``accuracy_level`` 4) the rows of ``a`` are quantized
+to int8 per block and each block's sum is an integer dot product (``vpdpbusd`` in the
+AVX512-VNNI copy, plain C in the others).  Copies for every float ISA of the machine
+and AVX512-VNNI (AVX-512 + VNNI, AVX-512, AVX2 + FMA, NEON, baseline), one chosen at
 load time.
 
 This module knows no op: a dispatch pass (a dialect's) describes each call with
@@ -21,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from plait.codegen.c import CFunction
+from plait.codegen.c.variants import FLOAT_ISAS
 from plait.ir.expr import Expr
 from plait.ir.symbolic import Dim
 
@@ -29,9 +33,13 @@ from ..registry import KernelFamily, register_family
 from ..wrapper import DESC, NULL, Buffer, NativeCall, Ref, emit_call
 
 PACKAGE = __name__
+ISAS = ("avx512vnni",) + FLOAT_ISAS
+"""The copies: the float ISAs, and AVX512-VNNI for the integer dot products of int8
+activations (the float paths of its copy are the AVX-512 copy's)."""
+
 FAMILY = register_family(KernelFamily("wquant", "plait_wquant.c", ("plait_wq_matmul",),
-                                      package=PACKAGE, header="plait_wquant.h"))
-"""The family (copies for :data:`plait.codegen.c.variants.FLOAT_ISAS`)."""
+                                      isas=ISAS, package=PACKAGE, header="plait_wquant.h"))
+"""The family (copies for :data:`ISAS`)."""
 
 
 @dataclass
@@ -54,6 +62,8 @@ class WQCall:
     zero: int = -1
     """The zero point every block has (a symmetric quantization's), or -1 (each
     block's is read from ``zero_points``)."""
+    act: int = 0
+    """8: ``a`` quantized to int8 per block (the op's ``accuracy_level`` 4), 0: float."""
 
     def args(self) -> list[Expr]:
         """The call's tensor arguments, in the wrapper's order."""
@@ -69,11 +79,12 @@ class WQCall:
         out_shape = tuple(self.a_shape[:-1]) + (self.N,)
         buffers.append(Buffer("out", out_shape, out=True))
         desc = (("M", Prod.of(*self.a_shape[:-1])), ("N", self.N), ("K", self.K),
-                ("bits", self.bits), ("block_size", self.block_size), ("zero", self.zero))
+                ("bits", self.bits), ("block_size", self.block_size), ("zero", self.zero),
+                ("act", self.act))
         args = (DESC, Ref("a"), Ref("b"), Ref("scales"), Ref("zp"),
                 Ref("bias") if self.bias is not None else NULL, Ref("out"))
         return emit_call(NativeCall("wq", "plait_wq_matmul", tuple(buffers), args,
                                     "plait_wq_desc", desc, guard="a"))
 
 
-__all__ = ["FAMILY", "PACKAGE", "WQCall"]
+__all__ = ["FAMILY", "ISAS", "PACKAGE", "WQCall"]

@@ -22,6 +22,7 @@
  */
 #include "plait_isa.h"
 #include <stdint.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "plait_threads.h"
@@ -96,6 +97,7 @@ typedef struct {
     int64_t kb, blob, zcols, astride, half;
     int32_t zero;           /* every block's zero point, or -1: each block's from zp */
     int failed;
+    const struct wq8_act_* q8;  /* int8 activations (d->act == 8) */
 } wq_task;
 
 /* the zero point of block blk of row zrow (t->zero when every block has the same) */
@@ -436,6 +438,251 @@ static void wq_gemm_tiles(void* ctx, int64_t lo, int64_t hi) {
     free(panel);
 }
 
+/* ------------------------------------------ int8 activations (accuracy_level 4) */
+
+/* The activations quantized per row and block (plait_wquant.h; wq8_quantize_rows):
+ *   qa: int8, arow bytes per row.  8 bits: the values in K order; 4 bits: each block's
+ *       values at even positions, then (at ahalf) those at odd positions, so that byte j
+ *       of a block's packed weights multiplies qa[b * blob + j] by its low nibble and
+ *       qa[ahalf + b * blob + j] by its high one.  Zero-padded to whole 64-byte vectors.
+ *   sa: float per block (amax / 127); qs: int32 per block (the block's sum of qa, the
+ *       zero point's correction: sum qa (q - z) = sum qa q - z * qs);
+ *   the vector path's lanes (one per 4 bytes of a half: what one int32 lane of an
+ *   integer dot product sums): sl, the lane's block's sa; zl, -z times the sum of the
+ *   lane's 4 (8 bits) or 8 (4 bits) values of qa. */
+typedef struct wq8_act_ {
+    int8_t* qa;
+    float* sa;
+    int32_t* qs;
+    float* sl;
+    int32_t* zl;
+    int64_t rbytes;   /* packed bytes of a weight row, kb * blob */
+    int64_t nv;       /* 64-byte vectors per half, ceil(rbytes / 64) */
+    int64_t ahalf;    /* nv * 64 */
+    int64_t arow;     /* int8 values per row: ahalf (8 bits) or 2 * ahalf (4 bits) */
+    int64_t lanes;    /* nv * 16 */
+    int vec;          /* the lane arrays are filled (the vector path runs) */
+} wq8_act;
+
+/* rows lo .. hi - 1 of a quantized to int8 per block: rintf (half to even) of
+ * a * (127 / amax), exactly the reference's (plait/dialects/qnn/nbits.py) */
+static void wq8_quantize_rows(void* ctx, int64_t lo, int64_t hi) {
+    const wq_task* t = (const wq_task*)ctx;
+    const plait_wq_desc* d = t->d;
+    const wq8_act* A = t->q8;
+    const int64_t K = d->K, bs = d->block_size, kb = t->kb, blob = t->blob;
+    const int four = d->bits == 4;
+    for (int64_t m = lo; m < hi; m++) {
+        const float* x = t->a + m * K;
+        int8_t* q = A->qa + m * A->arow;
+        memset(q, 0, (size_t)A->arow);
+        for (int64_t blk = 0; blk < kb; blk++) {
+            const int64_t k0 = blk * bs, n = K - k0 < bs ? K - k0 : bs;
+            float amax = 0.0f;
+            for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[k0 + i]));
+            const float r = amax != 0.0f ? 127.0f / amax : 0.0f;
+            int32_t s = 0;
+            int8_t* qb = q + blk * blob;
+            for (int64_t i = 0; i < n; i++) {
+                float v = rintf(x[k0 + i] * r);
+                v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
+                const int8_t qi = (int8_t)v;
+                s += qi;
+                if (four) qb[(i & 1) * A->ahalf + (i >> 1)] = qi;
+                else qb[i] = qi;
+            }
+            A->sa[m * kb + blk] = amax / 127.0f;
+            A->qs[m * kb + blk] = s;
+        }
+        if (!A->vec) continue;
+        const float* sa = A->sa + m * kb;
+        for (int64_t l = 0; l < A->lanes; l++) {
+            const int64_t o = 4 * l, blk = o / blob;
+            int32_t s = 0;
+            for (int j = 0; j < 4; j++) s += q[o + j] + (four ? q[A->ahalf + o + j] : 0);
+            A->sl[m * A->lanes + l] = blk < kb ? sa[blk] : 0.0f;
+            A->zl[m * A->lanes + l] = -t->zero * s;
+        }
+    }
+}
+
+/* out[m][n] for one row m of quantized activations and one weight row n: each block's
+ * integer sum, then sum_b (sa * scale) * isum in float (the plain path: every copy) */
+static inline float wq8_dot(const wq_task* t, const int8_t* q, const float* sa,
+                            const int32_t* qs, int64_t n) {
+    const int64_t kb = t->kb, blob = t->blob, ahalf = t->q8->ahalf;
+    const uint8_t* row = t->b + n * kb * blob;
+    const float* srow = t->s + n * kb;
+    const uint8_t* zrow = t->zp + n * t->zcols;
+    float acc = 0.0f;
+    for (int64_t blk = 0; blk < kb; blk++) {
+        const uint8_t* p = row + blk * blob;
+        const int8_t* qe = q + blk * blob;
+        int32_t s = 0;
+        if (t->d->bits == 4) {
+            const int8_t* qo = qe + ahalf;
+            for (int64_t j = 0; j < blob; j++)
+                s += (int32_t)qe[j] * (p[j] & 15) + (int32_t)qo[j] * (p[j] >> 4);
+        } else {
+            for (int64_t j = 0; j < blob; j++) s += (int32_t)qe[j] * p[j];
+        }
+        s -= wq_zero_at(t, zrow, blk) * qs[blk];
+        acc += (sa[blk] * srow[blk]) * (float)s;
+    }
+    return acc + (t->bias ? t->bias[n] : 0.0f);
+}
+
+static void wq8_rows(void* ctx, int64_t lo, int64_t hi) {
+    const wq_task* t = (const wq_task*)ctx;
+    const wq8_act* A = t->q8;
+    const int64_t M = t->d->M, N = t->d->N, kb = t->kb;
+    for (int64_t n = lo; n < hi; n++)
+        for (int64_t m = 0; m < M; m++)
+            t->out[m * N + n] = wq8_dot(t, A->qa + m * A->arow, A->sa + m * kb,
+                                        A->qs + m * kb, n);
+}
+
+#if defined(PLAIT_ISA_AVX512VNNI)
+#define WQ8_VEC 1
+#define WQ8_PANEL 32   /* weight rows per job of the vector path */
+
+/* the scales of weight row srow for the lanes of vector v: lane l belongs to block
+ * (64 v + 4 l) / blob (blob a power of two >= 4) */
+static inline __attribute__((always_inline)) __m512 wq8_wscale(
+        const float* srow, int64_t v, int64_t blob, int64_t kb, __m512i idx) {
+    if (blob >= 64) return _mm512_set1_ps(srow[v * 64 / blob]);
+    const int64_t per = 64 / blob, b0 = v * per;
+    const int64_t cnt = kb - b0 < per ? kb - b0 : per;
+    return _mm512_permutexvar_ps(
+        idx, _mm512_maskz_loadu_ps((__mmask16)((1u << cnt) - 1u), srow + b0));
+}
+
+/* MR rows of activations from m0 against NR weight rows from n0 with vpdpbusd
+ * (unsigned weights times signed activations, 4 products a lane, exact), every block's
+ * zero point t->zero: a lane starts at -z * (its activations' sum), so its sum is
+ * sum qa (q - z); then times its block's sa * scale, into MR x NR float vectors. */
+static inline __attribute__((always_inline)) void wq8_tile(const wq_task* t, int64_t m0,
+                                                           const int MR, int64_t n0,
+                                                           const int NR) {
+    const wq8_act* A = t->q8;
+    const int64_t kb = t->kb, blob = t->blob, nv = A->nv, rb = A->rbytes, N = t->d->N;
+    const int four = t->d->bits == 4;
+    const __m512i nib = _mm512_set1_epi8(15);
+    const __m512i idx = _mm512_srli_epi32(
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
+                                             14, 15), _mm512_set1_epi32(4)),
+        (unsigned)__builtin_ctzll((unsigned long long)blob));
+    const uint8_t* w[4];
+    const float* sw[4];
+    for (int r = 0; r < NR; r++) {
+        w[r] = t->b + (n0 + r) * rb;
+        sw[r] = t->s + (n0 + r) * kb;
+    }
+    __m512 f[4][4];
+    for (int m = 0; m < MR; m++)
+        for (int r = 0; r < NR; r++) f[m][r] = _mm512_setzero_ps();
+    for (int64_t v = 0; v < nv; v++) {
+        const int64_t o = v * 64;
+        const __mmask64 mk = rb - o >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (rb - o)) - 1);
+        __m512i lo[4], hi[4];
+        __m512 ws[4];
+        for (int r = 0; r < NR; r++) {
+            const __m512i x = _mm512_maskz_loadu_epi8(mk, w[r] + o);
+            lo[r] = four ? _mm512_and_si512(x, nib) : x;
+            hi[r] = four ? _mm512_and_si512(_mm512_srli_epi16(x, 4), nib) : x;
+            ws[r] = wq8_wscale(sw[r], v, blob, kb, idx);
+        }
+        for (int m = 0; m < MR; m++) {
+            const int8_t* q = A->qa + (m0 + m) * A->arow + o;
+            const __m512i alo = _mm512_loadu_si512(q);
+            const __m512i ahi = four ? _mm512_loadu_si512(q + A->ahalf) : alo;
+            const __m512 sl = _mm512_loadu_ps(A->sl + (m0 + m) * A->lanes + v * 16);
+            const __m512i zl = _mm512_loadu_si512(A->zl + (m0 + m) * A->lanes + v * 16);
+            for (int r = 0; r < NR; r++) {
+                __m512i acc = _mm512_dpbusd_epi32(zl, lo[r], alo);
+                if (four) acc = _mm512_dpbusd_epi32(acc, hi[r], ahi);
+                f[m][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(sl, ws[r]),
+                                          f[m][r]);
+            }
+        }
+    }
+    for (int m = 0; m < MR; m++)
+        for (int r = 0; r < NR; r++)
+            t->out[(m0 + m) * N + n0 + r] = _mm512_reduce_add_ps(f[m][r])
+                                            + (t->bias ? t->bias[n0 + r] : 0.0f);
+}
+
+/* rows m0 .. m0 + MR - 1 against weight rows lo .. hi - 1, two at a time */
+static inline __attribute__((always_inline)) void wq8_span(const wq_task* t, int64_t m0,
+                                                           const int MR, int64_t lo,
+                                                           int64_t hi) {
+    int64_t n = lo;
+    for (; n + 1 < hi; n += 2) wq8_tile(t, m0, MR, n, 2);
+    if (n < hi) wq8_tile(t, m0, MR, n, 1);
+}
+
+/* jobs of WQ8_PANEL weight rows: every row of activations, 4 at a time, against them
+ * (the panel stays in the cache while the activations stream) */
+static void wq8_panels(void* ctx, int64_t lo, int64_t hi) {
+    const wq_task* t = (const wq_task*)ctx;
+    const int64_t M = t->d->M, N = t->d->N;
+    for (int64_t job = lo; job < hi; job++) {
+        const int64_t n0 = job * WQ8_PANEL;
+        const int64_t n1 = n0 + WQ8_PANEL < N ? n0 + WQ8_PANEL : N;
+        int64_t m = 0;
+        for (; m + 4 <= M; m += 4) wq8_span(t, m, 4, n0, n1);
+        switch (M - m) {
+        case 3: wq8_span(t, m, 3, n0, n1); break;
+        case 2: wq8_span(t, m, 2, n0, n1); break;
+        case 1: wq8_span(t, m, 1, n0, n1); break;
+        default: break;
+        }
+    }
+}
+#endif
+
+/* the product with int8 activations: quantize a, then the integer products */
+static int wq8_matmul(wq_task* t, int threads) {
+    const plait_wq_desc* d = t->d;
+    const int64_t M = d->M, N = d->N, kb = t->kb;
+    wq8_act A;
+    memset(&A, 0, sizeof A);
+    A.rbytes = kb * t->blob;
+    A.nv = (A.rbytes + 63) / 64;
+    A.ahalf = A.nv * 64;
+    A.arow = d->bits == 4 ? 2 * A.ahalf : A.ahalf;
+    A.lanes = A.nv * 16;
+#if defined(WQ8_VEC)
+    A.vec = t->zero >= 0 && t->blob >= 4 && (t->blob & (t->blob - 1)) == 0;
+#endif
+    A.qa = (int8_t*)malloc((size_t)(M * A.arow));
+    A.sa = (float*)malloc((size_t)(M * kb) * sizeof(float));
+    A.qs = (int32_t*)malloc((size_t)(M * kb) * sizeof(int32_t));
+    if (A.vec) {
+        A.sl = (float*)malloc((size_t)(M * A.lanes) * sizeof(float));
+        A.zl = (int32_t*)malloc((size_t)(M * A.lanes) * sizeof(int32_t));
+    }
+    int rc = 0;
+    if (!A.qa || !A.sa || !A.qs || (A.vec && (!A.sl || !A.zl))) {
+        rc = 1;
+    } else {
+        t->q8 = &A;
+        plait_parallel_range(wq8_quantize_rows, t, M, M * d->K >= 65536 ? threads : 1);
+#if defined(WQ8_VEC)
+        if (A.vec)
+            plait_parallel_range(wq8_panels, t, (N + WQ8_PANEL - 1) / WQ8_PANEL, threads);
+        else
+#endif
+            plait_parallel_range(wq8_rows, t, N, threads);
+    }
+    free(A.qa);
+    free(A.sa);
+    free(A.qs);
+    free(A.sl);
+    free(A.zl);
+    return rc;
+}
+
 /* ------------------------------------------------------------------- entry */
 
 PLAIT_ISA_HIDDEN int
@@ -461,6 +708,7 @@ PLAIT_ISA_FN(plait_wq_matmul)(const plait_wq_desc* d, const float* a, const uint
     t.zero = d->zero >= 0 && d->zero < (1 << d->bits) ? (int32_t)d->zero : -1;
     const int64_t work = M * N * K;
     const int threads = work >= 262144 ? plait_max_threads() : 1;
+    if (d->act == 8) return wq8_matmul(&t, threads);
     if (M <= WQ_MR) {
         float* ap = (float*)malloc((size_t)(M * t.astride) * sizeof(float));
         if (!ap) return 1;

@@ -17,11 +17,15 @@ typedef struct {
     int64_t bits;           /* 4 or 8 */
     int64_t block_size;     /* values along K per scale and zero point (even for 4 bits) */
     int64_t zero;           /* the zero point of every block (symmetric), or -1: zp's */
+    int64_t act;            /* 8: a quantized to int8 per block (accuracy_level 4), 0: float */
 } plait_wq_desc;
 
 /* W[n][k] = (float)(q[n][k] - z[n][k / bs]) * scales[n][k / bs], q and z unpacked from
  * b[N][k_blocks][bs * bits / 8] and zp[N][ceil(k_blocks * bits / 8)] (4 bits: low
- * nibble first); bias may be NULL.  0 on success, 1 out of memory. */
+ * nibble first); bias may be NULL.  With act == 8 each row of a is first quantized to
+ * int8 per block (sa = amax / 127, qa = rint(a * 127 / amax)) and each block's sum
+ * sum qa (q - z) is an exact integer, out = sum_b (sa * scale) * isum (float).  0 on
+ * success, 1 out of memory. */
 PLAIT_WQ_HIDDEN int plait_wq_matmul(const plait_wq_desc* d, const float* a, const uint8_t* b,
                                     const float* scales, const uint8_t* zp,
                                     const float* bias, float* out);
