@@ -342,7 +342,7 @@ def test_the_target_hooks() -> None:
     assert names.index("FoldConstant") < names.index("qnn.QuantizeWeights")
     (p,) = [s.pass_ for s in plait.default_pipeline(t).flatten(None)
             if s.pass_.name == "qnn.QuantizeWeights"]
-    assert p.params == {"bits": 4, "group": 128, "symmetric": True}
+    assert p.params == {"bits": 4, "group": 128, "symmetric": True, "activations": "float32"}
     assert "qnn.QuantizeWeights" not in plait.default_pipeline("c").names()
     assert "qnn.DispatchWeightQuant" not in names
     c = plait.default_pipeline(Target("c", weight_quant="int8")).names()

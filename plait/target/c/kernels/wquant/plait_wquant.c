@@ -465,7 +465,7 @@ typedef struct wq8_act_ {
 } wq8_act;
 
 /* rows lo .. hi - 1 of a quantized to int8 per block: rintf (half to even) of
- * a * (127 / amax), exactly the reference's (plait/dialects/qnn/nbits.py) */
+ * a * (127 / amax), exactly the reference's (docs/dialects.md, accuracy_level 4) */
 static void wq8_quantize_rows(void* ctx, int64_t lo, int64_t hi) {
     const wq_task* t = (const wq_task*)ctx;
     const plait_wq_desc* d = t->d;
@@ -545,6 +545,9 @@ static void wq8_rows(void* ctx, int64_t lo, int64_t hi) {
 #if defined(PLAIT_ISA_AVX512VNNI)
 #define WQ8_VEC 1
 #define WQ8_PANEL 32   /* weight rows per job of the vector path */
+#ifndef WQ8_AHEAD
+#define WQ8_AHEAD 2048 /* bytes a weight row is prefetched ahead */
+#endif
 
 /* the scales of weight row srow for the lanes of vector v: lane l belongs to block
  * (64 v + 4 l) / blob (blob a power of two >= 4) */
@@ -587,6 +590,7 @@ static inline __attribute__((always_inline)) void wq8_tile(const wq_task* t, int
         __m512i lo[4], hi[4];
         __m512 ws[4];
         for (int r = 0; r < NR; r++) {
+            __builtin_prefetch(w[r] + o + WQ8_AHEAD, 0, 3);
             const __m512i x = _mm512_maskz_loadu_epi8(mk, w[r] + o);
             lo[r] = four ? _mm512_and_si512(x, nib) : x;
             hi[r] = four ? _mm512_and_si512(_mm512_srli_epi16(x, 4), nib) : x;
@@ -617,6 +621,8 @@ static inline __attribute__((always_inline)) void wq8_span(const wq_task* t, int
                                                            const int MR, int64_t lo,
                                                            int64_t hi) {
     int64_t n = lo;
+    if (MR <= 2)
+        for (; n + 3 < hi; n += 4) wq8_tile(t, m0, MR, n, 4);
     for (; n + 1 < hi; n += 2) wq8_tile(t, m0, MR, n, 2);
     if (n < hi) wq8_tile(t, m0, MR, n, 1);
 }
