@@ -203,7 +203,8 @@ def matmul_int8_activations(a: np.ndarray, b: np.ndarray, scales: np.ndarray,
     return out
 
 
-__all__ = ["ACT_INT8_LEVEL", "BITS", "blob_size", "check_bits", "default_zero_points", "dequantize_weights",
+__all__ = ["ACT_INT8_LEVEL", "BITS", "blob_size", "check_bits", "default_zero_points",
+           "dequantize_weights",
            "k_blocks", "matmul_int8_activations", "pack", "quantize_activations",
            "quantize_blockwise", "roundf", "unpack", "unpack_weights",
            "zp_cols"]

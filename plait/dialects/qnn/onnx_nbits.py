@@ -5,8 +5,9 @@ uses the same layout, :mod:`.nbits`): ``scales`` and ``zero_points`` written fla
 older exporters are reshaped to ``(N, k_blocks)`` and ``(N, bytes)``; omitted zero
 points are onnxruntime's default ``2^(bits - 1)``.  ``accuracy_level`` 4 (onnxruntime's
 int8 compute) is kept: the activations are quantized to int8 per block as onnxruntime
-does (:mod:`.nbits`); every other level computes in float32.  Refused with the reason: 2-bit weights, float zero points (HQQ's), ``g_idx``,
-prepacked weights, float16 activations.
+does (:mod:`.nbits`); every other level computes in float32.  Refused with the reason:
+2-bit weights, float zero points (HQQ's), ``g_idx``, prepacked weights, float16
+activations.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ onnxruntime's ``MatMulNBits``; ``None``: one scale per output channel), asymmetr
 zero points unless ``symmetric``; ``activations="int8"`` quantizes the activations to
 int8 per block as well (the op's ``accuracy_level`` 4: integer dot products, onnxruntime's
 "int8 compute"; :mod:`.nbits`), ``"float32"`` (the default) keeps them float.  Products
-whose weight is computed (attention's ``Q @ K^T``) stay float; a module with no product to quantize is refused, naming the
-products it saw.
+whose weight is computed (attention's ``Q @ K^T``) stay float; a module with no product
+to quantize is refused, naming the products it saw.
 
 ``Target("c", weight_quant="int4-g32")`` asks ``build()`` for the same pass (the qnn
 dialect's optimization hook, :func:`weight_quant_hook`): the spec is ``int8`` or
