@@ -24,8 +24,8 @@ Also measured: compile-time scaling of the default pipeline on synthetic modules
 1k, 10k and 100k bindings (``--scaling``; time per binding, wall and CPU, and the peak
 resident memory, each size in a process of its own), the same chain made with
 BlockBuilder, parsed from text, imported from ONNX and from torch.export
-(benchmarks/scaling_sources.py; torch.export up to 10k bindings); ``--scaling-only``
-runs only that:
+(benchmarks/scaling_sources.py; torch.export up to 10k bindings, in a process of its own
+beside a BlockBuilder chain: ``APART``); ``--scaling-only`` runs only that:
 
     python benchmarks/run.py --scaling-only --scaling 1000,10000,100000,1000000
 
@@ -785,12 +785,13 @@ def scaling_child(n: int, rounds: int = 1,
     CPU) of ``plait.build(module, "numpy")`` on a chain of ``n`` bindings made with
     BlockBuilder, and memory: the resident set after the imports, after building the
     input module, and its peak (``VmHWM``, which the pipeline sets: it holds the input
-    and output of a pass at once); then the same chain from text, ONNX and torch.export
-    (:func:`_source_modules`), all built in ``rounds`` interleaved rounds (the best of
-    each source's builds; with more than one round the BlockBuilder chain takes its
-    turns too, and its figures are the best of its builds): a module builds at the same
-    cost per binding wherever it came from.  The load average (1 minute) at the end says
-    how loaded the machine was."""
+    and output of a pass at once); then the same chain from ``sources`` (text, ONNX,
+    torch.export: :func:`_source_modules`) and the BlockBuilder chain again, all built
+    in ``rounds`` interleaved rounds (the best of each one's builds; the BlockBuilder
+    chain's figures are the best of all its builds, its best of the rounds alone is
+    ``builder_turn_cpu_us_per_binding``): a module builds at the same cost per binding
+    wherever it came from.  The load average (1 minute) at the end says how loaded the
+    machine was."""
     import gc
 
     import plait
@@ -808,15 +809,14 @@ def scaling_child(n: int, rounds: int = 1,
     del exe
     gc.collect()
     mods, imports = _source_modules(n, sources)
-    # (one round: the BlockBuilder chain's first build is its figure)
-    best = _interleaved_builds({"builder": mod, **mods} if rounds > 1 else mods, rounds)
+    best = _interleaved_builds({"builder": mod, **mods}, rounds)
     del mod, mods
     gc.collect()
-    if "builder" in best:
-        dt, dc = min(dt, best["builder"][0]), min(dc, best["builder"][1])
+    turn = best["builder"][1]
+    dt, dc = min(dt, best["builder"][0]), min(dc, turn)
     row = {"bindings": n, "rounds": rounds, "seconds": dt, "us_per_binding": dt / n * 1e6,
-           "cpu_us_per_binding": dc / n * 1e6, "base_rss_mb": base,
-           "module_rss_mb": module - base, "peak_rss_mb": peak,
+           "cpu_us_per_binding": dc / n * 1e6, "builder_turn_cpu_us_per_binding": turn / n * 1e6,
+           "base_rss_mb": base, "module_rss_mb": module - base, "peak_rss_mb": peak,
            "peak_bytes_per_binding": (peak - base) * 2**20 / n}
     for name in SCALING_SOURCES:
         wall, cpu = best.get(name, (None, None))
@@ -832,23 +832,46 @@ def _rss_mb() -> float:
     return _proc_status_mb("VmRSS:") or 0.0
 
 
+APART = ("torch",)
+"""The sources measured in a process of their own: the state a torch.export leaves in
+its process (PyTorch keeps the exported graph's generated code, fx nodes and fake
+tensors alive) slows every later build there, the BlockBuilder chain's too (22.4 to
+25.7 us per binding), so the text and ONNX chains are not built after it, and the
+torch.export chain is compared with the BlockBuilder chain built in turn with it in its
+process (``torch_builder_cpu_us_per_binding``)."""
+
+
+def _scaling_worker(n: int, rounds: int, sources: tuple[str, ...]) -> dict:
+    """:func:`scaling_child` in a fresh process."""
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--scaling-worker", str(n),
+         "--scaling-rounds", str(rounds), "--scaling-sources", ",".join(sources)],
+        capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)})
+    if proc.returncode != 0:
+        raise RuntimeError(f"the scaling run of {n} bindings failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def pipeline_scaling(sizes: tuple[int, ...], log: Any = None, rounds: int = 1,
                      sources: tuple[str, ...] = SCALING_SOURCES) -> list[dict]:
     """Seconds per binding and peak memory of the default pipeline (numpy target) on
     chains of elementwise ops: each size in a process of its own (so that each peak is
-    its own), one after the other; each source's best of ``rounds`` interleaved builds
-    (:func:`scaling_child`)."""
+    its own), one after the other, and each of :data:`APART` in another; each source's
+    best of ``rounds`` interleaved builds (:func:`scaling_child`)."""
     rows = []
+    together = tuple(x for x in sources if x not in APART)
     for n in sizes:
-        proc = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "--scaling-worker", str(n),
-             "--scaling-rounds", str(rounds), "--scaling-sources", ",".join(sources)],
-            capture_output=True, text=True, cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)})
-        if proc.returncode != 0:
-            raise RuntimeError(f"the scaling run of {n} bindings failed:\n{proc.stderr[-3000:]}")
-        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        row = _scaling_worker(n, rounds, together)
+        for name in sources:
+            if name in APART and (name != "torch" or _has("torch") and n <= _scaling_sources(
+                    ).TORCH_MAX_BINDINGS):
+                apart = _scaling_worker(n, rounds, (name,))
+                for key in ("us_per_binding", "cpu_us_per_binding", "import_us_per_binding"):
+                    row[f"{name}_{key}"] = apart[f"{name}_{key}"]
+                row[f"{name}_builder_cpu_us_per_binding"] = apart[
+                    "builder_turn_cpu_us_per_binding"]
         rows.append(row)
         if log:
             log(row)
@@ -890,11 +913,17 @@ def combine(players: list[Player], results: list[dict], ref: list[Player]) -> di
 
 def source_ratios(row: dict) -> list[float | None]:
     """A scaling row's CPU time per binding of the chain parsed from text, imported from
-    ONNX and from torch.export over the BlockBuilder chain's (None for a source not
-    built): 1.0 is the goal, one speed for every source."""
-    base = row.get("cpu_us_per_binding")
-    return [None if not base or row.get(f"{k}_cpu_us_per_binding") is None
-            else row[f"{k}_cpu_us_per_binding"] / base for k in SCALING_SOURCES]
+    ONNX and from torch.export over the BlockBuilder chain's (for one built in a process
+    of its own, :data:`APART`, over the BlockBuilder chain's built in turn with it there;
+    None for a source not built): 1.0 is the goal, one speed for every source."""
+    out: list[float | None] = []
+    for k in SCALING_SOURCES:
+        # (a source built in a process of its own, APART, over the BlockBuilder chain
+        # built in turn with it there)
+        base = row.get(f"{k}_builder_cpu_us_per_binding") or row.get("cpu_us_per_binding")
+        cpu = row.get(f"{k}_cpu_us_per_binding")
+        out.append(None if not base or cpu is None else cpu / base)
+    return out
 
 
 def _fmt(v: Any, spec: str = ".2f") -> str:
@@ -933,9 +962,10 @@ def report(results: list[dict], scaling: list[dict]) -> str:
                   "per binding | from ONNX, µs per binding | from torch.export, µs per "
                   "binding | CPU µs per binding (builder / text / ONNX / torch.export) | "
                   "CPU ratio to builder (text / ONNX / torch.export) | "
+                  "builder in torch.export's process, CPU µs per binding | "
                   "peak RSS MB | of which after imports MB | input module MB | peak above "
                   "imports, bytes per binding | load |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in scaling:
         cpu = " / ".join(_fmt(s.get(k), ".1f") for k in (
             "cpu_us_per_binding", "text_cpu_us_per_binding", "onnx_cpu_us_per_binding",
@@ -945,6 +975,7 @@ def report(results: list[dict], scaling: list[dict]) -> str:
                      f"{_fmt(s.get('onnx_us_per_binding'), '.1f')} | "
                      f"{_fmt(s.get('torch_us_per_binding'), '.1f')} | {cpu} | "
                      f"{' / '.join(_fmt(x, '.2f') for x in source_ratios(s))} | "
+                     f"{_fmt(s.get('torch_builder_cpu_us_per_binding'), '.1f')} | "
                      f"{_fmt(s.get('peak_rss_mb'), '.0f')} | {_fmt(s.get('base_rss_mb'), '.0f')} | "
                      f"{_fmt(s.get('module_rss_mb'), '.0f')} | "
                      f"{_fmt(s.get('peak_bytes_per_binding'), '.0f')} | "
@@ -1169,7 +1200,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['peak_rss_mb']:.0f} MB; from text / ONNX / torch.export: CPU " + " / ".join(
                 _fmt(r.get(f"{k}_cpu_us_per_binding"), ".1f") for k in SCALING_SOURCES)
             + " us per binding, " + " / ".join(_fmt(x) for x in source_ratios(r))
-            + f" of the builder's (load {_fmt(r.get('load'), '.1f')})", flush=True),
+            + " of the builder's (torch.export's: of the builder's in its process, CPU "
+            + _fmt(r.get("torch_builder_cpu_us_per_binding"), ".1f")
+            + f"; load {_fmt(r.get('load'), '.1f')})", flush=True),
             rounds=args.scaling_rounds, sources=_sources(args.scaling_sources))
         table = report([], rows)
         out = Path(args.out)

@@ -143,6 +143,9 @@ def test_scaling_runs_each_size_in_a_process_and_reports_its_peak_memory() -> No
         for name in sources:
             assert r[f"{name}_us_per_binding"] > 0 and r[f"{name}_cpu_us_per_binding"] > 0
             assert r[f"{name}_import_us_per_binding"] > 0
+        assert r["builder_turn_cpu_us_per_binding"] > 0
+        # torch.export's chain in a process of its own, beside a BlockBuilder chain
+        assert ("torch" not in sources) == (r.get("torch_builder_cpu_us_per_binding") is None)
     assert [r["bindings"] for r in rows] == [200, 400]
     for r in rows:
         assert r["seconds"] > 0 and r["cpu_us_per_binding"] > 0
@@ -157,6 +160,10 @@ def test_scaling_runs_each_size_in_a_process_and_reports_its_peak_memory() -> No
     row = {"cpu_us_per_binding": 20.0, "text_cpu_us_per_binding": 25.0,
            "onnx_cpu_us_per_binding": 30.0, "torch_cpu_us_per_binding": None}
     assert run.source_ratios(row) == [1.25, 1.5, None]
+    # torch.export's chain, built in a process of its own, over the BlockBuilder chain
+    # built in turn with it there
+    row.update(torch_cpu_us_per_binding=33.0, torch_builder_cpu_us_per_binding=30.0)
+    assert run.source_ratios(row) == [1.25, 1.5, 1.1]
 
 
 def test_llm_decode_table_sets_decode_against_the_triad() -> None:
