@@ -461,7 +461,8 @@ typedef struct wq8_act_ {
     int64_t ahalf;    /* nv * 64 */
     int64_t arow;     /* int8 values per row: ahalf (8 bits) or 2 * ahalf (4 bits) */
     int64_t lanes;    /* nv * 16 */
-    int vec;          /* the lane arrays are filled (the vector path runs) */
+    int vec;          /* the lane arrays are filled (the decode vector path runs) */
+    int plain;        /* qa in K order for both widths (the prefill panels: wq8_gemm) */
 } wq8_act;
 
 /* rows lo .. hi - 1 of a quantized to int8 per block: rintf (half to even) of
@@ -488,7 +489,8 @@ static void wq8_quantize_rows(void* ctx, int64_t lo, int64_t hi) {
                 v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
                 const int8_t qi = (int8_t)v;
                 s += qi;
-                if (four) qb[(i & 1) * A->ahalf + (i >> 1)] = qi;
+                if (A->plain) q[k0 + i] = qi;
+                else if (four) qb[(i & 1) * A->ahalf + (i >> 1)] = qi;
                 else qb[i] = qi;
             }
             A->sa[m * kb + blk] = amax / 127.0f;
@@ -645,6 +647,123 @@ static void wq8_panels(void* ctx, int64_t lo, int64_t hi) {
         }
     }
 }
+
+/* ------------------------------------------------------ int8 activations: prefill */
+
+#define WQ8_NC 32      /* weight rows (output columns) per job and register tile */
+#define WQ8_MR 4       /* activation rows per register tile */
+
+/* weight rows n0 .. n0 + WQ8_NC - 1 unpacked to bytes q in the layout of vpdpbusd:
+ * panel[kq][j][i] = q[n0 + j][4 kq + i] (4 consecutive k of a row in one int32 lane, a
+ * row per lane; zeros past N), and their scales transposed, ps[blk][j] */
+static void wq8_pack_panel(const wq_task* t, int64_t n0, uint8_t* panel, float* ps) {
+    const plait_wq_desc* d = t->d;
+    const int64_t kb = t->kb, blob = t->blob, kq = kb * d->block_size / 4;
+    for (int64_t j = 0; j < WQ8_NC; j++) {
+        const int64_t n = n0 + j;
+        if (n >= d->N) {
+            for (int64_t q = 0; q < kq; q++) memset(panel + (q * WQ8_NC + j) * 4, 0, 4);
+            for (int64_t b = 0; b < kb; b++) ps[b * WQ8_NC + j] = 0.0f;
+            continue;
+        }
+        const uint8_t* row = t->b + n * kb * blob;
+        for (int64_t b = 0; b < kb; b++) ps[b * WQ8_NC + j] = t->s[n * kb + b];
+        if (d->bits == 8) {
+            for (int64_t q = 0; q < kq; q++) memcpy(panel + (q * WQ8_NC + j) * 4, row + 4 * q, 4);
+        } else {   /* whole bytes per block: 2 bytes hold 4 consecutive values */
+            for (int64_t q = 0; q < kq; q++) {
+                const uint8_t x0 = row[2 * q], x1 = row[2 * q + 1];
+                uint8_t* o = panel + (q * WQ8_NC + j) * 4;
+                o[0] = x0 & 15;
+                o[1] = x0 >> 4;
+                o[2] = x1 & 15;
+                o[3] = x1 >> 4;
+            }
+        }
+    }
+}
+
+/* MR rows of activations from m0 against the panel's WQ8_NC columns: per block, integer
+ * sums on 2 x 16 lanes (a lane per column) starting at -z * (the block's sum of qa),
+ * then times sa * the columns' scales into float accumulators */
+static inline __attribute__((always_inline)) void wq8_gemm_tile(
+        const wq_task* t, const uint8_t* panel, const float* ps, int64_t n0, int64_t m0,
+        const int MR) {
+    const wq8_act* A = t->q8;
+    const int64_t kb = t->kb, N = t->d->N, qb = t->d->block_size / 4;
+    __m512 f0[WQ8_MR], f1[WQ8_MR];
+    const int32_t* qa[WQ8_MR];
+    for (int m = 0; m < MR; m++) {
+        f0[m] = f1[m] = _mm512_setzero_ps();
+        qa[m] = (const int32_t*)(const void*)(A->qa + (m0 + m) * A->arow);
+    }
+    for (int64_t b = 0; b < kb; b++) {
+        __m512i i0[WQ8_MR], i1[WQ8_MR];
+        for (int m = 0; m < MR; m++)
+            i0[m] = i1[m] = _mm512_set1_epi32(-t->zero * A->qs[(m0 + m) * kb + b]);
+        const uint8_t* pw = panel + b * qb * WQ8_NC * 4;
+        for (int64_t q = 0; q < qb; q++) {
+            const __m512i w0 = _mm512_loadu_si512(pw + q * WQ8_NC * 4);
+            const __m512i w1 = _mm512_loadu_si512(pw + q * WQ8_NC * 4 + 64);
+            for (int m = 0; m < MR; m++) {
+                const __m512i a = _mm512_set1_epi32(qa[m][b * qb + q]);
+                i0[m] = _mm512_dpbusd_epi32(i0[m], w0, a);
+                i1[m] = _mm512_dpbusd_epi32(i1[m], w1, a);
+            }
+        }
+        const __m512 s0 = _mm512_loadu_ps(ps + b * WQ8_NC);
+        const __m512 s1 = _mm512_loadu_ps(ps + b * WQ8_NC + 16);
+        for (int m = 0; m < MR; m++) {
+            const __m512 sa = _mm512_set1_ps(A->sa[(m0 + m) * kb + b]);
+            f0[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0[m]), _mm512_mul_ps(s0, sa), f0[m]);
+            f1[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[m]), _mm512_mul_ps(s1, sa), f1[m]);
+        }
+    }
+    const int64_t nc = N - n0 < WQ8_NC ? N - n0 : WQ8_NC;
+    const __mmask16 k0 = nc >= 16 ? 0xFFFF : (__mmask16)((1u << nc) - 1u);
+    const __mmask16 k1 = nc >= 32 ? 0xFFFF
+                                  : (nc <= 16 ? 0 : (__mmask16)((1u << (nc - 16)) - 1u));
+    __m512 b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
+    if (t->bias) {
+        b0 = _mm512_maskz_loadu_ps(k0, t->bias + n0);
+        b1 = _mm512_maskz_loadu_ps(k1, t->bias + n0 + 16);
+    }
+    for (int m = 0; m < MR; m++) {
+        float* o = t->out + (m0 + m) * N + n0;
+        _mm512_mask_storeu_ps(o, k0, _mm512_add_ps(f0[m], b0));
+        _mm512_mask_storeu_ps(o + 16, k1, _mm512_add_ps(f1[m], b1));
+    }
+}
+
+/* jobs of WQ8_NC weight rows: the panel packed once, then every row of activations */
+static void wq8_gemm(void* ctx, int64_t lo, int64_t hi) {
+    wq_task* t = (wq_task*)ctx;
+    const int64_t M = t->d->M, kb = t->kb, kq = kb * t->d->block_size / 4;
+    uint8_t* panel = NULL;
+    float* ps = NULL;
+    if (posix_memalign((void**)&panel, 64, (size_t)(kq * WQ8_NC * 4)) != 0) panel = NULL;
+    if (posix_memalign((void**)&ps, 64, (size_t)(kb * WQ8_NC) * sizeof(float)) != 0) ps = NULL;
+    if (!panel || !ps) {
+        __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+        free(panel);
+        free(ps);
+        return;
+    }
+    for (int64_t job = lo; job < hi; job++) {
+        const int64_t n0 = job * WQ8_NC;
+        wq8_pack_panel(t, n0, panel, ps);
+        int64_t m = 0;
+        for (; m + WQ8_MR <= M; m += WQ8_MR) wq8_gemm_tile(t, panel, ps, n0, m, WQ8_MR);
+        switch (M - m) {
+        case 3: wq8_gemm_tile(t, panel, ps, n0, m, 3); break;
+        case 2: wq8_gemm_tile(t, panel, ps, n0, m, 2); break;
+        case 1: wq8_gemm_tile(t, panel, ps, n0, m, 1); break;
+        default: break;
+        }
+    }
+    free(panel);
+    free(ps);
+}
 #endif
 
 /* the product with int8 activations: quantize a, then the integer products */
@@ -659,7 +778,9 @@ static int wq8_matmul(wq_task* t, int threads) {
     A.arow = d->bits == 4 ? 2 * A.ahalf : A.ahalf;
     A.lanes = A.nv * 16;
 #if defined(WQ8_VEC)
-    A.vec = t->zero >= 0 && t->blob >= 4 && (t->blob & (t->blob - 1)) == 0;
+    A.plain = M > WQ_MR && t->zero >= 0 && d->block_size % 4 == 0;
+    A.vec = !A.plain && t->zero >= 0 && t->blob >= 4 && (t->blob & (t->blob - 1)) == 0;
+    if (A.plain) A.arow = (kb * d->block_size + 63) / 64 * 64;
 #endif
     A.qa = (int8_t*)malloc((size_t)(M * A.arow));
     A.sa = (float*)malloc((size_t)(M * kb) * sizeof(float));
@@ -675,11 +796,14 @@ static int wq8_matmul(wq_task* t, int threads) {
         t->q8 = &A;
         plait_parallel_range(wq8_quantize_rows, t, M, M * d->K >= 65536 ? threads : 1);
 #if defined(WQ8_VEC)
-        if (A.vec)
+        if (A.plain)
+            plait_parallel_range(wq8_gemm, t, (N + WQ8_NC - 1) / WQ8_NC, threads);
+        else if (A.vec)
             plait_parallel_range(wq8_panels, t, (N + WQ8_PANEL - 1) / WQ8_PANEL, threads);
         else
 #endif
             plait_parallel_range(wq8_rows, t, N, threads);
+        rc = __atomic_load_n(&t->failed, __ATOMIC_RELAXED);
     }
     free(A.qa);
     free(A.sa);
