@@ -3,8 +3,9 @@ block of the weight's ``block_size`` (``sa = amax / 127``, ``qa = rint(a * 127 /
 and each block's sum ``sum qa (q - z)`` an exact integer (plait/dialects/qnn/nbits.py).
 
 Checked: the numpy reference against onnxruntime's ``MatMulNBits`` at accuracy_level 4;
-every copy of the ``c`` kernels (AVX512-VNNI's ``vpdpbusd`` path for a symmetric weight,
-the plain C path of the other copies and of per-block zero points) and the ``numpy``
+every copy of the ``c`` kernels (AVX512-VNNI's ``vpdpbusd`` paths for a symmetric weight;
+the float loops, exact on integers, of the other copies and of per-block zero points;
+the integer C loop of blocks too long for them) and the ``numpy``
 target's lowering against the reference, decode rows (1 to 4) and prefill rows; halves
 rounded to even; the import of accuracy_level and ``QuantizeWeights(activations=)``.
 
@@ -42,7 +43,8 @@ CONFIGS = [(96, 33, 4, 32, True, True),      # the VNNI path, 2 x 3 blocks in on
            (300, 20, 8, 128, True, False),   # a block of two vectors
            (256, 12, 4, 128, False, False),
            (90, 20, 4, 90, True, True),      # per channel, blob 45: the plain path
-           (70, 9, 8, 70, False, True)]
+           (70, 9, 8, 70, False, True),
+           (600, 7, 8, 600, False, False)]   # blocks too long for exact float sums
 ROWS = (1, 2, 3, 4, 5, 37)
 
 

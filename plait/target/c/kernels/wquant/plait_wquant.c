@@ -363,7 +363,7 @@ static void wq_prepare(const wq_task* t, const float* a, float* ap) {
 /* ------------------------------------------------------------------ prefill */
 
 /* columns n0 .. n0 + WQ_NT - 1 of W^T, dequantized: panel[k][j] (zeros past N) */
-static void wq_dequant_panel(const wq_task* t, int64_t n0, float* panel) {
+static void wq_dequant_panel(const wq_task* t, int64_t n0, float* panel, int unit) {
     const plait_wq_desc* d = t->d;
     const int bits = (int)d->bits;
     const int64_t K = d->K, bs = d->block_size, blob = t->blob, kb = t->kb;
@@ -375,7 +375,7 @@ static void wq_dequant_panel(const wq_task* t, int64_t n0, float* panel) {
         }
         const uint8_t* row = t->b + n * kb * blob;
         for (int64_t blk = 0; blk < kb; blk++) {
-            const float sc = t->s[n * kb + blk];
+            const float sc = unit ? 1.0f : t->s[n * kb + blk];
             const int32_t z = wq_zero_at(t, t->zp + n * t->zcols, blk);
             const uint8_t* p = row + blk * blob;
             const int64_t k0 = blk * bs, k1 = k0 + bs < K ? k0 + bs : K;
@@ -400,7 +400,7 @@ static void wq_gemm_tiles(void* ctx, int64_t lo, int64_t hi) {
     for (int64_t tile = lo; tile < hi; tile++) {
         const int64_t n0 = tile * WQ_NT;
         const int64_t nc = N - n0 < WQ_NT ? N - n0 : WQ_NT;
-        wq_dequant_panel(t, n0, panel);
+        wq_dequant_panel(t, n0, panel, 0);
         float bias[WQ_NT];
         for (int64_t j = 0; j < WQ_NT; j++) bias[j] = t->bias && j < nc ? t->bias[n0 + j] : 0.0f;
         for (int64_t m0 = 0; m0 < M; m0 += WQ_MR) {
@@ -766,6 +766,165 @@ static void wq8_gemm(void* ctx, int64_t lo, int64_t hi) {
 }
 #endif
 
+
+/* ------------------------------- int8 activations in float: every copy, exactly */
+
+/* Without integer dot products the block sums are taken in float, exactly: qa and
+ * q - z are small integers, so every product and every partial sum of a block is an
+ * integer below 2^24 when 127 (2^bits - 1) block_size < 2^24 (blocks up to 518 values
+ * of 8 bits, 8808 of 4), and float32 holds it exactly.  The loops are the float paths'
+ * (wq_block4/8, a dequantized panel), with unit scales, and each block's sums are
+ * multiplied by sa * scale at the block's end. */
+static int wq8f_exact(const plait_wq_desc* d) {
+    return 127 * ((1 << d->bits) - 1) * d->block_size < (1 << 24);
+}
+
+/* the quantized rows as floats: decode (split) in wq_prepare's layout, prefill (plain)
+ * in K order */
+static void wq8f_floats(const wq_task* t, float* ap) {
+    const wq8_act* A = t->q8;
+    const plait_wq_desc* d = t->d;
+    const int64_t n = t->kb * t->blob;
+    for (int64_t m = 0; m < d->M; m++) {
+        const int8_t* q = A->qa + m * A->arow;
+        float* r = ap + m * t->astride;
+        if (A->plain) {
+            for (int64_t k = 0; k < d->K; k++) r[k] = (float)q[k];
+            continue;
+        }
+        for (int64_t i = 0; i < n; i++) r[i] = (float)q[i];
+        if (d->bits == 4)
+            for (int64_t i = 0; i < n; i++) r[t->half + i] = (float)q[A->ahalf + i];
+    }
+}
+
+/* decode rows lo .. hi - 1 against MR rows of float qa */
+static inline __attribute__((always_inline)) void wq8f_gemv(const wq_task* t, int64_t lo,
+                                                            int64_t hi, const int MR) {
+    const plait_wq_desc* d = t->d;
+    const int64_t N = d->N, blob = t->blob, kb = t->kb, as = t->astride, half = t->half;
+    const float* ap = t->ap;
+    const float* sa = t->q8->sa;
+    for (int64_t n = lo; n < hi; n++) {
+        const uint8_t* row = t->b + n * kb * blob;
+        const float* srow = t->s + n * kb;
+        const uint8_t* zrow = t->zp + n * t->zcols;
+        wq_f tot[WQ_MR];
+        float ttail[WQ_MR];
+        for (int m = 0; m < MR; m++) {
+            tot[m] = (wq_f){0};
+            ttail[m] = 0.0f;
+        }
+        for (int64_t blk = 0; blk < kb; blk++) {
+            wq_f c0[WQ_MR], c1[WQ_MR];
+            float tail[WQ_MR];
+            for (int m = 0; m < MR; m++) {
+                c0[m] = c1[m] = (wq_f){0};
+                tail[m] = 0.0f;
+            }
+            const int32_t z = wq_zero_at(t, zrow, blk);
+            if (d->bits == 4)
+                wq_block4(row + blk * blob, blob, 1.0f, z, ap + blk * blob,
+                          ap + half + blk * blob, as, MR, c0, c1, tail);
+            else
+                wq_block8(row + blk * blob, blob, 1.0f, z, ap + blk * blob, as, MR, c0, c1,
+                          tail);
+            for (int m = 0; m < MR; m++) {
+                const float sc = sa[m * kb + blk] * srow[blk];
+                tot[m] += (c0[m] + c1[m]) * ((wq_f){0} + sc);
+                ttail[m] += tail[m] * sc;
+            }
+        }
+        const float bn = t->bias ? t->bias[n] : 0.0f;
+        for (int m = 0; m < MR; m++) t->out[m * N + n] = wq_hsum(tot[m]) + ttail[m] + bn;
+    }
+}
+
+static void wq8f_gemv_rows(void* ctx, int64_t lo, int64_t hi) {
+    const wq_task* t = (const wq_task*)ctx;
+    switch (t->d->M) {
+    case 1: wq8f_gemv(t, lo, hi, 1); break;
+    case 2: wq8f_gemv(t, lo, hi, 2); break;
+    case 3: wq8f_gemv(t, lo, hi, 3); break;
+    default: wq8f_gemv(t, lo, hi, 4); break;
+    }
+}
+
+/* prefill: per tile of WQ_NT columns a panel of q - z (wq_dequant_panel with unit
+ * scales) and the columns' scales per block; 4 rows x WQ_NT a register tile, each block
+ * summed apart and scaled at its end */
+static void wq8f_gemm_tiles(void* ctx, int64_t lo, int64_t hi) {
+    wq_task* t = (wq_task*)ctx;
+    const plait_wq_desc* d = t->d;
+    const int64_t M = d->M, N = d->N, K = d->K, bs = d->block_size, kb = t->kb;
+    const float* sa = t->q8->sa;
+    float* panel = NULL;
+    float* sp = NULL;
+    if (posix_memalign((void**)&panel, 64, (size_t)(K * WQ_NT) * sizeof(float)) != 0)
+        panel = NULL;
+    if (posix_memalign((void**)&sp, 64, (size_t)(kb * WQ_NT) * sizeof(float)) != 0) sp = NULL;
+    if (!panel || !sp) {
+        __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+        free(panel);
+        free(sp);
+        return;
+    }
+    for (int64_t tile = lo; tile < hi; tile++) {
+        const int64_t n0 = tile * WQ_NT;
+        const int64_t nc = N - n0 < WQ_NT ? N - n0 : WQ_NT;
+        wq_dequant_panel(t, n0, panel, 1);
+        for (int64_t blk = 0; blk < kb; blk++)
+            for (int64_t j = 0; j < WQ_NT; j++)
+                sp[blk * WQ_NT + j] = j < nc ? t->s[(n0 + j) * kb + blk] : 0.0f;
+        float bias[WQ_NT];
+        for (int64_t j = 0; j < WQ_NT; j++) bias[j] = t->bias && j < nc ? t->bias[n0 + j] : 0.0f;
+        for (int64_t m0 = 0; m0 < M; m0 += WQ_MR) {
+            const int64_t mr = M - m0 < WQ_MR ? M - m0 : WQ_MR;
+            const float* ar[WQ_MR];
+            int64_t rows[WQ_MR];
+            for (int r = 0; r < WQ_MR; r++) {
+                rows[r] = m0 + (r < mr ? r : mr - 1);
+                ar[r] = t->ap + rows[r] * t->astride;
+            }
+            wq_f c0[WQ_MR], c1[WQ_MR];
+            for (int r = 0; r < WQ_MR; r++) {
+                c0[r] = WQ_LOAD(bias);
+                c1[r] = WQ_LOAD(bias + WQ_V);
+            }
+            for (int64_t blk = 0; blk < kb; blk++) {
+                const int64_t k0 = blk * bs, k1 = k0 + bs < K ? k0 + bs : K;
+                wq_f b0[WQ_MR], b1[WQ_MR];
+                for (int r = 0; r < WQ_MR; r++) b0[r] = b1[r] = (wq_f){0};
+                for (int64_t k = k0; k < k1; k++) {
+                    const wq_f w0 = *(const wq_f*)(panel + k * WQ_NT);
+                    const wq_f w1 = *(const wq_f*)(panel + k * WQ_NT + WQ_V);
+                    for (int r = 0; r < WQ_MR; r++) {
+                        const float x = ar[r][k];
+                        b0[r] += x * w0;
+                        b1[r] += x * w1;
+                    }
+                }
+                const wq_f s0 = *(const wq_f*)(sp + blk * WQ_NT);
+                const wq_f s1 = *(const wq_f*)(sp + blk * WQ_NT + WQ_V);
+                for (int r = 0; r < WQ_MR; r++) {
+                    const float a = sa[rows[r] * kb + blk];
+                    c0[r] += b0[r] * (s0 * a);
+                    c1[r] += b1[r] * (s1 * a);
+                }
+            }
+            for (int64_t r = 0; r < mr; r++) {
+                float* o = t->out + (m0 + r) * N + n0;
+                float tmp[WQ_NT];
+                WQ_STORE(tmp, c0[r]);
+                WQ_STORE(tmp + WQ_V, c1[r]);
+                memcpy(o, tmp, (size_t)nc * sizeof(float));
+            }
+        }
+    }
+    free(panel);
+    free(sp);
+}
+
 /* the product with int8 activations: quantize a, then the integer products */
 static int wq8_matmul(wq_task* t, int threads) {
     const plait_wq_desc* d = t->d;
@@ -777,11 +936,23 @@ static int wq8_matmul(wq_task* t, int threads) {
     A.ahalf = A.nv * 64;
     A.arow = d->bits == 4 ? 2 * A.ahalf : A.ahalf;
     A.lanes = A.nv * 16;
+    const int exact = wq8f_exact(d);
 #if defined(WQ8_VEC)
     A.plain = M > WQ_MR && t->zero >= 0 && d->block_size % 4 == 0;
     A.vec = !A.plain && t->zero >= 0 && t->blob >= 4 && (t->blob & (t->blob - 1)) == 0;
-    if (A.plain) A.arow = (kb * d->block_size + 63) / 64 * 64;
+    const int floats = exact && !A.plain && !A.vec;
+#else
+    const int floats = exact;
 #endif
+    if (floats && M > WQ_MR) A.plain = 1;
+    if (A.plain) A.arow = (kb * d->block_size + 63) / 64 * 64;
+    float* ap = NULL;
+    if (floats) {
+        t->astride = A.plain ? d->K : t->astride;
+        ap = (float*)calloc((size_t)(M * t->astride), sizeof(float));
+        if (!ap) return 1;
+        t->ap = ap;
+    }
     A.qa = (int8_t*)malloc((size_t)(M * A.arow));
     A.sa = (float*)malloc((size_t)(M * kb) * sizeof(float));
     A.qs = (int32_t*)malloc((size_t)(M * kb) * sizeof(int32_t));
@@ -795,13 +966,20 @@ static int wq8_matmul(wq_task* t, int threads) {
     } else {
         t->q8 = &A;
         plait_parallel_range(wq8_quantize_rows, t, M, M * d->K >= 65536 ? threads : 1);
+        if (floats) {
+            wq8f_floats(t, ap);
+            if (M > WQ_MR)
+                plait_parallel_range(wq8f_gemm_tiles, t, (N + WQ_NT - 1) / WQ_NT, threads);
+            else
+                plait_parallel_range(wq8f_gemv_rows, t, N, threads);
+        }
 #if defined(WQ8_VEC)
-        if (A.plain)
+        else if (A.plain)
             plait_parallel_range(wq8_gemm, t, (N + WQ8_NC - 1) / WQ8_NC, threads);
         else if (A.vec)
             plait_parallel_range(wq8_panels, t, (N + WQ8_PANEL - 1) / WQ8_PANEL, threads);
-        else
 #endif
+        else
             plait_parallel_range(wq8_rows, t, N, threads);
         rc = __atomic_load_n(&t->failed, __ATOMIC_RELAXED);
     }
@@ -810,6 +988,7 @@ static int wq8_matmul(wq_task* t, int threads) {
     free(A.qs);
     free(A.sl);
     free(A.zl);
+    free(ap);
     return rc;
 }
 
