@@ -314,10 +314,11 @@ def test_int8_packing_round_trips_bit_for_bit():
         want = b.astype(np.int16) - (128 if dtype == np.uint8 else 0)
         # panel 1, K rows 4..7 (group 1), column 16 + 2: element [1][1][2][k - 4]
         assert list(p.reshape(2, 2, 16, 4)[1, 1, 2, :3]) == list(want[4:7, 18])
-        for kw, groups in ((3, 1), (5, 2), (2, 0)):
-            w = rng.integers(info.min, info.max + 1, (13, 3, 2, kw), dtype=dtype)
-            rows = q.pack_conv_rows(w, np.asarray(5, dtype), groups)
-            assert q.unpack_conv_rows(rows, w.shape, groups, dtype).tobytes() == w.tobytes()
+        for kw, c, conv_groups in ((3, 3, 1), (5, 6, 1), (2, 5, 13)):
+            w = rng.integers(info.min, info.max + 1, (13, c, 2, kw), dtype=dtype)
+            rows = q.pack_conv_rows(w, conv_groups)
+            assert q.unpack_conv_rows(rows, w.shape, dtype, conv_groups).tobytes() == \
+                w.tobytes()
         dw = rng.integers(info.min, info.max + 1, (6, 1, 3, 3), dtype=dtype)
         const = q.centered_depthwise_constant(dw, np.arange(6).astype(dtype))
         d = deferred_of(const)

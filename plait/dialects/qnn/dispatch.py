@@ -21,8 +21,9 @@ generation reads them (:mod:`plait.ir.deferred`: each original goes once packed)
   P V, both 8-bit activations) is packed by the call.  QAttention reaches the kernels
   through its projection: its softmax and score products are float ops of the
   importer (onnxruntime computes them in float too).
-* ``qnn.conv2d``: as the transposed product (``plait_qconv2d``: weights broadcast,
-  the padded image packed in panels of 16 pixels x 4 taps), a grouped one group by
+* ``qnn.conv2d``: as the transposed product (``plait_qconv2d``: weights broadcast, the
+  padded image rewritten once per call in 4-byte groups of channels, split by the
+  strides' phases, which the register tile reads in place), a grouped one group by
   group in the same call; depthwise (one input channel per group) on its own kernel.
 * after a requantized product, a ``qnn.add`` of a constant per column (QOperator's
   bias add) or a float bias between a ``qnn.dequantize`` and a ``qnn.quantize``, then a
@@ -363,7 +364,6 @@ def _plan_conv2d(call: Call) -> _Plan | None:
         QDepthwiseCall,
         QOut,
         centered_depthwise_constant,
-        conv_groups,
         packed_conv_constants,
     )
 
@@ -381,10 +381,9 @@ def _plan_conv2d(call: Call) -> _Plan | None:
     groups = int(a["groups"])
     depthwise = groups == xs[1] == o and cg == 1
     if not depthwise and cg * groups == xs[1] and o % groups == 0:
-        g = conv_groups(kw, dilation[1])
         desc = (xs[0], xs[1], xs[2], xs[3], o, kh, kw, strides[0], strides[1], dilation[0],
-                dilation[1], padding[0], padding[1], os_[2], os_[3], cg * kh * kw, g, groups)
-        c = QConvCall(x, zx, packed_conv_constants(wd, zwd, g, groups), desc, QOut(), os_)
+                dilation[1], padding[0], padding[1], os_[2], os_[3], cg * kh * kw, groups)
+        c = QConvCall(x, zx, packed_conv_constants(wd, zwd, groups), desc, QOut(), os_)
         return _Plan(c, o, 1, 4)
     if depthwise:
         desc = (xs[0], xs[1], xs[2], xs[3], kh, kw, strides[0], strides[1], dilation[0],

@@ -157,104 +157,98 @@ def packed_b_constants(b: np.ndarray, zb: np.ndarray) -> tuple[Constant, Constan
 
 
 CONV_ROWS = 12
-"""Packed convolution weights have their rows (output channels) padded to a multiple of
-this (every copy's tile height divides it: 6, 4, 3)."""
+"""Packed convolution weights come in blocks of this many rows (output channels),
+interleaved (every copy's tile height divides it: 6, 4, 3)."""
 
 
-def conv_groups(kw: int, dilation_w: int) -> int:
-    """The groups of 4 taps along W per kernel row with which ``plait_qconv2d`` reads a
-    convolution (``ceil(KW / 4)``: each group one 4-byte load of an image row), or 0 for
-    tap by tap (kernels narrower than 3, dilation along W)."""
-    return -(-kw // 4) if kw >= 3 and dilation_w == 1 else 0
-
-
-def _conv_layout(shape: tuple[int, ...], groups: int, conv_groups: int = 1
-                 ) -> tuple[int, int, int]:
-    """(taps per kernel row, K' = C * KH * taps, padded rows) of packed weights; the
-    weights of a grouped convolution (``conv_groups`` > 1) have :data:`CONV_ROWS` more
-    rows, so a group's tiles may start at any row."""
+def _conv_layout(shape: tuple[int, ...], conv_groups: int = 1) -> tuple[int, int]:
+    """(Kp = ceil(C / 4) * 4 * KH * KW, packed rows) of the packed weights of ``O x C x
+    KH x KW`` (C: a group's channels): each convolution group's rows (``conv_groups`` >
+    1) padded to a multiple of :data:`CONV_ROWS`, so every tile lies in one block of
+    rows."""
     o, c, kh, kw = shape
-    kwp = 4 * groups if groups else kw
-    extra = CONV_ROWS if conv_groups > 1 else 0
-    return kwp, c * kh * kwp, -(-o // CONV_ROWS) * CONV_ROWS + extra
+    og = o // max(conv_groups, 1)
+    return -(-c // 4) * 4 * kh * kw, max(conv_groups, 1) * -(-og // CONV_ROWS) * CONV_ROWS
 
 
-def pack_conv_rows(w: np.ndarray, zw: np.ndarray, groups: int = 0, conv_groups: int = 1
-                   ) -> np.ndarray:
-    """The int8 rows of Kp bytes of ``O x C x KH x KW`` 8-bit weights (uint8 shifted;
-    zero-padded, rows to a multiple of :data:`CONV_ROWS`), flat; with ``groups``
-    (:func:`conv_groups`) each kernel row padded to ``4 * groups`` taps holding the zero
-    point ``zw`` (one or per output channel), which add nothing to the sums."""
+def _row_index(o: int, conv_groups: int) -> np.ndarray:
+    """The packed row of each of the ``o`` output channels (a group's rows start at a
+    multiple of :data:`CONV_ROWS`)."""
+    og = o // max(conv_groups, 1)
+    ogp = -(-og // CONV_ROWS) * CONV_ROWS
+    r = np.arange(o)
+    return (r // og) * ogp + r % og
+
+
+def pack_conv_rows(w: np.ndarray, conv_groups: int = 1) -> np.ndarray:
+    """The int8 rows of ``O x C x KH x KW`` 8-bit weights as ``plait_qconv2d`` reads
+    them (uint8 shifted): K in the order (j, kh, kw, channel 4j..4j+3), the channels
+    zero-padded to a multiple of 4; each convolution group's rows zero-padded to a
+    multiple of :data:`CONV_ROWS`; blocks of 12 rows interleaved by 4 bytes
+    (``[rows / 12][Kp / 4][12][4]``: a tile's rows at one group of 4 taps side by
+    side), flat."""
     w = _check_8bit(w, "pack_conv_weights")
-    o, kw = w.shape[0], w.shape[3]
-    kwp, k, rows = _conv_layout(w.shape, groups, conv_groups)
-    packed = np.zeros((rows, -(-k // 4) * 4), np.int8)
-    dst = packed[:o, :k].reshape(o, w.shape[1], w.shape[2], kwp)   # (splits K: a view)
-    assert np.may_share_memory(dst, packed)
-    if kwp > kw:
-        z = np.broadcast_to(np.asarray(zw).reshape(-1), (o,)).astype(w.dtype)
-        dst[..., kw:] = z.view(np.int8).reshape(o, 1, 1, 1)
-        if w.dtype == np.uint8:
-            np.bitwise_xor(dst[..., kw:], np.int8(-128), out=dst[..., kw:])
-    _put_shifted(dst[..., :kw], w)
-    return packed.reshape(-1)
+    o, c, kh, kw = w.shape
+    kp, rows = _conv_layout(w.shape, conv_groups)
+    cb = -(-c // 4)
+    full = np.zeros((o, cb * 4, kh, kw), np.int8)
+    _put_shifted(full[:, :c], w)
+    flat = np.zeros((rows, kp), np.int8)
+    flat[_row_index(o, conv_groups)] = full.reshape(o, cb, 4, kh, kw).transpose(
+        0, 1, 3, 4, 2).reshape(o, kp)
+    return np.ascontiguousarray(
+        flat.reshape(rows // CONV_ROWS, CONV_ROWS, kp // 4, 4).transpose(0, 2, 1, 3)
+    ).reshape(-1)
 
 
-def unpack_conv_rows(packed: np.ndarray, shape: tuple[int, ...], groups: int,
-                     dtype: Any, conv_groups: int = 1) -> np.ndarray:
+def unpack_conv_rows(packed: np.ndarray, shape: tuple[int, ...], dtype: Any,
+                     conv_groups: int = 1) -> np.ndarray:
     """The weights of ``shape`` and ``dtype`` :func:`pack_conv_rows` packed, bit for bit."""
     o, c, kh, kw = shape
-    kwp, k, rows = _conv_layout(shape, groups, conv_groups)
-    rows_view = packed.reshape(rows, -(-k // 4) * 4)[:o, :k].reshape(o, c, kh, kwp)
-    return _unshifted(rows_view[..., :kw], np.dtype(dtype))
+    kp, rows = _conv_layout(shape, conv_groups)
+    cb = -(-c // 4)
+    flat = packed.reshape(rows // CONV_ROWS, kp // 4, CONV_ROWS, 4).transpose(
+        0, 2, 1, 3).reshape(rows, kp)[_row_index(o, conv_groups)]
+    full = flat.reshape(o, cb, kh, kw, 4).transpose(0, 1, 4, 2, 3).reshape(o, cb * 4, kh, kw)
+    return _unshifted(full[:, :c], np.dtype(dtype))
 
 
-def conv_terms(w: np.ndarray, zw: np.ndarray, conv_groups: int = 1
-               ) -> tuple[np.ndarray, np.ndarray]:
+def conv_terms(w: np.ndarray, zw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The shifted zero points ``zw'[o]`` and row terms ``rowsum(W'[o]) - K * zw'[o]``
-    (int32 modulo 2^32) of ``O x ...`` 8-bit weights, zero-padded to the packed rows.
-    The taps :func:`pack_conv_rows` pads with the zero point add ``zw'`` to the row sum
-    and to K alike, so the terms are those of the weights alone."""
+    (int32 modulo 2^32) of ``O x ...`` 8-bit weights, one per output channel (the
+    channels :func:`pack_conv_rows` pads with add nothing: their weights are 0 and the
+    image's column sums leave them out)."""
     w = _check_8bit(w, "pack_conv_weights")
     o = w.shape[0]
     zp, corr = b_terms(w.reshape(o, -1).T, zw)
-    rows = _conv_layout(w.shape, 0, conv_groups)[2]
-    zpad = np.zeros(rows, np.int32)
-    cpad = np.zeros(rows, np.int32)
-    zpad[:o], cpad[:o] = zp[:o], corr[:o]
-    return zpad, cpad
+    return np.ascontiguousarray(zp[:o]), np.ascontiguousarray(corr[:o])
 
 
-def pack_conv_weights(w: np.ndarray, zw: np.ndarray, groups: int = 0
+def pack_conv_weights(w: np.ndarray, zw: np.ndarray, conv_groups: int = 1
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``O x C x KH x KW`` 8-bit weights with zero point ``zw`` (one or per output
-    channel) packed for ``plait_qconv2d``: int8 rows of Kp bytes (``w``, or ``w - 128``
-    for uint8; zero-padded, rows to a multiple of :data:`CONV_ROWS`), the shifted zero
-    points ``zw'[o]`` and ``rowsum(W'[o]) - K' * zw'[o]`` (int32 modulo 2^32).  With
-    ``groups`` (:func:`conv_groups`) each kernel row is padded to ``4 * groups`` taps
-    holding the zero point (they add nothing to the sums), K' counting them."""
-    return (pack_conv_rows(w, zw, groups), *conv_terms(w, zw))
+    channel; a grouped convolution's ``C`` its channels per group) packed for
+    ``plait_qconv2d``: the rows of :func:`pack_conv_rows`, the shifted zero points
+    ``zw'[o]`` and ``rowsum(W'[o]) - K * zw'[o]`` (int32 modulo 2^32)."""
+    return (pack_conv_rows(w, conv_groups), *conv_terms(w, zw))
 
 
-def packed_conv_constants(w: np.ndarray, zw: np.ndarray, groups: int = 0,
-                          conv_groups: int = 1) -> tuple[Constant, Constant, Constant]:
+def packed_conv_constants(w: np.ndarray, zw: np.ndarray, conv_groups: int = 1
+                          ) -> tuple[Constant, Constant, Constant]:
     """The constants of :func:`pack_conv_weights`, the rows computed when first read
-    (as :func:`packed_b_constants`'s panels; the kept graph unpacks ``w``); a grouped
-    convolution's (``conv_groups`` > 1: ``w`` is ``O x C/groups x KH x KW``) have
-    :data:`CONV_ROWS` more rows."""
+    (as :func:`packed_b_constants`'s panels; the kept graph unpacks ``w``)."""
     w = _check_8bit(w, "pack_conv_weights")
     shape, dtype = tuple(int(d) for d in w.shape), w.dtype
-    zw = np.array(zw)
-    zp, corr = conv_terms(w, zw, conv_groups)
-    kwp, k, rows = _conv_layout(shape, groups, conv_groups)
+    zp, corr = conv_terms(w, np.array(zw))
+    kp, rows = _conv_layout(shape, conv_groups)
 
     def make(src: np.ndarray) -> np.ndarray:
-        return pack_conv_rows(src, zw, groups, conv_groups)
+        return pack_conv_rows(src, conv_groups)
 
     def inverse(p: np.ndarray) -> np.ndarray:
-        return unpack_conv_rows(p, shape, groups, dtype, conv_groups)
+        return unpack_conv_rows(p, shape, dtype, conv_groups)
 
-    packed = deferred_constant(w, make, (rows * (-(-k // 4) * 4),), np.int8, inverse=inverse)
+    packed = deferred_constant(w, make, (rows * kp,), np.int8, inverse=inverse)
     return packed, Constant(zp), Constant(corr)
 
 
@@ -427,7 +421,7 @@ class QGemmCall:
 
 
 QCONV_FIELDS = ("N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "DH", "DW", "PT", "PL",
-                "OH", "OW", "K", "G", "GR")
+                "OH", "OW", "K", "GR")
 """The shape fields of ``plait_qconv_problem``, in order."""
 
 
@@ -435,9 +429,8 @@ QCONV_FIELDS = ("N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "DH", "DW", "PT
 class QConvCall:
     """A call of ``plait_qconv2d``: the NCHW image ``x`` (8-bit) with zero point ``zx``,
     the weights of :func:`packed_conv_constants`, the descriptor ``(N, C, H, W, O, KH, KW,
-    SH, SW, DH, DW, PT, PL, OH, OW, K, G, GR)`` (K = C/GR*KH*KW; G the tap groups the
-    weights were packed with; GR the convolution's groups) and the output stage
-    (column: the channel)."""
+    SH, SW, DH, DW, PT, PL, OH, OW, K, GR)`` (K = C/GR*KH*KW; GR the convolution's
+    groups) and the output stage (column: the channel)."""
 
     x: Expr
     zx: Expr
@@ -612,5 +605,5 @@ register_family(KernelFamily("qrows", "plait_qrows.c", ("plait_qsoftmax", "plait
 
 __all__ = ["CONV_ROWS", "INT8_ISAS", "OUT_KINDS", "QAddCall", "QConvCall", "QDepthwiseCall",
            "QDynamicQuantizeCall", "QGemmCall", "QMulCall", "QNR", "QParamCall",
-           "QOut", "centered_depthwise", "conv_groups", "pack_b", "pack_conv_weights",
+           "QOut", "centered_depthwise", "pack_b", "pack_conv_weights",
            "shifted"]

@@ -92,19 +92,18 @@ typedef struct {
 /* The product; 0 on success, 1 out of memory. */
 PLAIT_QGEMM_HIDDEN int plait_qgemm(const plait_qgemm_problem* p);
 
-/* A convolution (groups 1, NCHW/OIHW) as the product of the weights and the image:
- * x uint8 or int8 (x_signed) with zero point zx; the weights packed at compile time as
- * int8 rows of Kp bytes (w, or w - 128 for uint8 w; zero-padded; the rows to a multiple
- * of 12), with zw'[o] and corr[o] = rowsum(W'[o]) - K' * zw'[o]; the output stage's
- * column is the output channel.  The columns of a row: G == 0: the taps (c, kh, kw),
- * K = C*KH*KW of them, Kp = K rounded up to 4, K' = K; G > 0 (DW must be 1): groups of
- * 4 taps (c, kh, kw4) with kw = 4*kw4 + 0..3 < 4*G, G = ceil(KW / 4), the taps kw >= KW
- * holding zw'[o] (they add nothing), Kp = K' = C*KH*4*G. */
+/* A convolution (NCHW/OIHW) as the product of the weights and the image: x uint8 or
+ * int8 (x_signed) with zero point zx; the weights packed at compile time as int8 rows
+ * of Kp bytes (w, or w - 128 for uint8 w), K running over (j, kh, kw, 4 channels: 4j
+ * to 4j + 3 of the group's C/GR, the missing ones 0), Kp = ceil(C/GR / 4) * 4 * KH *
+ * KW; each group's O/GR rows padded to a multiple of 12 with rows of 0, the rows in
+ * blocks of 12 interleaved by 4 bytes ([rows / 12][Kp / 4][12][4]); zw'[o] and corr[o]
+ * = rowsum(W'[o]) - K * zw'[o], K = C/GR * KH * KW; the output stage's column is the
+ * output channel. */
 typedef struct {
-    int64_t N, C, H, W, O, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW, K, G;
+    int64_t N, C, H, W, O, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW, K;
     /* GR > 1: a grouped convolution, output channels [g*O/GR, (g+1)*O/GR) reading input
-     * channels [g*C/GR, (g+1)*C/GR); C, O the full counts, K and the weights' rows per
-     * group's channels (the packed rows padded by 12 more so a tile may start anywhere);
+     * channels [g*C/GR, (g+1)*C/GR); C, O the full counts, K per group's channels;
      * 0 or 1: not grouped */
     int64_t GR;
     const void* x;

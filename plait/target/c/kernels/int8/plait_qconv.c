@@ -7,23 +7,48 @@
 
 /* ------------------------------------------------------ convolutions, transposed */
 
-/* A grouped convolution (GR > 1) is the same per group: the jobs run over (image,
- * group, panel block), a group's panels read its channels of the padded image and its
- * weight rows are its output channels. */
-
 /* out[n][o][p] = out(sum_k (w[o][k] - zw[o]) * (x[n][k][p] - zx)) computed as W' @ X'
- * with the weights broadcast (int8 W': rows of Kp bytes) and the image packed in
- * panels of 16 output pixels x 4 taps (uint8 X'): an output row of a channel is
- * contiguous in NCHW.
+ * with the weights broadcast (int8 W': rows of Kp bytes, blocks of 12 rows interleaved
+ * by 4 bytes) and the image read in place as uint8 X'.
  *
- * The image is first copied into a padded image (x ^ 0x80 for int8 x; the padding holds
- * zx'), so no tap is ever out of bounds.  With the taps grouped (G > 0: K runs over
- * (c, kh, kw4) with KW rounded up to 4 per group, dilation 1 along W), the 4 taps of a
- * group are 4 consecutive bytes of one image row: a pixel's group is one 4-byte load
- * (AVX-512: one dword gather for 16 pixels); the extra taps of the rounding have the
- * weight zw' (they add (zw' - zw') * x = 0, and the weights' correction counts them).
- * When the 16 pixels of a panel are contiguous in the padded image (stride 1, within
- * one row), a group is 4 overlapping 16-byte loads interleaved. */
+ * The image is first rewritten, once per call and in parallel, in 4-byte groups of
+ * channels: per image and block of 4 channels of one convolution group (a last block's
+ * missing channels hold zx', their weights are 0) and per phase (rph, cph) of the
+ * strides (the padded rows r and columns c with r % SH == rph, c % SW == cph), a plane
+ * of Hpp x Wpp pixels of 4 bytes (x ^ 0x80 for int8 x; the padding zx').  Output pixel
+ * (oh, ow) reads tap (kh, kw) of block j in phase ((kh*DH) % SH, (kw*DW) % SW) at pixel
+ * (oh + kh*DH/SH, ow + kw*DW/SW): at a constant offset toff[j, kh, kw] from
+ * 4 * (oh * Wpp + ow).  So the product's columns are the positions q = oh * Wpp + ow
+ * (those with ow >= OW are computed and dropped), 16 of them 64 consecutive bytes at
+ * every tap, which the register tile reads where they are: nothing is packed, no tap
+ * is wasted, and a 1x1 convolution of stride 1 without padding is a plain product over
+ * the image's pixels.  K runs over (j, kh, kw, 4 channels). */
+
+/* The weights: blocks of Q_WROWS rows interleaved by 4 bytes ([rows / 12][Kp / 4][12][4],
+ * each convolution group's rows starting a block), so the rows of a tile (Q_MR divides
+ * 12) are one stream of 48 bytes per group of 4 taps. */
+#define Q_WROWS 12
+/* groups of 4 taps per block of K: a tile's columns of the block (Q_NP x Q_KC x 64
+ * bytes) stay in L1 while every tile of the job's output channels reads them */
+#define Q_KC 128
+/* the most output channels one job computes (its accumulators stay in L2) */
+#define Q_OCHUNK 240
+
+typedef struct {
+    const plait_qconv_problem* p;
+    uint8_t* xt;             /* the rewritten images */
+    int64_t img_bytes;       /* bytes of one rewritten image */
+    int64_t block_bytes, phase_bytes, hpp, wpp;   /* a block of 4 channels, a phase */
+    int64_t cbg;             /* blocks of 4 channels per convolution group */
+    const int64_t* toff;     /* per group of 4 taps (j, kh, kw): its offset */
+    const uint8_t* ones;     /* rows of 1 (0 at the missing channels): column sums */
+    int64_t kp, cols, panels, pblock, nblocks, jobs;
+    int64_t groups, og, ogp; /* the convolution's groups, output channels, packed rows */
+    int64_t otiles, nochunks;   /* tiles of Q_MR channels per job, jobs per group's pixels */
+    int need_cs;             /* some zw' != 0: the pixels' column sums are needed */
+    int64_t next;
+    int status;
+} q_ct_task;
 
 typedef uint8_t q_v16 __attribute__((vector_size(16)));
 #if defined(__clang__)
@@ -32,8 +57,8 @@ typedef uint8_t q_v16 __attribute__((vector_size(16)));
 #define Q_SHUF(a, b, ...) __builtin_shuffle(a, b, (q_v16){__VA_ARGS__})
 #endif
 
-/* 16 pixels x 4 taps (rows t0..t3: the taps' 16 values) as the panel's 64 bytes
- * [pixel][tap] */
+/* 16 pixels x 4 channels (rows t0..t3: the channels' 16 values) as 64 bytes
+ * [pixel][channel] */
 static inline void q_interleave4(q_v16 t0, q_v16 t1, q_v16 t2, q_v16 t3, uint8_t* dst) {
     q_v16 a = Q_SHUF(t0, t1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
     q_v16 b = Q_SHUF(t0, t1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
@@ -49,143 +74,162 @@ static inline void q_interleave4(q_v16 t0, q_v16 t1, q_v16 t2, q_v16 t3, uint8_t
     memcpy(dst + 48, &o3, 16);
 }
 
-static inline q_v16 q_load16(const uint8_t* p) {
+/* 16 bytes at p, each ^ flip */
+static inline q_v16 q_load16(const uint8_t* p, uint8_t flip) {
     q_v16 v;
     memcpy(&v, p, 16);
-    return v;
+    return v ^ flip;
 }
 
-typedef struct {
-    const plait_qconv_problem* p;
-    const uint8_t* xpad;     /* the padded images, uint8 */
-    int64_t img_bytes, wp;   /* bytes of one padded image, its row */
-    const int64_t* toff;     /* per group (G > 0) or tap: offset from a window's corner */
-    int64_t kp, panels, pblock, jobs;
-    int64_t groups, group_bytes;   /* the convolution's groups, one group's channels' bytes */
-    int need_cs;             /* some zw' != 0: the pixels' column sums are needed */
-    int64_t next;
-    int status;
-} q_ct_task;
-
-/* The panels [j0, j0 + np) of image bi: X' packed; with need_cs the pixels' column sums
- * into cs */
-static void q_ct_pack(const q_ct_task* t, int64_t bi, int64_t gi, int64_t j0, int64_t np,
-                      uint8_t* restrict dst, uint32_t* restrict cs) {
+/* blocks [lo, hi) of the N * groups * cbg blocks of 4 channels rewritten (see above) */
+static void q_ct_layout(void* ctx, int64_t lo, int64_t hi) {
+    q_ct_task* t = (q_ct_task*)ctx;
     const plait_qconv_problem* p = t->p;
-    const int64_t M = p->OH * p->OW, K = p->K, kp = t->kp, k4 = kp / 4;
-    const uint8_t* img = t->xpad + bi * t->img_bytes + gi * t->group_bytes;
-    for (int64_t jp = 0; jp < np; ++jp) {
-        const int64_t m0 = (j0 + jp) * PLAIT_Q_NR;
-        uint8_t* pd = dst + jp * kp * PLAIT_Q_NR;
-        int32_t off[PLAIT_Q_NR];
-        int contiguous = 1;
-        for (int j = 0; j < PLAIT_Q_NR; ++j) {
-            const int64_t m = m0 + j < M ? m0 + j : M - 1;
-            off[j] = (int32_t)((m / p->OW) * p->SH * t->wp + (m % p->OW) * p->SW);
-            if (off[j] != off[0] + j) contiguous = 0;
-        }
-        if (p->G) {
-#if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVX512)
-            const __m512i voff = _mm512_loadu_si512((const void*)off);
-#endif
-            for (int64_t g = 0; g < k4; ++g) {
-                const uint8_t* s = img + t->toff[g];
-                if (contiguous) {
-                    const uint8_t* r = s + off[0];
-                    q_interleave4(q_load16(r), q_load16(r + 1), q_load16(r + 2),
-                                  q_load16(r + 3), pd + 64 * g);
-                } else {
-#if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVX512)
-                    _mm512_storeu_si512((void*)(pd + 64 * g),
-                                        _mm512_i32gather_epi32(voff, (const void*)s, 1));
-#else
-                    for (int j = 0; j < PLAIT_Q_NR; ++j) memcpy(pd + 64 * g + 4 * j, s + off[j], 4);
-#endif
-                }
-            }
-        } else {
-            for (int64_t g = 0; g < k4; ++g) {
-                if (contiguous) {
-                    q_v16 tv[4];
-                    for (int kk = 0; kk < 4; ++kk)
-                        tv[kk] = 4 * g + kk < K ? q_load16(img + t->toff[4 * g + kk] + off[0])
-                                                : (q_v16){0};
-                    q_interleave4(tv[0], tv[1], tv[2], tv[3], pd + 64 * g);
-                } else {
-                    uint8_t* b = pd + 64 * g;
-                    for (int kk = 0; kk < 4; ++kk) {
-                        if (4 * g + kk < K) {
-                            const uint8_t* s = img + t->toff[4 * g + kk];
-                            for (int j = 0; j < PLAIT_Q_NR; ++j) b[4 * j + kk] = s[off[j]];
-                        } else {
-                            for (int j = 0; j < PLAIT_Q_NR; ++j) b[4 * j + kk] = 0;
-                        }
-                    }
-                }
+    const int64_t H = p->H, W = p->W, SH = p->SH, SW = p->SW, wpp = t->wpp;
+    const int64_t cg = p->C / t->groups, nb = t->groups * t->cbg;
+    const int64_t hn = H < t->hpp * SH - p->PT ? H : t->hpp * SH - p->PT;
+    const int64_t wn = W < wpp * SW - p->PL ? W : wpp * SW - p->PL;
+    const uint8_t flip = p->x_signed ? 0x80 : 0;
+    const uint8_t zx = (uint8_t)(p->x_signed ? ((const int8_t*)p->zx)[0] + 128
+                                             : ((const uint8_t*)p->zx)[0]);
+    uint8_t* tmp = (uint8_t*)plait_scratch(2, (size_t)(5 * W + 64 + 3) / 4 + 16);
+    if (!tmp) {
+        __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    uint8_t* pad = tmp + 4 * W + 64;   /* the missing channels' row: zx' once flipped */
+    memset(pad, zx ^ flip, (size_t)W);
+    for (int64_t u = lo; u < hi; ++u) {
+        const int64_t bi = u / nb, gb = u % nb, gi = gb / t->cbg, j = gb % t->cbg;
+        const int64_t c0 = gi * cg + 4 * j, nc = cg - 4 * j < 4 ? cg - 4 * j : 4;
+        uint8_t* blk = t->xt + bi * t->img_bytes + gb * t->block_bytes;
+        memset(blk, zx, (size_t)t->block_bytes);
+        for (int64_t h = 0; h < hn; ++h) {
+            const uint8_t* src[4];
+            for (int ci = 0; ci < 4; ++ci)
+                src[ci] = ci < nc ? (const uint8_t*)p->x + ((bi * p->C + c0 + ci) * H + h) * W
+                                  : pad;
+            const int64_t r = h + p->PT;
+            uint8_t* row = blk + (r % SH) * SW * t->phase_bytes + (r / SH) * wpp * 4;
+            /* stride 1 along W: straight into the plane; else into tmp, then by phase */
+            uint8_t* dst = SW == 1 ? row + 4 * p->PL : tmp;
+            int64_t w = 0;
+            for (; w + 16 <= wn; w += 16)
+                q_interleave4(q_load16(src[0] + w, flip), q_load16(src[1] + w, flip),
+                              q_load16(src[2] + w, flip), q_load16(src[3] + w, flip),
+                              dst + 4 * w);
+            for (; w < wn; ++w)
+                for (int ci = 0; ci < 4; ++ci) dst[4 * w + ci] = (uint8_t)(src[ci][w] ^ flip);
+            if (SW == 1) continue;
+            for (int64_t cph = 0; cph < SW; ++cph) {
+                const int64_t w0 = ((cph - p->PL) % SW + SW) % SW;
+                uint32_t* restrict d = (uint32_t*)(void*)(row + cph * t->phase_bytes);
+                const uint32_t* restrict s4 = (const uint32_t*)(const void*)tmp;
+                for (int64_t x = w0; x < wn; x += SW) d[(x + p->PL) / SW] = s4[x];
             }
         }
-        if (t->need_cs) {
-            uint32_t s[PLAIT_Q_NR] = {0};
-            for (int64_t g = 0; g < k4; ++g) {
-                const uint8_t* b = pd + 64 * g;
-                for (int j = 0; j < PLAIT_Q_NR; ++j)
-                    s[j] += (uint32_t)b[4 * j] + b[4 * j + 1] + b[4 * j + 2] + b[4 * j + 3];
-            }
-            memcpy(cs + jp * PLAIT_Q_NR, s, sizeof s);
+    }
+}
+
+static void q_ct_out(const plait_qconv_problem* p, int64_t wpp, int64_t bi, int64_t o,
+                     const uint32_t* v, int64_t qa, int64_t cnt) {
+    const int64_t M = p->OH * p->OW, base = (bi * p->O + o) * M;
+    if (wpp == p->OW) {
+        q_store(&p->out, v, cnt, o, 0, p->c, base + qa);
+        return;
+    }
+    for (int64_t i = 0; i < cnt;) {
+        const int64_t q = qa + i, oh = q / wpp, ow = q % wpp;
+        if (ow >= p->OW) {
+            i += wpp - ow;
+            continue;
         }
+        const int64_t n = p->OW - ow < cnt - i ? p->OW - ow : cnt - i;
+        q_store(&p->out, v + i, n, o, 0, p->c, base + oh * p->OW + ow);
+        i += n;
     }
 }
 
 static void q_ct_run(void* arg) {
     q_ct_task* t = (q_ct_task*)arg;
     const plait_qconv_problem* p = t->p;
-    const int64_t kp = t->kp, k4 = kp / 4, M = p->OH * p->OW;
-    const int64_t panel = kp * PLAIT_Q_NR;
-    size_t bytes = (size_t)(t->pblock * panel) + sizeof(uint32_t) * (size_t)(t->pblock * 16) + 64;
-    uint8_t* xp = (uint8_t*)plait_scratch(0, (bytes + 3) / 4);
-    if (!xp) {
+    const int64_t kp = t->kp, k4 = kp / 4;
+    const int64_t steps = (t->pblock + Q_NP - 1) / Q_NP;   /* tiles' columns per job */
+    const int64_t tsz = Q_MR * Q_TN;
+    const int64_t tiles = steps * (t->otiles + (t->need_cs ? 1 : 0));
+    int32_t* accs = (int32_t*)plait_scratch(0, (size_t)(tiles * tsz) + 16);
+    if (!accs) {
         __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
         return;
     }
-    uint32_t* cs = (uint32_t*)(xp + (t->pblock * panel + 63) / 64 * 64);
-    const int64_t nblocks = (t->panels + t->pblock - 1) / t->pblock;
+    int32_t* cs = accs + steps * t->otiles * tsz;   /* row 0 of a tile: the column sums */
     const uint32_t zx = (uint32_t)(p->x_signed ? ((const int8_t*)p->zx)[0] + 128
                                                : ((const uint8_t*)p->zx)[0]);
-    int32_t tile[Q_MR * Q_TN];
+    const int64_t og = t->og;
     uint32_t v[Q_TN];
     for (int64_t job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED); job < t->jobs;
          job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED)) {
-        const int64_t bg = job / nblocks, j0 = job % nblocks * t->pblock;
+        const int64_t ob = job % t->nochunks, rest = job / t->nochunks;
+        const int64_t j0 = rest % t->nblocks * t->pblock, bg = rest / t->nblocks;
         const int64_t bi = bg / t->groups, gi = bg % t->groups;
-        const int64_t og = p->O / t->groups, o_end = (gi + 1) * og;
+        const int64_t r_lo = ob * t->otiles * Q_MR;   /* rows of the group */
+        const int64_t r_hi = og < r_lo + t->otiles * Q_MR ? og : r_lo + t->otiles * Q_MR;
         const int64_t np = t->panels - j0 < t->pblock ? t->panels - j0 : t->pblock;
-        q_ct_pack(t, bi, gi, j0, np, xp, cs);
-        for (int64_t jp = 0; jp < np; jp += Q_NP) {
-            const int64_t nn = np - jp < Q_NP ? np - jp : Q_NP;
-            const int64_t p0 = (j0 + jp) * PLAIT_Q_NR;
-            const int64_t cnt = M - p0 < nn * PLAIT_Q_NR ? M - p0 : nn * PLAIT_Q_NR;
-            const int8_t* bj = (const int8_t*)(xp + jp * panel);
-            const uint32_t* csj = cs + jp * PLAIT_Q_NR;
-            for (int64_t o0 = gi * og; o0 < o_end; o0 += Q_MR) {
-                const uint8_t* ar = (const uint8_t*)(p->w + o0 * kp);
+        const int8_t* img = (const int8_t*)(t->xt + bi * t->img_bytes +
+                                            gi * t->cbg * t->block_bytes);
+        /* the sums, a block of K at a time: each tile's accumulators in accs */
+        for (int64_t kb = 0; kb < k4; kb += Q_KC) {
+            const int64_t kc = k4 - kb < Q_KC ? k4 - kb : Q_KC;
+            const int64_t* koff = t->toff + kb;
+            for (int64_t jp = 0; jp < np; jp += Q_NP) {
+                const int8_t* bj = img + 4 * (j0 + jp) * PLAIT_Q_NR;
+                const int two = np - jp > 1;
+                int32_t* acc = accs + jp / Q_NP * t->otiles * tsz;
+                for (int64_t r0 = r_lo; r0 < r_hi; r0 += Q_MR, acc += tsz) {
+                    const int64_t row = gi * t->ogp + r0;
+                    const uint8_t* ar = (const uint8_t*)p->w + row / Q_WROWS * Q_WROWS * kp +
+                                        row % Q_WROWS * 4 + Q_WROWS * 4 * kb;
 #if Q_NP > 1
-                if (nn > 1) q_tile(2, 1, k4, ar, kp, bj, panel, tile);
-                else q_tile(1, 1, k4, ar, kp, bj, panel, tile);
+                    if (two) q_tile(2, 1, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, acc, kb > 0);
+                    else q_tile(1, 1, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, acc, kb > 0);
 #else
-                q_tile(1, 1, k4, ar, kp, bj, panel, tile);
+                    (void)two;
+                    q_tile(1, 1, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, acc, kb > 0);
 #endif
-                const int64_t mr = o_end - o0 < Q_MR ? o_end - o0 : Q_MR;
+                }
+                if (t->need_cs) {
+                    const uint8_t* ar = t->ones + Q_WROWS * 4 * kb;
+                    int32_t* c = cs + jp / Q_NP * tsz;
+#if Q_NP > 1
+                    if (two) q_tile(2, 1, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, c, kb > 0);
+                    else q_tile(1, 1, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, c, kb > 0);
+#else
+                    q_tile(1, 1, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, c, kb > 0);
+#endif
+                }
+            }
+        }
+        /* the output stage of every tile */
+        for (int64_t jp = 0; jp < np; jp += Q_NP) {
+            const int64_t qa = (j0 + jp) * PLAIT_Q_NR;
+            const int64_t nn = np - jp < Q_NP ? np - jp : Q_NP;
+            const int64_t cnt = t->cols - qa < nn * PLAIT_Q_NR ? t->cols - qa
+                                                                : nn * PLAIT_Q_NR;
+            const int32_t* csj = cs + jp / Q_NP * tsz;
+            const int32_t* acc = accs + jp / Q_NP * t->otiles * tsz;
+            for (int64_t r0 = r_lo; r0 < r_hi; r0 += Q_MR, acc += tsz) {
+                const int64_t mr = r_hi - r0 < Q_MR ? r_hi - r0 : Q_MR;
                 for (int64_t r = 0; r < mr; ++r) {
-                    const int64_t o = o0 + r;
+                    const int64_t o = gi * og + r0 + r;
                     const uint32_t zw = (uint32_t)p->w_zp[o];
                     const uint32_t corr = zx * (uint32_t)p->w_corr[o];
-                    const int32_t* tr = tile + r * Q_TN;
+                    const int32_t* tr = acc + r * Q_TN;
                     if (t->need_cs)
                         for (int64_t q = 0; q < cnt; ++q)
-                            v[q] = (uint32_t)tr[q] - zw * csj[q] - corr;
+                            v[q] = (uint32_t)tr[q] - zw * (uint32_t)csj[q] - corr;
                     else
                         for (int64_t q = 0; q < cnt; ++q) v[q] = (uint32_t)tr[q] - corr;
-                    q_store(&p->out, v, cnt, o, 0, p->c, (bi * p->O + o) * M + p0);
+                    q_ct_out(p, t->wpp, bi, o, v, qa, cnt);
                 }
             }
         }
@@ -194,75 +238,75 @@ static void q_ct_run(void* arg) {
 
 PLAIT_ISA_HIDDEN int
 PLAIT_ISA_FN(plait_qconv2d)(const plait_qconv_problem* p) {
-    const int64_t M = p->OH * p->OW;
-    if (M <= 0 || p->O <= 0 || p->N <= 0) return 0;
+    if (p->OH <= 0 || p->OW <= 0 || p->O <= 0 || p->N <= 0) return 0;
     q_ct_task t;
     memset(&t, 0, sizeof t);
     t.p = p;
     t.groups = p->GR > 1 ? p->GR : 1;
     const int64_t cg = p->C / t.groups;   /* the channels a group reads */
-    t.kp = p->G ? cg * p->KH * p->G * 4 : (p->K + 3) / 4 * 4;
-    t.panels = (M + PLAIT_Q_NR - 1) / PLAIT_Q_NR;
+    t.cbg = (cg + 3) / 4;
+    const int64_t ntaps = p->KH * p->KW, k4 = t.cbg * ntaps;
+    t.kp = 4 * k4;
     for (int64_t o = 0; o < p->O; ++o)
         if (p->w_zp[o]) t.need_cs = 1;
-    /* the padded images: every tap a window reads (and the rounding of its groups) */
+    /* the padded image: every tap a window reads; its phases */
     const int64_t hp0 = (p->OH - 1) * p->SH + (p->KH - 1) * p->DH + 1;
     const int64_t wp0 = (p->OW - 1) * p->SW + (p->KW - 1) * p->DW + 1;
     const int64_t hp = hp0 > p->PT + p->H ? hp0 : p->PT + p->H;
     const int64_t wp = wp0 > p->PL + p->W ? wp0 : p->PL + p->W;
-    const int64_t plane = hp * wp;
-    t.wp = wp;
-    t.img_bytes = p->C * plane;
-    t.group_bytes = cg * plane;
-    const int64_t ngroups = t.kp / 4;
-    const int64_t noff = p->G ? ngroups : (p->K > 0 ? p->K : 1);
-    /* 64 bytes past the end: the 16-byte runs and 4-byte groups of the last pixels */
-    size_t words = (size_t)((p->N * t.img_bytes + 64 + 3) / 4) + 2 * (size_t)noff + 16;
-    uint8_t* xpad = (uint8_t*)plait_scratch(1, words);
-    if (!xpad) return 1;
-    int64_t* toff = (int64_t*)(xpad + (p->N * t.img_bytes + 64 + 63) / 64 * 64);
-    const uint8_t flip = p->x_signed ? 0x80 : 0;
-    const uint8_t zx = (uint8_t)(p->x_signed ? ((const int8_t*)p->zx)[0] + 128
-                                             : ((const uint8_t*)p->zx)[0]);
-    memset(xpad, zx, (size_t)(p->N * t.img_bytes + 64));
-    {
-        const int64_t H = p->H, W = p->W, images = p->N * p->C;
-        const int64_t wn = W < wp - p->PL ? W : wp - p->PL;
-        const int64_t hn = H < hp - p->PT ? H : hp - p->PT;
-        const uint8_t* x = (const uint8_t*)p->x;
-        uint8_t* base = xpad + p->PT * wp + p->PL;
-        for (int64_t ci = 0; ci < images; ++ci)
-            for (int64_t h = 0; h < hn; ++h) {
-                const uint8_t* restrict src = x + (ci * H + h) * W;
-                uint8_t* restrict dst = base + ci * plane + h * wp;
-                if (!flip) memcpy(dst, src, (size_t)wn);
-                else
-                    for (int64_t w = 0; w < wn; ++w) dst[w] = src[w] ^ 0x80;
+    t.hpp = (hp + p->SH - 1) / p->SH;
+    t.wpp = (wp + p->SW - 1) / p->SW;
+    t.phase_bytes = t.hpp * t.wpp * 4;
+    t.block_bytes = p->SH * p->SW * t.phase_bytes;
+    t.img_bytes = t.groups * t.cbg * t.block_bytes;
+    t.cols = (p->OH - 1) * t.wpp + p->OW;
+    t.panels = (t.cols + PLAIT_Q_NR - 1) / PLAIT_Q_NR;
+    /* 512 bytes past the last image: the columns of the last panels past the end */
+    const int64_t xbytes = (p->N * t.img_bytes + 512 + 63) / 64 * 64;
+    const int64_t obytes = t.need_cs ? Q_WROWS * t.kp : 0;
+    size_t words = (size_t)(xbytes + obytes) / 4 + 2 * (size_t)k4 + 16;
+    uint8_t* xt = (uint8_t*)plait_scratch(1, words);
+    if (!xt) return 1;
+    t.xt = xt;
+    memset(xt + p->N * t.img_bytes, 0, 512);
+    uint8_t* ones = xt + xbytes;
+    int64_t* toff = (int64_t*)(void*)(ones + obytes);
+    for (int64_t j = 0, g = 0; j < t.cbg; ++j)
+        for (int64_t kh = 0; kh < p->KH; ++kh)
+            for (int64_t kw = 0; kw < p->KW; ++kw, ++g) {
+                const int64_t dh = kh * p->DH, dw = kw * p->DW;
+                const int64_t phase = (dh % p->SH) * p->SW + dw % p->SW;
+                toff[g] = j * t.block_bytes + phase * t.phase_bytes +
+                          ((dh / p->SH) * t.wpp + dw / p->SW) * 4;
+                if (t.need_cs)
+                    for (int64_t r = 0; r < Q_WROWS; ++r)
+                        for (int ci = 0; ci < 4; ++ci)
+                            ones[(g * Q_WROWS + r) * 4 + ci] = 4 * j + ci < cg ? 1 : 0;
             }
-    }
-    if (p->G) {
-        int64_t g = 0;
-        for (int64_t ch = 0; ch < cg; ++ch)
-            for (int64_t kh = 0; kh < p->KH; ++kh)
-                for (int64_t kw4 = 0; kw4 < p->G; ++kw4, ++g)
-                    toff[g] = ch * plane + kh * p->DH * wp + 4 * kw4;
-    } else {
-        const int64_t khw = p->KH * p->KW;
-        for (int64_t k = 0; k < p->K; ++k) {
-            const int64_t ch = k / khw, r = k % khw;
-            toff[k] = ch * plane + (r / p->KW) * p->DH * wp + (r % p->KW) * p->DW;
-        }
-    }
-    t.xpad = xpad;
     t.toff = toff;
+    t.ones = ones;
     int nthreads = plait_max_threads();
-    const int64_t work = p->N * M * p->O * (t.kp > 0 ? t.kp : 1);
+    const int64_t work = p->N * t.cols * p->O * (t.kp > 0 ? t.kp : 1);
     if (work < Q_MIN_PARALLEL) nthreads = 1;
-    /* blocks of panels: about 4 jobs per thread, at most 8 panels (128 pixels) */
-    int64_t want = nthreads > 1 ? (t.panels * p->N * t.groups + 4 * nthreads - 1) /
-                                      (4 * nthreads) : 8;
-    t.pblock = want < 1 ? 1 : (want > 8 ? 8 : want);
-    t.jobs = p->N * t.groups * ((t.panels + t.pblock - 1) / t.pblock);
+    const int64_t units = p->N * t.groups * t.cbg;
+    plait_parallel_range(q_ct_layout, &t, units, units < nthreads ? (int)units : nthreads);
+    if (t.status) return t.status;
+    /* jobs: blocks of 4 panels (64 columns) times chunks of at most Q_OCHUNK output
+     * channels, split further into chunks until there are about 4 jobs per thread */
+    t.og = p->O / t.groups;
+    t.ogp = (t.og + Q_WROWS - 1) / Q_WROWS * Q_WROWS;
+    t.pblock = t.panels < 4 ? t.panels : 4;
+    t.nblocks = (t.panels + t.pblock - 1) / t.pblock;
+    const int64_t tiles = (t.og + Q_MR - 1) / Q_MR, most = Q_OCHUNK / Q_MR;
+    int64_t chunks = (tiles + most - 1) / most;
+    const int64_t others = p->N * t.groups * t.nblocks;
+    if (nthreads > 1 && others * chunks < 4 * nthreads) {
+        const int64_t want = (4 * nthreads + others - 1) / others;
+        chunks = want < tiles ? want : tiles;
+    }
+    t.otiles = (tiles + chunks - 1) / chunks;
+    t.nochunks = (tiles + t.otiles - 1) / t.otiles;
+    t.jobs = others * t.nochunks;
     if (t.jobs < nthreads) nthreads = (int)t.jobs;
     plait_parallel(q_ct_run, &t, nthreads);
     return t.status;

@@ -115,10 +115,10 @@ static void q_job(const q_task* t, int64_t job, uint8_t* apack, int32_t* rs, int
         for (int64_t r0 = 0; r0 < mc; r0 += Q_MR) {
             const uint8_t* ar = apack + r0 * kp;
 #if Q_NP > 1
-            if (nj > PLAIT_Q_NR) q_tile(2, 0, k4, ar, kp, bj, panel, tile);
-            else q_tile(1, 0, k4, ar, kp, bj, panel, tile);
+            if (nj > PLAIT_Q_NR) q_tile(2, 0, k4, ar, kp, 4, bj, panel, NULL, tile, 0);
+            else q_tile(1, 0, k4, ar, kp, 4, bj, panel, NULL, tile, 0);
 #else
-            q_tile(1, 0, k4, ar, kp, bj, panel, tile);
+            q_tile(1, 0, k4, ar, kp, 4, bj, panel, NULL, tile, 0);
 #endif
             const int64_t mr = mc - r0 < Q_MR ? mc - r0 : Q_MR;
             for (int64_t r = 0; r < mr; ++r) {

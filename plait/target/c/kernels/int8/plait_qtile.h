@@ -48,21 +48,27 @@ static inline int32_t load4(const uint8_t* p) {
 /* ----------------------------------------------------------------- dot products */
 
 /* out[r][j] (r < Q_MR, j < np * 16) = dot(A'[r], B'[:, j]) over k4 groups of 4: a holds
- * Q_MR packed rows lda bytes apart, b np panels bps bytes apart.  A is uint8 and B int8;
- * swapped: A int8 and B uint8 (a convolution's weights times its image). */
+ * Q_MR rows, row r's 4 bytes of group k at a + r * lda + k * ldk (a row-major matrix:
+ * lda its row, ldk 4; interleaved rows: lda 4, ldk 4 * rows); b np panels bps bytes
+ * apart, group k of a panel the 64 bytes [16 columns][4] at b + 64 * k, or with koff
+ * at b + koff[k] (columns read in place: an image in 4-byte groups of channels).  A is uint8 and B int8; swapped: A int8 and B uint8 (a convolution's weights
+ * times its image).  acc_in: the sums are added to out (a later block of K) instead of
+ * replacing it. */
 static inline __attribute__((always_inline)) void
 q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, int64_t lda,
-       const int8_t* restrict b, int64_t bps, int32_t* restrict out) {
+       int64_t ldk, const int8_t* restrict b, int64_t bps, const int64_t* restrict koff,
+       int32_t* restrict out, const int acc_in) {
 #if defined(PLAIT_ISA_AVX512VNNI)
     __m512i acc[Q_MR][Q_NP];
     for (int r = 0; r < Q_MR; ++r)
         for (int j = 0; j < Q_NP; ++j) acc[r][j] = _mm512_setzero_si512();
     for (int64_t k = 0; k < k4; ++k) {
-        __m512i b0 = _mm512_loadu_si512((const void*)(b + 64 * k));
-        __m512i b1 = np > 1 ? _mm512_loadu_si512((const void*)(b + bps + 64 * k))
+        const int8_t* bk = koff ? b + koff[k] : b + 64 * k;
+        __m512i b0 = _mm512_loadu_si512((const void*)bk);
+        __m512i b1 = np > 1 ? _mm512_loadu_si512((const void*)(bk + bps))
                             : _mm512_setzero_si512();
         for (int r = 0; r < Q_MR; ++r) {
-            __m512i ar = _mm512_set1_epi32(load4(a + r * lda + 4 * k));
+            __m512i ar = _mm512_set1_epi32(load4(a + r * lda + ldk * k));
             if (swapped) {
                 acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], b0, ar);
                 if (np > 1) acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], b1, ar);
@@ -73,18 +79,23 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
         }
     }
     for (int r = 0; r < Q_MR; ++r)
-        for (int j = 0; j < np; ++j)
-            _mm512_storeu_si512((void*)(out + r * Q_TN + 16 * j), acc[r][j]);
+        for (int j = 0; j < np; ++j) {
+            int32_t* o = out + r * Q_TN + 16 * j;
+            __m512i v = acc[r][j];
+            if (acc_in) v = _mm512_add_epi32(v, _mm512_loadu_si512((const void*)o));
+            _mm512_storeu_si512((void*)o, v);
+        }
 #elif defined(PLAIT_ISA_AVXVNNI)
     (void)np;
     (void)bps;
     __m256i acc[Q_MR][2];
     for (int r = 0; r < Q_MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
     for (int64_t k = 0; k < k4; ++k) {
-        __m256i b0 = _mm256_loadu_si256((const __m256i*)(b + 64 * k));
-        __m256i b1 = _mm256_loadu_si256((const __m256i*)(b + 64 * k + 32));
+        const int8_t* bk = koff ? b + koff[k] : b + 64 * k;
+        __m256i b0 = _mm256_loadu_si256((const __m256i*)bk);
+        __m256i b1 = _mm256_loadu_si256((const __m256i*)(bk + 32));
         for (int r = 0; r < Q_MR; ++r) {
-            __m256i ar = _mm256_set1_epi32(load4(a + r * lda + 4 * k));
+            __m256i ar = _mm256_set1_epi32(load4(a + r * lda + ldk * k));
             if (swapped) {
                 acc[r][0] = _mm256_dpbusd_avx_epi32(acc[r][0], b0, ar);
                 acc[r][1] = _mm256_dpbusd_avx_epi32(acc[r][1], b1, ar);
@@ -94,10 +105,13 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
             }
         }
     }
-    for (int r = 0; r < Q_MR; ++r) {
-        _mm256_storeu_si256((__m256i*)(out + r * Q_TN), acc[r][0]);
-        _mm256_storeu_si256((__m256i*)(out + r * Q_TN + 8), acc[r][1]);
-    }
+    for (int r = 0; r < Q_MR; ++r)
+        for (int q = 0; q < 2; ++q) {
+            __m256i* o = (__m256i*)(out + r * Q_TN + 8 * q);
+            __m256i v = acc[r][q];
+            if (acc_in) v = _mm256_add_epi32(v, _mm256_loadu_si256(o));
+            _mm256_storeu_si256(o, v);
+        }
 #elif defined(PLAIT_ISA_AVX512)
     /* no dot products: both operands widened to int16, vpmaddwd sums pairs in int32;
      * acc[r][q]: columns 8q..8q+7 (q < 2 * np), two partial sums each (k 0-1, 2-3) */
@@ -106,13 +120,14 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
         for (int q = 0; q < 4; ++q) acc[r][q] = _mm512_setzero_si512();
     for (int64_t k = 0; k < k4; ++k) {
         __m512i bw[4];
+        const int8_t* bk = koff ? b + koff[k] : b + 64 * k;
         for (int q = 0; q < 2 * np; ++q) {
-            __m256i b8 = _mm256_loadu_si256(
-                (const __m256i*)(b + (q >> 1) * bps + 64 * k + 32 * (q & 1)));
+            const int8_t* bq = bk + (q >> 1) * bps + 32 * (q & 1);
+            __m256i b8 = _mm256_loadu_si256((const __m256i*)bq);
             bw[q] = swapped ? _mm512_cvtepu8_epi16(b8) : _mm512_cvtepi8_epi16(b8);
         }
         for (int r = 0; r < Q_MR; ++r) {
-            __m128i a8 = _mm_cvtsi32_si128(load4(a + r * lda + 4 * k));
+            __m128i a8 = _mm_cvtsi32_si128(load4(a + r * lda + ldk * k));
             __m128i a16 = swapped ? _mm_cvtepi8_epi16(a8) : _mm_cvtepu8_epi16(a8);
             __m512i aw = _mm512_broadcastq_epi64(a16);
             for (int q = 0; q < 2 * np; ++q)
@@ -123,7 +138,10 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
         for (int q = 0; q < 2 * np; ++q) {
             /* the pair sums of column c in lanes 2c, 2c+1: add, keep the even lanes */
             __m512i t = _mm512_add_epi32(acc[r][q], _mm512_srli_epi64(acc[r][q], 32));
-            _mm256_storeu_si256((__m256i*)(out + r * Q_TN + 8 * q), _mm512_cvtepi64_epi32(t));
+            __m256i* o = (__m256i*)(out + r * Q_TN + 8 * q);
+            __m256i v = _mm512_cvtepi64_epi32(t);
+            if (acc_in) v = _mm256_add_epi32(v, _mm256_loadu_si256(o));
+            _mm256_storeu_si256(o, v);
         }
 #elif defined(PLAIT_ISA_AVX2)
     (void)np;
@@ -134,12 +152,13 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
         for (int q = 0; q < 4; ++q) acc[r][q] = _mm256_setzero_si256();
     for (int64_t k = 0; k < k4; ++k) {
         __m256i bw[4];
+        const int8_t* bk = koff ? b + koff[k] : b + 64 * k;
         for (int q = 0; q < 4; ++q) {
-            __m128i b8 = _mm_loadu_si128((const __m128i*)(b + 64 * k + 16 * q));
+            __m128i b8 = _mm_loadu_si128((const __m128i*)(bk + 16 * q));
             bw[q] = swapped ? _mm256_cvtepu8_epi16(b8) : _mm256_cvtepi8_epi16(b8);
         }
         for (int r = 0; r < Q_MR; ++r) {
-            __m128i a8 = _mm_cvtsi32_si128(load4(a + r * lda + 4 * k));
+            __m128i a8 = _mm_cvtsi32_si128(load4(a + r * lda + ldk * k));
             __m256i aw = _mm256_broadcastq_epi64(swapped ? _mm_cvtepi8_epi16(a8)
                                                          : _mm_cvtepu8_epi16(a8));
             for (int q = 0; q < 4; ++q)
@@ -149,8 +168,13 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
     for (int r = 0; r < Q_MR; ++r) {
         __m256i lo = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][0], acc[r][1]), 0xD8);
         __m256i hi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][2], acc[r][3]), 0xD8);
-        _mm256_storeu_si256((__m256i*)(out + r * Q_TN), lo);
-        _mm256_storeu_si256((__m256i*)(out + r * Q_TN + 8), hi);
+        __m256i* o = (__m256i*)(out + r * Q_TN);
+        if (acc_in) {
+            lo = _mm256_add_epi32(lo, _mm256_loadu_si256(o));
+            hi = _mm256_add_epi32(hi, _mm256_loadu_si256(o + 1));
+        }
+        _mm256_storeu_si256(o, lo);
+        _mm256_storeu_si256(o + 1, hi);
     }
 #else
     (void)np;
@@ -158,10 +182,10 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
     uint32_t acc[Q_MR][PLAIT_Q_NR];
     memset(acc, 0, sizeof acc);
     for (int64_t k = 0; k < k4; ++k) {
-        const int8_t* bk = b + 64 * k;
+        const int8_t* bk = koff ? b + koff[k] : b + 64 * k;
         const uint8_t* bu = (const uint8_t*)bk;
         for (int r = 0; r < Q_MR; ++r) {
-            const uint8_t* ar = a + r * lda + 4 * k;
+            const uint8_t* ar = a + r * lda + ldk * k;
             if (swapped) {
                 int32_t a0 = (int8_t)ar[0], a1 = (int8_t)ar[1], a2 = (int8_t)ar[2],
                         a3 = (int8_t)ar[3];
@@ -177,7 +201,9 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
         }
     }
     for (int r = 0; r < Q_MR; ++r)
-        for (int j = 0; j < PLAIT_Q_NR; ++j) out[r * Q_TN + j] = (int32_t)acc[r][j];
+        for (int j = 0; j < PLAIT_Q_NR; ++j)
+            out[r * Q_TN + j] =
+                (int32_t)(acc[r][j] + (acc_in ? (uint32_t)out[r * Q_TN + j] : 0u));
 #endif
 }
 
