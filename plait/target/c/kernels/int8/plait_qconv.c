@@ -41,6 +41,8 @@ typedef struct {
     int64_t block_bytes, phase_bytes, hpp, wpp;   /* a block of 4 channels, a phase */
     int64_t cbg;             /* blocks of 4 channels per convolution group */
     const int64_t* toff;     /* per group of 4 taps (j, kh, kw): its offset */
+    uint8_t rneed[8], cneed[8];   /* the phases some tap reads (strides up to 8; more:
+                                   * every phase written) */
     const uint8_t* ones;     /* rows of 1 (0 at the missing channels): column sums */
     int64_t kp, cols, panels, pblock, nblocks, jobs;
     int64_t groups, og, ogp; /* the convolution's groups, output channels, packed rows */
@@ -81,6 +83,12 @@ static inline q_v16 q_load16(const uint8_t* p, uint8_t flip) {
     return v ^ flip;
 }
 
+/* whether a tap reads row phase rph (cph < 0) or column phase cph (rph < 0), or the
+ * phase (rph, cph) */
+static inline int q_phase_read(const q_ct_task* t, int64_t rph, int64_t cph) {
+    return (rph < 0 || rph >= 8 || t->rneed[rph]) && (cph < 0 || cph >= 8 || t->cneed[cph]);
+}
+
 /* blocks [lo, hi) of the N * groups * cbg blocks of 4 channels rewritten (see above) */
 static void q_ct_layout(void* ctx, int64_t lo, int64_t hi) {
     q_ct_task* t = (q_ct_task*)ctx;
@@ -103,13 +111,16 @@ static void q_ct_layout(void* ctx, int64_t lo, int64_t hi) {
         const int64_t bi = u / nb, gb = u % nb, gi = gb / t->cbg, j = gb % t->cbg;
         const int64_t c0 = gi * cg + 4 * j, nc = cg - 4 * j < 4 ? cg - 4 * j : 4;
         uint8_t* blk = t->xt + bi * t->img_bytes + gb * t->block_bytes;
-        memset(blk, zx, (size_t)t->block_bytes);
+        for (int64_t ph = 0; ph < SH * SW; ++ph)
+            if (q_phase_read(t, ph / SW, ph % SW))
+                memset(blk + ph * t->phase_bytes, zx, (size_t)t->phase_bytes);
         for (int64_t h = 0; h < hn; ++h) {
+            const int64_t r = h + p->PT;
+            if (!q_phase_read(t, r % SH, -1)) continue;
             const uint8_t* src[4];
             for (int ci = 0; ci < 4; ++ci)
                 src[ci] = ci < nc ? (const uint8_t*)p->x + ((bi * p->C + c0 + ci) * H + h) * W
                                   : pad;
-            const int64_t r = h + p->PT;
             uint8_t* row = blk + (r % SH) * SW * t->phase_bytes + (r / SH) * wpp * 4;
             /* stride 1 along W: straight into the plane; else into tmp, then by phase */
             uint8_t* dst = SW == 1 ? row + 4 * p->PL : tmp;
@@ -122,31 +133,13 @@ static void q_ct_layout(void* ctx, int64_t lo, int64_t hi) {
                 for (int ci = 0; ci < 4; ++ci) dst[4 * w + ci] = (uint8_t)(src[ci][w] ^ flip);
             if (SW == 1) continue;
             for (int64_t cph = 0; cph < SW; ++cph) {
+                if (!q_phase_read(t, -1, cph)) continue;
                 const int64_t w0 = ((cph - p->PL) % SW + SW) % SW;
                 uint32_t* restrict d = (uint32_t*)(void*)(row + cph * t->phase_bytes);
                 const uint32_t* restrict s4 = (const uint32_t*)(const void*)tmp;
                 for (int64_t x = w0; x < wn; x += SW) d[(x + p->PL) / SW] = s4[x];
             }
         }
-    }
-}
-
-static void q_ct_out(const plait_qconv_problem* p, int64_t wpp, int64_t bi, int64_t o,
-                     const uint32_t* v, int64_t qa, int64_t cnt) {
-    const int64_t M = p->OH * p->OW, base = (bi * p->O + o) * M;
-    if (wpp == p->OW) {
-        q_store(&p->out, v, cnt, o, 0, p->c, base + qa);
-        return;
-    }
-    for (int64_t i = 0; i < cnt;) {
-        const int64_t q = qa + i, oh = q / wpp, ow = q % wpp;
-        if (ow >= p->OW) {
-            i += wpp - ow;
-            continue;
-        }
-        const int64_t n = p->OW - ow < cnt - i ? p->OW - ow : cnt - i;
-        q_store(&p->out, v + i, n, o, 0, p->c, base + oh * p->OW + ow);
-        i += n;
     }
 }
 
@@ -165,7 +158,7 @@ static void q_ct_run(void* arg) {
     int32_t* cs = accs + steps * t->otiles * tsz;   /* row 0 of a tile: the column sums */
     const uint32_t zx = (uint32_t)(p->x_signed ? ((const int8_t*)p->zx)[0] + 128
                                                : ((const uint8_t*)p->zx)[0]);
-    const int64_t og = t->og;
+    const int64_t og = t->og, M = p->OH * p->OW;
     uint32_t v[Q_TN];
     for (int64_t job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED); job < t->jobs;
          job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED)) {
@@ -183,38 +176,44 @@ static void q_ct_run(void* arg) {
             const int64_t* koff = t->toff + kb;
             for (int64_t jp = 0; jp < np; jp += Q_NP) {
                 const int8_t* bj = img + 4 * (j0 + jp) * PLAIT_Q_NR;
-                const int two = np - jp > 1;
+                const int64_t nn = np - jp < Q_NP ? np - jp : Q_NP;
                 int32_t* acc = accs + jp / Q_NP * t->otiles * tsz;
                 for (int64_t r0 = r_lo; r0 < r_hi; r0 += Q_MR, acc += tsz) {
                     const int64_t row = gi * t->ogp + r0;
                     const uint8_t* ar = (const uint8_t*)p->w + row / Q_WROWS * Q_WROWS * kp +
                                         row % Q_WROWS * 4 + Q_WROWS * 4 * kb;
-#if Q_NP > 1
-                    if (two) q_tile(2, 1, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, acc, kb > 0);
-                    else q_tile(1, 1, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, acc, kb > 0);
-#else
-                    (void)two;
-                    q_tile(1, 1, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, acc, kb > 0);
-#endif
+                    q_tile_n(nn, 1, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, acc, kb > 0);
                 }
                 if (t->need_cs) {
                     const uint8_t* ar = t->ones + Q_WROWS * 4 * kb;
                     int32_t* c = cs + jp / Q_NP * tsz;
-#if Q_NP > 1
-                    if (two) q_tile(2, 1, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, c, kb > 0);
-                    else q_tile(1, 1, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, c, kb > 0);
-#else
-                    q_tile(1, 1, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, c, kb > 0);
-#endif
+                    q_tile_n(nn, 1, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, c, kb > 0);
                 }
             }
         }
-        /* the output stage of every tile */
+        /* the output stage of every tile: the columns of its pixels (those with
+         * ow < OW) are consecutive elements of each output channel's plane */
         for (int64_t jp = 0; jp < np; jp += Q_NP) {
             const int64_t qa = (j0 + jp) * PLAIT_Q_NR;
             const int64_t nn = np - jp < Q_NP ? np - jp : Q_NP;
-            const int64_t cnt = t->cols - qa < nn * PLAIT_Q_NR ? t->cols - qa
-                                                                : nn * PLAIT_Q_NR;
+            const int64_t qb = t->cols - qa < nn * PLAIT_Q_NR ? t->cols : qa + nn * PLAIT_Q_NR;
+            int32_t sel[Q_TN];
+            int64_t cnt = 0, first = qa;
+            if (t->wpp == p->OW) {
+                cnt = qb - qa;
+            } else {
+                int64_t oh = qa / t->wpp, ow = qa % t->wpp;
+                first = -1;
+                for (int64_t q = qa; q < qb; ++q) {
+                    if (ow < p->OW) {
+                        if (first < 0) first = oh * p->OW + ow;
+                        sel[cnt++] = (int32_t)(q - qa);
+                    }
+                    if (++ow == t->wpp) ow = 0, ++oh;
+                }
+            }
+            if (!cnt) continue;
+            const int all = cnt == qb - qa;   /* no column dropped */
             const int32_t* csj = cs + jp / Q_NP * tsz;
             const int32_t* acc = accs + jp / Q_NP * t->otiles * tsz;
             for (int64_t r0 = r_lo; r0 < r_hi; r0 += Q_MR, acc += tsz) {
@@ -224,12 +223,17 @@ static void q_ct_run(void* arg) {
                     const uint32_t zw = (uint32_t)p->w_zp[o];
                     const uint32_t corr = zx * (uint32_t)p->w_corr[o];
                     const int32_t* tr = acc + r * Q_TN;
-                    if (t->need_cs)
-                        for (int64_t q = 0; q < cnt; ++q)
-                            v[q] = (uint32_t)tr[q] - zw * (uint32_t)csj[q] - corr;
+                    if (all && t->need_cs)
+                        for (int64_t i = 0; i < cnt; ++i)
+                            v[i] = (uint32_t)tr[i] - zw * (uint32_t)csj[i] - corr;
+                    else if (all)
+                        for (int64_t i = 0; i < cnt; ++i) v[i] = (uint32_t)tr[i] - corr;
+                    else if (t->need_cs)
+                        for (int64_t i = 0; i < cnt; ++i)
+                            v[i] = (uint32_t)tr[sel[i]] - zw * (uint32_t)csj[sel[i]] - corr;
                     else
-                        for (int64_t q = 0; q < cnt; ++q) v[q] = (uint32_t)tr[q] - corr;
-                    q_ct_out(p, t->wpp, bi, o, v, qa, cnt);
+                        for (int64_t i = 0; i < cnt; ++i) v[i] = (uint32_t)tr[sel[i]] - corr;
+                    q_store(&p->out, v, cnt, o, 0, p->c, (bi * p->O + o) * M + first);
                 }
             }
         }
@@ -285,6 +289,10 @@ PLAIT_ISA_FN(plait_qconv2d)(const plait_qconv_problem* p) {
             }
     t.toff = toff;
     t.ones = ones;
+    for (int64_t kh = 0; kh < p->KH; ++kh)
+        if ((kh * p->DH) % p->SH < 8) t.rneed[(kh * p->DH) % p->SH] = 1;
+    for (int64_t kw = 0; kw < p->KW; ++kw)
+        if ((kw * p->DW) % p->SW < 8) t.cneed[(kw * p->DW) % p->SW] = 1;
     int nthreads = plait_max_threads();
     const int64_t work = p->N * t.cols * p->O * (t.kp > 0 ? t.kp : 1);
     if (work < Q_MIN_PARALLEL) nthreads = 1;

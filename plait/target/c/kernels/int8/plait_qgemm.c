@@ -15,7 +15,7 @@
  * computed at compile time with its packing; the row sums while A is packed.
  *
  * The dot products per copy:
- *  - avx512vnni: vpdpbusd on zmm, a tile of 6 rows x 32 columns (12 accumulators);
+ *  - avx512vnni: vpdpbusd on zmm, a tile of 6 rows x 64 columns (24 accumulators);
  *  - avx512: no dot products: both operands widened to int16, vpmaddwd (zmm) sums
  *    pairs in int32, a tile of 4 rows x 32 columns;
  *  - avxvnni: vpdpbusd (VEX) on ymm, 4 rows x 16 columns;
@@ -114,12 +114,8 @@ static void q_job(const q_task* t, int64_t job, uint8_t* apack, int32_t* rs, int
         const int8_t* bj = bp + (n / PLAIT_Q_NR) * panel;
         for (int64_t r0 = 0; r0 < mc; r0 += Q_MR) {
             const uint8_t* ar = apack + r0 * kp;
-#if Q_NP > 1
-            if (nj > PLAIT_Q_NR) q_tile(2, 0, k4, ar, kp, 4, bj, panel, NULL, tile, 0);
-            else q_tile(1, 0, k4, ar, kp, 4, bj, panel, NULL, tile, 0);
-#else
-            q_tile(1, 0, k4, ar, kp, 4, bj, panel, NULL, tile, 0);
-#endif
+            const int64_t np = (nj + PLAIT_Q_NR - 1) / PLAIT_Q_NR;
+            q_tile_n(np, 0, k4, ar, kp, 4, bj, panel, NULL, tile, 0);
             const int64_t mr = mc - r0 < Q_MR ? mc - r0 : Q_MR;
             for (int64_t r = 0; r < mr; ++r) {
                 const uint32_t rsum = (uint32_t)rs[r0 + r], za = (uint32_t)zap[r0 + r];

@@ -21,7 +21,7 @@
 
 #if defined(PLAIT_ISA_AVX512VNNI)
 #define Q_MR 6
-#define Q_NP 2
+#define Q_NP 4
 #elif defined(PLAIT_ISA_AVX512)
 #define Q_MR 4
 #define Q_NP 2
@@ -59,32 +59,49 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
        int64_t ldk, const int8_t* restrict b, int64_t bps, const int64_t* restrict koff,
        int32_t* restrict out, const int acc_in) {
 #if defined(PLAIT_ISA_AVX512VNNI)
-    __m512i acc[Q_MR][Q_NP];
-    for (int r = 0; r < Q_MR; ++r)
-        for (int j = 0; j < Q_NP; ++j) acc[r][j] = _mm512_setzero_si512();
+    /* named accumulators (an array of 24 zmm is kept in memory by GCC) */
+    const __m512i z = _mm512_setzero_si512();
+#define Q_INIT(r, j) \
+    (acc_in && np > j ? _mm512_loadu_si512((const void*)(out + r * Q_TN + 16 * j)) : z)
+    __m512i c00 = Q_INIT(0, 0), c01 = Q_INIT(0, 1), c02 = Q_INIT(0, 2),
+            c03 = Q_INIT(0, 3);
+    __m512i c10 = Q_INIT(1, 0), c11 = Q_INIT(1, 1), c12 = Q_INIT(1, 2),
+            c13 = Q_INIT(1, 3);
+    __m512i c20 = Q_INIT(2, 0), c21 = Q_INIT(2, 1), c22 = Q_INIT(2, 2),
+            c23 = Q_INIT(2, 3);
+    __m512i c30 = Q_INIT(3, 0), c31 = Q_INIT(3, 1), c32 = Q_INIT(3, 2),
+            c33 = Q_INIT(3, 3);
+    __m512i c40 = Q_INIT(4, 0), c41 = Q_INIT(4, 1), c42 = Q_INIT(4, 2),
+            c43 = Q_INIT(4, 3);
+    __m512i c50 = Q_INIT(5, 0), c51 = Q_INIT(5, 1), c52 = Q_INIT(5, 2),
+            c53 = Q_INIT(5, 3);
+#undef Q_INIT
     for (int64_t k = 0; k < k4; ++k) {
         const int8_t* bk = koff ? b + koff[k] : b + 64 * k;
-        __m512i b0 = _mm512_loadu_si512((const void*)bk);
-        __m512i b1 = np > 1 ? _mm512_loadu_si512((const void*)(bk + bps))
-                            : _mm512_setzero_si512();
-        for (int r = 0; r < Q_MR; ++r) {
-            __m512i ar = _mm512_set1_epi32(load4(a + r * lda + ldk * k));
-            if (swapped) {
-                acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], b0, ar);
-                if (np > 1) acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], b1, ar);
-            } else {
-                acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], ar, b0);
-                if (np > 1) acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], ar, b1);
-            }
+        const __m512i b0 = _mm512_loadu_si512((const void*)bk);
+        const __m512i b1 = np > 1 ? _mm512_loadu_si512((const void*)(bk + bps)) : z;
+        const __m512i b2 = np > 2 ? _mm512_loadu_si512((const void*)(bk + 2 * bps)) : z;
+        const __m512i b3 = np > 3 ? _mm512_loadu_si512((const void*)(bk + 3 * bps)) : z;
+        const uint8_t* ak = a + ldk * k;
+#define Q_DP(c, bv, av) c = swapped ? _mm512_dpbusd_epi32(c, bv, av) : _mm512_dpbusd_epi32(c, av, bv)
+#define Q_ROW(r)                                                     \
+        {                                                            \
+            const __m512i ar = _mm512_set1_epi32(load4(ak + r * lda)); \
+            Q_DP(c##r##0, b0, ar);                                   \
+            if (np > 1) Q_DP(c##r##1, b1, ar);                       \
+            if (np > 2) Q_DP(c##r##2, b2, ar);                       \
+            if (np > 3) Q_DP(c##r##3, b3, ar);                       \
         }
+        Q_ROW(0) Q_ROW(1) Q_ROW(2) Q_ROW(3) Q_ROW(4) Q_ROW(5)
+#undef Q_ROW
+#undef Q_DP
     }
-    for (int r = 0; r < Q_MR; ++r)
-        for (int j = 0; j < np; ++j) {
-            int32_t* o = out + r * Q_TN + 16 * j;
-            __m512i v = acc[r][j];
-            if (acc_in) v = _mm512_add_epi32(v, _mm512_loadu_si512((const void*)o));
-            _mm512_storeu_si512((void*)o, v);
-        }
+#define Q_PUT(r, j) \
+    if (np > j) _mm512_storeu_si512((void*)(out + r * Q_TN + 16 * j), c##r##j);
+#define Q_PUTROW(r) Q_PUT(r, 0) Q_PUT(r, 1) Q_PUT(r, 2) Q_PUT(r, 3)
+    Q_PUTROW(0) Q_PUTROW(1) Q_PUTROW(2) Q_PUTROW(3) Q_PUTROW(4) Q_PUTROW(5)
+#undef Q_PUTROW
+#undef Q_PUT
 #elif defined(PLAIT_ISA_AVXVNNI)
     (void)np;
     (void)bps;
@@ -205,6 +222,50 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
             out[r * Q_TN + j] =
                 (int32_t)(acc[r][j] + (acc_in ? (uint32_t)out[r * Q_TN + j] : 0u));
 #endif
+}
+
+/* q_tile of np panels, swapped or not: a function of its own per shape, so neither
+ * the caller's live values nor another shape's code crowd the accumulators out of the
+ * registers */
+#define Q_TILE_FN(name, np, swapped)                                                     \
+    static __attribute__((noinline)) void name(                                          \
+        int64_t k4, const uint8_t* restrict a, int64_t lda, int64_t ldk,                 \
+        const int8_t* restrict b, int64_t bps, const int64_t* restrict koff,             \
+        int32_t* restrict out, int acc_in) {                                             \
+        if (acc_in) q_tile(np, swapped, k4, a, lda, ldk, b, bps, koff, out, 1);         \
+        else q_tile(np, swapped, k4, a, lda, ldk, b, bps, koff, out, 0);                \
+    }
+Q_TILE_FN(q_tile_1s, 1, 1)
+Q_TILE_FN(q_tile_1u, 1, 0)
+#if Q_NP > 1
+Q_TILE_FN(q_tile_2s, 2, 1)
+Q_TILE_FN(q_tile_2u, 2, 0)
+#endif
+#if Q_NP > 2
+Q_TILE_FN(q_tile_3s, 3, 1)
+Q_TILE_FN(q_tile_3u, 3, 0)
+Q_TILE_FN(q_tile_4s, 4, 1)
+Q_TILE_FN(q_tile_4u, 4, 0)
+#endif
+#undef Q_TILE_FN
+
+/* q_tile on the first n (1 <= n <= Q_NP) of a tile's panels */
+static inline __attribute__((always_inline)) void
+q_tile_n(int64_t n, const int swapped, int64_t k4, const uint8_t* restrict a, int64_t lda,
+         int64_t ldk, const int8_t* restrict b, int64_t bps, const int64_t* restrict koff,
+         int32_t* restrict out, const int acc_in) {
+#define Q_CALL(fn) fn(k4, a, lda, ldk, b, bps, koff, out, acc_in)
+#if Q_NP > 2
+    if (n >= 4) swapped ? Q_CALL(q_tile_4s) : Q_CALL(q_tile_4u);
+    else if (n == 3) swapped ? Q_CALL(q_tile_3s) : Q_CALL(q_tile_3u);
+    else
+#endif
+#if Q_NP > 1
+    if (n == 2) swapped ? Q_CALL(q_tile_2s) : Q_CALL(q_tile_2u);
+    else
+#endif
+        swapped ? Q_CALL(q_tile_1s) : Q_CALL(q_tile_1u);
+#undef Q_CALL
 }
 
 /* ---------------------------------------------------------------- output stage */
