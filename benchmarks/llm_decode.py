@@ -97,7 +97,7 @@ def format_bytes(model: Any, engine: str, spec: str | None) -> int:
     when symmetric), onnxruntime's ``MatMulNBits`` (float32 scales, zero points only
     when asymmetric) or llama.cpp's Q8_0/Q4_0 (blocks of 32 with a float16 scale); the
     norms in float32, an untied embedding table one row."""
-    if spec is None or engine == "plait-c":
+    if spec is None or engine.startswith("plait-c"):
         return weight_bytes(model, spec)
     from plait.dialects.qnn.quantize_weights import parse_spec
 
@@ -221,7 +221,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--precisions", default=",".join(PRECISIONS))
     p.add_argument("--int8", default="int8-g32-sym", help="plait's spec of int8")
     p.add_argument("--int4", default="int4-g32-sym", help="plait's spec of int4")
-    p.add_argument("--engines", default="plait-c,onnxruntime-genai,llama.cpp",
+    p.add_argument("--engines", default="plait-c,plait-c-a8,onnxruntime-genai,llama.cpp",
                    help=f"of {', '.join(llm_engines.ENGINES)}")
     p.add_argument("--llama-bench", help="llama.cpp's llama-bench program (default: "
                    "$LLAMA_BENCH or the PATH's; without it, llama-cpp-python)")
@@ -280,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         files: dict[tuple[str, str], str | dict[str, str]] = {}
         for precision in precisions:
             for engine in engines:
+                if engine == "plait-c-a8" and specs[precision] is None:
+                    continue   # int8 activations go with quantized weights only
                 why = llm_engines.available(engine)
                 if why:
                     files[precision, engine] = {"error": why}

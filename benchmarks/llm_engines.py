@@ -3,7 +3,9 @@ parent from the same ``transformers`` model, and the loop a fresh child process 
 over them (no torch imported there).
 
 * **plait-c**: ``plait.llm.build_causal_lm`` on ``Target("c", weight_quant=spec)``,
-  saved as a ``.plx``;
+  saved as a ``.plx``; **plait-c-a8** the same with int8 activations (the spec with
+  ``-a8``, ``accuracy_level`` 4: what llama.cpp's Q8_0/Q4_0 and onnxruntime-genai's
+  CPU default do), int8 and int4 only;
 * **onnxruntime-genai**: its model builder (``python -m
   onnxruntime_genai.models.builder -i HF_DIR -p fp32|int8|int4 -e cpu``) on the model
   directory ``save_pretrained`` wrote, run by ``onnxruntime_genai.Generator``;
@@ -32,7 +34,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-ENGINES = ("plait-c", "onnxruntime-genai", "onnxruntime", "llama.cpp")
+ENGINES = ("plait-c", "plait-c-a8", "onnxruntime-genai", "onnxruntime", "llama.cpp")
 GGUF_TYPES = {"f32": "F32", "int8": "Q8_0", "int4": "Q4_0"}
 """llama.cpp's format of each precision: Q8_0 and Q4_0 are symmetric blocks of 32."""
 
@@ -224,7 +226,8 @@ def child_llama_cpp(path: str, prompt: np.ndarray, new: int, threads: int) -> di
     return out
 
 
-CHILDREN = {"plait-c": child_plait, "onnxruntime-genai": child_genai,
+CHILDREN = {"plait-c": child_plait, "plait-c-a8": child_plait,
+            "onnxruntime-genai": child_genai,
             "onnxruntime": child_onnxruntime, "llama.cpp": child_llama_cpp}
 
 
@@ -265,7 +268,11 @@ def prepare(engine: str, precision: str, spec: str | None, model: Any, hf_dir: s
     """Write ``engine``'s file of ``model`` at ``precision`` (``spec``: plait's
     weight_quant spec of it, None for f32) into ``tmp``; its path."""
     out = os.path.join(tmp, f"{engine}-{precision}")
-    if engine == "plait-c":
+    if engine == "plait-c-a8":
+        if spec is None:
+            raise Unavailable("int8 activations go with quantized weights (int8, int4)")
+        spec = spec if spec.endswith("-a8") else spec + "-a8"
+    if engine in ("plait-c", "plait-c-a8"):
         import plait
         from plait.llm import build_causal_lm
 
