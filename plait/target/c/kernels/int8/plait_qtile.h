@@ -369,6 +369,36 @@ q_store(const plait_q_out* o, const uint32_t* restrict v, int64_t count, int64_t
     const int sstep = by_col && o->scale_cols;
     const float s0 = sc[0];
     float f[64];
+#if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVX512)
+    if ((o->kind == PLAIT_Q_OUT_U8 || o->kind == PLAIT_Q_OUT_S8) && !o->add_kind &&
+        !o->add2_kind) {
+        /* the requantization alone, 16 values a step in registers: the same operations
+         * (cvtdq2ps, mulps, maxps/minps with NaN to the low end, cvtps2dq rounding half
+         * to even, + zo, saturation) */
+        const int u = o->kind == PLAIT_Q_OUT_U8;
+        const int32_t zo = o->zo;
+        const __m512 flo = _mm512_set1_ps((float)((u ? 0 : -128) - zo));
+        const __m512 fhi = _mm512_set1_ps((float)((u ? 255 : 127) - zo));
+        const __m512i vz = _mm512_set1_epi32(zo), vb0 = _mm512_set1_epi32((int32_t)b0);
+        const __m512 vs0 = _mm512_set1_ps(s0);
+        const int bcol = bias && by_col;
+        for (int64_t j = 0; j < count; j += 16) {
+            const __mmask16 m = count - j >= 16 ? (__mmask16)0xFFFF
+                                                : (__mmask16)((1u << (count - j)) - 1);
+            __m512i x = _mm512_maskz_loadu_epi32(m, (const void*)(v + j));
+            x = _mm512_add_epi32(x, bcol ? _mm512_maskz_loadu_epi32(m, (const void*)(bias + j))
+                                         : vb0);
+            __m512 f = _mm512_cvtepi32_ps(x);
+            f = _mm512_mul_ps(f, sstep ? _mm512_maskz_loadu_ps(m, sc + j) : vs0);
+            f = _mm512_min_ps(_mm512_max_ps(f, flo), fhi);
+            const __m512i r = _mm512_add_epi32(
+                _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
+            _mm_mask_storeu_epi8((uint8_t*)c + idx0 + j, m,
+                                 u ? _mm512_cvtusepi32_epi8(r) : _mm512_cvtsepi32_epi8(r));
+        }
+        return;
+    }
+#endif
     for (int64_t j0 = 0; j0 < count; j0 += 64) {
         const int64_t cnt = count - j0 < 64 ? count - j0 : 64;
         const uint32_t* restrict vj = v + j0;
