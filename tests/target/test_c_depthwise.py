@@ -467,3 +467,95 @@ def test_squeeze_excite_with_a_value_used_elsewhere_stays() -> None:
     np.testing.assert_allclose(got[0], ref, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got[1], x.astype(np.float64).mean((2, 3), keepdims=True),
                                rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", [
+    # (C, H, W, k, stride, dilation, activation, 4-D tokens)
+    (20, 6, 7, 3, 1, 1, "gelu", False),
+    (144, 9, 11, 5, 2, 1, "relu6", False),
+    (37, 10, 9, 7, 1, 1, "silu", True),
+    (24, 8, 8, 3, 1, 2, None, True),
+    (256, 5, 4, 3, 2, 1, "gelu_tanh", False),
+], ids=["3x3 C 20 GELU", "5x5 stride 2 C 144 (two parts) ReLU6", "7x7 C 37 SiLU NHWC",
+        "3x3 dilation 2 C 24 NHWC", "3x3 stride 2 C 256 tanh GELU"])
+def test_channels_last_depthwise_reads_and_writes_tokens(case: tuple[Any, ...]) -> None:
+    """A depthwise convolution between token-major tensors (SegFormer's and PVT-v2's
+    Mix-FFN: tokens transposed and reshaped to NCHW, the convolution with its bias and
+    activation, flattened and transposed back; or an N x H x W x C tensor permuted
+    there and back) is one channels-last call of plait_dwconv.c: no transpose is left.
+    On every float copy this CPU runs, against numpy in float64 (1e-4)."""
+    import math
+
+    from plait.codegen.c.variants import FLOAT_ISAS
+    from plait.target.c import cpu_features, use_isa
+
+    c, h, w_, k, s, dil, act, four_d = case
+    pad = dil * (k // 2)
+    oh, ow = (h + 2 * pad - dil * (k - 1) - 1) // s + 1, (w_ + 2 * pad - dil * (k - 1) - 1) // s + 1
+    t = _rand(1, h, w_, c) * 3 if four_d else _rand(1, h * w_, c) * 3
+    wt, b = _rand(c, 1, k, k), _rand(c)
+
+    def body(bb: Any, p: Any) -> Any:
+        if four_d:
+            x = emit(bb, "permute_dims", p[0], axes=(0, 3, 1, 2))
+        else:
+            x = emit(bb, "reshape", emit(bb, "permute_dims", p[0], axes=(0, 2, 1)),
+                     shape=(1, c, h, w_))
+        y = emit(bb, "conv2d", x, const(wt), strides=(s, s), dilation=(dil, dil),
+                 padding=(pad,) * 4, groups=c)
+        y = emit(bb, "add", y, const(b.reshape(c, 1, 1)))
+        if act == "relu6":
+            y = emit(bb, "clip", y, min=0.0, max=6.0)
+        elif act == "gelu_tanh":
+            y = emit(bb, "gelu", y, approximate="tanh")
+        elif act is not None:
+            y = emit(bb, act, y)
+        if four_d:
+            return emit(bb, "permute_dims", y, axes=(0, 2, 3, 1))
+        return emit(bb, "permute_dims", emit(bb, "reshape", y, shape=(1, c, oh * ow)),
+                    axes=(0, 2, 1))
+
+    mod = build_graph({"t": t.shape}, body)
+    callees = _callees(dispatch_depthwise(mod))
+    assert len(callees) == 1 and callees[0].startswith("plait_dwconv2d_"), callees
+    x = t.reshape(1, h, w_, c).transpose(0, 3, 1, 2).astype(np.float64)
+    y = _grouped_reference(x, wt, c, strides=(s, s), padding=(pad,) * 4,
+                           dilation=(dil, dil)) + b.reshape(1, c, 1, 1)
+    if act == "gelu":
+        y = 0.5 * y * (1 + np.vectorize(math.erf)(y / math.sqrt(2)))
+    elif act == "gelu_tanh":
+        y = 0.5 * y * (1 + np.tanh(math.sqrt(2 / math.pi) * (y + 0.044715 * y ** 3)))
+    elif act == "silu":
+        y = y / (1 + np.exp(-y))
+    elif act == "relu6":
+        y = np.clip(y, 0, 6)
+    ref = y.transpose(0, 2, 3, 1).reshape((1, oh, ow, c) if four_d else (1, oh * ow, c))
+    exe = plait.build(mod, "c")
+    tol = 1e-4 * np.abs(ref).max()
+    for isa in [i for i in cpu_features()["supported"] if i in FLOAT_ISAS]:
+        with use_isa(isa):
+            got = VirtualMachine(exe)["main"](t)
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=tol, err_msg=isa)
+
+
+def test_channels_last_declines_a_residual_and_weights_that_are_not_constant() -> None:
+    """Where the channels-last call cannot take the chain (a residual of the channels-
+    first result; weights computed in the graph) the transposes stay and the convolution
+    is the channels-first call, in the same results (numpy, float64, 1e-4)."""
+    c, h, w_ = 16, 5, 6
+    t, wt, r = _rand(1, h * w_, c), _rand(c, 1, 3, 3), _rand(1, c, h, w_)
+
+    def body(bb: Any, p: Any) -> Any:
+        x = emit(bb, "reshape", emit(bb, "permute_dims", p[0], axes=(0, 2, 1)),
+                 shape=(1, c, h, w_))
+        y = emit(bb, "add", emit(bb, "conv2d", x, p[1], padding=(1,) * 4, groups=c), p[2])
+        return emit(bb, "permute_dims", emit(bb, "reshape", y, shape=(1, c, h * w_)),
+                    axes=(0, 2, 1))
+
+    mod = build_graph({"t": t.shape, "w": wt.shape, "r": r.shape}, body)
+    callees = _callees(dispatch_depthwise(mod))
+    assert "permute_dims" in callees and any(n.startswith("plait_dwconv2d_") for n in callees)
+    x = t.transpose(0, 2, 1).reshape(1, c, h, w_).astype(np.float64)
+    ref = (_grouped_reference(x, wt, c, padding=(1,) * 4) + r).reshape(1, c, -1)
+    got = VirtualMachine(plait.build(mod, "c"))["main"](t, wt, r)
+    np.testing.assert_allclose(got, ref.transpose(0, 2, 1), rtol=1e-4, atol=1e-4)

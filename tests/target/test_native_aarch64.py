@@ -391,6 +391,26 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
       give(out, y, {ref.size}); }}""")
         expect.append((name, ref, 1e-4))
 
+    #    and with channels last (desc.nhwc): a depthwise 3x3 on 21 channels (two 8-lane
+    #    blocks and a tail of 5) of 9 x 10, bias, residual, relu and SiLU, input, output
+    #    and residual N x H x W x C, the weights KH x KW x C
+    x, w, bias = _rand(1, 21, 9, 10), _rand(21, 1, 3, 3), _rand(21)
+    ref = np.concatenate([conv2d_reference(x[:, i:i + 1], w[i:i + 1], (1, 1), (1, 1, 1, 1),
+                                           (1, 1)) for i in range(21)], axis=1)
+    ref = ref + bias.reshape(1, 21, 1, 1)
+    r = _rand(*ref.shape)
+    ref = np.maximum(ref + r, 0)
+    ref = (ref / (1 + np.exp(-ref))).transpose(0, 2, 3, 1)
+    code.append(f"""{{ static const plait_dwconv2d_desc d = {{.N = 1, .C = 21, .H = 9, .W = 10,
+        .O = 21, .G = 21, .KH = 3, .KW = 3, .SH = 1, .SW = 1, .DH = 1, .DW = 1, .PT = 1,
+        .PL = 1, .OH = 9, .OW = 10, .act = 2, .nhwc = 1}};
+      const float* x = {take(x.transpose(0, 2, 3, 1))};
+      const float* w = {take(w.reshape(21, 9).T)}; const float* b = {take(bias)};
+      const float* r = {take(r.transpose(0, 2, 3, 1))}; float* y = calloc({ref.size}, 4);
+      if (plait_dwconv2d(&d, x, w, b, r, 1, y)) return 4;
+      give(out, y, {ref.size}); }}""")
+    expect.append(("depthwise 3x3 channels last", ref, 1e-4))
+
     #    and a squeeze-and-excite gate: 2 images of 19 planes of 3 x 5, 19 -> 5 -> 19
     #    channels, SiLU, biases
     x, w1, b1, w2, b2 = _rand(2, 19, 3, 5), _rand(5, 19), _rand(5), _rand(19, 5), _rand(19)

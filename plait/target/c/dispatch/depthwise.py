@@ -45,10 +45,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from plait.codegen.c import CFunction
 from plait.codegen.c.sizes import UnboundSize
-from plait.ir.expr import Call, Constant, Expr, ExternFunc, Tuple
+from plait.ir.expr import Call, Constant, Expr, ExternFunc, Op, Tuple
 from plait.ir.module import IRModule
+from plait.ir.symbolic import Dim
 from plait.op.registry import make_call
 from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, is_op
@@ -67,6 +70,7 @@ from .gemm import (
     ProductPlan,
     epilogue_step,
     extend_epilogue,
+    view_source,
     winograd_applies,
     winograd_choice,
     winograd_mode,
@@ -266,6 +270,93 @@ def gelu_before_permute_rule() -> Rule:
     return Rule("c.gelu_before_permute", GELU_AFTER_PERMUTE, rewrite)
 
 
+def _channels_last_source(m: Match, v: Expr, n: Dim, c: Dim) -> Expr | None:
+    """The tensor whose elements are those of ``v`` (an ``n x c x H x W`` convolution
+    input) with the channels last (``n x H x W x c`` in memory order), when ``v`` is a
+    ``permute_dims`` moving the last axis of an ``n x ... x c`` tensor to axis 1 (seen
+    through views that keep the order): a token-major ``n x HW x c`` tensor transposed
+    and reshaped to an image, or an ``n x H x W x c`` one permuted; else None."""
+    for _ in range(8):
+        d = m.definition(v)
+        if not isinstance(d, Call):
+            return None
+        if view_source(d) is not None:
+            v = d.args[0]
+            continue
+        if not isinstance(d.op, Op) or d.op.name != "permute_dims":
+            return None
+        src = d.args[0]
+        ss = float_shape(src)
+        axes = d.attrs.get("axes")
+        if ss is None or axes is None or len(ss) < 3:
+            return None
+        r = len(ss)
+        if [int(a) % r for a in axes] != [0, r - 1, *range(1, r - 1)]:
+            return None
+        return src if ss[0] == n and ss[-1] == c else None
+    return None
+
+
+CHANNELS_LAST_CONV = is_op("permute_dims")(GROUPED_CONV.single_use())
+"""The shape the channels-last rule takes: a ``permute_dims`` that moves the channels of
+a grouped convolution's result (with its epilogue) last."""
+
+
+def channels_last_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
+    """The rule that computes a depthwise convolution between two token-major (channels
+    last) tensors with its channels last (``plait_dwconv2d_desc.nhwc``): its input a
+    ``permute_dims`` moving the channels of an ``N x ... x C`` tensor to axis 1 and
+    reshaped to ``N x C x H x W`` (:func:`_channels_last_source`), its result (after its
+    epilogue: bias, relu, an activation; views) permuted back to channels last
+    (:data:`CHANNELS_LAST_CONV`).  The call reads the tensor before the first transpose
+    and writes the one after the second, so neither transpose is computed: SegFormer's and
+    PVT-v2's Mix-FFN (a depthwise 3x3 and GELU between two products), CvT's convolutional
+    projections.  Constant weights only (packed ``KH x KW x C`` at compile time), static
+    shapes, no residual; the call is not tuned (the layouts of the tuning space are
+    channels-first ones)."""
+
+    def rewrite(m: Match) -> Expr | None:
+        g = m.graph
+        members = sorted(m.bindings)
+        conv = g.bindings[members[0]].value
+        root = g.bindings[members[-1]]
+        plan = plan_grouped_conv2d(conv, Chooser(None))  # type: ignore[arg-type]
+        w = conv.args[1]  # type: ignore[union-attr]
+        if plan is None or plan.kind != "dwconv2d" or not isinstance(w, Constant):
+            return None
+        desc = plan.desc
+        if not (desc["G"] == desc["C"] == desc["O"]) or not is_static_shape(
+                tuple(desc[k] for k in ("N", "H", "W", "OH", "OW"))):
+            return None
+        x = _channels_last_source(m, conv.args[0], desc["N"], desc["C"])  # type: ignore[union-attr]
+        xs, ys = (float_shape(x) if x is not None else None), float_shape(root.value)
+        ins = float_shape(g.bindings[members[-2]].value)
+        perm = root.value.attrs.get("axes")  # type: ignore[union-attr]
+        if xs is None or ys is None or ins is None or perm is None:
+            return None
+        r = len(ins)
+        if ([int(a) % r for a in perm] != [0, *range(2, r), 1] or ins[0] != desc["N"]
+                or ins[1] != desc["C"]):
+            return None   # the second permute does not put the channels last
+        reads = [g.bindings[i].var for i in members[:-2]]
+        if not all(extend_epilogue(plan, g.bindings[i].value, src)  # type: ignore[arg-type]
+                   for i, src in zip(members[1:-1], reads)) or plan.res is not None:
+            return None
+        kh, kw = desc["KH"], desc["KW"]
+        packed = Constant(np.ascontiguousarray(
+            w.data.reshape(desc["C"], kh * kw).T.reshape(kh, kw, desc["C"]), np.float32))
+        plan.inputs = [x, packed]
+        plan.out_shape = ys
+        call = dwconv2d_call(xs, (kh, kw, desc["C"]), ys, desc, plan.epilogue(), nhwc=True)
+        name, code, cfn = emit_call(call)
+        wrappers.setdefault(name, (code, cfn))
+        args = [*plan.inputs, *(e for e in (plan.bias,) if e is not None)]
+        return make_call("call_extern", ExternFunc(name), Tuple(args), out=root.var.ty,
+                         span=fused_span(g, members, root))
+
+    return Rule("c.dwconv2d_channels_last", CHANNELS_LAST_CONV, rewrite)
+
+
 def depthwise_rule(wrappers: dict[str, tuple[str, CFunction]],
                    chooser: Chooser | None = None, winograd: int | str = "auto") -> Rule:
     """The rule of :class:`DispatchDepthwise`: :data:`GROUPED_CONV`, planned step by
@@ -309,6 +400,7 @@ def dispatch_depthwise(mod: IRModule, skip: Any = None, tuning_db: str | None = 
     wrappers: dict[str, tuple[str, CFunction]] = {}
     chooser = Chooser(tuning_db)
     mod = rewrite_module(mod, [gelu_before_permute_rule()], skip=skip)
+    mod = rewrite_module(mod, [channels_last_rule(wrappers)], skip=skip)
     out = rewrite_module(mod, [depthwise_rule(wrappers, chooser, winograd_mode(winograd))],
                          skip=skip)
     return chooser.annotate(record_calls(out, wrappers, "plait_dwconv_calls"))
@@ -335,6 +427,7 @@ class DispatchDepthwise:
                                   tuning_db=self.tuning_db, winograd=self.winograd)
 
 
-__all__ = ["DWCONV_LAYOUTS", "GROUPED_CONV", "GROUPED_PRODUCT_MIN_CG", "PRODUCT_LAYOUTS",
-           "DispatchDepthwise", "depthwise_rule", "dispatch_depthwise", "dwconv_space",
-           "group_desc", "grouped_default", "grouped_product_applies", "plan_grouped_conv2d"]
+__all__ = ["CHANNELS_LAST_CONV", "DWCONV_LAYOUTS", "GROUPED_CONV", "GROUPED_PRODUCT_MIN_CG",
+           "PRODUCT_LAYOUTS", "DispatchDepthwise", "channels_last_rule", "depthwise_rule",
+           "dispatch_depthwise", "dwconv_space", "group_desc", "grouped_default",
+           "grouped_product_applies", "plan_grouped_conv2d"]

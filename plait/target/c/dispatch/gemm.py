@@ -498,7 +498,7 @@ def _is_op(value: Expr, name: str) -> bool:
 VIEW_OPS = ("reshape", "expand_dims", "squeeze", "flatten", "permute_dims")
 
 
-def _view_source(value: Expr) -> Expr | None:
+def view_source(value: Expr) -> Expr | None:
     """The input of ``value`` when ``value`` only reinterprets its shape — a reshape (or
     expand_dims, squeeze, flatten) of static shape, or a permute_dims that moves only
     axes of size 1 — so the two hold the same elements in the same order; else None."""
@@ -521,7 +521,7 @@ def _view_source(value: Expr) -> Expr | None:
 
 
 def _is_view(call: Call) -> bool:
-    return _view_source(call) is not None
+    return view_source(call) is not None
 
 
 def epilogue_step(y: Pattern) -> Pattern:
@@ -547,7 +547,7 @@ def product_pattern(ops: Sequence[str] = OPS) -> Pattern:
 def extend_epilogue(plan: ProductPlan, value: Call, src: Var) -> bool:
     """Fold epilogue step ``value`` (which reads the plan's result ``src``) into the
     plan; False when the native call cannot do it at this point."""
-    if _view_source(value) is not None:
+    if view_source(value) is not None:
         plan.out_shape = float_shape(value) or plan.out_shape
         plan.viewed = True
         return True
@@ -641,7 +641,7 @@ def _read_through_view(plan: ProductPlan, m: Match, pattern: Pattern, ops: Seque
     unless that view ends another product's epilogue (that product writes it)."""
     x = plan.inputs[0]
     value = m.definition(x) if m.graph.index.get(x) is not None else None  # type: ignore[arg-type]
-    source = _view_source(value) if value is not None else None
+    source = view_source(value) if value is not None else None
     if source is None:
         return
     if isinstance(source, Var) and m.graph.uses.get(source, 0) == 1 and any(

@@ -3,9 +3,10 @@ interface.
 
 ``plait_dwconv2d`` (a ``plait_dwconv2d_desc``, ``plait_dwconv.h``) computes grouped
 convolutions with few channels per group, depthwise ones included, in one of three
-layouts chosen per call, with the product's epilogue (bias, residual, relu, an
-activation); ``plait_se_scale`` (a ``plait_se_desc``) a squeeze-and-excite gate (the
-spatial mean, two small products with their activations, the scaling) in one call.
+layouts chosen per call (a depthwise one also with its channels last in memory), with
+the product's epilogue (bias, residual, relu, an activation); ``plait_se_scale`` (a
+``plait_se_desc``) a squeeze-and-excite gate (the spatial mean, two small products with
+their activations, the scaling) in one call.
 """
 
 from __future__ import annotations
@@ -31,17 +32,21 @@ SE_SILU, SE_RELU = 2, 3
 
 def dwconv2d_call(x: tuple[Dim, ...], w: tuple[Dim, ...], out: tuple[Dim, ...],
                   desc: Mapping[str, Any], epilogue: Epilogue, layout: int = 0,
-                  max_threads: int = 0) -> NativeCall:
+                  max_threads: int = 0, nhwc: bool = False) -> NativeCall:
     """The call of ``plait_dwconv2d`` on ``x`` with weights of shape ``w`` (as the
     convolution has them), ``desc`` holding the :data:`DWCONV2D_FIELDS`; the bias per
     output channel, the activation a clip, SiLU or GELU (either form).  ``layout``
     (``PLAIT_DW_LAYOUT_*``: 0 the kernel's rule) and ``max_threads`` (0: the pool's
-    count) are a tuned point's (:mod:`plait.target.c.tuning`)."""
+    count) are a tuned point's (:mod:`plait.target.c.tuning`).  ``nhwc``: a depthwise
+    convolution with its channels last, ``x`` holding ``N x H x W x C`` elements and
+    ``out`` (and the residual) ``N x OH x OW x C`` in that order (whatever their shapes),
+    the weights ``KH x KW x C``."""
     ep = epilogue
     fields = (*((k, desc[k]) for k in DWCONV2D_FIELDS), ("act", ep.act),
               ("act_lo", float(ep.act_lo)), ("act_hi", float(ep.act_hi)),
               *((("layout", int(layout)),) if layout else ()),
-              *((("max_threads", int(max_threads)),) if max_threads else ()))
+              *((("max_threads", int(max_threads)),) if max_threads else ()),
+              *((("nhwc", 1),) if nhwc else ()))
     buffers = (Buffer("x", x), Buffer("w", w), *ep.buffers(), Buffer("out", out, out=True))
     args = (DESC, Ref("x"), Ref("w"), ep.bias_ref(), ep.res_ref(), int(ep.relu), Ref("out"))
     return NativeCall("dwconv2d", "plait_dwconv2d", buffers, args, "plait_dwconv2d_desc",

@@ -761,6 +761,251 @@ static void dw_cl_jobs(void* ctx, int64_t lo, int64_t hi) {
 }
 #undef DW_CL
 
+/* ------------------------------------------ depthwise, channels last (NHWC) */
+/* x[N][H][W][C], out and the residual [N][OH][OW][C], the weights w[KH][KW][C] (packed so
+ * at compile time by c.DispatchDepthwise's channels-last rule): the depthwise convolution
+ * of a token-major model between two products (SegFormer's and PVT-v2's Mix-FFN, CvT's
+ * convolutional projections) reads and writes the products' layout, with no transpose on
+ * either side.  A job is a band of output rows of one image and a part of its channels
+ * (at most DW_NHWC_PART): the input rows it reads go, each once, into a ring of
+ * (KH - 1) DH + 1 zero-padded scratch rows of that part (rows above and below the image
+ * all zero), each pixel's channels at a stride of a vector more than the part's, so that
+ * the taps of neighbouring pixels do not fall in the same cache sets (with C a multiple
+ * of 256, the input's own stride of 1, 2 or 4 KB put a window's 30 pixels in one or two
+ * sets: 512 channels on 28 x 28 took 1.8 times 480's time read in place).  The output
+ * pixels of a row then go DW_NJ at a time (then 4) with no bounds test, for each
+ * block of DW_V channels one multiply-add per pixel and tap (the tap's DW_V weights one
+ * vector); the whole epilogue (bias, residual, relu, then clip, SiLU or GELU) runs on
+ * the accumulators, and a last block of fewer than DW_V channels stores with a mask. */
+#if DW_V == 16
+#define DW_NJ 8
+#else
+#define DW_NJ 4
+#endif
+#define DW_NHWC_PART 128   /* channels of a job at most */
+
+/* relu (keeping NaN), then the activation of one output vector */
+static inline __attribute__((always_inline)) dw_v dw_nhwc_act(const dw_call* t, dw_v v) {
+    const plait_dwconv2d_desc* d = t->d;
+    if (t->relu) v = (dw_v)(((v > (dw_v){0}) | (v != v)) & (dw_vi)v);
+    switch (d->act) {
+    case PLAIT_DW_ACT_CLIP: return dw_tile_act(v, 0, 1, d->act_lo, d->act_hi);
+    case PLAIT_DW_ACT_SILU: return dw_silu_v(v);
+    case PLAIT_DW_ACT_GELU: return dw_gelu_v(v, 0);
+    case PLAIT_DW_ACT_GELU_TANH: return dw_gelu_v(v, 1);
+    default: return v;
+    }
+}
+
+/* the n < DW_V or all DW_V floats at p (the other lanes 0) */
+static inline __attribute__((always_inline)) dw_v dw_load_c(const float* p, int64_t n) {
+    if (n == DW_V) return DW_LOAD(p);
+    dw_v v;
+    dw_load_n(&v, p, n);
+    return v;
+}
+
+/* A job's scratch: the ring of KR rows of WP pixels of CP floats (channels c0 .. c0+nc-1
+ * of the input, then zeros) */
+typedef struct {
+    float* img;
+    int64_t c0, nc, CP, WP, KR;
+    int64_t n;   /* the job's image */
+} dw_ring;
+
+/* input row ih (any row: outside the image a zero row) into its ring slot */
+static void dw_nhwc_fill(const dw_call* t, const float* xn, const dw_ring* g, int64_t ih) {
+    const plait_dwconv2d_desc* d = t->d;
+    const int64_t C = d->C, W = d->W, PL = d->PL, CP = g->CP, nc = g->nc;
+    float* row = g->img + ((ih + d->PT) % g->KR) * g->WP * CP;
+    if (ih < 0 || ih >= d->H) {
+        memset(row, 0, sizeof(float) * (size_t)(g->WP * CP));
+        return;
+    }
+    const int64_t q0 = PL < g->WP ? PL : g->WP, q1 = PL + W < g->WP ? PL + W : g->WP;
+    memset(row, 0, sizeof(float) * (size_t)(q0 * CP));
+    memset(row + q1 * CP, 0, sizeof(float) * (size_t)((g->WP - q1) * CP));
+    const float* src = xn + ih * W * C + g->c0;
+    for (int64_t q = q0; q < q1; ++q) {
+        const float* s = src + (q - PL) * C;
+        float* o = row + q * CP;
+        int64_t c = 0;
+        for (; c + DW_V <= nc; c += DW_V) *(dw_vu*)(o + c) = DW_LOAD(s + c);
+        if (c < nc) {
+            dw_v v;
+            dw_load_n(&v, s + c, nc - c);
+            *(dw_vu*)(o + c) = v;
+        }
+    }
+}
+
+/* the bias (or 0) of channels cb .., then + residual, relu and the activation, stored
+ * (nc of them) at off */
+static inline __attribute__((always_inline)) void
+dw_nhwc_store(const dw_call* t, dw_v v, float* orow, const float* rrow, int64_t off,
+              int64_t nc) {
+    if (rrow) v += dw_load_c(rrow + off, nc);
+    v = dw_nhwc_act(t, v);
+    if (nc == DW_V) *(dw_vu*)(orow + off) = v;
+    else dw_store_n(orow + off, &v, nc);
+}
+
+/* J output pixels from column ow0 on, channels cb .. cb+nc-1 (all DW_V when full; cl:
+ * their place in a scratch pixel) of the output row whose first input row is ih0 */
+static inline __attribute__((always_inline)) void
+dw_nhwc_block(const int J, const int full, const int64_t KH, const int64_t KW,
+              const int64_t SW, const int64_t DH, const int64_t DW, const dw_call* t,
+              const dw_ring* g, int64_t ih0, int64_t ow0, int64_t cl, int64_t nc,
+              float* orow, const float* rrow) {
+    const plait_dwconv2d_desc* d = t->d;
+    const int64_t C = d->C, CP = g->CP, cb = g->c0 + cl, rowlen = g->WP * CP;
+    const dw_v bv = t->bias ? (full ? DW_LOAD(t->bias + cb) : dw_load_c(t->bias + cb, nc))
+                            : (dw_v){0};
+    dw_v acc[DW_NJ];
+    DW_PRAGMA_UNROLL
+    for (int j = 0; j < J; ++j) acc[j] = bv;
+    for (int64_t kh = 0; kh < KH; ++kh) {
+        const float* xr = g->img + ((ih0 + kh * DH + d->PT) % g->KR) * rowlen +
+                          ow0 * SW * CP + cl;
+        const float* wr = t->w + kh * KW * C + cb;
+        DW_PRAGMA_UNROLL
+        for (int64_t kw = 0; kw < KW; ++kw) {
+            const dw_v wv = full ? DW_LOAD(wr + kw * C) : dw_load_c(wr + kw * C, nc);
+            const float* s = xr + kw * DW * CP;
+            DW_PRAGMA_UNROLL
+            for (int j = 0; j < J; ++j) acc[j] += DW_LOAD(s + j * SW * CP) * wv;
+        }
+    }
+    DW_PRAGMA_UNROLL
+    for (int j = 0; j < J; ++j)
+        dw_nhwc_store(t, acc[j], orow, rrow, (ow0 + j) * C + cb, full ? DW_V : nc);
+}
+
+/* the same for any J <= DW_NJ and window, the sizes read at run time (the rows' last
+ * few pixels and a last block of fewer than DW_V channels: not unrolled, so that the
+ * unrolled bodies above stay few) */
+static __attribute__((noinline)) void
+dw_nhwc_block_any(int J, const dw_call* t, const dw_ring* g, int64_t ih0, int64_t ow0,
+                  int64_t cl, int64_t nc) {
+    const plait_dwconv2d_desc* d = t->d;
+    const int64_t C = d->C, CP = g->CP, cb = g->c0 + cl, rowlen = g->WP * CP;
+    dw_v acc[DW_NJ];
+    const dw_v bv = t->bias ? dw_load_c(t->bias + cb, nc) : (dw_v){0};
+    for (int j = 0; j < J; ++j) acc[j] = bv;
+    for (int64_t kh = 0; kh < d->KH; ++kh) {
+        const float* xr = g->img + ((ih0 + kh * d->DH + d->PT) % g->KR) * rowlen +
+                          ow0 * d->SW * CP + cl;
+        for (int64_t kw = 0; kw < d->KW; ++kw) {
+            const dw_v wv = dw_load_c(t->w + (kh * d->KW + kw) * C + cb, nc);
+            const float* s = xr + kw * d->DW * CP;
+            for (int j = 0; j < J; ++j) acc[j] += DW_LOAD(s + j * d->SW * CP) * wv;
+        }
+    }
+    const int64_t oh = (ih0 + d->PT) / d->SH;
+    const int64_t off = (g->n * d->OH + oh) * d->OW * C;
+    for (int j = 0; j < J; ++j)
+        dw_nhwc_store(t, acc[j], t->out + off, t->res ? t->res + off : NULL,
+                      (ow0 + j) * C + cb, nc);
+}
+
+/* J output pixels from column ow0 on, every channel of the ring */
+static inline __attribute__((always_inline)) void
+dw_nhwc_cols(const int J, const int64_t KH, const int64_t KW, const int64_t SW,
+             const int64_t DH, const int64_t DW, const dw_call* t, const dw_ring* g,
+             int64_t ih0, int64_t ow0, float* orow, const float* rrow) {
+    const int64_t full_end = g->nc / DW_V * DW_V;
+    for (int64_t cl = 0; cl < full_end; cl += DW_V)
+        dw_nhwc_block(J, 1, KH, KW, SW, DH, DW, t, g, ih0, ow0, cl, DW_V, orow, rrow);
+    if (full_end < g->nc) dw_nhwc_block_any(J, t, g, ih0, ow0, full_end, g->nc - full_end);
+}
+
+/* output rows oh_lo .. oh_hi-1 of image n for the ring's channels; KH ... DW are
+ * constants where the caller's are, so the taps unroll */
+static inline __attribute__((always_inline)) void
+dw_nhwc_rows(const int64_t KH, const int64_t KW, const int64_t SH, const int64_t SW,
+             const int64_t DH, const int64_t DW, const dw_call* t, const dw_ring* g,
+             int64_t n, int64_t oh_lo, int64_t oh_hi) {
+    const plait_dwconv2d_desc* d = t->d;
+    const int64_t C = d->C, OW = d->OW;
+    const float* xn = t->x + n * d->H * d->W * C;
+    int64_t next = oh_lo * SH - d->PT;   /* the first input row not in the ring yet */
+    for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+        const int64_t ih0 = oh * SH - d->PT, ih_end = ih0 + (KH - 1) * DH + 1;
+        for (int64_t ih = next > ih0 ? next : ih0; ih < ih_end; ++ih)
+            dw_nhwc_fill(t, xn, g, ih);
+        next = ih_end;
+        const int64_t ooff = (n * d->OH + oh) * OW * C;
+        float* orow = t->out + ooff;
+        const float* rrow = t->res ? t->res + ooff : NULL;
+        int64_t ow0 = 0;
+        for (; ow0 + DW_NJ <= OW; ow0 += DW_NJ)
+            dw_nhwc_cols(DW_NJ, KH, KW, SW, DH, DW, t, g, ih0, ow0, orow, rrow);
+#if DW_NJ > 4
+        if (ow0 + 4 <= OW) {
+            dw_nhwc_cols(4, KH, KW, SW, DH, DW, t, g, ih0, ow0, orow, rrow);
+            ow0 += 4;
+        }
+#endif
+        if (ow0 < OW)
+            for (int64_t cl = 0; cl < g->nc; cl += DW_V)
+                dw_nhwc_block_any((int)(OW - ow0), t, g, ih0, ow0, cl,
+                                  g->nc - cl < DW_V ? g->nc - cl : DW_V);
+    }
+}
+
+#define DW_NHWC(KH_, KW_, SH_, SW_) dw_nhwc_rows(KH_, KW_, SH_, SW_, 1, 1, t, &g, n, oh_lo, oh_hi)
+
+/* jobs lo .. hi-1: (image, band of output rows, part of the channels) */
+static void dw_nhwc_jobs(void* ctx, int64_t lo, int64_t hi) {
+    dw_call* t = (dw_call*)ctx;
+    const plait_dwconv2d_desc* d = t->d;
+    const int64_t parts = t->R, per = t->HP, bands = t->WP, band = t->part_rows;
+    dw_ring g;
+    g.KR = (d->KH - 1) * d->DH + 1;
+    g.WP = (d->OW - 1) * d->SW + (d->KW - 1) * d->DW + 1;
+    g.CP = (per + DW_V - 1) / DW_V * DW_V + DW_V;
+    g.img = plait_scratch(DW_SCRATCH_SLOT, (size_t)(g.KR * g.WP * g.CP));
+    if (!g.img) {
+        __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    const int plain = d->KH == d->KW && d->SH == d->SW && d->DH == 1 && d->DW == 1;
+    const int64_t K = d->KH, S = d->SH;
+    for (int64_t job = lo; job < hi; ++job) {
+        const int64_t part = job % parts, b = (job / parts) % bands, n = job / parts / bands;
+        g.c0 = part * per;
+        g.n = n;
+        g.nc = g.c0 + per < d->C ? per : d->C - g.c0;
+        const int64_t oh_lo = b * band, oh_hi = oh_lo + band < d->OH ? oh_lo + band : d->OH;
+        if (plain && K == 3 && S == 1) DW_NHWC(3, 3, 1, 1);
+        else if (plain && K == 3 && S == 2) DW_NHWC(3, 3, 2, 2);
+        else if (plain && K == 5 && S == 1) DW_NHWC(5, 5, 1, 1);
+        else if (plain && K == 5 && S == 2) DW_NHWC(5, 5, 2, 2);
+        else if (plain && K == 7 && S == 1) DW_NHWC(7, 7, 1, 1);
+        else dw_nhwc_rows(d->KH, d->KW, d->SH, d->SW, d->DH, d->DW, t, &g, n, oh_lo, oh_hi);
+    }
+}
+#undef DW_NHWC
+
+/* the call with channels last: parts of at most DW_NHWC_PART channels (whole vectors),
+ * each image's rows in bands so that there are about 4 jobs per thread */
+static int dw_nhwc(dw_call* t, int nt) {
+    const plait_dwconv2d_desc* d = t->d;
+    if (d->G != d->C || d->O != d->C) return 2;   /* depthwise only */
+    const int64_t blocks = (d->C + DW_V - 1) / DW_V;
+    int64_t parts = (d->C + DW_NHWC_PART - 1) / DW_NHWC_PART;
+    t->HP = (blocks + parts - 1) / parts * DW_V;   /* channels of a part */
+    parts = (d->C + t->HP - 1) / t->HP;
+    int64_t bands = (4 * nt + d->N * parts - 1) / (d->N * parts);
+    if (bands > d->OH) bands = d->OH;
+    if (bands < 1) bands = 1;
+    t->part_rows = (d->OH + bands - 1) / bands;    /* rows of a band */
+    t->WP = (d->OH + t->part_rows - 1) / t->part_rows;
+    t->R = parts;
+    plait_parallel_range(dw_nhwc_jobs, t, d->N * t->WP * parts, nt);
+    return __atomic_load_n(&t->failed, __ATOMIC_RELAXED);
+}
+
 PLAIT_ISA_HIDDEN int
 PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const float* w,
                              const float* bias, const float* res, int relu, float* out) {
@@ -775,6 +1020,7 @@ PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const
     const int64_t work = d->N * d->O * d->OH * d->OW * d->KH * d->KW * t.CG;
     int nt = work >= 131072 ? plait_max_threads() : 1;
     if (d->max_threads > 0 && nt > d->max_threads) nt = (int)d->max_threads;
+    if (d->nhwc) return dw_nhwc(&t, nt);
     if (dw_rows_in_place(d)) {
         /* On several threads a plane larger than DW_BAND_BYTES has its output rows cut in
          * one part per thread, jobs part by part from both ends (as the planes filled in

@@ -30,6 +30,9 @@ typedef struct {
      * kernel's own rule) and at most max_threads threads (0: the pool's count) */
     int64_t layout;
     int64_t max_threads;
+    /* 1: channels last: x[N][H][W][C], out (and res) [N][OH][OW][O], w[KH][KW][C]
+     * (depthwise only: G = C = O; the layout field is then not read) */
+    int64_t nhwc;
 } plait_dwconv2d_desc;
 
 #define PLAIT_DW_LAYOUT_AUTO 0
@@ -38,7 +41,7 @@ typedef struct {
 #define PLAIT_DW_LAYOUT_ROWS 3     /* rows read in place (depthwise 3x3/5x5, stride 1, 2) */
 
 /* out = act(relu?(conv(x, w) + bias[o] + res)); bias and res may be NULL; 0 on success,
- * 1 when out of memory. */
+ * 1 when out of memory, 2 when nhwc is set on a call that is not depthwise. */
 PLAIT_DWCONV_HIDDEN int plait_dwconv2d(const plait_dwconv2d_desc* d, const float* x,
                                        const float* w, const float* bias, const float* res,
                                        int relu, float* out);
