@@ -318,7 +318,11 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
            # MobileNet's, stride 3 with a dilation along W
            ("uint8", "int8", (1, 5, 12, 12), {"strides": (2, 2), "padding": (0, 0, 1, 1)}),
            ("int8", "int8", (1, 4, 11, 13),
-            {"strides": (2, 3), "padding": (1, 2, 0, 1), "dilation": (1, 2)})]
+            {"strides": (2, 3), "padding": (1, 2, 0, 1), "dilation": (1, 2)}),
+           # stride 2 along W on rows long enough for the vector split into phases (32
+           # values, then 16, then one by one; odd and even left padding)
+           ("uint8", "int8", (1, 3, 6, 53), {"strides": (2, 2), "padding": (1, 1, 1, 1)}),
+           ("int8", "uint8", (1, 2, 5, 70), {"strides": (2, 2), "padding": (0, 0, 1, 0)})]
     for i, (dx, dw, xs_, attrs) in enumerate(dws):
         c = xs_[1]
         x = q(dx, xs_)

@@ -336,6 +336,44 @@ typedef struct {
 
 #define Q_DW_ACC 1024
 
+typedef int8_t q_s8x16 __attribute__((vector_size(16)));
+typedef int16_t q_i16x16 __attribute__((vector_size(32)));
+
+/* An image row of wn values centered (x - zx, int16) into a padded row split into its
+ * 2 column phases (padded column c = x + PL at row[(c % 2) * wpp + c / 2]): 32 (then
+ * 16) values a step, split into even and odd ones by byte shuffles. */
+static void q_dw_row_s2(const uint8_t* src, int is_signed, int16_t zx, int64_t wn,
+                        int64_t pl, int16_t* row, int64_t wpp) {
+    const q_i16x16 z = (q_i16x16){0} + zx;
+    int64_t x = 0;
+    for (; x + 32 <= wn; x += 32) {
+        const q_v16 a = q_load16(src + x, 0), b = q_load16(src + x + 16, 0);
+        const q_v16 ev = Q_SHUF(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        const q_v16 od = Q_SHUF(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        const q_i16x16 e = (is_signed ? __builtin_convertvector((q_s8x16)ev, q_i16x16)
+                                      : __builtin_convertvector(ev, q_i16x16)) - z;
+        const q_i16x16 o = (is_signed ? __builtin_convertvector((q_s8x16)od, q_i16x16)
+                                      : __builtin_convertvector(od, q_i16x16)) - z;
+        const int64_t c = x + pl;
+        memcpy(row + (c & 1) * wpp + (c >> 1), &e, sizeof e);
+        memcpy(row + ((c + 1) & 1) * wpp + ((c + 1) >> 1), &o, sizeof o);
+    }
+    for (; x + 16 <= wn; x += 16) {   /* 16 values: the 8 even and 8 odd ones */
+        const q_v16 a = q_load16(src + x, 0);
+        const q_v16 eo = Q_SHUF(a, a, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+        const q_i16x16 v = (is_signed ? __builtin_convertvector((q_s8x16)eo, q_i16x16)
+                                      : __builtin_convertvector(eo, q_i16x16)) - z;
+        const int64_t c = x + pl;
+        memcpy(row + (c & 1) * wpp + (c >> 1), &v, 16);
+        memcpy(row + ((c + 1) & 1) * wpp + ((c + 1) >> 1), (const int16_t*)&v + 8, 16);
+    }
+    for (; x < wn; ++x) {
+        const int64_t c = x + pl;
+        const int32_t v = is_signed ? (int32_t)(int8_t)src[x] : (int32_t)src[x];
+        row[(c & 1) * wpp + (c >> 1)] = (int16_t)(v - zx);
+    }
+}
+
 /* planes [lo, hi) of N * C: each plane copied centered (x - zx, int16) into a padded
  * plane (the padding 0), every output summed over the window in int32, then the output
  * stage.  Stride 1: rows of the padded width at once (one contiguous run per tap, the
@@ -375,6 +413,10 @@ static void q_dw_range(void* ctx, int64_t lo, int64_t hi) {
                     const uint8_t* restrict src = t->x + (plane * H + h) * W;
                     for (int64_t x = 0; x < wn; ++x) dst[x] = (int16_t)(src[x] - zx);
                 }
+                continue;
+            }
+            if (sw == 2) {
+                q_dw_row_s2(t->x + (plane * H + h) * W, t->x_signed, zx, wn, d->PL, row, wpp);
                 continue;
             }
             /* phase p holds the padded columns c = p + i * SW: the image's x = c - PL */
