@@ -154,9 +154,9 @@ class _FunctionLowering:
                         self.entry_syms[d] = (self.regs[p], axis)
         self._check_param_exprs()
         self.sym_regs: dict[str, int] = {}
-        self.sources: dict[str, str] = {}
-        """pc of a call instruction (as text, the source map's key; calls are recorded in
-        program order) -> the source it computes (span_text of its call)."""
+        self.spans: list[tuple[int, Any]] = []
+        """(pc of a call instruction, the span of what it computes), in program order:
+        the source map (:meth:`source_map`) is made from them once the code is."""
         # id(attributes of tensor_from_storage) -> (them, shape, dtype, offset)
         self.placed: dict[int, tuple[Any, tuple, str, int]] = {}
 
@@ -302,7 +302,9 @@ class _FunctionLowering:
                             new_reg(None)
                         lower(self, r, v.attrs, v, var.name_hint)
                         if v.span is not None:
-                            self._record_source(v.span)
+                            code = self.code
+                            if code and isinstance(code[-1], rx.Call):
+                                self.spans.append((len(code) - 1, v.span))
                         continue
                 self.lower_binding(b.var, b.value, isinstance(b, MatchCast), b)
         res = self.arg(seq.body, "<return>")
@@ -400,13 +402,27 @@ class _FunctionLowering:
 
     def _record_source(self, span: Any) -> None:
         """The last instruction, a call, computes what ``span`` names.  (The build
-        phase's allocations carry their call's span too: they are no calls, and their
-        span's text is not made.)"""
+        phase's allocations carry their call's span too: they are no calls, and no
+        source is recorded for them.)"""
         code = self.code
         if code and isinstance(code[-1], rx.Call):
-            text = span_text(span)
+            self.spans.append((len(code) - 1, span))
+
+    def source_map(self) -> dict[str, str]:
+        """pc of each call (as text, the source map's key) -> the source it computes
+        (:func:`span_text` of its span; calls whose span has no text are left out).
+        Made in one loop at the end, the text once per span, rather than by a method
+        call per instruction while lowering: a module whose every binding has a span
+        (parsed or imported) paid that per binding."""
+        out: dict[str, str] = {}
+        texts: dict[int, str] = {}   # id(span) -> its text (the spans are held by self)
+        for pc, span in self.spans:
+            text = texts.get(id(span))
+            if text is None:
+                text = texts[id(span)] = span_text(span)
             if text:
-                self.sources[str(len(code) - 1)] = text
+                out[str(pc)] = text
+        return out
 
     # The instructions of the build phase's builtins: (register of the result, the
     # call's attributes, the call, the binding's name for messages)
@@ -539,8 +555,9 @@ def vm_codegen(mod: IRModule) -> rx.Executable:
                 "before lowering to the VM")
         lowering = _FunctionLowering(name, f, consts, const_ids)
         functions[name] = lowering.lower()
-        if lowering.sources:
-            sources[name] = lowering.sources
+        table = lowering.source_map()
+        if table:
+            sources[name] = table
         planned += int(f.attrs.get("planned_bytes", 0))
         naive += int(f.attrs.get("naive_bytes", 0))
     target = mod.attrs.get("target")

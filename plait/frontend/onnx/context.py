@@ -51,8 +51,14 @@ class NodeContext:
         converter must not produce a symbolic value again."""
         self.inputs: list[Value | None] = [importer.lookup(n) if n else None for n in node.input]
         self.attrs = {a.name: a for a in node.attribute}
-        label = node.name or f"<unnamed {node.op_type}>"
-        self.span = Span(importer.source, note=f"{label} ({node.op_type})")
+        if node.name:
+            self.span = Span(importer.source, note=f"{node.name} ({node.op_type})")
+        else:
+            span = importer.unnamed_spans.get(node.op_type)
+            if span is None:
+                span = importer.unnamed_spans[node.op_type] = Span(
+                    importer.source, note=f"<unnamed {node.op_type}> ({node.op_type})")
+            self.span = span
         self._hint = node.output[0] if node.output and node.output[0] else node.op_type.lower()
         self._deps: frozenset[str] | None = None
 

@@ -172,6 +172,9 @@ class GraphImporter:
         self._output_names: set[str] = set()
         self._sequence_params: list[tuple[str, Var]] = []
         self._params: list[Var] = []
+        self.unnamed_spans: dict[str, Span] = {}
+        """op type -> the span of its unnamed nodes (equal for all of them: one object
+        for all, as a BlockBuilder module shares its values, not one per binding)."""
 
     # ------------------------------------------------------------------ scopes
     def lookup(self, name: str) -> Value:
