@@ -133,3 +133,21 @@ def test_a_torch_export_import_holds_no_torch_fx_or_sympy_object() -> None:
     files = {sp.source for sp in spans}
     assert len(spans) > len(files) >= 1
     assert len({id(sp.source) for sp in spans}) == len(files)
+
+
+def test_unnamed_onnx_nodes_of_one_op_share_one_span() -> None:
+    """Unnamed nodes' spans are equal (the model, ``<unnamed Op> (Op)``): one object per
+    op type, as a BlockBuilder module shares its values, not a span and a note per
+    binding; a named node keeps its own (its name is what a profile shows)."""
+    nodes = [helper.make_node("Mul", ["x", "x"], ["a"]),
+             helper.make_node("Add", ["a", "x"], ["b"]),
+             helper.make_node("Mul", ["b", "x"], ["c"]),
+             helper.make_node("Add", ["c", "x"], ["d"]),
+             helper.make_node("Add", ["d", "x"], ["y"], name="last")]
+    mod = from_onnx(model(nodes, [vi("x", [2, 2])], [vi("y", [2, 2])]))
+    spans = [b.value.span for blk in mod["main"].body.blocks for b in blk.bindings
+             if b.value.span is not None]
+    notes = [sp.note for sp in spans]
+    assert notes == ["<unnamed Mul> (Mul)", "<unnamed Add> (Add)", "<unnamed Mul> (Mul)",
+                     "<unnamed Add> (Add)", "last (Add)"]
+    assert spans[0] is spans[2] and spans[1] is spans[3] and spans[4] is not spans[1]
