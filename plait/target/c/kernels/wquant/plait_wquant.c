@@ -547,6 +547,9 @@ static void wq8_rows(void* ctx, int64_t lo, int64_t hi) {
 #if defined(PLAIT_ISA_AVX512VNNI)
 #define WQ8_VEC 1
 #define WQ8_PANEL 32   /* weight rows per job of the vector path */
+#ifndef WQ8_ROW1
+#define WQ8_ROW1 1     /* batch 1: one weight row at a time (wq8_row1) */
+#endif
 #ifndef WQ8_AHEAD
 #define WQ8_AHEAD 2048 /* bytes a weight row is prefetched ahead */
 #endif
@@ -618,11 +621,54 @@ static inline __attribute__((always_inline)) void wq8_tile(const wq_task* t, int
                                             + (t->bias ? t->bias[n0 + r] : 0.0f);
 }
 
-/* rows m0 .. m0 + MR - 1 against weight rows lo .. hi - 1, two at a time */
+/* One row of activations against weight row n alone, two accumulators (even and odd
+ * vectors): the batch-1 token reads each weight row as one sequential stream (tiles of
+ * several rows interleave as many streams, which streamed worse from memory) */
+static inline __attribute__((always_inline)) void wq8_row1(const wq_task* t, int64_t m0,
+                                                           int64_t n) {
+    const wq8_act* A = t->q8;
+    const int64_t kb = t->kb, blob = t->blob, nv = A->nv, rb = A->rbytes;
+    const int four = t->d->bits == 4;
+    const __m512i nib = _mm512_set1_epi8(15);
+    const __m512i idx = _mm512_srli_epi32(
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
+                                             14, 15), _mm512_set1_epi32(4)),
+        (unsigned)__builtin_ctzll((unsigned long long)blob));
+    const uint8_t* w = t->b + n * rb;
+    const float* sw = t->s + n * kb;
+    const int8_t* q = A->qa + m0 * A->arow;
+    const float* sl = A->sl + m0 * A->lanes;
+    const int32_t* zl = A->zl + m0 * A->lanes;
+    __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t v = 0; v < nv; v++) {
+        const int64_t o = v * 64;
+        const __mmask64 mk = rb - o >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (rb - o)) - 1);
+        __builtin_prefetch(w + o + WQ8_AHEAD, 0, 3);
+        const __m512i x = _mm512_maskz_loadu_epi8(mk, w + o);
+        const __m512i lo = four ? _mm512_and_si512(x, nib) : x;
+        __m512i acc = _mm512_dpbusd_epi32(_mm512_loadu_si512(zl + v * 16), lo,
+                                          _mm512_loadu_si512(q + o));
+        if (four)
+            acc = _mm512_dpbusd_epi32(acc, _mm512_and_si512(_mm512_srli_epi16(x, 4), nib),
+                                      _mm512_loadu_si512(q + A->ahalf + o));
+        const __m512 sc = _mm512_mul_ps(_mm512_loadu_ps(sl + v * 16),
+                                        wq8_wscale(sw, v, blob, kb, idx));
+        f[v & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sc, f[v & 1]);
+    }
+    t->out[m0 * t->d->N + n] = _mm512_reduce_add_ps(_mm512_add_ps(f[0], f[1]))
+                               + (t->bias ? t->bias[n] : 0.0f);
+}
+
+/* rows m0 .. m0 + MR - 1 against weight rows lo .. hi - 1 (one row of activations: a
+ * weight row at a time, WQ8_ROW1) */
 static inline __attribute__((always_inline)) void wq8_span(const wq_task* t, int64_t m0,
                                                            const int MR, int64_t lo,
                                                            int64_t hi) {
     int64_t n = lo;
+    if (MR == 1 && WQ8_ROW1) {
+        for (; n < hi; n++) wq8_row1(t, m0, n);
+        return;
+    }
     if (MR <= 2)
         for (; n + 3 < hi; n += 4) wq8_tile(t, m0, MR, n, 4);
     for (; n + 1 < hi; n += 2) wq8_tile(t, m0, MR, n, 2);
