@@ -340,7 +340,8 @@ typedef int8_t q_s8x16 __attribute__((vector_size(16)));
 typedef int16_t q_i16x16 __attribute__((vector_size(32)));
 
 /* An image row of wn values centered (x - zx, int16) into a padded row split into its
- * 2 column phases (padded column c = x + PL at row[(c % 2) * wpp + c / 2]): 32 (then
+ * 2 column phases (padded column c = x + PL at row[(c % 2) * wpp + c / 2], wpp the
+ * distance of the phases): 32 (then
  * 16) values a step, split into even and odd ones by byte shuffles. */
 static void q_dw_row_s2(const uint8_t* src, int is_signed, int16_t zx, int64_t wn,
                         int64_t pl, int16_t* row, int64_t wpp) {
@@ -375,35 +376,43 @@ static void q_dw_row_s2(const uint8_t* src, int is_signed, int16_t zx, int64_t w
 }
 
 /* planes [lo, hi) of N * C: each plane copied centered (x - zx, int16) into a padded
- * plane (the padding 0), every output summed over the window in int32, then the output
- * stage.  Stride 1: rows of the padded width at once (one contiguous run per tap, the
- * columns past OW dropped); else row by row, the plane's rows split into their SW
- * column phases so each tap is still one contiguous run. */
+ * plane (the padding 0) split into the strides' phases, every output summed over the
+ * window in int32 a block of whole output rows at a time (one contiguous run per tap,
+ * the columns past OW dropped), then the output stage. */
 static void q_dw_range(void* ctx, int64_t lo, int64_t hi) {
     q_dw_task* t = (q_dw_task*)ctx;
     const plait_qdw_desc* d = t->d;
-    const int64_t hp = t->hp, wp = t->wp;
-    /* the padded plane, each row split into SW phases of wpp columns (phase p holds
-     * the padded columns p, p + SW, ...), so a strided output row reads one contiguous
-     * run per tap; rows ws = SW * wpp apart (stride 1: wpp = wp, the plain plane) */
-    const int64_t sw = d->SW, wpp = (wp + sw - 1) / sw, ws = sw * wpp;
-    int16_t* xc = (int16_t*)plait_scratch(0, (size_t)(hp * ws + 64) / 2 + 1);
+    const int64_t hp = t->hp, wp = t->wp, sh = d->SH, sw = d->SW;
+    /* the padded plane split into the strides' phases: phase (rph, cph) holds the padded
+     * rows r = rph + SH * i and columns c = cph + SW * j as a plane of hpp x wpp (stride
+     * 1: the plain padded plane), so tap (kh, kw) of output (oh, ow) is at one offset
+     * toff from oh * wpp + ow, and a block of output rows is one run per tap */
+    const int64_t hpp = (hp + sh - 1) / sh, wpp = (wp + sw - 1) / sw, pp = hpp * wpp;
+    const int64_t taps = d->KH * d->KW, psize = sh * sw * pp;
+    int16_t* xc = (int16_t*)plait_scratch(0, (size_t)(psize + 64) / 2 + (size_t)taps * 2 + 16);
     if (!xc) {
         __atomic_store_n(&t->status, 1, __ATOMIC_RELAXED);
         return;
     }
+    int64_t* toff = (int64_t*)(void*)(xc + (psize + 64 + 3) / 4 * 4);
+    for (int64_t kh = 0; kh < d->KH; ++kh)
+        for (int64_t kw = 0; kw < d->KW; ++kw) {
+            const int64_t dh = kh * d->DH, dw = kw * d->DW;
+            toff[kh * d->KW + kw] = ((dh % sh) * sw + dw % sw) * pp + dh / sh * wpp + dw / sw;
+        }
     uint32_t acc[Q_DW_ACC];
-    const int wide = d->SH == 1 && d->SW == 1 && wp <= Q_DW_ACC;
+    const int64_t H = d->H, W = d->W;
+    const int64_t hn = H < hp - d->PT ? H : hp - d->PT;
+    const int64_t wn = W < wp - d->PL ? W : wp - d->PL;
+    const int16_t zx = (int16_t)t->zx;
     for (int64_t plane = lo; plane < hi; ++plane) {
         const int64_t ch = plane % d->C;
-        const int32_t* w = t->w + ch * d->KH * d->KW;
-        memset(xc, 0, sizeof(int16_t) * (size_t)(hp * ws));
-        const int64_t H = d->H, W = d->W;
-        const int64_t hn = H < hp - d->PT ? H : hp - d->PT;
-        const int64_t wn = W < wp - d->PL ? W : wp - d->PL;
-        const int16_t zx = (int16_t)t->zx;
-        for (int64_t h = 0; h < hn; ++h) {
-            int16_t* restrict row = xc + (h + d->PT) * ws;
+        const int32_t* w = t->w + ch * taps;
+        memset(xc, 0, sizeof(int16_t) * (size_t)psize);
+        int64_t rph = d->PT % sh, ridx = d->PT / sh;   /* padded row h + PT's phase, index */
+        for (int64_t h = 0; h < hn; ++h, rph = rph + 1 == sh ? 0 : rph + 1,
+                     ridx += rph == 0) {
+            int16_t* restrict row = xc + rph * sw * pp + ridx * wpp;
             if (sw == 1) {
                 int16_t* restrict dst = row + d->PL;
                 if (t->x_signed) {
@@ -416,13 +425,13 @@ static void q_dw_range(void* ctx, int64_t lo, int64_t hi) {
                 continue;
             }
             if (sw == 2) {
-                q_dw_row_s2(t->x + (plane * H + h) * W, t->x_signed, zx, wn, d->PL, row, wpp);
+                q_dw_row_s2(t->x + (plane * H + h) * W, t->x_signed, zx, wn, d->PL, row, pp);
                 continue;
             }
             /* phase p holds the padded columns c = p + i * SW: the image's x = c - PL */
             for (int64_t p = 0; p < sw; ++p) {
                 const int64_t i0 = d->PL - p <= 0 ? 0 : (d->PL - p + sw - 1) / sw;
-                int16_t* restrict dst = row + p * wpp + i0;
+                int16_t* restrict dst = row + p * pp + i0;
                 const int64_t x0 = p + i0 * sw - d->PL;
                 if (t->x_signed) {
                     const int8_t* restrict src = (const int8_t*)t->x + (plane * H + h) * W;
@@ -435,40 +444,25 @@ static void q_dw_range(void* ctx, int64_t lo, int64_t hi) {
                 }
             }
         }
-        if (wide) {
-            const int64_t rows = Q_DW_ACC / wp;
-            for (int64_t oh0 = 0; oh0 < d->OH; oh0 += rows) {
-                const int64_t nr = d->OH - oh0 < rows ? d->OH - oh0 : rows;
-                /* the last row needs only OW columns: no read past the plane */
-                const int64_t cnt = (nr - 1) * wp + d->OW;
+        /* blocks of whole output rows (positions oh * wpp + ow, those with ow >= OW
+         * dropped); a row wider than the accumulators in pieces */
+        const int64_t rows = wpp <= Q_DW_ACC ? Q_DW_ACC / wpp : 1;
+        const int64_t piece = wpp <= Q_DW_ACC ? wpp : Q_DW_ACC;
+        for (int64_t oh0 = 0; oh0 < d->OH; oh0 += rows) {
+            const int64_t nr = d->OH - oh0 < rows ? d->OH - oh0 : rows;
+            for (int64_t ow0 = 0; ow0 < d->OW; ow0 += piece) {
+                /* the last row needs only its columns up to OW: no read past the plane */
+                const int64_t last = d->OW - ow0 < piece ? d->OW - ow0 : piece;
+                const int64_t cnt = (nr - 1) * wpp + last;
                 memset(acc, 0, sizeof(uint32_t) * (size_t)cnt);
-                for (int64_t kh = 0; kh < d->KH; ++kh)
-                    for (int64_t kw = 0; kw < d->KW; ++kw) {
-                        const int32_t wv = w[kh * d->KW + kw];
-                        const int16_t* src = xc + (oh0 + kh * d->DH) * ws + kw * d->DW;
-                        for (int64_t i = 0; i < cnt; ++i)
-                            acc[i] += (uint32_t)((int32_t)src[i] * wv);
-                    }
+                for (int64_t k = 0; k < taps; ++k) {
+                    const int32_t wv = w[k];
+                    const int16_t* restrict src = xc + toff[k] + oh0 * wpp + ow0;
+                    for (int64_t i = 0; i < cnt; ++i) acc[i] += (uint32_t)((int32_t)src[i] * wv);
+                }
                 for (int64_t r = 0; r < nr; ++r)
-                    q_store(t->out, acc + r * wp, d->OW, ch, 0, t->c,
-                            (plane * d->OH + oh0 + r) * d->OW);
-            }
-            continue;
-        }
-        for (int64_t oh = 0; oh < d->OH; ++oh) {
-            for (int64_t ow0 = 0; ow0 < d->OW; ow0 += Q_DW_ACC) {
-                const int64_t cnt = d->OW - ow0 < Q_DW_ACC ? d->OW - ow0 : Q_DW_ACC;
-                memset(acc, 0, sizeof(uint32_t) * (size_t)cnt);
-                for (int64_t kh = 0; kh < d->KH; ++kh)
-                    for (int64_t kw = 0; kw < d->KW; ++kw) {
-                        const int32_t wv = w[kh * d->KW + kw];
-                        const int64_t c0 = kw * d->DW;   /* + (ow0 + j) * SW: phase c0 % SW */
-                        const int16_t* restrict src = xc + (oh * d->SH + kh * d->DH) * ws +
-                                                      (c0 % sw) * wpp + c0 / sw + ow0;
-                        for (int64_t j = 0; j < cnt; ++j)
-                            acc[j] += (uint32_t)((int32_t)src[j] * wv);
-                    }
-                q_store(t->out, acc, cnt, ch, 0, t->c, (plane * d->OH + oh) * d->OW + ow0);
+                    q_store(t->out, acc + r * wpp, last, ch, 0, t->c,
+                            (plane * d->OH + oh0 + r) * d->OW + ow0);
             }
         }
     }
