@@ -25,6 +25,10 @@ typedef float dec_v16u __attribute__((vector_size(64), aligned(4)));
 #ifndef DEC_PREFETCH
 #define DEC_PREFETCH 1024
 #endif
+/* batch 1: one weight row at a time (one sequential stream per thread) */
+#ifndef DEC_ONE_ROW
+#define DEC_ONE_ROW 1
+#endif
 /* below this many weights (64 KB) a product runs on the calling thread */
 #define DEC_SERIAL_WEIGHTS 16384
 
@@ -72,8 +76,9 @@ dec_rows(const float* restrict x, const float* restrict w, int64_t K, int R, flo
 
 static void dec_gemv_block(const plait_gemv_problem* p, int64_t n0, int64_t n1) {
     const int64_t K = p->K, N = p->N;
-    for (int64_t n = n0; n < n1; n += 4) {
-        int R = (int)(n1 - n < 4 ? n1 - n : 4);
+    const int step = p->M == 1 && DEC_ONE_ROW ? 1 : 4;
+    for (int64_t n = n0; n < n1; n += step) {
+        int R = (int)(n1 - n < step ? n1 - n : step);
         const float* w = p->w + n * K;
         for (int64_t m = 0; m < p->M; ++m) {
             float s[4];
