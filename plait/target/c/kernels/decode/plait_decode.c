@@ -4,8 +4,9 @@
  *
  * Decoding one token reads every weight once, so the product runs at the memory's
  * bandwidth when the weights stream in order on every thread: each job is a block of
- * weight rows, (N, K) row-major as the model stores them (linear's weight), read four
- * rows at a time, each row a contiguous stream; the activations (a few rows of K floats)
+ * weight rows, (N, K) row-major as the model stores them (linear's weight), read one
+ * row at a time at batch 1 (one sequential stream per thread: four interleaved rows
+ * streamed worse from memory) and four at a time for 2-4 rows; the activations (a few rows of K floats)
  * stay in the L1 cache.  Sums are kept on 16 lanes (one zmm, two ymm, four xmm or NEON
  * registers: GCC vector extensions) and the lanes are added in a fixed tree order, so
  * every ISA copy gives the same bits when the compiler does not contract multiply-adds
