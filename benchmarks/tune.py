@@ -65,6 +65,31 @@ def _plait_runner(onnx_path: str, x: np.ndarray, db: str | None) -> Any:
     return lambda: vm["main"](x)
 
 
+def _findings(report: Any, top: int = 6) -> list[str]:
+    """The calls whose best point is not the default, fastest gain first: what moved
+    which layer (its op and call key's sizes, the point, the gain in the tuner's
+    measurements)."""
+    import json
+
+    from plait.target.c.tuning.space import point_label
+
+    moved = []
+    for (_, key), c in report.calls.items():
+        if c.best is None or c.best == c.default or not c.best_seconds or not c.default_seconds:
+            continue
+        desc = json.loads(key).get("desc", {})
+        shape = ",".join(f"{k}{desc[k]}" for k in ("C", "O", "OH", "KH", "G", "M", "N", "K")
+                         if k in desc)
+        moved.append((c.default_seconds / c.best_seconds, c.op, shape,
+                      point_label(c.best, {"choices": {k: [c.default[k]] for k in c.default}}),
+                      c.measured, c.candidates))
+    moved.sort(reverse=True)
+    out = [f"  {len(moved)} of {len(report.calls)} calls moved from the default"]
+    out += [f"  {g:.2f}x {op} [{shape}] -> {label} ({n}/{cands} points measured)"
+            for g, op, shape, label, n, cands in moved[:top]]
+    return out
+
+
 def _peer_runner(name: str, onnx_path: str, x: np.ndarray) -> Any:
     if name == "onnxruntime":
         import onnxruntime as ort
@@ -119,13 +144,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"load (1 min) at the end: {os.getloadavg()[0]:.1f}")
         return 0
     peers = ["onnxruntime"] + (["openvino"] if importlib.util.find_spec("openvino") else [])
-    rows, ratio_untuned, ratio_peer = [], [], []
+    rows, ratio_untuned, ratio_peer, found = [], [], [], []
     for m in models:
         onnx_path, inp = files[m]
         x = np.load(inp)
         t0 = time.perf_counter()
         report = tune(ModelRef.from_path(onnx_path), db, budget, executor)
         tuning = time.perf_counter() - t0
+        found += [f"{m}: {report.trials} trials ({report.failed} failed)", *_findings(report)]
         untuned, tuned = _plait_runner(onnx_path, x, None), _plait_runner(onnx_path, x, db)
         u, t = [], []
         for _ in range(3):   # interleaved
@@ -150,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(rows))
     print(f"geomean tuned/untuned {run.geomean(ratio_untuned):.3f}, tuned/best peer "
           f"{run.geomean(ratio_peer):.3f} over {len(models)} models")
+    print("what the tuner moved (gains as it measured them inside the model):")
+    print("\n".join(found))
     return 0
 
 

@@ -258,19 +258,25 @@ def _tuning(mod: IRModule) -> str:
         return ('<p class="note">built without a tuning database (Target("c", '
                 'tuning_db=...) or PLAIT_TUNING_DB): every call takes the heuristic\'s '
                 'point.</p>')
+    from plait.target.c.tuning.space import point_label
+
     rows = []
     for c in calls:
-        point = ", ".join(f"{k}={v}" for k, v in sorted((c.get("point") or {}).items()))
+        space = c.get("space") if isinstance(c.get("space"), Mapping) else None
+        point = point_label(c.get("point"), space)
+        default = point_label((space or {}).get("default"), space)
         rows.append(f"<tr><td class=\"pass\">{html.escape(c['symbol'])}</td>"
                     f"<td>{html.escape(str(c.get('op', '')))}</td>"
                     f"<td>{html.escape(point)}</td><td>{html.escape(str(c.get('origin')))}</td>"
+                    f"<td>{html.escape(default)}</td>"
                     f"<td class=\"num\">{_seconds(c.get('seconds'))}</td>"
                     f"<td class=\"num\">{_seconds(c.get('default_seconds'))}</td></tr>")
     n = sum(c.get("origin") == "database" for c in calls)
     return (f"<p>{n} of {len(calls)} calls with a search space took their point from the "
             "tuning database (times measured inside the model by plait tune).</p>"
             '<table class="timeline"><tr><th>call</th><th>op</th><th>point</th>'
-            "<th>from</th><th>measured</th><th>default's</th></tr>" + "".join(rows)
+            "<th>from</th><th>default point</th><th>measured</th><th>default's</th></tr>"
+            + "".join(rows)
             + "</table>")
 
 

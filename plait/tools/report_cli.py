@@ -75,9 +75,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise CliError(f"cannot write {args.output}: {e.strerror or e}") from None
     print(f"wrote {args.output} ({len(page) / 1024:.0f} KiB): {len(pipe.names())} passes, "
           f"final phase {result.phase}", file=sys.stderr)
+    from ..target.c.tuning.space import point_label
+
     for c in tuned_calls(result):
         if c.get("origin") == "database":
-            print(f"  tuned {c.get('op')} {c['symbol']}: {c.get('point')}, measured "
+            space = c.get("space")
+            print(f"  tuned {c.get('op')} {c['symbol']}: {point_label(c.get('point'), space)}"
+                  f" (default {point_label((space or {}).get('default'), space)}), measured "
                   f"{c.get('seconds')} s, the default's {c.get('default_seconds')} s",
                   file=sys.stderr)
     return 0

@@ -3,7 +3,7 @@ database (docs/tuning.md).
 
     plait tune model.onnx --target c --budget 10m --db tuning.db [--ray auto|local|ADDRESS]
                [--runs 5] [--confirm-rounds N] [--threads N] [--cpus-per-trial N]
-               [--shape NAME=D0,D1,...]
+               [--shape NAME=D0,D1,...] [--choices algorithm,layout,...]
     plait tune models/ --budget 1h --db tuning.db      # every .onnx and .plait.py in it
 """
 
@@ -46,6 +46,9 @@ def add_tune_command(sub: Any) -> None:
                         "count for quiet measurements, one trial per node at a time)")
     p.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="the shape of an input (others: symbolic sizes 1)")
+    p.add_argument("--choices", metavar="NAME,...",
+                   help="vary only these choices (algorithm, layout, threads, split, kc, "
+                        "mc, nc; the others keep their defaults; default: all)")
     p.set_defaults(handler=cmd_tune)
 
 
@@ -71,6 +74,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
         budget = parse_budget(args.budget)
     except ValueError as e:
         raise CliError(f"--budget: {e}") from None
+    from ..target.c.tuning.space import CHOICE_NAMES
+
+    choices = None
+    if args.choices:
+        choices = [c.strip() for c in args.choices.split(",") if c.strip()]
+        unknown = [c for c in choices if c not in CHOICE_NAMES]
+        if unknown or not choices:
+            raise CliError(f"--choices {args.choices}: {', '.join(unknown) or 'none'} "
+                           f"is not a choice; name some of {', '.join(CHOICE_NAMES)}")
     files = model_files(args.model)
     if args.ray:
         from .tune.ray_runner import RayExecutor
@@ -91,7 +103,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         try:
             report = tune(ModelRef.from_path(path, tuple(args.shape)), args.db,
                           budget / len(files), executor, log=log,
-                          confirm_rounds=args.confirm_rounds)
+                          confirm_rounds=args.confirm_rounds, choices=choices)
         except TuningDBError as e:
             raise CliError(str(e)) from None
         print("\n".join(report.lines()))

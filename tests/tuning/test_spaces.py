@@ -13,7 +13,7 @@ import plait
 from plait.runtime import VirtualMachine
 from plait.target.c.dispatch.depthwise import dwconv_space
 from plait.target.c.dispatch.gemm import conv2d_space, gemm_space
-from plait.target.c.tuning import SPACES, Record, TuningDB, current_machine
+from plait.target.c.tuning import SPACES, Choice, Record, SearchSpace, TuningDB, current_machine
 
 pytestmark = pytest.mark.skipif(plait.codegen.c.find_compiler() is None,
                                 reason="needs a C compiler")
@@ -40,8 +40,9 @@ def _conv(c: int, o: int, hw: int, k: int = 3, s: int = 1) -> dict[str, int]:
     (_conv(160, 960, 7, k=1), "direct"),
 ])
 def test_conv2d_default_point_is_the_heuristic(desc: dict[str, int], expected: str) -> None:
-    space = conv2d_space(desc, "auto")
-    assert space is not None and space.default_point() == {"algorithm": expected}
+    space = conv2d_space(desc, "auto", 2)
+    assert space is not None and space.default_point() == {
+        "algorithm": expected, "threads": 0, "split": "auto", "kc": 0, "mc": 0, "nc": 0}
     assert expected in space.choices[0].values
 
 
@@ -86,10 +87,46 @@ def test_spaces_validate_points() -> None:
     tiny = gemm_space(dict(M=1, N=8, K=8, batch=1), 2)
     assert tiny is not None and tiny.size() == 1                     # one thread anyway
     big = gemm_space(dict(M=64, N=512, K=512, batch=1), 2)
-    assert big is not None and big.default_point() == {"threads": 0, "split": "auto"}
-    assert big.size() == 2 * 3                                       # threads x split
+    assert big is not None and big.default_point() == {
+        "threads": 0, "split": "auto", "kc": 0, "mc": 0, "nc": 0}
+    # K 512: the rule's 2 blocks of 256; 96, 128 and 192 block it otherwise (5, 4, 3
+    # blocks), 256 does not; 64 rows: mc 24 and 48 (192 is one block, as 96); nc
+    # below 512; the split only on all threads
+    values = {c.name: c.values for c in big.choices}
+    assert values == {"threads": (0, 1), "split": ("auto", "columns", "rows"),
+                      "kc": (0, 96, 128, 192), "mc": (0, 24, 48),
+                      "nc": (0, 64, 128, 256)}
+    assert big.size() == (3 + 1) * 4 * 3 * 4
     assert len(s.points()) == s.size() and s.points()[0] == s.default_point()
     assert SPACES == {"conv2d": conv2d_space, "gemm": gemm_space, "dwconv2d": dwconv_space}
+
+
+def test_conditional_choices() -> None:
+    """A choice is free only where its ``when`` holds; elsewhere it takes its first
+    (neutral) value: Winograd runs no product, so no thread cap, split or block; one
+    thread has no split.  A record of an older space (fewer choices) is completed with
+    the neutral values, and the space travels as data (the tuner's workers)."""
+    s = conv2d_space(_conv(64, 64, 56), "auto", 2)
+    assert s is not None and s.default_point()["algorithm"] == "winograd4"
+    base = s.default_point()
+    assert s.contains(base)
+    assert not s.contains({**base, "threads": 1})                       # Winograd
+    assert not s.contains({**base, "kc": 96})
+    assert s.contains({**base, "algorithm": "pixel_rows", "threads": 1})
+    assert not s.contains({**base, "algorithm": "pixel_rows", "nc": 64})
+    assert s.contains({**base, "algorithm": "direct", "nc": 64, "kc": 96, "mc": 24})
+    assert not s.contains({**base, "algorithm": "direct", "threads": 1, "split": "rows"})
+    pts = s.points()
+    assert len(pts) == s.size() == len({tuple(sorted(p.items())) for p in pts})
+    assert all(s.contains(p) for p in pts)
+    assert [s.distance(p) for p in pts] == sorted(s.distance(p) for p in pts)
+    assert s.complete({"algorithm": "pixel_rows"}) == {**base, "algorithm": "pixel_rows"}
+    assert SearchSpace.from_json(s.as_json()) == s
+    short = gemm_space(dict(M=64, N=512, K=300, batch=1), 2)
+    assert short is not None and "kc" in dict(short.default) and \
+        {c.name: c.values for c in short.choices}["kc"] == (0, 96, 128, 192)  # 256: 2 x 150 too
+    with pytest.raises(ValueError, match="depends on"):
+        SearchSpace("x", (Choice("a", (0, 1), when=(("b", (0,)),)),), (("a", 0),))
 
 
 def _c_sources(exe: plait.Executable) -> list[str]:
@@ -118,11 +155,27 @@ def _points(mod: plait.IRModule, db: str) -> dict[str, dict]:
     return {v["op"]: (v["call"], v["space"]) for v in exe.attrs["tuning"].values()}
 
 
-def test_every_point_computes_the_right_answer(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Each point of the small model's spaces (one family at a time, the others at
-    their defaults), built from a database record, against numpy in float64: rtol
-    1e-4 and atol 2e-3 (Winograd F(4x4, 3x3) rounds its transforms; sums of 144
-    products of values in [-1, 1])."""
+def _each_value(space: SearchSpace) -> list[dict]:
+    """For each value of each choice other than the default's, the point nearest the
+    default that takes it (SearchSpace.points orders them so): every value built once,
+    not every combination (hundreds of builds)."""
+    out: list[dict] = []
+    default = space.default_point()
+    for c in space.choices:
+        for v in c.values:
+            if v != default[c.name]:
+                p = next(p for p in space.points() if p[c.name] == v)
+                if p not in out:
+                    out.append(p)
+    return out
+
+
+def test_every_value_computes_the_right_answer(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Each value of each choice of the small model's spaces (the point nearest the
+    default that takes it: a block size with the direct algorithm; one family at a
+    time, the others at their defaults), built from a database record, against numpy in
+    float64: rtol 1e-4 and atol 2e-3 (Winograd F(4x4, 3x3) rounds its transforms; sums
+    of 144 products of values in [-1, 1])."""
     mod = small_model()
     x = sample_input()
     expected = reference(x)
@@ -130,16 +183,10 @@ def test_every_point_computes_the_right_answer(tmp_path) -> None:  # type: ignor
     TuningDB(empty)
     calls = _points(mod, str(empty))
     machine = current_machine()
-    tried = 0
-    for op, (key, space) in calls.items():
-        names = list(space["choices"])
-        import itertools
-
-        for values in itertools.product(*space["choices"].values()):
-            point = dict(zip(names, values))
-            if point == space["default"]:
-                continue
-            db = tmp_path / f"{op}-{tried}.db"
+    tried: dict[str, set[str]] = {}
+    for op, (key, data) in calls.items():
+        for i, point in enumerate(_each_value(SearchSpace.from_json(data))):
+            db = tmp_path / f"{op}-{i}.db"
             TuningDB(db).add([Record(key, op, machine, point, 1e-3, 2e-3)])
             exe = plait.build(mod, plait.Target("c", tuning_db=str(db)))
             noted = [v for v in exe.attrs["tuning"].values() if v["op"] == op]
@@ -148,5 +195,9 @@ def test_every_point_computes_the_right_answer(tmp_path) -> None:  # type: ignor
             got = VirtualMachine(exe)["main"](x)
             np.testing.assert_allclose(got, expected, rtol=1e-4, atol=2e-3,
                                        err_msg=f"{op} at {point}")
-            tried += 1
-    assert tried >= 4   # conv: 3 other algorithms; dwconv: 3 other layouts at least
+            tried.setdefault(op, set()).update(k for k, v in point.items()
+                                               if v != data["default"][k])
+    # conv: the 3 other algorithms, a block of each size and a split; the linear
+    # layer's sum block; dwconv: 3 other layouts
+    assert {"algorithm", "split", "kc", "mc", "nc"} <= tried["conv2d"]
+    assert "kc" in tried["linear"] and "layout" in tried["dwconv2d"]

@@ -76,8 +76,10 @@ def _check_complete(db: str, report) -> dict:  # type: ignore[no-untyped-def]
 def test_local_tuning_records_and_a_fresh_build_uses_them(model_file: Path,
                                                           tmp_path: Path) -> None:
     db = str(tmp_path / "local.db")
+    # the algorithms, layouts, thread caps and the sum's block vary (the whole spaces
+    # are hundreds of points: tests/tuning/test_spaces.py builds each value once)
     report = tune(ModelRef.from_path(str(model_file)), db, 60, LocalExecutor(runs=3),
-                  confirm_rounds=2)
+                  confirm_rounds=2, choices=("algorithm", "layout", "threads", "kc"))
     assert report.trials >= 5 and report.failed == 0 and report.pids == {os.getpid()}
     best = _check_complete(db, report)
     fresh = _fresh_build(db)
@@ -97,10 +99,11 @@ def test_tune_command_on_a_directory(model_file: Path, tmp_path: Path) -> None:
     (models / "notes.txt").write_text("not a model")
     db = tmp_path / "dir.db"
     assert main(["tune", str(models), "--budget", "40s", "--db", str(db), "--runs", "2",
-                 "--confirm-rounds", "1"]) == 0
+                 "--confirm-rounds", "1", "--choices", "algorithm,layout"]) == 0
     recs = TuningDB(db, readonly=True).records()
     assert {r.op for r in recs} == {"conv2d", "dwconv2d", "linear"}
     assert main(["tune", str(tmp_path / "missing"), "--db", str(db)]) == 2
+    assert main(["tune", str(models), "--db", str(db), "--choices", "algorithm,tiles"]) == 2
 
 
 # ------------------------------------------------------------------ Ray
@@ -148,7 +151,8 @@ def test_ray_trials_run_in_workers_and_survive_a_killed_one(ray_cluster, model_f
 
     t = threading.Thread(target=killer)
     t.start()
-    report = tune(ModelRef.from_path(str(model_file)), db, 90, executor, confirm_rounds=1)
+    report = tune(ModelRef.from_path(str(model_file)), db, 90, executor, confirm_rounds=1,
+                  choices=("algorithm", "layout", "threads"))
     t.join()
     assert killed, "no trial was seen running"
     assert os.getpid() not in report.pids and killed[0] not in report.pids

@@ -4,7 +4,8 @@ A gradient-boosted regression (LightGBM: fast on a few hundred rows, small, and 
 trees take the categorical choices and the shape sizes as they are) learns the time of
 a point relative to its call's default point, ``log(seconds / default seconds)``, from
 every measurement so far, over features of the call (its op, the log of each size of
-its descriptor) and of the point (each choice's value, by index in its space).  The
+its descriptor) and of the point (each choice's value: a number as it is, a name by its
+index in its space).  The
 calls of one model share the model, so a layout that paid on one depthwise shape is
 tried first on the next.  Without LightGBM (``pip install plait[tune]``), or before it
 has enough measurements (:data:`MIN_ROWS`), candidates are tried in the space's order.
@@ -16,13 +17,17 @@ import json
 import math
 from typing import Any
 
+from ...target.c.tuning.space import CHOICE_NAMES
+
 MIN_ROWS = 8
 """The measurements the model needs before it ranks candidates."""
 
 OPS = ("conv2d", "linear", "matmul", "dwconv2d")
 DESC_FIELDS = ("N", "C", "H", "W", "O", "G", "KH", "KW", "SH", "SW", "OH", "OW", "M", "K",
                "batch")
-CHOICES = ("algorithm", "layout", "split", "threads")
+CHOICES = CHOICE_NAMES
+"""The choices the model knows (of every family's space): a number as it is (a thread
+count, a block size; 0 the kernel's rule), a name by its index in the call's space."""
 
 
 def features(call: str, space: dict[str, Any], point: dict[str, Any]) -> list[float]:
@@ -35,7 +40,12 @@ def features(call: str, space: dict[str, Any], point: dict[str, Any]) -> list[fl
         row.append(math.log2(1 + v) if isinstance(v, (int, float)) else -1.0)
     for c in CHOICES:
         values = space["choices"].get(c)
-        row.append(float(list(values).index(point[c])) if values and c in point else -1.0)
+        if not values or c not in point:
+            row.append(-1.0)
+        elif isinstance(point[c], int):
+            row.append(float(point[c]))
+        else:
+            row.append(float(list(values).index(point[c])))
     return row
 
 

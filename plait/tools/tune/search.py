@@ -5,7 +5,10 @@ Every trial builds the whole model and times each call inside it (:mod:`.trial`)
 one trial measures a candidate of *every* call at once: the first trial runs every
 call's default point (the heuristic's), each later one gives each call the next
 candidate the cost model ranks best (:mod:`.cost_model`; a call whose candidates are
-all measured runs its best point so far, measured again).  Once every candidate is
+all measured runs its best point so far, measured again).  A candidate that becomes a
+call's fastest is measured again (:data:`CONFIRM` times in all) before that call's next
+candidate, and every :data:`DEFAULTS_EVERY`-th trial runs the defaults again, so a
+lucky measurement on a loaded machine does not stand alone.  Once every candidate is
 measured, the defaults and the best points are measured again in turn until the
 budget is spent: the database's choice is the point of the lowest median time
 (:meth:`~plait.target.c.tuning.TuningDB.best`), so one lucky run does not win.  An
@@ -22,12 +25,11 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ...target.c.tuning import Machine, Record, SearchSpace, TuningDB, point_text
-from ...target.c.tuning.space import Choice
 from .cost_model import CostModel
 from .trial import ModelRef, TrialResult, discover, run_trial
 
@@ -117,8 +119,7 @@ class TuneReport:
 
 
 def _space(data: dict[str, Any]) -> SearchSpace:
-    choices = tuple(Choice(k, tuple(v)) for k, v in data["choices"].items())
-    return SearchSpace(data["family"], choices, tuple(sorted(data["default"].items())))
+    return SearchSpace.from_json(data)
 
 
 def parse_budget(text: str | float) -> float:
@@ -137,17 +138,32 @@ def parse_budget(text: str | float) -> float:
     return value * (scale or 1)
 
 
+CONFIRM = 3
+"""The measurements a point other than the default needs before the search goes on to
+the call's next candidate once it is the call's fastest: a lucky trial (one quiet
+moment of a loaded machine) is measured again rather than taken."""
+
+DEFAULTS_EVERY = 4
+"""Every this many trials, one runs every call's default point again: the default's
+time follows the machine's load as the candidates' do."""
+
+
 class _GroupSearch:
     """The search of one machine group (see the module docstring)."""
 
-    def __init__(self, calls: dict[str, dict[str, Any]]) -> None:
-        self.calls = calls
+    def __init__(self, calls: dict[str, dict[str, Any]],
+                 choices: Sequence[str] | None = None) -> None:
         self.spaces = {k: _space(v["space"]) for k, v in calls.items()}
+        if choices is not None:
+            self.spaces = {k: s.restricted(choices) for k, s in self.spaces.items()}
+        # the cost model's features read each call's space as data: the searched one
+        self.calls = {k: {**v, "space": self.spaces[k].as_json()} for k, v in calls.items()}
         self.tunable = [k for k, s in self.spaces.items() if s.size() > 1]
         self.todo = {k: self.spaces[k].points()[1:] for k in self.tunable}
         self.times: dict[str, dict[str, list[float]]] = {k: {} for k in calls}
         self.model = CostModel()
         self.rounds = 0
+        self.issued = 0
 
     def default_seconds(self, key: str) -> float | None:
         t = self.times[key].get(point_text(self.spaces[key].default_point()))
@@ -182,16 +198,24 @@ class _GroupSearch:
         trials = []
         if first:
             trials.append(self.defaults())
+            self.issued += 1
         while len(trials) < width and any(self.todo.values()):
+            self.issued += 1
+            if self.issued % DEFAULTS_EVERY == 0:
+                trials.append(self.defaults())
+                continue
             pts: dict[str, dict[str, Any]] = {}
             for k, s in self.spaces.items():
-                if self.todo.get(k):
+                b = self.best(k)
+                if (b is not None and b[0] != s.default_point()
+                        and len(self.times[k][point_text(b[0])]) < CONFIRM):
+                    pts[k] = b[0]     # the fastest so far, measured again (CONFIRM)
+                elif self.todo.get(k):
                     ranked = self.model.rank(k, self.calls[k]["space"], self.todo[k])
                     p = ranked[0]
                     self.todo[k].remove(p)
                     pts[k] = p
                 else:
-                    b = self.best(k)
                     pts[k] = b[0] if b else s.default_point()
             trials.append(pts)
         return trials
@@ -211,11 +235,14 @@ class _GroupSearch:
 
 def tune(model: ModelRef, db: str, budget: float, executor: Executor | None = None,
          log: Callable[[str], None] = lambda s: None,
-         confirm_rounds: int | None = None) -> TuneReport:
+         confirm_rounds: int | None = None, choices: Sequence[str] | None = None
+         ) -> TuneReport:
     """Tune ``model`` for ``budget`` seconds (see the module docstring), recording into
     the database ``db``; once every candidate is measured, rounds measure the default
     and the best points again until the budget is spent (at most ``confirm_rounds``
-    rounds when given).  Returns what was found."""
+    rounds when given).  ``choices``: vary only the choices of these names (the others
+    at their defaults; :meth:`~plait.target.c.tuning.SearchSpace.restricted`).  Returns
+    what was found."""
     executor = executor if executor is not None else LocalExecutor()
     store = TuningDB(db)   # a foreign or damaged file fails here, before any trial
     t0 = time.perf_counter()
@@ -224,7 +251,7 @@ def tune(model: ModelRef, db: str, budget: float, executor: Executor | None = No
     for gi, (machine, group) in enumerate(groups):
         deadline = t0 + budget * (gi + 1) / len(groups)
         calls = executor.discover(group, model)
-        search = _GroupSearch(calls)
+        search = _GroupSearch(calls, choices)
         if not search.model.available:
             report.notes.append("  " + search.model.why)
         log(f"{model.name} on {machine.cpu} ({machine.isa}, {machine.threads} threads): "

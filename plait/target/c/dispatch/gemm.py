@@ -191,14 +191,74 @@ def pixel_rows_applies(desc: dict[str, int]) -> bool:
 CONV2D_ALGORITHMS = ("direct", "pixel_rows", "winograd2", "winograd4")
 """The ways the ``conv`` and ``winograd`` families compute an ungrouped convolution."""
 
+GEMM_MIN_PARALLEL = 1 << 18
+"""``PLAIT_GEMM_MIN_PARALLEL`` of ``plait_gemm.c``: smaller products run on one thread."""
 
-def conv2d_space(desc: dict[str, Any], winograd: int | str) -> SearchSpace | None:
+GEMM_SPLITS = {"auto": 0, "columns": 1, "rows": 2}
+"""The thread splits of ``plait_gemm`` (``plait_gemm_problem.split``, ``PLAIT_SPLIT_*``):
+the kernel's rule, column blocks alone, row blocks too."""
+
+KC_MAX = 384
+"""``PLAIT_KC``: the longest block of the sum (``plait_tile.h``); the kernel splits a
+sum into equal blocks of at most this many values."""
+
+KC_VALUES = (96, 128, 192, 256)
+"""The shorter sum blocks a point may take (``plait_gemm_problem.kc``): a block of A and
+B then fits a smaller cache, at the price of more loads and stores of the tile."""
+
+MC_VALUES = (24, 48, 192)
+"""Row blocks a point may take other than ``PLAIT_MC`` (96; ``plait_gemm_problem.mc``):
+how many rows of A one block of B serves before the next."""
+
+NC_VALUES = (64, 128, 256, 512, 1024)
+"""Column blocks a point may take instead of the kernel's rule
+(``plait_gemm_problem.nc``): the jobs the threads share, and the block of B each packs."""
+
+def _k_block(k: int, cap: int) -> int:
+    """The sum's block length with blocks of at most ``cap`` (equal blocks, as
+    ``plait_gemm.c`` makes them)."""
+    blocks = -(-k // cap)
+    return -(-k // blocks)
+
+
+def block_choices(m: int, n: int, k: int, values: tuple[int, ...],
+                  when: tuple[tuple[str, tuple[Any, ...]], ...] = ()) -> tuple[Choice, ...]:
+    """The product's ``split`` (:data:`GEMM_SPLITS`, where there are several thread
+    counts ``values`` and rows for 2 blocks of 2 panels; free when the threads are not 1)
+    and block sizes ``kc``, ``mc``, ``nc`` of an ``m x k`` by ``k x n`` product: 0 (the
+    kernel's rule) and the values of :data:`KC_VALUES`, :data:`MC_VALUES`,
+    :data:`NC_VALUES` that block this product otherwise than the rule and each other
+    (a sum of 300 takes one block either way: no ``kc`` choice).  ``when``: where they
+    are free (a convolution's algorithm)."""
+    kcs, seen = [0], {_k_block(k, KC_MAX)}
+    for v in KC_VALUES:
+        if _k_block(k, v) not in seen:
+            seen.add(_k_block(k, v))
+            kcs.append(v)
+    rows = -(-m // MR) * MR
+    mcs = [0] + [v for v in MC_VALUES if min(v, rows) != min(96, rows)]
+    ncs = [0] + [v for v in NC_VALUES if v < n]
+    threaded = tuple(v for v in values if v != 1)
+    splits = ("auto", "columns", "rows") if len(values) > 1 and m >= 4 * MR else ("auto",)
+    return (Choice("split", splits, "how the threads share the product",
+                   when=(*when, ("threads", threaded))),
+            Choice("kc", tuple(kcs), "the sum's block (0: the kernel's)", when=when),
+            Choice("mc", tuple(mcs), "the rows' block (0: the kernel's)", when=when),
+            Choice("nc", tuple(ncs), "the columns' block (0: the kernel's rule)", when=when))
+
+
+def conv2d_space(desc: dict[str, Any], winograd: int | str,
+                 threads: int = 1) -> SearchSpace | None:
     """The search space of an ungrouped float32 convolution of static shape (``desc``:
     the fields of ``plait_conv2d_desc``) under the target's ``winograd`` attribute
     ("auto", 0, 2, 4: a forced variant leaves no choice where Winograd applies, 0 none
-    of it): ``algorithm``, one of :data:`CONV2D_ALGORITHMS`, the default
-    :func:`winograd_choice` then :func:`pixel_rows_applies`; None when the shape is not
-    static (the heuristic alone)."""
+    of it) on a machine of ``threads`` threads: ``algorithm``, one of
+    :data:`CONV2D_ALGORITHMS`, the default :func:`winograd_choice` then
+    :func:`pixel_rows_applies`; ``threads`` (0: all, the default; ``direct`` and
+    ``pixel_rows``: Winograd takes all); and for ``direct`` the product's thread split
+    and block sizes (:func:`block_choices`: ``split``, ``kc``, ``mc``, ``nc``, each 0 or
+    ``auto``, the kernel's rule, by default).  None when the shape is not static (the
+    heuristic alone)."""
     if any(type(desc[k]) is not int for k in ("N", "H", "W", "OH", "OW")):
         return None
     applies = bool(winograd) and winograd_applies(desc)
@@ -208,35 +268,34 @@ def conv2d_space(desc: dict[str, Any], winograd: int | str) -> SearchSpace | Non
         algos = ("direct", "pixel_rows") + (("winograd2", "winograd4") if applies else ())
     wino = winograd_choice(desc, winograd)
     default = f"winograd{wino}" if wino else "pixel_rows" if pixel_rows_applies(desc) else "direct"
-    return SearchSpace("conv2d", (Choice("algorithm", algos, "how the convolution is "
-                                         "computed"),), (("algorithm", default),))
-
-
-GEMM_MIN_PARALLEL = 1 << 18
-"""``PLAIT_GEMM_MIN_PARALLEL`` of ``plait_gemm.c``: smaller products run on one thread."""
-
-
-GEMM_SPLITS = {"auto": 0, "columns": 1, "rows": 2}
-"""The thread splits of ``plait_gemm`` (``plait_gemm_problem.split``, ``PLAIT_SPLIT_*``):
-the kernel's rule, column blocks alone, row blocks too."""
+    p, o, k = desc["OH"] * desc["OW"], desc["O"], desc["C"] * desc["KH"] * desc["KW"]
+    values = thread_values(threads, desc["N"] * p * o * k >= GEMM_MIN_PARALLEL)
+    direct = (("algorithm", ("direct",)),)
+    return SearchSpace("conv2d", (
+        Choice("algorithm", algos, "how the convolution is computed"),
+        Choice("threads", values, "at most this many threads (0: all)",
+               when=(("algorithm", ("direct", "pixel_rows")),)),
+        *block_choices(o, p, k, values, direct)),
+        (("algorithm", default), ("kc", 0), ("mc", 0), ("nc", 0), ("split", "auto"),
+         ("threads", 0)))
 
 
 def gemm_space(desc: dict[str, Any], threads: int) -> SearchSpace | None:
     """The search space of a float32 product of static sizes (``desc``: ``M``, ``N``,
     ``K``, ``batch``...) on a machine of ``threads`` threads: ``threads``, 0 (all, the
-    default) or fewer (:func:`~plait.target.c.tuning.space.thread_values`), and
-    ``split`` (:data:`GEMM_SPLITS`: ``auto``, the kernel's rule, the default; or
-    ``columns``, ``rows`` where there are rows for 2 blocks of 2 panels); None when a
-    size is symbolic."""
+    default) or fewer (:func:`~plait.target.c.tuning.space.thread_values`), and the
+    thread split and block sizes of :func:`block_choices` (``split``: ``auto``, the
+    kernel's rule, the default, or ``columns``, ``rows`` where there are rows for 2
+    blocks of 2 panels; ``kc``, ``mc``, ``nc``: 0, the kernel's, by default); None when
+    a size is symbolic."""
     if any(type(desc[k]) is not int for k in ("M", "N", "K", "batch")):
         return None
     work = desc["M"] * desc["N"] * max(desc["K"], 1) * desc["batch"]
     values = thread_values(threads, work >= GEMM_MIN_PARALLEL)
-    splits = ("auto", "columns", "rows") if len(values) > 1 and desc["M"] >= 4 * MR else ("auto",)
     return SearchSpace("gemm", (
         Choice("threads", values, "at most this many threads (0: all)"),
-        Choice("split", splits, "how the threads share the product")),
-        (("split", "auto"), ("threads", 0)))
+        *block_choices(desc["M"], desc["N"], desc["K"], values)),
+        (("kc", 0), ("mc", 0), ("nc", 0), ("split", "auto"), ("threads", 0)))
 
 
 register_space("conv2d", conv2d_space)
@@ -270,6 +329,7 @@ class ProductPlan:
     pixel_rows: bool = False      # conv2d as the transposed product (pixel_rows_applies)
     max_threads: int = 0          # gemm: at most this many threads (0: all; a tuned point)
     split: int = 0                # gemm: the thread split (GEMM_SPLITS; 0: the kernel's rule)
+    blocks: dict[str, int] = field(default_factory=dict)   # gemm: a tuned kc, mc, nc
     members: list[int] = field(default_factory=list)
     tuning: dict[str, Any] = field(default_factory=dict)   # the point and its origin
 
@@ -294,7 +354,8 @@ class ProductPlan:
             return conv2d_call(shapes[0], shapes[1], self.out_shape, self.desc, variant,
                                self.epilogue())
         return gemm_call(shapes[0], shapes[1], self.out_shape, epilogue=self.epilogue(),
-                         max_threads=self.max_threads, split=self.split, **self.desc)
+                         max_threads=self.max_threads, split=self.split, **self.blocks,
+                         **self.desc)
 
     def symbol_and_code(self) -> tuple[str, str, CFunction]:
         """The wrapper's symbol, its C text and its :class:`CFunction`;
@@ -313,6 +374,17 @@ class ProductPlan:
 
 def _const_data(e: Expr) -> np.ndarray | None:
     return e.data if isinstance(e, Constant) else None
+
+
+def tuned_fields(point: dict[str, Any]) -> dict[str, int]:
+    """The kernel fields a point of :func:`conv2d_space` or :func:`gemm_space` sets
+    (``max_threads``, ``split``, ``kc``, ``mc``, ``nc`` of ``plait_gemm_problem`` and
+    ``plait_conv2d_desc``), those that are not 0 (the rules') only: the default point
+    adds none, so its call is the heuristic's byte for byte."""
+    out = {"max_threads": int(point.get("threads", 0)),
+           "split": GEMM_SPLITS[str(point.get("split", "auto"))],
+           **{k: int(point.get(k, 0)) for k in ("kc", "mc", "nc")}}
+    return {k: v for k, v in out.items() if v}
 
 
 def _plan_conv2d(call: Call, winograd: int | str, chooser: Chooser) -> ProductPlan | None:
@@ -339,7 +411,8 @@ def _plan_conv2d(call: Call, winograd: int | str, chooser: Chooser) -> ProductPl
                                 DH=dh, DW=dw, PT=pt, PL=pl, PB=pb, PR=pr, OH=os_[2], OW=os_[3])
     tuning: dict[str, Any] = {}
     if is_static_shape(xs[2:] + os_[2:]):
-        point, tuning = chooser.choose(call_key("conv2d", desc), conv2d_space(desc, winograd))
+        key = call_key("conv2d", desc)
+        point, tuning = chooser.choose(key, conv2d_space(desc, winograd, chooser.threads))
         if point is None:   # a symbolic batch: no space, the heuristic
             wino = winograd_choice(desc, winograd)
             rows = not wino and pixel_rows_applies(desc)
@@ -347,6 +420,7 @@ def _plan_conv2d(call: Call, winograd: int | str, chooser: Chooser) -> ProductPl
             algorithm = str(point["algorithm"])
             wino = int(algorithm[-1]) if algorithm.startswith("winograd") else 0
             rows = algorithm == "pixel_rows"
+            desc = {**desc, **tuned_fields(point)}
     else:   # an image size known at run time: Winograd only when asked for by name
         wino = int(winograd) if winograd in (2, 4) and winograd_applies(desc) else 0
         rows = False
@@ -431,8 +505,10 @@ def _plan_gemm(call: Call, op: str, chooser: Chooser) -> ProductPlan | None:
     plan.bias = bias
     point, plan.tuning = chooser.choose(call_key(op, desc), gemm_space(desc, chooser.threads))
     if point is not None:
-        plan.max_threads = int(point["threads"])
-        plan.split = GEMM_SPLITS[str(point["split"])]
+        fields = tuned_fields(point)
+        plan.max_threads = fields.pop("max_threads", 0)
+        plan.split = fields.pop("split", 0)
+        plan.blocks = fields
     return plan
 
 

@@ -91,6 +91,11 @@ typedef struct {
      * groups (matrix b of the batch is group b % groups of image b / groups): it reads
      * A at a + (b % groups) * a_bs and the bias from bias + (b % groups) * bias_bs */
     int64_t groups, bias_bs;
+    /* kc, mc, nc: a tuned point's block sizes (plait/target/c/tuning; 0: the rules'):
+     * the sum in equal blocks of at most kc values (at most PLAIT_KC; not with pool),
+     * the rows in blocks of mc (a multiple of PLAIT_MR), the columns in blocks of nc (a
+     * multiple of PLAIT_NR) */
+    int64_t kc, mc, nc;
 } plait_gemm_problem;
 
 #define PLAIT_SPLIT_AUTO 0
@@ -109,6 +114,9 @@ typedef struct {
      * for Winograd F(m) [G][(m+2)^2][ceil(O/G/6)][C/G][6]); max_threads: at most this
      * many threads (0: the pool's count; a tuned point; not Winograd's) */
     int64_t G, max_threads;
+    /* split, kc, mc, nc: a tuned point's thread split and block sizes of the product
+     * (those of plait_gemm_problem; 0: the rules'; plait_conv2d and plait_conv2d_pool) */
+    int64_t split, kc, mc, nc;
 } plait_conv2d_desc;
 
 /* A grouped convolution (G > 1) as G * N ungrouped ones of C / G input and O / G output

@@ -100,10 +100,11 @@ class Chooser:
         default = space.default_point()
         rec = self.best.get(key)
         info: dict[str, Any] = {"call": key, "space": space.as_json(), "origin": "default"}
-        if rec is not None and space.contains(rec.point):
+        point = space.complete(rec.point) if rec is not None else None
+        if rec is not None and space.contains(point):
             info.update(origin="database", seconds=rec.seconds,
                         default_seconds=rec.default_seconds)
-            return dict(rec.point), {**info, "point": dict(rec.point)}
+            return dict(point), {**info, "point": dict(point)}  # type: ignore[arg-type]
         if rec is not None:
             warnings.warn(f"tuning database {self.path}: the record of {key} has the point "
                           f"{rec.point}, which its search space {space.as_json()['choices']} "

@@ -40,13 +40,21 @@ CONV2D_ENTRIES = {**CONV_ENTRIES,
 ``winograd`` family's)."""
 
 
+TUNED_FIELDS = ("max_threads", "split", "kc", "mc", "nc")
+"""The fields of ``plait_conv2d_desc`` a tuned point sets (:mod:`plait.target.c.tuning`;
+0, the rules', when absent): the threads, and the thread split and block sizes of the
+product (``plait_gemm_problem``'s)."""
+
+
 def conv2d_call(x: tuple[Dim, ...], w: tuple[Dim, ...], out: tuple[Dim, ...],
                 desc: Mapping[str, Any], variant: str, epilogue: Epilogue) -> NativeCall:
     """The call of a convolution entry point (``variant``: a key of
     :data:`CONV2D_ENTRIES`) on ``x`` with the weights packed for it (shape ``w``),
     ``desc`` holding the :data:`CONV2D_FIELDS` (and optionally ``G``, the groups: not
-    with ``pool``, the weights packed group by group; and ``max_threads``, a tuned
-    point's cap, which Winograd ignores); the bias per output channel.  With ``pool``
+    with ``pool``, the weights packed group by group; and the :data:`TUNED_FIELDS`, a
+    tuned point's, each left out when 0: ``max_threads``, which Winograd ignores, and
+    the product's ``split``, ``kc``, ``mc``, ``nc``, which only ``direct`` and ``pool``
+    take); the bias per output channel.  With ``pool``
     the epilogue has no residual; neither pooling nor Winograd takes an activation."""
     ep = epilogue
     groups = int(desc.get("G", 1))
@@ -55,8 +63,7 @@ def conv2d_call(x: tuple[Dim, ...], w: tuple[Dim, ...], out: tuple[Dim, ...],
                          "convolutions are 'direct', 'pixel_rows' or Winograd")
     fields = (tuple((k, desc[k]) for k in CONV2D_FIELDS) + ep.act_fields()
               + ((("G", groups),) if groups > 1 else ())
-              + ((("max_threads", int(desc["max_threads"])),) if desc.get("max_threads")
-                 else ()))
+              + tuple((k, int(desc[k])) for k in TUNED_FIELDS if desc.get(k)))
     relu = int(ep.relu)
     args: tuple[Any, ...] = ((DESC, Ref("in0"), Ref("in1"), ep.bias_ref(), relu, Ref("out"))
                              if variant == "pool" else
@@ -70,4 +77,5 @@ def conv2d_call(x: tuple[Dim, ...], w: tuple[Dim, ...], out: tuple[Dim, ...],
 register_family(KernelFamily("conv", "plait_conv.c", tuple(CONV_ENTRIES.values()),
                              needs=("gemm",), package=__name__, header="plait_gemm.h"))
 
-__all__ = ["CONV2D_ENTRIES", "CONV_ENTRIES", "CONV2D_FIELDS", "POOL_MAX_K", "conv2d_call"]
+__all__ = ["CONV2D_ENTRIES", "CONV_ENTRIES", "CONV2D_FIELDS", "POOL_MAX_K", "TUNED_FIELDS",
+           "conv2d_call"]

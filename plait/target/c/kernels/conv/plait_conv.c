@@ -166,6 +166,10 @@ static int conv2d_impl(const plait_conv2d_desc* dg, const float* x, const float*
         p.bias_bs = d->O;
     }
     p.max_threads = (int)d->max_threads;
+    p.split = (int)d->split;   /* a tuned point's (plait_conv2d_desc) */
+    p.kc = d->kc;
+    p.mc = d->mc;
+    p.nc = d->nc;
     p.M = d->O;
     p.N = d->OH * d->OW;
     p.K = d->C * d->KH * d->KW;

@@ -33,10 +33,6 @@ MR, NR = 6, 16
 """The register tile of ``plait_gemm.c`` (rows of A per panel, columns of B per panel)."""
 
 
-MR, NR = 6, 16
-"""The register tile of ``plait_gemm.c`` (rows of A per panel, columns of B per panel)."""
-
-
 def pack_a(w: np.ndarray) -> np.ndarray:
     """The ``M x K`` matrix ``w`` in panels of :data:`MR` rows, ``[ceil(M/MR)][K][MR]``,
     zero-padded (what ``PLAIT_A_PACKED`` reads)."""
@@ -210,15 +206,18 @@ class Epilogue:
 def gemm_call(a: tuple[Dim, ...], b: tuple[Dim, ...], out: tuple[Dim, ...], *, M: Any, N: Any,
               K: Any, lda_r: Any, lda_c: Any, b_packed: bool, ldb_r: Any, ldb_c: Any,
               batch: Any, a_bs: Any, b_bs: Any, c_bs: Any, epilogue: Epilogue,
-              max_threads: int = 0, split: int = 0) -> NativeCall:
+              max_threads: int = 0, split: int = 0, kc: int = 0, mc: int = 0,
+              nc: int = 0) -> NativeCall:
     """The call of ``plait_gemm``: ``batch`` products ``out = epilogue(A @ B)`` of ``M x
     K`` by ``K x N`` (A read at ``a[i * lda_r + k * lda_c]``, B packed by
     :func:`pack_b` or at ``b[k * ldb_r + j * ldb_c]``; matrix ``i`` of the batch at
     ``a + i * a_bs``, ``b + i * b_bs``, ``out + i * c_bs``), the bias per column;
     ``a``, ``b`` and ``out`` the buffers' shapes; sizes may be symbolic; ``max_threads``
     caps the threads (0: the pool's count) and ``split`` (``PLAIT_SPLIT_*``: 0 the
-    kernel's rule) chooses how they share the work (a tuned point,
-    :mod:`plait.target.c.tuning`)."""
+    kernel's rule) chooses how they share the work, ``kc``, ``mc`` and ``nc`` the block
+    sizes of the sum, the rows and the columns (0: the kernel's; ``kc`` at most 384,
+    ``mc`` a multiple of :data:`MR`, ``nc`` of :data:`NR`) — a tuned point's,
+    :mod:`plait.target.c.tuning`."""
     ep = epilogue
     desc = (("M", M), ("N", N), ("K", K), ("a_kind", Ref("PLAIT_A_STRIDED")), ("a", Ref("in0")),
             ("lda_r", lda_r), ("lda_c", lda_c),
@@ -229,7 +228,8 @@ def gemm_call(a: tuple[Dim, ...], b: tuple[Dim, ...], out: tuple[Dim, ...], *, M
             ("bias", ep.bias_ref()), ("res", ep.res_ref()), ("relu", ep.relu),
             *ep.act_fields(), ("batch", batch), ("a_bs", a_bs), ("b_bs", b_bs),
             ("c_bs", c_bs), *((("max_threads", int(max_threads)),) if max_threads else ()),
-            *((("split", int(split)),) if split else ()))
+            *((("split", int(split)),) if split else ()),
+            *((k, int(v)) for k, v in (("kc", kc), ("mc", mc), ("nc", nc)) if v))
     buffers = (Buffer("in0", a), Buffer("in1", b), *ep.buffers(), Buffer("out", out, out=True))
     return NativeCall("gemm", "plait_gemm", buffers, (DESC,), "plait_gemm_problem", desc)
 

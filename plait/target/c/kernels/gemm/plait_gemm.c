@@ -217,6 +217,17 @@ static inline int pack_b_conv(const plait_gemm_problem* p, int64_t bi, int64_t j
 
 /* ------------------------------------------------------------------ driver */
 
+/* The block sizes of p: its tuned point's (plait_gemm_problem.kc, .mc) where given, else
+ * PLAIT_KC (the sum in equal blocks of at most that; one block when pooling) and
+ * PLAIT_MC rows */
+static inline int64_t gemm_kc(const plait_gemm_problem* p) {
+    return p->kc > 0 && p->kc < PLAIT_KC && !p->pool ? p->kc : PLAIT_KC;
+}
+
+static inline int64_t gemm_mc(const plait_gemm_problem* p) {
+    return p->mc > 0 ? (p->mc + PLAIT_MR - 1) / PLAIT_MR * PLAIT_MR : PLAIT_MC;
+}
+
 /* The part of the product that one thread computes: (batch, N-block, M-block) jobs (or
  * (batch, M-block, N-block): rows_outer), the caller's from the first, the workers' from
  * the last (plait_take_job: the columns, the pixels of a convolution, or the rows, its
@@ -247,9 +258,10 @@ gemm_thread(const plait_gemm_problem* pg, int64_t nc_block, int64_t mc_rows, int
         float* cb = p->c + bi * p->c_bs;
         const float* rb = p->res ? p->res + bi * p->c_bs : NULL;
         /* K in equal blocks of at most PLAIT_KC (a short last block would pay the
-         * tile's load and store for little work) */
+         * tile's load and store for little work; gemm_kc) */
         const int64_t Klo = p->k_hi ? p->k_lo : 0, Khi = p->k_hi ? p->k_hi : K;
-        const int64_t kblocks = (Khi - Klo + PLAIT_KC - 1) / PLAIT_KC;
+        const int64_t kcap = gemm_kc(p), MC = gemm_mc(p);
+        const int64_t kblocks = (Khi - Klo + kcap - 1) / kcap;
         const int64_t kc_block = (Khi - Klo + kblocks - 1) / kblocks;
         for (int64_t k0 = Klo; k0 < Khi; k0 += kc_block) {
             int64_t kc = Khi - k0 < kc_block ? Khi - k0 : kc_block;
@@ -266,8 +278,8 @@ gemm_thread(const plait_gemm_problem* pg, int64_t nc_block, int64_t mc_rows, int
                 bpanel_stride = kc * PLAIT_NR;
             }
             int first = k0 == Klo, last = k0 + kc == Khi;
-            for (int64_t i0 = m0; i0 < M; i0 += PLAIT_MC) {
-                int64_t mc = M - i0 < PLAIT_MC ? M - i0 : PLAIT_MC;
+            for (int64_t i0 = m0; i0 < M; i0 += MC) {
+                int64_t mc = M - i0 < MC ? M - i0 : MC;
                 const float* ap;
                 int64_t apanel_stride;
                 /* a row-major A is read in place, 6 rows at a time (no packing); only
@@ -331,7 +343,7 @@ gemm_thread(const plait_gemm_problem* pg, int64_t nc_block, int64_t mc_rows, int
                             nxt = bpj + (step / PLAIT_NR) * bpanel_stride;
                             nxt_lines = kc;
                             nxt_panels = (nc - jr - step + PLAIT_NR - 1) / PLAIT_NR;
-                        } else if (k0 + kc < Khi && i0 + PLAIT_MC >= M) {
+                        } else if (k0 + kc < Khi && i0 + MC >= M) {
                             nxt = bp + kc * PLAIT_NR;
                             nxt_lines = Khi - k0 - kc < kc_block ? Khi - k0 - kc : kc_block;
                             nxt_panels = (nc + PLAIT_NR - 1) / PLAIT_NR;
@@ -402,7 +414,7 @@ static void plait_gemm_task_run(void* arg) {
     float* bpack = NULL;
     int ok = 1;
     if (p->a_kind != PLAIT_A_PACKED) {
-        apack = plait_scratch(0, (size_t)PLAIT_MC * PLAIT_KC);
+        apack = plait_scratch(0, (size_t)gemm_mc(p) * PLAIT_KC);
         ok &= apack != NULL;
     }
     if (p->b_kind != PLAIT_B_PACKED) {
@@ -585,6 +597,11 @@ PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p) {
             mc_rows = (p->M + mblocks - 1) / mblocks;
             mc_rows = (mc_rows + PLAIT_MR - 1) / PLAIT_MR * PLAIT_MR;
         }
+    }
+    /* a tuned column block (plait_gemm_problem.nc) replaces the rule's */
+    if (p->nc > 0) {
+        nc_block = (p->nc + PLAIT_NR - 1) / PLAIT_NR * PLAIT_NR;
+        nblocks = (p->N + nc_block - 1) / nc_block;
     }
     /* A 1x1 convolution with few pixels and a long sum (K >= PLAIT_SPLIT_K_MIN) on several
      * threads splits the sum in two instead: each thread reads half of A and half of B,
