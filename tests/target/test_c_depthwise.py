@@ -299,7 +299,8 @@ def test_channels_per_group_choose_the_family(cg: int, param_weight: bool,
 
 def test_tuned_product_points_on_every_instruction_set(tmp_path: Any) -> None:
     """The tuner's other ways of a product per group — pixels as the tile's rows
-    (plait_conv2d_pixel_rows with groups), and channels as rows capped at one thread —
+    (plait_conv2d_pixel_rows with groups), channels as rows capped at one thread, and
+    with a thread split and block sizes of its own —
     from a tuning database record, on every float copy this CPU runs (64 channels per
     group: a sum of 576, two blocks), against numpy in float64 (1e-4)."""
     from plait.codegen.c.variants import FLOAT_ISAS
@@ -310,10 +311,17 @@ def test_tuned_product_points_on_every_instruction_set(tmp_path: Any) -> None:
     empty = tmp_path / "empty.db"
     TuningDB(empty)
     (info,) = plait.build(mod, plait.Target("c", tuning_db=str(empty))).attrs["tuning"].values()
-    assert info["point"] == {"layout": "product", "threads": 0}
+    default = info["point"]
+    assert default == {"layout": "product", "threads": 0, "split": "auto", "kc": 0, "mc": 0,
+                       "nc": 0}
+    values = {k: v for k, v in info["space"]["choices"].items()}
     isas = [i for i in cpu_features()["supported"] if i in FLOAT_ISAS]
-    for n, point in enumerate([{"layout": "product_rows", "threads": 0},
-                               {"layout": "product", "threads": 1}]):
+    for n, point in enumerate([{**default, "layout": "product_rows"},
+                               {**default, "threads": 1},
+                               # the product's split and blocks (tuning: block_choices)
+                               {**default, "split": values["split"][-1],
+                                "kc": values["kc"][1], "mc": values["mc"][1],
+                                "nc": values["nc"][-1]}]):   # 63 pixels: 0 only
         db = tmp_path / f"{n}.db"
         TuningDB(db).add([Record(info["call"], "dwconv2d", current_machine(), point, 1e-3,
                                  2e-3)])

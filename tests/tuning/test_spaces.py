@@ -64,7 +64,11 @@ def test_spaces_validate_points() -> None:
     # constant weights: a product per group is a layout too, the default from 8
     # channels per group (dispatch/depthwise.py, grouped_default)
     wide = dwconv_space(dict(_conv(128, 128, 7), G=2), 2, product=True)   # 64 a group
-    assert wide is not None and wide.default_point() == {"layout": "product", "threads": 0}
+    assert wide is not None and wide.default_point() == {
+        "layout": "product", "threads": 0, "split": "auto", "kc": 0, "mc": 0, "nc": 0}
+    # the product per group's split and blocks, free for the layout product only
+    assert wide.contains({**wide.default_point(), "kc": 96})
+    assert not wide.contains({**wide.default_point(), "layout": "winograd2", "kc": 96})
     assert wide.choices[0].values == ("auto", "planes", "product", "product_rows",
                                       "winograd2", "winograd4")
     # Winograd per group where winograd_choice picks it for one group (RegNet's 56 x 56
@@ -201,3 +205,43 @@ def test_every_value_computes_the_right_answer(tmp_path) -> None:  # type: ignor
     # layer's sum block; dwconv: 3 other layouts
     assert {"algorithm", "split", "kc", "mc", "nc"} <= tried["conv2d"]
     assert "kc" in tried["linear"] and "layout" in tried["dwconv2d"]
+
+
+def test_grouped_product_blocks_compute_the_right_answer(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A grouped convolution computed as a product per group (RegNet's kind: 16
+    channels in and 64 out a group) with a split and every block size of its space set, from a
+    database record, against numpy in float64 (rtol 1e-4, atol 1e-3: sums of 144
+    products of values in [-1, 1])."""
+    from tuning_models import build_graph, const, conv_ref, emit
+
+    rng = np.random.default_rng(7)
+    w = rng.uniform(-1, 1, (128, 16, 3, 3)).astype(np.float32)
+    x = rng.uniform(-1, 1, (1, 32, 12, 12)).astype(np.float32)
+    mod = build_graph({"x": x.shape}, lambda bb, p: emit(
+        bb, "conv2d", p[0], const(w), padding=(1, 1), groups=2))
+    empty = tmp_path / "empty.db"
+    TuningDB(empty)
+    (noted,) = plait.build(mod, plait.Target("c", tuning_db=str(empty))).attrs[
+        "tuning"].values()
+    space = SearchSpace.from_json(noted["space"])
+    values = {c.name: c.values for c in space.choices}
+    point = {**space.default_point(), "layout": "product", "split": values["split"][-1],
+             "kc": values["kc"][1], "mc": values["mc"][1], "nc": values["nc"][1]}
+    assert space.contains(point) and 0 not in (point["kc"], point["mc"], point["nc"])
+    db = tmp_path / "grouped.db"
+    TuningDB(db).add([Record(noted["call"], "dwconv2d", current_machine(), point, 1e-3, 2e-3)])
+    exe = plait.build(mod, plait.Target("c", tuning_db=str(db)))
+    (got_point,) = [v["point"] for v in exe.attrs["tuning"].values()]
+    assert got_point == point
+    # the call sets the blocks (plait_conv2d_desc's fields, which the product takes)
+    from plait.ir.expr import Call
+    from plait.target.c.dispatch.depthwise import plan_grouped_conv2d
+    from plait.target.c.tuning import Chooser
+
+    conv = next(b.value for b in mod["main"].body.blocks[0].bindings
+                if isinstance(b.value, Call))
+    fields = dict(plan_grouped_conv2d(conv, Chooser(str(db))).native_call().desc)
+    assert {k: fields.get(k) for k in ("kc", "mc", "nc")} == {
+        k: point[k] for k in ("kc", "mc", "nc")}
+    np.testing.assert_allclose(VirtualMachine(exe)["main"](x), conv_ref(x, w, groups=2),
+                               rtol=1e-4, atol=1e-3)

@@ -68,8 +68,10 @@ from ..tuning.space import Choice, SearchSpace, register_space, thread_values
 from .common import fused_span
 from .gemm import (
     ProductPlan,
+    block_choices,
     epilogue_step,
     extend_epilogue,
+    tuned_fields,
     view_source,
     winograd_applies,
     winograd_choice,
@@ -157,10 +159,15 @@ def dwconv_space(desc: dict[str, Any], threads: int, product: bool = False,
                                                                             "winograd4"]
     work = desc["N"] * desc["O"] * desc["OH"] * desc["OW"] * desc["KH"] * desc["KW"] * cg
     values = thread_values(threads, work >= DWCONV_MIN_PARALLEL)
+    # the product per group (layout product): its split and block sizes, as an
+    # ungrouped convolution's (one group's product: O / G rows, C / G * KH * KW sums)
+    blocks = (block_choices(og, desc["OH"] * desc["OW"], cg * desc["KH"] * desc["KW"], values,
+                            (("layout", ("product",)),)) if product else ())
     return SearchSpace("dwconv2d", (
         Choice("layout", tuple(layouts), "where the kernel puts the pixels and channels"),
-        Choice("threads", values, "at most this many threads (0: all)")),
-        (("layout", grouped_default(desc, winograd) if product else "auto"), ("threads", 0)))
+        Choice("threads", values, "at most this many threads (0: all)"), *blocks),
+        (("layout", grouped_default(desc, winograd) if product else "auto"), ("threads", 0),
+         *((c.name, c.values[0]) for c in blocks)))
 
 
 register_space("dwconv2d", dwconv_space)
@@ -217,7 +224,7 @@ def plan_grouped_conv2d(call: Call, chooser: Chooser | None = None,
                   else packed_a_constant(weights, groups=g))
         cdesc = dict(N=n, C=c, H=h, W=wd, O=o, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw,
                      PT=pt, PL=pl, PB=pb, PR=pr, OH=os_[2], OW=os_[3], G=g,
-                     max_threads=threads)
+                     **tuned_fields(point or {}))   # the thread cap, split and blocks
         plan = ProductPlan("conv2d", [x, packed],
                            [(xs, "float32"), (packed.ty.shape, "float32")], cdesc, os_,
                            "row", o)
