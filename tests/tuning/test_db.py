@@ -174,3 +174,27 @@ def test_plait_report_lists_the_tuned_calls(tmp_path: Path) -> None:
     assert "algorithm=direct</td><td>database</td>" in section
     assert "42.5 us" in section and "65.0 us" in section
     assert section.count("<td>default</td>") == 2
+
+
+def test_a_point_must_beat_a_measured_default_clearly() -> None:
+    """Where the default point was measured (a tuning run), another is taken only with 3
+    samples and a median 3% below the default's (db.pick): a lucky sample, or a point
+    within noise, leaves the heuristic."""
+    from plait.target.c.tuning.db import pick
+
+    me = current_machine()
+    default = {"algorithm": "winograd2"}
+
+    def recs(point: dict, times: list[float]) -> list[Record]:
+        return [Record("k", "conv2d", me, point, t, 1e-4) for t in times]
+
+    base = recs(default, [1.0e-4, 1.1e-4, 0.9e-4, 1.0e-4])
+    lucky = recs({"algorithm": "direct"}, [0.5e-4])                       # one sample
+    close = recs({"algorithm": "pixel_rows"}, [0.99e-4, 0.98e-4, 0.99e-4])  # within 3%
+    assert pick(base + lucky + close, default).point == default
+    # without the default's point (records written by hand): the lowest median
+    assert pick(base + lucky + close).point == {"algorithm": "direct"}
+    clear = recs({"algorithm": "winograd4"}, [0.9e-4, 0.95e-4, 0.9e-4])
+    best = pick(base + lucky + close + clear, default)
+    assert best is not None and best.point == {"algorithm": "winograd4"}
+    assert best.seconds == 0.9e-4 and best.default_seconds == 1e-4

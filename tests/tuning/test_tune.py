@@ -61,7 +61,7 @@ def _check_complete(db: str, report) -> dict:  # type: ignore[no-untyped-def]
     (failed trials aside), and the database's best of each call is the report's."""
     me = current_machine()
     store = TuningDB(db, readonly=True)
-    best = store.best_by_call(me)
+    best = store.best_by_call(me, {k: s.default for (_, k), s in report.calls.items()})
     assert len(report.calls) == 3 and set(best) == {k for _, k in report.calls}
     for (_, key), summary in report.calls.items():
         ok = {json.dumps(r.point, sort_keys=True) for r in store.records(key, me)

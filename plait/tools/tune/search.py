@@ -8,7 +8,10 @@ candidate the cost model ranks best (:mod:`.cost_model`; a call whose candidates
 all measured runs its best point so far, measured again).  A candidate that becomes a
 call's fastest is measured again (:data:`CONFIRM` times in all) before that call's next
 candidate, and every :data:`DEFAULTS_EVERY`-th trial runs the defaults again, so a
-lucky measurement on a loaded machine does not stand alone.  Once every candidate is
+lucky measurement on a loaded machine does not stand alone; the budget's last quarter
+(:data:`CONFIRM_SHARE`) measures the defaults and the best points in turn even where
+candidates are left, and the database takes a point over the default only with enough
+samples and a margin (:func:`~plait.target.c.tuning.db.pick`).  Once every candidate is
 measured, the defaults and the best points are measured again in turn until the
 budget is spent: the database's choice is the point of the lowest median time
 (:meth:`~plait.target.c.tuning.TuningDB.best`), so one lucky run does not win.  An
@@ -143,6 +146,11 @@ CONFIRM = 3
 the call's next candidate once it is the call's fastest: a lucky trial (one quiet
 moment of a loaded machine) is measured again rather than taken."""
 
+CONFIRM_SHARE = 0.25
+"""The share of the budget kept for the last rounds, which measure the defaults and the
+best points in turn (as once every candidate is measured): the database takes a point
+over the default only with enough samples of both (:func:`~plait.target.c.tuning.db.pick`)."""
+
 DEFAULTS_EVERY = 4
 """Every this many trials, one runs every call's default point again: the default's
 time follows the machine's load as the candidates' do."""
@@ -188,10 +196,12 @@ class _GroupSearch:
             out[k] = b[0] if b else s.default_point()
         return out
 
-    def next_trials(self, width: int, first: bool) -> list[dict[str, dict[str, Any]]]:
-        """The next ``width`` trials; once every candidate is measured, the defaults and
-        the best points again, in turn (more runs of each, against noise)."""
-        if self.done():
+    def next_trials(self, width: int, first: bool,
+                    confirm: bool = False) -> list[dict[str, dict[str, Any]]]:
+        """The next ``width`` trials; once every candidate is measured (or with
+        ``confirm``: the budget's last :data:`CONFIRM_SHARE`), the defaults and the best
+        points again, in turn (more runs of each, against noise)."""
+        if (self.done() or confirm) and not first:
             self.rounds += 1
             return [self.bests() if (self.rounds + i) % 2 else self.defaults()
                     for i in range(max(2, width))]
@@ -250,6 +260,7 @@ def tune(model: ModelRef, db: str, budget: float, executor: Executor | None = No
     groups = executor.groups(model)
     for gi, (machine, group) in enumerate(groups):
         deadline = t0 + budget * (gi + 1) / len(groups)
+        explore_until = deadline - CONFIRM_SHARE * budget / len(groups)
         calls = executor.discover(group, model)
         search = _GroupSearch(calls, choices)
         if not search.model.available:
@@ -262,7 +273,8 @@ def tune(model: ModelRef, db: str, budget: float, executor: Executor | None = No
             # (the last round's time: the first one's compiles what the others reuse)
             if not first and spent and time.perf_counter() + spent[-1] > deadline:
                 break
-            trials = search.next_trials(executor.width(group), first)
+            trials = search.next_trials(executor.width(group), first,
+                                        time.perf_counter() > explore_until)
             if not trials:
                 break
             ts = time.perf_counter()

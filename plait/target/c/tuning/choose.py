@@ -4,7 +4,8 @@ A dispatch pass of a family with a search space (:mod:`.space`) makes one
 :class:`Chooser` per run: it opens the database the target names (attribute
 ``tuning_db``) or ``PLAIT_TUNING_DB`` names, read-only, and takes the fastest
 successful record of each call on this machine (:func:`current_machine`: the CPU
-model, the ISA copy the kernels run, the thread count).  A record for another CPU,
+model, the ISA copy the kernels run, the thread count; :func:`~.db.pick`: the lowest
+median, and where the default point was measured, a margin over it).  A record for another CPU,
 ISA or thread count is not looked at; a record whose point the call's space does not
 contain (another plait, another target setting) is skipped with a
 :class:`~.db.TuningDBWarning`; a file that is not a tuning database is skipped with
@@ -23,7 +24,7 @@ from typing import Any
 
 from plait.ir.module import IRModule
 
-from .db import ENV_VAR, Machine, Record, TuningDB, TuningDBError, TuningDBWarning
+from .db import ENV_VAR, Machine, Record, TuningDB, TuningDBError, TuningDBWarning, pick
 from .space import Point, SearchSpace
 
 TUNING_ATTR = "tuning"
@@ -75,7 +76,7 @@ class Chooser:
 
     def __init__(self, db: str | None) -> None:
         self.path = database_path(db)
-        self.best: dict[str, Record] = {}
+        self.records: dict[str, list[Record]] = {}
         self.noted: dict[str, dict[str, Any]] = {}
         self.threads = thread_count()
         if self.path is None:
@@ -83,7 +84,8 @@ class Chooser:
         try:
             machine = current_machine()
             self.threads = machine.threads
-            self.best = TuningDB(self.path, readonly=True).best_by_call(machine)
+            for r in TuningDB(self.path, readonly=True).records(machine=machine):
+                self.records.setdefault(r.call, []).append(r)
         except TuningDBError as e:
             warnings.warn(f"{e}; the heuristics are used", TuningDBWarning, stacklevel=2)
 
@@ -98,7 +100,7 @@ class Chooser:
         if space is None:
             return None, {}
         default = space.default_point()
-        rec = self.best.get(key)
+        rec = pick(self.records.get(key, []), default)
         info: dict[str, Any] = {"call": key, "space": space.as_json(), "origin": "default"}
         point = space.complete(rec.point) if rec is not None else None
         if rec is not None and space.contains(point):

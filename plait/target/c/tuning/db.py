@@ -5,7 +5,8 @@ attributes) and the machine (:class:`Machine`: CPU model, the ISA copy the kerne
 run, thread count) and carries the point (:mod:`.space`), its measured time inside
 the model, the default point's time in the same run, plait's version and when it was
 measured; a trial that failed is recorded as such (no time).  :meth:`TuningDB.best`
-is the fastest successful record of a call on a machine: what ``build()`` uses.
+is the fastest successful record of a call on a machine (:func:`pick`: medians, and a
+margin over the default point's where it was measured): what ``build()`` uses.
 
 Writers append in short transactions with SQLite's locking (a busy database is
 retried for up to :data:`BUSY_SECONDS`): two processes writing one file lose nothing.
@@ -22,7 +23,7 @@ import os
 import sqlite3
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -125,6 +126,44 @@ def _transaction(con: sqlite3.Connection) -> Iterator[None]:
         con.execute("ROLLBACK")
         raise
     con.execute("COMMIT")
+
+
+MIN_SAMPLES = 3
+"""The measurements a point other than the default needs to be taken over a measured
+default (:func:`pick`)."""
+
+MARGIN = 0.03
+"""How much faster than the default's median a point's median must be to be taken
+over a measured default (:func:`pick`): a point within noise of the heuristic leaves
+the heuristic."""
+
+
+def pick(records: list[Record], default: Mapping[str, Any] | None = None) -> Record | None:
+    """The point ``build()`` takes among one call's ``records`` (one machine's): the
+    lowest median of a point's successful measurements (one lucky run does not win; the
+    record returned carries that median and the median of the default point's times).
+    Where the ``default`` point was measured too (a tuning run), another point is taken
+    only with :data:`MIN_SAMPLES` measurements and a median :data:`MARGIN` below the
+    default's: the search tries many points of a call, and on a busy machine the
+    fastest of many noisy medians is mostly luck."""
+    groups: dict[str, list[Record]] = {}
+    for r in records:
+        if r.status == "ok" and r.seconds is not None:
+            groups.setdefault(point_text(r.point), []).append(r)
+    meds = {p: statistics.median(r.seconds for r in rs)  # type: ignore[misc]
+            for p, rs in groups.items()}
+    dtext = point_text(default) if default is not None else None
+    if dtext in meds:
+        bar = (1 - MARGIN) * meds[dtext]
+        meds = {p: t for p, t in meds.items()
+                if p == dtext or (len(groups[p]) >= MIN_SAMPLES and t < bar)}
+    if not meds:
+        return None
+    best = min(meds, key=lambda p: meds[p])
+    rs = groups[best]
+    d = [r.default_seconds for r in rs if r.default_seconds is not None]
+    return replace(rs[-1], seconds=meds[best],
+                   default_seconds=statistics.median(d) if d else None)
 
 
 class TuningDB:
@@ -245,30 +284,24 @@ class TuningDB:
                       None if r[7] is None else float(r[7]), r[8], r[9] or "", r[10],
                       float(r[11]), r[12])
 
-    def best(self, call: str, machine: Machine) -> Record | None:
+    def best(self, call: str, machine: Machine,
+             default: Mapping[str, Any] | None = None) -> Record | None:
         """The fastest point of ``call`` on ``machine`` (None: no successful record);
         see :meth:`best_by_call`."""
-        return self._best(self.records(call, machine)).get(call)
+        return pick(self.records(call, machine), default)
 
-    def best_by_call(self, machine: Machine) -> dict[str, Record]:
-        """The fastest point of every call on ``machine``: a point measured by several
-        trials counts with the median of their times (one lucky run does not win), its
-        record carries that median and the median of the default point's times."""
-        return self._best(self.records(machine=machine))
-
-    @staticmethod
-    def _best(records: list[Record]) -> dict[str, Record]:
-        groups: dict[tuple[str, str], list[Record]] = {}
-        for r in records:
-            if r.status == "ok" and r.seconds is not None:
-                groups.setdefault((r.call, point_text(r.point)), []).append(r)
-        out: dict[str, Record] = {}
-        for (call, _), rs in groups.items():
-            t = statistics.median(r.seconds for r in rs)  # type: ignore[type-var]
-            d = [r.default_seconds for r in rs if r.default_seconds is not None]
-            rec = replace(rs[-1], seconds=t, default_seconds=statistics.median(d) if d else None)
-            old = out.get(call)
-            if old is None or t < old.seconds:  # type: ignore[operator]
+    def best_by_call(self, machine: Machine,
+                     defaults: Mapping[str, Mapping[str, Any]] | None = None
+                     ) -> dict[str, Record]:
+        """The fastest point of every call on ``machine`` (:func:`pick`; ``defaults``:
+        each call's default point, where known)."""
+        by_call: dict[str, list[Record]] = {}
+        for r in self.records(machine=machine):
+            by_call.setdefault(r.call, []).append(r)
+        out = {}
+        for call, rs in by_call.items():
+            rec = pick(rs, (defaults or {}).get(call))
+            if rec is not None:
                 out[call] = rec
         return out
 
@@ -279,5 +312,6 @@ class TuningDB:
         return [Machine(a, b, int(c)) for a, b, c in rows]
 
 
-__all__ = ["BUSY_SECONDS", "ENV_VAR", "FORMAT", "Machine", "Record", "TuningDB",
+__all__ = ["BUSY_SECONDS", "ENV_VAR", "FORMAT", "MARGIN", "MIN_SAMPLES", "Machine", "Record",
+           "TuningDB", "pick",
            "TuningDBError", "TuningDBWarning", "VERSION"]
