@@ -159,7 +159,7 @@ static void q_ct_run(void* arg) {
     const uint32_t zx = (uint32_t)(p->x_signed ? ((const int8_t*)p->zx)[0] + 128
                                                : ((const uint8_t*)p->zx)[0]);
     const int64_t og = t->og, M = p->OH * p->OW;
-    uint32_t v[Q_TN];
+    uint32_t v[Q_TN + 16];   /* + 16: a last group's compressed lanes */
     for (int64_t job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED); job < t->jobs;
          job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED)) {
         const int64_t ob = job % t->nochunks, rest = job / t->nochunks;
@@ -216,6 +216,18 @@ static void q_ct_run(void* arg) {
             const int all = cnt == qb - qa;   /* no column dropped */
             const int32_t* csj = cs + jp / Q_NP * tsz;
             const int32_t* acc = accs + jp / Q_NP * t->otiles * tsz;
+#if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVX512)
+            /* the kept columns of each group of 16, compressed in registers */
+            __mmask16 keep[Q_NP];
+            for (int64_t g = 0; g < nn; ++g) {
+                uint32_t k = 0;
+                for (int64_t i = 0; i < 16; ++i) {
+                    const int64_t q = qa + 16 * g + i;
+                    if (q < qb && (t->wpp == p->OW || q % t->wpp < p->OW)) k |= 1u << i;
+                }
+                keep[g] = (__mmask16)k;
+            }
+#endif
             for (int64_t r0 = r_lo; r0 < r_hi; r0 += Q_MR, acc += tsz) {
                 const int64_t mr = r_hi - r0 < Q_MR ? r_hi - r0 : Q_MR;
                 for (int64_t r = 0; r < mr; ++r) {
@@ -223,6 +235,22 @@ static void q_ct_run(void* arg) {
                     const uint32_t zw = (uint32_t)p->w_zp[o];
                     const uint32_t corr = zx * (uint32_t)p->w_corr[o];
                     const int32_t* tr = acc + r * Q_TN;
+#if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVX512)
+                    const __m512i vc = _mm512_set1_epi32((int32_t)corr);
+                    const __m512i vzw = _mm512_set1_epi32((int32_t)zw);
+                    int64_t k = 0;
+                    for (int64_t g = 0; g < nn; ++g) {
+                        __m512i x = _mm512_sub_epi32(
+                            _mm512_loadu_si512((const void*)(tr + 16 * g)), vc);
+                        if (t->need_cs)
+                            x = _mm512_sub_epi32(
+                                x, _mm512_mullo_epi32(
+                                       vzw, _mm512_loadu_si512((const void*)(csj + 16 * g))));
+                        _mm512_storeu_si512((void*)(v + k), _mm512_maskz_compress_epi32(keep[g], x));
+                        k += __builtin_popcount((unsigned)keep[g]);
+                    }
+                    (void)all;
+#else
                     if (all && t->need_cs)
                         for (int64_t i = 0; i < cnt; ++i)
                             v[i] = (uint32_t)tr[i] - zw * (uint32_t)csj[i] - corr;
@@ -233,6 +261,7 @@ static void q_ct_run(void* arg) {
                             v[i] = (uint32_t)tr[sel[i]] - zw * (uint32_t)csj[sel[i]] - corr;
                     else
                         for (int64_t i = 0; i < cnt; ++i) v[i] = (uint32_t)tr[sel[i]] - corr;
+#endif
                     q_store(&p->out, v, cnt, o, 0, p->c, (bi * p->O + o) * M + first);
                 }
             }

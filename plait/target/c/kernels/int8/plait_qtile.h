@@ -351,9 +351,10 @@ static inline void q_store_add_tensor(const plait_q_out* o, int32_t* restrict q,
 /* The output stage of count accumulators v (int32 sums, modulo 2^32) into c from
  * element idx0 on, contiguous.  by_col: v[j] is column n0 + j (a row of a product);
  * else every v[j] is column n0 (a column of a convolution's output, a depthwise row).
- * The loops are simple enough for the compiler to vectorize. */
+ * The loops are simple enough for the compiler to vectorize; q_store runs the 8-bit
+ * outputs in registers on the x86 copies and comes here for the rest. */
 static inline __attribute__((always_inline)) void
-q_store(const plait_q_out* o, const uint32_t* restrict v, int64_t count, int64_t n0,
+q_store_generic(const plait_q_out* o, const uint32_t* restrict v, int64_t count, int64_t n0,
         const int by_col, void* c, int64_t idx0) {
     const int32_t* bias = o->bias ? o->bias + n0 : NULL;
     const uint32_t b0 = bias ? (uint32_t)bias[0] : 0u;
@@ -369,36 +370,6 @@ q_store(const plait_q_out* o, const uint32_t* restrict v, int64_t count, int64_t
     const int sstep = by_col && o->scale_cols;
     const float s0 = sc[0];
     float f[64];
-#if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVX512)
-    if ((o->kind == PLAIT_Q_OUT_U8 || o->kind == PLAIT_Q_OUT_S8) && !o->add_kind &&
-        !o->add2_kind) {
-        /* the requantization alone, 16 values a step in registers: the same operations
-         * (cvtdq2ps, mulps, maxps/minps with NaN to the low end, cvtps2dq rounding half
-         * to even, + zo, saturation) */
-        const int u = o->kind == PLAIT_Q_OUT_U8;
-        const int32_t zo = o->zo;
-        const __m512 flo = _mm512_set1_ps((float)((u ? 0 : -128) - zo));
-        const __m512 fhi = _mm512_set1_ps((float)((u ? 255 : 127) - zo));
-        const __m512i vz = _mm512_set1_epi32(zo), vb0 = _mm512_set1_epi32((int32_t)b0);
-        const __m512 vs0 = _mm512_set1_ps(s0);
-        const int bcol = bias && by_col;
-        for (int64_t j = 0; j < count; j += 16) {
-            const __mmask16 m = count - j >= 16 ? (__mmask16)0xFFFF
-                                                : (__mmask16)((1u << (count - j)) - 1);
-            __m512i x = _mm512_maskz_loadu_epi32(m, (const void*)(v + j));
-            x = _mm512_add_epi32(x, bcol ? _mm512_maskz_loadu_epi32(m, (const void*)(bias + j))
-                                         : vb0);
-            __m512 f = _mm512_cvtepi32_ps(x);
-            f = _mm512_mul_ps(f, sstep ? _mm512_maskz_loadu_ps(m, sc + j) : vs0);
-            f = _mm512_min_ps(_mm512_max_ps(f, flo), fhi);
-            const __m512i r = _mm512_add_epi32(
-                _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
-            _mm_mask_storeu_epi8((uint8_t*)c + idx0 + j, m,
-                                 u ? _mm512_cvtusepi32_epi8(r) : _mm512_cvtsepi32_epi8(r));
-        }
-        return;
-    }
-#endif
     for (int64_t j0 = 0; j0 < count; j0 += 64) {
         const int64_t cnt = count - j0 < 64 ? count - j0 : 64;
         const uint32_t* restrict vj = v + j0;
@@ -442,6 +413,165 @@ q_store(const plait_q_out* o, const uint32_t* restrict v, int64_t count, int64_t
             for (int64_t j = 0; j < cnt; ++j) dst[j] = (int8_t)q[j];
         }
     }
+}
+
+
+/* ------------------------------------------------ the 8-bit output stage in registers
+ *
+ * The same operations as q_store_generic, lane by lane (cvtdq2ps, mulps, maxps/minps
+ * with NaN to the low end, cvtps2dq rounding half to even, the QLinearAdds' FMAs, the
+ * division of add_kind 3): equal bit for bit.  Q_VF/Q_VI are 16 lanes (AVX-512, masked
+ * tails) or 8 (AVX2, AVX-VNNI: whole vectors; a tail goes to q_store_generic). */
+#if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVX512)
+#define Q_VL 16
+typedef __m512 q_vf;
+typedef __m512i q_vi;
+typedef __mmask16 q_vm;
+#define q_fset(x) _mm512_set1_ps(x)
+#define q_iset(x) _mm512_set1_epi32(x)
+#define q_iload(m, p) _mm512_maskz_loadu_epi32(m, (const void*)(p))
+#define q_fload(m, p) _mm512_maskz_loadu_ps(m, (const void*)(p))
+#define q_iadd(a, b) _mm512_add_epi32(a, b)
+#define q_isub(a, b) _mm512_sub_epi32(a, b)
+#define q_i2f(a) _mm512_cvtepi32_ps(a)
+#define q_fmul(a, b) _mm512_mul_ps(a, b)
+#define q_fadd(a, b) _mm512_add_ps(a, b)
+#define q_fdiv(a, b) _mm512_div_ps(a, b)
+#define q_fmax(a, b) _mm512_max_ps(a, b)
+#define q_fmin(a, b) _mm512_min_ps(a, b)
+#define q_fma(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define q_round_i(a) _mm512_cvt_roundps_epi32(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+/* |a| < big lanes keep a, the others (and NaN) take lo */
+static inline q_vf q_keep_small(q_vf a, q_vf t, q_vf lo) {
+    const __mmask16 ok = _mm512_cmp_ps_mask(_mm512_abs_ps(a), _mm512_set1_ps(2147483648.0f),
+                                            _CMP_LT_OQ);
+    return _mm512_mask_blend_ps(ok, lo, t);
+}
+/* 8-bit codes of a tensor (u: uint8) as int32 lanes */
+static inline q_vi q_load_codes(q_vm m, const void* p, int u) {
+    const __m128i b = _mm_maskz_loadu_epi8(m, p);
+    return u ? _mm512_cvtepu8_epi32(b) : _mm512_cvtepi8_epi32(b);
+}
+/* the codes q (already in the output type's range) stored as bytes */
+static inline void q_store_codes(q_vm m, void* dst, q_vi q) {
+    _mm_mask_storeu_epi8(dst, m, _mm512_cvtepi32_epi8(q));
+}
+#define Q_VSTORE 1
+#elif defined(PLAIT_ISA_AVXVNNI) || defined(PLAIT_ISA_AVX2)
+#define Q_VL 8
+typedef __m256 q_vf;
+typedef __m256i q_vi;
+typedef int q_vm;   /* whole vectors only */
+#define q_fset(x) _mm256_set1_ps(x)
+#define q_iset(x) _mm256_set1_epi32(x)
+#define q_iload(m, p) ((void)(m), _mm256_loadu_si256((const __m256i*)(const void*)(p)))
+#define q_fload(m, p) ((void)(m), _mm256_loadu_ps((const float*)(p)))
+#define q_iadd(a, b) _mm256_add_epi32(a, b)
+#define q_isub(a, b) _mm256_sub_epi32(a, b)
+#define q_i2f(a) _mm256_cvtepi32_ps(a)
+#define q_fmul(a, b) _mm256_mul_ps(a, b)
+#define q_fadd(a, b) _mm256_add_ps(a, b)
+#define q_fdiv(a, b) _mm256_div_ps(a, b)
+#define q_fmax(a, b) _mm256_max_ps(a, b)
+#define q_fmin(a, b) _mm256_min_ps(a, b)
+#define q_fma(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define q_round_i(a) _mm256_cvtps_epi32(a)
+static inline q_vf q_keep_small(q_vf a, q_vf t, q_vf lo) {
+    const __m256 ab = _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+    const __m256 ok = _mm256_cmp_ps(ab, _mm256_set1_ps(2147483648.0f), _CMP_LT_OQ);
+    return _mm256_blendv_ps(lo, t, ok);
+}
+static inline q_vi q_load_codes(q_vm m, const void* p, int u) {
+    (void)m;
+    const __m128i b = _mm_loadl_epi64((const __m128i*)p);
+    return u ? _mm256_cvtepu8_epi32(b) : _mm256_cvtepi8_epi32(b);
+}
+static inline void q_store_codes(q_vm m, void* dst, q_vi q) {
+    (void)m;
+    /* byte 0 of every lane (the codes are in range), the two halves joined */
+    const __m256i sh = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                        -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1,
+                                        -1, -1, -1, -1, -1);
+    const __m256i b = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(q, sh),
+                                                  _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
+    _mm_storel_epi64((__m128i*)dst, _mm256_castsi256_si128(b));
+}
+#define Q_VSTORE 1
+#endif
+
+#if defined(Q_VSTORE)
+/* the codes of v rounded as cvtps2dq (NaN and |v| >= 2^31: lo) and clamped to
+ * [lo, hi] (q_add_codes) */
+static inline q_vi q_vcodes(q_vf v, q_vf flo, q_vf fhi) {
+    const q_vf t = q_fmin(q_fmax(v, flo), fhi);   /* maxps: NaN -> lo */
+    return q_round_i(q_keep_small(v, t, flo));
+}
+
+/* One vector of q_store's 8-bit outputs: lanes j .. j + Q_VL - 1 (mask m) of v. */
+static inline __attribute__((always_inline)) void
+q_vstore_step(const plait_q_out* o, const uint32_t* restrict v, int64_t j, q_vm m,
+              int64_t n0, const int by_col, void* c, int64_t idx0) {
+    const int u = o->kind == PLAIT_Q_OUT_U8;
+    const int32_t lo = u ? 0 : -128, hi = u ? 255 : 127, zo = o->zo;
+    const int32_t* bias = o->bias ? o->bias + n0 : NULL;
+    const float* sc = o->scale + (o->scale_cols ? n0 : 0);
+    q_vi x = q_iload(m, v + j);
+    if (bias) x = q_iadd(x, by_col ? q_iload(m, bias + j) : q_iset(bias[0]));
+    q_vf f = q_fmul(q_i2f(x), by_col && o->scale_cols ? q_fload(m, sc + j) : q_fset(sc[0]));
+    f = q_fmin(q_fmax(f, q_fset((float)(lo - zo))), q_fset((float)(hi - zo)));
+    q_vi q = q_iadd(q_round_i(f), q_iset(zo));
+    const q_vf flo = q_fset((float)lo), fhi = q_fset((float)hi);
+    if (o->add_kind) {
+        const float* ac = o->add_c + (o->add_cols ? n0 : 0);
+        const q_vf cj = by_col && o->add_cols ? q_fload(m, ac + j) : q_fset(ac[0]);
+        if (o->add_kind == 3) {   /* DequantizeLinear, a float bias, QuantizeLinear */
+            q_vf g = q_fmul(q_i2f(q_isub(q, q_iset(o->fz1))), q_fset(o->fs1));
+            g = q_fdiv(q_fadd(g, cj), q_fset(o->fs2));
+            g = q_fmin(q_fmax(g, q_fset((float)(lo - o->fz2))), q_fset((float)(hi - o->fz2)));
+            q = q_iadd(q_round_i(g), q_iset(o->fz2));
+        } else {
+            const q_vf qf = q_i2f(q), r = q_fset(o->add_r);
+            const q_vf g = o->add_kind == 1
+                               ? q_fma(qf, r, cj)
+                               : q_fma(cj, q_fset(o->add_r2), q_fma(qf, r, q_fset(o->add_fixed)));
+            q = q_vcodes(g, flo, fhi);
+        }
+    }
+    if (o->add2_kind) {   /* a residual QLinearAdd with a tensor of the output's shape */
+        const q_vf t = q_i2f(q_load_codes(m, (const uint8_t*)o->add2_t + idx0 + j, u));
+        const q_vf qf = q_i2f(q), r = q_fset(o->add2_r), rt = q_fset(o->add2_rt);
+        const q_vf fx = q_fset(o->add2_fixed);
+        const q_vf g = o->add2_kind == 1 ? q_fma(qf, r, q_fma(t, rt, fx))
+                                         : q_fma(t, rt, q_fma(qf, r, fx));
+        q = q_vcodes(g, flo, fhi);
+    }
+    q_store_codes(m, (uint8_t*)c + idx0 + j, q);
+}
+#endif
+
+/* The output stage of count accumulators v into c from element idx0 on (see
+ * q_store_generic): the 8-bit outputs a vector at a time. */
+static inline __attribute__((always_inline)) void
+q_store(const plait_q_out* o, const uint32_t* restrict v, int64_t count, int64_t n0,
+        const int by_col, void* c, int64_t idx0) {
+#if defined(Q_VSTORE)
+    if (o->kind == PLAIT_Q_OUT_U8 || o->kind == PLAIT_Q_OUT_S8) {
+        int64_t j = 0;
+#if Q_VL == 16
+        for (; j < count; j += 16) {
+            const __mmask16 m = count - j >= 16 ? (__mmask16)0xFFFF
+                                                : (__mmask16)((1u << (count - j)) - 1);
+            q_vstore_step(o, v, j, m, n0, by_col, c, idx0);
+        }
+#else
+        for (; j + Q_VL <= count; j += Q_VL) q_vstore_step(o, v, j, 0, n0, by_col, c, idx0);
+        if (j < count)
+            q_store_generic(o, v + j, count - j, n0 + (by_col ? j : 0), by_col, c, idx0 + j);
+#endif
+        return;
+    }
+#endif
+    q_store_generic(o, v, count, n0, by_col, c, idx0);
 }
 
 /* --------------------------------------------------------------------- packing */
