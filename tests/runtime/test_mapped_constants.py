@@ -69,3 +69,36 @@ def test_an_altered_mapped_constant_is_refused(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(ExecutableFormatError, match="was altered"):
         Executable.load(path)
+
+
+def _mapping_rss_kib(path: Path) -> int:
+    """Resident KiB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5:     # a mapping's first line
+            inside = len(head) >= 6 and head[-1] == str(path)
+        elif inside and head[:1] == ["Rss:"]:
+            total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux's smaps")
+def test_loading_leaves_the_constants_pages_out_of_memory(tmp_path: Path) -> None:
+    """The members are hashed from the file, not through the mapping: after loading, an
+    8 MiB constant is not resident in this process (its pages are, once read)."""
+    big = np.random.default_rng(6).standard_normal((1024, 2048)).astype(np.float32)
+    x = Var("x", TensorType((1, 1024), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(bb.emit(make_call("matmul", x, Constant(big))))
+        bb.emit_func_output(y)
+    path = tmp_path / "big.plx"
+    plait.build(bb.get(), "numpy").save(path)
+    exe = Executable.load(path)
+    w = next(c for c in exe.constants if c.shape == big.shape)
+    assert is_mapped(w)
+    assert _mapping_rss_kib(path.resolve()) < 1024      # hashing through the map: 8192
+    np.testing.assert_array_equal(w, big)               # checked (and now read)
+    assert _mapping_rss_kib(path.resolve()) >= big.nbytes // 1024
