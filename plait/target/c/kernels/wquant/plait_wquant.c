@@ -105,6 +105,19 @@ static inline int32_t wq_zero_at(const wq_task* t, const uint8_t* zrow, int64_t 
     return t->zero >= 0 ? t->zero : wq_zero(zrow, blk, (int)t->d->bits);
 }
 
+/* Two 64-byte aligned buffers of na and nb bytes for a job of the task's threads: 0
+ * with both, or 1 with neither (t->failed set, the call's result: out of memory). */
+static int wq_buffers2(wq_task* t, void** a, size_t na, void** b, size_t nb) {
+    if (posix_memalign(a, 64, na) != 0) *a = NULL;
+    if (posix_memalign(b, 64, nb) != 0) *b = NULL;
+    if (*a && *b) return 0;
+    __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+    free(*a);
+    free(*b);
+    *a = *b = NULL;
+    return 1;
+}
+
 /* ------------------------------------------------------------------- decode */
 
 /* One block of a 4-bit row against MR rows of prepared activations (ae: the even-k
@@ -785,16 +798,11 @@ static inline __attribute__((always_inline)) void wq8_gemm_tile(
 static void wq8_gemm(void* ctx, int64_t lo, int64_t hi) {
     wq_task* t = (wq_task*)ctx;
     const int64_t M = t->d->M, kb = t->kb, kq = kb * t->d->block_size / 4;
-    uint8_t* panel = NULL;
-    float* ps = NULL;
-    if (posix_memalign((void**)&panel, 64, (size_t)(kq * WQ8_NC * 4)) != 0) panel = NULL;
-    if (posix_memalign((void**)&ps, 64, (size_t)(kb * WQ8_NC) * sizeof(float)) != 0) ps = NULL;
-    if (!panel || !ps) {
-        __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
-        free(panel);
-        free(ps);
+    uint8_t* panel;
+    float* ps;
+    if (wq_buffers2(t, (void**)&panel, (size_t)(kq * WQ8_NC * 4), (void**)&ps,
+                    (size_t)(kb * WQ8_NC) * sizeof(float)))
         return;
-    }
     for (int64_t job = lo; job < hi; job++) {
         const int64_t n0 = job * WQ8_NC;
         wq8_pack_panel(t, n0, panel, ps);
@@ -904,17 +912,11 @@ static void wq8f_gemm_tiles(void* ctx, int64_t lo, int64_t hi) {
     const plait_wq_desc* d = t->d;
     const int64_t M = d->M, N = d->N, K = d->K, bs = d->block_size, kb = t->kb;
     const float* sa = t->q8->sa;
-    float* panel = NULL;
-    float* sp = NULL;
-    if (posix_memalign((void**)&panel, 64, (size_t)(K * WQ_NT) * sizeof(float)) != 0)
-        panel = NULL;
-    if (posix_memalign((void**)&sp, 64, (size_t)(kb * WQ_NT) * sizeof(float)) != 0) sp = NULL;
-    if (!panel || !sp) {
-        __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
-        free(panel);
-        free(sp);
+    float* panel;
+    float* sp;
+    if (wq_buffers2(t, (void**)&panel, (size_t)(K * WQ_NT) * sizeof(float), (void**)&sp,
+                    (size_t)(kb * WQ_NT) * sizeof(float)))
         return;
-    }
     for (int64_t tile = lo; tile < hi; tile++) {
         const int64_t n0 = tile * WQ_NT;
         const int64_t nc = N - n0 < WQ_NT ? N - n0 : WQ_NT;
