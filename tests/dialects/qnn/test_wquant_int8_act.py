@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from wq_helpers import U
+from wq_helpers import U, nbits_cases, nbits_module
 
 import plait
 from plait.dialects import qnn
@@ -30,7 +30,7 @@ from plait.dialects.qnn import nbits
 from plait.dialects.qnn import reference as R
 from plait.dialects.qnn.quantize_weights import WeightQuantError, parse_spec
 from plait.ir import BlockBuilder, TensorType, Var
-from plait.ir.expr import Call, Constant, Tuple
+from plait.ir.expr import Call, Constant
 from plait.op import make_call
 from plait.runtime.vm import VirtualMachine
 from plait.target.c import cpu_features, library_isas, use_isa
@@ -85,24 +85,8 @@ def _inputs(rng: np.random.Generator, m: int, k: int) -> np.ndarray:
 @pytest.fixture(scope="module")
 def built() -> tuple[list[tuple], Any, Any]:
     """One module, every config on an input of symbolic rows, built for c and numpy."""
-    rng = np.random.default_rng(11)
-    cases, params, calls = [], [], []
-    for i, (k, n, bits, bs, sym, has_bias) in enumerate(CONFIGS):
-        b, s, z = _weights(rng, k, n, bits, bs, sym)
-        bias = rng.standard_normal(n).astype(np.float32) if has_bias else None
-        cases.append((k, n, bits, bs, b, s, z, bias))
-        params.append(Var(f"x{i}", TensorType(("m", k), "float32")))
-    bb = BlockBuilder()
-    with bb.function("main", params):
-        with bb.dataflow():
-            for x, (k, n, bits, bs, b, s, z, bias) in zip(params, cases):
-                args = [x, Constant(b), Constant(s), Constant(z)] + (
-                    [Constant(bias)] if bias is not None else [])
-                calls.append(bb.emit(make_call("qnn.matmul_nbits", *args, K=k, N=n,
-                                               bits=bits, block_size=bs, accuracy_level=4)))
-            out = bb.emit_output(Tuple(tuple(calls)))
-        bb.emit_func_output(out)
-    mod = bb.get()
+    cases = nbits_cases(np.random.default_rng(11), CONFIGS)
+    mod = nbits_module(cases, accuracy_level=4)
     return cases, plait.build(mod, "c"), plait.build(mod, "numpy")
 
 

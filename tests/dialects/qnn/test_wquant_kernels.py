@@ -12,14 +12,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from wq_helpers import assert_close
+from wq_helpers import assert_close, nbits_cases, nbits_module
 
 import plait
 from plait.dialects.qnn import nbits
 from plait.dialects.qnn import reference as R
-from plait.ir import BlockBuilder, TensorType, Var
-from plait.ir.expr import Constant, Tuple
-from plait.op import make_call
+from plait.ir import TensorType, Var
+from plait.ir.expr import Constant
 from plait.runtime.vm import VirtualMachine
 from plait.target.c import cpu_features, library_isas, use_isa
 
@@ -32,35 +31,16 @@ CONFIGS = [(80, 50, 4, 32, True), (64, 33, 4, 16, False), (90, 20, 4, None, True
 ROWS = (1, 2, 3, 4, 5, 37)
 
 
-def _weights(rng: np.random.Generator, k: int, n: int, bits: int, bs: int | None) -> tuple:
-    w = rng.standard_normal((n, k)).astype(np.float32)
-    step = 8 // bits
-    block = bs if bs is not None else -(-k // step) * step
-    return (*nbits.quantize_blockwise(w, bits, block, symmetric=bool(k % 3 == 0)), block)
-
-
 @pytest.fixture(scope="module")
 def built() -> tuple[list[tuple], Any]:
     """One executable: every config applied to its own input of symbolic rows ``m``."""
-    rng = np.random.default_rng(7)
-    cases, params, calls = [], [], []
-    for i, (k, n, bits, bs, has_bias) in enumerate(CONFIGS):
-        b, s, z, block = _weights(rng, k, n, bits, bs)
-        bias = rng.standard_normal(n).astype(np.float32) if has_bias else None
-        cases.append((k, n, bits, block, b, s, z, bias))
-        params.append(Var(f"x{i}", TensorType(("m", k), "float32")))
-    bb = BlockBuilder()
-    with bb.function("main", params):
-        with bb.dataflow():
-            for x, (k, n, bits, block, b, s, z, bias) in zip(params, cases):
-                args = [x, Constant(b), Constant(s), Constant(z)] + (
-                    [Constant(bias)] if bias is not None else [])
-                calls.append(bb.emit(make_call("qnn.matmul_nbits", *args, K=k, N=n, bits=bits,
-                                               block_size=block)))
-            out = bb.emit_output(Tuple(tuple(calls)))
-        bb.emit_func_output(out)
-    exe = plait.build(bb.get(), "c")
-    return cases, exe
+    configs = []
+    for k, n, bits, bs, has_bias in CONFIGS:
+        step = 8 // bits
+        block = bs if bs is not None else -(-k // step) * step
+        configs.append((k, n, bits, block, k % 3 == 0, has_bias))
+    cases = nbits_cases(np.random.default_rng(7), configs)
+    return cases, plait.build(nbits_module(cases), "c")
 
 
 def test_every_call_reaches_the_kernels(built: tuple[list[tuple], Any]) -> None:
