@@ -14,7 +14,14 @@
 #include "plait_isa.h"
 #include "plait_threads.h"
 #include "plait_decode.h"
-#include "plait_exp_f32.h"
+/* the softmax's vectors (plait_vexp.h: the vector form of plait_exp_f32; GCC leaves a
+ * scalar loop over plait_exp_f32 unvectorized in the AVX2 and baseline copies) */
+#if defined(PLAIT_ISA_AVX512)
+#define PLAIT_SL 16
+#else
+#define PLAIT_SL 8
+#endif
+#include "plait_vexp.h"
 
 typedef float dec_v16 __attribute__((vector_size(64)));
 typedef float dec_v16u __attribute__((vector_size(64), aligned(4)));
@@ -146,6 +153,39 @@ dec_axpy(float* restrict y, float a, const float* restrict x, int64_t n) {
     for (; k < n; ++k) y[k] += a * x[k];
 }
 
+/* x[0 .. n-1] = softmax(x), n >= 1, PLAIT_SL lanes at a time (the exponentials of
+ * plait_exp_sv; the lanes' maxima and sums joined in lane order) */
+static inline __attribute__((always_inline)) void dec_softmax(float* restrict x, int64_t n) {
+    const int64_t nv = n / PLAIT_SL * PLAIT_SL, rest = n - nv;
+    plait_sv vm = PLAIT_SSPLAT(-__builtin_inff()), v;
+    for (int64_t j = 0; j < nv; j += PLAIT_SL) {
+        v = *(const plait_svu*)(x + j);
+        vm = PLAIT_SELECT(v > vm, v, vm);
+    }
+    float mx = -__builtin_inff();
+    for (int l = 0; l < PLAIT_SL; ++l) mx = vm[l] > mx ? vm[l] : mx;
+    for (int64_t j = nv; j < n; ++j) mx = x[j] > mx ? x[j] : mx;
+    plait_sv vs = PLAIT_SSPLAT(0.0f);
+    for (int64_t j = 0; j < nv; j += PLAIT_SL) {
+        v = *(const plait_svu*)(x + j) - mx;
+        plait_exp_sv(&v);
+        *(plait_svu*)(x + j) = v;
+        vs += v;
+    }
+    float sum = 0.0f;
+    for (int l = 0; l < PLAIT_SL; ++l) sum += vs[l];
+    if (rest) {
+        plait_sv_load_n(&v, x + nv, rest);
+        v -= mx;
+        plait_exp_sv(&v);
+        plait_sv_store_n(x + nv, &v, rest);
+        for (int64_t j = nv; j < n; ++j) sum += x[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < nv; j += PLAIT_SL) *(plait_svu*)(x + j) = *(plait_svu*)(x + j) * inv;
+    for (int64_t j = nv; j < n; ++j) x[j] *= inv;
+}
+
 typedef struct {
     const plait_kv_attention_desc* d;
     int64_t blocks;       /* query row blocks per (b, kv) */
@@ -189,16 +229,7 @@ static void dec_att_jobs(void* ctx, int64_t lo, int64_t hi) {
             for (int64_t r = 0; r < rows; ++r) {
                 float* row = s + (g * rows + r) * n;
                 const int64_t len = P + i0 + r + 1;
-                float mx = -__builtin_inff();
-                for (int64_t j = j0; j < len; ++j) mx = row[j] > mx ? row[j] : mx;
-                float sum = 0.0f;
-                for (int64_t j = j0; j < len; ++j) {
-                    float e = plait_exp_f32(row[j] - mx);
-                    row[j] = e;
-                    sum += e;
-                }
-                const float inv = 1.0f / sum;
-                for (int64_t j = j0; j < len; ++j) row[j] *= inv;
+                dec_softmax(row + j0, len - j0);
                 for (int64_t j = len; j < n; ++j) row[j] = 0.0f;
                 float* o = d->out + (((b * KV + kv) * G + g) * S + i0 + r) * D;
                 for (int64_t e = 0; e < D; ++e) o[e] = 0.0f;
