@@ -44,7 +44,11 @@ CONFIGS = [(96, 33, 4, 32, True, True),      # the VNNI path, 2 x 3 blocks in on
            (256, 12, 4, 128, False, False),
            (90, 20, 4, 90, True, True),      # per channel, blob 45: the plain path
            (70, 9, 8, 70, False, True),
-           (600, 7, 8, 600, False, False)]   # blocks too long for exact float sums
+           (600, 7, 8, 600, False, False),   # blocks too long for exact float sums
+           # the VNNI decode loop's copies with the block as a constant: int4-g32 (3
+           # whole vectors and a masked one), int8-g32 (5 whole), int4-g128
+           (448, 19, 4, 32, True, True), (320, 21, 8, 32, True, False),
+           (512, 12, 4, 128, True, True)]
 ROWS = (1, 2, 3, 4, 5, 37)
 
 

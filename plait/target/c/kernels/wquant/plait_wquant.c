@@ -229,112 +229,38 @@ static inline __attribute__((always_inline)) void wq_gemv(const wq_task* t, int6
 }
 
 #if WQ_V == 16
-/* One row of A (the batch-1 token), 4 bits: rows n and n + 1 of W together, so each
- * vector of activations loaded serves both and four chains run (AVX-512).  UNI: every
- * block's zero point is t->zero, so a block's table is one product of the constant
- * (WQ_IOTA - zero) by its scale (no zero point unpacked per block and row). */
-static inline __attribute__((always_inline)) void wq_pairs4(const wq_task* t, int64_t lo,
-                                                            int64_t hi, const int UNI) {
-    const int64_t blob = t->blob, kb = t->kb, half = t->half;
-    const float* ap = t->ap;
-    const wq_f cz = WQ_IOTA - (float)(UNI ? t->zero : 0);
-    int64_t n = lo;
-    for (; n + 1 < hi; n += 2) {
-        const uint8_t* r0 = t->b + n * kb * blob;
-        const uint8_t* r1 = r0 + kb * blob;
-        const float* s0 = t->s + n * kb;
-        const float* s1 = s0 + kb;
-        const uint8_t* z0 = t->zp + n * t->zcols;
-        const uint8_t* z1 = z0 + t->zcols;
-        wq_f c0 = (wq_f){0}, c1 = (wq_f){0}, d0 = (wq_f){0}, d1 = (wq_f){0};
-        float tail0 = 0.0f, tail1 = 0.0f;
-        for (int64_t blk = 0; blk < kb; blk++) {
-            const int32_t za = UNI ? t->zero : wq_zero(z0, blk, 4);
-            const int32_t zb = UNI ? t->zero : wq_zero(z1, blk, 4);
-            const float sa = s0[blk], sb = s1[blk];
-            const wq_f ta = (UNI ? cz : WQ_IOTA - (float)za) * sa;
-            const wq_f tb = (UNI ? cz : WQ_IOTA - (float)zb) * sb;
-            const uint8_t* pa = r0 + blk * blob;
-            const uint8_t* pb = r1 + blk * blob;
-            const float* ae = ap + blk * blob;
-            const float* ao = ae + half;
-            int64_t j = 0;
-            for (; j + WQ_V <= blob; j += WQ_V) {
-                const wq_f ve = WQ_LOAD(ae + j), vo = WQ_LOAD(ao + j);
-                const wq_i xa = wq_bytes(pa + j), xb = wq_bytes(pb + j);
-                /* a shuffle's indices count modulo 16 (vpermps reads their low 4
-                 * bits): the byte itself indexes by its low nibble, no mask */
-                c0 += ve * __builtin_shuffle(ta, xa);
-                c1 += vo * __builtin_shuffle(ta, xa >> 4);
-                d0 += ve * __builtin_shuffle(tb, xb);
-                d1 += vo * __builtin_shuffle(tb, xb >> 4);
-            }
-            for (; j < blob; j++) {
-                tail0 += ae[j] * ((float)((pa[j] & 15) - za) * sa)
-                         + ao[j] * ((float)((pa[j] >> 4) - za) * sa);
-                tail1 += ae[j] * ((float)((pb[j] & 15) - zb) * sb)
-                         + ao[j] * ((float)((pb[j] >> 4) - zb) * sb);
-            }
-        }
-        t->out[n] = wq_hsum(c0 + c1) + tail0 + (t->bias ? t->bias[n] : 0.0f);
-        t->out[n + 1] = wq_hsum(d0 + d1) + tail1 + (t->bias ? t->bias[n + 1] : 0.0f);
-    }
-    if (n < hi) wq_gemv(t, n, hi, 1);
-}
-
-/* wq_pairs4 for blocks of 32 values (16 bytes: one vector of indices per block and row)
- * that share one zero point (symmetric int4-g32, llama.cpp's Q4_0 block): no loop inside
- * a block, two blocks a step, eight chains. */
-static void wq_pairs4_g32(const wq_task* t, int64_t lo, int64_t hi) {
+/* One row of A (the batch-1 token), 4 bits in blocks of 32 values (16 bytes: one vector of
+ * indices per block) that share one zero point (symmetric int4-g32, llama.cpp's Q4_0
+ * block), AVX-512: one weight row at a time (a single sequential stream per thread, as
+ * the float and int8-activation decode loops read it), a block's 16 weights one permute
+ * of its table (WQ_IOTA - zero) * scale, two blocks a step, four chains. */
+static void wq_row4_g32(const wq_task* t, int64_t lo, int64_t hi) {
     const int64_t kb = t->kb, half = t->half;
     const float* ap = t->ap;
     const wq_f cz = WQ_IOTA - (float)t->zero;
-    int64_t n = lo;
-    for (; n + 1 < hi; n += 2) {
+    for (int64_t n = lo; n < hi; n++) {
         const uint8_t* r0 = t->b + n * kb * 16;
-        const uint8_t* r1 = r0 + kb * 16;
         const float* s0 = t->s + n * kb;
-        const float* s1 = s0 + kb;
-        wq_f c0 = (wq_f){0}, c1 = (wq_f){0}, d0 = (wq_f){0}, d1 = (wq_f){0};
-        wq_f e0 = (wq_f){0}, e1 = (wq_f){0}, f0 = (wq_f){0}, f1 = (wq_f){0};
+        wq_f c0 = (wq_f){0}, c1 = (wq_f){0}, e0 = (wq_f){0}, e1 = (wq_f){0};
         int64_t blk = 0;
         for (; blk + 1 < kb; blk += 2) {
             const float* ae = ap + blk * 16;
-            const wq_f ve = WQ_LOAD(ae), vo = WQ_LOAD(ae + half);
-            const wq_f ve2 = WQ_LOAD(ae + 16), vo2 = WQ_LOAD(ae + half + 16);
-            const wq_f ta = cz * s0[blk], tb = cz * s1[blk];
-            const wq_f ta2 = cz * s0[blk + 1], tb2 = cz * s1[blk + 1];
-            const wq_i xa = wq_bytes(r0 + blk * 16), xb = wq_bytes(r1 + blk * 16);
-            const wq_i xa2 = wq_bytes(r0 + blk * 16 + 16), xb2 = wq_bytes(r1 + blk * 16 + 16);
-            c0 += ve * __builtin_shuffle(ta, xa);
-            c1 += vo * __builtin_shuffle(ta, xa >> 4);
-            d0 += ve * __builtin_shuffle(tb, xb);
-            d1 += vo * __builtin_shuffle(tb, xb >> 4);
-            e0 += ve2 * __builtin_shuffle(ta2, xa2);
-            e1 += vo2 * __builtin_shuffle(ta2, xa2 >> 4);
-            f0 += ve2 * __builtin_shuffle(tb2, xb2);
-            f1 += vo2 * __builtin_shuffle(tb2, xb2 >> 4);
+            const wq_f ta = cz * s0[blk], ta2 = cz * s0[blk + 1];
+            const wq_i xa = wq_bytes(r0 + blk * 16), xa2 = wq_bytes(r0 + blk * 16 + 16);
+            c0 += WQ_LOAD(ae) * __builtin_shuffle(ta, xa);
+            c1 += WQ_LOAD(ae + half) * __builtin_shuffle(ta, xa >> 4);
+            e0 += WQ_LOAD(ae + 16) * __builtin_shuffle(ta2, xa2);
+            e1 += WQ_LOAD(ae + half + 16) * __builtin_shuffle(ta2, xa2 >> 4);
         }
         if (blk < kb) {
             const float* ae = ap + blk * 16;
-            const wq_f ve = WQ_LOAD(ae), vo = WQ_LOAD(ae + half);
-            const wq_f ta = cz * s0[blk], tb = cz * s1[blk];
-            const wq_i xa = wq_bytes(r0 + blk * 16), xb = wq_bytes(r1 + blk * 16);
-            c0 += ve * __builtin_shuffle(ta, xa);
-            c1 += vo * __builtin_shuffle(ta, xa >> 4);
-            d0 += ve * __builtin_shuffle(tb, xb);
-            d1 += vo * __builtin_shuffle(tb, xb >> 4);
+            const wq_f ta = cz * s0[blk];
+            const wq_i xa = wq_bytes(r0 + blk * 16);
+            c0 += WQ_LOAD(ae) * __builtin_shuffle(ta, xa);
+            c1 += WQ_LOAD(ae + half) * __builtin_shuffle(ta, xa >> 4);
         }
         t->out[n] = wq_hsum((c0 + c1) + (e0 + e1)) + (t->bias ? t->bias[n] : 0.0f);
-        t->out[n + 1] = wq_hsum((d0 + d1) + (f0 + f1)) + (t->bias ? t->bias[n + 1] : 0.0f);
     }
-    if (n < hi) wq_gemv(t, n, hi, 1);
-}
-
-static void wq_gemv1_pairs4(const wq_task* t, int64_t lo, int64_t hi) {
-    if (t->zero >= 0 && t->blob == 16) wq_pairs4_g32(t, lo, hi);
-    else if (t->zero >= 0) wq_pairs4(t, lo, hi, 1);
-    else wq_pairs4(t, lo, hi, 0);
 }
 #endif
 
@@ -343,7 +269,7 @@ static void wq_gemv_rows(void* ctx, int64_t lo, int64_t hi) {
     switch (t->d->M) {
 #if WQ_V == 16
     case 1:
-        if (t->d->bits == 4) wq_gemv1_pairs4(t, lo, hi);
+        if (t->d->bits == 4 && t->zero >= 0 && t->blob == 16) wq_row4_g32(t, lo, hi);
         else wq_gemv(t, lo, hi, 1);
         break;
 #else
@@ -493,7 +419,10 @@ static void wq8_quantize_rows(void* ctx, int64_t lo, int64_t hi) {
         for (int64_t blk = 0; blk < kb; blk++) {
             const int64_t k0 = blk * bs, n = K - k0 < bs ? K - k0 : bs;
             float amax = 0.0f;
-            for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[k0 + i]));
+            for (int64_t i = 0; i < n; i++) {   /* not fmaxf: a libm call per value */
+                const float ax = fabsf(x[k0 + i]);
+                amax = ax > amax ? ax : amax;
+            }
             const float r = amax != 0.0f ? 127.0f / amax : 0.0f;
             int32_t s = 0;
             int8_t* qb = q + blk * blob;
@@ -511,8 +440,9 @@ static void wq8_quantize_rows(void* ctx, int64_t lo, int64_t hi) {
         }
         if (!A->vec) continue;
         const float* sa = A->sa + m * kb;
+        const int lg = __builtin_ctzll((unsigned long long)blob);   /* blob: a power of 2 */
         for (int64_t l = 0; l < A->lanes; l++) {
-            const int64_t o = 4 * l, blk = o / blob;
+            const int64_t o = 4 * l, blk = o >> lg;
             int32_t s = 0;
             for (int j = 0; j < 4; j++) s += q[o + j] + (four ? q[A->ahalf + o + j] : 0);
             A->sl[m * A->lanes + l] = blk < kb ? sa[blk] : 0.0f;
@@ -568,14 +498,34 @@ static void wq8_rows(void* ctx, int64_t lo, int64_t hi) {
 #endif
 
 /* the scales of weight row srow for the lanes of vector v: lane l belongs to block
- * (64 v + 4 l) / blob (blob a power of two >= 4) */
+ * (64 v + 4 l) >> lg (blob = 2^lg >= 4 bytes; shifts, not divisions: an idiv per vector
+ * was the decode loop's longest instruction) */
 static inline __attribute__((always_inline)) __m512 wq8_wscale(
-        const float* srow, int64_t v, int64_t blob, int64_t kb, __m512i idx) {
-    if (blob >= 64) return _mm512_set1_ps(srow[v * 64 / blob]);
-    const int64_t per = 64 / blob, b0 = v * per;
+        const float* srow, int64_t v, int lg, int64_t kb, __m512i idx) {
+    if (lg >= 6) return _mm512_set1_ps(srow[(v << 6) >> lg]);
+    const int64_t per = (int64_t)1 << (6 - lg), b0 = v * per;
     const int64_t cnt = kb - b0 < per ? kb - b0 : per;
     return _mm512_permutexvar_ps(
         idx, _mm512_maskz_loadu_ps((__mmask16)((1u << cnt) - 1u), srow + b0));
+}
+
+/* wq8_wscale of a vector whose blocks are all inside the row (every vector but a row's
+ * last): an unmasked load of just its 64 >> lg scales */
+static inline __attribute__((always_inline)) __m512 wq8_wscale_full(
+        const float* srow, int64_t v, const int LG, __m512i idx) {
+    if (LG >= 6) return _mm512_set1_ps(srow[(v << 6) >> LG]);
+    const float* p = srow + (v << (6 - LG));
+    if (LG == 5) return _mm512_permutexvar_ps(idx, _mm512_castpd_ps(_mm512_castpd128_pd512(
+                                                     _mm_load_sd((const double*)p))));
+    if (LG == 4) return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_loadu_ps(p)));
+    if (LG == 3) return _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(_mm256_loadu_ps(p)));
+    return _mm512_permutexvar_ps(idx, _mm512_loadu_ps(p));
+}
+
+/* lane l of the vector path -> its block within a vector, (4 l) >> lg */
+static inline __attribute__((always_inline)) __m512i wq8_lane_blocks(int lg) {
+    return _mm512_srli_epi32(_mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44,
+                                               48, 52, 56, 60), (unsigned)lg);
 }
 
 /* MR rows of activations from m0 against NR weight rows from n0 with vpdpbusd
@@ -589,10 +539,8 @@ static inline __attribute__((always_inline)) void wq8_tile(const wq_task* t, int
     const int64_t kb = t->kb, blob = t->blob, nv = A->nv, rb = A->rbytes, N = t->d->N;
     const int four = t->d->bits == 4;
     const __m512i nib = _mm512_set1_epi8(15);
-    const __m512i idx = _mm512_srli_epi32(
-        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
-                                             14, 15), _mm512_set1_epi32(4)),
-        (unsigned)__builtin_ctzll((unsigned long long)blob));
+    const int lg = __builtin_ctzll((unsigned long long)blob);
+    const __m512i idx = wq8_lane_blocks(lg);
     const uint8_t* w[4];
     const float* sw[4];
     for (int r = 0; r < NR; r++) {
@@ -612,7 +560,7 @@ static inline __attribute__((always_inline)) void wq8_tile(const wq_task* t, int
             const __m512i x = _mm512_maskz_loadu_epi8(mk, w[r] + o);
             lo[r] = four ? _mm512_and_si512(x, nib) : x;
             hi[r] = four ? _mm512_and_si512(_mm512_srli_epi16(x, 4), nib) : x;
-            ws[r] = wq8_wscale(sw[r], v, blob, kb, idx);
+            ws[r] = wq8_wscale(sw[r], v, lg, kb, idx);
         }
         for (int m = 0; m < MR; m++) {
             const int8_t* q = A->qa + (m0 + m) * A->arow + o;
@@ -634,42 +582,82 @@ static inline __attribute__((always_inline)) void wq8_tile(const wq_task* t, int
                                             + (t->bias ? t->bias[n0 + r] : 0.0f);
 }
 
-/* One row of activations against weight row n alone, two accumulators (even and odd
- * vectors): the batch-1 token reads each weight row as one sequential stream (tiles of
- * several rows interleave as many streams, which streamed worse from memory) */
-static inline __attribute__((always_inline)) void wq8_row1(const wq_task* t, int64_t m0,
-                                                           int64_t n) {
-    const wq8_act* A = t->q8;
-    const int64_t kb = t->kb, blob = t->blob, nv = A->nv, rb = A->rbytes;
-    const int four = t->d->bits == 4;
+/* One step of wq8_row1: the 64 packed bytes of vector v of weight row w (mk: the bytes
+ * inside the row) against the activations' vector v, times the lanes' scales sc, into f */
+static inline __attribute__((always_inline)) __m512 wq8_step(
+        const wq8_act* A, const uint8_t* w, const int8_t* q, const int32_t* zl,
+        const float* sl, int64_t v, __mmask64 mk, __m512 sc, const int FOUR, __m512 f) {
+    const int64_t o = v * 64;
     const __m512i nib = _mm512_set1_epi8(15);
-    const __m512i idx = _mm512_srli_epi32(
-        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
-                                             14, 15), _mm512_set1_epi32(4)),
-        (unsigned)__builtin_ctzll((unsigned long long)blob));
-    const uint8_t* w = t->b + n * rb;
-    const float* sw = t->s + n * kb;
+    __builtin_prefetch(w + o + WQ8_AHEAD, 0, 3);
+    const __m512i x = _mm512_maskz_loadu_epi8(mk, w + o);
+    __m512i acc = _mm512_dpbusd_epi32(_mm512_loadu_si512(zl + v * 16),
+                                      FOUR ? _mm512_and_si512(x, nib) : x,
+                                      _mm512_loadu_si512(q + o));
+    if (FOUR)
+        acc = _mm512_dpbusd_epi32(acc, _mm512_and_si512(_mm512_srli_epi16(x, 4), nib),
+                                  _mm512_loadu_si512(q + A->ahalf + o));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc),
+                           _mm512_mul_ps(_mm512_loadu_ps(sl + v * 16), sc), f);
+}
+
+/* One row of activations against weight rows lo .. hi - 1, one weight row at a time: the
+ * batch-1 token reads each weight row as one sequential stream (tiles of several rows
+ * interleave as many streams, which streamed worse from memory).  FOUR (4 bits) and LG
+ * (blob = 2^LG bytes) are constants of each copy of the loop, so that a vector's scales
+ * are one narrow load and a permute (no division, no mask but the row's last vector);
+ * LG < 0: read from t (the generic copy).  Two accumulators, even and odd vectors. */
+static inline __attribute__((always_inline)) void wq8_row1s(const wq_task* t, int64_t m0,
+                                                            int64_t lo, int64_t hi,
+                                                            const int FOUR, const int LG) {
+    const wq8_act* A = t->q8;
+    const int64_t kb = t->kb, nv = A->nv, rb = A->rbytes, N = t->d->N;
+    const int lg = LG >= 0 ? LG : __builtin_ctzll((unsigned long long)t->blob);
+    const __m512i idx = wq8_lane_blocks(lg);
     const int8_t* q = A->qa + m0 * A->arow;
     const float* sl = A->sl + m0 * A->lanes;
     const int32_t* zl = A->zl + m0 * A->lanes;
-    __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t v = 0; v < nv; v++) {
-        const int64_t o = v * 64;
-        const __mmask64 mk = rb - o >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (rb - o)) - 1);
-        __builtin_prefetch(w + o + WQ8_AHEAD, 0, 3);
-        const __m512i x = _mm512_maskz_loadu_epi8(mk, w + o);
-        const __m512i lo = four ? _mm512_and_si512(x, nib) : x;
-        __m512i acc = _mm512_dpbusd_epi32(_mm512_loadu_si512(zl + v * 16), lo,
-                                          _mm512_loadu_si512(q + o));
-        if (four)
-            acc = _mm512_dpbusd_epi32(acc, _mm512_and_si512(_mm512_srli_epi16(x, 4), nib),
-                                      _mm512_loadu_si512(q + A->ahalf + o));
-        const __m512 sc = _mm512_mul_ps(_mm512_loadu_ps(sl + v * 16),
-                                        wq8_wscale(sw, v, blob, kb, idx));
-        f[v & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sc, f[v & 1]);
+    const int64_t last = nv - 1;
+    const __mmask64 mlast = rb - last * 64 >= 64 ? ~(__mmask64)0
+                                                  : (((__mmask64)1 << (rb - last * 64)) - 1);
+    for (int64_t n = lo; n < hi; n++) {
+        const uint8_t* w = t->b + n * rb;
+        const float* sw = t->s + n * kb;
+        __m512 f0 = _mm512_setzero_ps(), f1 = _mm512_setzero_ps();
+        int64_t v = 0;
+        for (; v + 1 < last; v += 2) {
+            const __m512 s0 = LG >= 0 ? wq8_wscale_full(sw, v, LG, idx)
+                                      : wq8_wscale(sw, v, lg, kb, idx);
+            const __m512 s1 = LG >= 0 ? wq8_wscale_full(sw, v + 1, LG, idx)
+                                      : wq8_wscale(sw, v + 1, lg, kb, idx);
+            f0 = wq8_step(A, w, q, zl, sl, v, ~(__mmask64)0, s0, FOUR, f0);
+            f1 = wq8_step(A, w, q, zl, sl, v + 1, ~(__mmask64)0, s1, FOUR, f1);
+        }
+        for (; v < last; v++)
+            f0 = wq8_step(A, w, q, zl, sl, v,  ~(__mmask64)0,
+                          LG >= 0 ? wq8_wscale_full(sw, v, LG, idx)
+                                  : wq8_wscale(sw, v, lg, kb, idx), FOUR, f0);
+        f1 = wq8_step(A, w, q, zl, sl, last, mlast, wq8_wscale(sw, last, lg, kb, idx), FOUR,
+                      f1);
+        t->out[m0 * N + n] = _mm512_reduce_add_ps(_mm512_add_ps(f0, f1))
+                             + (t->bias ? t->bias[n] : 0.0f);
     }
-    t->out[m0 * t->d->N + n] = _mm512_reduce_add_ps(_mm512_add_ps(f[0], f[1]))
-                               + (t->bias ? t->bias[n] : 0.0f);
+}
+
+/* wq8_row1s with the formats of the common blocks as constants: 4 bits in blocks of 32
+ * (LG 4) or 128 (LG 6), 8 bits in blocks of 32 (LG 5) or 128 (LG 7) */
+static void wq8_row1(const wq_task* t, int64_t m0, int64_t lo, int64_t hi) {
+    const int four = t->d->bits == 4;
+    switch (four * 16 + __builtin_ctzll((unsigned long long)t->blob)) {
+    case 16 + 4: wq8_row1s(t, m0, lo, hi, 1, 4); break;
+    case 16 + 6: wq8_row1s(t, m0, lo, hi, 1, 6); break;
+    case 5: wq8_row1s(t, m0, lo, hi, 0, 5); break;
+    case 7: wq8_row1s(t, m0, lo, hi, 0, 7); break;
+    default:
+        if (four) wq8_row1s(t, m0, lo, hi, 1, -1);
+        else wq8_row1s(t, m0, lo, hi, 0, -1);
+        break;
+    }
 }
 
 /* rows m0 .. m0 + MR - 1 against weight rows lo .. hi - 1 (one row of activations: a
@@ -679,7 +667,7 @@ static inline __attribute__((always_inline)) void wq8_span(const wq_task* t, int
                                                            int64_t hi) {
     int64_t n = lo;
     if (MR == 1 && WQ8_ROW1) {
-        for (; n < hi; n++) wq8_row1(t, m0, n);
+        wq8_row1(t, m0, lo, hi);
         return;
     }
     if (MR <= 2)
