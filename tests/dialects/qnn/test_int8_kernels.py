@@ -322,11 +322,17 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
            # stride 2 along W on rows long enough for the vector split into phases (32
            # values, then 16, then one by one; odd and even left padding)
            ("uint8", "int8", (1, 3, 6, 53), {"strides": (2, 2), "padding": (1, 1, 1, 1)}),
-           ("int8", "uint8", (1, 2, 5, 70), {"strides": (2, 2), "padding": (0, 0, 1, 0)})]
+           ("int8", "uint8", (1, 2, 5, 70), {"strides": (2, 2), "padding": (0, 0, 1, 0)}),
+           # stride 1 in float32 lanes: a 5x5 kernel (the taps' loop not unrolled), rows
+           # in groups of 4 with a last group of 1, 3 vectors a row (the last one spills
+           # into the next row), the image's last row read through a copy; a row of 17
+           ("int8", "int8", (2, 5, 13, 37), {"padding": (2, 2, 2, 2), "kernel": (5, 5)}),
+           ("uint8", "int8", (1, 4, 6, 17), {"padding": (0, 1, 0, 1)})]
     for i, (dx, dw, xs_, attrs) in enumerate(dws):
         c = xs_[1]
         x = q(dx, xs_)
-        w = q(dw, (c, 1, 3, 3))
+        attrs = dict(attrs)
+        w = q(dw, (c, 1, *attrs.pop("kernel", (3, 3))))
         zx = np.asarray(R.qrange(dx)[i % 2], dx)
         zw = q(dw, (c,))
         attrs = dict(attrs, groups=c)

@@ -507,45 +507,90 @@ static inline q_vi q_vcodes(q_vf v, q_vf flo, q_vf fhi) {
     return q_round_i(q_keep_small(v, t, flo));
 }
 
-/* One vector of q_store's 8-bit outputs: lanes j .. j + Q_VL - 1 (mask m) of v. */
+/* What every vector of one q_store call uses, read once (the 8-bit stores could
+ * alias the parameters, so the compiler would read them again per vector). */
+typedef struct {
+    const int32_t* bias;     /* per column (by_col), or NULL */
+    const float* scale;      /* per column, or NULL */
+    const float* add_c;      /* per column, or NULL */
+    const uint8_t* add2_t;   /* the residual at the call's first element, or NULL */
+    q_vi vb, vzo, vz1, vz2;
+    q_vf vs, flo, fhi, rlo, rhi, c0, r, r2, fixed, s1, s2, zlo, zhi, r2a, rt, fixed2;
+    int add_kind, add2_kind, u;
+} q_vparams;
+
 static inline __attribute__((always_inline)) void
-q_vstore_step(const plait_q_out* o, const uint32_t* restrict v, int64_t j, q_vm m,
-              int64_t n0, const int by_col, void* c, int64_t idx0) {
+q_vparams_init(q_vparams* k, const plait_q_out* o, int64_t n0, const int by_col, int64_t idx0) {
     const int u = o->kind == PLAIT_Q_OUT_U8;
     const int32_t lo = u ? 0 : -128, hi = u ? 255 : 127, zo = o->zo;
     const int32_t* bias = o->bias ? o->bias + n0 : NULL;
     const float* sc = o->scale + (o->scale_cols ? n0 : 0);
-    q_vi x = q_iload(m, v + j);
-    if (bias) x = q_iadd(x, by_col ? q_iload(m, bias + j) : q_iset(bias[0]));
-    q_vf f = q_fmul(q_i2f(x), by_col && o->scale_cols ? q_fload(m, sc + j) : q_fset(sc[0]));
-    f = q_fmin(q_fmax(f, q_fset((float)(lo - zo))), q_fset((float)(hi - zo)));
-    q_vi q = q_iadd(q_round_i(f), q_iset(zo));
-    const q_vf flo = q_fset((float)lo), fhi = q_fset((float)hi);
+    k->u = u;
+    k->bias = bias && by_col ? bias : NULL;
+    k->vb = q_iset(bias && !by_col ? bias[0] : 0);
+    k->scale = by_col && o->scale_cols ? sc : NULL;
+    k->vs = q_fset(sc[0]);
+    k->vzo = q_iset(zo);
+    k->flo = q_fset((float)(lo - zo));
+    k->fhi = q_fset((float)(hi - zo));
+    k->rlo = q_fset((float)lo);
+    k->rhi = q_fset((float)hi);
+    k->add_kind = o->add_kind;
+    k->add_c = NULL;
     if (o->add_kind) {
         const float* ac = o->add_c + (o->add_cols ? n0 : 0);
-        const q_vf cj = by_col && o->add_cols ? q_fload(m, ac + j) : q_fset(ac[0]);
-        if (o->add_kind == 3) {   /* DequantizeLinear, a float bias, QuantizeLinear */
-            q_vf g = q_fmul(q_i2f(q_isub(q, q_iset(o->fz1))), q_fset(o->fs1));
-            g = q_fdiv(q_fadd(g, cj), q_fset(o->fs2));
-            g = q_fmin(q_fmax(g, q_fset((float)(lo - o->fz2))), q_fset((float)(hi - o->fz2)));
-            q = q_iadd(q_round_i(g), q_iset(o->fz2));
+        k->add_c = by_col && o->add_cols ? ac : NULL;
+        k->c0 = q_fset(ac[0]);
+        k->r = q_fset(o->add_r);
+        k->r2 = q_fset(o->add_r2);
+        k->fixed = q_fset(o->add_fixed);
+        k->vz1 = q_iset(o->fz1);
+        k->vz2 = q_iset(o->fz2);
+        k->s1 = q_fset(o->fs1);
+        k->s2 = q_fset(o->fs2);
+        k->zlo = q_fset((float)(lo - o->fz2));
+        k->zhi = q_fset((float)(hi - o->fz2));
+    }
+    k->add2_kind = o->add2_kind;
+    k->add2_t = o->add2_kind ? (const uint8_t*)o->add2_t + idx0 : NULL;
+    if (o->add2_kind) {
+        k->r2a = q_fset(o->add2_r);
+        k->rt = q_fset(o->add2_rt);
+        k->fixed2 = q_fset(o->add2_fixed);
+    }
+}
+
+/* One vector of q_store's 8-bit outputs: lanes j .. j + Q_VL - 1 (mask m) of v into
+ * dst + j. */
+static inline __attribute__((always_inline)) void
+q_vstore_step(const q_vparams* k, const uint32_t* restrict v, int64_t j, q_vm m,
+              uint8_t* dst) {
+    q_vi x = q_iadd(q_iload(m, v + j), k->bias ? q_iload(m, k->bias + j) : k->vb);
+    q_vf f = q_fmul(q_i2f(x), k->scale ? q_fload(m, k->scale + j) : k->vs);
+    f = q_fmin(q_fmax(f, k->flo), k->fhi);
+    q_vi q = q_iadd(q_round_i(f), k->vzo);
+    if (k->add_kind) {
+        const q_vf cj = k->add_c ? q_fload(m, k->add_c + j) : k->c0;
+        if (k->add_kind == 3) {   /* DequantizeLinear, a float bias, QuantizeLinear */
+            q_vf g = q_fmul(q_i2f(q_isub(q, k->vz1)), k->s1);
+            g = q_fdiv(q_fadd(g, cj), k->s2);
+            g = q_fmin(q_fmax(g, k->zlo), k->zhi);
+            q = q_iadd(q_round_i(g), k->vz2);
         } else {
-            const q_vf qf = q_i2f(q), r = q_fset(o->add_r);
-            const q_vf g = o->add_kind == 1
-                               ? q_fma(qf, r, cj)
-                               : q_fma(cj, q_fset(o->add_r2), q_fma(qf, r, q_fset(o->add_fixed)));
-            q = q_vcodes(g, flo, fhi);
+            const q_vf qf = q_i2f(q);
+            const q_vf g = k->add_kind == 1 ? q_fma(qf, k->r, cj)
+                                            : q_fma(cj, k->r2, q_fma(qf, k->r, k->fixed));
+            q = q_vcodes(g, k->rlo, k->rhi);
         }
     }
-    if (o->add2_kind) {   /* a residual QLinearAdd with a tensor of the output's shape */
-        const q_vf t = q_i2f(q_load_codes(m, (const uint8_t*)o->add2_t + idx0 + j, u));
-        const q_vf qf = q_i2f(q), r = q_fset(o->add2_r), rt = q_fset(o->add2_rt);
-        const q_vf fx = q_fset(o->add2_fixed);
-        const q_vf g = o->add2_kind == 1 ? q_fma(qf, r, q_fma(t, rt, fx))
-                                         : q_fma(t, rt, q_fma(qf, r, fx));
-        q = q_vcodes(g, flo, fhi);
+    if (k->add2_kind) {   /* a residual QLinearAdd with a tensor of the output's shape */
+        const q_vf t = q_i2f(q_load_codes(m, k->add2_t + j, k->u));
+        const q_vf qf = q_i2f(q);
+        const q_vf g = k->add2_kind == 1 ? q_fma(qf, k->r2a, q_fma(t, k->rt, k->fixed2))
+                                         : q_fma(t, k->rt, q_fma(qf, k->r2a, k->fixed2));
+        q = q_vcodes(g, k->rlo, k->rhi);
     }
-    q_store_codes(m, (uint8_t*)c + idx0 + j, q);
+    q_store_codes(m, dst + j, q);
 }
 #endif
 
@@ -557,14 +602,17 @@ q_store(const plait_q_out* o, const uint32_t* restrict v, int64_t count, int64_t
 #if defined(Q_VSTORE)
     if (o->kind == PLAIT_Q_OUT_U8 || o->kind == PLAIT_Q_OUT_S8) {
         int64_t j = 0;
+        q_vparams k;
+        q_vparams_init(&k, o, n0, by_col, idx0);
+        uint8_t* dst = (uint8_t*)c + idx0;
 #if Q_VL == 16
         for (; j < count; j += 16) {
             const __mmask16 m = count - j >= 16 ? (__mmask16)0xFFFF
                                                 : (__mmask16)((1u << (count - j)) - 1);
-            q_vstore_step(o, v, j, m, n0, by_col, c, idx0);
+            q_vstore_step(&k, v, j, m, dst);
         }
 #else
-        for (; j + Q_VL <= count; j += Q_VL) q_vstore_step(o, v, j, 0, n0, by_col, c, idx0);
+        for (; j + Q_VL <= count; j += Q_VL) q_vstore_step(&k, v, j, 0, dst);
         if (j < count)
             q_store_generic(o, v + j, count - j, n0 + (by_col ? j : 0), by_col, c, idx0 + j);
 #endif
