@@ -66,12 +66,10 @@ def _plait_runner(onnx_path: str, x: np.ndarray, db: str | None) -> Any:
 
 
 def _findings(report: Any, top: int = 6) -> list[str]:
-    """The calls whose best point is not the default, fastest gain first: what moved
-    which layer (its op and call key's sizes, the point, the gain in the tuner's
-    measurements)."""
+    """The calls whose chosen point (what the database gives them) is not the default,
+    largest gain first: what moved which layer (its op and call key's sizes, the
+    choices changed, the gain against the default measured with it)."""
     import json
-
-    from plait.target.c.tuning.space import point_label
 
     moved = []
     for (_, key), c in report.calls.items():
@@ -80,9 +78,9 @@ def _findings(report: Any, top: int = 6) -> list[str]:
         desc = json.loads(key).get("desc", {})
         shape = ",".join(f"{k}{desc[k]}" for k in ("C", "O", "OH", "KH", "G", "M", "N", "K")
                          if k in desc)
-        moved.append((c.default_seconds / c.best_seconds, c.op, shape,
-                      point_label(c.best, {"choices": {k: [c.default[k]] for k in c.default}}),
-                      c.measured, c.candidates))
+        label = ", ".join(f"{k}={v}" for k, v in c.best.items() if v != c.default.get(k))
+        moved.append((c.default_seconds / c.best_seconds, c.op, shape, label, c.measured,
+                      c.candidates))
     moved.sort(reverse=True)
     out = [f"  {len(moved)} of {len(report.calls)} calls moved from the default"]
     out += [f"  {g:.2f}x {op} [{shape}] -> {label} ({n}/{cands} points measured)"

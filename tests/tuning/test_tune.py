@@ -69,6 +69,9 @@ def _check_complete(db: str, report) -> dict:  # type: ignore[no-untyped-def]
         failed = {json.dumps(r.point, sort_keys=True) for r in store.records(key, me)
                   if r.status == "failed"}
         assert len(ok | failed) == summary.candidates, (summary, ok, failed)
+        # each time carries its default's, measured in the same runs (the pairing)
+        assert all(r.default_seconds and r.default_seconds > 0
+                   for r in store.records(key, me) if r.status == "ok")
         assert summary.default_seconds and summary.best_seconds
     return best
 

@@ -26,6 +26,7 @@ the heuristic, it stays).
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ...target.c.tuning import Machine, Record, SearchSpace, TuningDB, point_text
+from ...target.c.tuning.db import pick
 from .cost_model import CostModel
 from .trial import ModelRef, TrialResult, discover, run_trial
 
@@ -169,6 +171,8 @@ class _GroupSearch:
         self.tunable = [k for k, s in self.spaces.items() if s.size() > 1]
         self.todo = {k: self.spaces[k].points()[1:] for k in self.tunable}
         self.times: dict[str, dict[str, list[float]]] = {k: {} for k in calls}
+        # each sample's time over its default's in the same runs (the trial's pairing)
+        self.ratios: dict[str, dict[str, list[float]]] = {k: {} for k in calls}
         self.model = CostModel()
         self.rounds = 0
         self.issued = 0
@@ -178,13 +182,29 @@ class _GroupSearch:
         return statistics.median(t) if t else None
 
     def best(self, key: str) -> tuple[dict[str, Any], float] | None:
+        """The point of the lowest median ratio to its paired default (the one to
+        measure again), and its median seconds."""
         import json
 
-        meds = {p: statistics.median(t) for p, t in self.times[key].items() if t}
-        if not meds:
+        ratios = {p: statistics.median(t) for p, t in self.ratios[key].items() if t}
+        if not ratios:
             return None
-        p = min(meds, key=lambda q: meds[q])
-        return json.loads(p), meds[p]
+        p = min(ratios, key=lambda q: ratios[q])
+        return json.loads(p), statistics.median(self.times[key][p])
+
+    def paired_default(self, key: str, r: TrialResult) -> float | None:
+        """The default's seconds paired with ``r``'s time of call ``key`` (the same
+        runs), else the default's median so far."""
+        d = r.default_seconds.get(key)
+        return d if d else self.default_seconds(key)
+
+    def chosen(self, key: str, op: str, machine: Machine) -> Record | None:
+        """The point the database will give ``key`` from this search's samples
+        (:func:`~plait.target.c.tuning.db.pick`)."""
+        recs = [Record(key, op, machine, json.loads(p), t, t / q if q else None)
+                for p in self.times[key]
+                for t, q in zip(self.times[key][p], self.ratios[key].get(p, []))]
+        return pick(recs, self.spaces[key].default_point())
 
     def defaults(self) -> dict[str, dict[str, Any]]:
         return {k: s.default_point() for k, s in self.spaces.items()}
@@ -235,8 +255,9 @@ class _GroupSearch:
             if k in r.seconds and k in self.times:
                 self.times[k].setdefault(point_text(p), []).append(r.seconds[k])
         for k, p in r.points.items():
-            d = self.default_seconds(k)
-            if k in r.seconds and d:
+            d = self.paired_default(k, r)
+            if k in r.seconds and k in self.times and d:
+                self.ratios[k].setdefault(point_text(p), []).append(r.seconds[k] / d)
                 self.model.add(k, self.calls[k]["space"], p, r.seconds[k], d)
 
     def done(self) -> bool:
@@ -294,7 +315,7 @@ def tune(model: ModelRef, db: str, budget: float, executor: Executor | None = No
                     continue
                 search.take(r)
                 records += [Record(k, calls[k]["op"], machine, p, r.seconds[k],
-                                   search.default_seconds(k))
+                                   search.paired_default(k, r))
                             for k, p in r.points.items() if k in r.seconds and k in calls]
             store.add(records)
             search.model.fit()
@@ -305,10 +326,11 @@ def tune(model: ModelRef, db: str, budget: float, executor: Executor | None = No
             first = False
             log(f"  {report.trials} trials, {time.perf_counter() - t0:.1f} s")
         for k, info in calls.items():
-            b = search.best(k)
+            b = search.chosen(k, info["op"], machine)
             report.calls[(machine, k)] = CallSummary(
-                k, info["op"], search.spaces[k].default_point(), search.default_seconds(k),
-                b[0] if b else None, b[1] if b else None,
+                k, info["op"], search.spaces[k].default_point(),
+                b.default_seconds if b and b.default_seconds else search.default_seconds(k),
+                b.point if b else None, b.seconds if b else None,
                 len(search.times[k]), search.spaces[k].size())
     report.seconds = time.perf_counter() - t0
     return report

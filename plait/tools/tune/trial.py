@@ -8,6 +8,12 @@ a user gets from the final database.  The executable's ``tuning`` attribute maps
 wrapper symbol to its call; the step timer (``Target("c", step_timing=True)``,
 ``VirtualMachine.profile_steps``) times each step; a call's time is the median over the
 runs of the sum of its steps.
+
+**Paired with the defaults.** Each trial also runs the model built with every call at
+its default point (built once per process and model), run for run in turn with the
+trial's build: a call's ``default_seconds`` is its default's time in the same moments,
+so the ratio of the two is what the point changes, not what the machine's load did
+between two trials (:func:`~plait.target.c.tuning.db.pick` compares those ratios).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ class TrialResult:
 
     points: dict[str, dict[str, Any]]
     seconds: dict[str, float] = field(default_factory=dict)
+    default_seconds: dict[str, float] = field(default_factory=dict)   # paired, same runs
     total: float = 0.0
     machine: Machine | None = None
     pid: int = 0
@@ -114,28 +121,71 @@ def build_with_points(mod: IRModule, points: dict[str, dict[str, Any]], machine:
         return plait.build(mod, target)
 
 
-def measure(exe: Any, inputs: list[np.ndarray], runs: int) -> tuple[dict[str, float], float]:
-    """Each call's median seconds over ``runs`` timed runs (after one warm-up) of the
-    single entry point, by call key, and the median whole step."""
-    from ...runtime import VirtualMachine
+class _Timer:
+    """Runs of one executable with the step timer, each call's time summed by call key."""
 
-    calls = exe.attrs.get("tuning") or {}
-    vm = VirtualMachine(exe)
-    vm.profile_steps("main", *inputs)   # warm-up: pages, caches, the thread pool
-    per_call: dict[str, list[float]] = {}
-    totals = []
-    for _ in range(max(1, runs)):
-        _, entries = vm.profile_steps("main", *inputs)
+    def __init__(self, exe: Any, inputs: list[np.ndarray]) -> None:
+        from ...runtime import VirtualMachine
+
+        self.calls = exe.attrs.get("tuning") or {}
+        self.vm = VirtualMachine(exe)
+        self.inputs = inputs
+        self.per_call: dict[str, list[float]] = {}
+        self.totals: list[float] = []
+
+    def run(self, record: bool = True) -> None:
+        _, entries = self.vm.profile_steps("main", *self.inputs)
+        if not record:
+            return
         sums: dict[str, float] = {}
         for e in entries:
-            info = calls.get(e.callee)
+            info = self.calls.get(e.callee)
             if info is not None:
                 sums[info["call"]] = sums.get(info["call"], 0.0) + e.seconds
         for k, v in sums.items():
-            per_call.setdefault(k, []).append(v)
-        totals.append(sum(e.seconds for e in entries))
-    return ({k: statistics.median(v) for k, v in per_call.items()},
-            statistics.median(totals))
+            self.per_call.setdefault(k, []).append(v)
+        self.totals.append(sum(e.seconds for e in entries))
+
+    def medians(self) -> dict[str, float]:
+        return {k: statistics.median(v) for k, v in self.per_call.items()}
+
+
+def measure(exe: Any, inputs: list[np.ndarray], runs: int) -> tuple[dict[str, float], float]:
+    """Each call's median seconds over ``runs`` timed runs (after one warm-up) of the
+    single entry point, by call key, and the median whole step."""
+    t = _Timer(exe, inputs)
+    t.run(record=False)   # warm-up: pages, caches, the thread pool
+    for _ in range(max(1, runs)):
+        t.run()
+    return t.medians(), statistics.median(t.totals)
+
+
+def measure_paired(exe: Any, default_exe: Any, inputs: list[np.ndarray], runs: int
+                   ) -> tuple[dict[str, float], dict[str, float], float]:
+    """:func:`measure` of ``exe`` with ``default_exe`` run in turn with it (which first
+    alternates each run): each call's median seconds in both, and ``exe``'s median
+    whole step."""
+    a, b = _Timer(exe, inputs), _Timer(default_exe, inputs)
+    a.run(record=False)
+    b.run(record=False)
+    for i in range(max(1, runs)):
+        for t in ((a, b) if i % 2 == 0 else (b, a)):
+            t.run()
+    return a.medians(), b.medians(), statistics.median(a.totals)
+
+
+_DEFAULT_EXES: dict[tuple[str, str, str], Any] = {}
+
+
+def default_build(model: ModelRef, mod: IRModule, machine: Machine,
+                  attrs: dict[str, Any] | None) -> Any:
+    """``model`` built with every call at its default point and the step timer, once per
+    process, model, target attributes and machine (thread count)."""
+    key = (model.digest, repr(sorted((attrs or {}).items())), repr(machine))
+    if key not in _DEFAULT_EXES:
+        _DEFAULT_EXES.clear()   # one model at a time: the last one's library goes
+        _DEFAULT_EXES[key] = build_with_points(mod, {}, machine, attrs)
+    return _DEFAULT_EXES[key]
 
 
 def run_trial(model: ModelRef, points: dict[str, dict[str, Any]], runs: int = 5,
@@ -151,7 +201,9 @@ def run_trial(model: ModelRef, points: dict[str, dict[str, Any]], runs: int = 5,
         mod = load_module(model)
         exe = build_with_points(mod, points, result.machine, attrs)
         result.calls = {k: dict(v) for k, v in (exe.attrs.get("tuning") or {}).items()}
-        result.seconds, result.total = measure(exe, sample_inputs(mod), runs)
+        base = default_build(model, mod, result.machine, attrs)
+        result.seconds, result.default_seconds, result.total = measure_paired(
+            exe, base, sample_inputs(mod), runs)
     except Exception as e:  # a trial that fails is recorded as failed, the tuning goes on
         result.error = f"{type(e).__name__}: {e}"
     return result
@@ -169,5 +221,5 @@ def discover(model: ModelRef, attrs: dict[str, Any] | None = None
     return out, machine
 
 
-__all__ = ["ModelRef", "TrialResult", "build_with_points", "discover", "load_module",
-           "measure", "run_trial", "sample_inputs"]
+__all__ = ["ModelRef", "TrialResult", "build_with_points", "default_build", "discover",
+           "load_module", "measure", "measure_paired", "run_trial", "sample_inputs"]

@@ -139,30 +139,35 @@ the heuristic."""
 
 
 def pick(records: list[Record], default: Mapping[str, Any] | None = None) -> Record | None:
-    """The point ``build()`` takes among one call's ``records`` (one machine's): the
-    lowest median of a point's successful measurements (one lucky run does not win; the
-    record returned carries that median and the median of the default point's times).
-    Where the ``default`` point was measured too (a tuning run), another point is taken
-    only with :data:`MIN_SAMPLES` measurements and a median :data:`MARGIN` below the
-    default's: the search tries many points of a call, and on a busy machine the
-    fastest of many noisy medians is mostly luck."""
+    """The point ``build()`` takes among one call's ``records`` (one machine's).  Each
+    point is scored by the median over its successful measurements (one lucky run does
+    not win) of its time over the default's measured with it (``default_seconds``: the
+    tuner pairs them, run for run, so the machine's load cancels), or, where a record
+    lacks the default's time, by the median of its times.  The lowest score wins; where
+    the ``default`` point was measured too (a tuning run), another point only with
+    :data:`MIN_SAMPLES` measurements and a score :data:`MARGIN` below the default's: the
+    search tries many points of a call, and the fastest of many noisy medians is mostly
+    luck.  The record returned carries the point's median time and the median of its
+    defaults' times."""
     groups: dict[str, list[Record]] = {}
     for r in records:
         if r.status == "ok" and r.seconds is not None:
             groups.setdefault(point_text(r.point), []).append(r)
-    meds = {p: statistics.median(r.seconds for r in rs)  # type: ignore[misc]
-            for p, rs in groups.items()}
-    dtext = point_text(default) if default is not None else None
-    if dtext in meds:
-        bar = (1 - MARGIN) * meds[dtext]
-        meds = {p: t for p, t in meds.items()
-                if p == dtext or (len(groups[p]) >= MIN_SAMPLES and t < bar)}
-    if not meds:
+    if not groups:
         return None
-    best = min(meds, key=lambda p: meds[p])
+    paired = all(r.default_seconds for rs in groups.values() for r in rs)
+    score = {p: statistics.median((r.seconds / r.default_seconds) if paired  # type: ignore[operator]
+                                  else r.seconds for r in rs)
+             for p, rs in groups.items()}
+    dtext = point_text(default) if default is not None else None
+    if dtext in score:
+        bar = (1 - MARGIN) * score[dtext]
+        score = {p: t for p, t in score.items()
+                 if p == dtext or (len(groups[p]) >= MIN_SAMPLES and t < bar)}
+    best = min(score, key=lambda p: score[p])
     rs = groups[best]
     d = [r.default_seconds for r in rs if r.default_seconds is not None]
-    return replace(rs[-1], seconds=meds[best],
+    return replace(rs[-1], seconds=statistics.median(r.seconds for r in rs),  # type: ignore[misc]
                    default_seconds=statistics.median(d) if d else None)
 
 
