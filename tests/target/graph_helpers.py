@@ -73,3 +73,28 @@ def max_pool_reference(x: np.ndarray, k: tuple[int, int], s: tuple[int, int],
                      j * d[1]:j * d[1] + (ow - 1) * s[1] + 1:s[1]]
             out = np.where(np.isnan(win) | (win > out), win, out)
     return out
+
+
+def avg_pool_reference(x: np.ndarray, oh: int, ow: int, k: tuple[int, int],
+                       s: tuple[int, int], d: tuple[int, int], p: tuple[int, int, int, int],
+                       count_pad: bool) -> np.ndarray:
+    """Average pooling by brute force, in float64, to ``oh`` x ``ow`` outputs: each the
+    sum of its window's taps inside the input over the count of its taps inside the
+    input (``count_pad``: inside the input and its padding, top, left, bottom, right)."""
+    n, c, h, w = x.shape
+    lo_r, hi_r = (-p[0], h + p[2]) if count_pad else (0, h)
+    lo_c, hi_c = (-p[1], w + p[3]) if count_pad else (0, w)
+    out = np.zeros((n, c, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            rows = [i * s[0] + a * d[0] - p[0] for a in range(k[0])]
+            cols = [j * s[1] + b * d[1] - p[1] for b in range(k[1])]
+            count = sum(lo_r <= r < hi_r for r in rows) * sum(lo_c <= q < hi_c for q in cols)
+            total = np.zeros((n, c))
+            for r in rows:
+                for q in cols:
+                    if 0 <= r < h and 0 <= q < w:
+                        total = total + x[:, :, r, q].astype(np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[:, :, i, j] = total / count
+    return out

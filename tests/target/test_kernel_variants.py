@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pytest
 from graph_helpers import (  # tests/target
+    avg_pool_reference,
     build_graph,
     const,
     conv2d_reference,
@@ -527,6 +528,27 @@ def _gelu_tanh_epilogue() -> Case:
         ref = 0.5 * m * (1 + np.tanh(math.sqrt(2 / math.pi) * (m + 0.044715 * m ** 3)))
     return {"a": a.shape}, body, [a], ref, 1e-4, "gemm", {}
 
+def _avg_pool() -> Case:
+    """avg_pool2d (plait_pool.c's row-wise average) twice: 3x3 stride 1 padded
+    (PoolFormer's; rows of 23, whole vectors and a tail) and 3x2 stride 3 with ceil_mode
+    and the padding counted (the column phases), NaN propagating."""
+    x = _rand(2, 3, 11, 23)
+    x.reshape(-1)[::37] = np.nan
+
+    def body(bb: Any, p: Any) -> Any:
+        a = emit(bb, "avg_pool2d", p[0], pool_size=(3, 3), padding=(1, 1, 1, 1))
+        b = emit(bb, "avg_pool2d", p[0], pool_size=(3, 2), strides=(1, 3),
+                 padding=(0, 1, 2, 0), ceil_mode=True, count_include_pad=True)
+        return emit(bb, "concat", plait.ir.Tuple([emit(bb, "reshape", a, shape=(-1,)),
+                                                  emit(bb, "reshape", b, shape=(-1,))]),
+                    axis=0)
+
+    ra = avg_pool_reference(x, 11, 23, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), False)
+    rb = avg_pool_reference(x, 11, 8, (3, 2), (1, 3), (1, 1), (0, 1, 2, 0), True)
+    ref = np.concatenate([ra.reshape(-1), rb.reshape(-1)])
+    return {"x": x.shape}, body, [x], ref, 1e-5, "pool", {}
+
+
 def _global_avg() -> Case:
     """global_avg_pool2d (plait_pool.c's global average): planes of 49 floats (whole
     vectors and a tail) and of 5 (a tail only), more than 65536 floats in all so the
@@ -770,6 +792,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "GELU epilogue (erf form) with inf and NaN": _gelu_epilogue,
     "GELU epilogue (tanh form) with inf and NaN": _gelu_tanh_epilogue,
     "global average pooling": _global_avg,
+    "average pooling, padded and strided with ceil_mode": _avg_pool,
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graph_helpers import max_pool_reference  # tests/target
+from graph_helpers import avg_pool_reference, max_pool_reference  # tests/target
 
 import plait
 from plait.ir import BlockBuilder, TensorType, Var
@@ -95,10 +95,38 @@ def test_global_average_matches_numpy(shape, op, attrs) -> None:  # type: ignore
     np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
 
 
+AVG_CASES = [
+    # (shape, k, s, d, p, ceil_mode, count_include_pad)
+    ((1, 64, 56, 56), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), False, False),  # PoolFormer, threaded
+    ((2, 3, 17, 13), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), False, True),
+    ((1, 4, 9, 11), (3, 2), (1, 3), (1, 1), (0, 1, 2, 0), False, True),      # stride 3
+    ((1, 2, 15, 15), (3, 3), (2, 1), (2, 2), (2, 2, 2, 2), False, False),    # dilation
+    ((1, 8, 14, 14), (2, 2), (2, 2), (1, 1), (0, 0, 0, 0), False, False),    # DenseNet's
+    ((1, 5, 7, 9), (2, 2), (2, 2), (1, 1), (0, 0, 0, 0), True, False),       # ceil: ResNet-D's
+    ((1, 3, 10, 11), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), True, True),
+    ((1, 2, 4, 37), (5, 4), (1, 1), (1, 1), (2, 1, 2, 2), False, False),     # 4 or 5 rows
+]
+
+
+@pytest.mark.parametrize("shape,k,s,d,p,ceil,count_pad", AVG_CASES)
+def test_avg_pool2d_matches_reference(shape, k, s, d, p, ceil,  # type: ignore[no-untyped-def]
+                                      count_pad) -> None:
+    """avg_pool2d goes to plait_pool.c's row-wise average (one call): within 1e-5
+    relative of a float64 brute force (float32 sums of a few values); NaN and inf in a
+    window propagate."""
+    x = RNG.standard_normal(shape).astype(np.float32)
+    x.reshape(-1)[::101] = np.nan
+    x.reshape(-1)[50::211] = np.inf
+    got = _one_pool_call(x, "plait_avg_pool2d_", "avg_pool2d", pool_size=k, strides=s,
+                         dilation=d, padding=p, ceil_mode=ceil, count_include_pad=count_pad)
+    ref = avg_pool_reference(x, got.shape[2], got.shape[3], k, s, d, p, count_pad)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+
+
 def test_global_average_it_cannot_take_stays_generated() -> None:
-    """A mean over other axes, an average pooling over an image of symbolic size (its
-    window may not cover it), or one whose window does not cover the image (or that is
-    padded or dilated) is not taken."""
+    """A mean over other axes or an average pooling over an image of symbolic size (its
+    window may not cover it) is not taken; one whose window does not cover the image (or
+    that is padded or dilated) is an average pooling (plait_avg_pool2d)."""
     param = Var("x", TensorType((1, 4, 5, 6), "float32"))
     sym = Var("y", TensorType((1, 4, "h", 6), "float32"))
     bb = BlockBuilder()
@@ -113,5 +141,6 @@ def test_global_average_it_cannot_take_stays_generated() -> None:
             y = bb.emit_output(plait.ir.Tuple([a, b, c, d, e]))
         bb.emit_func_output(y)
     lowered = DispatchPool()(bb.get().with_attrs(phase="optimization"))
-    assert not [n for n in post_order(lowered["main"].body)
-                if isinstance(n, Call) and isinstance(n.args[0], ExternFunc)]
+    calls = [n.args[0].symbol for n in post_order(lowered["main"].body)
+             if isinstance(n, Call) and isinstance(n.args[0], ExternFunc)]
+    assert len(calls) == 2 and all(c.startswith("plait_avg_pool2d_") for c in calls), calls

@@ -1,16 +1,19 @@
 """The ``c`` target's pooling: ``c.DispatchPool`` sends float32 NCHW ``max_pool2d``
-(the batch, channels and image static or symbolic: size arguments of the call) to
-``plait_pool.c`` (a kernel family: :mod:`plait.target.c.kernels`), which pools
-output row by output row (the maximum of the window's input rows on vectors across the
-row, then of its taps, a vector of output columns at a time), and float32 ``global_avg_pool2d``
-(NCHW) and ``mean`` over the two spatial axes of a rank-4 value (kept or not) to its
-global average pooling, each plane summed on vector lanes (the generated reduction sums
-a plane with one scalar chain: every ISA copy of a generated kernel computes the same
-bits, so it may not reassociate).
+(the batch, channels and image static or symbolic: size arguments of the call) and
+``avg_pool2d`` (its image static; any padding, stride, dilation, ``ceil_mode`` and
+``count_include_pad``) to ``plait_pool.c`` (a kernel family:
+:mod:`plait.target.c.kernels`), which pools output row by output row (the maximum or
+sum of the window's input rows on vectors across the row, then of its taps, a vector of
+output columns at a time, an average divided by its window's count of taps), and
+float32 ``global_avg_pool2d`` (NCHW) and ``mean`` over the two spatial axes of a rank-4
+value (kept or not) to its global average pooling, each plane summed on vector lanes
+(the generated reduction sums a plane with one scalar chain: every ISA copy of a
+generated kernel computes the same bits, so it may not reassociate).
 
-The generated kernel for ``max_pool2d`` keeps the window loops innermost, which the C
-compiler does not vectorize (slow on large images: the window loops are too short to
-pay for their set-up); the row-wise library function reads each input row with a
+The generated kernels for ``max_pool2d`` and ``avg_pool2d`` keep the window loops
+innermost, which the C compiler does not vectorize (slow on large images: the window
+loops are too short to pay for their set-up; PoolFormer's 3x3 average on 64 planes of
+56 x 56 took 580 us); the row-wise library function reads each input row with a
 contiguous or evenly strided loop.  Like ``c.DispatchGemm`` the library is one C file,
 the same for every model (compiled once per machine), and each call gets a wrapper
 with its shape as constants; both are recorded in the module's ``c_sources``.
@@ -30,7 +33,7 @@ from plait.transform.pass_base import module_pass
 from plait.transform.pattern import Match, is_op
 from plait.transform.pattern_rewrite import Rule, rewrite_module
 
-from ..kernels.pool import global_avg_pool2d_call, max_pool2d_call
+from ..kernels.pool import avg_pool2d_call, global_avg_pool2d_call, max_pool2d_call
 from ..kernels.registry import record_calls
 from ..kernels.wrapper import emit_call
 from ..shapes import float_shape, is_static_shape
@@ -38,7 +41,8 @@ from .squeeze_excite import spatial_axes
 
 
 def _wrapper(call: Call) -> tuple[str, str, CFunction] | None:
-    """The wrapper (name, C code, CFunction) of a max_pool2d call it takes, or None."""
+    """The wrapper (name, C code, CFunction) of a max_pool2d or avg_pool2d call it
+    takes, or None."""
     from plait.runtime.window import expand_ints, expand_padding
 
     x = call.args[0]
@@ -46,18 +50,25 @@ def _wrapper(call: Call) -> tuple[str, str, CFunction] | None:
     a = call.attrs
     if xs is None or os_ is None or len(xs) != 4 or a.get("layout", "NCHW") != "NCHW":
         return None
-    if a.get("ceil_mode") or 0 in xs or 0 in os_:
+    avg = call.op.name == "avg_pool2d"
+    if (a.get("ceil_mode") and not avg) or 0 in xs or 0 in os_:
         return None   # (symbolic sizes are size arguments)
+    if avg and (not is_static_shape(xs[2:]) or _covers_image(call, xs, os_)):
+        return None   # a global average (global_avg_rule), or one that may be
     kh, kw = expand_ints(a["pool_size"], 2)
     sh, sw = expand_ints(a["strides"], 2)
     dh, dw = expand_ints(a["dilation"], 2)
-    pt, pl, _pb, _pr = expand_padding(a["padding"], 2)
-    return emit_call(max_pool2d_call(xs, os_, (kh, kw, sh, sw, dh, dw, pt, pl)))
+    pt, pl, pb, pr = expand_padding(a["padding"], 2)
+    window = (kh, kw, sh, sw, dh, dw, pt, pl)
+    if avg:
+        return emit_call(avg_pool2d_call(xs, os_, window, (pb, pr),
+                                         bool(a["count_include_pad"])))
+    return emit_call(max_pool2d_call(xs, os_, window))
 
 
-POOL = is_op("max_pool2d").has_dtype("float32").has_rank(4)
-"""The shape :class:`DispatchPool` takes (NCHW, sizes static or symbolic; the rest is
-checked by the rewrite)."""
+POOL = is_op("max_pool2d", "avg_pool2d").has_dtype("float32").has_rank(4)
+"""The shapes :class:`DispatchPool` takes (NCHW, sizes static or symbolic, an average
+pooling's image static; the rest is checked by the rewrite)."""
 
 _GAP = is_op("global_avg_pool2d", layout="NCHW")
 _MEAN = is_op("mean", axis=spatial_axes)
@@ -115,7 +126,7 @@ def pool_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
         return make_call("call_extern", ExternFunc(name), Tuple(call.args), out=call.ty,
                          span=call.span)
 
-    return Rule("c.max_pool2d", POOL, rewrite)
+    return Rule("c.pool2d", POOL, rewrite)
 
 
 def global_avg_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
@@ -139,7 +150,7 @@ def global_avg_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
 
 
 def dispatch_pool(mod: IRModule, skip: Any = None) -> IRModule:
-    """``mod`` with float32 NCHW max_pool2d and global averages (:data:`GLOBAL_AVG`),
+    """``mod`` with float32 NCHW max_pool2d, avg_pool2d and global averages (:data:`GLOBAL_AVG`),
     static or symbolic sizes, rewritten into calls of ``plait_pool.c``; functions for which ``skip``
     is true (default: those of external codegens) are left alone."""
     wrappers: dict[str, tuple[str, CFunction]] = {}
@@ -149,9 +160,9 @@ def dispatch_pool(mod: IRModule, skip: Any = None) -> IRModule:
 
 @module_pass(name="c.DispatchPool", phases=("optimization",))
 class DispatchPool:
-    """Send float32 NCHW max_pool2d and global average pooling to plait_pool.c.
+    """Send float32 NCHW max_pool2d, avg_pool2d and global average pooling to plait_pool.c.
 
-    Max pooling runs row-wise on vectors; a global average is ``global_avg_pool2d``, a
+    Max and average pooling run row-wise on vectors; a global average is ``global_avg_pool2d``, a
     mean over H and W or a pooling whose one window covers the image; the batch,
     channels and image may be symbolic (size arguments of the call)."""
 

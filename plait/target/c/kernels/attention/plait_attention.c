@@ -58,17 +58,28 @@ softmax_row(float* restrict s, int64_t n, float scale, int zero_rows) {
         *(plait_svu*)(s + j) = e;
         vsum += e;
     }
+    if (j < n) {
+        /* the last n - j < PLAIT_SL values on one vector too (a scalar loop over
+         * plait_exp_f32 stayed scalar in the AVX2 and baseline copies) */
+#if PLAIT_SL == 16
+        const plait_svi lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+#else
+        const plait_svi lane = {0, 1, 2, 3, 4, 5, 6, 7};
+#endif
+        plait_sv e;
+        plait_sv_load_n(&e, s + j, n - j);
+        e -= mx;
+        plait_exp_sv(&e);
+        e = PLAIT_SELECT(lane < (int32_t)(n - j), e, PLAIT_SSPLAT(0.0f));
+        plait_sv_store_n(s + j, &e, n - j);
+        vsum += e;
+    }
     float t[8];   /* 16 lanes: the two halves first */
     for (int l = 0; l < 8; ++l) t[l] = vsum[l];
 #if PLAIT_SL == 16
     for (int l = 0; l < 8; ++l) t[l] += vsum[l + 8];
 #endif
     float sum = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
-    for (; j < n; ++j) {
-        float e = plait_exp_f32(s[j] - mx);
-        s[j] = e;
-        sum += e;
-    }
     float inv = 1.0f / sum;
     for (j = 0; j + PLAIT_SL <= n; j += PLAIT_SL) *(plait_svu*)(s + j) *= inv;
     for (; j < n; ++j) s[j] *= inv;

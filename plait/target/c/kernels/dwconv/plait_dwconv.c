@@ -1127,6 +1127,24 @@ static float se_dot(const float* restrict a, const float* restrict b, int64_t n)
     return sum;
 }
 
+/* v[0:n] in place: SiLU v / (1 + exp(-v)) (silu set) or the sigmoid 1 / (1 + exp(-v)),
+ * DW_V values a step (plait_exp_sv, a true division: the scalar formula's results; GCC
+ * left the scalar loop over plait_exp_f32 unvectorized in the AVX2 and baseline copies,
+ * 3.3 against 0.75 ns a value) */
+static void se_gate_act(float* restrict v, int64_t n, int silu) {
+    for (int64_t k = 0; k < n; k += DW_V) {
+        const int64_t left = n - k;
+        dw_v a;
+        if (left >= DW_V) a = DW_LOAD(v + k);
+        else dw_load_n(&a, v + k, left);
+        dw_v e = -a;
+        plait_exp_sv(&e);
+        const dw_v r = (silu ? a : (dw_v){0} + 1.0f) / (e + 1.0f);
+        if (left >= DW_V) *(dw_vu*)(v + k) = r;
+        else dw_store_n(v + k, &r, left);
+    }
+}
+
 PLAIT_ISA_HIDDEN int
 PLAIT_ISA_FN(plait_se_scale)(const plait_se_desc* d, const float* x, const float* w1,
                              const float* b1, const float* w2, const float* b2, float* out) {
@@ -1142,14 +1160,13 @@ PLAIT_ISA_FN(plait_se_scale)(const plait_se_desc* d, const float* x, const float
         for (int64_t j = 0; j < d->CR; ++j) {
             float a = (b1 ? b1[j] : 0.0f) + se_dot(w1 + j * d->C, m, d->C);
             if (d->act == PLAIT_DW_SE_RELU) a = (a > 0.0f || a != a) ? a : 0.0f;
-            else a = a / (1.0f + plait_exp_f32(-a));
             h[j] = a;
         }
+        if (d->act != PLAIT_DW_SE_RELU) se_gate_act(h, d->CR, 1);
         /* the gates replace the means of image n (all read above) */
-        for (int64_t c = 0; c < d->C; ++c) {
-            const float a = (b2 ? b2[c] : 0.0f) + se_dot(w2 + c * d->CR, h, d->CR);
-            m[c] = 1.0f / (1.0f + plait_exp_f32(-a));
-        }
+        for (int64_t c = 0; c < d->C; ++c)
+            m[c] = (b2 ? b2[c] : 0.0f) + se_dot(w2 + c * d->CR, h, d->CR);
+        se_gate_act(m, d->C, 0);
     }
     plait_parallel_range(se_scale, &t, planes, nt);
     free(v);

@@ -1,5 +1,5 @@
-/* plait_pool.c: the c target's 2-D max pooling and global average pooling (float32,
- * NCHW), a kernel family of plait_isa.h.  Max pooling:
+/* plait_pool.c: the c target's 2-D max and average pooling and global average pooling
+ * (float32, NCHW), a kernel family of plait_isa.h.  Max pooling:
  *
  * Separable: a window's maximum is the maximum over its columns of each column's maximum
  * over the window's rows.  Per output row of a plane:
@@ -21,6 +21,12 @@
  * NaN propagates (a NaN compared wins, and a NaN kept stays).  The planes (N * C) are
  * split over the library's threads (plait_threads.h); each thread's scratch is one
  * allocation (none possible: status 1, out of memory, as the other families).
+ *
+ * Average pooling runs the same two steps with sums instead of maxima (the padding
+ * holds 0), then divides each output by its window's count of taps (inside the input,
+ * or with count_pad inside the input and its padding: the count of a row times the
+ * count of a column).  PoolFormer's 3x3 token mixer as a generated kernel (the window
+ * loops innermost, a bounds test per tap) took 580 us on 64 planes of 56 x 56.
  */
 #include "plait_isa.h"
 #include <math.h>
@@ -62,9 +68,19 @@ static inline __attribute__((always_inline)) mp_v mp_max(mp_v acc, mp_v v) {
 
 static inline float mp_max1(float acc, float v) { return (v > acc || v != v) ? v : acc; }
 
-/* acc[j] = max(acc[j], r[j]) for j in [0, n); a NaN read wins, a NaN kept stays */
-static inline void vmax_into(float* restrict acc, const float* restrict r, int64_t n) {
-    for (int64_t j = 0; j < n; ++j) acc[j] = mp_max1(acc[j], r[j]);
+/* the pooling's combination: the sum (avg) or the maximum */
+static inline __attribute__((always_inline)) mp_v mp_op(mp_v acc, mp_v v, int avg) {
+    return avg ? acc + v : mp_max(acc, v);
+}
+
+static inline __attribute__((always_inline)) float mp_op1(float acc, float v, int avg) {
+    return avg ? acc + v : mp_max1(acc, v);
+}
+
+/* acc[j] = op(acc[j], r[j]) for j in [0, n); a NaN read wins, a NaN kept stays */
+static inline __attribute__((always_inline)) void
+vop_into(float* restrict acc, const float* restrict r, int64_t n, int avg) {
+    for (int64_t j = 0; j < n; ++j) acc[j] = mp_op1(acc[j], r[j], avg);
 }
 
 typedef struct {
@@ -75,14 +91,24 @@ typedef struct {
     int64_t phase;    /* columns of one phase: ceil(padded / SW) */
     int64_t lead;     /* padded columns before the first input column read: min(PL, padded) */
     int64_t body;     /* input columns read: those of [lead - PL, padded - PL) inside [0, W) */
+    const float* cw;  /* average pooling: each output column's count of taps (OW + MP_V) */
     int failed;       /* a thread could not allocate its scratch */
 } max_pool_task;
 
-/* step 1: dst[c] = the maximum of rows[0..nr)[c] for c in [0, n), nr >= 1 */
-static void mp_rows(float* restrict dst, const float* const* rows, int64_t nr, int64_t n) {
+/* step 1: dst[c] = the maximum (avg: the sum) of rows[0..nr)[c] for c in [0, n), nr >= 1 */
+static inline __attribute__((always_inline)) void
+mp_rows(float* restrict dst, const float* const* rows, int64_t nr, int64_t n, int avg) {
     const int64_t full = n - n % MP_V;
     const float* r0 = rows[0];
-    if (nr <= 3) {   /* the common windows: every row in one pass */
+    if (avg && nr == 3) {   /* the common windows: every row in one pass */
+        const float* r1 = rows[1];
+        const float* r2 = rows[2];
+        for (int64_t c = 0; c < full; c += MP_V)
+            MP_STORE(dst + c, (MP_LOAD(r0 + c) + MP_LOAD(r1 + c)) + MP_LOAD(r2 + c));
+        for (int64_t c = full; c < n; ++c) dst[c] = (r0[c] + r1[c]) + r2[c];
+        return;
+    }
+    if (!avg && nr <= 3) {   /* the common windows: every row in one pass */
         const float* r1 = rows[nr > 1 ? 1 : 0];
         const float* r2 = rows[nr > 2 ? 2 : 0];   /* (a row again: max(x, x) = x) */
         for (int64_t c = 0; c < full; c += MP_V)
@@ -92,33 +118,36 @@ static void mp_rows(float* restrict dst, const float* const* rows, int64_t nr, i
     }
     for (int64_t c = 0; c < full; c += MP_V) {
         mp_v acc = MP_LOAD(r0 + c);
-        for (int64_t r = 1; r < nr; ++r) acc = mp_max(acc, MP_LOAD(rows[r] + c));
+        for (int64_t r = 1; r < nr; ++r) acc = mp_op(acc, MP_LOAD(rows[r] + c), avg);
         MP_STORE(dst + c, acc);
     }
     for (int64_t c = full; c < n; ++c) {
         float acc = r0[c];
-        for (int64_t r = 1; r < nr; ++r) acc = mp_max1(acc, rows[r][c]);
+        for (int64_t r = 1; r < nr; ++r) acc = mp_op1(acc, rows[r][c], avg);
         dst[c] = acc;
     }
 }
 
-/* step 2 at stride 1 or 2: o[j] = max over kw of row[j * SW + kw * DW], j in [0, OW);
- * the row holds MP_V * (SW + 1) + (KW - 1) * DW columns past the last one read */
-static void mp_columns(float* restrict o, const float* row, int64_t OW, int64_t SW,
-                       int64_t KW, int64_t DW) {
+/* step 2 at stride 1 or 2: o[j] = max (avg: the sum, divided by ch * cw[j]) over kw of
+ * row[j * SW + kw * DW], j in [0, OW); the row holds MP_V * (SW + 1) + (KW - 1) * DW
+ * columns past the last one read */
+static inline __attribute__((always_inline)) void
+mp_columns(float* restrict o, const float* row, int64_t OW, int64_t SW, int64_t KW,
+           int64_t DW, int avg, float ch, const float* cw) {
     for (int64_t j = 0; j < OW; j += MP_V) {
         mp_v acc;
         const float* p = row + j * SW;
         if (SW == 1) {
             acc = MP_LOAD(p);
-            for (int64_t kw = 1; kw < KW; ++kw) acc = mp_max(acc, MP_LOAD(p + kw * DW));
+            for (int64_t kw = 1; kw < KW; ++kw) acc = mp_op(acc, MP_LOAD(p + kw * DW), avg);
         } else {
             acc = MP_EVENS(MP_LOAD(p), MP_LOAD(p + MP_V));
             for (int64_t kw = 1; kw < KW; ++kw) {
                 const float* q = p + kw * DW;
-                acc = mp_max(acc, MP_EVENS(MP_LOAD(q), MP_LOAD(q + MP_V)));
+                acc = mp_op(acc, MP_EVENS(MP_LOAD(q), MP_LOAD(q + MP_V)), avg);
             }
         }
+        if (avg) acc = acc / (ch * MP_LOAD(cw + j));
         if (j + MP_V <= OW) {
             MP_STORE(o + j, acc);
         } else {   /* the last, partial vector */
@@ -129,8 +158,21 @@ static void mp_columns(float* restrict o, const float* row, int64_t OW, int64_t 
     }
 }
 
-/* the planes lo .. hi-1 */
-static void max_pool_planes(void* ctx, int64_t lo, int64_t hi) {
+/* the count of taps k < K of an output at o (stride S, dilation D, padding P before)
+ * whose input position lies in [lo, hi) */
+static int64_t tap_count(int64_t o, int64_t K, int64_t S, int64_t D, int64_t P, int64_t lo,
+                         int64_t hi) {
+    int64_t n = 0;
+    for (int64_t k = 0; k < K; ++k) {
+        const int64_t i = o * S + k * D - P;
+        n += i >= lo && i < hi;
+    }
+    return n;
+}
+
+/* the planes lo .. hi-1 (avg: average pooling) */
+static inline __attribute__((always_inline)) void
+pool_planes(void* ctx, int64_t lo, int64_t hi, int avg) {
     max_pool_task* t = (max_pool_task*)ctx;
     const plait_pool2d_desc* d = t->d;
     const int64_t W = d->W, OW = d->OW, SW = d->SW, KH = d->KH;
@@ -148,8 +190,9 @@ static void max_pool_planes(void* ctx, int64_t lo, int64_t hi) {
     const float** rows = (const float**)scratch;
     float* row = (float*)(rows + KH);
     float* phases = row + t->padded + tail;
-    /* the padding of the row stays -inf: only [lead, lead + body) is written */
-    for (int64_t i = 0; i < t->padded + tail + phases_n; ++i) row[i] = -INFINITY;
+    /* the padding of the row stays -inf (avg: 0): only [lead, lead + body) is written */
+    const float pad = avg ? 0.0f : -INFINITY;
+    for (int64_t i = 0; i < t->padded + tail + phases_n; ++i) row[i] = pad;
     float* const body = row + t->lead;
     const int64_t from = t->body > 0 ? t->lead - d->PL : 0;   /* the first input column read */
     for (int64_t pl = lo; pl < hi; ++pl) {
@@ -161,13 +204,19 @@ static void max_pool_planes(void* ctx, int64_t lo, int64_t hi) {
                 const int64_t ih = oh * d->SH + kh * d->DH - d->PT;
                 if (ih >= 0 && ih < d->H) rows[nr++] = in + ih * W;
             }
+            /* avg: the window's count of rows (the columns' are t->cw) */
+            const float ch = avg ? (float)tap_count(oh, KH, d->SH, d->DH, d->PT,
+                                                    d->count_pad ? -d->PT : 0,
+                                                    d->count_pad ? d->H + d->PB : d->H)
+                                 : 1.0f;
             if (nr == 0) {   /* a window wholly in the padding (no tap is read) */
-                for (int64_t j = 0; j < OW; ++j) o[j] = -INFINITY;
+                for (int64_t j = 0; j < OW; ++j)
+                    o[j] = avg ? 0.0f / (ch * t->cw[j]) : -INFINITY;
                 continue;
             }
-            mp_rows(body, rows, nr, t->body);
+            mp_rows(body, rows, nr, t->body, avg);
             if (SW <= 2) {
-                mp_columns(o, row, OW, SW, d->KW, d->DW);
+                mp_columns(o, row, OW, SW, d->KW, d->DW, avg, ch, t->cw);
                 continue;
             }
             for (int64_t p = 0; p < SW; ++p) {   /* a stride above 2: column phases */
@@ -182,18 +231,24 @@ static void max_pool_planes(void* ctx, int64_t lo, int64_t hi) {
                 if (kw == 0)
                     for (int64_t j = 0; j < OW; ++j) o[j] = tap[j];
                 else
-                    vmax_into(o, tap, OW);
+                    vop_into(o, tap, OW, avg);
             }
+            if (avg)
+                for (int64_t j = 0; j < OW; ++j) o[j] = o[j] / (ch * t->cw[j]);
         }
     }
     free(scratch);
 }
 
-PLAIT_ISA_HIDDEN int
-PLAIT_ISA_FN(plait_max_pool2d)(const plait_pool2d_desc* d, const float* x, float* out) {
+static void max_pool_planes(void* ctx, int64_t lo, int64_t hi) { pool_planes(ctx, lo, hi, 0); }
+
+static void avg_pool_planes(void* ctx, int64_t lo, int64_t hi) { pool_planes(ctx, lo, hi, 1); }
+
+/* max (avg 0) or average pooling (avg 1) */
+static int pool2d(const plait_pool2d_desc* d, const float* x, float* out, int avg) {
     const int64_t planes = d->N * d->C;
     const int64_t work = planes * d->H * d->W * (d->KW + 2);
-    max_pool_task t = {d, x, out, 0, 0, 0, 0, 0};
+    max_pool_task t = {d, x, out, 0, 0, 0, 0, NULL, 0};
     t.padded = (d->OW - 1) * d->SW + (d->KW - 1) * d->DW + 1;
     t.phase = (t.padded + d->SW - 1) / d->SW;
     /* padded column c reads input column c - PL: [lead, lead + body) are the ones inside */
@@ -205,8 +260,30 @@ PLAIT_ISA_FN(plait_max_pool2d)(const plait_pool2d_desc* d, const float* x, float
         t.body = end > first ? end - first : 0;
     }
     if (d->OH <= 0 || d->OW <= 0 || planes <= 0) return 0;
-    plait_parallel_range(max_pool_planes, &t, planes, work >= 262144 ? plait_max_threads() : 1);
+    float* cw = NULL;
+    if (avg) {   /* each output column's count of taps, then 1s read past the last */
+        cw = (float*)malloc(sizeof(float) * (size_t)(d->OW + MP_V));
+        if (!cw) return 1;
+        for (int64_t j = 0; j < d->OW; ++j)
+            cw[j] = (float)tap_count(j, d->KW, d->SW, d->DW, d->PL, d->count_pad ? -d->PL : 0,
+                                     d->count_pad ? d->W + d->PR : d->W);
+        for (int64_t j = d->OW; j < d->OW + MP_V; ++j) cw[j] = 1.0f;
+        t.cw = cw;
+    }
+    plait_parallel_range(avg ? avg_pool_planes : max_pool_planes, &t, planes,
+                         work >= 262144 ? plait_max_threads() : 1);
+    free(cw);
     return __atomic_load_n(&t.failed, __ATOMIC_RELAXED);
+}
+
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_max_pool2d)(const plait_pool2d_desc* d, const float* x, float* out) {
+    return pool2d(d, x, out, 0);
+}
+
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_avg_pool2d)(const plait_pool2d_desc* d, const float* x, float* out) {
+    return pool2d(d, x, out, 1);
 }
 
 /* ------------------------------------------------------ global average pooling */
@@ -238,6 +315,8 @@ PLAIT_ISA_FN(plait_global_avg_pool2d)(const plait_mean_desc* d, const float* x, 
 
 PLAIT_ISA_FAMILY("pool")
 PLAIT_ISA_DISPATCH(int, plait_max_pool2d,
+                   (const plait_pool2d_desc* d, const float* x, float* out), (d, x, out))
+PLAIT_ISA_DISPATCH(int, plait_avg_pool2d,
                    (const plait_pool2d_desc* d, const float* x, float* out), (d, x, out))
 PLAIT_ISA_DISPATCH(int, plait_global_avg_pool2d,
                    (const plait_mean_desc* d, const float* x, float* out), (d, x, out))

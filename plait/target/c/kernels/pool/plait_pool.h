@@ -1,4 +1,4 @@
-/* plait_pool.h: the interface of plait_pool.c (2-D max pooling, global average pooling), shared by the library
+/* plait_pool.h: the interface of plait_pool.c (2-D max and average pooling, global average pooling), shared by the library
  * and the per-model call wrappers. */
 #ifndef PLAIT_POOL_H
 #define PLAIT_POOL_H
@@ -12,11 +12,18 @@
 
 typedef struct {
     int64_t N, C, H, W, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL;
+    int64_t PB, PR, count_pad;   /* average pooling only (max pooling ignores them) */
 } plait_pool2d_desc;
 
 /* out[N][C][OH][OW] = the maximum of each window of x[N][C][H][W] (taps in the padding
  * skipped); 0 on success. */
 PLAIT_POOL_HIDDEN int plait_max_pool2d(const plait_pool2d_desc* d, const float* x,
+                                       float* out);
+
+/* out[N][C][OH][OW] = the sum of each window's taps inside x[N][C][H][W] divided by
+ * the count of its taps inside the input (count_pad: inside the input and its padding,
+ * PT .. PB rows and PL .. PR columns); 0 on success. */
+PLAIT_POOL_HIDDEN int plait_avg_pool2d(const plait_pool2d_desc* d, const float* x,
                                        float* out);
 
 typedef struct {
