@@ -49,6 +49,9 @@
 #define MP_V 8
 #define MP_EVEN 0, 2, 4, 6, 8, 10, 12, 14
 #endif
+/* plait_sv_load_n / plait_sv_store_n: a row's last, partial vector */
+#define PLAIT_SL MP_V
+#include "plait_vexp.h"
 typedef float mp_v __attribute__((vector_size(MP_V * 4)));
 typedef float mp_vu __attribute__((vector_size(MP_V * 4), aligned(4)));
 typedef int32_t mp_vi __attribute__((vector_size(MP_V * 4)));
@@ -92,6 +95,7 @@ typedef struct {
     int64_t lead;     /* padded columns before the first input column read: min(PL, padded) */
     int64_t body;     /* input columns read: those of [lead - PL, padded - PL) inside [0, W) */
     const float* cw;  /* average pooling: each output column's count of taps (OW + MP_V) */
+    const float* ch;  /* average pooling: each output row's count of taps (OH) */
     int failed;       /* a thread could not allocate its scratch */
 } max_pool_task;
 
@@ -100,20 +104,21 @@ static inline __attribute__((always_inline)) void
 mp_rows(float* restrict dst, const float* const* rows, int64_t nr, int64_t n, int avg) {
     const int64_t full = n - n % MP_V;
     const float* r0 = rows[0];
-    if (avg && nr == 3) {   /* the common windows: every row in one pass */
-        const float* r1 = rows[1];
-        const float* r2 = rows[2];
-        for (int64_t c = 0; c < full; c += MP_V)
-            MP_STORE(dst + c, (MP_LOAD(r0 + c) + MP_LOAD(r1 + c)) + MP_LOAD(r2 + c));
-        for (int64_t c = full; c < n; ++c) dst[c] = (r0[c] + r1[c]) + r2[c];
-        return;
-    }
-    if (!avg && nr <= 3) {   /* the common windows: every row in one pass */
+    const int64_t left = n - full;   /* the last, partial vector: masked where the ISA can */
+    if (nr <= 3 && (avg ? nr == 3 : 1)) {   /* the common windows: every row in one pass */
         const float* r1 = rows[nr > 1 ? 1 : 0];
-        const float* r2 = rows[nr > 2 ? 2 : 0];   /* (a row again: max(x, x) = x) */
+        const float* r2 = rows[nr > 2 ? 2 : 0];   /* (max: a row again, max(x, x) = x) */
         for (int64_t c = 0; c < full; c += MP_V)
-            MP_STORE(dst + c, mp_max(mp_max(MP_LOAD(r0 + c), MP_LOAD(r1 + c)), MP_LOAD(r2 + c)));
-        for (int64_t c = full; c < n; ++c) dst[c] = mp_max1(mp_max1(r0[c], r1[c]), r2[c]);
+            MP_STORE(dst + c, mp_op(mp_op(MP_LOAD(r0 + c), MP_LOAD(r1 + c), avg),
+                                    MP_LOAD(r2 + c), avg));
+        if (left) {
+            mp_v v0, v1, v2;
+            plait_sv_load_n(&v0, r0 + full, left);
+            plait_sv_load_n(&v1, r1 + full, left);
+            plait_sv_load_n(&v2, r2 + full, left);
+            v0 = mp_op(mp_op(v0, v1, avg), v2, avg);
+            plait_sv_store_n(dst + full, &v0, left);
+        }
         return;
     }
     for (int64_t c = 0; c < full; c += MP_V) {
@@ -121,10 +126,14 @@ mp_rows(float* restrict dst, const float* const* rows, int64_t nr, int64_t n, in
         for (int64_t r = 1; r < nr; ++r) acc = mp_op(acc, MP_LOAD(rows[r] + c), avg);
         MP_STORE(dst + c, acc);
     }
-    for (int64_t c = full; c < n; ++c) {
-        float acc = r0[c];
-        for (int64_t r = 1; r < nr; ++r) acc = mp_op1(acc, rows[r][c], avg);
-        dst[c] = acc;
+    if (left) {
+        mp_v acc, v;
+        plait_sv_load_n(&acc, r0 + full, left);
+        for (int64_t r = 1; r < nr; ++r) {
+            plait_sv_load_n(&v, rows[r] + full, left);
+            acc = mp_op(acc, v, avg);
+        }
+        plait_sv_store_n(dst + full, &acc, left);
     }
 }
 
@@ -148,13 +157,10 @@ mp_columns(float* restrict o, const float* row, int64_t OW, int64_t SW, int64_t 
             }
         }
         if (avg) acc = acc / (ch * MP_LOAD(cw + j));
-        if (j + MP_V <= OW) {
+        if (j + MP_V <= OW)
             MP_STORE(o + j, acc);
-        } else {   /* the last, partial vector */
-            float lanes[MP_V];
-            MP_STORE(lanes, acc);
-            memcpy(o + j, lanes, (size_t)(OW - j) * sizeof(float));
-        }
+        else   /* the last, partial vector */
+            plait_sv_store_n(o + j, &acc, OW - j);
     }
 }
 
@@ -204,11 +210,7 @@ pool_planes(void* ctx, int64_t lo, int64_t hi, int avg) {
                 const int64_t ih = oh * d->SH + kh * d->DH - d->PT;
                 if (ih >= 0 && ih < d->H) rows[nr++] = in + ih * W;
             }
-            /* avg: the window's count of rows (the columns' are t->cw) */
-            const float ch = avg ? (float)tap_count(oh, KH, d->SH, d->DH, d->PT,
-                                                    d->count_pad ? -d->PT : 0,
-                                                    d->count_pad ? d->H + d->PB : d->H)
-                                 : 1.0f;
+            const float ch = avg ? t->ch[oh] : 1.0f;   /* avg: the window's count of rows */
             if (nr == 0) {   /* a window wholly in the padding (no tap is read) */
                 for (int64_t j = 0; j < OW; ++j)
                     o[j] = avg ? 0.0f / (ch * t->cw[j]) : -INFINITY;
@@ -248,7 +250,7 @@ static void avg_pool_planes(void* ctx, int64_t lo, int64_t hi) { pool_planes(ctx
 static int pool2d(const plait_pool2d_desc* d, const float* x, float* out, int avg) {
     const int64_t planes = d->N * d->C;
     const int64_t work = planes * d->H * d->W * (d->KW + 2);
-    max_pool_task t = {d, x, out, 0, 0, 0, 0, NULL, 0};
+    max_pool_task t = {d, x, out, 0, 0, 0, 0, NULL, NULL, 0};
     t.padded = (d->OW - 1) * d->SW + (d->KW - 1) * d->DW + 1;
     t.phase = (t.padded + d->SW - 1) / d->SW;
     /* padded column c reads input column c - PL: [lead, lead + body) are the ones inside */
@@ -261,14 +263,20 @@ static int pool2d(const plait_pool2d_desc* d, const float* x, float* out, int av
     }
     if (d->OH <= 0 || d->OW <= 0 || planes <= 0) return 0;
     float* cw = NULL;
-    if (avg) {   /* each output column's count of taps, then 1s read past the last */
-        cw = (float*)malloc(sizeof(float) * (size_t)(d->OW + MP_V));
+    if (avg) {   /* each output column's count of taps (then 1s read past the last),
+                  * each output row's */
+        cw = (float*)malloc(sizeof(float) * (size_t)(d->OW + MP_V + d->OH));
         if (!cw) return 1;
+        float* ch = cw + d->OW + MP_V;
         for (int64_t j = 0; j < d->OW; ++j)
             cw[j] = (float)tap_count(j, d->KW, d->SW, d->DW, d->PL, d->count_pad ? -d->PL : 0,
                                      d->count_pad ? d->W + d->PR : d->W);
         for (int64_t j = d->OW; j < d->OW + MP_V; ++j) cw[j] = 1.0f;
+        for (int64_t i = 0; i < d->OH; ++i)
+            ch[i] = (float)tap_count(i, d->KH, d->SH, d->DH, d->PT, d->count_pad ? -d->PT : 0,
+                                     d->count_pad ? d->H + d->PB : d->H);
         t.cw = cw;
+        t.ch = ch;
     }
     plait_parallel_range(avg ? avg_pool_planes : max_pool_planes, &t, planes,
                          work >= 262144 ? plait_max_threads() : 1);
