@@ -363,6 +363,10 @@ def coverage_table() -> str:
         if n == "max_pool2d":
             notes.append("float32 NCHW (symbolic sizes taken at run time): plait_pool.c "
                          "(`c.DispatchPool`)")
+        if n == "avg_pool2d":
+            notes.append("float32 NCHW, its image static: plait_pool.c's row-wise average "
+                         "(`c.DispatchPool`); one window over the whole image: its global "
+                         "average")
         if n == "global_avg_pool2d":
             notes.append("float32 NCHW (symbolic sizes taken at run time): plait_pool.c's "
                          "global average (`c.DispatchPool`)")
