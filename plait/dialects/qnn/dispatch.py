@@ -585,10 +585,11 @@ def dispatch_int8(mod: IRModule, skip: Any = None) -> IRModule:
     from plait.transform.pattern_rewrite import functions_to_rewrite
 
     from .dispatch_rows import row_rules
-    from .dispatch_tables import table_rule
+    from .dispatch_tables import concat_rule, table_rule
 
     wrappers: dict[str, tuple[str, CFunction]] = {}
-    first = [int8_rule(wrappers), *row_rules(wrappers), table_rule(wrappers)]
+    first = [int8_rule(wrappers), *row_rules(wrappers), table_rule(wrappers),
+             concat_rule(wrappers)]
     elementwise = elementwise_rules(wrappers)
     funcs: dict[str, Function] = {}
     for name, f in functions_to_rewrite(mod, skip):

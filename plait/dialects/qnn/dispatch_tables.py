@@ -29,7 +29,7 @@ from plait.transform.pattern import Match, Pattern, is_op, wildcard
 from plait.transform.pattern_rewrite import Rule
 
 from . import reference as R
-from .exprs import dtype_of
+from .exprs import dtype_of, static_shape
 
 EIGHT = ("uint8", "int8")
 QNN_STEPS = ("qnn.dequantize", "qnn.quantize", "qnn.add", "qnn.mul")
@@ -143,4 +143,53 @@ def table_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
     return Rule("qnn.int8_table", CHAIN, rewrite)
 
 
-__all__ = ["CHAIN", "table_of", "table_rule"]
+def _lookup_call(x: Expr, table: np.ndarray, shape: tuple[int, ...],
+                 wrappers: dict[str, tuple[str, CFunction]], span: object = None) -> Expr:
+    """``table[x]`` on ``plait_qlookup`` (the wrapper recorded in ``wrappers``)."""
+    from plait.ir.types import TensorType
+    from plait.target.c.kernels.int8.lookup import QLookupCall
+
+    name, code, cfn, args = QLookupCall(x, table, shape).wrapper()
+    wrappers.setdefault(name, (code, cfn))
+    return make_call("call_extern", ExternFunc(name), Tuple(args),
+                     out=TensorType(shape, table.dtype.name), span=span)
+
+
+def concat_rule(wrappers: dict[str, tuple[str, CFunction]]) -> Rule:
+    """The rule of :class:`~.dispatch.DispatchInt8` for ``qnn.concat`` (QLinearConcat):
+    each input whose scale or zero point differs from the output's through its table
+    (:func:`~.reference.cast_table`, what onnxruntime applies) on ``plait_qlookup``,
+    then a plain concatenation (``qnn.Legalize`` would gather from the table in a
+    generated kernel)."""
+
+    def rewrite(m: Match) -> Expr | None:
+        b = m.graph.bindings[min(m.bindings)]
+        call = b.value
+        assert isinstance(call, Call)
+        xs, ss, zs, ys, yz = call.args
+        if not all(isinstance(t, Tuple) for t in (xs, ss, zs)):
+            return None
+        if not (isinstance(ys, Constant) and isinstance(yz, Constant)):
+            return None
+        ysv, yzv = ys.data.reshape(()), yz.data.reshape(())
+        parts: list[Expr] = []
+        for x, sc, zp in zip(xs.fields, ss.fields, zs.fields):  # type: ignore[union-attr]
+            shape = static_shape(x)
+            if (not isinstance(sc, Constant) or not isinstance(zp, Constant)
+                    or dtype_of(x) not in EIGHT or shape is None):
+                return None
+            if (np.float32(sc.data.reshape(())) == np.float32(ysv)
+                    and int(zp.data.reshape(())) == int(yzv)):
+                parts.append(x)
+                continue
+            table = R.cast_table(np.dtype(dtype_of(x)), sc.data, zp.data, ysv, yzv)
+            parts.append(_lookup_call(x, np.ascontiguousarray(table), shape, wrappers,
+                                      call.span))
+        return make_call("concat", Tuple(tuple(parts)), axis=call.attrs["axis"],
+                         span=call.span)
+
+    w = wildcard
+    return Rule("qnn.int8_concat", is_op("qnn.concat")(w(), w(), w(), w(), w()), rewrite)
+
+
+__all__ = ["CHAIN", "concat_rule", "table_of", "table_rule"]

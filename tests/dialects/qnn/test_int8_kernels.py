@@ -356,6 +356,27 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
 
         out.append(Chain(f"depthwise_{i}", [x], build_d, want_d))
 
+    # QLinearConcat: inputs on the output's scale copied, the others through their
+    # tables (plait_qlookup), along the channels and along the last axis
+    for i, (dt, axis) in enumerate((("uint8", 1), ("int8", -1))):
+        shapes_c = [(2, 3, 4, 5), (2, 2, 4, 5), (2, 1, 4, 5)] if axis == 1 else \
+            [(2, 3, 4, 5), (2, 3, 4, 2), (2, 3, 4, 7)]
+        xs_c = [q(dt, sh) for sh in shapes_c]
+        ys_c, yz_c = F32(0.05), np.asarray(R.qrange(dt)[0] + 9, dt)
+        sc_c = [ys_c, F32(0.031), F32(0.07)]
+        zp_c = [yz_c, np.asarray(R.qrange(dt)[1] - 20, dt), yz_c]
+
+        def build_cat(bb: BlockBuilder, xs: list[Var], sc_c=sc_c, zp_c=zp_c, ys_c=ys_c,
+                      yz_c=yz_c, axis=axis) -> Any:
+            return bb.emit(make_call("qnn.concat", Tuple(tuple(xs)),
+                                     Tuple(tuple(_c(v) for v in sc_c)),
+                                     Tuple(tuple(_c(v) for v in zp_c)), _c(ys_c), _c(yz_c),
+                                     axis=axis))
+
+        out.append(Chain(f"concat_{i}", xs_c, build_cat,
+                         lambda f, sc_c=sc_c, zp_c=zp_c, ys_c=ys_c, yz_c=yz_c, axis=axis:
+                         R.concat(f, sc_c, zp_c, ys_c, yz_c, axis=axis)))
+
     # QLinearAdd and QLinearMul (plait_qadd, plait_qmul): same shapes, a scalar on
     # either side, a row vector (the output's trailing dimension); ratios that
     # saturate both ways
@@ -486,6 +507,7 @@ def test_every_product_reaches_the_int8_kernels(built: tuple[list[Chain], Any]) 
     assert text.count(".add2_kind = 1") >= 1 and text.count(".add2_kind = 2") >= 1
     assert text.count(".add_kind = 3") >= 3
     assert "qnn.dynamic_quantize" not in text
+    assert "qnn.concat" not in text and text.count("plait_qlookup_") >= 2
 
 
 @pytest.mark.parametrize("isa", ISAS)
