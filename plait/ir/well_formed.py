@@ -644,7 +644,7 @@ class _StructureCheck:
         self.build = build
         self.lowered = lowered
         self.fused = types is not None
-        self.checked: dict[tuple, Type] = {}  # (see flat_bindings)
+        self.checked: set[tuple] = set()  # (see flat_bindings)
         self.fast_ops: dict[Op, bool] = {}  # registered ops ``allowed`` names: purity
         self.fname = fname
         self.func = func
@@ -937,16 +937,22 @@ class _StructureCheck:
             elif lexical is not None:
                 lexical.append(var)
             if types is not None:  # (a call of an op on atoms: flat)
-                # the type check, unless it gave this call's key a type that is the
-                # very type of the variable and of the call's annotation (then it
-                # would find nothing again)
-                k = tuple(key) if key is not None else None
-                ty = checked.get(k) if k is not None else None
-                if ty is None or ty is not var.ty or (value.ty is not None and
-                                                      value.ty is not ty):
-                    ty = types.binding(b)
-                    if k is not None and ty is not None:
-                        checked[k] = ty
+                # the type check, unless it passed a binding of this call's key whose
+                # variable and call had these very types (it would find nothing
+                # again).  The types' identities are part of the key, not compared
+                # with what was inferred: equal types of distinct objects (one op's
+                # result and another's, allocated alike) would evict each other.
+                if key is None:
+                    types.binding(b)
+                    continue
+                key.append(id(var.ty))
+                key.append(id(value.ty))
+                k = tuple(key)
+                if k not in checked:
+                    found = len(types.out)
+                    types.binding(b)
+                    if len(types.out) == found:
+                        checked.add(k)
         return n
 
     def check_binding(self, b: Binding, in_dataflow: bool, tasks: list[tuple]) -> None:

@@ -252,3 +252,57 @@ class M:
         assert wf.calls_any(func, {name}) == (name in called), name
         assert wf._calls_any_nested(func, {name}) == (name in called), name
     assert not wf.calls_any(func, set())
+
+
+def test_each_key_of_the_chain_is_inferred_once_at_every_phase(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one walk infers a call's type once per key (op, attributes, argument types,
+    the variable's and the call's type objects): at the build phase the chain's
+    allocations (ExplicitMemory's), whose results are equal types of distinct objects
+    (one per op of the chain), are inferred a few times, not once per binding."""
+    inferred: list[str] = []
+    real = wf._TypeCheck.binding
+
+    def spy(self, b):  # type: ignore[no-untyped-def]
+        inferred.append(b.var.name_hint)
+        return real(self, b)
+
+    mods: dict[str, IRModule] = {}
+    for _, m in _chain_modules():  # what each transition check sees: a phase's first
+        if m.phase != "ingestion":
+            mods.setdefault(m.phase, m)
+    assert set(mods) == {"optimization", "lowering", "build"}
+    monkeypatch.setattr(wf._TypeCheck, "binding", spy)
+    for phase, mod in mods.items():
+        inferred.clear()
+        assert wf.well_formed(mod) == []
+        bindings = sum(len(b.bindings) for b in mod["main"].body.blocks)
+        assert bindings >= 40 and len(inferred) <= 12, (phase, len(inferred))
+
+
+def test_a_wrong_type_repeated_is_reported_at_each_binding() -> None:
+    """Bindings of one key whose variables all have the same wrong type: the one walk
+    reports every one of them (a key is kept only when its check found nothing), as
+    the general checks do."""
+    text = """
+@module
+class M:
+    @function
+    def main(x: Tensor((4,), "float32")) -> Tensor((4,), "float32"):
+        with dataflow():
+            a = relu(x)
+            b = relu(x)
+            c = relu(x)
+            output(c)
+        return c
+"""
+    mod = plait.parse(text).with_phase("optimization")
+    func = mod["main"]
+    wrong = TensorType((7,), "float32")
+    block = func.body.blocks[0]  # type: ignore[attr-defined]
+    bad = [VarBinding(replace(b.var, ty=wrong), b.value) if b.var.name_hint in "ab" else b
+           for b in block.bindings]
+    m = mod.with_functions({"main": _with_bindings(func, [bad])})
+    fast, slow = _violations(m, True), _violations(m, False)
+    assert fast == slow
+    assert sorted(v.binding for v in fast if "declared" in v.message) == ["a", "b"]
