@@ -48,6 +48,7 @@ typedef struct {
     int64_t groups, og, ogp; /* the convolution's groups, output channels, packed rows */
     int64_t otiles, nochunks;   /* tiles of Q_MR channels per job, jobs per group's pixels */
     int need_cs;             /* some zw' != 0: the pixels' column sums are needed */
+    int flat;                /* stride 1, no padding, Wpp = W: each plane one run */
     int64_t next;
     int status;
 } q_ct_task;
@@ -89,6 +90,17 @@ static inline int q_phase_read(const q_ct_task* t, int64_t rph, int64_t cph) {
     return (rph < 0 || rph >= 8 || t->rneed[rph]) && (cph < 0 || cph >= 8 || t->cneed[cph]);
 }
 
+/* n pixels of 4 channel rows src[0..3] (each of n bytes) as 4-byte groups at dst */
+static inline void q_ct_interleave_row(const uint8_t* const* src, int64_t n, uint8_t flip,
+                                       uint8_t* dst) {
+    int64_t w = 0;
+    for (; w + 16 <= n; w += 16)
+        q_interleave4(q_load16(src[0] + w, flip), q_load16(src[1] + w, flip),
+                      q_load16(src[2] + w, flip), q_load16(src[3] + w, flip), dst + 4 * w);
+    for (; w < n; ++w)
+        for (int ci = 0; ci < 4; ++ci) dst[4 * w + ci] = (uint8_t)(src[ci][w] ^ flip);
+}
+
 /* blocks [lo, hi) of the N * groups * cbg blocks of 4 channels rewritten (see above) */
 static void q_ct_layout(void* ctx, int64_t lo, int64_t hi) {
     q_ct_task* t = (q_ct_task*)ctx;
@@ -111,6 +123,14 @@ static void q_ct_layout(void* ctx, int64_t lo, int64_t hi) {
         const int64_t bi = u / nb, gb = u % nb, gi = gb / t->cbg, j = gb % t->cbg;
         const int64_t c0 = gi * cg + 4 * j, nc = cg - 4 * j < 4 ? cg - 4 * j : 4;
         uint8_t* blk = t->xt + bi * t->img_bytes + gb * t->block_bytes;
+        if (t->flat && nc == 4) {
+            /* no padding, stride 1: the plane is one row of H * W pixels */
+            const uint8_t* src[4];
+            for (int ci = 0; ci < 4; ++ci)
+                src[ci] = (const uint8_t*)p->x + (bi * p->C + c0 + ci) * H * W;
+            q_ct_interleave_row(src, H * W, flip, blk);
+            continue;
+        }
         for (int64_t ph = 0; ph < SH * SW; ++ph)
             if (q_phase_read(t, ph / SW, ph % SW))
                 memset(blk + ph * t->phase_bytes, zx, (size_t)t->phase_bytes);
@@ -124,13 +144,7 @@ static void q_ct_layout(void* ctx, int64_t lo, int64_t hi) {
             uint8_t* row = blk + (r % SH) * SW * t->phase_bytes + (r / SH) * wpp * 4;
             /* stride 1 along W: straight into the plane; else into tmp, then by phase */
             uint8_t* dst = SW == 1 ? row + 4 * p->PL : tmp;
-            int64_t w = 0;
-            for (; w + 16 <= wn; w += 16)
-                q_interleave4(q_load16(src[0] + w, flip), q_load16(src[1] + w, flip),
-                              q_load16(src[2] + w, flip), q_load16(src[3] + w, flip),
-                              dst + 4 * w);
-            for (; w < wn; ++w)
-                for (int ci = 0; ci < 4; ++ci) dst[4 * w + ci] = (uint8_t)(src[ci][w] ^ flip);
+            q_ct_interleave_row(src, wn, flip, dst);
             if (SW == 1) continue;
             for (int64_t cph = 0; cph < SW; ++cph) {
                 if (!q_phase_read(t, -1, cph)) continue;
@@ -293,6 +307,8 @@ PLAIT_ISA_FN(plait_qconv2d)(const plait_qconv_problem* p) {
     t.block_bytes = p->SH * p->SW * t.phase_bytes;
     t.img_bytes = t.groups * t.cbg * t.block_bytes;
     t.cols = (p->OH - 1) * t.wpp + p->OW;
+    t.flat = p->SH == 1 && p->SW == 1 && p->PT == 0 && p->PL == 0 && t.wpp == p->W &&
+             t.hpp == p->H;
     t.panels = (t.cols + PLAIT_Q_NR - 1) / PLAIT_Q_NR;
     /* 512 bytes past the last image: the columns of the last panels past the end */
     const int64_t xbytes = (p->N * t.img_bytes + 512 + 63) / 64 * 64;
