@@ -82,7 +82,8 @@ def _findings(report: Any, top: int = 6) -> list[str]:
         moved.append((c.default_seconds / c.best_seconds, c.op, shape, label, c.measured,
                       c.candidates))
     moved.sort(reverse=True)
-    out = [f"  {len(moved)} of {len(report.calls)} calls moved from the default"]
+    out = [line for line in report.lines() if "the whole model" in line]
+    out.append(f"  {len(moved)} of {len(report.calls)} calls moved from the default")
     out += [f"  {g:.2f}x {op} [{shape}] -> {label} ({n}/{cands} points measured)"
             for g, op, shape, label, n, cands in moved[:top]]
     return out

@@ -84,6 +84,10 @@ def test_local_tuning_records_and_a_fresh_build_uses_them(model_file: Path,
     report = tune(ModelRef.from_path(str(model_file)), db, 60, LocalExecutor(runs=3),
                   confirm_rounds=2, choices=("algorithm", "layout", "threads", "kc"))
     assert report.trials >= 5 and report.failed == 0 and report.pids == {os.getpid()}
+    # the confirm rounds ran the best points paired with the defaults: the whole step's
+    # ratio is reported
+    assert report.whole and all(w > 0 for w in report.whole)
+    assert any("of the defaults' time" in line for line in report.lines())
     best = _check_complete(db, report)
     fresh = _fresh_build(db)
     assert fresh["points"] == {k: r.point for k, r in best.items()}

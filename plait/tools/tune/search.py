@@ -106,11 +106,16 @@ class TuneReport:
     hosts: set[str] = field(default_factory=set)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    whole: list[float] = field(default_factory=list)   # whole step: bests / defaults
 
     def lines(self) -> list[str]:
         out = [f"{self.model}: {self.trials} trials ({self.failed} failed) in "
                f"{self.seconds:.1f} s, in {len(self.pids)} processes on "
                f"{len(self.hosts)} hosts", *self.notes]
+        if self.whole:
+            out.append(f"  the whole model with the best points: "
+                       f"{statistics.median(self.whole):.3f} of the defaults' time (median "
+                       f"of {len(self.whole)} trials, each paired with the defaults)")
         for (machine, _), s in sorted(self.calls.items(), key=lambda kv: kv[1].op):
             if s.best is None or s.default_seconds is None or s.best_seconds is None:
                 out.append(f"  {s.op}: not measured")
@@ -176,6 +181,7 @@ class _GroupSearch:
         self.model = CostModel()
         self.rounds = 0
         self.issued = 0
+        self.last_bests: list[dict[str, dict[str, Any]]] = []
 
     def default_seconds(self, key: str) -> float | None:
         t = self.times[key].get(point_text(self.spaces[key].default_point()))
@@ -223,8 +229,10 @@ class _GroupSearch:
         points again, in turn (more runs of each, against noise)."""
         if (self.done() or confirm) and not first:
             self.rounds += 1
-            return [self.bests() if (self.rounds + i) % 2 else self.defaults()
-                    for i in range(max(2, width))]
+            out = [self.bests() if (self.rounds + i) % 2 else self.defaults()
+                   for i in range(max(2, width))]
+            self.last_bests = [t for t in out if t != self.defaults()]
+            return out
         trials = []
         if first:
             trials.append(self.defaults())
@@ -294,6 +302,7 @@ def tune(model: ModelRef, db: str, budget: float, executor: Executor | None = No
             # (the last round's time: the first one's compiles what the others reuse)
             if not first and spent and time.perf_counter() + spent[-1] > deadline:
                 break
+            search.last_bests = []
             trials = search.next_trials(executor.width(group), first,
                                         time.perf_counter() > explore_until)
             if not trials:
@@ -314,6 +323,8 @@ def tune(model: ModelRef, db: str, budget: float, executor: Executor | None = No
                                 for k, p in r.points.items() if k in calls]
                     continue
                 search.take(r)
+                if r.default_total and r.points in search.last_bests:
+                    report.whole.append(r.total / r.default_total)
                 records += [Record(k, calls[k]["op"], machine, p, r.seconds[k],
                                    search.paired_default(k, r))
                             for k, p in r.points.items() if k in r.seconds and k in calls]

@@ -60,6 +60,7 @@ class TrialResult:
     seconds: dict[str, float] = field(default_factory=dict)
     default_seconds: dict[str, float] = field(default_factory=dict)   # paired, same runs
     total: float = 0.0
+    default_total: float = 0.0    # the defaults' whole step in the same runs
     machine: Machine | None = None
     pid: int = 0
     host: str = ""
@@ -161,17 +162,17 @@ def measure(exe: Any, inputs: list[np.ndarray], runs: int) -> tuple[dict[str, fl
 
 
 def measure_paired(exe: Any, default_exe: Any, inputs: list[np.ndarray], runs: int
-                   ) -> tuple[dict[str, float], dict[str, float], float]:
+                   ) -> tuple[dict[str, float], dict[str, float], float, float]:
     """:func:`measure` of ``exe`` with ``default_exe`` run in turn with it (which first
-    alternates each run): each call's median seconds in both, and ``exe``'s median
-    whole step."""
+    alternates each run): each call's median seconds in both, and both median whole
+    steps."""
     a, b = _Timer(exe, inputs), _Timer(default_exe, inputs)
     a.run(record=False)
     b.run(record=False)
     for i in range(max(1, runs)):
         for t in ((a, b) if i % 2 == 0 else (b, a)):
             t.run()
-    return a.medians(), b.medians(), statistics.median(a.totals)
+    return a.medians(), b.medians(), statistics.median(a.totals), statistics.median(b.totals)
 
 
 _DEFAULT_EXES: dict[tuple[str, str, str], Any] = {}
@@ -202,8 +203,8 @@ def run_trial(model: ModelRef, points: dict[str, dict[str, Any]], runs: int = 5,
         exe = build_with_points(mod, points, result.machine, attrs)
         result.calls = {k: dict(v) for k, v in (exe.attrs.get("tuning") or {}).items()}
         base = default_build(model, mod, result.machine, attrs)
-        result.seconds, result.default_seconds, result.total = measure_paired(
-            exe, base, sample_inputs(mod), runs)
+        (result.seconds, result.default_seconds, result.total,
+         result.default_total) = measure_paired(exe, base, sample_inputs(mod), runs)
     except Exception as e:  # a trial that fails is recorded as failed, the tuning goes on
         result.error = f"{type(e).__name__}: {e}"
     return result
