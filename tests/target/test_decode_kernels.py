@@ -110,7 +110,7 @@ def kv_attention_reference(q: np.ndarray, kp: np.ndarray, vp: np.ndarray, kn: np
 ATTENTIONS = [   # (B, KV, G, S, P, D)
     (1, 2, 3, 1, 29, 7),      # decode: one query row per head, three heads per key head
     (2, 2, 3, 13, 0, 7),      # prefill: causal over the prompt
-    (2, 1, 2, 5, 9, 16),      # a prompt after cached rows
+    (2, 1, 2, 21, 9, 16),     # a prompt after cached rows (16-key blocks across both)
     (1, 4, 4, 1, 300, 64),    # decode over a long cache, on the pool's threads
     (1, 2, 2, 37, 0, 33),     # prefill in several row blocks
 ]
