@@ -406,6 +406,10 @@ typedef struct wq8_act_ {
 
 /* rows lo .. hi - 1 of a quantized to int8 per block: rintf (half to even) of
  * a * (127 / amax), exactly the reference's (docs/dialects.md, accuracy_level 4) */
+#if defined(PLAIT_ISA_AVX512VNNI)
+static void wq8_quantize_row_vec(const wq_task* t, int64_t m);
+#endif
+
 static void wq8_quantize_rows(void* ctx, int64_t lo, int64_t hi) {
     const wq_task* t = (const wq_task*)ctx;
     const plait_wq_desc* d = t->d;
@@ -413,6 +417,12 @@ static void wq8_quantize_rows(void* ctx, int64_t lo, int64_t hi) {
     const int64_t K = d->K, bs = d->block_size, kb = t->kb, blob = t->blob;
     const int four = d->bits == 4;
     for (int64_t m = lo; m < hi; m++) {
+#if defined(PLAIT_ISA_AVX512VNNI)
+        if (A->vec && bs % 16 == 0) {
+            wq8_quantize_row_vec(t, m);
+            continue;
+        }
+#endif
         const float* x = t->a + m * K;
         int8_t* q = A->qa + m * A->arow;
         memset(q, 0, (size_t)A->arow);
@@ -526,6 +536,66 @@ static inline __attribute__((always_inline)) __m512 wq8_wscale_full(
 static inline __attribute__((always_inline)) __m512i wq8_lane_blocks(int lg) {
     return _mm512_srli_epi32(_mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44,
                                                48, 52, 56, 60), (unsigned)lg);
+}
+
+/* wq8_quantize_rows of row m for the vector path (A->vec; blocks of a multiple of 16
+ * values), 16 values at a time: the same operations (|x| maxima, rint(x * (127 /
+ * amax)) rounded half to even), so the same bytes; the lanes' sums of 4 (8 bits) or 4
+ * + 4 (4 bits, both halves) values of qa by vpdpbusd with unit weights, their scales
+ * spread as the weights' are (wq8_wscale). */
+static void wq8_quantize_row_vec(const wq_task* t, int64_t m) {
+    const plait_wq_desc* d = t->d;
+    const wq8_act* A = t->q8;
+    const int64_t K = d->K, bs = d->block_size, kb = t->kb, blob = t->blob;
+    const int four = d->bits == 4;
+    const float* x = t->a + m * K;
+    int8_t* q = A->qa + m * A->arow;
+    float* sa = A->sa + m * kb;
+    memset(q, 0, (size_t)A->arow);
+    const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m512i lim = _mm512_set1_epi32(127);
+    for (int64_t blk = 0; blk < kb; blk++) {
+        const int64_t k0 = blk * bs, n = K - k0 < bs ? K - k0 : bs;
+        __m512 vmax = _mm512_setzero_ps();
+        for (int64_t i = 0; i < n; i += 16) {
+            const __mmask16 mk = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+            vmax = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(mk, x + k0 + i)), vmax);
+        }
+        const float amax = _mm512_reduce_max_ps(vmax);
+        const __m512 r = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+        __m512i sum = _mm512_setzero_si512();
+        int8_t* qb = q + blk * blob;
+        for (int64_t i = 0; i < n; i += 16) {
+            const __mmask16 mk = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+            const __m512 v = _mm512_roundscale_ps(
+                _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + k0 + i), r),
+                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            const __m512i qi = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(v), lim),
+                                                _mm512_sub_epi32(_mm512_setzero_si512(), lim));
+            sum = _mm512_add_epi32(sum, qi);
+            const __m128i b = _mm512_cvtepi32_epi8(qi);   /* zeros past n */
+            if (four) {
+                const __m128i eo = _mm_shuffle_epi8(b, split);   /* even k, then odd k */
+                _mm_storel_epi64((__m128i*)(qb + i / 2), eo);
+                _mm_storel_epi64((__m128i*)(qb + A->ahalf + i / 2), _mm_unpackhi_epi64(eo, eo));
+            } else {
+                _mm_storeu_si128((__m128i*)(qb + i), b);
+            }
+        }
+        sa[blk] = amax / 127.0f;
+        A->qs[m * kb + blk] = _mm512_reduce_add_epi32(sum);
+    }
+    const int lg = __builtin_ctzll((unsigned long long)blob);
+    const __m512i idx = wq8_lane_blocks(lg), ones = _mm512_set1_epi8(1);
+    const __m512i nz = _mm512_set1_epi32(-t->zero);
+    for (int64_t v = 0; v < A->nv; v++) {
+        __m512i ls = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones,
+                                         _mm512_loadu_si512(q + v * 64));
+        if (four)
+            ls = _mm512_dpbusd_epi32(ls, ones, _mm512_loadu_si512(q + A->ahalf + v * 64));
+        _mm512_storeu_si512(A->zl + m * A->lanes + v * 16, _mm512_mullo_epi32(ls, nz));
+        _mm512_storeu_ps(A->sl + m * A->lanes + v * 16, wq8_wscale(sa, v, lg, kb, idx));
+    }
 }
 
 /* MR rows of activations from m0 against NR weight rows from n0 with vpdpbusd
