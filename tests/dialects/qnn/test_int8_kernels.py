@@ -327,7 +327,9 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
            # in groups of 4 with a last group of 1, 3 vectors a row (the last one spills
            # into the next row), the image's last row read through a copy; a row of 17
            ("int8", "int8", (2, 5, 13, 37), {"padding": (2, 2, 2, 2), "kernel": (5, 5)}),
-           ("uint8", "int8", (1, 4, 6, 17), {"padding": (0, 1, 0, 1)})]
+           ("uint8", "int8", (1, 4, 6, 17), {"padding": (0, 1, 0, 1)}),
+           # stride 2 along H only: rows of 20 into two row phases
+           ("int8", "int8", (1, 3, 9, 20), {"strides": (2, 1), "padding": (1, 1, 1, 1)})]
     for i, (dx, dw, xs_, attrs) in enumerate(dws):
         c = xs_[1]
         x = q(dx, xs_)

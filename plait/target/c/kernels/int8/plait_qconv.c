@@ -577,26 +577,29 @@ static inline void q_dwf_row(const uint8_t* restrict src, int is_signed, float z
 }
 
 /* An image row of wn 8-bit values centered into a padded float32 row split into its
- * 2 column phases (padded column c = x + PL at row[(c % 2) * wpp + c / 2]): 32 values
- * a step split into even and odd ones by byte shuffles, the rest one by one. */
+ * 2 column phases (padded column c = x + PL at row[(c % 2) * ppad + c / 2]): 32
+ * values a step split into even and odd ones by byte shuffles, a last step's lanes
+ * past the row written as 0 (into the row's padding, the next row of its phase plane,
+ * written after, or the plane's slack of 16); avail: the bytes readable from src. */
 static void q_dwf_row_s2(const uint8_t* src, int is_signed, float zx, int64_t wn,
-                         int64_t pl, float* row, int64_t wpp) {
-    int64_t x = 0;
-    for (; x + 32 <= wn; x += 32) {
-        const q_v16 a = q_load16(src + x, 0), b = q_load16(src + x + 16, 0);
+                         int64_t avail, int64_t pl, float* row, int64_t ppad) {
+    for (int64_t x = 0; x < wn; x += 32) {
+        const int64_t n = wn - x < 32 ? wn - x : 32;
+        uint8_t buf[32] = {0};
+        const uint8_t* s = src + x;
+        if (avail - x < 32) {
+            memcpy(buf, src + x, (size_t)n);
+            s = buf;
+        }
+        const q_v16 a = q_load16(s, 0), b = q_load16(s + 16, 0);
         const q_v16 ev = Q_SHUF(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
         const q_v16 od = Q_SHUF(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
         uint8_t e[16], o[16];
         memcpy(e, &ev, 16);
         memcpy(o, &od, 16);
         const int64_t c = x + pl;
-        q_dwf_16(e, is_signed, zx, 16, row + (c & 1) * wpp + (c >> 1));
-        q_dwf_16(o, is_signed, zx, 16, row + ((c + 1) & 1) * wpp + ((c + 1) >> 1));
-    }
-    for (; x < wn; ++x) {
-        const int64_t c = x + pl;
-        const int32_t v = is_signed ? (int32_t)(int8_t)src[x] : (int32_t)src[x];
-        row[(c & 1) * wpp + (c >> 1)] = (float)v - zx;
+        q_dwf_16(e, is_signed, zx, (n + 1) / 2, row + (c & 1) * ppad + (c >> 1));
+        q_dwf_16(o, is_signed, zx, n / 2, row + ((c + 1) & 1) * ppad + ((c + 1) >> 1));
     }
 }
 
@@ -642,7 +645,10 @@ static void q_dwf_range(void* ctx, int64_t lo, int64_t hi) {
     q_dw_task* t = (q_dw_task*)ctx;
     const plait_qdw_desc* d = t->d;
     const int64_t hp = t->hp, wp = t->wp, sh = d->SH, sw = d->SW;
-    const int64_t hpp = (hp + sh - 1) / sh, wpp = (wp + sw - 1) / sw, pp = hpp * wpp;
+    const int64_t hpp = (hp + sh - 1) / sh, wpp = (wp + sw - 1) / sw;
+    /* the phase planes 16 floats apart: a last vector's lanes past a row (read, or
+     * written as 0) stay in its plane */
+    const int64_t pp = hpp * wpp + 16;
     const int64_t taps = d->KH * d->KW, psize = sh * sw * pp;
     const int64_t OH = d->OH, OW = d->OW;
     /* the plane (+ 16 floats: a last vector reads past the last row), the taps' offsets
@@ -673,14 +679,14 @@ static void q_dwf_range(void* ctx, int64_t lo, int64_t hi) {
         for (int64_t h = 0; h < hn; ++h, rph = rph + 1 == sh ? 0 : rph + 1, ridx += rph == 0) {
             float* restrict row = xf + rph * sw * pp + ridx * wpp;
             const int64_t at = (plane * H + h) * W;   /* the row's first byte */
-            if (sw == 1 && sh == 1) {
+            if (sw == 1) {
                 /* 16 values a step; the lanes past the row write 0 into its padding and
-                 * the next row's start (written after) or the plane's slack */
+                 * the next row of its phase plane (written after) or the plane's slack */
                 q_dwf_row(t->x + at, t->x_signed, zx, wn, t->xbytes - at, row + d->PL);
                 continue;
             }
             if (sw == 2) {
-                q_dwf_row_s2(t->x + at, t->x_signed, zx, wn, d->PL, row, pp);
+                q_dwf_row_s2(t->x + at, t->x_signed, zx, wn, t->xbytes - at, d->PL, row, pp);
                 continue;
             }
             for (int64_t p = 0; p < sw; ++p) {
@@ -739,10 +745,12 @@ PLAIT_ISA_FN(plait_qconv2d_depthwise)(const plait_qdw_desc* d, const void* x, in
     const int64_t work = planes * d->OH * d->OW * d->KH * d->KW;
     int nthreads = work < Q_MIN_PARALLEL / 4 ? 1 : plait_max_threads();
     /* the float32 lanes when every window's sum is exact in them, a row of output fits
-     * the sums' block and the stride is 1 (strided, the int16 planes measured faster:
-     * MobileNetV1's stride-2 layers 1.2-1.4x) */
-    const int exact = d->KH * d->KW <= Q_DWF_TAPS && d->OW <= Q_DW_ACC && d->SH == 1 &&
-                      d->SW == 1;
+     * the sums' block and the strides are at most 2; strided, when the float32 plane
+     * fits in 32 KB (past it the int16 planes measured faster: MobileNetV1's 113 x 113
+     * stride-2 layer 1.1x) */
+    const int64_t fplane = (t.hp + 1) * (t.wp + 1) * 4;
+    const int exact = d->KH * d->KW <= Q_DWF_TAPS && d->OW <= Q_DW_ACC && d->SH <= 2 &&
+                      d->SW <= 2 && (d->SH * d->SW == 1 || fplane <= 32768);
     plait_parallel_range(exact ? q_dwf_range : q_dw_range, &t, planes, nthreads);
     return t.status;
 }
