@@ -73,3 +73,40 @@ def test_the_executable_goes_to_the_oldest_generation_and_no_garbage_is_kept():
         assert exe.functions["main"].instructions
     finally:
         gc.unfreeze()
+
+
+def test_the_source_map_names_each_call_by_its_span():
+    """The executable labels each call with what its span names (``plait run
+    --profile``): a module parsed from text by the line of its binding, an imported
+    one by its note (the ONNX node), a span with both by both."""
+    from plait.ir.expr import Span
+    from plait.runtime.vm import SOURCE_MAP
+
+    text = """
+@module
+class M:
+    @function
+    def main(x: Tensor((4,), "float32")) -> Tensor((4,), "float32"):
+        with dataflow():
+            a = exp(x)
+            b = add(a, x)
+            output(b)
+        return b
+"""
+    exe = plait.build(plait.parse(text), "numpy")
+    calls = [pc for pc, ins in enumerate(exe.functions["main"].instructions)
+             if type(ins).__name__ == "Call"]
+    assert sorted(exe.attrs[SOURCE_MAP]["main"].values()) == ["<string>:7", "<string>:8"]
+    assert sorted(map(int, exe.attrs[SOURCE_MAP]["main"])) == calls
+
+    x = Var("x", TensorType((4,), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(make_call("exp", x, span=Span("/models/net.onnx", 0, 0, "Exp_0")))
+            b = bb.emit(make_call("add", a, x, span=Span("/src/net.py", 12, 4, "add_1")))
+            out = bb.emit_output(make_call("relu", b, span=Span("/src/net.py", 13, 0, "")))
+        bb.emit_func_output(out)
+    exe = plait.build(bb.get(), "numpy")
+    assert sorted(exe.attrs[SOURCE_MAP]["main"].values()) == [
+        "Exp_0", "add_1 at net.py:12", "net.py:13"]

@@ -416,10 +416,22 @@ class _FunctionLowering:
         (parsed or imported) paid that per binding."""
         out: dict[str, str] = {}
         texts: dict[int, str] = {}   # id(span) -> its text (the spans are held by self)
+        files: dict[str, str] = {}   # span source -> its file name (_file_name)
         for pc, span in self.spans:
             text = texts.get(id(span))
             if text is None:
-                text = texts[id(span)] = span_text(span)
+                # span_text(span), inline: a module parsed from text has a span per
+                # binding, each its own line (a call per span cost ~0.3 us a binding)
+                note, line = span.note, span.line
+                if line:
+                    source = span.source
+                    name = files.get(source)
+                    if name is None:
+                        name = files[source] = _file_name(source)
+                    text = f"{note} at {name}:{line}" if note else f"{name}:{line}"
+                else:
+                    text = note
+                texts[id(span)] = text
             if text:
                 out[str(pc)] = text
         return out
