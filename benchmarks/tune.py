@@ -34,7 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _run_module() -> Any:
+def run_module() -> Any:
     """benchmarks/run.py (the suites' models and inputs, the geometric mean)."""
     spec = importlib.util.spec_from_file_location("bench_run", ROOT / "benchmarks" / "run.py")
     assert spec is not None and spec.loader is not None
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from plait.tools.tune import LocalExecutor, ModelRef, parse_budget, tune
 
-    run = _run_module()
+    run = run_module()
     models = args.models.split(",") if args.models else run.suite_models(args.suite)
     work = Path(tempfile.mkdtemp(prefix="plait-tune-bench-"))
     files = run.model_files(args.suite, models, work)
