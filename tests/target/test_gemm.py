@@ -245,8 +245,9 @@ def test_winograd_is_chosen_by_shape(c: int, hw: int, expected: int) -> None:
     (384, 96, 3, 1, 7, True),
     (1024, 256, 1, 1, 14, False), (128, 256, 3, 2, 28, False),  # 196 pixels: 208 columns
     (64, 64, 3, 1, 56, False),                                   # no padding to save
-    (160, 960, 1, 1, 7, False),                                  # K 160: too short
-    (960, 160, 1, 1, 7, False),                                  # 7.5 million: too small
+    (160, 960, 1, 1, 7, True), (960, 160, 1, 1, 7, True),       # MobileNetV2's
+    (32, 256, 1, 1, 7, False),                                   # K 32: too short
+    (64, 16, 1, 1, 7, False),                                    # 50,176 MACs: too few
 ])
 def test_pixel_rows_is_chosen_by_shape(c: int, o: int, k: int, s: int, hw: int,
                                        expected: bool) -> None:

@@ -34,10 +34,11 @@ def _conv(c: int, o: int, hw: int, k: int = 3, s: int = 1) -> dict[str, int]:
     (_conv(512, 512, 7), "pixel_rows"),
     # fewer than 16 input channels: no Winograd (winograd_applies)
     (_conv(3, 64, 56), "direct"),
-    # a 1x1 convolution 960 -> 320 on 7 x 7: pixels as rows (dispatch/gemm.py,
-    # PIXEL_ROWS_MIN_K's measurement); 160 -> 960 has too short a sum for it
+    # 1x1 convolutions 960 -> 320 and 160 -> 960 on 7 x 7: pixels as rows
+    # (dispatch/gemm.py, PIXEL_ROWS_MIN_K's measurement); 32 -> 256 has too short a sum
     (_conv(960, 320, 7, k=1), "pixel_rows"),
-    (_conv(160, 960, 7, k=1), "direct"),
+    (_conv(160, 960, 7, k=1), "pixel_rows"),
+    (_conv(32, 256, 7, k=1), "direct"),
 ])
 def test_conv2d_default_point_is_the_heuristic(desc: dict[str, int], expected: str) -> None:
     space = conv2d_space(desc, "auto", 2)

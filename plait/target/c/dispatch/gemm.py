@@ -155,16 +155,19 @@ def _tile_cols(n: int) -> int:
     return -(-n // NR) * NR
 
 
-PIXEL_ROWS_MIN_K = 256
-"""The shortest reduction (C * KH * KW) computed with the pixels as rows: below it
-packing the transposed im2col matrix costs more than the padding saves (a 160 -> 960
-1x1 convolution on 7 x 7 was 5% slower that way, 960 -> 320 6% faster)."""
+PIXEL_ROWS_MIN_K = 64
+"""The shortest reduction (C * KH * KW) computed with the pixels as rows.  Since the
+output goes back into NCHW in blocks transposed in registers (plait_conv.c,
+unpack_rows_block) the pixels as rows pay on 7 x 7 from short sums on: one thread, 1x1
+layers 160 -> 960 183 -> 160 us, 960 -> 160 187 -> 168, 576 -> 160 114 -> 103, 64 ->
+384 36.3 -> 35.0, 384 -> 64 equal (the tuner had chosen them too, docs/tuning.md);
+with a strided scalar transposition 160 -> 960 was 5% slower that way."""
 
-PIXEL_ROWS_MIN_MACS = 12_000_000
+PIXEL_ROWS_MIN_MACS = 1_000_000
 """The fewest multiply-adds (per image) computed with the pixels as rows: below it the
-two extra passes (packing, and the output transposed back) cost more than the padding
-saves (1x1 convolutions on 7 x 7 of 6-11 million: 1-5% slower, 16 and 20 million: 5%
-and 3% faster)."""
+two extra passes (packing, and the output transposed back) are not paid for (the
+measurements of :data:`PIXEL_ROWS_MIN_K`; the threshold was 12 million with the scalar
+transposition)."""
 
 PIXEL_ROWS_RATIO = 0.8
 """Pixels as rows when the tile computes at most this share of what the direct product
