@@ -117,10 +117,12 @@ def _constant_tensors(graph: Any) -> set[str]:
 def local(model: Any, x: Any, target: str) -> dict[str, tuple[float, str]]:
     """Check 1: the worst difference of each op type over nodes run alone on
     onnxruntime's inputs, with the tensor where it occurs."""
-    from onnx import helper
+    import numpy as np
+    from onnx import helper, numpy_helper
 
     graph = model.graph
     const = _constant_tensors(graph)
+    initializers = list(graph.initializer)
     computed = [o for n in graph.node if n.output[0] not in const for o in n.output if o]
     ref = _ort(_with_outputs(model, computed), {"input": x})
     ref["input"] = x
@@ -130,7 +132,13 @@ def local(model: Any, x: Any, target: str) -> dict[str, tuple[float, str]]:
         new.attribute.extend(n.attribute)
         if n.output[0] not in const:
             for k, i in enumerate(n.input):
-                if i not in const:
+                if i not in const and ref[i].dtype == np.int64 and ref[i].size <= 64:
+                    # a shape or index tensor computed from the input's shape: a
+                    # constant for this input, and the importer needs it as one
+                    name = f"const{len(initializers)}"
+                    initializers.append(numpy_helper.from_array(ref[i], name))
+                    new.input[k] = name
+                elif i not in const:
                     name = f"in{len(feeds)}"
                     feeds[name] = ref[i]
                     inputs.append(helper.make_tensor_value_info(
@@ -144,7 +152,7 @@ def local(model: Any, x: Any, target: str) -> dict[str, tuple[float, str]]:
                         ref[o].shape))
         nodes.append(new)
     alone = helper.make_model(
-        helper.make_graph(nodes, "alone", inputs, outputs, list(graph.initializer)),
+        helper.make_graph(nodes, "alone", inputs, outputs, initializers),
         opset_imports=model.opset_import, ir_version=model.ir_version)
     got = _plait(alone, feeds, target)
     op = {o: n.op_type for n in graph.node for o in n.output}
