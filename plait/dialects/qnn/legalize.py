@@ -437,6 +437,22 @@ def _global_avg_pool2d(lw: Lowering) -> Expr:
     return _global_avg(lw, lw.call.args[0])
 
 
+def live_taps(size: int, kernel: int, stride: int, pad_before: int, out: int) -> list[int]:
+    """The taps of a pooling window along one axis that read the input for at least one
+    of the ``out`` windows (tap ``r`` of window ``o`` reads ``o * stride + r -
+    pad_before``).  The others read only padding or beyond it: they add ``0.0`` to
+    every window's float sum (exact), so the lowering leaves them out.  A ``ceil_mode``
+    window may be far wider than the input (EfficientNet's pooler, 1280 x 1280 over a
+    7 x 7 map): its live taps are bounded by the input, not by the kernel."""
+    live = []
+    for r in range(kernel):
+        lo = max(pad_before - r, 0)      # the first input row, as o * stride >= lo
+        o = -(-lo // stride)
+        if o < out and o * stride <= pad_before - r + size - 1:
+            live.append(r)
+    return live
+
+
 @lowering("avg_pool2d")
 def _avg_pool2d(lw: Lowering) -> Expr:
     from plait.runtime.numpy_ops import pool_out_size
@@ -453,14 +469,20 @@ def _avg_pool2d(lw: Lowering) -> Expr:
     xs, xz, ys, yz = _scalars(lw, 1, 2, 3, 4)
     oh = pool_out_size(h, kh, sh, pt, pb, 1, a["ceil_mode"])
     ow = pool_out_size(w, kw, sw, pl, pr, 1, a["ceil_mode"])
+    rows = live_taps(h, kh, sh, pt, oh)
+    cols = live_taps(w, kw, sw, pl, ow)
+    if not rows or not cols:
+        raise lw.fail(f"no window of {kh} x {kw} (strides {sh}, {sw}, padding {pt}, {pl}) "
+                      f"reads the {h} x {w} input: check the pooling's attributes")
     xf = dequantize_expr(lw, x, lw.const(xs, F32), lw.const(xz, _dtype(x)))
-    # zeros around the input: a window's taps outside the input add 0.0 (exact)
-    after_h = max((oh - 1) * sh + kh - h - pt, 0)
-    after_w = max((ow - 1) * sw + kw - w - pl, 0)
+    # zeros around the input, as far as the live taps read: a window's taps outside the
+    # input add 0.0 (exact)
+    after_h = max((oh - 1) * sh + rows[-1] + 1 - h - pt, 0)
+    after_w = max((ow - 1) * sw + cols[-1] + 1 - w - pl, 0)
     xp = lw.op("pad", xf, pad_width=(0, 0, 0, 0, pt, after_h, pl, after_w))
     acc: Expr | None = None
-    for r in range(kh):
-        for q in range(kw):
+    for r in rows:
+        for q in cols:
             tap = lw.op("strided_slice", xp, axes=(2, 3), begin=(r, q),
                         end=(r + (oh - 1) * sh + 1, q + (ow - 1) * sw + 1), strides=(sh, sw))
             acc = tap if acc is None else lw.op("add", acc, tap)
