@@ -513,15 +513,14 @@ PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p) {
      * give every thread the same amount of work */
     int64_t nblocks = (p->N + PLAIT_NC - 1) / PLAIT_NC;
     if (nthreads > 1 && p->batch * nblocks < 4 * nthreads) {
-        /* blocks of at least 4 panels (2, the AVX-512 wide tile, when there are fewer
-         * than 8: a 7 x 7 image), up to about 8 jobs per thread (taken dynamically),
-         * of a size that finishes first: the fewest panels on the busiest thread (49
-         * panels on 2 threads: 10 blocks of 5, 25 on each, not 7 of 7, 28 on one; 13
-         * panels: 7 + 6, not 4 + 4 + 4 + 1) */
+        /* blocks of at least 2 panels (the AVX-512 wide tile), up to about 8 jobs per
+         * thread (taken dynamically), of a size that finishes first: the fewest panels
+         * on the busiest thread (49 panels on 2 threads: 10 blocks of 5, 25 on each, not
+         * 7 of 7, 28 on one; 13 panels: 7 + 6, not 4 + 4 + 4 + 1) */
         const int64_t panels = (p->N + PLAIT_NR - 1) / PLAIT_NR;
         const int64_t want = (8 * nthreads + p->batch - 1) / p->batch;
         int64_t least = (panels + want - 1) / want;
-        if (least < (panels < 8 ? 2 : 4)) least = panels < 8 ? 2 : 4;
+        if (least < 2) least = 2;
         int64_t best = 0, best_span = 0, ppb_of[64], span_of[64], n = 0;
         for (int64_t ppb = least; ppb <= panels && n < 64; ++ppb) {
             const int64_t blocks = (panels + ppb - 1) / ppb;
@@ -530,8 +529,14 @@ PLAIT_ISA_FN(plait_gemm)(const plait_gemm_problem* p) {
             span_of[n++] = span;
             if (!best || span < best_span) { best = ppb; best_span = span; }
         }
-        /* of the sizes within 5% of the best, the one nearest 4 jobs per thread */
-        const int64_t aim = (4 * nthreads + p->batch - 1) / p->batch;
+        /* of the sizes within 5% of the best, the one nearest 8 jobs per thread: the
+         * two threads of a 2-vCPU machine run at different speeds from one call to the
+         * next (in ELECTRA's 128 x 256 x 256 products the caller's two jobs took 22%
+         * longer than the worker's two in one run, 11% less in the next), and a thread
+         * that finishes first finds more, smaller jobs left to take (at 4 per thread,
+         * 4-15% of the two threads' time in the products of ELECTRA and Whisper's
+         * encoder went idle waiting for the other's last job) */
+        const int64_t aim = (8 * nthreads + p->batch - 1) / p->batch;
         int64_t ppb = best ? best : least, off = -1;
         for (int64_t i = 0; i < n; ++i) {
             const int64_t blocks = (panels + ppb_of[i] - 1) / ppb_of[i];
