@@ -556,3 +556,74 @@ def test_pack_b_column_terms_wrap_like_int32() -> None:
     assert list(zbp[:2]) == [-128, 127]
     col = shifted(b).sum(axis=0)
     assert list(corr[:2]) == list(_wrap32(col - 3 * np.asarray([-128, 127])))
+
+
+def _trained_like(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Weights spread like a trained layer's (most of them small, a few pairs of
+    channels of a tap at the extremes): what onnxruntime's quantizer writes, so that
+    ``pack_conv_rows`` clamps a few pairs (mode 1) rather than keeping the rows."""
+    z = 128 if dtype == "uint8" else 0
+    w = np.clip(np.rint(rng.normal(0, 20, shape)) + z, z - 128, z + 127)
+    flat = w.reshape(shape[0], shape[1], -1)
+    for i in range(min(shape[0], 6)):   # pairs of channels 2j, 2j+1 at one tap
+        j = 2 * int(rng.integers(0, shape[1] // 2))
+        t = int(rng.integers(0, flat.shape[2]))
+        flat[i, j:j + 2, t] = (z + 127, z + 127 - i) if i % 2 else (z - 128, z - 120 + i)
+    return w.astype(dtype)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_conv_with_clamped_weight_pairs_equals_the_reference(isa: str) -> None:
+    """Weights with a few pairs of channels past vpmaddubsw's int16 range (the AVX2
+    copy's products of safe pairs, the others' plain dot products, every copy the
+    corrections after the sums): int32 sums and requantized outputs equal the
+    reference, on images at the extremes of their range; several blocks of K (576 >
+    4 * 128), groups, zero points that need the column sums, two threads."""
+    from plait.target.c.kernels.int8 import pack_conv_rows
+
+    supported = cpu_features()["supported"]
+    if isa not in supported:
+        pytest.skip(f"this CPU does not run {isa} (it runs {', '.join(supported)})")
+    rng = np.random.default_rng(5)
+    cases = [("uint8", "int8", (1, 64, 12, 11), 30, {"padding": (1, 1, 1, 1)}),
+             ("int8", "uint8", (2, 8, 9, 9), 14, {"strides": (2, 2), "padding": (1, 1, 1, 1)}),
+             ("uint8", "int8", (1, 16, 8, 8), 24, {"groups": 2, "padding": (1, 1, 1, 1)}),
+             ("uint8", "uint8", (1, 32, 40, 40), 40, {"kernel": (1, 1)})]
+    chains = []
+    for i, (dx, dw, xs_, cout, attrs) in enumerate(cases):
+        attrs = dict(attrs)
+        kh, kw = attrs.pop("kernel", (3, 3))
+        groups = attrs.get("groups", 1)
+        w = _trained_like(rng, dw, (cout, xs_[1] // groups, kh, kw))
+        packed = pack_conv_rows(w, groups)
+        lo, hi = R.qrange(dx)
+        x = rng.choice(np.array([lo, hi, lo + 1, hi - 1, (lo + hi) // 2]), xs_).astype(dx)
+        zx = np.asarray(lo + 3 if i % 2 else hi - 3, dx)
+        zw = np.asarray(R.qrange(dw)[0] + 100, dw) if dw == "uint8" else np.asarray(0, dw)
+        si, so = np.asarray(rng.uniform(1e-4, 1e-3, cout), F32), F32(0.3)
+        zo = np.asarray(17, np.uint8)
+
+        def build_i(bb: BlockBuilder, xs: list[Var], w=w, zx=zx, zw=zw, attrs=attrs) -> Any:
+            return _emit(bb, "qnn.conv2d", xs[0], w, zx, zw, **attrs)
+
+        def build_q(bb: BlockBuilder, xs: list[Var], w=w, zx=zx, zw=zw, attrs=attrs, si=si,
+                    so=so, zo=zo) -> Any:
+            acc = _emit(bb, "qnn.conv2d", xs[0], w, zx, zw, **attrs)
+            return _emit(bb, "qnn.requantize", acc, si, np.int32(0), so, zo, axis=1)
+
+        acc = R.conv2d(x, w, zx, zw, **attrs)
+        chains.append(Chain(f"clamped_i32_{i}", [x], build_i, lambda f, acc=acc: acc))
+        chains.append(Chain(f"clamped_q_{i}", [x], build_q,
+                            lambda f, acc=acc, si=si, so=so, zo=zo:
+                            R.requantize_op(acc, si, np.int32(0), so, zo, axis=1)))
+        kp = -(-(xs_[1] // groups) // 4) * 4 * kh * kw
+        rows = groups * -(-(cout // groups) // 12) * 12
+        mode, count = packed[rows * kp:rows * kp + 8].view(np.int32)
+        assert mode == 1 and count >= 3, (mode, count)
+    exe = plait.build(_module(chains), "c")
+    feeds = [f for c in chains for f in c.feeds]
+    with use_isa(isa):
+        got = VirtualMachine(exe)["main"](*feeds)
+        assert library_isas(exe)["qconv"]["chosen"] == COPY[isa]
+    for c, g in zip(chains, got):
+        assert_same(np.asarray(g), c.expected(c.feeds), f"{c.name} on {isa}")

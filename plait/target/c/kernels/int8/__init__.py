@@ -180,14 +180,20 @@ def _row_index(o: int, conv_groups: int) -> np.ndarray:
     return (r // og) * ogp + r % og
 
 
-def pack_conv_rows(w: np.ndarray, conv_groups: int = 1) -> np.ndarray:
-    """The int8 rows of ``O x C x KH x KW`` 8-bit weights as ``plait_qconv2d`` reads
-    them (uint8 shifted): K in the order (j, kh, kw, channel 4j..4j+3), the channels
-    zero-padded to a multiple of 4; each convolution group's rows zero-padded to a
-    multiple of :data:`CONV_ROWS`; blocks of 12 rows interleaved by 4 bytes
-    (``[rows / 12][Kp / 4][12][4]``: a tile's rows at one group of 4 taps side by
-    side), flat."""
-    w = _check_8bit(w, "pack_conv_weights")
+PAIR_LIMIT = 128
+"""The most that the positive (or negative) weights of a pair of channels may sum to for
+``vpmaddubsw`` (uint8 x int8 pairs summed with int16 saturation) to be exact on any image
+byte: 255 * 128 = 32640 <= 32767."""
+
+CLAMP_SHARE = 64
+"""Weights are clamped into safe pairs (:func:`pack_conv_rows`) only when the corrections
+are at most one per this many weights; past it the rows stay as they are (mode 0)."""
+
+
+def _conv_matrix(w: np.ndarray, conv_groups: int) -> tuple[np.ndarray, int, int]:
+    """(the packed rows' matrix ``rows x Kp`` of ``O x C x KH x KW`` 8-bit weights, not
+    interleaved yet, Kp, rows): shifted to int8, K in the order (j, kh, kw, channel
+    4j..4j+3), zero-padded."""
     o, c, kh, kw = w.shape
     kp, rows = _conv_layout(w.shape, conv_groups)
     cb = -(-c // 4)
@@ -196,19 +202,83 @@ def pack_conv_rows(w: np.ndarray, conv_groups: int = 1) -> np.ndarray:
     flat = np.zeros((rows, kp), np.int8)
     flat[_row_index(o, conv_groups)] = full.reshape(o, cb, 4, kh, kw).transpose(
         0, 1, 3, 4, 2).reshape(o, kp)
-    return np.ascontiguousarray(
-        flat.reshape(rows // CONV_ROWS, CONV_ROWS, kp // 4, 4).transpose(0, 2, 1, 3)
-    ).reshape(-1)
+    return flat, kp, rows
+
+
+def _unsafe_pairs(flat: np.ndarray) -> np.ndarray:
+    """The pairs (bytes 2i, 2i+1 of a row: two channels of one tap) of the int8 matrix
+    ``flat`` whose positive or negative weights sum past :data:`PAIR_LIMIT` (a boolean
+    ``rows x Kp/2``)."""
+    pairs = flat.reshape(flat.shape[0], -1, 2).astype(np.int16)
+    pos = np.maximum(pairs, 0).sum(axis=2)
+    neg = np.minimum(pairs, 0).sum(axis=2)
+    return (pos > PAIR_LIMIT) | (neg < -PAIR_LIMIT)
+
+
+def conv_corrections(w: np.ndarray, conv_groups: int = 1) -> int:
+    """The corrections :func:`pack_conv_rows` records for ``w`` (-1: none, the rows
+    unclamped, mode 0)."""
+    flat, kp, rows = _conv_matrix(_check_8bit(w, "pack_conv_weights"), conv_groups)
+    n = int(_unsafe_pairs(flat).sum())
+    return n if n * CLAMP_SHARE <= max(w.size, 1) else -1
+
+
+def conv_rows_size(shape: tuple[int, ...], conv_groups: int, corrections: int) -> int:
+    """The int8 elements of :func:`pack_conv_rows`'s result: the rows, then the tail
+    (mode and count, then 12 bytes per correction)."""
+    kp, rows = _conv_layout(shape, conv_groups)
+    return rows * kp + 8 + 12 * max(corrections, 0)
+
+
+def pack_conv_rows(w: np.ndarray, conv_groups: int = 1) -> np.ndarray:
+    """The int8 rows of ``O x C x KH x KW`` 8-bit weights as ``plait_qconv2d`` reads
+    them (uint8 shifted): K in the order (j, kh, kw, channel 4j..4j+3), the channels
+    zero-padded to a multiple of 4; each convolution group's rows zero-padded to a
+    multiple of :data:`CONV_ROWS`; blocks of 12 rows interleaved by 4 bytes
+    (``[rows / 12][Kp / 4][12][4]``: a tile's rows at one group of 4 taps side by
+    side), flat; then a tail of int32 values: the mode, the count of corrections and
+    the corrections (packed row, k, residual), sorted by row.
+
+    Mode 1: every pair of channels of a tap (bytes 2i, 2i+1 of a row) is safe for
+    ``vpmaddubsw`` (:data:`PAIR_LIMIT`): in a pair whose positive (negative) weights
+    sum past 128 (-128), the second weight keeps only what the limit leaves, and the
+    rest is a correction that the kernel adds to the sums after the product (the
+    residual times the image's byte, exact modulo 2^32 as every sum).  Real models have
+    about one such pair in 10,000 weights; with more than one in :data:`CLAMP_SHARE`
+    (uniform random weights) the rows stay as they are (mode 0, no corrections) and
+    the AVX2 copy widens to int16 instead."""
+    w = _check_8bit(w, "pack_conv_weights")
+    flat, kp, rows = _conv_matrix(w, conv_groups)
+    unsafe = _unsafe_pairs(flat)
+    n = int(unsafe.sum())
+    mode = 1 if n * CLAMP_SHARE <= max(w.size, 1) else 0
+    tail = [np.array([mode, n if mode else 0], np.int32)]
+    if mode and n:
+        r, i = np.nonzero(unsafe)
+        a = flat[r, 2 * i].astype(np.int32)
+        b = flat[r, 2 * i + 1].astype(np.int32)
+        keep = np.where(a + b > 0, PAIR_LIMIT - a, -PAIR_LIMIT - a)
+        flat[r, 2 * i + 1] = keep.astype(np.int8)
+        tail.append(np.stack([r, 2 * i + 1, b - keep], axis=1).astype(np.int32).reshape(-1))
+    body = flat.reshape(rows // CONV_ROWS, CONV_ROWS, kp // 4, 4).transpose(0, 2, 1, 3)
+    return np.concatenate([body.reshape(-1), np.concatenate(tail).view(np.int8)])
 
 
 def unpack_conv_rows(packed: np.ndarray, shape: tuple[int, ...], dtype: Any,
                      conv_groups: int = 1) -> np.ndarray:
-    """The weights of ``shape`` and ``dtype`` :func:`pack_conv_rows` packed, bit for bit."""
+    """The weights of ``shape`` and ``dtype`` :func:`pack_conv_rows` packed, bit for bit
+    (its corrections added back)."""
     o, c, kh, kw = shape
     kp, rows = _conv_layout(shape, conv_groups)
+    packed = np.asarray(packed, np.int8)
+    tail = packed[rows * kp:].copy().view(np.int32)
+    flat = packed[:rows * kp].reshape(rows // CONV_ROWS, kp // 4, CONV_ROWS, 4).transpose(
+        0, 2, 1, 3).reshape(rows, kp).copy()
+    if tail[0] == 1 and tail[1]:
+        r, k, res = tail[2:2 + 3 * int(tail[1])].reshape(-1, 3).T
+        flat[r, k] = (flat[r, k].astype(np.int32) + res).astype(np.int8)
+    flat = flat[_row_index(o, conv_groups)]
     cb = -(-c // 4)
-    flat = packed.reshape(rows // CONV_ROWS, kp // 4, CONV_ROWS, 4).transpose(
-        0, 2, 1, 3).reshape(rows, kp)[_row_index(o, conv_groups)]
     full = flat.reshape(o, cb, kh, kw, 4).transpose(0, 1, 4, 2, 3).reshape(o, cb * 4, kh, kw)
     return _unshifted(full[:, :c], np.dtype(dtype))
 
@@ -240,7 +310,7 @@ def packed_conv_constants(w: np.ndarray, zw: np.ndarray, conv_groups: int = 1
     w = _check_8bit(w, "pack_conv_weights")
     shape, dtype = tuple(int(d) for d in w.shape), w.dtype
     zp, corr = conv_terms(w, np.array(zw))
-    kp, rows = _conv_layout(shape, conv_groups)
+    size = conv_rows_size(shape, conv_groups, conv_corrections(w, conv_groups))
 
     def make(src: np.ndarray) -> np.ndarray:
         return pack_conv_rows(src, conv_groups)
@@ -248,7 +318,7 @@ def packed_conv_constants(w: np.ndarray, zw: np.ndarray, conv_groups: int = 1
     def inverse(p: np.ndarray) -> np.ndarray:
         return unpack_conv_rows(p, shape, dtype, conv_groups)
 
-    packed = deferred_constant(w, make, (rows * kp,), np.int8, inverse=inverse)
+    packed = deferred_constant(w, make, (size,), np.int8, inverse=inverse)
     return packed, Constant(zp), Constant(corr)
 
 

@@ -99,7 +99,11 @@ PLAIT_QGEMM_HIDDEN int plait_qgemm(const plait_qgemm_problem* p);
  * KW; each group's O/GR rows padded to a multiple of 12 with rows of 0, the rows in
  * blocks of 12 interleaved by 4 bytes ([rows / 12][Kp / 4][12][4]); zw'[o] and corr[o]
  * = rowsum(W'[o]) - K * zw'[o], K = C/GR * KH * KW; the output stage's column is the
- * output channel. */
+ * output channel.  After the rows, int32 values: the mode (1: every pair of channels of
+ * a tap, bytes 2i and 2i+1 of a row, sums to at most 128 in its positive and negative
+ * weights, safe for vpmaddubsw; 0: the rows as they are), the count of corrections and
+ * the corrections (packed row, k, residual; by row): mode 1's clamped weights, whose
+ * residual times the image's byte the kernel adds to the sums. */
 typedef struct {
     int64_t N, C, H, W, O, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW, K;
     /* GR > 1: a grouped convolution, output channels [g*O/GR, (g+1)*O/GR) reading input

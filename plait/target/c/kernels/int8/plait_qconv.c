@@ -48,6 +48,9 @@ typedef struct {
     int64_t groups, og, ogp; /* the convolution's groups, output channels, packed rows */
     int64_t otiles, nochunks;   /* tiles of Q_MR channels per job, jobs per group's pixels */
     int need_cs;             /* some zw' != 0: the pixels' column sums are needed */
+    int pairs;               /* the weights' mode: 1 their pairs safe (q_tile's swapped 2) */
+    const int32_t* corr;     /* mode 1's corrections (packed row, k, residual), by row */
+    const int32_t* cstart;   /* per packed row, its first correction (rows + 1 entries) */
     int flat;                /* stride 1, no padding, Wpp = W: each plane one run */
     int64_t next;
     int status;
@@ -157,6 +160,31 @@ static void q_ct_layout(void* ctx, int64_t lo, int64_t hi) {
     }
 }
 
+/* Mode 1's corrections of one job's tiles: a weight clamped at packing (a pair of
+ * channels safe for vpmaddubsw) left residual * x' of its tap out of the sums; added
+ * here, before the output stage, modulo 2^32 as the sums.  The tiles' columns are
+ * pixels q of the rewritten image, the tap's byte at toff[k / 4] + 4 * q + k % 4. */
+static void q_ct_correct(const q_ct_task* t, const int8_t* img, int64_t j0, int64_t np,
+                         int64_t gi, int64_t r_lo, int64_t r_hi, int32_t* accs) {
+    const int64_t tsz = Q_MR * Q_TN;
+    for (int64_t jp = 0; jp < np; jp += Q_NP) {
+        const int64_t nn = np - jp < Q_NP ? np - jp : Q_NP, ncol = nn * PLAIT_Q_NR;
+        const uint8_t* base = (const uint8_t*)img + 4 * (j0 + jp) * PLAIT_Q_NR;
+        int32_t* acc = accs + jp / Q_NP * t->otiles * tsz;
+        for (int64_t r0 = r_lo; r0 < r_hi; r0 += Q_MR, acc += tsz) {
+            const int64_t row0 = gi * t->ogp + r0;
+            const int64_t row1 = row0 + (r_hi - r0 < Q_MR ? r_hi - r0 : Q_MR);
+            for (int32_t e = t->cstart[row0]; e < t->cstart[row1]; ++e) {
+                const int32_t* c = t->corr + 3 * e;
+                const uint32_t res = (uint32_t)c[2];
+                const uint8_t* restrict src = base + t->toff[c[1] / 4] + c[1] % 4;
+                uint32_t* restrict dst = (uint32_t*)(acc + (c[0] - row0) * Q_TN);
+                for (int64_t i = 0; i < ncol; ++i) dst[i] += res * (uint32_t)src[4 * i];
+            }
+        }
+    }
+}
+
 static void q_ct_run(void* arg) {
     q_ct_task* t = (q_ct_task*)arg;
     const plait_qconv_problem* p = t->p;
@@ -173,6 +201,7 @@ static void q_ct_run(void* arg) {
     const uint32_t zx = (uint32_t)(p->x_signed ? ((const int8_t*)p->zx)[0] + 128
                                                : ((const uint8_t*)p->zx)[0]);
     const int64_t og = t->og, M = p->OH * p->OW;
+    const int sw = t->pairs ? 2 : 1;   /* the rows of ones (column sums) are safe too */
     uint32_t v[Q_TN + 16];   /* + 16: a last group's compressed lanes */
     for (int64_t job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED); job < t->jobs;
          job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED)) {
@@ -196,15 +225,16 @@ static void q_ct_run(void* arg) {
                     const int64_t row = gi * t->ogp + r0;
                     const uint8_t* ar = (const uint8_t*)p->w + row / Q_WROWS * Q_WROWS * kp +
                                         row % Q_WROWS * 4 + Q_WROWS * 4 * kb;
-                    q_tile_n(nn, 1, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, acc, kb > 0);
+                    q_tile_n(nn, sw, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, acc, kb > 0);
                 }
                 if (t->need_cs) {
                     const uint8_t* ar = t->ones + Q_WROWS * 4 * kb;
                     int32_t* c = cs + jp / Q_NP * tsz;
-                    q_tile_n(nn, 1, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, c, kb > 0);
+                    q_tile_n(nn, sw, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, c, kb > 0);
                 }
             }
         }
+        if (t->corr) q_ct_correct(t, img, j0, np, gi, r_lo, r_hi, accs);
         /* the output stage of every tile: the columns of its pixels (those with
          * ow < OW) are consecutive elements of each output channel's plane */
         for (int64_t jp = 0; jp < np; jp += Q_NP) {
@@ -313,7 +343,18 @@ PLAIT_ISA_FN(plait_qconv2d)(const plait_qconv_problem* p) {
     /* 512 bytes past the last image: the columns of the last panels past the end */
     const int64_t xbytes = (p->N * t.img_bytes + 512 + 63) / 64 * 64;
     const int64_t obytes = t.need_cs ? Q_WROWS * t.kp : 0;
-    size_t words = (size_t)(xbytes + obytes) / 4 + 2 * (size_t)k4 + 16;
+    /* the weights' tail (plait's pack_conv_rows): the mode, the count of corrections,
+     * the corrections */
+    t.og = p->O / t.groups;
+    t.ogp = (t.og + Q_WROWS - 1) / Q_WROWS * Q_WROWS;
+    const int64_t prows = t.groups * t.ogp;
+    int32_t head[2];
+    memcpy(head, p->w + prows * t.kp, sizeof head);
+    t.pairs = head[0] == 1;
+    const int64_t ncorr = t.pairs ? head[1] : 0;
+    if (ncorr) t.corr = (const int32_t*)(const void*)(p->w + prows * t.kp + 8);
+    size_t words = (size_t)(xbytes + obytes) / 4 + 2 * (size_t)k4 + 16 +
+                   (ncorr ? (size_t)prows + 2 : 0);
     uint8_t* xt = (uint8_t*)plait_scratch(1, words);
     if (!xt) return 1;
     t.xt = xt;
@@ -334,6 +375,14 @@ PLAIT_ISA_FN(plait_qconv2d)(const plait_qconv_problem* p) {
             }
     t.toff = toff;
     t.ones = ones;
+    if (ncorr) {   /* each packed row's first correction (they come by row) */
+        int32_t* cstart = (int32_t*)(void*)(toff + k4);
+        for (int64_t r = 0, e = 0; r <= prows; ++r) {
+            while (e < ncorr && t.corr[3 * e] < r) ++e;
+            cstart[r] = (int32_t)e;
+        }
+        t.cstart = cstart;
+    }
     for (int64_t kh = 0; kh < p->KH; ++kh)
         if ((kh * p->DH) % p->SH < 8) t.rneed[(kh * p->DH) % p->SH] = 1;
     for (int64_t kw = 0; kw < p->KW; ++kw)
@@ -346,8 +395,6 @@ PLAIT_ISA_FN(plait_qconv2d)(const plait_qconv_problem* p) {
     if (t.status) return t.status;
     /* jobs: blocks of 4 panels (64 columns) times chunks of at most Q_OCHUNK output
      * channels, split further into chunks until there are about 4 jobs per thread */
-    t.og = p->O / t.groups;
-    t.ogp = (t.og + Q_WROWS - 1) / Q_WROWS * Q_WROWS;
     t.pblock = t.panels < 4 ? t.panels : 4;
     t.nblocks = (t.panels + t.pblock - 1) / t.pblock;
     const int64_t tiles = (t.og + Q_MR - 1) / Q_MR, most = Q_OCHUNK / Q_MR;

@@ -52,8 +52,10 @@ static inline int32_t load4(const uint8_t* p) {
  * lda its row, ldk 4; interleaved rows: lda 4, ldk 4 * rows); b np panels bps bytes
  * apart, group k of a panel the 64 bytes [16 columns][4] at b + 64 * k, or with koff
  * at b + koff[k] (columns read in place: an image in 4-byte groups of channels).  A is uint8 and B int8; swapped: A int8 and B uint8 (a convolution's weights
- * times its image).  acc_in: the sums are added to out (a later block of K) instead of
- * replacing it. */
+ * times its image); swapped 2: swapped, and no pair of A's bytes (bytes 2i, 2i+1 of a
+ * group of 4) sums past 128 in its positive or negative values (plait_qconv2d's mode 1:
+ * the AVX2 copy then multiplies bytes with vpmaddubsw, exact; the others as 1).
+ * acc_in: the sums are added to out (a later block of K) instead of replacing it. */
 static inline __attribute__((always_inline)) void
 q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, int64_t lda,
        int64_t ldk, const int8_t* restrict b, int64_t bps, const int64_t* restrict koff,
@@ -163,6 +165,40 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
 #elif defined(PLAIT_ISA_AVX2)
     (void)np;
     (void)bps;
+    if (swapped == 2) {
+        /* weights whose pairs are safe (plait_qconv2d's mode 1): vpmaddubsw sums each
+         * pair of image bytes times weights in int16 without saturating, vpmaddwd by 1
+         * the two pairs of a column into int32; c<r>0: columns 0-7, c<r>1: 8-15 */
+        const __m256i ones = _mm256_set1_epi16(1);
+        const __m256i z = _mm256_setzero_si256();
+#define Q_INIT(r, q) (acc_in ? _mm256_loadu_si256((const __m256i*)(out + r * Q_TN + 8 * q)) : z)
+        __m256i c00 = Q_INIT(0, 0), c01 = Q_INIT(0, 1);
+        __m256i c10 = Q_INIT(1, 0), c11 = Q_INIT(1, 1);
+        __m256i c20 = Q_INIT(2, 0), c21 = Q_INIT(2, 1);
+#undef Q_INIT
+        for (int64_t k = 0; k < k4; ++k) {
+            const int8_t* bk = koff ? b + koff[k] : b + 64 * k;
+            const __m256i b0 = _mm256_loadu_si256((const __m256i*)(const void*)bk);
+            const __m256i b1 = _mm256_loadu_si256((const __m256i*)(const void*)(bk + 32));
+            const uint8_t* ak = a + ldk * k;
+#define Q_ROW(r)                                                                       \
+            {                                                                          \
+                const __m256i ar = _mm256_set1_epi32(load4(ak + r * lda));             \
+                c##r##0 = _mm256_add_epi32(                                            \
+                    c##r##0, _mm256_madd_epi16(_mm256_maddubs_epi16(b0, ar), ones));   \
+                c##r##1 = _mm256_add_epi32(                                            \
+                    c##r##1, _mm256_madd_epi16(_mm256_maddubs_epi16(b1, ar), ones));   \
+            }
+            Q_ROW(0) Q_ROW(1) Q_ROW(2)
+#undef Q_ROW
+        }
+#define Q_PUT(r)                                                                  \
+        _mm256_storeu_si256((__m256i*)(void*)(out + r * Q_TN), c##r##0);          \
+        _mm256_storeu_si256((__m256i*)(void*)(out + r * Q_TN + 8), c##r##1);
+        Q_PUT(0) Q_PUT(1) Q_PUT(2)
+#undef Q_PUT
+        return;
+    }
     /* acc[r][q]: columns 4q..4q+3, two partial sums each (k 0-1 and 2-3) */
     __m256i acc[Q_MR][4];
     for (int r = 0; r < Q_MR; ++r)
@@ -237,6 +273,9 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
     }
 Q_TILE_FN(q_tile_1s, 1, 1)
 Q_TILE_FN(q_tile_1u, 1, 0)
+#if defined(PLAIT_ISA_AVX2)
+Q_TILE_FN(q_tile_1p, 1, 2)
+#endif
 #if Q_NP > 1
 Q_TILE_FN(q_tile_2s, 2, 1)
 Q_TILE_FN(q_tile_2u, 2, 0)
@@ -255,6 +294,12 @@ q_tile_n(int64_t n, const int swapped, int64_t k4, const uint8_t* restrict a, in
          int64_t ldk, const int8_t* restrict b, int64_t bps, const int64_t* restrict koff,
          int32_t* restrict out, const int acc_in) {
 #define Q_CALL(fn) fn(k4, a, lda, ldk, b, bps, koff, out, acc_in)
+#if defined(PLAIT_ISA_AVX2)
+    if (swapped == 2) {
+        Q_CALL(q_tile_1p);
+        return;
+    }
+#endif
 #if Q_NP > 2
     if (n >= 4) swapped ? Q_CALL(q_tile_4s) : Q_CALL(q_tile_4u);
     else if (n == 3) swapped ? Q_CALL(q_tile_3s) : Q_CALL(q_tile_3u);
