@@ -24,8 +24,9 @@ Also measured: compile-time scaling of the default pipeline on synthetic modules
 1k, 10k and 100k bindings (``--scaling``; time per binding, wall and CPU, and the peak
 resident memory, each size in a process of its own), the same chain made with
 BlockBuilder, parsed from text, imported from ONNX and from torch.export
-(benchmarks/scaling_sources.py; torch.export up to 10k bindings, in a process of its own
-beside a BlockBuilder chain: ``APART``); ``--scaling-only`` runs only that:
+(benchmarks/scaling_sources.py; torch.export exported whole up to 10k bindings, past
+that a short export's graph grown to the size, in a process of its own beside a
+BlockBuilder chain: ``APART``); ``--scaling-only`` runs only that:
 
     python benchmarks/run.py --scaling-only --scaling 1000,10000,100000,1000000
 
@@ -741,18 +742,17 @@ def _timed_build(mod: Any) -> tuple[float, float]:
 
 
 def _source_modules(n: int, sources: tuple[str, ...] = SCALING_SOURCES) -> tuple[dict, dict]:
-    """The chain from each of ``sources`` (left out where its library is missing, and
-    torch.export past ``TORCH_MAX_BINDINGS``), and microseconds per binding of importing
-    each (text: parsing; torch: plait's importer, after PyTorch's export and
-    decomposition)."""
+    """The chain from each of ``sources`` (left out where its library is missing), and
+    microseconds per binding of importing each (text: parsing; torch: plait's importer,
+    after PyTorch's export and decomposition, or past ``TORCH_MAX_BINDINGS`` the growth
+    of a short export's graph: :func:`scaling_sources.grown_program`)."""
     import gc
 
     src = _scaling_sources()
     mods: dict = {}
     imports: dict = {}
     for name in sources:
-        if name == "onnx" and not _has("onnx") or name == "torch" and (
-                not _has("torch") or n > src.TORCH_MAX_BINDINGS):
+        if name == "onnx" and not _has("onnx") or name == "torch" and not _has("torch"):
             continue
         program = src.torch_program(n) if name == "torch" else None
         t = time.perf_counter()
@@ -865,8 +865,7 @@ def pipeline_scaling(sizes: tuple[int, ...], log: Any = None, rounds: int = 1,
     for n in sizes:
         row = _scaling_worker(n, rounds, together)
         for name in sources:
-            if name in APART and (name != "torch" or _has("torch") and n <= _scaling_sources(
-                    ).TORCH_MAX_BINDINGS):
+            if name in APART and (name != "torch" or _has("torch")):
                 apart = _scaling_worker(n, rounds, (name,))
                 for key in ("us_per_binding", "cpu_us_per_binding", "import_us_per_binding"):
                     row[f"{name}_{key}"] = apart[f"{name}_{key}"]

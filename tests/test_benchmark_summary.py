@@ -4,6 +4,8 @@ expected values are worked out by hand)."""
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import spread  # noqa: E402
@@ -164,6 +166,23 @@ def test_scaling_runs_each_size_in_a_process_and_reports_its_peak_memory() -> No
     # built in turn with it there
     row.update(torch_cpu_us_per_binding=33.0, torch_builder_cpu_us_per_binding=30.0)
     assert run.source_ratios(row) == [1.25, 1.5, 1.1]
+
+
+def test_scaling_torch_chain_past_the_export_limit_is_the_exported_one_grown(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/scaling_sources.py: a torch.export chain longer than
+    TORCH_MAX_BINDINGS is a short export's graph grown to the size; plait imports it as
+    the module it imports from the export of the whole chain (names, spans, types)."""
+    pytest.importorskip("torch")
+    import scaling_sources
+
+    exported = scaling_sources.from_torch_export(scaling_sources.torch_program(7))
+    monkeypatch.setattr(scaling_sources, "TORCH_MAX_BINDINGS", 4)
+    program = scaling_sources.torch_program(7)
+    assert sum(n.op == "call_function" for n in program.graph.nodes) == 7
+    grown = scaling_sources.from_torch_export(program)
+    assert grown.script() == exported.script()
+    assert "mul_3 = multiply(add_2, x)" in grown.script()
 
 
 def test_llm_decode_table_sets_decode_against_the_triad() -> None:
