@@ -33,21 +33,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import broad_check
 import broad_quantized
-import real_models
 
 FLOAT_NOISE = 1e-5
 """Float intermediates closer than this fraction of their largest magnitude are the same
 (summation order, a last bit); an integer tensor differs at any step."""
 
 
-def _model(name: str) -> tuple[str, Any]:
-    """The quantized file of suite model ``name`` and its benchmark input."""
-    files, failed = broad_quantized.quantized_files([name])
+def _model(name: str, suite: str = "broad") -> tuple[str, Any]:
+    """The quantized file of suite model ``name`` (``suite`` broad, or broad-tiny: the
+    tiny twins of tests/test_broad_suite.py) and its benchmark input."""
+    files, failed = broad_quantized.quantized_files([name], suite)
     if name in failed:
         raise SystemExit(f"{name}: {failed[name]}")
-    model, _ = broad_quantized.split(name)
-    return str(files[name]), real_models.make_input(real_models.suite_specs("broad")[model])
+    return str(files[name]), broad_quantized.make_input(name, suite)
 
 
 def _plait(model: Any, feeds: dict[str, Any], target: str) -> list[Any]:
@@ -88,8 +88,13 @@ def _with_outputs(model: Any, names: list[str]) -> Any:
 
 
 def _ort(model: Any, feeds: dict[str, Any]) -> dict[str, Any]:
-    """onnxruntime's outputs of ``model`` on ``feeds``, by name."""
+    """onnxruntime's outputs of ``model`` on ``feeds``, by name: of its exact arithmetic
+    where this CPU's onnxruntime saturates uint8 x int8 products
+    (broad_check.exact_products)."""
     import onnxruntime as ort
+
+    if broad_check.onnxruntime_saturates():
+        model = broad_check.exact_products(model)
 
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds), strict=True))
@@ -287,8 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", default="numpy", choices=("numpy", "c"))
     ap.add_argument("--checks", default="local,first", help="local, first (comma-separated)")
     ap.add_argument("--perturb", metavar="TENSOR", help="check 3 on this integer tensor")
+    ap.add_argument("--suite", default="broad", choices=("broad", "broad-tiny"),
+                    help="the full sizes (broad) or the tests' tiny twins (broad-tiny)")
     args = ap.parse_args(argv)
-    path, x = _model(args.model)
+    path, x = _model(args.model, args.suite)
     model = onnx.load(path)
     checks = args.checks.split(",") if args.checks else []
     if "local" in checks:
