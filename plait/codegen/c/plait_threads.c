@@ -239,19 +239,44 @@ static void plait_range_run(void* arg) {
     }
 }
 
-void plait_parallel_range(plait_range_fn fn, void* ctx, int64_t n, int nthreads) {
-    if (n <= 0) return;
+/* The threads a parallel call over n jobs gets (at most n); 0 when it is done already:
+ * nothing to do, or one thread, which ran fn(ctx, 0, n) */
+static int plait_range_threads(plait_range_fn fn, void* ctx, int64_t n, int nthreads) {
+    if (n <= 0) return 0;
     if (nthreads > n) nthreads = (int)n;
     if (nthreads <= 1) {
         fn(ctx, 0, n);
-        return;
+        return 0;
     }
+    return nthreads;
+}
+
+void plait_parallel_range(plait_range_fn fn, void* ctx, int64_t n, int nthreads) {
+    if ((nthreads = plait_range_threads(fn, ctx, n, nthreads)) == 0) return;
     /* four chunks per thread: a thread that starts late takes fewer of them; the caller
      * takes them from the front, the workers from the back (plait_take_job) */
     int64_t pieces = 4 * (int64_t)nthreads;
     const int64_t chunk = (n + pieces - 1) / pieces;
     plait_range_task t = {fn, ctx, n, chunk, (n + chunk - 1) / chunk, 0};
     plait_parallel(plait_range_run, &t, nthreads);
+}
+
+typedef struct {
+    plait_range_fn fn;
+    void* ctx;
+    int64_t n;
+    int64_t ends;   /* the jobs taken (plait_take_job) */
+} plait_each_task;
+
+static void plait_each_run(void* arg) {
+    plait_each_task* t = (plait_each_task*)arg;
+    for (int64_t j; (j = plait_take_job(&t->ends, t->n)) >= 0;) t->fn(t->ctx, j, j + 1);
+}
+
+void plait_parallel_each(plait_range_fn fn, void* ctx, int64_t n, int nthreads) {
+    if ((nthreads = plait_range_threads(fn, ctx, n, nthreads)) == 0) return;
+    plait_each_task t = {fn, ctx, n, 0};
+    plait_parallel(plait_each_run, &t, nthreads);
 }
 
 #ifdef PLAIT_THREADS

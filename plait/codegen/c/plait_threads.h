@@ -26,6 +26,13 @@ PLAIT_HIDDEN void plait_parallel(plait_task_fn fn, void* arg, int nthreads);
  * threads (nthreads <= 1: one call fn(ctx, 0, n) on this thread). */
 PLAIT_HIDDEN void plait_parallel_range(plait_range_fn fn, void* ctx, int64_t n, int nthreads);
 
+/* fn(ctx, j, j + 1) for every job j of [0, n), each taken alone as a thread gets to it
+ * (plait_take_job: the caller from the front, the workers from the back), on up to
+ * nthreads threads.  For work that streams memory in jobs of similar size (the decode
+ * products): the threads finish within one job of each other, where the four chunks a
+ * thread of plait_parallel_range gets can leave one waiting for a chunk's time. */
+PLAIT_HIDDEN void plait_parallel_each(plait_range_fn fn, void* ctx, int64_t n, int nthreads);
+
 /* Jobs 0 .. n-1 of a parallel call taken from both ends: the calling thread takes them
  * from the front, the workers from the back, each exactly once (*ends starts at 0, the
  * front's and the back's counts packed in one word).  The next job, or -1 when none is

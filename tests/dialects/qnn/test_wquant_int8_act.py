@@ -4,6 +4,7 @@ and each block's sum ``sum qa (q - z)`` an exact integer (plait/dialects/qnn/nbi
 
 Checked: the numpy reference against onnxruntime's ``MatMulNBits`` at accuracy_level 4;
 every copy of the ``c`` kernels (AVX512-VNNI's ``vpdpbusd`` paths for a symmetric weight;
+AVX2's ``vpmaddubsw`` path for a symmetric weight at one row, blocks of 16 bytes or more;
 the float loops, exact on integers, of the other copies and of per-block zero points;
 the integer C loop of blocks too long for them) and the ``numpy``
 target's lowering against the reference, decode rows (1 to 4) and prefill rows; halves
@@ -48,7 +49,9 @@ CONFIGS = [(96, 33, 4, 32, True, True),      # the VNNI path, 2 x 3 blocks in on
            # the VNNI decode loop's copies with the block as a constant: int4-g32 (3
            # whole vectors and a masked one), int8-g32 (5 whole), int4-g128
            (448, 19, 4, 32, True, True), (320, 21, 8, 32, True, False),
-           (512, 12, 4, 128, True, True)]
+           (512, 12, 4, 128, True, True),
+           # on the pool's threads at one row (each job of 32 weight rows taken alone)
+           (512, 600, 4, 32, True, False), (512, 600, 8, 32, True, True)]
 ROWS = (1, 2, 3, 4, 5, 37)
 
 

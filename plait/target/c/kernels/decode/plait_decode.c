@@ -40,33 +40,71 @@ typedef float dec_v16u __attribute__((vector_size(64), aligned(4)));
 /* below this many weights (64 KB) a product runs on the calling thread */
 #define DEC_SERIAL_WEIGHTS 16384
 
-static inline __attribute__((always_inline)) float dec_hsum(dec_v16 v) {
-    float a[8], b[4];
-    for (int l = 0; l < 8; ++l) a[l] = v[l] + v[l + 8];
-    for (int l = 0; l < 4; ++l) b[l] = a[l] + a[l + 4];
+/* The 16 lanes of a sum are kept as DEC_NP vectors of the copy's own width (DEC_NV
+ * floats: one zmm, two ymm, four xmm or NEON registers): GCC lowers a 64-byte generic
+ * vector carried from one iteration to the next through the stack in the AVX2 and
+ * baseline copies (each multiply-add stored and reloaded in pieces: a batch-1 product
+ * ran at half the speed of the same loop on native vectors). */
+#if defined(PLAIT_ISA_AVX512)
+#define DEC_NV 16
+#elif defined(PLAIT_ISA_AVX2) || defined(PLAIT_ISA_AVXVNNI)
+#define DEC_NV 8
+#else
+#define DEC_NV 4
+#endif
+#define DEC_NP (16 / DEC_NV)
+typedef float dec_vn __attribute__((vector_size(DEC_NV * 4)));
+typedef float dec_vnu __attribute__((vector_size(DEC_NV * 4), aligned(4)));
+#define DEC_LD(p) (*(const dec_vnu*)(p))
+
+/* the sum of 16 lanes (v[p] holds lanes p * DEC_NV ...), in one fixed tree order */
+static inline __attribute__((always_inline)) float dec_hsum(const dec_vn* v) {
+    float l[16], a[8], b[4];
+    for (int p = 0; p < DEC_NP; ++p)
+        for (int i = 0; i < DEC_NV; ++i) l[p * DEC_NV + i] = v[p][i];
+    for (int i = 0; i < 8; ++i) a[i] = l[i] + l[i + 8];
+    for (int i = 0; i < 4; ++i) b[i] = a[i] + a[i + 4];
     return (b[0] + b[2]) + (b[1] + b[3]);
 }
+
+/* acc[0 .. DEC_NP) += the 16 products x[0 .. 16) * w[0 .. 16) */
+#define DEC_FMA16(acc, x, w)                                                          \
+    do {                                                                               \
+        for (int p_ = 0; p_ < DEC_NP; ++p_)                                            \
+            (acc)[p_] += DEC_LD((x) + p_ * DEC_NV) * DEC_LD((w) + p_ * DEC_NV);        \
+    } while (0)
 
 /* y[n0 .. n0+R) of one row of x: R (1..4) weight rows at once */
 static inline __attribute__((always_inline)) void
 dec_rows(const float* restrict x, const float* restrict w, int64_t K, int R, float* out) {
-    dec_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    dec_vn a0[DEC_NP], a1[DEC_NP], a2[DEC_NP], a3[DEC_NP];
+    for (int p = 0; p < DEC_NP; ++p) a0[p] = a1[p] = a2[p] = a3[p] = (dec_vn){0};
     const float* w0 = w;
     const float* w1 = w + (R > 1 ? K : 0);
     const float* w2 = w + (R > 2 ? 2 * K : 0);
     const float* w3 = w + (R > 3 ? 3 * K : 0);
     int64_t k = 0;
+    if (R == 1) {   /* one row: two chains, even and odd 16s (joined below) */
+        dec_vn b0[DEC_NP];
+        for (int p = 0; p < DEC_NP; ++p) b0[p] = (dec_vn){0};
+        for (; k + 32 <= K; k += 32) {
+            __builtin_prefetch(w0 + k + DEC_PREFETCH, 0, 0);
+            __builtin_prefetch(w0 + k + 16 + DEC_PREFETCH, 0, 0);
+            DEC_FMA16(a0, x + k, w0 + k);
+            DEC_FMA16(b0, x + k + 16, w0 + k + 16);
+        }
+        for (int p = 0; p < DEC_NP; ++p) a0[p] += b0[p];
+    }
     for (; k + 16 <= K; k += 16) {
         /* the rows ahead (the next block's, for short rows), a line per row and step */
         __builtin_prefetch(w0 + k + DEC_PREFETCH, 0, 0);
         if (R > 1) __builtin_prefetch(w1 + k + DEC_PREFETCH, 0, 0);
         if (R > 2) __builtin_prefetch(w2 + k + DEC_PREFETCH, 0, 0);
         if (R > 3) __builtin_prefetch(w3 + k + DEC_PREFETCH, 0, 0);
-        dec_v16 xv = *(const dec_v16u*)(x + k);
-        a0 += xv * *(const dec_v16u*)(w0 + k);
-        if (R > 1) a1 += xv * *(const dec_v16u*)(w1 + k);
-        if (R > 2) a2 += xv * *(const dec_v16u*)(w2 + k);
-        if (R > 3) a3 += xv * *(const dec_v16u*)(w3 + k);
+        DEC_FMA16(a0, x + k, w0 + k);
+        if (R > 1) DEC_FMA16(a1, x + k, w1 + k);
+        if (R > 2) DEC_FMA16(a2, x + k, w2 + k);
+        if (R > 3) DEC_FMA16(a3, x + k, w3 + k);
     }
     float s0 = dec_hsum(a0), s1 = dec_hsum(a1), s2 = dec_hsum(a2), s3 = dec_hsum(a3);
     for (; k < K; ++k) {
@@ -108,6 +146,7 @@ static void dec_gemv_block(const plait_gemv_problem* p, int64_t n0, int64_t n1) 
     }
 }
 
+/* jobs lo .. hi - 1, each DEC_JOB_ROWS weight rows */
 static void dec_gemv_jobs(void* ctx, int64_t lo, int64_t hi) {
     const plait_gemv_problem* p = (const plait_gemv_problem*)ctx;
     int64_t n0 = lo * DEC_JOB_ROWS, n1 = hi * DEC_JOB_ROWS;
@@ -126,7 +165,9 @@ PLAIT_ISA_HIDDEN int PLAIT_ISA_FN(plait_gemv)(const plait_gemv_problem* p) {
     }
     int64_t jobs = (p->N + DEC_JOB_ROWS - 1) / DEC_JOB_ROWS;
     int nt = p->N * p->K < DEC_SERIAL_WEIGHTS ? 1 : plait_max_threads();
-    plait_parallel_range(dec_gemv_jobs, (void*)p, jobs, nt);
+    /* each job taken alone (the threads end within one job of each other: the lm_head
+     * of a large vocabulary in 8 chunks left one thread idle for up to a chunk) */
+    plait_parallel_each(dec_gemv_jobs, (void*)p, jobs, nt);
     return 0;
 }
 
@@ -137,9 +178,10 @@ PLAIT_ISA_HIDDEN int PLAIT_ISA_FN(plait_gemv)(const plait_gemv_problem* p) {
 
 static inline __attribute__((always_inline)) float
 dec_dot(const float* restrict a, const float* restrict b, int64_t n) {
-    dec_v16 acc = {0};
+    dec_vn acc[DEC_NP];
+    for (int p = 0; p < DEC_NP; ++p) acc[p] = (dec_vn){0};
     int64_t k = 0;
-    for (; k + 16 <= n; k += 16) acc += *(const dec_v16u*)(a + k) * *(const dec_v16u*)(b + k);
+    for (; k + 16 <= n; k += 16) DEC_FMA16(acc, a + k, b + k);
     float s = dec_hsum(acc);
     for (; k < n; ++k) s += a[k] * b[k];
     return s;
@@ -149,7 +191,9 @@ static inline __attribute__((always_inline)) void
 dec_axpy(float* restrict y, float a, const float* restrict x, int64_t n) {
     int64_t k = 0;
     for (; k + 16 <= n; k += 16)
-        *(dec_v16u*)(y + k) = *(dec_v16u*)(y + k) + a * *(const dec_v16u*)(x + k);
+        for (int p = 0; p < DEC_NP; ++p)
+            *(dec_vnu*)(y + k + p * DEC_NV) = DEC_LD(y + k + p * DEC_NV)
+                                              + a * DEC_LD(x + k + p * DEC_NV);
     for (; k < n; ++k) y[k] += a * x[k];
 }
 

@@ -281,6 +281,20 @@ static void wq_gemv_rows(void* ctx, int64_t lo, int64_t hi) {
     }
 }
 
+/* Weight rows per job of the decode products (plait_parallel_each: each job taken
+ * alone, so the threads end within one job of each other) */
+#define WQ_JOB_ROWS 32
+
+/* jobs lo .. hi - 1 of WQ_JOB_ROWS weight rows of fn (a function of rows) */
+static inline __attribute__((always_inline)) void wq_rows_of_jobs(
+        void (*fn)(void*, int64_t, int64_t), void* ctx, int64_t N, int64_t lo, int64_t hi) {
+    fn(ctx, lo * WQ_JOB_ROWS, hi * WQ_JOB_ROWS < N ? hi * WQ_JOB_ROWS : N);
+}
+
+static void wq_gemv_jobs(void* ctx, int64_t lo, int64_t hi) {
+    wq_rows_of_jobs(wq_gemv_rows, ctx, ((const wq_task*)ctx)->d->N, lo, hi);
+}
+
 /* The activations laid out for wq_gemv: row m at ap + m * astride; 8 bits: a padded with
  * zeros to k_blocks * block_size; 4 bits: the even-k values, then (at half) the odd-k
  * ones, each padded to k_blocks * block_size / 2 (padding weights multiply zeros). */
@@ -400,6 +414,8 @@ typedef struct wq8_act_ {
     int64_t ahalf;    /* nv * 64 */
     int64_t arow;     /* int8 values per row: ahalf (8 bits) or 2 * ahalf (4 bits) */
     int64_t lanes;    /* nv * 16 */
+    int32_t zc;       /* the zero point the lanes' zl subtract (the weights' zero; in the
+                       * AVX2 8-bit path that zero minus 128: it reads q - 128 signed) */
     int vec;          /* the lane arrays are filled (the decode vector path runs) */
     int plain;        /* qa in K order for both widths (the prefill panels: wq8_gemm) */
 } wq8_act;
@@ -408,6 +424,9 @@ typedef struct wq8_act_ {
  * a * (127 / amax), exactly the reference's (docs/dialects.md, accuracy_level 4) */
 #if defined(PLAIT_ISA_AVX512VNNI)
 static void wq8_quantize_row_vec(const wq_task* t, int64_t m);
+#endif
+#if defined(PLAIT_ISA_AVX2)
+static void wq8a_quantize_row(const wq_task* t, int64_t m);
 #endif
 
 static void wq8_quantize_rows(void* ctx, int64_t lo, int64_t hi) {
@@ -420,6 +439,12 @@ static void wq8_quantize_rows(void* ctx, int64_t lo, int64_t hi) {
 #if defined(PLAIT_ISA_AVX512VNNI)
         if (A->vec && bs % 16 == 0) {
             wq8_quantize_row_vec(t, m);
+            continue;
+        }
+#endif
+#if defined(PLAIT_ISA_AVX2)
+        if (A->vec && bs % 16 == 0 && K % bs == 0) {
+            wq8a_quantize_row(t, m);
             continue;
         }
 #endif
@@ -456,7 +481,7 @@ static void wq8_quantize_rows(void* ctx, int64_t lo, int64_t hi) {
             int32_t s = 0;
             for (int j = 0; j < 4; j++) s += q[o + j] + (four ? q[A->ahalf + o + j] : 0);
             A->sl[m * A->lanes + l] = blk < kb ? sa[blk] : 0.0f;
-            A->zl[m * A->lanes + l] = -t->zero * s;
+            A->zl[m * A->lanes + l] = -A->zc * s;
         }
     }
 }
@@ -878,6 +903,187 @@ static void wq8_gemm(void* ctx, int64_t lo, int64_t hi) {
 }
 #endif
 
+#if defined(PLAIT_ISA_AVX2)
+/* The batch-1 product with int8 activations in AVX2 integers (no VNNI): each 32 bytes
+ * of a weight row against the activations' 32 bytes by vpmaddubsw (unsigned bytes times
+ * signed bytes, pairs summed to int16) and vpmaddwd by ones (int16 pairs to the int32
+ * lane of 4 bytes), what llama.cpp's Q4_0/Q8_0 products do on AVX2.  Exact: 4 bits, q in
+ * 0..15, a pair at most 2 * 15 * 127 and the low and high nibbles' pairs added in int16
+ * at most 7620; 8 bits read as w = q - 128 (signed) and multiplied as |w| times qa with
+ * w's sign (vpsignb), a pair at most 2 * 128 * 127 = 32512.  Each lane starts at -zc
+ * times its activations' sum (zc: the zero point, or it minus 128 for 8 bits), and is
+ * converted and multiplied by its block's sa * scale as in the VNNI path.  The same
+ * lane arrays (sl, zl: 4 bytes a lane) as wq8_row1s, so the same sums. */
+#define WQ8_VEC2 1
+#ifndef WQ8A_AHEAD
+#define WQ8A_AHEAD 1024  /* bytes a weight row is prefetched ahead */
+#endif
+
+/* the scales of weight row sw for the 8 lanes of 32-byte vector v (blob = 2^lg >= 16
+ * bytes; lg 4: blocks 2v and 2v + 1, or 2v alone when it is the row's last) */
+static inline __attribute__((always_inline)) __m256 wq8a_wscale(const float* sw, int64_t v,
+                                                                int lg, int64_t kb) {
+    if (lg >= 5) return _mm256_set1_ps(sw[(v << 5) >> lg]);
+    if (2 * v + 1 >= kb) return _mm256_set1_ps(sw[2 * v]);
+    const __m256i idx = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+    return _mm256_permutevar8x32_ps(
+        _mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd((const double*)(sw + 2 * v)))), idx);
+}
+
+/* wq8_quantize_rows of row m for the AVX2 path (A->vec; blocks of a multiple of 16
+ * values, K whole blocks), 8 values at a time: the same operations (|x| maxima,
+ * rint(x * (127 / amax)) rounded half to even, clamped), so the same bytes; the lanes'
+ * sums of 4 (8 bits) or 4 + 4 (4 bits) values of qa by vpmaddubsw and vpmaddwd with unit weights, their scales
+ * spread as the weights' are (wq8a_wscale), for the vectors wq8a_row1s reads. */
+static void wq8a_quantize_row(const wq_task* t, int64_t m) {
+    const plait_wq_desc* d = t->d;
+    const wq8_act* A = t->q8;
+    const int64_t K = d->K, bs = d->block_size, kb = t->kb, blob = t->blob;
+    const int four = d->bits == 4;
+    const float* x = t->a + m * K;
+    int8_t* q = A->qa + m * A->arow;
+    float* sa = A->sa + m * kb;
+    memset(q, 0, (size_t)A->arow);
+    const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+    for (int64_t blk = 0; blk < kb; blk++) {
+        const int64_t k0 = blk * bs;
+        __m256 vmax = _mm256_setzero_ps();
+        for (int64_t i = 0; i < bs; i += 8)
+            vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + k0 + i), absm), vmax);
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        const float amax = _mm_cvtss_f32(h);
+        const __m256 r = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+        __m256i sum = _mm256_setzero_si256();
+        int8_t* qb = q + blk * blob;
+        for (int64_t i = 0; i < bs; i += 16) {
+            __m256i qi[2];
+            for (int h2 = 0; h2 < 2; h2++) {
+                __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + k0 + i + 8 * h2), r),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                v = _mm256_max_ps(_mm256_min_ps(v, hi), lo);
+                qi[h2] = _mm256_cvtps_epi32(v);
+                sum = _mm256_add_epi32(sum, qi[h2]);
+            }
+            const __m256i p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(qi[0], qi[1]), 0xD8);
+            const __m128i b = _mm_packs_epi16(_mm256_castsi256_si128(p16),
+                                              _mm256_extracti128_si256(p16, 1));
+            if (four) {
+                const __m128i eo = _mm_shuffle_epi8(b, split);   /* even k, then odd k */
+                _mm_storel_epi64((__m128i*)(qb + i / 2), eo);
+                _mm_storel_epi64((__m128i*)(qb + A->ahalf + i / 2), _mm_unpackhi_epi64(eo, eo));
+            } else {
+                _mm_storeu_si128((__m128i*)(qb + i), b);
+            }
+        }
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+        sa[blk] = amax / 127.0f;
+        A->qs[m * kb + blk] = _mm_cvtsi128_si32(s4);
+    }
+    const int lg = __builtin_ctzll((unsigned long long)blob);
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    const __m256i nz = _mm256_set1_epi32(-A->zc);
+    for (int64_t v = 0; v * 32 < A->rbytes; v++) {
+        __m256i p = _mm256_maddubs_epi16(ones8, _mm256_loadu_si256((const __m256i*)(q + v * 32)));
+        if (four)
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(
+                                        ones8, _mm256_loadu_si256((const __m256i*)(
+                                                   q + A->ahalf + v * 32))));
+        _mm256_storeu_si256((__m256i*)(A->zl + m * A->lanes + v * 8),
+                            _mm256_mullo_epi32(_mm256_madd_epi16(p, ones16), nz));
+        _mm256_storeu_ps(A->sl + m * A->lanes + v * 8, wq8a_wscale(sa, v, lg, kb));
+    }
+}
+
+/* one 32-byte step: x (the weight bytes) against the activations at q + o (and the odd
+ * values at q + ahalf + o for 4 bits), lanes v*8 .. v*8 + 7 */
+static inline __attribute__((always_inline)) __m256 wq8a_step(
+        const wq8_act* A, __m256i x, int64_t v, __m256 ws, const int FOUR, __m256 f) {
+    const int64_t o = v * 32;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i p;
+    if (FOUR) {
+        const __m256i nib = _mm256_set1_epi8(15);
+        p = _mm256_add_epi16(
+            _mm256_maddubs_epi16(_mm256_and_si256(x, nib),
+                                 _mm256_loadu_si256((const __m256i*)(A->qa + o))),
+            _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(x, 4), nib),
+                                 _mm256_loadu_si256((const __m256i*)(A->qa + A->ahalf + o))));
+    } else {
+        const __m256i w = _mm256_xor_si256(x, _mm256_set1_epi8((char)0x80));
+        p = _mm256_maddubs_epi16(
+            _mm256_abs_epi8(w),
+            _mm256_sign_epi8(_mm256_loadu_si256((const __m256i*)(A->qa + o)), w));
+    }
+    const __m256i acc = _mm256_add_epi32(_mm256_madd_epi16(p, ones),
+                                         _mm256_loadu_si256((const __m256i*)(A->zl + v * 8)));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc),
+                           _mm256_mul_ps(_mm256_loadu_ps(A->sl + v * 8), ws), f);
+}
+
+/* weight rows lo .. hi - 1 against the one row of activations, a row at a time (one
+ * sequential stream per thread); FOUR and LG (blob = 2^LG) constants of each copy, LG < 0
+ * read from t.  Two accumulators, even and odd vectors.  A row of 16 bytes past whole
+ * vectors (4 bits in blocks of 32, an odd block count) is read as 16 bytes. */
+static inline __attribute__((always_inline)) void wq8a_row1s(const wq_task* t, int64_t lo,
+                                                             int64_t hi, const int FOUR,
+                                                             const int LG) {
+    const wq8_act* A = t->q8;
+    const int64_t kb = t->kb, rb = A->rbytes, nfull = rb / 32;
+    const int lg = LG >= 0 ? LG : __builtin_ctzll((unsigned long long)t->blob);
+    for (int64_t n = lo; n < hi; n++) {
+        const uint8_t* w = t->b + n * rb;
+        const float* sw = t->s + n * kb;
+        __m256 f0 = _mm256_setzero_ps(), f1 = _mm256_setzero_ps();
+        int64_t v = 0;
+        for (; v + 1 < nfull; v += 2) {
+            __builtin_prefetch(w + v * 32 + WQ8A_AHEAD, 0, 0);
+            f0 = wq8a_step(A, _mm256_loadu_si256((const __m256i*)(w + v * 32)), v,
+                           wq8a_wscale(sw, v, lg, kb), FOUR, f0);
+            f1 = wq8a_step(A, _mm256_loadu_si256((const __m256i*)(w + v * 32 + 32)), v + 1,
+                           wq8a_wscale(sw, v + 1, lg, kb), FOUR, f1);
+        }
+        if (v < nfull)
+            f0 = wq8a_step(A, _mm256_loadu_si256((const __m256i*)(w + v * 32)), v,
+                           wq8a_wscale(sw, v, lg, kb), FOUR, f0);
+        if (rb > nfull * 32)   /* 16 bytes: the activations' other 16 are zero padding */
+            f1 = wq8a_step(A, _mm256_inserti128_si256(_mm256_setzero_si256(),
+                                                      _mm_loadu_si128((const __m128i*)(
+                                                          w + nfull * 32)), 0),
+                           nfull, wq8a_wscale(sw, nfull, lg, kb), FOUR, f1);
+        const __m256 f = _mm256_add_ps(f0, f1);
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
+        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_add_ss(h, _mm_movehdup_ps(h));
+        t->out[n] = _mm_cvtss_f32(h) + (t->bias ? t->bias[n] : 0.0f);
+    }
+}
+
+/* jobs lo .. hi - 1 of WQ_JOB_ROWS weight rows, the common formats as constants: 4 bits in
+ * blocks of 32 (LG 4) or 128 (LG 6), 8 bits in blocks of 32 (LG 5) or 128 (LG 7) */
+static void wq8a_jobs(void* ctx, int64_t lo, int64_t hi) {
+    const wq_task* t = (const wq_task*)ctx;
+    const int64_t N = t->d->N;
+    const int64_t n0 = lo * WQ_JOB_ROWS, n1 = hi * WQ_JOB_ROWS < N ? hi * WQ_JOB_ROWS : N;
+    const int four = t->d->bits == 4;
+    switch (four * 16 + __builtin_ctzll((unsigned long long)t->blob)) {
+    case 16 + 4: wq8a_row1s(t, n0, n1, 1, 4); break;
+    case 16 + 6: wq8a_row1s(t, n0, n1, 1, 6); break;
+    case 5: wq8a_row1s(t, n0, n1, 0, 5); break;
+    case 7: wq8a_row1s(t, n0, n1, 0, 7); break;
+    default:
+        if (four) wq8a_row1s(t, n0, n1, 1, -1);
+        else wq8a_row1s(t, n0, n1, 0, -1);
+        break;
+    }
+}
+#endif
+
 
 /* ------------------------------- int8 activations in float: every copy, exactly */
 
@@ -962,6 +1168,10 @@ static void wq8f_gemv_rows(void* ctx, int64_t lo, int64_t hi) {
     }
 }
 
+static void wq8f_gemv_jobs(void* ctx, int64_t lo, int64_t hi) {
+    wq_rows_of_jobs(wq8f_gemv_rows, ctx, ((const wq_task*)ctx)->d->N, lo, hi);
+}
+
 /* prefill: per tile of WQ_NT columns a panel of q - z (wq_dequant_panel with unit
  * scales) and the columns' scales per block; 4 rows x WQ_NT a register tile, each block
  * summed apart and scaled at its end */
@@ -1042,11 +1252,17 @@ static int wq8_matmul(wq_task* t, int threads) {
     A.ahalf = A.nv * 64;
     A.arow = d->bits == 4 ? 2 * A.ahalf : A.ahalf;
     A.lanes = A.nv * 16;
+    A.zc = t->zero;
     const int exact = wq8f_exact(d);
 #if defined(WQ8_VEC)
     A.plain = M > WQ_MR && t->zero >= 0 && d->block_size % 4 == 0;
     A.vec = !A.plain && t->zero >= 0 && t->blob >= 4 && (t->blob & (t->blob - 1)) == 0;
     const int floats = exact && !A.plain && !A.vec;
+#elif defined(WQ8_VEC2)
+    /* batch 1, one zero point, blocks of a power-of-two number of bytes >= 16 */
+    A.vec = M == 1 && t->zero >= 0 && t->blob >= 16 && (t->blob & (t->blob - 1)) == 0;
+    const int floats = exact && !A.vec;
+    if (A.vec && d->bits == 8) A.zc = t->zero - 128;
 #else
     const int floats = exact;
 #endif
@@ -1077,13 +1293,17 @@ static int wq8_matmul(wq_task* t, int threads) {
             if (M > WQ_MR)
                 plait_parallel_range(wq8f_gemm_tiles, t, (N + WQ_NT - 1) / WQ_NT, threads);
             else
-                plait_parallel_range(wq8f_gemv_rows, t, N, threads);
+                plait_parallel_each(wq8f_gemv_jobs, t, (N + WQ_JOB_ROWS - 1) / WQ_JOB_ROWS,
+                                    threads);
         }
 #if defined(WQ8_VEC)
         else if (A.plain)
             plait_parallel_range(wq8_gemm, t, (N + WQ8_NC - 1) / WQ8_NC, threads);
         else if (A.vec)
-            plait_parallel_range(wq8_panels, t, (N + WQ8_PANEL - 1) / WQ8_PANEL, threads);
+            plait_parallel_each(wq8_panels, t, (N + WQ8_PANEL - 1) / WQ8_PANEL, threads);
+#elif defined(WQ8_VEC2)
+        else if (A.vec)
+            plait_parallel_each(wq8a_jobs, t, (N + WQ_JOB_ROWS - 1) / WQ_JOB_ROWS, threads);
 #endif
         else
             plait_parallel_range(wq8_rows, t, N, threads);
@@ -1129,7 +1349,7 @@ PLAIT_ISA_FN(plait_wq_matmul)(const plait_wq_desc* d, const float* a, const uint
         if (!ap) return 1;
         wq_prepare(&t, a, ap);
         t.ap = ap;
-        plait_parallel_range(wq_gemv_rows, &t, N, threads);
+        plait_parallel_each(wq_gemv_jobs, &t, (N + WQ_JOB_ROWS - 1) / WQ_JOB_ROWS, threads);
         free(ap);
         return 0;
     }
