@@ -255,14 +255,22 @@ def perturb(model: Any, x: Any, target: str, tensor: str, limit: int = 6) -> lis
     model = onnx.shape_inference.infer_shapes(model)
     names, ref, got = _intermediates(model, x, target)
     out, own, moved = ref[names[0]], ref[tensor], got[tensor]
-    cut = _with_outputs(model, [n for n in names if n != tensor])
+    # the node making the tensor goes; its other outputs (a DynamicQuantizeLinear's scale
+    # and zero point) are fed onnxruntime's own values
+    maker = next(n for n in model.graph.node if tensor in n.output)
+    siblings = {o: ref[o] for o in maker.output if o and o != tensor and o in ref}
+    cut = _with_outputs(model, [n for n in names if n != tensor and n not in siblings])
     kept = [n for n in cut.graph.node if tensor not in n.output]
     del cut.graph.node[:]
     cut.graph.node.extend(kept)
-    cut.graph.input.append(helper.make_tensor_value_info(
-        tensor, helper.np_dtype_to_tensor_dtype(own.dtype), own.shape))
-    a = _ort(cut, {"input": x, tensor: own})[names[0]]
-    fed = _ort(cut, {"input": x, tensor: moved})
+    kept_out = [o for o in cut.graph.output if o.name not in siblings]
+    del cut.graph.output[:]
+    cut.graph.output.extend(kept_out)
+    for name, value in {tensor: own, **siblings}.items():
+        cut.graph.input.append(helper.make_tensor_value_info(
+            name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape))
+    a = _ort(cut, {"input": x, tensor: own, **siblings})[names[0]]
+    fed = _ort(cut, {"input": x, tensor: moved, **siblings})
     b, p = fed[names[0]], got[names[0]]
     after = names[names.index(tensor) + 1:]
     where = np.argwhere(moved != own)
