@@ -313,7 +313,25 @@ def test_int8_packing_round_trips_bit_for_bit():
         assert q.unpack_b_panels(p, 7, 19, dtype).tobytes() == b.tobytes()
         want = b.astype(np.int16) - (128 if dtype == np.uint8 else 0)
         # panel 1, K rows 4..7 (group 1), column 16 + 2: element [1][1][2][k - 4]
-        assert list(p.reshape(2, 2, 16, 4)[1, 1, 2, :3]) == list(want[4:7, 18])
+        assert list(p[:256].reshape(2, 2, 16, 4)[1, 1, 2, :3]) == list(want[4:7, 18])
+        # trained-like weights with pairs past vpmaddubsw's range: clamped (mode 1), the
+        # corrections in the tail, and still unpacked bit for bit
+        z = 128 if dtype == np.uint8 else 0
+        tw = np.clip(np.rint(rng.normal(0, 15, (64, 37))) + z, info.min, info.max)
+        tw[10:12, 5] = (z + 127, z + 120)
+        tw[20:22, 30] = (z - 128, z - 100)
+        tw = tw.astype(dtype)
+        tp = q.pack_b_panels(tw)
+        assert tp.size == q.b_panels_size(64, 37, q.b_corrections(tw))
+        assert list(tp[q.b_panels_size(64, 37) - 8:][:8].view(np.int32)) == [1, 2]
+        assert q.unpack_b_panels(tp, 64, 37, dtype).tobytes() == tw.tobytes()
+        cw = np.clip(np.rint(rng.normal(0, 15, (13, 8, 3, 3))) + z, info.min, info.max)
+        cw[2, 4:6, 1, 1] = (z + 127, z + 127)
+        cw = cw.astype(dtype)
+        rows = q.pack_conv_rows(cw)
+        assert rows.size == q.conv_rows_size(cw.shape, 1, q.conv_corrections(cw))
+        assert q.conv_corrections(cw) == 1
+        assert q.unpack_conv_rows(rows, cw.shape, dtype).tobytes() == cw.tobytes()
         for kw, c, conv_groups in ((3, 3, 1), (5, 6, 1), (2, 5, 13)):
             w = rng.integers(info.min, info.max + 1, (13, c, 2, kw), dtype=dtype)
             rows = q.pack_conv_rows(w, conv_groups)

@@ -552,7 +552,7 @@ def test_pack_b_column_terms_wrap_like_int32() -> None:
 
     b = np.full((3, 2), 255, np.uint8)
     panels, zbp, corr = pack_b(b, np.asarray([0, 255], np.uint8))
-    assert panels.dtype == np.int8 and panels.size == 4 * 16
+    assert panels.dtype == np.int8 and panels.size == 4 * 16 + 8
     assert list(zbp[:2]) == [-128, 127]
     col = shifted(b).sum(axis=0)
     assert list(corr[:2]) == list(_wrap32(col - 3 * np.asarray([-128, 127])))
@@ -625,5 +625,50 @@ def test_conv_with_clamped_weight_pairs_equals_the_reference(isa: str) -> None:
     with use_isa(isa):
         got = VirtualMachine(exe)["main"](*feeds)
         assert library_isas(exe)["qconv"]["chosen"] == COPY[isa]
+    for c, g in zip(chains, got):
+        assert_same(np.asarray(g), c.expected(c.feeds), f"{c.name} on {isa}")
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_matmul_with_clamped_weight_pairs_equals_the_reference(isa: str) -> None:
+    """A constant B with a few pairs of K values past vpmaddubsw's int16 range (packed in
+    mode 1: the AVX2 copy's products of safe pairs, every copy the corrections after
+    the tile), A at the extremes of its range: int32 sums and requantized outputs equal
+    the reference; uint8 and int8 on both sides, odd K and N, a batch of rows."""
+    from plait.target.c.kernels.int8 import b_corrections
+
+    supported = cpu_features()["supported"]
+    if isa not in supported:
+        pytest.skip(f"this CPU does not run {isa} (it runs {', '.join(supported)})")
+    rng = np.random.default_rng(8)
+    chains = []
+    for i, (da, db, m, k, n) in enumerate([("uint8", "int8", 13, 131, 37),
+                                           ("int8", "uint8", 40, 64, 50)]):
+        b = _trained_like(rng, db, (n, k, 1, 1))[:, :, 0, 0].T.copy()
+        assert b_corrections(b) >= 3
+        lo, hi = R.qrange(da)
+        a = rng.choice(np.array([lo, hi, lo + 1, hi - 1, (lo + hi) // 2]), (m, k)).astype(da)
+        za = np.asarray(lo + 5, da)
+        zb = np.asarray(R.qrange(db)[0] + 120, db) if db == "uint8" else np.asarray(0, db)
+        si, so, zo = np.asarray(rng.uniform(1e-4, 1e-3, n), F32), F32(0.5), np.uint8(9)
+        acc = R.matmul(a, b, za, zb)
+
+        def build_i(bb: BlockBuilder, xs: list[Var], b=b, za=za, zb=zb) -> Any:
+            return _emit(bb, "qnn.matmul", xs[0], b, za, zb)
+
+        def build_q(bb: BlockBuilder, xs: list[Var], b=b, za=za, zb=zb, si=si, so=so,
+                    zo=zo) -> Any:
+            y = _emit(bb, "qnn.matmul", xs[0], b, za, zb)
+            return _emit(bb, "qnn.requantize", y, si, np.int32(0), so, zo, axis=-1)
+
+        chains.append(Chain(f"clamped_mm_i32_{i}", [a], build_i, lambda f, acc=acc: acc))
+        chains.append(Chain(f"clamped_mm_q_{i}", [a], build_q,
+                            lambda f, acc=acc, si=si, so=so, zo=zo:
+                            R.requantize_op(acc, si, np.int32(0), so, zo, axis=-1)))
+    exe = plait.build(_module(chains), "c")
+    feeds = [f for c in chains for f in c.feeds]
+    with use_isa(isa):
+        got = VirtualMachine(exe)["main"](*feeds)
+        assert library_isas(exe)["qgemm"]["chosen"] == COPY[isa]
     for c, g in zip(chains, got):
         assert_same(np.asarray(g), c.expected(c.feeds), f"{c.name} on {isa}")

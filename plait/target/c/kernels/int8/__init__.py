@@ -76,19 +76,56 @@ def _unshifted(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return out.view(dtype)
 
 
-def b_panels_size(k: int, n: int) -> int:
-    """The int8 elements of the panels of a ``K x N`` matrix (:func:`pack_b_panels`)."""
-    return -(-n // QNR) * QNR * (-(-k // 4) * 4)
+PAIR_LIMIT = 128
+"""The most that the positive (or negative) weights of a pair of channels may sum to for
+``vpmaddubsw`` (uint8 x int8 pairs summed with int16 saturation) to be exact on any image
+byte: 255 * 128 = 32640 <= 32767."""
+
+CLAMP_SHARE = 64
+"""Weights are clamped into safe pairs (:func:`pack_conv_rows`) only when the corrections
+are at most one per this many weights; past it the rows stay as they are (mode 0)."""
+
+
+def b_panels_size(k: int, n: int, corrections: int = 0) -> int:
+    """The int8 elements of :func:`pack_b_panels`'s result for a ``K x N`` matrix: the
+    panels, then the tail (mode and count, then 12 bytes per correction)."""
+    return -(-n // QNR) * QNR * (-(-k // 4) * 4) + 8 + 12 * max(corrections, 0)
 
 
 _PANEL_BLOCK = 64
 """Panels :func:`pack_b_panels` fills at a time (its transient is that many columns)."""
 
 
+def _b_unsafe(b: np.ndarray) -> np.ndarray:
+    """The pairs of K values (rows 2i, 2i+1 of a column, K padded with 0 to even) of the
+    8-bit ``K x N`` ``b``, shifted to int8, past :data:`PAIR_LIMIT` (boolean ``K/2 x
+    N``)."""
+    k, n = b.shape
+    s = np.zeros((k + k % 2, n), np.int16)
+    s[:k] = b.astype(np.int16) - (128 if b.dtype == np.uint8 else 0)
+    pairs = s.reshape(-1, 2, n)
+    pos = np.maximum(pairs, 0).sum(axis=1)
+    neg = np.minimum(pairs, 0).sum(axis=1)
+    return (pos > PAIR_LIMIT) | (neg < -PAIR_LIMIT)
+
+
+def b_corrections(b: np.ndarray) -> int:
+    """The corrections :func:`pack_b_panels` records for ``b`` (-1: mode 0, none)."""
+    b = _check_8bit(b, "pack_b")
+    n = int(_b_unsafe(b).sum())
+    return n if n * CLAMP_SHARE <= max(b.size, 1) else -1
+
+
 def pack_b_panels(b: np.ndarray) -> np.ndarray:
     """The int8 panels ``[ceil(N/16)][Kp/4][16][4]`` of the ``K x N`` 8-bit matrix ``b``
     (Kp: K rounded up to 4; zero-padded; uint8 shifted to int8), flat: what
-    ``plait_qgemm`` streams.  Written a block of panels at a time."""
+    ``plait_qgemm`` streams, written a block of panels at a time; then a tail of int32
+    values: the mode, the count of corrections and the corrections (column, k,
+    residual), sorted by column.  Mode 1 (as :func:`pack_conv_rows`'): in each pair of
+    a column's K values (rows 2i, 2i+1) whose positive or negative values sum past 128,
+    the second keeps what the limit leaves and the rest is a correction the kernel adds
+    to the sums (the residual times A's byte); with more than one correction in
+    :data:`CLAMP_SHARE` values, mode 0: the panels as they are."""
     b = _check_8bit(b, "pack_b")
     if b.ndim != 2:
         raise ValueError(f"pack_b: b must be a matrix, got shape {b.shape}")
@@ -101,15 +138,34 @@ def pack_b_panels(b: np.ndarray) -> np.ndarray:
         blk = np.zeros((kp, (p1 - p0) * QNR), np.int8)
         _put_shifted(blk[:k, :c1 - c0], b[:, c0:c1])
         out[p0:p1] = blk.reshape(kp // 4, 4, p1 - p0, QNR).transpose(2, 0, 3, 1)
-    return out.reshape(-1)
+    unsafe = _b_unsafe(b)
+    count = int(unsafe.sum())
+    mode = 1 if count * CLAMP_SHARE <= max(b.size, 1) else 0
+    tail = [np.array([mode, count if mode else 0], np.int32)]
+    if mode and count:
+        col, i = np.nonzero(unsafe.T)    # by column, then k
+        k0, k1 = 2 * i, 2 * i + 1
+        first = out[col // QNR, k0 // 4, col % QNR, k0 % 4].astype(np.int32)
+        second = out[col // QNR, k1 // 4, col % QNR, k1 % 4].astype(np.int32)
+        keep = np.where(first + second > 0, PAIR_LIMIT - first, -PAIR_LIMIT - first)
+        out[col // QNR, k1 // 4, col % QNR, k1 % 4] = keep.astype(np.int8)
+        tail.append(np.stack([col, k1, second - keep], axis=1).astype(np.int32).reshape(-1))
+    return np.concatenate([out.reshape(-1), np.concatenate(tail).view(np.int8)])
 
 
 def unpack_b_panels(panels: np.ndarray, k: int, n: int, dtype: Any) -> np.ndarray:
     """The ``K x N`` matrix of ``dtype`` (uint8 or int8) :func:`pack_b_panels` packed
-    into ``panels``, bit for bit."""
+    into ``panels``, bit for bit (its corrections added back)."""
     kp, npan = -(-k // 4) * 4, -(-n // QNR)
-    full = panels.reshape(npan, kp // 4, QNR, 4).transpose(1, 3, 0, 2)
-    return _unshifted(full.reshape(kp, npan * QNR)[:k, :n], np.dtype(dtype))
+    size = npan * QNR * kp
+    panels = np.asarray(panels, np.int8)
+    tail = panels[size:].copy().view(np.int32)
+    full = panels[:size].reshape(npan, kp // 4, QNR, 4).transpose(1, 3, 0, 2).reshape(
+        kp, npan * QNR).copy()
+    if tail[0] == 1 and tail[1]:
+        col, kk, res = tail[2:2 + 3 * int(tail[1])].reshape(-1, 3).T
+        full[kk, col] = (full[kk, col].astype(np.int32) + res).astype(np.int8)
+    return _unshifted(full[:k, :n], np.dtype(dtype))
 
 
 def b_terms(b: np.ndarray, zb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -151,8 +207,8 @@ def packed_b_constants(b: np.ndarray, zb: np.ndarray) -> tuple[Constant, Constan
     def inverse(p: np.ndarray) -> np.ndarray:
         return unpack_b_panels(p, k, n, dtype)
 
-    panels = deferred_constant(b, pack_b_panels, (b_panels_size(k, n),), np.int8,
-                               inverse=inverse)
+    panels = deferred_constant(b, pack_b_panels, (b_panels_size(k, n, b_corrections(b)),),
+                               np.int8, inverse=inverse)
     return panels, Constant(zp), Constant(corr)
 
 
@@ -178,16 +234,6 @@ def _row_index(o: int, conv_groups: int) -> np.ndarray:
     ogp = -(-og // CONV_ROWS) * CONV_ROWS
     r = np.arange(o)
     return (r // og) * ogp + r % og
-
-
-PAIR_LIMIT = 128
-"""The most that the positive (or negative) weights of a pair of channels may sum to for
-``vpmaddubsw`` (uint8 x int8 pairs summed with int16 saturation) to be exact on any image
-byte: 255 * 128 = 32640 <= 32767."""
-
-CLAMP_SHARE = 64
-"""Weights are clamped into safe pairs (:func:`pack_conv_rows`) only when the corrections
-are at most one per this many weights; past it the rows stay as they are (mode 0)."""
 
 
 def _conv_matrix(w: np.ndarray, conv_groups: int) -> tuple[np.ndarray, int, int]:

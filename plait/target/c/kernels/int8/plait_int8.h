@@ -71,8 +71,13 @@ typedef struct {
     int64_t lda_r, lda_c, a_bs;
     const void* za;         /* A's zero point (A's dtype): one, or one per row (za_rows) */
     int za_rows;
-    /* B packed at compile time (bp != NULL): the panels, zb' per column (int32, after
-     * the shift of uint8) and corr[n] = colsum(B'[:, n]) - K * zb'[n] */
+    /* B packed at compile time (bp != NULL): the panels, then their tail (int32: the
+     * mode, 1 when every pair of a column's K values, bytes 2i and 2i+1 of a group of
+     * 4, sums to at most 128 in its positive and negative values (safe for
+     * vpmaddubsw), else 0; the count of corrections; the corrections (column, k,
+     * residual) by column: mode 1's clamped weights, whose residual times A's byte the
+     * kernel adds to the sums); zb' per column (int32, after the shift of uint8) and
+     * corr[n] = colsum(B'[:, n]) - K * zb'[n] */
     const int8_t* bp;
     const int32_t* b_zp;
     const int32_t* b_corr;

@@ -19,9 +19,11 @@
  *  - avx512: no dot products: both operands widened to int16, vpmaddwd (zmm) sums
  *    pairs in int32, a tile of 4 rows x 32 columns;
  *  - avxvnni: vpdpbusd (VEX) on ymm, 4 rows x 16 columns;
- *  - avx2: no vpmaddubsw (its int16 pair sums saturate for uint8 x int8: 2 * 255 *
- *    -128 < -32768); both operands are widened to int16 and vpmaddwd sums pairs in
- *    int32, exact; 3 rows x 16 columns;
+ *  - avx2: constant panels in mode 1 (pack_b_panels: every pair of a column's K
+ *    values safe, the clamped rest corrections added after the tile): vpmaddubsw then
+ *    vpmaddwd by 1; else (its int16 pair sums saturate for uint8 x int8: 2 * 255 *
+ *    -128 < -32768) both operands widened to int16 and vpmaddwd sums pairs in int32,
+ *    exact; 3 rows x 16 columns;
  *  - baseline: portable C, 4 rows x 16 columns.
  *
  * The output stage (plait_q_out) runs on each finished tile.  Its float arithmetic is
@@ -89,9 +91,33 @@ typedef struct {
     const int32_t* corr;
     int64_t bp_bs, vec_bs;   /* per batch (0: one B for every batch) */
     int64_t kp, mblocks, nblocks, ncb;
+    int pairs;               /* constant panels in mode 1 (q_tile's swapped 3) */
+    int64_t ncorr;           /* their corrections (column, k, residual), by column */
+    const int32_t* bcorr;
     int64_t next;
     int status;
 } q_task;
+
+/* Mode 1's corrections of the columns [n, n + nj) of a tile: a weight clamped at
+ * packing (a pair safe for vpmaddubsw) left residual * a'[k] of each row out of the
+ * sums; added before the zero-point terms, modulo 2^32 as the sums. */
+static void q_add_corrections(const q_task* t, int64_t n, int64_t nj, const uint8_t* ar,
+                              int64_t mr, int32_t* tile) {
+    int64_t lo = 0, hi = t->ncorr;   /* the first correction of a column >= n */
+    while (lo < hi) {
+        const int64_t mid = (lo + hi) / 2;
+        if (t->bcorr[3 * mid] < n) lo = mid + 1;
+        else hi = mid;
+    }
+    for (int64_t e = lo; e < t->ncorr && t->bcorr[3 * e] < n + nj; ++e) {
+        const int32_t* c = t->bcorr + 3 * e;
+        const int64_t q = c[0] - n, k = c[1];
+        const uint32_t res = (uint32_t)c[2];
+        for (int64_t r = 0; r < mr; ++r)
+            tile[r * Q_TN + q] = (int32_t)((uint32_t)tile[r * Q_TN + q] +
+                                           res * (uint32_t)ar[r * t->kp + k]);
+    }
+}
 
 static void q_job(const q_task* t, int64_t job, uint8_t* apack, int32_t* rs, int32_t* zap) {
     const plait_qgemm_problem* p = t->p;
@@ -115,8 +141,9 @@ static void q_job(const q_task* t, int64_t job, uint8_t* apack, int32_t* rs, int
         for (int64_t r0 = 0; r0 < mc; r0 += Q_MR) {
             const uint8_t* ar = apack + r0 * kp;
             const int64_t np = (nj + PLAIT_Q_NR - 1) / PLAIT_Q_NR;
-            q_tile_n(np, 0, k4, ar, kp, 4, bj, panel, NULL, tile, 0);
+            q_tile_n(np, t->pairs ? 3 : 0, k4, ar, kp, 4, bj, panel, NULL, tile, 0);
             const int64_t mr = mc - r0 < Q_MR ? mc - r0 : Q_MR;
+            if (t->ncorr) q_add_corrections(t, n, nj, ar, mr, tile);
             for (int64_t r = 0; r < mr; ++r) {
                 const uint32_t rsum = (uint32_t)rs[r0 + r], za = (uint32_t)zap[r0 + r];
                 uint32_t* restrict dst = blk + (r0 + r) * Q_TN;
@@ -162,6 +189,12 @@ PLAIT_ISA_FN(plait_qgemm)(const plait_qgemm_problem* p) {
         t.bp = p->bp;
         t.zbp = p->b_zp;
         t.corr = p->b_corr;
+        /* the panels' tail (plait's pack_b_panels): mode, count, corrections */
+        int32_t head[2];
+        memcpy(head, p->bp + panels * kp * PLAIT_Q_NR, sizeof head);
+        t.pairs = head[0] == 1;
+        t.ncorr = t.pairs ? head[1] : 0;
+        t.bcorr = (const int32_t*)(const void*)(p->bp + panels * kp * PLAIT_Q_NR + 8);
     } else {
         const int64_t nb = p->b_bs ? p->batch : 1;
         const int64_t pbytes = panels * kp * PLAIT_Q_NR;

@@ -54,7 +54,9 @@ static inline int32_t load4(const uint8_t* p) {
  * at b + koff[k] (columns read in place: an image in 4-byte groups of channels).  A is uint8 and B int8; swapped: A int8 and B uint8 (a convolution's weights
  * times its image); swapped 2: swapped, and no pair of A's bytes (bytes 2i, 2i+1 of a
  * group of 4) sums past 128 in its positive or negative values (plait_qconv2d's mode 1:
- * the AVX2 copy then multiplies bytes with vpmaddubsw, exact; the others as 1).
+ * the AVX2 copy then multiplies bytes with vpmaddubsw, exact; the others as 1); 3: not
+ * swapped, and no pair of B's (bytes 2i, 2i+1 of a column's group of 4) sums past 128
+ * (plait_qgemm's panels in mode 1; the AVX2 copy as 2, the others as 0).
  * acc_in: the sums are added to out (a later block of K) instead of replacing it. */
 static inline __attribute__((always_inline)) void
 q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, int64_t lda,
@@ -165,10 +167,11 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
 #elif defined(PLAIT_ISA_AVX2)
     (void)np;
     (void)bps;
-    if (swapped == 2) {
-        /* weights whose pairs are safe (plait_qconv2d's mode 1): vpmaddubsw sums each
-         * pair of image bytes times weights in int16 without saturating, vpmaddwd by 1
-         * the two pairs of a column into int32; c<r>0: columns 0-7, c<r>1: 8-15 */
+    if (swapped >= 2) {
+        /* weights whose pairs are safe (mode 1 of plait_qconv2d's rows, swapped 2, or
+         * of plait_qgemm's panels, 3): vpmaddubsw sums each pair of uint8 x int8 bytes
+         * in int16 without saturating, vpmaddwd by 1 the two pairs of a column into
+         * int32; c<r>0: columns 0-7, c<r>1: 8-15 */
         const __m256i ones = _mm256_set1_epi16(1);
         const __m256i z = _mm256_setzero_si256();
 #define Q_INIT(r, q) (acc_in ? _mm256_loadu_si256((const __m256i*)(out + r * Q_TN + 8 * q)) : z)
@@ -184,10 +187,12 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
 #define Q_ROW(r)                                                                       \
             {                                                                          \
                 const __m256i ar = _mm256_set1_epi32(load4(ak + r * lda));             \
-                c##r##0 = _mm256_add_epi32(                                            \
-                    c##r##0, _mm256_madd_epi16(_mm256_maddubs_epi16(b0, ar), ones));   \
-                c##r##1 = _mm256_add_epi32(                                            \
-                    c##r##1, _mm256_madd_epi16(_mm256_maddubs_epi16(b1, ar), ones));   \
+                const __m256i p0 = swapped == 2 ? _mm256_maddubs_epi16(b0, ar)         \
+                                                : _mm256_maddubs_epi16(ar, b0);        \
+                const __m256i p1 = swapped == 2 ? _mm256_maddubs_epi16(b1, ar)         \
+                                                : _mm256_maddubs_epi16(ar, b1);        \
+                c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(p0, ones));      \
+                c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(p1, ones));      \
             }
             Q_ROW(0) Q_ROW(1) Q_ROW(2)
 #undef Q_ROW
@@ -275,6 +280,7 @@ Q_TILE_FN(q_tile_1s, 1, 1)
 Q_TILE_FN(q_tile_1u, 1, 0)
 #if defined(PLAIT_ISA_AVX2)
 Q_TILE_FN(q_tile_1p, 1, 2)
+Q_TILE_FN(q_tile_1q, 1, 3)
 #endif
 #if Q_NP > 1
 Q_TILE_FN(q_tile_2s, 2, 1)
@@ -295,21 +301,24 @@ q_tile_n(int64_t n, const int swapped, int64_t k4, const uint8_t* restrict a, in
          int32_t* restrict out, const int acc_in) {
 #define Q_CALL(fn) fn(k4, a, lda, ldk, b, bps, koff, out, acc_in)
 #if defined(PLAIT_ISA_AVX2)
-    if (swapped == 2) {
-        Q_CALL(q_tile_1p);
+    if (swapped >= 2) {
+        if (swapped == 2) Q_CALL(q_tile_1p);
+        else Q_CALL(q_tile_1q);
         return;
     }
 #endif
+    /* the other copies: 2 is swapped, 3 not */
+    const int sw = swapped == 3 ? 0 : swapped != 0;
 #if Q_NP > 2
-    if (n >= 4) swapped ? Q_CALL(q_tile_4s) : Q_CALL(q_tile_4u);
-    else if (n == 3) swapped ? Q_CALL(q_tile_3s) : Q_CALL(q_tile_3u);
+    if (n >= 4) sw ? Q_CALL(q_tile_4s) : Q_CALL(q_tile_4u);
+    else if (n == 3) sw ? Q_CALL(q_tile_3s) : Q_CALL(q_tile_3u);
     else
 #endif
 #if Q_NP > 1
-    if (n == 2) swapped ? Q_CALL(q_tile_2s) : Q_CALL(q_tile_2u);
+    if (n == 2) sw ? Q_CALL(q_tile_2s) : Q_CALL(q_tile_2u);
     else
 #endif
-        swapped ? Q_CALL(q_tile_1s) : Q_CALL(q_tile_1u);
+        sw ? Q_CALL(q_tile_1s) : Q_CALL(q_tile_1u);
 #undef Q_CALL
 }
 
