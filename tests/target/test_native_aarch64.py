@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import pytest
 from graph_helpers import (  # tests/target
+    avg_pool_reference,
     build_graph,
     const,
     conv2d_reference,
@@ -253,6 +254,22 @@ def _cases() -> tuple[list[np.ndarray], list[tuple[str, np.ndarray, float]], str
       const float* x = {take(x)}; float* y = calloc({ref.size}, 4);
       if (plait_max_pool2d(&d, x, y)) return 4; give(out, y, {ref.size}); }}""")
     expect.append(("max_pool2d", ref, 0.0))
+
+    #    average pooling 3x3, stride 2, padding 1 (taps in the padding not counted),
+    #    and 3x2, stride (1, 3), asymmetric padding counted (count_include_pad)
+    for name, k, st, pad, count_pad in (("avg_pool2d", (3, 3), (2, 2), (1, 1, 1, 1), 0),
+                                        ("avg_pool2d count_pad", (3, 2), (1, 3),
+                                         (0, 1, 2, 0), 1)):
+        x = _rand(2, 3, 11, 13)
+        oh = (11 + pad[0] + pad[2] - k[0]) // st[0] + 1
+        ow = (13 + pad[1] + pad[3] - k[1]) // st[1] + 1
+        ref = avg_pool_reference(x, oh, ow, k, st, (1, 1), pad, bool(count_pad))
+        desc = (2, 3, 11, 13, oh, ow, *k, *st, 1, 1, pad[0], pad[1], pad[2], pad[3],
+                count_pad)
+        code.append(f"""{{ static const plait_pool2d_desc d = {{{', '.join(map(str, desc))}}};
+      const float* x = {take(x)}; float* y = calloc({ref.size}, 4);
+      if (plait_avg_pool2d(&d, x, y)) return 4; give(out, y, {ref.size}); }}""")
+        expect.append((name, ref.reshape(-1), 1e-6))
 
     #    and the global average: 37 planes of 7 x 7 (whole vectors and a tail)
     x = _rand(1, 37, 7, 7)
