@@ -6,6 +6,12 @@ line naming the command and the machine it ran on (CPU model, vCPUs, the instruc
 extensions that matter to the kernels, threads per backend, ``PLAIT_ISA`` when set, and
 the date in UTC).  tests/test_docs_figures.py checks that nothing else is inside the
 markers, so a figure is never edited by hand.
+
+Figures of the kernels depend on the copy of them the CPU runs, so a run on a machine
+whose kernels run a copy other than AVX-512 (an AVX2-only CPU, ``PLAIT_ISA=avx2``, Arm)
+writes the block ``KEY@ISA`` (``broad@avx2``) instead of ``KEY``: the page keeps one
+block per ISA and a run on one machine never overwrites another's.  Figures that do not
+depend on the kernels (the pipeline's compile time) pass ``by_isa=False``.
 """
 
 from __future__ import annotations
@@ -46,21 +52,57 @@ def machine(threads: int) -> str:
             + (f", PLAIT_ISA={cap}" if cap else "") + f", {date}")
 
 
+def kernel_isa() -> str:
+    """The copy of the kernels this process runs: ``avx512``, ``avx2``, ``neon`` or
+    ``baseline`` (the best the CPU supports that ``PLAIT_ISA`` allows; plait's own probe
+    decides, so the block a run writes is named by what its kernels really ran)."""
+    from plait.target.c.cpu import cpu_features
+
+    allowed = cpu_features()["allowed"]
+    return allowed[0] if allowed else "baseline"
+
+
+def block_key(key: str, by_isa: bool = True, isa: str | None = None) -> str:
+    """The block a run of ``key`` writes: ``key`` itself on AVX-512 (and for figures
+    that do not depend on the kernels), ``key@ISA`` on any other copy."""
+    if not by_isa:
+        return key
+    isa = kernel_isa() if isa is None else isa
+    return key if isa == "avx512" else f"{key}@{isa}"
+
+
+def _markers(path: Path, key: str) -> tuple[str, str, str]:
+    """``path``'s text and the begin and end markers of block ``key``; ValueError when
+    the page lacks them."""
+    text = path.read_text()
+    begin, end = f"<!-- figures:{key}:begin -->", f"<!-- figures:{key}:end -->"
+    if begin not in text or end not in text:
+        raise ValueError(f"{path}: no {begin} ... {end} markers to write the {key} "
+                         "figures between; add them where the figures belong (a run "
+                         "whose kernels run another ISA copy writes a block of its own)")
+    return text, begin, end
+
+
+def require_block(path: Path, key: str, by_isa: bool = True) -> None:
+    """Raise ValueError, before a run measures anything, when ``path`` has no markers
+    for the block this machine's run of ``key`` would write (:func:`block_key`)."""
+    _markers(path, block_key(key, by_isa))
+
+
 def command(script: str, argv: list[str] | None) -> str:
     """The command line that ran ``script`` (``argv``: its arguments; None: this
     process's)."""
     return f"python benchmarks/{script} " + " ".join(sys.argv[1:] if argv is None else argv)
 
 
-def write_figures(path: Path, key: str, summary: str, cmd: str, threads: int) -> str:
+def write_figures(path: Path, key: str, summary: str, cmd: str, threads: int,
+                  by_isa: bool = True, isa: str | None = None) -> str:
     """Put ``summary`` under the line naming ``cmd`` and the machine between the
-    markers of ``key`` in ``path``; returns what it did.  ValueError when the markers
-    are missing."""
-    text = path.read_text()
-    begin, end = f"<!-- figures:{key}:begin -->", f"<!-- figures:{key}:end -->"
-    if begin not in text or end not in text:
-        raise ValueError(f"{path}: no {begin} ... {end} markers to write the {key} "
-                         "figures between; add them where the figures belong")
+    markers of ``key`` in ``path`` (of ``key@ISA`` when the kernels run a copy other
+    than AVX-512 and ``by_isa``: :func:`block_key`; ``isa`` overrides the probe);
+    returns what it did.  ValueError when the markers are missing."""
+    key = block_key(key, by_isa, isa)
+    text, begin, end = _markers(path, key)
     body = (f"{begin}\n*Written by `{cmd.strip()}` on {machine(threads)}.*\n\n"
             f"{summary.strip()}\n{end}")
     head, rest = text.split(begin, 1)

@@ -240,6 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         worker(*args.worker)
         return 0
+    if args.write_docs:
+        try:
+            docs_figures.require_block(docs_figures.DOCS, "dynamic-shapes")
+        except ValueError as e:
+            p.error(f"--write-docs: {e}")
     names = args.models.split(",")
     unknown = [n for n in names if n not in rm.MODELS]
     if unknown:

@@ -242,6 +242,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         os.environ["LLAMA_BENCH"] = os.path.abspath(args.llama_bench)
     if args.write_docs and args.config == "custom":
         p.error("--write-docs writes the figures of --config 0.5b or 1b, not custom")
+    if args.write_docs and not args.child:
+        try:
+            docs_figures.require_block(docs_figures.DOCS, f"llm-{args.config}")
+        except ValueError as e:
+            p.error(f"--write-docs: {e}")
     return args
 
 

@@ -473,6 +473,10 @@ def main(argv: list[str] | None = None) -> int:
             out = child_serve_ort(rest[0], rest[1], int(rest[2]))
         print(json.dumps(out))
         return 0
+    if args.write_docs:
+        import docs_figures
+
+        docs_figures.require_block(docs_figures.DOCS, "memory")
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
         rows, failed = saved["rows"], saved["failed"]

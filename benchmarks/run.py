@@ -70,7 +70,8 @@ onnxruntime's tools in QOperator, QDQ and dynamic form (benchmarks/broad_quantiz
 held to one quantization step (benchmarks/broad_check.py).  ``--check`` (broad suites
 only) compiles and compares every model without timing it and lists plait's gaps;
 ``--write-docs`` writes the summary, with the machine (CPU model, ISA extensions, threads,
-date), between the suite's markers in docs/performance.md.
+date), between the suite's markers in docs/performance.md (``SUITE@avx2``'s when the
+kernels run their AVX2 copy: benchmarks/docs_figures.py).
 
     python benchmarks/run.py --suite broad --check
     python benchmarks/run.py --suite broad --write-docs
@@ -1049,12 +1050,14 @@ def machine() -> str:
     return docs_figures.machine(THREADS)
 
 
-def write_docs(path: Path, suite: str, summary: str, argv: list[str] | None) -> str:
+def write_docs(path: Path, suite: str, summary: str, argv: list[str] | None,
+               by_isa: bool = True) -> str:
     """Put ``summary`` (suite_report's table) with the machine and the command between
     the markers ``<!-- figures:SUITE:begin -->`` and ``<!-- figures:SUITE:end -->`` of
     ``path``; returns what it did.  ValueError when the markers are missing."""
     return docs_figures.write_figures(path, suite, summary,
-                                      docs_figures.command("run.py", argv), THREADS)
+                                      docs_figures.command("run.py", argv), THREADS,
+                                      by_isa=by_isa)
 
 
 def suite_report(results: list[dict]) -> tuple[str, list[str]]:
@@ -1192,6 +1195,12 @@ def main(argv: list[str] | None = None) -> int:
             args.scaling_worker, args.scaling_rounds, _sources(args.scaling_sources))), flush=True)
         return 0
     if args.scaling_only:
+        if args.write_docs:
+            try:
+                docs_figures.require_block(DOCS, "scaling", by_isa=False)
+            except ValueError as e:
+                print(f"--write-docs: {e}")
+                return 2
         sizes = tuple(int(x) for x in (args.scaling or "1000,10000,100000").split(",") if x)
         rows = pipeline_scaling(sizes, log=lambda r: print(
             f"{r['bindings']} bindings: {r['seconds']:.2f} s, {r['us_per_binding']:.1f} us "
@@ -1211,7 +1220,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(table)
         if args.write_docs:
-            print(f"\n{write_docs(DOCS, 'scaling', table, argv)}")
+            print(f"\n{write_docs(DOCS, 'scaling', table, argv, by_isa=False)}")
         return 0
     real = args.suite in MODEL_SUITES
     if args.models is None:
@@ -1224,6 +1233,12 @@ def main(argv: list[str] | None = None) -> int:
         print("--write-docs writes the figures of a timed run of --suite real, quantized, "
               "broad or broad-int8")
         return 2
+    if args.write_docs:
+        try:
+            docs_figures.require_block(DOCS, args.suite)
+        except ValueError as e:
+            print(f"--write-docs: {e}")
+            return 2
     if args.backends is None:
         args.backends = ("onnxruntime,plait-c" if args.check else
                          REAL_BACKENDS if args.suite == "real" else

@@ -9,9 +9,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "performance.md"
-BLOCK = re.compile(r"<!-- figures:([\w.-]+):begin -->\n(.*?)<!-- figures:\1:end -->", re.S)
+BLOCK = re.compile(r"<!-- figures:([\w.@-]+):begin -->\n(.*?)<!-- figures:\1:end -->", re.S)
 WRITERS = {"broad": "run.py", "real": "run.py", "quantized": "run.py",
            "broad-int8": "run.py", "dynamic-shapes": "dynamic_shapes.py",
            "memory": "memory.py", "scaling": "run.py", "llm-0.5b": "llm_decode.py",
@@ -23,10 +25,14 @@ OPTION = {"scaling": "--scaling-only", "llm-0.5b": "--config 0.5b", "llm-1b": "-
 llm_decode.py's config."""
 TABLE = {"scaling": "| bindings |"}
 """How a block's table starts, where it is not a table of models."""
+ISAS = ("avx2", "neon", "baseline")
+"""The ISA copies other than AVX-512 a block may be named after (``broad@avx2``)."""
+BY_ISA = set(WRITERS) - {"scaling"}
+"""The blocks whose figures depend on the kernels' ISA copy (docs_figures.block_key)."""
 HEADER = re.compile(
     r"\*Written by `python benchmarks/(?P<script>\w+\.py)(?P<args>[^`]*)` on "
     r"(?P<cpu>[^,]+), "
-    r"\d+ vCPUs \(ISA: [^)]+\), \d+ threads per backend(, PLAIT_ISA=\w+)?, "
+    r"\d+ vCPUs \(ISA: (?P<isa>[^)]+)\), \d+ threads per backend(, PLAIT_ISA=(?P<cap>\w+))?, "
     r"\d{4}-\d\d-\d\d \d\d:\d\d UTC\.\*$")
 SUMMARY_LINE = re.compile(r"^(\|.*\||geomean .*|[\w-]+: \d+ of \d+ models .*|)$")
 """The lines run.py's summary is made of: table rows, geometric means, blank lines."""
@@ -49,6 +55,17 @@ def problems(suite: str, body: str) -> list[str]:
     if not m:
         return [f"{suite}: the first line is not run.py's command and machine: {first!r}"]
     out = []
+    suite, _, isa = suite.partition("@")
+    flags = m.group("isa").split(", ")
+    if suite in BY_ISA:
+        avx512 = "avx512f" in flags and m.group("cap") in (None, "avx512")
+        if isa and (avx512 or isa not in ISAS):
+            out.append(f"{suite}@{isa}: written by a run whose kernels were not {isa}'s")
+        elif not isa and not avx512:
+            out.append(f"{suite}: written by a run whose kernels were not AVX-512's "
+                       f"(its block is {suite}@ISA)")
+    elif isa:
+        out.append(f"{suite}@{isa}: {suite}'s figures do not depend on the ISA")
     args = m.group("args").split()
     option = OPTION.get(suite, f"--suite {suite}")
     if (m.group("script") != WRITERS.get(suite) or "--write-docs" not in args
@@ -64,9 +81,19 @@ def problems(suite: str, body: str) -> list[str]:
 
 def test_a_hand_edit_inside_a_block_is_found() -> None:
     header = ("*Written by `python benchmarks/run.py --suite broad --write-docs` on AMD EPYC, "
-              "2 vCPUs (ISA: avx2), 2 threads per backend, 2026-01-01 00:00 UTC.*")
+              "2 vCPUs (ISA: avx2, fma, avx512f), 2 threads per backend, 2026-01-01 00:00 UTC.*")
     table = "\n| model | a |\n|---|---|\n| m | 1 |\n\ngeomean a / onnxruntime over 1 models: 1\n"
     assert problems("broad", header + "\n" + table) == []
+    # an AVX2-only run's figures go to broad@avx2, never into the AVX-512 block
+    avx2 = header.replace(", avx512f", "")
+    assert problems("broad@avx2", avx2 + "\n" + table) == []
+    assert problems("broad", avx2 + "\n" + table)[0].startswith(
+        "broad: written by a run whose kernels were not AVX-512's")
+    assert problems("broad@avx2", header + "\n" + table)[0].startswith("broad@avx2: written by")
+    capped = header.replace(", 2026", ", PLAIT_ISA=avx2, 2026")
+    assert problems("broad@avx2", capped + "\n" + table) == []
+    assert problems("scaling@avx2", header.replace("--suite broad", "--scaling-only")
+                    + "\n| bindings | a |\n")[0].startswith("scaling@avx2: scaling's figures")
     assert problems("broad", header + "\n*Indicative only.*\n" + table) == [
         "broad: not a line of the summary: '*Indicative only.*'"]
     assert problems("real", header + "\n" + table)[0].startswith("real: written by another")
@@ -77,7 +104,8 @@ def test_a_hand_edit_inside_a_block_is_found() -> None:
 def test_the_current_figures_are_the_benchmarks_own() -> None:
     text = PAGE.read_text()
     found = blocks(text)
-    assert set(found) == set(WRITERS), sorted(found)
+    assert {k.partition("@")[0] for k in found} == set(WRITERS), sorted(found)
+    assert all(k.partition("@")[2] in ("", *ISAS) for k in found), sorted(found)
     assert any(body.strip() for body in found.values()), "no suite's figures at all"
     bad = [p for suite, body in found.items() for p in problems(suite, body)]
     assert not bad, "docs/performance.md: edited by hand inside the figures:\n" + "\n".join(bad)
@@ -92,20 +120,30 @@ def test_each_benchmark_writes_a_block_the_check_accepts(tmp_path: Path,
     sys.modules.pop("docs_figures", None)
     import docs_figures
 
+    # the blocks a run on this machine writes (key@avx2 on an AVX2-only CPU, ...)
+    here = {docs_figures.block_key(k, k in BY_ISA): k for k in WRITERS}
     page = tmp_path / "p.md"
     page.write_text("".join(f"<!-- figures:{k}:begin -->\nold\n<!-- figures:{k}:end -->\n"
-                            for k in WRITERS))
+                            for k in here))
     summary = "| model | a |\n|---|---|\n| m | 1.00 |\n| geomean | 1.00 |\n"
     scaling = "| bindings | µs per binding |\n|---|---|\n| 1000 | 20.0 |\n"
     for key, script in WRITERS.items():
         args = ([*OPTION.get(key, f"--suite {key}").split(), "--write-docs"]
                 if script == "run.py" or key in OPTION else ["--write-docs"])
         docs_figures.write_figures(page, key, scaling if key == "scaling" else summary,
-                                   docs_figures.command(script, args), 2)
+                                   docs_figures.command(script, args), 2, by_isa=key in BY_ISA)
     found = blocks(page.read_text())
-    assert set(found) == set(WRITERS)
+    assert set(found) == set(here)
     assert [p for k, body in found.items() for p in problems(k, body)] == []
-    assert problems("memory", found["dynamic-shapes"])[0].startswith("memory: written by")
+    memory = docs_figures.block_key("memory")
+    assert problems(memory, found[docs_figures.block_key("dynamic-shapes")])[0].startswith(
+        f"{memory.partition('@')[0]}: written by")
+    # a block this machine's run would write is checked before the run measures
+    docs_figures.require_block(page, "broad")
+    empty = tmp_path / "empty.md"
+    empty.write_text("no markers\n")
+    with pytest.raises(ValueError, match="markers to write"):
+        docs_figures.require_block(empty, "broad")
 
 
 def test_the_dynamic_shapes_table(monkeypatch) -> None:
