@@ -329,7 +329,12 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
            ("int8", "int8", (2, 5, 13, 37), {"padding": (2, 2, 2, 2), "kernel": (5, 5)}),
            ("uint8", "int8", (1, 4, 6, 17), {"padding": (0, 1, 0, 1)}),
            # stride 2 along H only: rows of 20 into two row phases
-           ("int8", "int8", (1, 3, 9, 20), {"strides": (2, 1), "padding": (1, 1, 1, 1)})]
+           ("int8", "int8", (1, 3, 9, 20), {"strides": (2, 1), "padding": (1, 1, 1, 1)}),
+           # stride 2 on planes past 32 KB in float32 (the int16 planes): blocks of whole
+           # output rows summed in vectors of the copy's width, the last columns one by
+           # one (1019 and 995 sums a block)
+           ("uint8", "int8", (1, 5, 100, 100), {"strides": (2, 2), "padding": (1, 1, 1, 1)}),
+           ("int8", "uint8", (1, 3, 90, 97), {"strides": (2, 2), "padding": (1, 2, 2, 1)})]
     for i, (dx, dw, xs_, attrs) in enumerate(dws):
         c = xs_[1]
         x = q(dx, xs_)

@@ -429,6 +429,27 @@ typedef struct {
 
 #define Q_DW_ACC 1024
 
+/* The vectors of the copy's own width (32-bit lanes: AVX-512 16, AVX2 8, SSE2 and
+ * NEON 4), for both paths below: a 64-byte generic vector in the AVX2 and baseline copies is carried through the stack
+ * by GCC (MobileNetV2's 144-channel 56 x 56 layer took 10x the time).  Q_DWF_R rows
+ * of 16 columns are summed at once: their Q_DWF_R * 16 / Q_FVL accumulators fit the
+ * registers (AVX-512 4, AVX2 8, SSE2 and NEON 8). */
+#if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVX512)
+#define Q_FVL 16
+#define Q_DWF_R 4
+#elif defined(PLAIT_ISA_AVXVNNI) || defined(PLAIT_ISA_AVX2)
+#define Q_FVL 8
+#define Q_DWF_R 4
+#else
+#define Q_FVL 4
+#define Q_DWF_R 2
+#endif
+#define Q_FVN (16 / Q_FVL)
+typedef float q_fv __attribute__((vector_size(4 * Q_FVL)));
+typedef int32_t q_iv __attribute__((vector_size(4 * Q_FVL)));
+typedef uint32_t q_uv __attribute__((vector_size(4 * Q_FVL)));
+typedef int16_t q_hv __attribute__((vector_size(2 * Q_FVL)));
+
 typedef int8_t q_s8x16 __attribute__((vector_size(16)));
 typedef int16_t q_i16x16 __attribute__((vector_size(32)));
 
@@ -465,6 +486,34 @@ static void q_dw_row_s2(const uint8_t* src, int is_signed, int16_t zx, int64_t w
         const int64_t c = x + pl;
         const int32_t v = is_signed ? (int32_t)(int8_t)src[x] : (int32_t)src[x];
         row[(c & 1) * wpp + (c >> 1)] = (int16_t)(v - zx);
+    }
+}
+
+/* acc[i] = sum over the taps k of w[k] * src[toff[k] + i], i < cnt (int32, modulo
+ * 2^32): 4 vectors of the copy's width summed in registers over the taps (GCC jammed
+ * two taps of a plain loop over i and left it scalar), the last columns one by one */
+static inline void q_dw_sums(const int16_t* src, const int64_t* restrict toff,
+                             const int32_t* restrict w, int64_t taps, int64_t cnt,
+                             uint32_t* restrict acc) {
+    int64_t i = 0;
+    for (; i + 4 * Q_FVL <= cnt; i += 4 * Q_FVL) {
+        q_uv a[4] = {{0}};
+        for (int64_t k = 0; k < taps; ++k) {
+            const int16_t* s = src + toff[k] + i;
+            const q_uv wv = (q_uv){0} + (uint32_t)w[k];
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) {
+                q_hv h;
+                memcpy(&h, s + j * Q_FVL, sizeof h);
+                a[j] += (q_uv)__builtin_convertvector(h, q_iv) * wv;
+            }
+        }
+        memcpy(acc + i, a, sizeof a);
+    }
+    for (; i < cnt; ++i) {
+        uint32_t v = 0;
+        for (int64_t k = 0; k < taps; ++k) v += (uint32_t)((int32_t)src[toff[k] + i] * w[k]);
+        acc[i] = v;
     }
 }
 
@@ -547,12 +596,7 @@ static void q_dw_range(void* ctx, int64_t lo, int64_t hi) {
                 /* the last row needs only its columns up to OW: no read past the plane */
                 const int64_t last = d->OW - ow0 < piece ? d->OW - ow0 : piece;
                 const int64_t cnt = (nr - 1) * wpp + last;
-                memset(acc, 0, sizeof(uint32_t) * (size_t)cnt);
-                for (int64_t k = 0; k < taps; ++k) {
-                    const int32_t wv = w[k];
-                    const int16_t* restrict src = xc + toff[k] + oh0 * wpp + ow0;
-                    for (int64_t i = 0; i < cnt; ++i) acc[i] += (uint32_t)((int32_t)src[i] * wv);
-                }
+                q_dw_sums(xc + oh0 * wpp + ow0, toff, w, taps, cnt, acc);
                 for (int64_t r = 0; r < nr; ++r)
                     q_store(t->out, acc + r * wpp, last, ch, 0, t->c,
                             (plane * d->OH + oh0 + r) * d->OW + ow0);
@@ -571,8 +615,6 @@ static void q_dw_range(void* ctx, int64_t lo, int64_t hi) {
  * 8 on AVX2, four of 4 on SSE2 or NEON), the sums of a block of rows converted to int32
  * and handed to the output stage at once. */
 #define Q_DWF_TAPS 256
-typedef float q_f16 __attribute__((vector_size(64)));
-typedef int32_t q_i16v __attribute__((vector_size(64)));
 
 /* 16 8-bit values at src centered (x - zx) as float32 at dst, those from lane n on
  * written as 0; src holds 16 readable bytes (GCC lowers a portable conversion of a
@@ -651,39 +693,41 @@ static void q_dwf_row_s2(const uint8_t* src, int is_signed, float zx, int64_t wn
 }
 
 /* The sums of nr output rows (the first at base in the plane) into acc (rows of OW),
- * four rows at a time (independent sums; a last group repeats its last row) */
+ * Q_DWF_R rows at a time (independent sums; a last group repeats its last row) */
 static inline __attribute__((always_inline)) void
 q_dwf_rows(const float* base, const int64_t* restrict toff, const float* restrict wf,
            const int64_t taps, int64_t wpp, int64_t OW, int64_t nr, int32_t* acc) {
-    for (int64_t r = 0; r < nr; r += 4) {
-        const int64_t r1 = r + 1 < nr ? r + 1 : nr - 1, r2 = r + 2 < nr ? r + 2 : nr - 1;
-        const int64_t r3 = r + 3 < nr ? r + 3 : nr - 1;
+    for (int64_t r = 0; r < nr; r += Q_DWF_R) {
+        int64_t ri[Q_DWF_R];
+        for (int i = 0; i < Q_DWF_R; ++i) ri[i] = r + i < nr ? r + i : nr - 1;
         /* the columns from the right: a row's last vector spills its lanes past OW into
          * the next row's first 16 sums, written after it (in this column step, or in
          * the step of column 0 that comes last) */
         for (int64_t ow = (OW - 1) / 16 * 16; ow >= 0; ow -= 16) {
-            q_f16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+            q_fv a[Q_DWF_R][Q_FVN];
+#pragma GCC unroll 4
+            for (int i = 0; i < Q_DWF_R; ++i)
+#pragma GCC unroll 4
+                for (int j = 0; j < Q_FVN; ++j) a[i][j] = (q_fv){0};
             for (int64_t k = 0; k < taps; ++k) {
                 const float* b = base + toff[k] + ow;
-                const float w = wf[k];
-                q_f16 x0, x1, x2, x3;
-                memcpy(&x0, b + r * wpp, sizeof x0);
-                memcpy(&x1, b + r1 * wpp, sizeof x1);
-                memcpy(&x2, b + r2 * wpp, sizeof x2);
-                memcpy(&x3, b + r3 * wpp, sizeof x3);
-                a0 += x0 * w;
-                a1 += x1 * w;
-                a2 += x2 * w;
-                a3 += x3 * w;
+                const q_fv w = (q_fv){0} + wf[k];
+#pragma GCC unroll 4
+                for (int i = 0; i < Q_DWF_R; ++i)
+#pragma GCC unroll 4
+                    for (int j = 0; j < Q_FVN; ++j) {
+                        q_fv x;
+                        memcpy(&x, b + ri[i] * wpp + j * Q_FVL, sizeof x);
+                        a[i][j] += x * w;
+                    }
             }
-            const q_i16v i0 = __builtin_convertvector(a0, q_i16v);
-            memcpy(acc + r * OW + ow, &i0, sizeof i0);
-            const q_i16v i1 = __builtin_convertvector(a1, q_i16v);
-            memcpy(acc + r1 * OW + ow, &i1, sizeof i1);
-            const q_i16v i2 = __builtin_convertvector(a2, q_i16v);
-            memcpy(acc + r2 * OW + ow, &i2, sizeof i2);
-            const q_i16v i3 = __builtin_convertvector(a3, q_i16v);
-            memcpy(acc + r3 * OW + ow, &i3, sizeof i3);
+#pragma GCC unroll 4
+            for (int i = 0; i < Q_DWF_R; ++i)
+#pragma GCC unroll 4
+                for (int j = 0; j < Q_FVN; ++j) {
+                    const q_iv v = __builtin_convertvector(a[i][j], q_iv);
+                    memcpy(acc + ri[i] * OW + ow + j * Q_FVL, &v, sizeof v);
+                }
         }
     }
 }
