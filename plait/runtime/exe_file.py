@@ -400,18 +400,47 @@ def _function_from_json(data: Any, where: str) -> VMFunction:
 
 class _Budget:
     """What is left of ``max_inflated_bytes`` (:mod:`plait.runtime.limits`) while an archive's
-    members are read: a member is never inflated past it, whatever its header says."""
+    members are read: a member is never inflated past it, whatever its header says.
+
+    Only compressed members count: a stored member's bytes are the file's own (its
+    size on disk is its size in memory, a view of the file's mapping where it can be),
+    so a file cannot ask through them for more than it is.  A stored member must
+    declare as many bytes as it stores, else the archive is refused: that is what
+    keeps a 5 GB model's weights loadable and a few-MB file from asking for 5 GB."""
 
     def __init__(self, zf: zipfile.ZipFile) -> None:
         self.allowed = current_limits().max_inflated_bytes
         self.used = 0
+        stored = 0
+        for i in zf.infolist():
+            if i.compress_type == zipfile.ZIP_STORED and i.file_size != i.compress_size:
+                raise ExecutableFormatError(
+                    f"member {i.filename!r} is stored uncompressed but declares "
+                    f"{i.file_size:,} bytes for the {i.compress_size:,} it stores: the "
+                    "archive is damaged or forged")
+            if not _inflates(i):
+                stored += i.file_size
+        fp = zf.fp
+        if fp is not None:
+            at = fp.tell()
+            length = fp.seek(0, 2)
+            fp.seek(at)
+            if stored > length:
+                raise ExecutableFormatError(
+                    f"the archive's uncompressed members declare {stored:,} bytes, more "
+                    f"than its {length:,} bytes hold: it is truncated or forged")
         if self.allowed is not None:   # the declared sizes first: refuse before inflating
-            check_limit("max_inflated_bytes", sum(i.file_size for i in zf.infolist()),
-                        "the executable's members declare")
+            check_limit("max_inflated_bytes",
+                        sum(i.file_size for i in zf.infolist() if _inflates(i)),
+                        "the executable's compressed members declare")
 
-    def take(self, name: str, n: int) -> int:
-        """Count ``n`` more bytes of member ``name``; the bytes that may still be read."""
-        self.used += n
+    def take(self, info: zipfile.ZipInfo) -> int:
+        """Count member ``info``'s declared bytes (when compressed); the bytes that
+        may still be inflated."""
+        if not _inflates(info):
+            return 1 << 62
+        name = info.filename
+        self.used += info.file_size
         if self.allowed is None:
             return 1 << 62
         if self.used > self.allowed:
@@ -419,6 +448,12 @@ class _Budget:
                                 f"member {name!r}: the executable's members inflate to "
                                 "at least")
         return self.allowed - self.used
+
+
+def _inflates(info: zipfile.ZipInfo) -> bool:
+    """Whether reading member ``info`` makes more bytes than the file holds for it (a
+    compressed member), which :class:`_Budget` counts."""
+    return info.compress_type != zipfile.ZIP_STORED
 
 
 def _read_member(zf: zipfile.ZipFile, name: Any, budget: _Budget | None = None,
@@ -434,7 +469,7 @@ def _read_member(zf: zipfile.ZipFile, name: Any, budget: _Budget | None = None,
     try:
         info = zf.getinfo(name)
         if budget is not None:
-            budget.take(name, info.file_size)
+            budget.take(info)
         view = mapped.member(info) if mapped is not None else None
         if view is not None:
             return view

@@ -13,10 +13,14 @@ The budget is one frozen dataclass, :class:`Limits`, with three fields:
     node's ``num_outputs``).  onnxruntime refuses ``Split`` with ``2**31 - 1`` outputs
     too; real models use a handful.
 ``max_inflated_bytes`` (default 4 GiB)
-    the total bytes of an executable's members once inflated (constants, libraries,
-    the kept graph), checked against the sizes the archive declares before anything
-    is inflated, and again while reading (a member is never read past the budget,
-    whatever its header says).
+    the total bytes of an executable's compressed members once inflated (constants,
+    libraries, the kept graph), checked against the sizes the archive declares before
+    anything is inflated, and again while reading (a member is never read past the
+    budget, whatever its header says).  Members stored uncompressed (plait writes
+    constants so, to map them) do not count: their bytes are the file's own, so a file
+    asks through them for no more than its size (an archive whose stored members
+    declare more than it holds is refused as damaged); a 1B-parameter model's 4.4 GB
+    of float32 weights loads under the default.
 ``max_tensor_bytes`` (default 4 GiB)
     the bytes of one tensor the VM makes: an argument it must copy (a broadcast or
     strided view, a byte-swapped array) and each tensor it allocates.

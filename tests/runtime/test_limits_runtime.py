@@ -79,16 +79,18 @@ def test_a_deflated_bomb_is_refused_before_it_is_inflated():
             Executable.from_bytes(bomb)
         took = time.perf_counter() - start
     assert info.value.limit == "max_inflated_bytes"
-    assert "the executable's members declare" in str(info.value)   # refused by the sizes
+    assert "the executable's compressed members declare" in str(info.value)   # by the sizes
     assert took < 1.0, took
     # with room for it, the same file loads (and is only data: it runs on numpy)
     exe = Executable.from_bytes(bomb)
     assert exe.constants[0].nbytes == 256 << 20
 
 
-def lie_about_size(data: bytes, member: str, size: int) -> bytes:
+def lie_about_size(data: bytes, member: str, size: int, compressed: int | None = None
+                   ) -> bytes:
     """``data`` with the central directory's uncompressed size of ``member`` replaced by
-    ``size`` (a header that lies: the member inflates to more than it declares)."""
+    ``size`` (a header that lies: the member inflates to more than it declares), and
+    its compressed size by ``compressed`` when given."""
     raw = bytearray(data)
     name = member.encode()
     at = raw.find(b"PK\x01\x02")
@@ -97,6 +99,8 @@ def lie_about_size(data: bytes, member: str, size: int) -> bytes:
         if raw[at + 46: at + 46 + n] == name:
             assert int.from_bytes(raw[at + 24: at + 28], "little") != 0xFFFFFFFF
             raw[at + 24: at + 28] = size.to_bytes(4, "little")
+            if compressed is not None:
+                raw[at + 20: at + 24] = compressed.to_bytes(4, "little")
             return bytes(raw)
         at = raw.find(b"PK\x01\x02", at + 4)
     raise AssertionError(f"no central directory entry for {member!r}")
@@ -120,6 +124,57 @@ def test_a_header_that_lies_about_the_size_is_not_believed():
         with pytest.raises((LimitExceeded, ExecutableFormatError)):
             Executable.from_bytes(lying)
         assert time.perf_counter() - start < 1.0
+
+
+WEIGHTS = np.arange(4 << 20, dtype=np.float32).reshape(1 << 20, 4) % 3
+
+
+def big_stored() -> bytes:
+    """A saved executable whose 16 MiB constant is stored uncompressed (as plait saves
+    constants, to map them)."""
+    from plait.ir import BlockBuilder, Constant, TensorType, Var
+    from plait.op import make_call
+
+    x = Var("x", TensorType((1 << 20, 4), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(make_call("add", x, Constant(WEIGHTS))))
+        bb.emit_func_output(out)
+    data = plait.build(bb.get(), "numpy").to_bytes()
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        big = max(zf.infolist(), key=lambda i: i.file_size)
+    assert big.compress_type == zipfile.ZIP_STORED and big.file_size > 16 << 20
+    return data
+
+
+def test_stored_members_are_the_files_own_bytes_not_inflation():
+    """A model's weights stored uncompressed are not counted against max_inflated_bytes
+    (a 1B-parameter model's float32 weights are 4.4 GB, past the default): they are
+    the file's bytes, so the file asks for no more than its size."""
+    data = big_stored()
+    with plait.use_limits(max_inflated_bytes=1 << 20):
+        exe = Executable.from_bytes(data)
+    x = np.ones((1 << 20, 4), np.float32)
+    np.testing.assert_array_equal(VirtualMachine(exe)["main"](x), x + WEIGHTS)
+
+
+def test_a_stored_member_that_claims_more_than_it_stores_is_refused():
+    """A stored member cannot ask for memory through a forged size: declaring more than
+    it stores, or more than the whole file holds, refuses the file before any member
+    is read."""
+    data = built().to_bytes()
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        member = json.loads(zf.read("manifest.json"))["constants"][0]
+        info = zf.getinfo(member)
+    assert info.compress_type == zipfile.ZIP_STORED
+    lying = lie_about_size(data, member, 3 << 30)
+    with pytest.raises(ExecutableFormatError, match=r"stored uncompressed but declares "
+                                                    r"3,221,225,472 bytes"):
+        Executable.from_bytes(lying)
+    huge = lie_about_size(data, member, 3 << 30, compressed=3 << 30)
+    with pytest.raises(ExecutableFormatError, match="more than its .* bytes hold"):
+        Executable.from_bytes(huge)
 
 
 def test_an_executable_within_the_budget_loads():
