@@ -14,6 +14,7 @@ import numpy as np
 from plait.errors import PlaitError
 
 from .codegen.vm_codegen import vm_codegen
+from .dialects import DIALECTS, model_target_attrs
 from .ir.deferred import DeferredArray, recording_deferred
 from .ir.expr import Function
 from .ir.module import IRModule
@@ -90,7 +91,7 @@ def build(
         exe = vm_codegen(built)
         del built
         if exe.libs:
-            (kept or KeptGraph(given, keep_graph)).attach(exe)
+            (kept or KeptGraph(given, keep_graph)).attach(exe, model_target_attrs(t))
     if rebuilt is not None:  # from the graph of an untrusted file: never signed here
         exe.trust = rebuilt
     return exe
@@ -147,8 +148,40 @@ def rebuild(exe: Executable, target: Target | str = "numpy", *, allow_native: bo
     the graph carries (hand-written kernels, C sources, compiled libraries, external
     modules) is not built from a file nobody vouched for unless the file was loaded
     with ``allow_native=True`` or ``allow_native`` is given here; and an executable
-    rebuilt from such a file is never signed by this machine's key when saved."""
-    return build(graph_module(exe, allow_native=allow_native), target, **options)
+    rebuilt from such a file is never signed by this machine's key when saved.
+
+    The target attributes that changed what the model computes when it was built (a
+    dialect's :attr:`~plait.dialects.Dialect.model_attrs`: ``weight_quant``), recorded
+    beside the graph (:data:`GRAPH_TARGET_ATTRS`), are given to ``target`` again unless
+    it sets them itself: the graph is the model before them, and rebuilt without them
+    it would compute other numbers than the executable."""
+    t = with_model_attrs(Target.from_any(target), exe.attrs.get(GRAPH_TARGET_ATTRS))
+    return build(graph_module(exe, allow_native=allow_native), t, **options)
+
+
+GRAPH_TARGET_ATTRS = "graph_target_attrs"
+"""The executable attribute that records the build's target attributes that change what
+the model computes (:func:`~plait.dialects.model_target_attrs`), for :func:`rebuild`."""
+
+
+def with_model_attrs(target: Target, recorded: Any) -> Target:
+    """``target`` with the model attributes an executable recorded
+    (:data:`GRAPH_TARGET_ATTRS`) that it does not set itself; only attributes a
+    registered dialect declares are taken from a file."""
+    if not recorded:
+        return target
+    if not isinstance(recorded, dict):
+        raise BuildError(f"the executable's attribute {GRAPH_TARGET_ATTRS!r} is not a "
+                         f"mapping of target attributes: {recorded!r}")
+    known = {a for d in DIALECTS.values() for a in d.model_attrs}
+    unknown = sorted(set(recorded) - known)
+    if unknown:
+        raise BuildError(f"the executable records target attributes {unknown} that change "
+                         "what its model computes, but no registered dialect declares "
+                         "them (a dialect missing here?); rebuild with a target that sets "
+                         "them, or import the dialect first")
+    extra = {k: v for k, v in recorded.items() if k not in target.attrs}
+    return Target(target.kind, **target.attrs, **extra) if extra else target
 
 
 def graph_module(exe: Executable, *, allow_native: bool = False) -> IRModule:
@@ -239,11 +272,14 @@ class KeptGraph:
             if found is not None:
                 self.table.derive(key, found[0].materialize, found[1])
 
-    def attach(self, exe: Executable) -> None:
-        """Give ``exe`` the graph (or the reason it has none)."""
+    def attach(self, exe: Executable, model_attrs: dict[str, Any] | None = None) -> None:
+        """Give ``exe`` the graph (or the reason it has none) and the target attributes
+        that change what the model computes (``model_attrs``), for :func:`rebuild`."""
         if self.text is None:
             exe.attrs["graph_not_kept"] = self.why
             return
+        if model_attrs:
+            exe.attrs[GRAPH_TARGET_ATTRS] = dict(model_attrs)
         self.table.resolve()   # the packed arrays themselves, not the IR's objects
         exe.graph = self.text
         exe.graph_constants = self.table

@@ -37,6 +37,11 @@ class Dialect:
     hooks: dict[str, HookFn] = field(default_factory=dict)
     doc: str = ""
     frontends: dict[str, str] = field(default_factory=dict)
+    model_attrs: tuple[str, ...] = ()
+    """Target attributes this dialect's hooks read that change what a model computes,
+    not only how (the qnn dialect's ``weight_quant``): an executable records them
+    beside the graph it keeps, and :func:`plait.rebuild` builds that graph with them
+    again (:func:`model_target_attrs`)."""
 
     def hook_passes(self, point: str, target: Any) -> list[Any]:
         hook = self.hooks.get(point)
@@ -48,14 +53,15 @@ DIALECTS: dict[str, Dialect] = LoadingDict()  # loads the compiler on a miss
 
 def register_dialect(
     name: str, *, doc: str = "", frontends: Mapping[str, str] | None = None,
-    override: bool = False, **hooks: HookFn,
+    override: bool = False, model_attrs: tuple[str, ...] = (), **hooks: HookFn,
 ) -> Dialect:
     """Register a dialect and the passes it contributes (``point=fn(target) -> passes``).
 
     ``frontends`` maps a frontend (``"onnx"``) to the module that registers the
     dialect's converters into that frontend's registry; the frontend imports it when it
     imports a model (:func:`frontend_modules`), so the dialect's converters load only
-    with the frontend and its optional dependencies."""
+    with the frontend and its optional dependencies.  ``model_attrs`` names the target
+    attributes its hooks read that change what a model computes (:attr:`Dialect.model_attrs`)."""
     if name in DIALECTS and not override:
         raise ValueError(f"dialect {name!r} is already registered (pass override=True)")
     for point in hooks:
@@ -66,9 +72,18 @@ def register_dialect(
                 f"dialect {name!r}: unknown extension point {point!r}{hint}; "
                 f"dialects contribute to {', '.join(DIALECT_POINTS)}"
             )
-    d = Dialect(name, dict(hooks), doc, dict(frontends or {}))
+    d = Dialect(name, dict(hooks), doc, dict(frontends or {}), tuple(model_attrs))
     DIALECTS[name] = d
     return d
+
+
+def model_target_attrs(target: Any) -> dict[str, Any]:
+    """The attributes of ``target`` that some registered dialect declares change what a
+    model computes (``{"weight_quant": "int4-g32"}``): a build records them beside the
+    graph it keeps, so that a rebuild of that graph computes the same model."""
+    load_compiler()
+    names = {a for d in DIALECTS.values() for a in d.model_attrs}
+    return {k: v for k, v in target.attrs.items() if k in names and v not in (None, "")}
 
 
 def frontend_modules(frontend: str) -> list[str]:

@@ -20,7 +20,8 @@ register_dialect("qnn", ingestion=lambda target: [Canonicalize()],
                  dispatch=lambda target: [*dispatch_hook(target),
                                           *weight_quant_dispatch_hook(target)],
                  legalize=lambda target: [Legalize()],
-                 frontends={"onnx": "plait.dialects.qnn.onnx_import"})
+                 frontends={"onnx": "plait.dialects.qnn.onnx_import"},
+                 model_attrs=("weight_quant",))
 
 __all__ = ["Canonicalize", "DispatchInt8", "DispatchWeightQuant", "Legalize", "QuantizeWeights",
            "WeightQuantError"]

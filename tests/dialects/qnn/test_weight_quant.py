@@ -241,6 +241,34 @@ def test_on_c_through_the_target() -> None:
         assert_close(run(exe, x), run_ort(qmodel, {"x": x})[0], h, w2)
 
 
+def test_a_rebuild_computes_the_quantized_model() -> None:
+    """The graph a weight-quantized executable keeps is the float model; the build's
+    ``weight_quant`` is recorded beside it, so ``plait.rebuild`` (on numpy, from the
+    saved file) computes the quantized model the executable computes (equal to
+    onnxruntime's MatMulNBits within the summation bound), not the float one; a target
+    that sets ``weight_quant`` itself keeps its own."""
+    from plait.build import GRAPH_TARGET_ATTRS, BuildError
+    from plait.frontend.onnx import from_onnx
+    from plait.runtime import Executable
+
+    model, _ = float_model(80, 48, m="m", seed=5)
+    qmodel = ort_quantized(model, 4, 32, False)
+    exe = plait.build(from_onnx(model), Target("c", weight_quant="int4-g32"))
+    assert exe.attrs[GRAPH_TARGET_ATTRS] == {"weight_quant": "int4-g32"}
+    loaded = Executable.from_bytes(exe.to_bytes())
+    x = np.random.default_rng(7).standard_normal((3, 80)).astype(np.float32)
+    _, h, w2 = nbits_reference(qmodel, x)
+    want = run_ort(qmodel, {"x": x})[0]
+    again = plait.rebuild(loaded, "numpy")
+    assert_close(run(again, x), want, h, w2)
+    assert_close(run(again, x), run(exe, x), h, w2)
+    floats = run(plait.rebuild(loaded, Target("numpy", weight_quant="")), x)
+    assert np.abs(floats - want).max() > 100 * np.abs(run(again, x) - want).max()
+    loaded.attrs[GRAPH_TARGET_ATTRS] = {"rounding": "odd"}
+    with pytest.raises(BuildError, match="records target attributes \\['rounding'\\]"):
+        plait.rebuild(loaded, "numpy")
+
+
 # ---------------------------------------------------------------- bad input
 
 
