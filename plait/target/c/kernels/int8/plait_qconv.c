@@ -202,7 +202,8 @@ static void q_ct_run(void* arg) {
                                                : ((const uint8_t*)p->zx)[0]);
     const int64_t og = t->og, M = p->OH * p->OW;
     const int sw = t->pairs ? 2 : 1;   /* the rows of ones (column sums) are safe too */
-    uint32_t v[Q_TN + 16];   /* + 16: a last group's compressed lanes */
+    uint32_t v[4 * PLAIT_Q_NR + 16];   /* a job's columns; + 16: a last group's
+                                        * compressed lanes */
     for (int64_t job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED); job < t->jobs;
          job = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED)) {
         const int64_t ob = job % t->nochunks, rest = job / t->nochunks;
@@ -235,79 +236,90 @@ static void q_ct_run(void* arg) {
             }
         }
         if (t->corr) q_ct_correct(t, img, j0, np, gi, r_lo, r_hi, accs);
-        /* the output stage of every tile: the columns of its pixels (those with
-         * ow < OW) are consecutive elements of each output channel's plane */
-        for (int64_t jp = 0; jp < np; jp += Q_NP) {
-            const int64_t qa = (j0 + jp) * PLAIT_Q_NR;
-            const int64_t nn = np - jp < Q_NP ? np - jp : Q_NP;
-            const int64_t qb = t->cols - qa < nn * PLAIT_Q_NR ? t->cols : qa + nn * PLAIT_Q_NR;
-            int32_t sel[Q_TN];
-            int64_t cnt = 0, first = qa;
-            if (t->wpp == p->OW) {
-                cnt = qb - qa;
-            } else {
-                int64_t oh = qa / t->wpp, ow = qa % t->wpp;
-                first = -1;
-                for (int64_t q = qa; q < qb; ++q) {
-                    if (ow < p->OW) {
-                        if (first < 0) first = oh * p->OW + ow;
-                        sel[cnt++] = (int32_t)(q - qa);
-                    }
-                    if (++ow == t->wpp) ow = 0, ++oh;
+        /* the output stage, one output channel at a time over all the job's columns
+         * (np panels, their tiles' rows; q_store's per-call setup paid once per
+         * channel and job, not per tile: a 1x1 convolution of 16 input channels spent
+         * most of its time there on AVX2): the columns of its pixels (those with
+         * ow < OW) are consecutive elements of the channel's plane */
+        const int64_t qa = j0 * PLAIT_Q_NR;
+        const int64_t qb = t->cols - qa < np * PLAIT_Q_NR ? t->cols : qa + np * PLAIT_Q_NR;
+        int32_t sel[4 * PLAIT_Q_NR];   /* the kept columns (job's column index) */
+        int64_t cnt = 0, first = qa;
+        if (t->wpp == p->OW) {
+            cnt = qb - qa;
+        } else {
+            int64_t oh = qa / t->wpp, ow = qa % t->wpp;
+            first = -1;
+            for (int64_t q = qa; q < qb; ++q) {
+                if (ow < p->OW) {
+                    if (first < 0) first = oh * p->OW + ow;
+                    sel[cnt++] = (int32_t)(q - qa);
                 }
+                if (++ow == t->wpp) ow = 0, ++oh;
             }
-            if (!cnt) continue;
-            const int all = cnt == qb - qa;   /* no column dropped */
-            const int32_t* csj = cs + jp / Q_NP * tsz;
-            const int32_t* acc = accs + jp / Q_NP * t->otiles * tsz;
+        }
+        if (!cnt) continue;
+        const int all = cnt == qb - qa;   /* no column dropped */
+        const int64_t ntl = (np + Q_NP - 1) / Q_NP;   /* the tiles' column groups */
+        const int64_t tstride = t->otiles * tsz;      /* from one column group to the next */
 #if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVX512)
-            /* the kept columns of each group of 16, compressed in registers */
-            __mmask16 keep[Q_NP];
-            for (int64_t g = 0; g < nn; ++g) {
-                uint32_t k = 0;
-                for (int64_t i = 0; i < 16; ++i) {
-                    const int64_t q = qa + 16 * g + i;
-                    if (q < qb && (t->wpp == p->OW || q % t->wpp < p->OW)) k |= 1u << i;
-                }
-                keep[g] = (__mmask16)k;
+        /* the kept columns of each group of 16, compressed in registers */
+        __mmask16 keep[4];
+        for (int64_t g = 0; g < np; ++g) {
+            uint32_t k = 0;
+            for (int64_t i = 0; i < 16; ++i) {
+                const int64_t q = qa + 16 * g + i;
+                if (q < qb && (t->wpp == p->OW || q % t->wpp < p->OW)) k |= 1u << i;
             }
+            keep[g] = (__mmask16)k;
+        }
 #endif
-            for (int64_t r0 = r_lo; r0 < r_hi; r0 += Q_MR, acc += tsz) {
-                const int64_t mr = r_hi - r0 < Q_MR ? r_hi - r0 : Q_MR;
-                for (int64_t r = 0; r < mr; ++r) {
-                    const int64_t o = gi * og + r0 + r;
-                    const uint32_t zw = (uint32_t)p->w_zp[o];
-                    const uint32_t corr = zx * (uint32_t)p->w_corr[o];
-                    const int32_t* tr = acc + r * Q_TN;
+        const int32_t* acc0 = accs;
+        for (int64_t r0 = r_lo; r0 < r_hi; r0 += Q_MR, acc0 += tsz) {
+            const int64_t mr = r_hi - r0 < Q_MR ? r_hi - r0 : Q_MR;
+            for (int64_t r = 0; r < mr; ++r) {
+                const int64_t o = gi * og + r0 + r;
+                const uint32_t zw = (uint32_t)p->w_zp[o];
+                const uint32_t corr = zx * (uint32_t)p->w_corr[o];
 #if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVX512)
-                    const __m512i vc = _mm512_set1_epi32((int32_t)corr);
-                    const __m512i vzw = _mm512_set1_epi32((int32_t)zw);
-                    int64_t k = 0;
-                    for (int64_t g = 0; g < nn; ++g) {
-                        __m512i x = _mm512_sub_epi32(
-                            _mm512_loadu_si512((const void*)(tr + 16 * g)), vc);
-                        if (t->need_cs)
-                            x = _mm512_sub_epi32(
-                                x, _mm512_mullo_epi32(
-                                       vzw, _mm512_loadu_si512((const void*)(csj + 16 * g))));
-                        _mm512_storeu_si512((void*)(v + k), _mm512_maskz_compress_epi32(keep[g], x));
-                        k += __builtin_popcount((unsigned)keep[g]);
-                    }
-                    (void)all;
+                const __m512i vc = _mm512_set1_epi32((int32_t)corr);
+                const __m512i vzw = _mm512_set1_epi32((int32_t)zw);
+                int64_t k = 0;
+                for (int64_t g = 0; g < np; ++g) {
+                    const int32_t* tr = acc0 + g / Q_NP * tstride + r * Q_TN + g % Q_NP * 16;
+                    const int32_t* csj = cs + g / Q_NP * tsz + g % Q_NP * 16;
+                    __m512i x = _mm512_sub_epi32(_mm512_loadu_si512((const void*)tr), vc);
+                    if (t->need_cs)
+                        x = _mm512_sub_epi32(
+                            x, _mm512_mullo_epi32(vzw, _mm512_loadu_si512((const void*)csj)));
+                    _mm512_storeu_si512((void*)(v + k), _mm512_maskz_compress_epi32(keep[g], x));
+                    k += __builtin_popcount((unsigned)keep[g]);
+                }
+                (void)all;
+                (void)ntl;
 #else
-                    if (all && t->need_cs)
-                        for (int64_t i = 0; i < cnt; ++i)
-                            v[i] = (uint32_t)tr[i] - zw * (uint32_t)csj[i] - corr;
-                    else if (all)
-                        for (int64_t i = 0; i < cnt; ++i) v[i] = (uint32_t)tr[i] - corr;
-                    else if (t->need_cs)
-                        for (int64_t i = 0; i < cnt; ++i)
-                            v[i] = (uint32_t)tr[sel[i]] - zw * (uint32_t)csj[sel[i]] - corr;
-                    else
-                        for (int64_t i = 0; i < cnt; ++i) v[i] = (uint32_t)tr[sel[i]] - corr;
-#endif
-                    q_store(&p->out, v, cnt, o, 0, p->c, (bi * p->O + o) * M + first);
+                if (all) {
+                    for (int64_t g = 0; g < ntl; ++g) {
+                        const int32_t* restrict tr = acc0 + g * tstride + r * Q_TN;
+                        const int32_t* restrict csj = cs + g * tsz;
+                        uint32_t* restrict vg = v + g * Q_TN;
+                        const int64_t n = cnt - g * Q_TN < Q_TN ? cnt - g * Q_TN : Q_TN;
+                        if (t->need_cs)
+                            for (int64_t i = 0; i < n; ++i)
+                                vg[i] = (uint32_t)tr[i] - zw * (uint32_t)csj[i] - corr;
+                        else
+                            for (int64_t i = 0; i < n; ++i) vg[i] = (uint32_t)tr[i] - corr;
+                    }
+                } else {
+                    for (int64_t i = 0; i < cnt; ++i) {
+                        const int64_t c = sel[i], g = c / Q_TN, ci = c % Q_TN;
+                        const uint32_t x = (uint32_t)acc0[g * tstride + r * Q_TN + ci];
+                        v[i] = t->need_cs ? x - zw * (uint32_t)cs[g * tsz + ci] - corr
+                                          : x - corr;
+                    }
                 }
+#endif
+                q_store(&p->out, v, cnt, o, 0, p->c, (bi * p->O + o) * M + first);
             }
         }
     }
