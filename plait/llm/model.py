@@ -74,6 +74,9 @@ class CausalLM:
         info = {i.name: i for i in session.inputs}["input_ids"]
         self.ids_dtype = np.dtype(info.dtype or "int64")
         self._names = names
+        # the inputs are the ids, then the cache in its order (what export_causal_lm
+        # makes): a step passes them as they come, without a table of feeds
+        self._in_order = names == ["input_ids", *self._past]
 
     def new_cache(self, batch: int) -> KVCache | PresentCache:
         """An empty cache for ``batch`` sequences."""
@@ -87,14 +90,18 @@ class CausalLM:
         last position's, when the model keeps only those (:attr:`logits`)."""
         batch, seq = ids.shape
         cache.check_room(seq)
-        feeds: dict[str, Any] = dict(zip(self._past, cache.past(), strict=True))
-        feeds["input_ids"] = ids.astype(self.ids_dtype, copy=False)
-        if "attention_mask" in self._names:
-            feeds["attention_mask"] = np.ones((batch, cache.length + seq), self.ids_dtype)
-        if "position_ids" in self._names:
-            pos = np.arange(cache.length, cache.length + seq, dtype=self.ids_dtype)
-            feeds["position_ids"] = np.broadcast_to(pos, (batch, seq)).copy()
-        result = self.session(*(feeds[n] for n in self._names))
+        ids = ids.astype(self.ids_dtype, copy=False)
+        if self._in_order:
+            result = self.session(ids, *cache.past())
+        else:
+            feeds: dict[str, Any] = dict(zip(self._past, cache.past(), strict=True))
+            feeds["input_ids"] = ids
+            if "attention_mask" in self._names:
+                feeds["attention_mask"] = np.ones((batch, cache.length + seq), self.ids_dtype)
+            if "position_ids" in self._names:
+                pos = np.arange(cache.length, cache.length + seq, dtype=self.ids_dtype)
+                feeds["position_ids"] = np.broadcast_to(pos, (batch, seq)).copy()
+            result = self.session(*(feeds[n] for n in self._names))
         values = list(result) if isinstance(result, tuple) else [result]
         logits, rows = values[0], values[1:]
         if len(rows) != 2 * self.layers:

@@ -580,3 +580,25 @@ def test_runtime_imports_nothing_from_the_compiler():
                     or name == "plait.errors", (
                     f"{path.name} imports {name}"
                 )
+
+
+def test_ready_arrays_are_bound_as_they_are_and_the_rest_is_checked():
+    """bind's fast path (contiguous arrays of the parameters' dtypes, as a decode step
+    passes its cache views) takes the arrays themselves; a size expression, a range,
+    a view to copy and a wrong dtype still go through the full checks."""
+    fn = VMFunction("main", [tensor("x", ("n", 4)), tensor("y", ("n * 2",))], 2, [Ret(0)])
+    vm = VirtualMachine(Executable({"main": fn}, [], {"dim_ranges": {"n": [1, 8]}}, {}))
+    x = np.ones((3, 4), np.float32)
+    assert vm["main"](x, np.zeros(6, np.float32)) is x
+    with pytest.raises(VMInputError, match=r"parameter 'y': dimension 0 is 5 but its size "
+                       r"n \* 2 is 6"):
+        vm["main"](x, np.zeros(5, np.float32))
+    with pytest.raises(VMInputError, match=r"parameter 'x': dimension 0 is 9, outside the "
+                       r"range \[1, 8\] of symbolic size 'n'"):
+        vm["main"](np.ones((9, 4), np.float32), np.zeros(18, np.float32))
+    view = np.arange(24, dtype=np.float32).reshape(4, 6)[:, :4]
+    got = vm["main"](view, np.zeros(8, np.float32))
+    assert got is not view and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, view)
+    with pytest.raises(VMInputError, match="parameter 'y': expected dtype float32, got int64"):
+        vm["main"](x, np.zeros(6, np.int64))
