@@ -46,15 +46,20 @@ def nbits_cases(rng: np.random.Generator,
     return cases
 
 
-def nbits_module(cases: list[NbitsCase], accuracy_level: int = 0) -> Any:
+def nbits_module(cases: list[NbitsCase], accuracy_level: int = 0,
+                 shared_input: bool = False) -> Any:
     """One module: each case's ``qnn.matmul_nbits`` (at ``accuracy_level``) on an input
-    of its own with symbolic rows ``m``, the results returned as one tuple."""
+    of its own with symbolic rows ``m`` (``shared_input``: all on one input, the cases
+    of one K), the results returned as one tuple."""
     params = [Var(f"x{i}", TensorType(("m", c[0]), "float32")) for i, c in enumerate(cases)]
+    if shared_input:
+        params = params[:1]
     calls = []
     bb = BlockBuilder()
     with bb.function("main", params):
         with bb.dataflow():
-            for x, (k, n, bits, bs, b, s, z, bias) in zip(params, cases, strict=True):
+            inputs = params * len(cases) if shared_input else params
+            for x, (k, n, bits, bs, b, s, z, bias) in zip(inputs, cases, strict=True):
                 args = [x, Constant(b), Constant(s), Constant(z)] + (
                     [Constant(bias)] if bias is not None else [])
                 calls.append(bb.emit(make_call("qnn.matmul_nbits", *args, K=k, N=n,

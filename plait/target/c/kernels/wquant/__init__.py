@@ -30,12 +30,15 @@ from plait.ir.symbolic import Dim
 
 from ...dims import Prod
 from ..registry import KernelFamily, register_family
-from ..wrapper import DESC, NULL, Buffer, NativeCall, Ref, emit_call
+from ..wrapper import DESC, NULL, Buffer, Local, NativeCall, Ref, emit_call
 
 PACKAGE = __name__
 ISAS = ("avx512vnni",) + FLOAT_ISAS
 """The copies: the float ISAs, and AVX512-VNNI for the integer dot products of int8
 activations (the float paths of its copy are the AVX-512 copy's)."""
+
+MAX_OUTS = 4
+"""The most outputs one call splits its product into (``PLAIT_WQ_MAX_OUTS``)."""
 
 FAMILY = register_family(KernelFamily("wquant", "plait_wquant.c", ("plait_wq_matmul",),
                                       isas=ISAS, package=PACKAGE, header="plait_wquant.h"))
@@ -64,6 +67,10 @@ class WQCall:
     block's is read from ``zero_points``)."""
     act: int = 0
     """8: ``a`` quantized to int8 per block (the op's ``accuracy_level`` 4), 0: float."""
+    splits: tuple[int, ...] = ()
+    """Several outputs (``plait_wq_outs``): the widths of the outputs the product's ``N``
+    columns are split into, in order (their weights concatenated along ``N``: a layer's
+    q, k and v); empty: one output ``(..., N)``."""
 
     def args(self) -> list[Expr]:
         """The call's tensor arguments, in the wrapper's order."""
@@ -76,15 +83,30 @@ class WQCall:
         names = ["a", "b", "scales", "zp"] + (["bias"] if self.bias is not None else [])
         buffers = [Buffer(n, tuple(e.ty.shape), e.ty.dtype)  # type: ignore[union-attr]
                    for n, e in zip(names, self.args())]
-        out_shape = tuple(self.a_shape[:-1]) + (self.N,)
-        buffers.append(Buffer("out", out_shape, out=True))
-        desc = (("M", Prod.of(*self.a_shape[:-1])), ("N", self.N), ("K", self.K),
+        rows = tuple(self.a_shape[:-1])
+        desc = (("M", Prod.of(*rows)), ("N", self.N), ("K", self.K),
                 ("bits", self.bits), ("block_size", self.block_size), ("zero", self.zero),
                 ("act", self.act))
-        args = (DESC, Ref("a"), Ref("b"), Ref("scales"), Ref("zp"),
-                Ref("bias") if self.bias is not None else NULL, Ref("out"))
-        return emit_call(NativeCall("wq", "plait_wq_matmul", tuple(buffers), args,
-                                    "plait_wq_desc", desc, guard="a"))
+        bias = Ref("bias") if self.bias is not None else NULL
+        head = (DESC, Ref("a"), Ref("b"), Ref("scales"), Ref("zp"), bias)
+        if not self.splits:
+            buffers.append(Buffer("out", rows + (self.N,), out=True))
+            return emit_call(NativeCall("wq", "plait_wq_matmul", tuple(buffers),
+                                        (*head, Ref("out"), NULL), "plait_wq_desc", desc,
+                                        guard="a"))
+        if sum(self.splits) != self.N or not 2 <= len(self.splits) <= MAX_OUTS:
+            raise ValueError(f"WQCall: output widths {self.splits} must be 2 to {MAX_OUTS} "
+                             f"widths summing to N = {self.N}")
+        fields: list[tuple[str, object]] = [("count", len(self.splits))]
+        end = 0
+        for j, width in enumerate(self.splits):
+            end += width
+            buffers.append(Buffer(f"out{j}", rows + (width,), out=True))
+            fields += [(f"end[{j}]", end), (f"out[{j}]", Ref(f"out{j}"))]
+        outs = Local("o", "plait_wq_outs", tuple(fields))
+        return emit_call(NativeCall("wq", "plait_wq_matmul", tuple(buffers),
+                                    (*head, NULL, Ref("&o")), "plait_wq_desc", desc,
+                                    guard="a", locals=(outs,)))
 
 
-__all__ = ["FAMILY", "ISAS", "PACKAGE", "WQCall"]
+__all__ = ["FAMILY", "ISAS", "MAX_OUTS", "PACKAGE", "WQCall"]

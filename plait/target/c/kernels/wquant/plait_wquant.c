@@ -94,6 +94,7 @@ typedef struct {
     const uint8_t* zp;
     const float* bias;
     float* out;
+    const plait_wq_outs* outs;  /* several outputs (decode rows only), or NULL: out */
     int64_t kb, blob, zcols, astride, half;
     int32_t zero;           /* every block's zero point, or -1: each block's from zp */
     int failed;
@@ -103,6 +104,20 @@ typedef struct {
 /* the zero point of block blk of row zrow (t->zero when every block has the same) */
 static inline int32_t wq_zero_at(const wq_task* t, const uint8_t* zrow, int64_t blk) {
     return t->zero >= 0 ? t->zero : wq_zero(zrow, blk, (int)t->d->bits);
+}
+
+/* Where out[m][n] goes: out, or with several outputs (plait_wq_outs: weights of
+ * products of one activation concatenated along N) the output whose columns hold n,
+ * each output M rows of its own width.  Only decode rows (M <= WQ_MR) take several
+ * outputs here: the entry runs each output's prefill as a product of its own. */
+static inline __attribute__((always_inline)) float* wq_dst(const wq_task* t, int64_t m,
+                                                           int64_t n) {
+    const plait_wq_outs* o = t->outs;
+    if (!o) return t->out + m * t->d->N + n;
+    int j = 0;
+    while (j + 1 < o->count && n >= o->end[j]) j++;
+    const int64_t lo = j ? o->end[j - 1] : 0;
+    return o->out[j] + m * (o->end[j] - lo) + (n - lo);
 }
 
 /* Two 64-byte aligned buffers of na and nb bytes for a job of the task's threads: 0
@@ -224,7 +239,7 @@ static inline __attribute__((always_inline)) void wq_gemv(const wq_task* t, int6
         }
         const float bn = t->bias ? t->bias[n] : 0.0f;
         for (int m = 0; m < MR; m++)
-            t->out[m * N + n] = wq_hsum((a0[m] + a1[m]) + (b0[m] + b1[m])) + tail[m] + bn;
+            *wq_dst(t, m, n) = wq_hsum((a0[m] + a1[m]) + (b0[m] + b1[m])) + tail[m] + bn;
     }
 }
 
@@ -259,7 +274,7 @@ static void wq_row4_g32(const wq_task* t, int64_t lo, int64_t hi) {
             c0 += WQ_LOAD(ae) * __builtin_shuffle(ta, xa);
             c1 += WQ_LOAD(ae + half) * __builtin_shuffle(ta, xa >> 4);
         }
-        t->out[n] = wq_hsum((c0 + c1) + (e0 + e1)) + (t->bias ? t->bias[n] : 0.0f);
+        *wq_dst(t, 0, n) = wq_hsum((c0 + c1) + (e0 + e1)) + (t->bias ? t->bias[n] : 0.0f);
     }
 }
 #endif
@@ -518,8 +533,8 @@ static void wq8_rows(void* ctx, int64_t lo, int64_t hi) {
     const int64_t M = t->d->M, N = t->d->N, kb = t->kb;
     for (int64_t n = lo; n < hi; n++)
         for (int64_t m = 0; m < M; m++)
-            t->out[m * N + n] = wq8_dot(t, A->qa + m * A->arow, A->sa + m * kb,
-                                        A->qs + m * kb, n);
+            *wq_dst(t, m, n) = wq8_dot(t, A->qa + m * A->arow, A->sa + m * kb,
+                                       A->qs + m * kb, n);
 }
 
 #if defined(PLAIT_ISA_AVX512VNNI)
@@ -673,8 +688,8 @@ static inline __attribute__((always_inline)) void wq8_tile(const wq_task* t, int
     }
     for (int m = 0; m < MR; m++)
         for (int r = 0; r < NR; r++)
-            t->out[(m0 + m) * N + n0 + r] = _mm512_reduce_add_ps(f[m][r])
-                                            + (t->bias ? t->bias[n0 + r] : 0.0f);
+            *wq_dst(t, m0 + m, n0 + r) = _mm512_reduce_add_ps(f[m][r])
+                                         + (t->bias ? t->bias[n0 + r] : 0.0f);
 }
 
 /* One step of wq8_row1: the 64 packed bytes of vector v of weight row w (mk: the bytes
@@ -734,8 +749,8 @@ static inline __attribute__((always_inline)) void wq8_row1s(const wq_task* t, in
                                   : wq8_wscale(sw, v, lg, kb, idx), FOUR, f0);
         f1 = wq8_step(A, w, q, zl, sl, last, mlast, wq8_wscale(sw, last, lg, kb, idx), FOUR,
                       f1);
-        t->out[m0 * N + n] = _mm512_reduce_add_ps(_mm512_add_ps(f0, f1))
-                             + (t->bias ? t->bias[n] : 0.0f);
+        *wq_dst(t, m0, n) = _mm512_reduce_add_ps(_mm512_add_ps(f0, f1))
+                            + (t->bias ? t->bias[n] : 0.0f);
     }
 }
 
@@ -1060,7 +1075,7 @@ static inline __attribute__((always_inline)) void wq8a_row1s(const wq_task* t, i
         __m128 h = _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
         h = _mm_add_ps(h, _mm_movehl_ps(h, h));
         h = _mm_add_ss(h, _mm_movehdup_ps(h));
-        t->out[n] = _mm_cvtss_f32(h) + (t->bias ? t->bias[n] : 0.0f);
+        *wq_dst(t, 0, n) = _mm_cvtss_f32(h) + (t->bias ? t->bias[n] : 0.0f);
     }
 }
 
@@ -1154,7 +1169,7 @@ static inline __attribute__((always_inline)) void wq8f_gemv(const wq_task* t, in
             }
         }
         const float bn = t->bias ? t->bias[n] : 0.0f;
-        for (int m = 0; m < MR; m++) t->out[m * N + n] = wq_hsum(tot[m]) + ttail[m] + bn;
+        for (int m = 0; m < MR; m++) *wq_dst(t, m, n) = wq_hsum(tot[m]) + ttail[m] + bn;
     }
 }
 
@@ -1320,10 +1335,9 @@ static int wq8_matmul(wq_task* t, int threads) {
 
 /* ------------------------------------------------------------------- entry */
 
-PLAIT_ISA_HIDDEN int
-PLAIT_ISA_FN(plait_wq_matmul)(const plait_wq_desc* d, const float* a, const uint8_t* b,
-                              const float* scales, const uint8_t* zp, const float* bias,
-                              float* out) {
+static int wq_matmul(const plait_wq_desc* d, const float* a, const uint8_t* b,
+                     const float* scales, const uint8_t* zp, const float* bias, float* out,
+                     const plait_wq_outs* outs) {
     const int64_t M = d->M, N = d->N, K = d->K, bs = d->block_size;
     if (M <= 0 || N <= 0) return 0;
     wq_task t;
@@ -1335,6 +1349,7 @@ PLAIT_ISA_FN(plait_wq_matmul)(const plait_wq_desc* d, const float* a, const uint
     t.zp = zp;
     t.bias = bias;
     t.out = out;
+    t.outs = outs;
     t.kb = (K + bs - 1) / bs;
     t.blob = bs * d->bits / 8;
     t.zcols = (t.kb * d->bits + 7) / 8;
@@ -1357,8 +1372,30 @@ PLAIT_ISA_FN(plait_wq_matmul)(const plait_wq_desc* d, const float* a, const uint
     return __atomic_load_n(&t.failed, __ATOMIC_RELAXED);
 }
 
+PLAIT_ISA_HIDDEN int
+PLAIT_ISA_FN(plait_wq_matmul)(const plait_wq_desc* d, const float* a, const uint8_t* b,
+                              const float* scales, const uint8_t* zp, const float* bias,
+                              float* out, const plait_wq_outs* outs) {
+    if (!outs || d->M <= WQ_MR) return wq_matmul(d, a, b, scales, zp, bias, out, outs);
+    /* several outputs, more rows than decode (a prefill): each output the product of
+     * its own rows of W (their packed bytes, scales and zero points are consecutive) */
+    const int64_t kb = (d->K + d->block_size - 1) / d->block_size;
+    const int64_t blob = d->block_size * d->bits / 8, zcols = (kb * d->bits + 7) / 8;
+    plait_wq_desc one = *d;
+    int64_t lo = 0;
+    for (int64_t j = 0; j < outs->count; j++) {
+        one.N = outs->end[j] - lo;
+        const int rc = wq_matmul(&one, a, b + lo * kb * blob, scales + lo * kb,
+                                 zp + lo * zcols, bias ? bias + lo : NULL, outs->out[j], NULL);
+        if (rc) return rc;
+        lo = outs->end[j];
+    }
+    return 0;
+}
+
 PLAIT_ISA_FAMILY("wquant")
 PLAIT_ISA_DISPATCH(int, plait_wq_matmul,
                    (const plait_wq_desc* d, const float* a, const uint8_t* b,
-                    const float* scales, const uint8_t* zp, const float* bias, float* out),
-                   (d, a, b, scales, zp, bias, out))
+                    const float* scales, const uint8_t* zp, const float* bias, float* out,
+                    const plait_wq_outs* outs),
+                   (d, a, b, scales, zp, bias, out, outs))
