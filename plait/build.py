@@ -14,12 +14,11 @@ import numpy as np
 from plait.errors import PlaitError
 
 from .codegen.vm_codegen import vm_codegen
-from .dialects import DIALECTS, model_target_attrs
 from .ir.deferred import DeferredArray, recording_deferred
 from .ir.expr import Function
 from .ir.module import IRModule
 from .kernel.ir import Kernel
-from .pipeline import build_pipeline
+from .pipeline import build_pipeline, model_attr_names, model_target_attrs
 from .runtime.derived_constants import DerivedConstants, Unpack
 from .runtime.executable import Executable
 from .runtime.trust import (
@@ -173,8 +172,7 @@ def with_model_attrs(target: Target, recorded: Any) -> Target:
     if not isinstance(recorded, dict):
         raise BuildError(f"the executable's attribute {GRAPH_TARGET_ATTRS!r} is not a "
                          f"mapping of target attributes: {recorded!r}")
-    known = {a for d in DIALECTS.values() for a in d.model_attrs}
-    unknown = sorted(set(recorded) - known)
+    unknown = sorted(set(recorded) - model_attr_names())
     if unknown:
         raise BuildError(f"the executable records target attributes {unknown} that change "
                          "what its model computes, but no registered dialect declares "

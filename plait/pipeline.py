@@ -27,6 +27,8 @@ from __future__ import annotations
 from typing import Any
 
 from .dialects import dialect_passes
+from .dialects import model_attr_names as model_attr_names  # (for build: the registry)
+from .dialects import model_target_attrs as model_target_attrs
 from .ir.module import PHASES
 from .target import Target
 from .transform import Sequential, make_pass

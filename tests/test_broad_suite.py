@@ -209,14 +209,15 @@ def test_a_failed_workers_error_is_its_exception_line() -> None:
 def test_write_docs_replaces_the_suites_figures_with_the_machine(tmp_path: Path) -> None:
     import run
 
+    key = run.docs_figures.block_key("broad")   # broad@avx2 where the kernels run AVX2
     doc = tmp_path / "performance.md"
-    doc.write_text("# P\n<!-- figures:broad:begin -->\nold\n<!-- figures:broad:end -->\ntail\n")
+    doc.write_text(f"# P\n<!-- figures:{key}:begin -->\nold\n<!-- figures:{key}:end -->\ntail\n")
     run.write_docs(doc, "broad", "| model | x |\n", ["--suite", "broad", "--write-docs"])
     text = doc.read_text()
-    assert "old" not in text and text.endswith("<!-- figures:broad:end -->\ntail\n")
+    assert "old" not in text and text.endswith(f"<!-- figures:{key}:end -->\ntail\n")
     assert "*Written by `python benchmarks/run.py --suite broad --write-docs` on " in text
     assert f"{run.THREADS} threads per backend" in text and "| model | x |" in text
-    with pytest.raises(ValueError, match="no <!-- figures:real:begin -->"):
+    with pytest.raises(ValueError, match=f"no <!-- figures:{run.docs_figures.block_key('real')}:"):
         run.write_docs(doc, "real", "t", [])
 
 

@@ -77,12 +77,18 @@ def register_dialect(
     return d
 
 
+def model_attr_names() -> set[str]:
+    """The target attributes some registered dialect declares change what a model
+    computes (:attr:`Dialect.model_attrs`)."""
+    load_compiler()
+    return {a for d in DIALECTS.values() for a in d.model_attrs}
+
+
 def model_target_attrs(target: Any) -> dict[str, Any]:
     """The attributes of ``target`` that some registered dialect declares change what a
     model computes (``{"weight_quant": "int4-g32"}``): a build records them beside the
     graph it keeps, so that a rebuild of that graph computes the same model."""
-    load_compiler()
-    names = {a for d in DIALECTS.values() for a in d.model_attrs}
+    names = model_attr_names()
     return {k: v for k, v in target.attrs.items() if k in names and v not in (None, "")}
 
 
