@@ -254,8 +254,13 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
               {"groups": 3, "strides": (2, 2), "padding": (1, 1, 1, 1)}),
              ("int8", "int8", (1, 8, 7, 19), 10, (3, 3), {"groups": 2, "padding": (1, 1, 1, 1)}),
              ("uint8", "int8", (1, 4, 6, 6), 8, (1, 1), {"groups": 4}),
-             ("uint8", "uint8", (1, 6, 8, 7), 9, (2, 2), {"groups": 3, "dilation": (1, 2)})]
-    zero_zw = (1, 4, 9)   # symmetric weights: no column sums
+             ("uint8", "uint8", (1, 6, 8, 7), 9, (2, 2), {"groups": 3, "dilation": (1, 2)}),
+             # the 8-bit output stage from the tiles: rows wider than a job's 64 columns
+             # (jobs inside a row: no column dropped, the plane's element not the
+             # column), and a 1x1 of 63 pixels (a last part vector), both with a residual
+             ("uint8", "int8", (1, 3, 4, 100), 6, (3, 3), {"padding": (1, 1, 1, 1)}),
+             ("int8", "int8", (1, 5, 7, 9), 6, (1, 1), {})]
+    zero_zw = (1, 4, 9, 15)   # symmetric weights: no column sums
     for i, (dx, dw, xs_, cout, (kh, kw), attrs) in enumerate(convs):
         x = q(dx, xs_)
         w = q(dw, (cout, xs_[1] // attrs.get("groups", 1), kh, kw))
@@ -277,7 +282,7 @@ def _chains(rng: np.random.Generator) -> list[Chain]:
 
         out.append(Chain(f"conv_q_{i}", [x], build_c, want_c))
 
-        if i in (0, 3, 4):
+        if i in (0, 3, 4, 14, 15):
             # a residual QLinearAdd on the convolution's output (NCHW rows)
             oshape = R.conv2d(x, w, zx, zw, **attrs).shape
             res = q("uint8", oshape)

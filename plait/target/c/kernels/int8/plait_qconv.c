@@ -185,6 +185,64 @@ static void q_ct_correct(const q_ct_task* t, const int8_t* img, int64_t j0, int6
     }
 }
 
+#if defined(Q_VSTORE)
+/* The 8-bit output stage of output channel o (row r of the job's tiles from acc0)
+ * straight from the tiles: column group g of 16 (np * 16 columns from qa) at its tile
+ * row, less zw times the column sums (cs) when needed, less corr (folded into the
+ * bias), Q_VL codes at a time.  all: the columns qa .. qb are the plane's elements
+ * from plane + first on; else (Q_VL 8 copies, no residual add: its tensor is read
+ * by output element) every column's code goes into a buffer and the kept columns
+ * (ow < OW) are copied to the plane a row's run at a time. */
+static inline __attribute__((always_inline)) void
+q_ct_store8(const q_ct_task* t, const int32_t* acc0, int64_t tstride, const int32_t* cs,
+            int64_t r, int64_t o, uint32_t zw, uint32_t corr, int64_t np, int64_t qa,
+            int64_t qb, int all, int64_t plane, int64_t first) {
+    const plait_qconv_problem* p = t->p;
+    q_vparams k;
+    q_vparams_init(&k, &p->out, o, 0, plane + first);
+    k.vb = q_isub(k.vb, q_iset((int32_t)corr));
+    uint8_t codes[4 * PLAIT_Q_NR];
+    uint8_t* d = all ? (uint8_t*)p->c + plane + first : codes;
+    uint32_t tmp[16];
+    const int64_t n = all ? qb - qa : 16 * np;
+    for (int64_t g = 0; 16 * g < n; ++g) {
+        const uint32_t* src =
+            (const uint32_t*)(acc0 + g / Q_NP * tstride + r * Q_TN + g % Q_NP * 16);
+        if (t->need_cs) {
+            const int32_t* csj = cs + g / Q_NP * (Q_MR * Q_TN) + g % Q_NP * 16;
+            for (int i = 0; i < 16; ++i) tmp[i] = src[i] - zw * (uint32_t)csj[i];
+            src = tmp;
+        }
+        for (int64_t j = 16 * g; j < 16 * g + 16 && j < n; j += Q_VL) {
+#if Q_VL == 16
+            const __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF
+                                            : (__mmask16)((1u << (n - j)) - 1);
+            q_vstore_src(&k, src, j, m, d);
+#else
+            if (n - j >= Q_VL) {
+                q_vstore_src(&k, src + (j - 16 * g), j, 0, d);
+            } else {   /* the plane's last columns (all): less corr, then as q_store */
+                uint32_t last[Q_VL];
+                for (int64_t i = 0; i < n - j; ++i) last[i] = src[j - 16 * g + i] - corr;
+                q_store_generic(&p->out, last, n - j, o, 0, p->c, plane + first + j);
+            }
+#endif
+        }
+    }
+    if (all) return;
+    for (int64_t q = qa; q < qb;) {   /* the kept runs: a row's columns ow < OW */
+        const int64_t oh = q / t->wpp, ow = q % t->wpp;
+        if (ow >= p->OW) {
+            q = (oh + 1) * t->wpp;
+            continue;
+        }
+        const int64_t len = p->OW - ow < qb - q ? p->OW - ow : qb - q;
+        memcpy((uint8_t*)p->c + plane + oh * p->OW + ow, codes + (q - qa), (size_t)len);
+        q += len;
+    }
+}
+#endif
+
 static void q_ct_run(void* arg) {
     q_ct_task* t = (q_ct_task*)arg;
     const plait_qconv_problem* p = t->p;
@@ -275,12 +333,21 @@ static void q_ct_run(void* arg) {
         }
 #endif
         const int32_t* acc0 = accs;
+        const int q8 = p->out.kind == PLAIT_Q_OUT_U8 || p->out.kind == PLAIT_Q_OUT_S8;
+        (void)q8;
         for (int64_t r0 = r_lo; r0 < r_hi; r0 += Q_MR, acc0 += tsz) {
             const int64_t mr = r_hi - r0 < Q_MR ? r_hi - r0 : Q_MR;
             for (int64_t r = 0; r < mr; ++r) {
                 const int64_t o = gi * og + r0 + r;
                 const uint32_t zw = (uint32_t)p->w_zp[o];
                 const uint32_t corr = zx * (uint32_t)p->w_corr[o];
+#if defined(Q_VSTORE)
+                if (q8 && (all || (Q_VL == 8 && !p->out.add2_kind))) {
+                    q_ct_store8(t, acc0, tstride, cs, r, o, zw, corr, np, qa, qb, all,
+                                (bi * p->O + o) * M, first);
+                    continue;
+                }
+#endif
 #if defined(PLAIT_ISA_AVX512VNNI) || defined(PLAIT_ISA_AVX512)
                 const __m512i vc = _mm512_set1_epi32((int32_t)corr);
                 const __m512i vzw = _mm512_set1_epi32((int32_t)zw);

@@ -614,12 +614,12 @@ q_vparams_init(q_vparams* k, const plait_q_out* o, int64_t n0, const int by_col,
     }
 }
 
-/* One vector of q_store's 8-bit outputs: lanes j .. j + Q_VL - 1 (mask m) of v into
- * dst + j. */
+/* One vector of q_store's 8-bit outputs: the Q_VL sums at src (mask m) as the codes of
+ * elements j .. j + Q_VL - 1 of the call (their bias, scale, residual) into dst + j. */
 static inline __attribute__((always_inline)) void
-q_vstore_step(const q_vparams* k, const uint32_t* restrict v, int64_t j, q_vm m,
-              uint8_t* dst) {
-    q_vi x = q_iadd(q_iload(m, v + j), k->bias ? q_iload(m, k->bias + j) : k->vb);
+q_vstore_src(const q_vparams* k, const uint32_t* restrict src, int64_t j, q_vm m,
+             uint8_t* dst) {
+    q_vi x = q_iadd(q_iload(m, src), k->bias ? q_iload(m, k->bias + j) : k->vb);
     q_vf f = q_fmul(q_i2f(x), k->scale ? q_fload(m, k->scale + j) : k->vs);
     f = q_fmin(q_fmax(f, k->flo), k->fhi);
     q_vi q = q_iadd(q_round_i(f), k->vzo);
@@ -645,6 +645,13 @@ q_vstore_step(const q_vparams* k, const uint32_t* restrict v, int64_t j, q_vm m,
         q = q_vcodes(g, k->rlo, k->rhi);
     }
     q_store_codes(m, dst + j, q);
+}
+
+/* lanes j .. j + Q_VL - 1 (mask m) of v into dst + j */
+static inline __attribute__((always_inline)) void
+q_vstore_step(const q_vparams* k, const uint32_t* restrict v, int64_t j, q_vm m,
+              uint8_t* dst) {
+    q_vstore_src(k, v + j, j, m, dst);
 }
 #endif
 
