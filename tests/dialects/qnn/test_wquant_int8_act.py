@@ -51,8 +51,9 @@ CONFIGS = [(96, 33, 4, 32, True, True),      # the VNNI path, 2 x 3 blocks in on
            (448, 19, 4, 32, True, True), (320, 21, 8, 32, True, False),
            (512, 12, 4, 128, True, True),
            # on the pool's threads at one row (each job of 32 weight rows taken alone)
-           (512, 600, 4, 32, True, False), (512, 600, 8, 32, True, True)]
-ROWS = (1, 2, 3, 4, 5, 37)
+           (512, 600, 4, 32, True, False), (512, 600, 8, 32, True, True),
+           (45, 10, 8, 15, False, True)]    # an odd block: not AVX2's int16 prefill
+ROWS = (1, 2, 3, 4, 5, 6, 7, 37)
 
 
 def assert_close_int8(got: np.ndarray, want: np.ndarray, a: np.ndarray, b: np.ndarray,

@@ -433,6 +433,7 @@ typedef struct wq8_act_ {
                        * AVX2 8-bit path that zero minus 128: it reads q - 128 signed) */
     int vec;          /* the lane arrays are filled (the decode vector path runs) */
     int plain;        /* qa in K order for both widths (the prefill panels: wq8_gemm) */
+    int16_t* a16;     /* the AVX2 prefill's activations as int16 (wq8w_gemm), arow a row */
 } wq8_act;
 
 /* rows lo .. hi - 1 of a quantized to int8 per block: rintf (half to even) of
@@ -945,6 +946,18 @@ static inline __attribute__((always_inline)) __m256 wq8a_wscale(const float* sw,
         _mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd((const double*)(sw + 2 * v)))), idx);
 }
 
+/* the largest |x[i]| of x[0 .. n), n a multiple of 8 (0 for none) */
+static inline __attribute__((always_inline)) float wq8a_absmax(const float* x, int64_t n) {
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 vmax = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 8)
+        vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), absm), vmax);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
 /* wq8_quantize_rows of row m for the AVX2 path (A->vec; blocks of a multiple of 16
  * values, K whole blocks), 8 values at a time: the same operations (|x| maxima,
  * rint(x * (127 / amax)) rounded half to even, clamped), so the same bytes; the lanes'
@@ -960,17 +973,10 @@ static void wq8a_quantize_row(const wq_task* t, int64_t m) {
     float* sa = A->sa + m * kb;
     memset(q, 0, (size_t)A->arow);
     const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256 hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
     for (int64_t blk = 0; blk < kb; blk++) {
         const int64_t k0 = blk * bs;
-        __m256 vmax = _mm256_setzero_ps();
-        for (int64_t i = 0; i < bs; i += 8)
-            vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + k0 + i), absm), vmax);
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        const float amax = _mm_cvtss_f32(h);
+        const float amax = wq8a_absmax(x + k0, bs);
         const __m256 r = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
         __m256i sum = _mm256_setzero_si256();
         int8_t* qb = q + blk * blob;
@@ -1096,6 +1102,286 @@ static void wq8a_jobs(void* ctx, int64_t lo, int64_t hi) {
         else wq8a_row1s(t, n0, n1, 0, -1);
         break;
     }
+}
+
+/* Prefill (more rows than decode) with int8 activations in AVX2 integers: the
+ * activations widened to int16 and the weights unpacked to int16 q - z, multiplied by
+ * vpmaddwd (two int16 products summed into an int32 lane).  Exact and never saturating:
+ * a pair is at most 2 * 127 * 255 in magnitude, and a block's int32 sum at most
+ * block_size * 127 * 255 (blocks below 66,000 values: wq8w_fits).  The zero point is in
+ * the weights (q - z), so per-block zero points need no correction.  Per job of WQ8W_NC
+ * weight rows (output columns) a panel of q - z, four tiles of 8 columns, each laid out
+ * [k / 2][8 columns][2] (a pair of k of a column in one int32 lane, a column per lane);
+ * a register tile of 4 rows x 8 columns sums each block in int32, then adds it times
+ * sa * the columns' scales into float accumulators (as the VNNI path, wq8_gemm_tile).
+ * On this ISA's 2 vpmaddwd a cycle that is 32 products a cycle, twice the float panel's
+ * FMAs (wq8f_gemm_tiles). */
+#define WQ8W_NC 32
+#define WQ8W_MR 4
+
+typedef int32_t wq8w_i32 __attribute__((may_alias));   /* a pair of int16 as one lane */
+
+static int wq8w_fits(const plait_wq_desc* d) {
+    return d->block_size % 2 == 0 && d->block_size < 66000;
+}
+
+/* rows lo .. hi - 1 of a quantized per block (wq8_quantize_rows' operations: |x|
+ * maxima, rint(x * (127 / amax)) half to even, clamped) as int16 in K order, each block
+ * at blk * block_size, zeros past K; the blocks' sa */
+static void wq8w_quantize_rows(void* ctx, int64_t lo, int64_t hi) {
+    const wq_task* t = (const wq_task*)ctx;
+    const plait_wq_desc* d = t->d;
+    const wq8_act* A = t->q8;
+    const int64_t K = d->K, bs = d->block_size, kb = t->kb;
+    const __m256 vhi = _mm256_set1_ps(127.0f), vlo = _mm256_set1_ps(-127.0f);
+    for (int64_t m = lo; m < hi; m++) {
+        const float* x = t->a + m * K;
+        int16_t* q = A->a16 + m * A->arow;
+        for (int64_t blk = 0; blk < kb; blk++) {
+            const int64_t k0 = blk * bs, n = K - k0 < bs ? K - k0 : bs, nv = n / 8 * 8;
+            float amax = wq8a_absmax(x + k0, nv);
+            for (int64_t i = nv; i < n; i++) {
+                const float ax = fabsf(x[k0 + i]);
+                amax = ax > amax ? ax : amax;
+            }
+            const float r = amax != 0.0f ? 127.0f / amax : 0.0f;
+            const __m256 vr = _mm256_set1_ps(r);
+            int16_t* qb = q + k0;
+            for (int64_t i = 0; i < nv; i += 8) {
+                __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + k0 + i), vr),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                v = _mm256_max_ps(_mm256_min_ps(v, vhi), vlo);
+                const __m256i w = _mm256_cvtps_epi32(v);
+                _mm_storeu_si128((__m128i*)(qb + i),
+                                 _mm_packs_epi32(_mm256_castsi256_si128(w),
+                                                 _mm256_extracti128_si256(w, 1)));
+            }
+            for (int64_t i = nv; i < n; i++) {
+                float v = rintf(x[k0 + i] * r);
+                v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
+                qb[i] = (int16_t)v;
+            }
+            for (int64_t i = n; i < bs; i++) qb[i] = 0;
+            A->sa[m * kb + blk] = amax / 127.0f;
+        }
+    }
+}
+
+/* the 8 x 8 int32 transpose: r[c] holds 8 units of column c; out r[u] the unit u of
+ * the 8 columns */
+static inline __attribute__((always_inline)) void wq8w_transpose8(__m256i* r) {
+    const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+    const __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+    const __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+    const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+    const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+    r[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+    r[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+    r[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+    r[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+    r[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+    r[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+    r[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+    r[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+}
+
+/* weight rows n0 .. n0 + WQ8W_NC - 1 as int16 q - z in the tiles' layout (a row's
+ * values past K are read as stored: the activations there are zero), zeros past N;
+ * their scales transposed, ps[blk][j] */
+static void wq8w_pack_panel(const wq_task* t, int64_t n0, int16_t* panel, float* ps) {
+    const plait_wq_desc* d = t->d;
+    const int64_t N = d->N, bs = d->block_size, kb = t->kb, blob = t->blob;
+    const int64_t kp = kb * bs / 2;   /* int32 units (k pairs) of a column */
+    wq8w_i32* p32 = (wq8w_i32*)(void*)panel;
+    for (int64_t j = 0; j < WQ8W_NC; j++)
+        for (int64_t b = 0; b < kb; b++)
+            ps[b * WQ8W_NC + j] = n0 + j < N ? t->s[(n0 + j) * kb + b] : 0.0f;
+    for (int64_t sub = 0; sub < WQ8W_NC / 8; sub++) {
+        wq8w_i32* ps32 = p32 + sub * kp * 8;
+        const int64_t c0 = n0 + sub * 8;
+        if (bs % 16 == 0) {   /* 16 values (8 units) of 8 columns at a time */
+            for (int64_t b = 0; b < kb; b++) {
+                __m256i zc[8];
+                for (int c = 0; c < 8; c++)
+                    zc[c] = _mm256_set1_epi16(
+                        (int16_t)(c0 + c < N ? wq_zero_at(t, t->zp + (c0 + c) * t->zcols, b) : 0));
+                for (int64_t i = 0; i < bs; i += 16) {
+                    __m256i r[8];
+                    for (int c = 0; c < 8; c++) {
+                        if (c0 + c >= N) {
+                            r[c] = _mm256_setzero_si256();
+                            continue;
+                        }
+                        const uint8_t* p = t->b + (c0 + c) * kb * blob + b * blob;
+                        __m128i v;
+                        if (d->bits == 4) {   /* low nibble first */
+                            const __m128i x = _mm_loadl_epi64((const __m128i*)(p + i / 2));
+                            const __m128i nib = _mm_set1_epi8(15);
+                            v = _mm_unpacklo_epi8(_mm_and_si128(x, nib),
+                                                  _mm_and_si128(_mm_srli_epi16(x, 4), nib));
+                        } else {
+                            v = _mm_loadu_si128((const __m128i*)(p + i));
+                        }
+                        r[c] = _mm256_sub_epi16(_mm256_cvtepu8_epi16(v), zc[c]);
+                    }
+                    wq8w_transpose8(r);
+                    wq8w_i32* o = ps32 + (b * bs + i) / 2 * 8;
+                    for (int u = 0; u < 8; u++) _mm256_storeu_si256((__m256i*)(o + u * 8), r[u]);
+                }
+            }
+            continue;
+        }
+        int16_t* ps16 = (int16_t*)(void*)ps32;
+        for (int c = 0; c < 8; c++) {
+            const int64_t n = c0 + c;
+            for (int64_t b = 0; b < kb; b++) {
+                const int32_t z = n < N ? wq_zero_at(t, t->zp + n * t->zcols, b) : 0;
+                const uint8_t* p = t->b + n * kb * blob + b * blob;
+                for (int64_t i = 0; i < bs; i++) {
+                    const int64_t k = b * bs + i;
+                    int16_t v = 0;
+                    if (n < N && k < d->K)
+                        v = (int16_t)((d->bits == 4 ? (p[i >> 1] >> ((i & 1) * 4)) & 15 : p[i]) - z);
+                    ps16[((k >> 1) * 8 + c) * 2 + (k & 1)] = v;
+                }
+            }
+        }
+    }
+}
+
+/* s0 += the products of the weights w0 (and s1 += of w1) by the pair at a, broadcast:
+ * in assembly so that the accumulators stay in place (GCC's allocation of the same loop in
+ * C moved each sum through a copy, and with two tiles spilled one to the stack: a store
+ * and a reload on the loop's dependency chain) */
+#define WQ8W_ROW2(s0, s1, w0, w1, a)                                                      \
+    do {                                                                               \
+        __m256i ab_, t_;                                                               \
+        __asm__("vpbroadcastd %[m], %[ab]\n\t"                                          \
+                "vpmaddwd %[x0], %[ab], %[t]\n\t"                                       \
+                "vpaddd %[t], %[y0], %[y0]\n\t"                                         \
+                "vpmaddwd %[x1], %[ab], %[ab]\n\t"                                      \
+                "vpaddd %[ab], %[y1], %[y1]"                                           \
+                : [y0] "+x"(s0), [y1] "+x"(s1), [ab] "=&x"(ab_), [t] "=&x"(t_)          \
+                : [x0] "x"(w0), [x1] "x"(w1), [m] "m"(*(a)));                            \
+    } while (0)
+#define WQ8W_ROW1(s0, w0, a)                                                              \
+    do {                                                                               \
+        __m256i ab_;                                                                   \
+        __asm__("vpbroadcastd %[m], %[ab]\n\t"                                          \
+                "vpmaddwd %[x0], %[ab], %[ab]\n\t"                                      \
+                "vpaddd %[ab], %[y0], %[y0]"                                           \
+                : [y0] "+x"(s0), [ab] "=&x"(ab_)                                        \
+                : [x0] "x"(w0), [m] "m"(*(a)));                                          \
+    } while (0)
+
+/* MR rows from m0 against tiles sub .. sub + NS - 1 (NS 1 or 2 tiles of 8 columns) of
+ * the panel; BS2 the block's k pairs (a constant of the common formats, 0: read from t).
+ * The int32 sums of a block (MR x NS vectors) stay in registers, the float sums in f (L1:
+ * with them in registers too the sixteen ymm registers would not hold the loop) */
+static inline __attribute__((always_inline)) void wq8w_tile(
+        const wq_task* t, const int16_t* panel, const float* ps, int64_t n0, int64_t sub,
+        int64_t m0, const int MR, const int NS, const int64_t BS2) {
+    const wq8_act* A = t->q8;
+    const int64_t kb = t->kb, N = t->d->N, bs2 = BS2 ? BS2 : t->d->block_size / 2;
+    const wq8w_i32* pw0 = (const wq8w_i32*)(const void*)panel + sub * kb * bs2 * 8;
+    const wq8w_i32* pw1 = pw0 + kb * bs2 * 8;
+    const wq8w_i32* ar[WQ8W_MR];
+    __m256 f[WQ8W_MR][2];
+    for (int m = 0; m < MR; m++) {
+        ar[m] = (const wq8w_i32*)(const void*)(A->a16 + (m0 + m) * A->arow);
+        f[m][0] = f[m][1] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < kb; b++) {
+        __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00;
+        __m256i s20 = s00, s21 = s00, s30 = s00, s31 = s00;
+        const wq8w_i32* wb0 = pw0 + b * bs2 * 8;
+        const wq8w_i32* wb1 = pw1 + b * bs2 * 8;
+        const int64_t a0 = b * bs2;
+        for (int64_t u = 0; u < bs2; u++) {
+            const __m256i w0 = _mm256_loadu_si256((const __m256i*)(wb0 + u * 8));
+            if (NS > 1) {
+                const __m256i w1 = _mm256_loadu_si256((const __m256i*)(wb1 + u * 8));
+                WQ8W_ROW2(s00, s01, w0, w1, ar[0] + a0 + u);
+                if (MR > 1) WQ8W_ROW2(s10, s11, w0, w1, ar[1] + a0 + u);
+                if (MR > 2) WQ8W_ROW2(s20, s21, w0, w1, ar[2] + a0 + u);
+                if (MR > 3) WQ8W_ROW2(s30, s31, w0, w1, ar[3] + a0 + u);
+            } else {
+                WQ8W_ROW1(s00, w0, ar[0] + a0 + u);
+                if (MR > 1) WQ8W_ROW1(s10, w0, ar[1] + a0 + u);
+                if (MR > 2) WQ8W_ROW1(s20, w0, ar[2] + a0 + u);
+                if (MR > 3) WQ8W_ROW1(s30, w0, ar[3] + a0 + u);
+            }
+        }
+        const __m256i s0[WQ8W_MR] = {s00, s10, s20, s30}, s1[WQ8W_MR] = {s01, s11, s21, s31};
+        const __m256 ws0 = _mm256_loadu_ps(ps + b * WQ8W_NC + sub * 8);
+        const __m256 ws1 = NS > 1 ? _mm256_loadu_ps(ps + b * WQ8W_NC + sub * 8 + 8)
+                                  : _mm256_setzero_ps();
+        for (int m = 0; m < MR; m++) {
+            const __m256 sa = _mm256_set1_ps(A->sa[(m0 + m) * kb + b]);
+            f[m][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0[m]), _mm256_mul_ps(ws0, sa), f[m][0]);
+            if (NS > 1)
+                f[m][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1[m]), _mm256_mul_ps(ws1, sa),
+                                          f[m][1]);
+        }
+    }
+    const int64_t c0 = n0 + sub * 8, nc = N - c0 < 8 * NS ? N - c0 : 8 * NS;
+    for (int m = 0; m < MR; m++) {
+        float* o = t->out + (m0 + m) * N + c0;
+        float v[16];
+        _mm256_storeu_ps(v, f[m][0]);
+        _mm256_storeu_ps(v + 8, f[m][1]);
+        for (int64_t c = 0; c < nc; c++) o[c] = v[c] + (t->bias ? t->bias[c0 + c] : 0.0f);
+    }
+}
+
+/* rows m .. m + MR - 1 against every tile of the panel, two at a time */
+static inline __attribute__((always_inline)) void wq8w_tiles(
+        const wq_task* t, const int16_t* panel, const float* ps, int64_t n0, int64_t m,
+        const int MR, const int64_t BS2) {
+    const int64_t N = t->d->N;
+    const int64_t subs = (N - n0 + 7) / 8 < WQ8W_NC / 8 ? (N - n0 + 7) / 8 : WQ8W_NC / 8;
+    int64_t sub = 0;
+    for (; sub + 2 <= subs; sub += 2) wq8w_tile(t, panel, ps, n0, sub, m, MR, 2, BS2);
+    if (sub < subs) wq8w_tile(t, panel, ps, n0, sub, m, MR, 1, BS2);
+}
+
+static inline __attribute__((always_inline)) void wq8w_rows(
+        const wq_task* t, const int16_t* panel, const float* ps, int64_t n0, const int64_t BS2) {
+    const int64_t M = t->d->M;
+    int64_t m = 0;
+    for (; m + WQ8W_MR <= M; m += WQ8W_MR)   /* the 4 rows stay in L1 for every tile */
+        wq8w_tiles(t, panel, ps, n0, m, WQ8W_MR, BS2);
+    switch (M - m) {
+    case 3: wq8w_tiles(t, panel, ps, n0, m, 3, BS2); break;
+    case 2: wq8w_tiles(t, panel, ps, n0, m, 2, BS2); break;
+    case 1: wq8w_tiles(t, panel, ps, n0, m, 1, BS2); break;
+    default: break;
+    }
+}
+
+/* jobs of WQ8W_NC weight rows: the panel packed once, then every row of activations */
+static void wq8w_gemm(void* ctx, int64_t lo, int64_t hi) {
+    wq_task* t = (wq_task*)ctx;
+    const int64_t kb = t->kb, bs = t->d->block_size;
+    int16_t* panel;
+    float* ps;
+    if (wq_buffers2(t, (void**)&panel, (size_t)(kb * bs * WQ8W_NC) * sizeof(int16_t),
+                    (void**)&ps, (size_t)(kb * WQ8W_NC) * sizeof(float)))
+        return;
+    for (int64_t job = lo; job < hi; job++) {
+        const int64_t n0 = job * WQ8W_NC;
+        wq8w_pack_panel(t, n0, panel, ps);
+        switch (bs) {
+        case 32: wq8w_rows(t, panel, ps, n0, 16); break;
+        case 128: wq8w_rows(t, panel, ps, n0, 64); break;
+        default: wq8w_rows(t, panel, ps, n0, 0); break;
+        }
+    }
+    free(panel);
+    free(ps);
 }
 #endif
 
@@ -1276,8 +1562,11 @@ static int wq8_matmul(wq_task* t, int threads) {
 #elif defined(WQ8_VEC2)
     /* batch 1, one zero point, blocks of a power-of-two number of bytes >= 16 */
     A.vec = M == 1 && t->zero >= 0 && t->blob >= 16 && (t->blob & (t->blob - 1)) == 0;
-    const int floats = exact && !A.vec;
+    /* prefill: int16 products (any zero points) */
+    const int wide = M > WQ_MR && wq8w_fits(d);
+    const int floats = exact && !A.vec && !wide;
     if (A.vec && d->bits == 8) A.zc = t->zero - 128;
+    if (wide) A.plain = 1;
 #else
     const int floats = exact;
 #endif
@@ -1290,8 +1579,23 @@ static int wq8_matmul(wq_task* t, int threads) {
         if (!ap) return 1;
         t->ap = ap;
     }
-    A.qa = (int8_t*)malloc((size_t)(M * A.arow));
     A.sa = (float*)malloc((size_t)(M * kb) * sizeof(float));
+#if defined(WQ8_VEC2)
+    if (wide) {
+        A.a16 = (int16_t*)malloc((size_t)(M * A.arow) * sizeof(int16_t));
+        t->q8 = &A;
+        int rc = 1;
+        if (A.a16 && A.sa) {
+            plait_parallel_range(wq8w_quantize_rows, t, M, M * d->K >= 65536 ? threads : 1);
+            plait_parallel_range(wq8w_gemm, t, (N + WQ8W_NC - 1) / WQ8W_NC, threads);
+            rc = __atomic_load_n(&t->failed, __ATOMIC_RELAXED);
+        }
+        free(A.a16);
+        free(A.sa);
+        return rc;
+    }
+#endif
+    A.qa = (int8_t*)malloc((size_t)(M * A.arow));
     A.qs = (int32_t*)malloc((size_t)(M * kb) * sizeof(int32_t));
     if (A.vec) {
         A.sl = (float*)malloc((size_t)(M * A.lanes) * sizeof(float));
