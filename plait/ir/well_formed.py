@@ -38,6 +38,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 from plait.errors import PlaitError
@@ -626,6 +627,13 @@ _PLAIN_ATOMS = frozenset({Constant, ShapeExpr, PrimValue, StringImm, ExternFunc}
 """Atoms that use no variable and name no function or op (nothing to check)."""
 
 
+def _var_key(var: Var) -> int:
+    """What a variable adds to the key of a call's type check (see
+    :meth:`_StructureCheck.flat_bindings`): its type's identity, negated for a
+    DataflowVar (the class is part of what the op's inference sees)."""
+    return -id(var.ty) if type(var) is DataflowVar else id(var.ty)
+
+
 class _StructureCheck:
     """The optimization-phase invariants of one function, in one scope-aware walk.
 
@@ -646,13 +654,15 @@ class _StructureCheck:
         self.fused = types is not None
         self.checked: set[tuple] = set()  # (see flat_bindings)
         self.fast_ops: dict[Op, bool] = {}  # registered ops ``allowed`` names: purity
+        self.fast_pure: dict[Op, bool] = {}  # those of them that are pure
         self.fname = fname
         self.func = func
         self.mod = mod
         self.out = out
         self.binding: str | None = None
-        self.live: set[Var] = set()  # (variables compare by identity)
-        self.ever: set[Var] = set()
+        # every variable defined so far (variables compare by identity): its key in the
+        # type check's memo (:func:`_var_key`) while it is in scope, None after
+        self.seen: dict[Var, int | None] = {}
         self.dataflow_dead: set[Var] = set()
         self.pure_ops: dict[Op, bool] = {}  # registered op -> whether it is pure
         # scopes: ("lexical" | "dataflow", list of the variables defined in it)
@@ -663,11 +673,10 @@ class _StructureCheck:
 
     # -------------------------------------------------------------- scopes
     def define(self, var: Var, in_dataflow: bool) -> None:
-        if var in self.ever:
+        if var in self.seen:
             self.report(f"variable {var.name_hint!r} is defined more than once; "
                         "every binding must define a fresh variable")
-        self.ever.add(var)
-        self.live.add(var)
+        self.seen[var] = _var_key(var)
         if isinstance(var, DataflowVar) and in_dataflow:
             self.scopes[-1][1].append(var)
         else:
@@ -678,17 +687,17 @@ class _StructureCheck:
 
     def close_scope(self) -> None:
         kind, defined = self.scopes.pop()
-        self.live.difference_update(defined)
+        self.seen.update(zip(defined, repeat(None)))  # out of scope
         if kind == "dataflow":
             self.dataflow_dead.update(defined)
 
     def use(self, var: Var) -> None:
-        if var in self.live:
+        if self.seen.get(var) is not None:
             return
         if var in self.dataflow_dead:
             self.report(f"dataflow variable {var.name_hint!r} is used outside the dataflow "
                         "block that defines it; bind it with emit_output (a Var) instead")
-        elif var in self.ever:
+        elif var in self.seen:
             self.report(f"variable {var.name_hint!r} is used outside the scope (an if "
                         "branch) that defines it")
         else:
@@ -700,13 +709,13 @@ class _StructureCheck:
         it in a message: a template of ``index``, when given)."""
         t = type(e)
         if t is Var or t is DataflowVar:  # fast path for the common atom
-            if e not in self.live:
+            if self.seen.get(e) is None:
                 self.use(e)
             return
         if t in _PLAIN_ATOMS:
             return
         if t is Tuple:  # fast path: a tuple of variables and plain atoms
-            live = self.live
+            live = self.seen
             for f in e.fields:  # type: ignore[attr-defined]
                 tf = type(f)
                 if tf is Var or tf is DataflowVar:
@@ -716,7 +725,7 @@ class _StructureCheck:
             else:
                 # (in the order of the general walk below: last field first)
                 for f in reversed(e.fields):  # type: ignore[attr-defined]
-                    if f not in live and (type(f) is Var or type(f) is DataflowVar):
+                    if live.get(f) is None and (type(f) is Var or type(f) is DataflowVar):
                         self.use(f)
                 return
         if not is_atom(e):
@@ -837,9 +846,10 @@ class _StructureCheck:
         types) is checked as it passes.  Returns the index of the first binding that
         is not (for :meth:`check_binding`, which checks it and reports what is
         wrong)."""
-        live, ever, pure_ops = self.live, self.ever, self.pure_ops
+        seen, pure_ops = self.seen, self.pure_ops
         types = self.types if self.fused else None
-        checked, fast_ops = self.checked, self.fast_ops
+        checked, fast_ops, fast_pure = self.checked, self.fast_ops, self.fast_pure
+        fast = fast_pure if df else fast_ops  # the ops this block may call, seen before
         allowed = self.allowed if types is not None else None
         own = self.scopes[-1][1]  # where a dataflow variable of a dataflow block goes
         lexical: list[Var] | None = next(
@@ -848,105 +858,87 @@ class _StructureCheck:
             # the scope of the function body's own bindings closes when the walk ends,
             # with nothing checked after it: its variables need no list to leave by
             lexical = None
+        live = seen.get  # a variable's key while it is in scope, else None
         n = len(bindings)
         for i in range(start, n):
             b = bindings[i]
-            var, value = b.var, b.value
+            var = b.var
+            value = b.value
             tv = type(var)
-            if type(b) is not VarBinding or type(value) is not Call or var.ty is None or \
-                    var in ever or (tv is not Var and (tv is not DataflowVar or not df)):
+            vty = var.ty
+            if type(b) is not VarBinding or type(value) is not Call or vty is None or \
+                    var in seen or (tv is not Var and (tv is not DataflowVar or not df)):
                 return i
             op = value.op
-            if type(op) is not Op:
-                return i
-            pure = fast_ops.get(op)
-            if pure is None:
+            if fast.get(op) is None:  # (it holds only objects of class Op)
                 # first seen here: a registered op (its purity known, from
-                # check_call) that the phase allows, else the binding is checked by
-                # check_binding (which reports what is wrong)
+                # check_call) that the phase allows (and a pure one, in a dataflow
+                # block), else the binding is checked by check_binding (which reports
+                # what is wrong)
+                if type(op) is not Op:
+                    return i
                 pure = pure_ops.get(op)
                 if pure is None or (allowed is not None and op.name not in allowed):
                     return i
                 fast_ops[op] = pure
-            if df and not pure:
-                return i
-            # ``key``: what the call's type is inferred from (the op, its attributes,
-            # each variable's class and type, each tuple's type when it is its
-            # variables' very types, an extern's symbol and type, another atom): the
-            # key of ``checked``, None for a call whose type is not kept there
-            key: list | None = [op, id(value.attrs)]
-            for a in value.args:
-                ta = type(a)
-                if ta is Var or ta is DataflowVar:
-                    if a not in live:
-                        return i
-                    if key is not None:
-                        key.append(ta)
-                        key.append(id(a.ty))
-                elif ta is Tuple:
-                    fields = a.fields  # type: ignore[attr-defined]
-                    aty = a.ty
-                    if key is not None and type(aty) is TupleType and \
-                            len(aty.fields) == len(fields):  # type: ignore[attr-defined]
-                        dataflow = 0  # bit i: field i is a DataflowVar
-                        bit = 1
-                        for f, fty in zip(fields, aty.fields):  # type: ignore[attr-defined]
-                            tf = type(f)
-                            if tf is Var or tf is DataflowVar:
-                                if f not in live:
-                                    return i
-                                if f.ty is not fty:
-                                    key = None
-                                elif tf is DataflowVar:
-                                    dataflow |= bit
-                            elif tf in _PLAIN_ATOMS:
-                                key = None
-                            else:
-                                return i
-                            bit <<= 1
-                        if key is not None:
-                            key.append(Tuple)
-                            key.append(id(aty))
-                            key.append(dataflow)
-                        continue
-                    key = None
-                    for f in fields:
-                        tf = type(f)
-                        if tf is Var or tf is DataflowVar:
-                            if f not in live:
-                                return i
-                        elif tf not in _PLAIN_ATOMS:
-                            return i
-                elif ta in _PLAIN_ATOMS:
-                    if key is not None:
-                        key.append(ta)
-                        if ta is ExternFunc:
-                            key.append(a.symbol)  # type: ignore[attr-defined]
-                            ety = a.ty
-                            # (every ObjectType equals every other: its class keys it
-                            # without a hash computed in Python per call)
-                            key.append(ObjectType if type(ety) is ObjectType else ety)
-                        else:
-                            key.append(id(a))
-                else:
+                if pure:
+                    fast_pure[op] = True
+                elif df:
                     return i
-            ever.add(var)
-            live.add(var)
+            # ``key``: what the call's type check depends on -- the op, its attributes,
+            # the variable's and the call's types, each variable argument's class and
+            # type (its ``live`` entry, :func:`_var_key`), each tuple's type and
+            # length and its fields', an extern's symbol and type, another atom itself
+            # -- all by identity: the key of ``checked``, unless ``memo`` is false (a
+            # call whose check is not kept there)
+            vkey = -id(vty) if tv is DataflowVar else id(vty)
+            key = [op, id(value.attrs), vkey, id(value.ty)]
+            memo = True
+            for a in value.args:
+                k = live(a)  # (only variables are in ``seen``)
+                if k is not None:
+                    key.append(k)
+                    continue
+                ta = type(a)
+                if ta is Tuple:
+                    fields = a.fields  # type: ignore[attr-defined]
+                    key += (Tuple, id(a.ty), len(fields))
+                    for f in fields:
+                        k = live(f)
+                        if k is not None:
+                            key.append(k)
+                        elif type(f) in _PLAIN_ATOMS:
+                            memo = False
+                        else:
+                            return i  # a variable not live, or no atom
+                elif ta is ExternFunc:
+                    ety = a.ty
+                    # (every ObjectType equals every other: the one part of a key that
+                    # is a string stands for an extern of that type, keyed without a
+                    # hash computed in Python per call)
+                    if type(ety) is ObjectType:
+                        key.append(a.symbol)  # type: ignore[attr-defined]
+                    else:
+                        key += (ExternFunc, a.symbol, ety)  # type: ignore[attr-defined]
+                elif ta in _PLAIN_ATOMS:
+                    key.append(ta)
+                    key.append(id(a))
+                else:
+                    return i  # a variable not live, or no atom
+            seen[var] = vkey
             if tv is DataflowVar:
                 own.append(var)
             elif lexical is not None:
                 lexical.append(var)
             if types is not None:  # (a call of an op on atoms: flat)
-                # the type check, unless it passed a binding of this call's key whose
-                # variable and call had these very types (it would find nothing
-                # again).  The types' identities are part of the key, not compared
-                # with what was inferred: equal types of distinct objects (one op's
-                # result and another's, allocated alike) would evict each other.
-                if key is None:
+                # the type check, unless it passed a binding of this call's key (it
+                # would find nothing again).  The types' identities are part of the
+                # key, not compared with what was inferred: equal types of distinct
+                # objects (one op's result and another's, allocated alike) would
+                # evict each other.
+                if not memo:
                     types.binding(b)
                     continue
-                key.append(id(var.ty))
-                key.append(id(value.ty))
                 k = tuple(key)
                 if k not in checked:
                     found = len(types.out)
@@ -1024,11 +1016,11 @@ class _StructureCheck:
         else:
             self.report(f"the callee is a nested {type(callee).__name__}, not an atom; "
                         "run Normalize")
-        live = self.live
+        live = self.seen
         for i, a in enumerate(call.args):
             t = type(a)
             if t is Var or t is DataflowVar:
-                if a not in live:
+                if live.get(a) is None:
                     self.use(a)
             else:
                 self.use_atom(a, "argument {} of the call", i)
