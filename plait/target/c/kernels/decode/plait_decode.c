@@ -29,9 +29,22 @@ typedef float dec_v16u __attribute__((vector_size(64), aligned(4)));
 /* Weight rows per job: 64 KB of weights at K = 1024, enough to keep the prefetchers
  * streaming, small enough that two threads share N = 1024 rows evenly. */
 #define DEC_JOB_ROWS 16
-/* how far ahead (floats) each weight row is prefetched */
+/* how far ahead (floats) each weight row is prefetched; 0: not at all.  Not in the AVX2
+ * copy: on AMD Zen 3 (AVX2, no AVX-512) the hardware prefetchers stream the rows alone,
+ * and a prefetch a line 4 KB ahead made the batch-1 products of the 0.5B's layers and
+ * lm_head slower in every interleaved round (two threads, 187-247 ms a token without,
+ * 231-266 with: the instructions and their page walks ahead of the stream) */
 #ifndef DEC_PREFETCH
+#if defined(PLAIT_ISA_AVX2)
+#define DEC_PREFETCH 0
+#else
 #define DEC_PREFETCH 1024
+#endif
+#endif
+#if DEC_PREFETCH > 0
+#define DEC_PF(p) __builtin_prefetch((p) + DEC_PREFETCH, 0, 0)
+#else
+#define DEC_PF(p) ((void)(p))
 #endif
 /* batch 1: one weight row at a time (one sequential stream per thread) */
 #ifndef DEC_ONE_ROW
@@ -88,8 +101,8 @@ dec_rows(const float* restrict x, const float* restrict w, int64_t K, int R, flo
         dec_vn b0[DEC_NP];
         for (int p = 0; p < DEC_NP; ++p) b0[p] = (dec_vn){0};
         for (; k + 32 <= K; k += 32) {
-            __builtin_prefetch(w0 + k + DEC_PREFETCH, 0, 0);
-            __builtin_prefetch(w0 + k + 16 + DEC_PREFETCH, 0, 0);
+            DEC_PF(w0 + k);
+            DEC_PF(w0 + k + 16);
             DEC_FMA16(a0, x + k, w0 + k);
             DEC_FMA16(b0, x + k + 16, w0 + k + 16);
         }
@@ -97,10 +110,10 @@ dec_rows(const float* restrict x, const float* restrict w, int64_t K, int R, flo
     }
     for (; k + 16 <= K; k += 16) {
         /* the rows ahead (the next block's, for short rows), a line per row and step */
-        __builtin_prefetch(w0 + k + DEC_PREFETCH, 0, 0);
-        if (R > 1) __builtin_prefetch(w1 + k + DEC_PREFETCH, 0, 0);
-        if (R > 2) __builtin_prefetch(w2 + k + DEC_PREFETCH, 0, 0);
-        if (R > 3) __builtin_prefetch(w3 + k + DEC_PREFETCH, 0, 0);
+        DEC_PF(w0 + k);
+        if (R > 1) DEC_PF(w1 + k);
+        if (R > 2) DEC_PF(w2 + k);
+        if (R > 3) DEC_PF(w3 + k);
         DEC_FMA16(a0, x + k, w0 + k);
         if (R > 1) DEC_FMA16(a1, x + k, w1 + k);
         if (R > 2) DEC_FMA16(a2, x + k, w2 + k);
