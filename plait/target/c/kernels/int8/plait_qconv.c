@@ -34,6 +34,64 @@
 /* the most output channels one job computes (its accumulators stay in L2) */
 #define Q_OCHUNK 240
 
+/* q_tile over ntiles tiles of Q_MR weight rows from packed row row0 on (their groups
+ * kb.. of 4 taps) times the same columns b, the tiles' sums one after the other at
+ * out: the loop in one call per kind of tile, not a call per tile (a 1x1 convolution
+ * of 16 input channels has 4 groups of K per tile: the calls cost as much as the
+ * sums) */
+#define Q_CT_TILES_FN(name, np, swapped)                                                   \
+    static __attribute__((noinline)) void name(                                            \
+        int64_t ntiles, int64_t k4, const uint8_t* restrict w, int64_t kp, int64_t row0,   \
+        int64_t kb, const int8_t* restrict b, const int64_t* restrict koff,                \
+        int32_t* restrict out, int acc_in) {                                               \
+        for (int64_t i = 0; i < ntiles; ++i) {                                             \
+            const int64_t row = row0 + i * Q_MR;                                           \
+            const uint8_t* ar = w + row / Q_WROWS * Q_WROWS * kp + row % Q_WROWS * 4 +     \
+                                Q_WROWS * 4 * kb;                                          \
+            Q_TILE_CONST_ACC(np, swapped, k4, ar, 4, 4 * Q_WROWS, b, 64, koff,             \
+                             out + i * (Q_MR * Q_TN), acc_in);                             \
+        }                                                                                  \
+    }
+Q_CT_TILES_FN(q_ct_tiles_1s, 1, 1)   /* (the convolutions' tiles are all swapped) */
+#if defined(PLAIT_ISA_AVX2)
+Q_CT_TILES_FN(q_ct_tiles_1p, 1, 2)
+#elif Q_NP > 2
+Q_CT_TILES_FN(q_ct_tiles_2s, 2, 1)
+Q_CT_TILES_FN(q_ct_tiles_3s, 3, 1)
+Q_CT_TILES_FN(q_ct_tiles_4s, 4, 1)
+#elif Q_NP > 1
+Q_CT_TILES_FN(q_ct_tiles_2s, 2, 1)
+#endif
+#undef Q_CT_TILES_FN
+
+/* q_ct_tiles_* for n (1 <= n <= Q_NP) panels; pairs: the weights' mode 1 (swapped 2
+ * in the AVX2 copy, as swapped 1 in the others: see q_tile) */
+static inline void q_ct_tiles(int64_t n, int pairs, int64_t ntiles, int64_t k4,
+                              const uint8_t* w, int64_t kp, int64_t row0, int64_t kb,
+                              const int8_t* b, const int64_t* koff, int32_t* out,
+                              int acc_in) {
+#define Q_CALL(fn) fn(ntiles, k4, w, kp, row0, kb, b, koff, out, acc_in)
+#if defined(PLAIT_ISA_AVX2)
+    if (pairs) {
+        Q_CALL(q_ct_tiles_1p);
+        return;
+    }
+#endif
+    (void)pairs;
+    (void)n;
+#if Q_NP > 2
+    if (n >= 4) Q_CALL(q_ct_tiles_4s);
+    else if (n == 3) Q_CALL(q_ct_tiles_3s);
+    else
+#endif
+#if Q_NP > 1
+    if (n == 2) Q_CALL(q_ct_tiles_2s);
+    else
+#endif
+        Q_CALL(q_ct_tiles_1s);
+#undef Q_CALL
+}
+
 typedef struct {
     const plait_qconv_problem* p;
     uint8_t* xt;             /* the rewritten images */
@@ -188,12 +246,14 @@ static void q_ct_correct(const q_ct_task* t, const int8_t* img, int64_t j0, int6
 #if defined(Q_VSTORE)
 /* The 8-bit output stage of output channel o (row r of the job's tiles from acc0)
  * straight from the tiles: column group g of 16 (np * 16 columns from qa) at its tile
- * row, less zw times the column sums (cs) when needed, less corr (folded into the
- * bias), Q_VL codes at a time.  all: the columns qa .. qb are the plane's elements
- * from plane + first on; else (Q_VL 8 copies, no residual add: its tensor is read
- * by output element) every column's code goes into a buffer and the kept columns
- * (ow < OW) are copied to the plane a row's run at a time. */
-static inline __attribute__((always_inline)) void
+ * row (or, when some zw != 0, less zw times the column sums cs, in a row of their
+ * own first), less corr (folded into the bias), Q_VL codes at a time.  all: the
+ * columns qa .. qb are the plane's elements from plane + first on; else (Q_VL 8
+ * copies, no residual add: its tensor is read by output element) every column's code
+ * goes into a buffer and the kept columns (ow < OW) are copied to the plane a row's
+ * run at a time.  Not inlined: its vector loop keeps the output stage's constants in
+ * registers (inlined into q_ct_run they were read from the stack every vector). */
+static __attribute__((noinline)) void
 q_ct_store8(const q_ct_task* t, const int32_t* acc0, int64_t tstride, const int32_t* cs,
             int64_t r, int64_t o, uint32_t zw, uint32_t corr, int64_t np, int64_t qa,
             int64_t qb, int all, int64_t plane, int64_t first) {
@@ -203,32 +263,36 @@ q_ct_store8(const q_ct_task* t, const int32_t* acc0, int64_t tstride, const int3
     k.vb = q_isub(k.vb, q_iset((int32_t)corr));
     uint8_t codes[4 * PLAIT_Q_NR];
     uint8_t* d = all ? (uint8_t*)p->c + plane + first : codes;
-    uint32_t tmp[16];
+    uint32_t tmp[4 * PLAIT_Q_NR];
     const int64_t n = all ? qb - qa : 16 * np;
-    for (int64_t g = 0; 16 * g < n; ++g) {
-        const uint32_t* src =
-            (const uint32_t*)(acc0 + g / Q_NP * tstride + r * Q_TN + g % Q_NP * 16);
-        if (t->need_cs) {
+    /* group g's 16 sums at base + (g / Q_NP) * gstride + (g % Q_NP) * 16 */
+    const uint32_t* base = (const uint32_t*)(acc0 + r * Q_TN);
+    int64_t gstride = tstride;
+    if (t->need_cs) {
+        for (int64_t g = 0; g < np; ++g) {
+            const uint32_t* src = base + g / Q_NP * tstride + g % Q_NP * 16;
             const int32_t* csj = cs + g / Q_NP * (Q_MR * Q_TN) + g % Q_NP * 16;
-            for (int i = 0; i < 16; ++i) tmp[i] = src[i] - zw * (uint32_t)csj[i];
-            src = tmp;
+            for (int i = 0; i < 16; ++i) tmp[16 * g + i] = src[i] - zw * (uint32_t)csj[i];
         }
-        for (int64_t j = 16 * g; j < 16 * g + 16 && j < n; j += Q_VL) {
-#if Q_VL == 16
-            const __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF
-                                            : (__mmask16)((1u << (n - j)) - 1);
-            q_vstore_src(&k, src, j, m, d);
-#else
-            if (n - j >= Q_VL) {
-                q_vstore_src(&k, src + (j - 16 * g), j, 0, d);
-            } else {   /* the plane's last columns (all): less corr, then as q_store */
-                uint32_t last[Q_VL];
-                for (int64_t i = 0; i < n - j; ++i) last[i] = src[j - 16 * g + i] - corr;
-                q_store_generic(&p->out, last, n - j, o, 0, p->c, plane + first + j);
-            }
-#endif
-        }
+        base = tmp;
+        gstride = 16 * Q_NP;
     }
+#define Q_CT_SRC(j) (base + ((j) >> 4) / Q_NP * gstride + ((j) >> 4) % Q_NP * 16 + ((j) & 15))
+    int64_t j = 0;
+#if Q_VL == 16
+    for (; j < n; j += 16) {
+        const __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        q_vstore_src(&k, Q_CT_SRC(j), j, m, d);
+    }
+#else
+    for (; j + Q_VL <= n; j += Q_VL) q_vstore_src(&k, Q_CT_SRC(j), j, 0, d);
+    if (j < n) {   /* the plane's last columns (all): less corr, then as q_store */
+        uint32_t last[Q_VL];
+        for (int64_t i = 0; i < n - j; ++i) last[i] = Q_CT_SRC(j)[i] - corr;
+        q_store_generic(&p->out, last, n - j, o, 0, p->c, plane + first + j);
+    }
+#endif
+#undef Q_CT_SRC
     if (all) return;
     for (int64_t q = qa; q < qb;) {   /* the kept runs: a row's columns ow < OW */
         const int64_t oh = q / t->wpp, ow = q % t->wpp;
@@ -279,13 +343,9 @@ static void q_ct_run(void* arg) {
             for (int64_t jp = 0; jp < np; jp += Q_NP) {
                 const int8_t* bj = img + 4 * (j0 + jp) * PLAIT_Q_NR;
                 const int64_t nn = np - jp < Q_NP ? np - jp : Q_NP;
-                int32_t* acc = accs + jp / Q_NP * t->otiles * tsz;
-                for (int64_t r0 = r_lo; r0 < r_hi; r0 += Q_MR, acc += tsz) {
-                    const int64_t row = gi * t->ogp + r0;
-                    const uint8_t* ar = (const uint8_t*)p->w + row / Q_WROWS * Q_WROWS * kp +
-                                        row % Q_WROWS * 4 + Q_WROWS * 4 * kb;
-                    q_tile_n(nn, sw, kc, ar, 4, 4 * Q_WROWS, bj, 64, koff, acc, kb > 0);
-                }
+                q_ct_tiles(nn, t->pairs, (r_hi - r_lo + Q_MR - 1) / Q_MR, kc,
+                           (const uint8_t*)p->w, kp, gi * t->ogp + r_lo, kb, bj, koff,
+                           accs + jp / Q_NP * t->otiles * tsz, kb > 0);
                 if (t->need_cs) {
                     const uint8_t* ar = t->ones + Q_WROWS * 4 * kb;
                     int32_t* c = cs + jp / Q_NP * tsz;
@@ -849,37 +909,14 @@ static void q_dwf_range(void* ctx, int64_t lo, int64_t hi) {
         for (int64_t h = 0; h < hn; ++h, rph = rph + 1 == sh ? 0 : rph + 1, ridx += rph == 0) {
             float* restrict row = xf + rph * sw * pp + ridx * wpp;
             const int64_t at = (plane * H + h) * W;   /* the row's first byte */
-            if (sw == 1) {
+            /* strides 1 and 2 only (plait_qconv2d_depthwise takes the int16 planes
+             * past them) */
+            if (sw == 1)
                 /* 16 values a step; the lanes past the row write 0 into its padding and
                  * the next row of its phase plane (written after) or the plane's slack */
                 q_dwf_row(t->x + at, t->x_signed, zx, wn, t->xbytes - at, row + d->PL);
-                continue;
-            }
-            if (sw == 2) {
+            else
                 q_dwf_row_s2(t->x + at, t->x_signed, zx, wn, t->xbytes - at, d->PL, row, pp);
-                continue;
-            }
-            for (int64_t p = 0; p < sw; ++p) {
-                /* phase p holds the padded columns c = p + i * SW: the image's x = c - PL */
-                const int64_t i0 = d->PL - p <= 0 ? 0 : (d->PL - p + sw - 1) / sw;
-                float* restrict dst = row + p * pp + i0;
-                const int64_t x0 = p + i0 * sw - d->PL;
-                if (t->x_signed) {
-                    const int8_t* restrict src = (const int8_t*)t->x + (plane * H + h) * W;
-                    if (sw == 1)
-                        for (int64_t x = x0; x < wn; ++x) dst[x - x0] = (float)src[x] - zx;
-                    else
-                        for (int64_t x = x0, i = 0; x < wn; x += sw, ++i)
-                            dst[i] = (float)src[x] - zx;
-                } else {
-                    const uint8_t* restrict src = t->x + (plane * H + h) * W;
-                    if (sw == 1)
-                        for (int64_t x = x0; x < wn; ++x) dst[x - x0] = (float)src[x] - zx;
-                    else
-                        for (int64_t x = x0, i = 0; x < wn; x += sw, ++i)
-                            dst[i] = (float)src[x] - zx;
-                }
-            }
         }
         for (int64_t oh0 = 0; oh0 < OH; oh0 += rows) {
             const int64_t nr = OH - oh0 < rows ? OH - oh0 : rows;

@@ -265,6 +265,13 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
 #endif
 }
 
+/* q_tile with acc_in a constant in each of its two copies */
+#define Q_TILE_CONST_ACC(np, swapped, k4, a, lda, ldk, b, bps, koff, out, acc_in)        \
+    do {                                                                                 \
+        if (acc_in) q_tile(np, swapped, k4, a, lda, ldk, b, bps, koff, out, 1);         \
+        else q_tile(np, swapped, k4, a, lda, ldk, b, bps, koff, out, 0);                \
+    } while (0)
+
 /* q_tile of np panels, swapped or not: a function of its own per shape, so neither
  * the caller's live values nor another shape's code crowd the accumulators out of the
  * registers */
@@ -273,8 +280,7 @@ q_tile(const int np, const int swapped, int64_t k4, const uint8_t* restrict a, i
         int64_t k4, const uint8_t* restrict a, int64_t lda, int64_t ldk,                 \
         const int8_t* restrict b, int64_t bps, const int64_t* restrict koff,             \
         int32_t* restrict out, int acc_in) {                                             \
-        if (acc_in) q_tile(np, swapped, k4, a, lda, ldk, b, bps, koff, out, 1);         \
-        else q_tile(np, swapped, k4, a, lda, ldk, b, bps, koff, out, 0);                \
+        Q_TILE_CONST_ACC(np, swapped, k4, a, lda, ldk, b, bps, koff, out, acc_in);      \
     }
 Q_TILE_FN(q_tile_1s, 1, 1)
 Q_TILE_FN(q_tile_1u, 1, 0)
