@@ -35,7 +35,10 @@
 #include "plait_means.h"
 #include "plait_threads.h"
 
-/* 16 lanes (zmm) in the AVX-512 copies, 8 elsewhere */
+/* 16 lanes (zmm) in the AVX-512 copies, 4 in the baseline copy (SSE2's, or no vector
+ * unit: the generic vectors of 8 lanes that the AVX2 and NEON copies use, carried
+ * through two SSE2 registers each, took GCC 12 two to four minutes to compile at -O3,
+ * most of it in register allocation and PRE over the unrolled tiles), 8 elsewhere */
 #if defined(PLAIT_ISA_AVX512) || defined(PLAIT_ISA_AVX512VNNI)
 #define DW_V 16
 #define DW_LOG2V 4
@@ -43,6 +46,13 @@
 #define DW_ODD 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
 #define DW_ZIPLO 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23
 #define DW_ZIPHI 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31
+#elif defined(PLAIT_ISA_BASELINE)
+#define DW_V 4
+#define DW_LOG2V 2
+#define DW_EVEN 0, 2, 4, 6
+#define DW_ODD 1, 3, 5, 7
+#define DW_ZIPLO 0, 4, 1, 5
+#define DW_ZIPHI 2, 6, 3, 7
 #else
 #define DW_V 8
 #define DW_LOG2V 3
