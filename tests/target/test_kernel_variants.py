@@ -851,14 +851,15 @@ DW_CASES = [name for name, make in CASES.items() if make()[5] == "dwconv"
             and "squeeze" not in name]
 
 
-@pytest.mark.parametrize("lanes", ["0", "1", "2"])
+@pytest.mark.parametrize("lanes", ["0", "1", "2", "3"])
 @pytest.mark.parametrize("case", DW_CASES)
 def test_depthwise_cases_on_every_layout(built: dict[str, Any], case: str, isa: str,
                                          lanes: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """plait_dwconv.c picks per call between planes on the register tile, channels in
-    the lanes (by the output's width) and, for stride-2 depthwise 3x3 and 5x5 windows,
-    the input rows read in place; PLAIT_DW_LANES=0 or 1 forces one of the first two, 2
-    the third where it applies (any width; the others choose as usual), so every
+    the lanes (by the output's width) and, for depthwise 3x3 and 5x5 windows of stride 1
+    or 2, the input rows read in place or split into a ring; PLAIT_DW_LANES=0 or 1
+    forces one of the first two, 2 the rows in place and 3 the ring where they apply
+    (any width; the others choose as usual), so every
     grouped and depthwise case runs each way on every copy (channels in lanes and rows
     in place apply to depthwise calls only: the grouped cases take the tile), against
     numpy with the case's tolerance."""

@@ -120,6 +120,7 @@ typedef struct {
                              * clip (or SiLU alone) run on the tile */
     int failed;             /* a thread found no scratch memory: its jobs are undone */
     int bands;              /* the scratch image is filled band by band (dw_fill) */
+    int ring;               /* rows on the ring (dw_ring_plane), not read in place */
     int64_t part_rows;      /* the output rows of a job (jobs: parts x images x groups) */
 } dw_call;
 
@@ -538,27 +539,210 @@ dw_rows_plane(const int K, const int S, const int NB, const dw_call* t, const fl
     }
 }
 
-/* Rows read in place for this call?  Depthwise, 3x3 or 5x5 windows of stride 1 or 2, no
- * dilation, output rows wider than 8 columns (on 7 x 7 outputs a row fills 7 of 16
- * lanes: channels in lanes are faster there); PLAIT_DW_LANES=2 forces it for any width,
- * 0 or 1 turns it off (see dw_channels_in_lanes). */
-static int dw_rows_in_place(const plait_dwconv2d_desc* d) {
-    const int valid = d->C == d->G && d->O == d->G && d->SH == d->SW &&
-                      (d->SH == 1 || d->SH == 2) && d->DH == 1 && d->DW == 1 &&
-                      d->KH == d->KW && (d->KH == 3 || d->KH == 5);
-    if (d->layout != PLAIT_DW_LAYOUT_AUTO) return valid && d->layout == PLAIT_DW_LAYOUT_ROWS;
-    const char* e = getenv("PLAIT_DW_LANES");
-    const int forced = e && (e[0] == '0' || e[0] == '1' || e[0] == '2') && !e[1] ? e[0] - '0' : -1;
-    if (forced == 0 || forced == 1) return 0;
-    return valid && (d->OW > 8 || forced == 2);
+/* ------------------------------------------------ rows split into a ring (L1) */
+/* The same depthwise 3x3 windows (K = 3; stride S 1 or 2) on whole output rows: each input row is copied once, one
+ * output row before it is first read (so its stores are done by then), into a ring of
+ * K + S rows in the thread's scratch (a few KB: L1), zero-padded and split into its S
+ * column phases as dw_split_row does for the scratch image, whole vectors stored (masked
+ * stores are slow on AMD's cores); rows above and below the image are a row of zeros.
+ * An output vector is then K x K plain loads from L1 and as many multiply-adds, with no
+ * masks, no shuffles and no test in the loop: DW_RING_NB vectors of a row at a time,
+ * the weights broadcast once per plane (the last vector of a row stored whole when the
+ * job's next row follows: that row overwrites the lanes past the end).  In the AVX2 copy
+ * (16 registers) the rows read in place keep their taps, masks and accumulators on the
+ * stack: on its wide rows this takes 0.85-0.95 of their time (DW_RULE_AVX2). */
+#define DW_RING_NB 4
+
+/* one input row into a ring row's S phases (padded column q = c + PL at [q % S][q / S]),
+ * as dw_split_row but storing whole vectors (the lanes past the row's end zero: masked
+ * stores are slow on AMD's cores); the ring's phases are long enough for them */
+static inline __attribute__((always_inline)) void
+dw_ring_split(const int S, const float* restrict in, int64_t W, int64_t PL,
+              float* restrict row, int64_t RL) {
+    if (S == 1) {
+        float* dst = row + PL;
+        int64_t c = 0;
+        for (; c + DW_V <= W; c += DW_V) *(dw_vu*)(dst + c) = DW_LOAD(in + c);
+        if (c < W) {
+            dw_v v;
+            dw_load_n(&v, in + c, W - c);
+            *(dw_vu*)(dst + c) = v;
+        }
+        return;
+    }
+    float* ph0 = row;
+    float* ph1 = row + RL;
+    int64_t c = 0;
+    if (W > 0 && PL % 2) {   /* then columns c, c + 1 share an index from c = 1 on */
+        ph1[PL / 2] = in[0];
+        c = 1;
+    }
+    for (; c < W; c += 2 * DW_V) {
+        const int64_t n = W - c, idx = (c + PL) / 2;
+        dw_v v0, v1;
+        if (n >= 2 * DW_V) {
+            v0 = DW_LOAD(in + c);
+            v1 = DW_LOAD(in + c + DW_V);
+        } else if (n > DW_V) {
+            v0 = DW_LOAD(in + c);
+            dw_load_n(&v1, in + c + DW_V, n - DW_V);
+        } else {
+            v1 = (dw_v){0};
+            if (n == DW_V) v0 = DW_LOAD(in + c);
+            else dw_load_n(&v0, in + c, n);
+        }
+        *(dw_vu*)(ph0 + idx) = DW_SHUF(v0, v1, DW_EVEN);
+        *(dw_vu*)(ph1 + idx) = DW_SHUF(v0, v1, DW_ODD);
+    }
 }
 
-/* jobs lo .. hi-1: (part of rows, image, channel) */
+/* the ring's geometry: RL floats a phase (the output row's vectors and the window's
+ * reach, padded), S phases a row, K rows and a row of zeros */
+static inline int64_t dw_ring_rl(const plait_dwconv2d_desc* d) {
+    const int64_t nvec = (d->OW + DW_V * DW_RING_NB - 1) / (DW_V * DW_RING_NB) * DW_RING_NB;
+    const int64_t cols = (d->PL + d->W + d->SW - 1) / d->SW + 1;
+    int64_t rl = nvec * DW_V + (d->KW - 1) / d->SW + 1;
+    if (rl < cols + DW_V) rl = cols + DW_V;   /* dw_ring_split's whole vectors */
+    return (rl + DW_V - 1) / DW_V * DW_V;
+}
+
+/* output rows oh_lo .. oh_hi-1 of plane x -> op, a K x K window of stride S; ring: the
+ * thread's scratch of (K + S + 1) S RL floats, zero where no input column lands */
+static inline __attribute__((always_inline)) void
+dw_ring_plane(const int K, const int S, const dw_call* t, const float* x, const float* wo,
+              float b, float* op, int64_t oh_lo, int64_t oh_hi, float* ring, int64_t RL) {
+    const plait_dwconv2d_desc* d = t->d;
+    const int64_t H = d->H, W = d->W, OW = d->OW, PT = d->PT, PL = d->PL;
+    const int64_t rowlen = S * RL;
+    const float* zero = ring + (K + S) * rowlen;
+    const int clip = d->act == PLAIT_DW_ACT_SILU ? -1 : d->act == PLAIT_DW_ACT_CLIP;
+    const int NS = K + S;   /* slots: the rows of this output row and the next's */
+    int64_t tag[5] = {-1, -1, -1, -1, -1};   /* the input row in each slot */
+    dw_v wv[9];
+    DW_PRAGMA_UNROLL
+    for (int k = 0; k < K * K; ++k) wv[k] = (dw_v){0} + wo[k];
+    for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+        /* the rows of this output row, then those of the next one: its stores are done
+         * by the time the next row's loads read them */
+        const int64_t ih_hi = oh * S - PT + K + (oh + 1 < oh_hi ? S : 0);
+        for (int64_t ih = oh * S - PT; ih < ih_hi; ++ih) {
+            if (ih < 0 || ih >= H || tag[ih % NS] == ih) continue;
+            dw_ring_split(S, x + ih * W, W, PL, ring + (ih % NS) * rowlen, RL);
+            tag[ih % NS] = ih;
+        }
+        const float* row[3];
+        DW_PRAGMA_UNROLL
+        for (int kh = 0; kh < K; ++kh) {
+            const int64_t ih = oh * S - PT + kh;
+            row[kh] = ih < 0 || ih >= H ? zero : ring + (ih % NS) * rowlen;
+        }
+        float* orow = op + oh * OW;
+        for (int64_t j = 0; j < OW; j += DW_RING_NB * DW_V) {
+            dw_v acc[DW_RING_NB];
+            DW_PRAGMA_UNROLL
+            for (int v = 0; v < DW_RING_NB; ++v) acc[v] = (dw_v){0} + b;
+            DW_PRAGMA_UNROLL
+            for (int kh = 0; kh < K; ++kh)
+                DW_PRAGMA_UNROLL
+                for (int kw = 0; kw < K; ++kw) {
+                    const float* s = row[kh] + (kw % S) * RL + kw / S + j;
+                    DW_PRAGMA_UNROLL
+                    for (int v = 0; v < DW_RING_NB; ++v)
+                        acc[v] += DW_LOAD(s + v * DW_V) * wv[kh * K + kw];
+                }
+            DW_PRAGMA_UNROLL
+            for (int v = 0; v < DW_RING_NB; ++v) {
+                dw_v o = acc[v];
+                if (t->tile_act) o = dw_tile_act(o, t->relu, clip, d->act_lo, d->act_hi);
+                const int64_t jj = j + v * DW_V;
+                if (jj + DW_V <= OW || (jj < OW && (oh_hi - oh) * OW - jj >= DW_V))
+                    *(dw_vu*)(orow + jj) = o;   /* past the row: the job's next rows, stored later */
+                else if (jj < OW) dw_store_n(orow + jj, &o, OW - jj);
+            }
+        }
+    }
+}
+
+/* The AVX2 copy's choice among the three depthwise layouts of a 3x3 or 5x5 window of
+ * stride 1 or 2 (8 lanes, 16 registers; AMD EPYC Zen 3, each of MobileNetV2's and
+ * EfficientNet-B0's layers alone on one thread, min of 400 calls, rows in place / channels
+ * in lanes / rows on the ring): 3x3 windows on the ring from 28 output columns at stride
+ * 1 (32 x 112 x 112 241 / 247 / 203 us, 144 x 56 x 56 274 / 274 / 257, 192 x 28 x 28 120 /
+ * 136 / 115) and from 56 at stride 2 (96 x 112 x 112 390 / 411 / 358), in the lanes below
+ * that (384 x 14 x 14 71 / 53 / 123, 576 x 14 x 14 108 / 80 / 172; stride 2 to 28 columns
+ * 162 / 150 / 177) but for stride 2 to fewer than 28 columns, read in place (192 x 28 x
+ * 28 to 14 x 14 68 / 81 / 98); 5x5 windows in the lanes up to 32 columns (144 x 56 x 56
+ * stride 2 269 / 197 / 312, 240 x 28 x 28 275 / 202 / 404, 480 x 14 x 14 169 / 110 /
+ * 398), read in place above.  The ring holds 9 weight vectors in registers, not 25: it
+ * loses on 5x5 windows.  The other copies were not measured on these layers and keep
+ * their rule (rows in place from 9 columns; with 16 lanes the rows' taps and masks fit
+ * the 32 registers). */
+#if defined(PLAIT_ISA_AVX2)
+#define DW_RULE_AVX2 1
+#else
+#define DW_RULE_AVX2 0
+#endif
+
+/* A depthwise 3x3 or 5x5 window of stride 1 or 2, no dilation: what the rows serve */
+static int dw_rows_valid(const plait_dwconv2d_desc* d) {
+    return d->C == d->G && d->O == d->G && d->SH == d->SW && (d->SH == 1 || d->SH == 2) &&
+           d->DH == 1 && d->DW == 1 && d->KH == d->KW && (d->KH == 3 || d->KH == 5);
+}
+
+/* PLAIT_DW_LANES forcing a layout (read per call: measurements and tests run each on one
+ * model): 0 planes on the tile, 1 channels in lanes, 2 rows read in place, 3 rows on the
+ * ring (2 where the rows apply, 3 for their 3x3 windows; any width); -1 when not set */
+static int dw_forced(void) {
+    const char* e = getenv("PLAIT_DW_LANES");
+    return e && e[0] >= '0' && e[0] <= '3' && !e[1] ? e[0] - '0' : -1;
+}
+
+/* Rows (read in place or on the ring) for this call?  Depthwise, 3x3 or 5x5 windows of
+ * stride 1 or 2, no dilation, output rows wider than 8 columns (on 7 x 7 outputs a row
+ * fills 7 of 16 lanes: channels in lanes are faster there), in the AVX2 copy as its rule
+ * says (DW_RULE_AVX2); PLAIT_DW_LANES=2 or 3 forces them for any width, 0 or 1 turns
+ * them off (see dw_channels_in_lanes). */
+static int dw_rows_in_place(const plait_dwconv2d_desc* d) {
+    const int valid = dw_rows_valid(d);
+    if (d->layout != PLAIT_DW_LAYOUT_AUTO) return valid && d->layout == PLAIT_DW_LAYOUT_ROWS;
+    const int forced = dw_forced();
+    if (forced == 0 || forced == 1) return 0;
+    if (forced >= 2) return valid;
+    if (!valid) return 0;
+    if (DW_RULE_AVX2) {
+        const int64_t K = d->KH, S = d->SH, OW = d->OW;
+        if (K == 3) return OW >= 28 * S || (S == 2 && OW < 28 && OW > 8);
+        return OW > 32;
+    }
+    return d->OW > 8;
+}
+
+/* On the ring (dw_ring_plane) rather than read in place, for a call that takes the rows:
+ * 3x3 windows from 28 output columns at stride 1, 56 at stride 2 in the AVX2 copy (see
+ * DW_RULE_AVX2); PLAIT_DW_LANES=3 forces it, 2 the rows in place */
+static int dw_rows_on_ring(const plait_dwconv2d_desc* d) {
+    const int forced = dw_forced();
+    if (d->KH != 3) return 0;   /* 5x5 windows lose on it (DW_RULE_AVX2): not compiled */
+    if (forced == 2 || forced == 3) return forced == 3;
+    return DW_RULE_AVX2 && d->OW >= 28 * d->SH;
+}
+
+/* jobs lo .. hi-1: (part of rows, image, channel), read in place or on the ring */
 static void dw_rows_jobs(void* ctx, int64_t lo, int64_t hi) {
-    const dw_call* t = (const dw_call*)ctx;
+    dw_call* t = (dw_call*)ctx;
     const plait_dwconv2d_desc* d = t->d;
     const int64_t planes = d->N * d->C, HW = d->H * d->W, OHW = d->OH * d->OW;
     const int64_t nvec = (d->OW + DW_V - 1) / DW_V;
+    const int64_t RL = t->ring ? dw_ring_rl(d) : 0, floats = (d->KH + d->SH + 1) * d->SH * RL;
+    float* ring = NULL;
+    if (t->ring) {
+        ring = plait_scratch(DW_SCRATCH_SLOT, (size_t)floats);
+        if (!ring) {
+            __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        memset(ring, 0, sizeof(float) * (size_t)floats);
+    }
     for (int64_t job = lo; job < hi; ++job) {
         const int64_t part = job / planes, p = job % planes, c = p % d->C;
         const int64_t oh_lo = part * t->part_rows;
@@ -567,7 +751,10 @@ static void dw_rows_jobs(void* ctx, int64_t lo, int64_t hi) {
         const float* wo = t->w + c * d->KH * d->KW;
         const float b = t->bias ? t->bias[c] : 0.0f;
         float* op = t->out + p * OHW;
-        if (d->SH == 2) {
+        if (ring) {
+            if (d->SH == 2) dw_ring_plane(3, 2, t, x, wo, b, op, oh_lo, oh_hi, ring, RL);
+            else dw_ring_plane(3, 1, t, x, wo, b, op, oh_lo, oh_hi, ring, RL);
+        } else if (d->SH == 2) {
             if (d->KH == 3) {
                 if (nvec >= 4) dw_rows_plane(3, 2, 4, t, x, wo, b, op, oh_lo, oh_hi);
                 else if (nvec >= 2) dw_rows_plane(3, 2, 2, t, x, wo, b, op, oh_lo, oh_hi);
@@ -611,13 +798,15 @@ static void dw_rows_jobs(void* ctx, int64_t lo, int64_t hi) {
  * (ConvNeXt's).  Each layer alone on 2 threads, with 16 lanes, lanes take about half the
  * tile's time on 7x7 outputs and about 0.8 of it on 14x14 and for 7x7 windows up to
  * 56x56, but more than the tile for smaller windows on 28 and more columns; with 8
- * lanes (AVX2) they win only on 7x7 outputs, by about a tenth.  PLAIT_DW_LANES=0 or 1
+ * lanes (AVX2) they win only on 7x7 outputs, by about a tenth, outside the windows the
+ * AVX2 rule places (DW_RULE_AVX2).  PLAIT_DW_LANES=0 or 1
  * forces the choice (read per call: measurements and tests run both on one model). */
 static int dw_channels_in_lanes(const plait_dwconv2d_desc* d) {
     if (d->layout != PLAIT_DW_LAYOUT_AUTO) return d->layout == PLAIT_DW_LAYOUT_LANES;
-    const char* e = getenv("PLAIT_DW_LANES");
-    if (e && (e[0] == '0' || e[0] == '1') && !e[1]) return e[0] == '1';
-    return d->OW < DW_V || d->OW <= 8 || (DW_V >= 16 && d->KW >= 7);
+    const int forced = dw_forced();
+    if (forced == 0 || forced == 1) return forced == 1;
+    return d->OW < DW_V || d->OW <= 8 || (DW_V >= 16 && d->KW >= 7) ||
+           (DW_RULE_AVX2 && dw_rows_valid(d));   /* those the AVX2 rows leave */
 }
 
 /* r[i][j] -> r[j][i] for a DW_V x DW_V block in registers */
@@ -1042,8 +1231,9 @@ PLAIT_ISA_FN(plait_dwconv2d)(const plait_dwconv2d_desc* d, const float* x, const
         int64_t parts = nt > 1 && (size_t)(d->H * d->W) * sizeof(float) > DW_BAND_BYTES ? nt : 1;
         t.part_rows = (d->OH + parts - 1) / parts;
         parts = (d->OH + t.part_rows - 1) / t.part_rows;
+        t.ring = dw_rows_on_ring(d);
         plait_parallel_range(dw_rows_jobs, &t, d->N * d->C * parts, nt);
-        return 0;
+        return __atomic_load_n(&t.failed, __ATOMIC_RELAXED);
     }
     if (t.CG == 1 && t.OG == 1 && dw_channels_in_lanes(d)) {
         t.R = (d->C + DW_V - 1) / DW_V;   /* channel blocks per image */
