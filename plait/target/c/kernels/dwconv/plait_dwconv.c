@@ -664,19 +664,16 @@ dw_ring_plane(const int K, const int S, const dw_call* t, const float* x, const 
 }
 
 /* The AVX2 copy's choice among the three depthwise layouts of a 3x3 or 5x5 window of
- * stride 1 or 2 (8 lanes, 16 registers; AMD EPYC Zen 3, each of MobileNetV2's and
- * EfficientNet-B0's layers alone on one thread, min of 400 calls, rows in place / channels
- * in lanes / rows on the ring): 3x3 windows on the ring from 28 output columns at stride
- * 1 (32 x 112 x 112 241 / 247 / 203 us, 144 x 56 x 56 274 / 274 / 257, 192 x 28 x 28 120 /
- * 136 / 115) and from 56 at stride 2 (96 x 112 x 112 390 / 411 / 358), in the lanes below
- * that (384 x 14 x 14 71 / 53 / 123, 576 x 14 x 14 108 / 80 / 172; stride 2 to 28 columns
- * 162 / 150 / 177) but for stride 2 to fewer than 28 columns, read in place (192 x 28 x
- * 28 to 14 x 14 68 / 81 / 98); 5x5 windows in the lanes up to 32 columns (144 x 56 x 56
- * stride 2 269 / 197 / 312, 240 x 28 x 28 275 / 202 / 404, 480 x 14 x 14 169 / 110 /
- * 398), read in place above.  The ring holds 9 weight vectors in registers, not 25: it
- * loses on 5x5 windows.  The other copies were not measured on these layers and keep
- * their rule (rows in place from 9 columns; with 16 lanes the rows' taps and masks fit
- * the 32 registers). */
+ * stride 1 or 2 (8 lanes, 16 registers; each layer measured alone, one thread, on an
+ * AVX2-only AMD Zen 3: benchmarks/results/journal.md, "MobileNetV2's depthwise layers on
+ * AVX2"): 3x3 windows on the ring once output rows are wide (28 columns at stride 1, 56
+ * at stride 2), because the ring's 9 weight vectors and plain loads fit the registers
+ * where the rows read in place spill their sums and end each row with masked stores; in
+ * the lanes below that, where a row fills few vectors; read in place for stride 2 to
+ * fewer than 28 (but more than 8) columns.  5x5 windows go in the lanes up to 32 columns
+ * and read in place above: 25 weight vectors do not fit the registers, so the ring loses
+ * on them.  The other copies were not measured on these layers and keep their rule (rows
+ * in place from 9 columns; with 16 lanes the rows' taps and masks fit the 32 registers). */
 #if defined(PLAIT_ISA_AVX2)
 #define DW_RULE_AVX2 1
 #else
