@@ -1,6 +1,10 @@
-"""Shared fixtures of the C codegen tests: one cache directory for the whole session
-(``PLAIT_CACHE_DIR``, set before any other fixture runs), so every library is compiled
-once and nothing is written to the user's cache."""
+"""Shared fixtures of the C codegen tests: a cache directory of their own
+(``PLAIT_CACHE_DIR``, set before any other fixture of a module runs: some tests count
+compiler runs), one per worker for the whole session.
+
+The variable is set for each codegen module and restored after it: set for the rest of
+the session (as it once was), it sent every later test of that xdist worker to this
+cache, which then compiled every kernel family a second time (250 CPU-s of the run)."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,12 +14,12 @@ import pytest
 
 @pytest.fixture(scope="session")
 def c_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The session's plait cache directory."""
+    """The codegen tests' plait cache directory (this worker's)."""
     return tmp_path_factory.mktemp("plait-cache")
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _use_session_cache(c_cache_dir: Path) -> Iterator[None]:
+@pytest.fixture(scope="module", autouse=True)
+def _use_codegen_cache(c_cache_dir: Path) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PLAIT_CACHE_DIR", str(c_cache_dir))
         yield

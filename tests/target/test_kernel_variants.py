@@ -798,12 +798,13 @@ CASES: dict[str, Callable[[], Case]] = {
 
 @pytest.fixture(scope="module")
 def built() -> dict[str, tuple[Any, list[np.ndarray], np.ndarray, float, str]]:
-    """Every case's executable (one library each, holding every copy), inputs, reference,
-    tolerance and family, built once."""
+    """Every case's executable (one library each, holding every copy: ``isas="all"``,
+    whatever ``PLAIT_BUILD_ISAS`` the run sets), inputs, reference, tolerance and
+    family, built once."""
     out = {}
     for name, make in CASES.items():
         shapes, body, inputs, ref, tol, family, attrs = make()
-        exe = plait.build(build_graph(shapes, body), plait.Target("c", **attrs))
+        exe = plait.build(build_graph(shapes, body), plait.Target("c", isas="all", **attrs))
         out[name] = (exe, inputs, ref, tol, family)
     return out
 

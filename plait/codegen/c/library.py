@@ -105,6 +105,7 @@ def build_library(
     verify: bool = True,
     entries: Sequence[EntryProgram] = (),
     clamp_indices: bool = False,
+    isas: Sequence[str] | None = None,
 ) -> tuple[Path, dict[str, str], str]:
     """Compile what :func:`compile_kernels` compiles into a shared library (or take it
     from the disk cache) without loading it: ``(path, sources, arch)``, ``arch`` being
@@ -113,7 +114,8 @@ def build_library(
     :func:`compile_kernels` does; ``march_native`` with a cross compiler is a
     ``ValueError``.  ``clamp_indices``: out-of-range indices of ``checked_index``
     are clamped instead of failing the call (the ``c`` target's
-    ``out_of_range_indices="clamp"``)."""
+    ``out_of_range_indices="clamp"``).  ``isas``: the ISA copies built
+    (:func:`~plait.codegen.c.emit.emit_library`; None: every copy of ``arch``)."""
     if verify:
         errors = [m for name, k in kernels.items() for m in verify_kernel(k, name)]
         if errors:
@@ -129,7 +131,7 @@ def build_library(
     flags, use_threads = build_flags(cc, options, d)
     # with -march=native the library is for this machine only: every family once
     emitted = emit_library(kernels, c_sources, threads=use_threads, entries=entries,
-                           arch=arch, isas=("baseline",) if march_native else None,
+                           arch=arch, isas=("baseline",) if march_native else isas,
                            clamp_indices=clamp_indices)
     path = compile_shared(emitted.files, options, cache_dir, flags=(flags, use_threads))
     return path, emitted.files, arch
@@ -146,12 +148,14 @@ def compile_kernels(
     extra_flags: Sequence[str] = (),
     verify: bool = True,
     entries: Sequence[EntryProgram] = (),
+    isas: Sequence[str] | None = None,
 ) -> NativeLibrary:
     """Compile ``kernels`` (name -> kernel), the user ``c_sources`` and the entry
     points ``entries`` (:mod:`plait.codegen.c.entry`) into one shared library, or take
     it from the disk cache, and load it.
 
-    Kernels are verified first (``verify=False`` skips it).  Raises
+    Kernels are verified first (``verify=False`` skips it); ``isas`` limits the ISA
+    copies built (:func:`build_library`).  Raises
     :class:`~plait.kernel.verify.KernelVerifyError`,
     :class:`~plait.codegen.c.compiler.NativeUnavailableError` (no compiler),
     :class:`~plait.codegen.c.emit.CodegenError` or
@@ -162,7 +166,7 @@ def compile_kernels(
     path, files, _ = build_library(
         kernels, c_sources=c_sources, cache_dir=cache_dir, threads=threads,
         opt_level=opt_level, march_native=march_native, extra_flags=extra_flags,
-        verify=verify, entries=entries)
+        verify=verify, entries=entries, isas=isas)
     return NativeLibrary(load_library(path), path, sources=files)
 
 

@@ -114,12 +114,14 @@ def write_model_library(
     extra_flags: Sequence[str] = (),
     api_flags: Sequence[str] = (),
     cache_dir: str | os.PathLike[str] | None = None,
+    isas: Sequence[str] | None = None,
 ) -> ModelLibrary:
     """Compile and write the library of ``api`` (its ``entry_symbol`` is filled in
     here) into ``out_dir``; ``weights`` are the constants' bytes at ``api.constants``'
     offsets.  ``extra_flags`` are compiler flags of every file; ``api_flags`` of the
     API's file and the link only (``-fsanitize=address,undefined``: the API checked by
-    the sanitizers, the kernels as they ship).  Raises
+    the sanitizers, the kernels as they ship).  ``isas``: the ISA copies built (None:
+    every copy of the compiler's architecture).  Raises
     :class:`~plait.codegen.c.compiler.CCompileError` or :class:`LibraryLinkError`."""
     cc = find_compiler()
     arch = compiler_arch(cc)
@@ -127,7 +129,7 @@ def write_model_library(
     flags, use_threads = build_flags(cc, BuildOptions(opt_level, threads, False,
                                                       tuple(extra_flags)), d)
     emitted = emit_library(kernels, c_sources, threads=use_threads, entries=[api.program],
-                           arch=arch, clamp_indices=clamp_indices)
+                           arch=arch, clamp_indices=clamp_indices, isas=isas)
     api = replace(api, entry_symbol=emitted.symbols[api.program.name])
     n = api.name
     header, source = emit_header(api), emit_source(api)

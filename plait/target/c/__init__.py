@@ -47,7 +47,9 @@ True; False keeps
 matmul/linear/conv2d as generated kernels), ``fuse`` (default True: kernel fusion),
 ``single_entry`` (default True: :class:`SingleEntry`), ``step_timing`` (default False:
 the entry points time each call, ``VirtualMachine.profile_steps``), ``opt_level`` (3), ``threads``
-(None: when available), ``march_native`` (False), ``out_of_range_indices`` ("raise":
+(None: when available), ``march_native`` (False), ``isas`` (None: ``PLAIT_BUILD_ISAS``,
+else "all": every ISA copy of the architecture; "host": only those this CPU runs,
+:func:`build_isas`), ``out_of_range_indices`` ("raise":
 an index out of range in ``take``/``gather_elements`` fails the call with a
 ``NativeCallError``, as numpy does; "clamp": clamped, no check).  Derive a target of your own with
 ``register_target_kind("mycpu", parent="c", dispatch=[...])``; see
@@ -80,7 +82,7 @@ from .compute import (
     list_computes,
     register_compute,
 )
-from .cpu import cpu_features, library_isas, use_isa
+from .cpu import build_isas, cpu_features, isas_choice, library_isas, use_isa
 from .dispatch import (
     Conv1dAsConv2d,
     DispatchAttention,
@@ -120,6 +122,7 @@ from .reference import c_source_provider
 
 def _dispatch(target: Target) -> list[Any]:
     out_of_range_indices(target.attrs)   # a bad value is refused before any pass runs
+    isas_choice(target.attrs.get("isas"))
     passes: list[Any] = []
     if target.attrs.get("gemm", True):
         passes.append(RecognizeActivations)   # silu/gelu as ops: they fuse into epilogues
@@ -165,7 +168,7 @@ register_target_kind(
               "decode": "auto", "decode_min_weights": DECODE_MIN_WEIGHTS,
               "blas": True, "fuse": True,
               "single_entry": True, "step_timing": False, "opt_level": 3,
-              "march_native": False, "out_of_range_indices": "raise"},
+              "march_native": False, "isas": None, "out_of_range_indices": "raise"},
     doc="generated C kernels compiled by the system C compiler; plait's own GEMM/conv2d",
     dispatch=_dispatch,
     legalize=_legalize,
@@ -181,7 +184,7 @@ __all__ = [
     "DispatchSqueezeExcite", "FoldPadIntoConv",
     "LIBRARY_NAME", "RewriteFn", "SplitConcatConv",
     "add_c_source", "add_kernel", "c_source_provider", "c_sources", "compute_note",
-    "coverage", "coverage_table", "cpu_features", "library_isas", "use_isa",
+    "build_isas", "coverage", "coverage_table", "cpu_features", "library_isas", "use_isa",
     "dispatch_attention", "dispatch_depthwise", "dispatch_gemm", "dispatch_pool",
     "dispatch_squeeze_excite", "extern_calls", "flatten_args",
     "get_compute", "legalize_to_kernel", "library_call", "library_calls", "library_rewrite",

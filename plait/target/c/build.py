@@ -39,6 +39,7 @@ from plait.runtime.native import load_library
 from plait.runtime.trust import register_code_attribute
 from plait.transform.pass_base import module_pass
 
+from .cpu import build_isas
 from .library_blob import LibraryBlob, store_library
 
 _LOG = logging.getLogger("plait.target.c")
@@ -156,6 +157,9 @@ def target_options(mod: IRModule) -> dict[str, Any]:
         opts["threads"] = bool(attrs["threads"])
     if attrs.get("march_native"):
         opts["march_native"] = True
+    isas = build_isas(attrs.get("isas"))
+    if isas is not None:
+        opts["isas"] = isas
     if out_of_range_indices(attrs) == "clamp":
         opts["clamp_indices"] = True
     return opts
