@@ -47,7 +47,8 @@ def test_c_target_kind_hooks_and_pipeline() -> None:
                              "depthwise": True, "decode": "auto", "decode_min_weights": 65536,
                              "blas": True, "fuse": True,
                              "single_entry": True, "step_timing": False, "opt_level": 3,
-                             "march_native": False, "out_of_range_indices": "raise"}
+                             "march_native": False, "isas": None,
+                             "out_of_range_indices": "raise"}
     stages = _target_stages(t)
     assert stages["dispatch"] == ["RecognizeActivations", "c.FoldPadIntoConv",
                                   "c.DispatchDecode", "c.DispatchAttention",

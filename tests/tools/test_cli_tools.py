@@ -245,7 +245,12 @@ def test_a_cold_c_compile_shows_the_bar_on_a_terminal(tmp_path) -> None:
     main_fd, child_fd = pty.openpty()
     # a terminal of 24 rows and 160 columns (a new pty has none: tqdm would draw nothing)
     fcntl.ioctl(child_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 160, 0, 0))
-    env = {**os.environ, "PLAIT_CACHE_DIR": str(tmp_path / "cold")}
+    # this CPU's copies named (PLAIT_BUILD_ISAS=host would also compile the CPU probe's
+    # library in the empty cache: a second library)
+    from plait.target.c import cpu_features
+
+    env = {**os.environ, "PLAIT_CACHE_DIR": str(tmp_path / "cold"),
+           "PLAIT_BUILD_ISAS": ",".join(cpu_features()["supported"])}
     tiny = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "models",
                         "tiny_mlp.onnx")
     proc = subprocess.Popen([sys.executable, "-m", "plait.cli", "run", tiny, "--target", "c"],

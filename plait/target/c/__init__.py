@@ -82,7 +82,7 @@ from .compute import (
     list_computes,
     register_compute,
 )
-from .cpu import build_isas, cpu_features, isas_choice, library_isas, use_isa
+from .cpu import cpu_features, library_isas, use_isa
 from .dispatch import (
     Conv1dAsConv2d,
     DispatchAttention,
@@ -105,6 +105,7 @@ from .dispatch import (
 )
 from .dispatch.decode import MIN_WEIGHTS as DECODE_MIN_WEIGHTS
 from .entry import SingleEntry
+from .isas import build_isas, isas_choice
 from .legalize import (
     KERNEL_DTYPES,
     add_kernel,

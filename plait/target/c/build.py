@@ -39,7 +39,7 @@ from plait.runtime.native import load_library
 from plait.runtime.trust import register_code_attribute
 from plait.transform.pass_base import module_pass
 
-from .cpu import build_isas
+from .isas import build_isas
 from .library_blob import LibraryBlob, store_library
 
 _LOG = logging.getLogger("plait.target.c")
