@@ -4,7 +4,9 @@ matrix product on plait_gemm.c and a fused elementwise kernel) built with every 
 with this CPU's copies and with the baseline alone reports the copies it holds
 (``library_isas``) and gives numpy's answer (float64 reference, rtol 1e-5, atol 1e-5:
 sums of 24 products of values in [-1, 1]); the copy it runs is the same in the first
-two, so their outputs are the same bits."""
+two, so their outputs are the same bits.  The copies of every kernel family that this
+CPU does not run (and that a test run, building only this CPU's, never compiles
+otherwise) compile."""
 
 from __future__ import annotations
 
@@ -99,3 +101,39 @@ def test_host_with_a_cross_compiler(monkeypatch: Any) -> None:
         build_isas("host")
     monkeypatch.setenv("PLAIT_BUILD_ISAS", "host")
     assert build_isas() is None
+
+
+def test_the_copies_this_cpu_does_not_run_compile(tmp_path: Any) -> None:
+    """Every registered family's copies for the ISAs this CPU lacks (AVX-512, the VNNI
+    ones on an AVX2 machine) compile with plait's flags at -O0: the compiler's checks of
+    types, intrinsics and each copy's target pragma, in a second where -O3 takes
+    minutes.  (Their code is compiled at -O3 and run by tests/target/test_kernel_variants.py
+    on a CPU that has them; the NEON copies by test_native_aarch64.py.)"""
+    import subprocess
+
+    from plait.codegen.c import find_compiler
+    from plait.codegen.c.compiler import BuildOptions, build_flags, compiler_arch
+    from plait.codegen.c.variants import copy_name, isa_copies
+    from plait.target.c.kernels.registry import all_family_sources
+
+    cc = find_compiler()
+    if compiler_arch(cc) != host_arch():
+        pytest.skip("$CC builds for another architecture")
+    runs = set(cpu_features()["supported"])
+    flags, _ = build_flags(cc, BuildOptions(opt_level=0), tmp_path)
+    flags = [f for f in flags if f != "-shared"]
+    checked = []
+    for src in all_family_sources():
+        for isa in arch_isas(host_arch(), src.isas):
+            if isa in runs:
+                continue
+            name = copy_name(src.name, isa)
+            (tmp_path / name).write_text(isa_copies(src.name, src.code, src.isas,
+                                                    host_arch())[name])
+            r = subprocess.run([*cc.argv, *flags, "-c", name, "-o", f"{name}.o"],
+                               cwd=tmp_path, capture_output=True, text=True)
+            assert r.returncode == 0, f"{name} does not compile:\n{r.stderr[-3000:]}"
+            checked.append(name)
+    if not checked:
+        pytest.skip(f"this CPU runs every copy ({', '.join(sorted(runs))}): the run "
+                    "compiles them all at -O3")
