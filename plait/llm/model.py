@@ -119,19 +119,35 @@ def build_causal_lm(model: Any, target: Any = None, *, max_cache: int = 512,
     return it ready for :func:`plait.generate`; save it with
     ``lm.session.save("model.plx")``.  ``logits="last"`` (the default: what generation
     needs) makes each step return the last position's logits only, ``(batch, 1,
-    vocab)``; ``"all"`` every position's, ``(batch, seq, vocab)``."""
-    from ..build import build
-    from ..session import default_target, describe
-    from .torch_export import INPUT_IDS, LOGITS, export_causal_lm, new_names, past_names
+    vocab)``; ``"all"`` every position's, ``(batch, seq, vocab)``.  To build one model
+    for several targets, export it once and give the export to
+    :func:`build_exported_lm` for each."""
+    from .torch_export import export_causal_lm
 
-    mod, spec = export_causal_lm(model, max_cache=max_cache, max_batch=max_batch,
-                                 logits=logits)
+    return build_exported_lm(export_causal_lm(model, max_cache=max_cache,
+                                              max_batch=max_batch, logits=logits), target)
+
+
+def build_exported_lm(exported: tuple[Any, dict[str, Any]], target: Any = None) -> CausalLM:
+    """Build ``exported``, the ``(module, spec)`` pair :func:`plait.llm.export_causal_lm`
+    returns, for ``target`` as :func:`build_causal_lm` does: one export built for
+    several targets (numpy and ``c``, several ``weight_quant`` specs) runs
+    ``torch.export`` once (minutes for a model of billions of weights).  The module is
+    not changed."""
+    from ..build import build
+    from ..ir.module import IRModule
+    from ..session import default_target, describe
+    from .torch_export import INPUT_IDS, LOGITS, new_names, past_names
+
+    mod, spec = exported if isinstance(exported, tuple) and len(exported) == 2 else (None, None)
+    if not isinstance(mod, IRModule) or not isinstance(spec, dict) or "layers" not in spec:
+        raise LLMError(f"build_exported_lm takes the (module, spec) pair "
+                       f"plait.llm.export_causal_lm returns, got {type(exported).__name__}")
     exe = build(mod, decode_target(default_target() if target is None else target))
     layers = spec["layers"]
     record_io(exe, "main", describe(mod, "main", [INPUT_IDS, *past_names(layers)],
                                     [LOGITS, *new_names(layers)]))
-    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
-    exe.attrs[LLM_ATTR] = {**spec, "dtype": dtype}
+    exe.attrs[LLM_ATTR] = dict(spec)
     return CausalLM(Session(exe))
 
 
@@ -161,4 +177,4 @@ def as_causal_lm(model: Any) -> CausalLM:
                    f"{type(model).__name__}")
 
 
-__all__ = ["LLM_ATTR", "CausalLM", "as_causal_lm", "build_causal_lm"]
+__all__ = ["LLM_ATTR", "CausalLM", "as_causal_lm", "build_causal_lm", "build_exported_lm"]

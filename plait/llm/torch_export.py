@@ -179,7 +179,8 @@ def export_causal_lm(model: Any, *, max_cache: int = 512, max_batch: int = 8,
     (:data:`LOGITS_KEPT`) ``"last"`` returns only the last position's logits
     ``(batch, 1, vocab)``, ``"all"`` every position's.  Returns the module and the
     cache's description (``max_cache``, ``layers``, ``kv_heads``, ``head_dim``,
-    ``logits``), which :func:`plait.llm.build_causal_lm` keeps in the executable."""
+    ``logits``, ``dtype``), which :func:`plait.llm.build_exported_lm` keeps in the
+    executable."""
     import inspect
 
     import torch
@@ -213,7 +214,8 @@ def export_causal_lm(model: Any, *, max_cache: int = 512, max_batch: int = 8,
     with _split_attention(model), torch.no_grad():
         mod = from_torch(_wrapper(model.eval(), logits), (ids, example), dynamic_shapes=shapes)
     spec = {"max_cache": max_cache, "layers": layers, "kv_heads": kv_heads,
-            "head_dim": head_dim, "logits": logits}
+            "head_dim": head_dim, "logits": logits,
+            "dtype": str(dtype).removeprefix("torch.")}
     return mod, spec
 
 

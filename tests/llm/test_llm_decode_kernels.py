@@ -18,20 +18,17 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from llm_models import VOCAB, hf_greedy, make  # noqa: E402
+from llm_models import VOCAB  # noqa: E402
 
 import plait  # noqa: E402
-from plait.llm import build_causal_lm, generate  # noqa: E402
+from plait.llm import build_exported_lm, generate  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def llama() -> Any:
-    return make("llama")
-
-
-@pytest.fixture(scope="module")
-def lm_c(llama: Any) -> Any:
-    return build_causal_lm(llama, plait.Target("c", decode_min_weights=0), max_cache=48)
+def lm_c(exported: Any) -> Any:
+    # build_causal_lm's default logits ("last"); the export is shared (conftest.py)
+    return build_exported_lm(exported("llama", max_cache=48, logits="last"),
+                             plait.Target("c", decode_min_weights=0))
 
 
 def test_every_layer_runs_the_decode_kernels(lm_c: Any) -> None:
@@ -42,19 +39,19 @@ def test_every_layer_runs_the_decode_kernels(lm_c: Any) -> None:
     assert not any(c.startswith(("plait_gemm_", "softmax", "numpy.")) for c in calls), calls
 
 
-def test_greedy_through_the_kernels_equals_transformers(llama: Any, lm_c: Any) -> None:
+def test_greedy_through_the_kernels_equals_transformers(hf_ref: Any, lm_c: Any) -> None:
     ids = np.random.default_rng(2).integers(0, VOCAB, (1, 9))
     np.testing.assert_array_equal(generate(lm_c, ids, max_new_tokens=32),
-                                  hf_greedy(llama, ids, 32))
+                                  hf_ref("llama", ids, 32))
     ids = np.random.default_rng(1).integers(0, VOCAB, (2, 5))
-    want = np.concatenate([hf_greedy(llama, ids[i: i + 1], 32) for i in range(2)])
+    want = np.concatenate([hf_ref("llama", ids[i: i + 1], 32) for i in range(2)])
     np.testing.assert_array_equal(generate(lm_c, ids, max_new_tokens=32), want)
 
 
-def test_prefill_and_decode_logits_equal_full_recomputation(llama: Any, lm_c: Any) -> None:
+def test_prefill_and_decode_logits_equal_full_recomputation(hf_logits: Any, lm_c: Any
+                                                            ) -> None:
     ids = np.random.default_rng(3).integers(0, VOCAB, (2, 11))
-    with torch.no_grad():
-        full = llama(torch.from_numpy(ids)).logits.numpy()
+    full = hf_logits("llama", ids)
     assert lm_c.logits == "last"    # build_causal_lm's default: the last position's only
     cache = lm_c.new_cache(2)
     got = [lm_c.step(ids[:, :6], cache)]
@@ -65,24 +62,24 @@ def test_prefill_and_decode_logits_equal_full_recomputation(llama: Any, lm_c: An
                                rtol=1e-4, atol=1e-4)
 
 
-def test_sliding_window_attention_runs_the_cache_kernel() -> None:
+def test_sliding_window_attention_runs_the_cache_kernel(exported: Any, hf_ref: Any,
+                                                       hf_logits: Any) -> None:
     """Mistral's sliding window (6 positions here) is taken by ``plait_kv_attention``
     with its window (one call per layer, no general softmax left), and 32 greedy tokens
     after a 9-token prompt (so the window cuts into the prompt and the cache) equal
     ``transformers``' ``generate()``; prefill + decode logits equal PyTorch's full
-    recomputation (rtol 1e-4, atol 1e-4)."""
-    mistral = make("mistral")
-    lm = build_causal_lm(mistral, plait.Target("c", decode_min_weights=0), max_cache=48,
-                         logits="all")
+    recomputation (rtol 1e-4, atol 1e-4).  The export (cache of 64, every position's
+    logits) is test_llm_architectures.py's, shared (conftest.py)."""
+    lm = build_exported_lm(exported("mistral", max_cache=64, logits="all"),
+                           plait.Target("c", decode_min_weights=0))
     calls = re.findall(r"call ([\w.]+)\(", lm.session.executable.as_text())
     assert sum(c.startswith("plait_kv_attention_") for c in calls) == 2, calls
     assert not any(c.startswith(("softmax", "where")) for c in calls), calls
     ids = np.random.default_rng(4).integers(0, VOCAB, (1, 9))
     np.testing.assert_array_equal(generate(lm, ids, max_new_tokens=32),
-                                  hf_greedy(mistral, ids, 32))
+                                  hf_ref("mistral", ids, 32))
     ids = np.random.default_rng(5).integers(0, VOCAB, (2, 14))
-    with torch.no_grad():
-        full = mistral(torch.from_numpy(ids)).logits.numpy()
+    full = hf_logits("mistral", ids)
     cache = lm.new_cache(2)
     got = [lm.step(ids[:, :8], cache)]
     got += [lm.step(ids[:, i: i + 1], cache) for i in range(8, 11)]

@@ -6,7 +6,8 @@ prefill + decode logits equal a full recomputation by PyTorch (rtol 1e-4, atol 1
 the cache rows equal ``transformers``' own cache; the cache is written in place;
 sampling follows ``transformers``' warpers; bad input is refused clearly.
 
-The model is exported once per module (about 5 s); nothing is downloaded."""
+The model and its exports are made once per worker and shared with the other files
+(conftest.py); nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -19,51 +20,51 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from llm_models import VOCAB, hf_greedy, make  # noqa: E402
+from llm_models import VOCAB  # noqa: E402
 
 import plait  # noqa: E402
-from plait.llm import LLMError, build_causal_lm, generate, load_causal_lm  # noqa: E402
+from plait.llm import LLMError, build_exported_lm, generate, load_causal_lm  # noqa: E402
 from plait.llm.sampling import filter_logits  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def llama() -> Any:
-    return make("llama")
+def llama(tiny: Any) -> Any:
+    return tiny("llama")
 
 
 @pytest.fixture(scope="module")
-def lm(llama: Any) -> Any:
-    return build_causal_lm(llama, "numpy", max_cache=64, logits="all")
+def lm(exported: Any) -> Any:
+    return build_exported_lm(exported("llama", max_cache=64, logits="all"), "numpy")
 
 
-def test_greedy_32_tokens_equal_transformers(llama: Any, lm: Any) -> None:
+def test_greedy_32_tokens_equal_transformers(hf_ref: Any, lm: Any) -> None:
     ids = np.random.default_rng(0).integers(0, VOCAB, (1, 7))
-    want = hf_greedy(llama, ids, 32)
+    want = hf_ref("llama", ids, 32)
     got = plait.generate(lm, ids, max_new_tokens=32)
     assert got.shape == (1, 39)
     assert len(set(want[0, 7:].tolist())) > 8   # not a constant run of one token
     np.testing.assert_array_equal(got, want)
 
 
-def test_greedy_batch_of_two_equals_transformers(llama: Any, lm: Any) -> None:
+def test_greedy_batch_of_two_equals_transformers(hf_ref: Any, lm: Any) -> None:
     ids = np.random.default_rng(1).integers(0, VOCAB, (2, 5))
     # the rows are independent: transformers runs each alone (its batched generate()
     # costs seconds more here)
-    want = np.concatenate([hf_greedy(llama, ids[i: i + 1], 32) for i in range(2)])
+    want = np.concatenate([hf_ref("llama", ids[i: i + 1], 32) for i in range(2)])
     np.testing.assert_array_equal(generate(lm, ids, max_new_tokens=32), want)
 
 
-def test_greedy_on_c_equals_transformers(llama: Any) -> None:
-    lm_c = build_causal_lm(llama, "c", max_cache=48)
+def test_greedy_on_c_equals_transformers(exported: Any, hf_ref: Any) -> None:
+    lm_c = build_exported_lm(exported("llama", max_cache=48, logits="last"), "c")
     ids = np.random.default_rng(2).integers(0, VOCAB, (1, 9))
     np.testing.assert_array_equal(generate(lm_c, ids, max_new_tokens=32),
-                                  hf_greedy(llama, ids, 32))
+                                  hf_ref("llama", ids, 32))
 
 
-def test_prefill_and_decode_logits_equal_full_recomputation(llama: Any, lm: Any) -> None:
+def test_prefill_and_decode_logits_equal_full_recomputation(hf_logits: Any, lm: Any
+                                                            ) -> None:
     ids = np.random.default_rng(3).integers(0, VOCAB, (2, 11))
-    with torch.no_grad():
-        full = llama(torch.from_numpy(ids)).logits.numpy()
+    full = hf_logits("llama", ids)
     cache = lm.new_cache(2)
     got = [lm.step(ids[:, :6], cache)]          # prefill of 6
     got += [lm.step(ids[:, i: i + 1], cache) for i in range(6, 9)]   # 3 decodes
@@ -152,6 +153,12 @@ def test_ids_that_are_not_integers_are_refused(lm: Any) -> None:
         generate(lm, np.zeros((1, 3), np.float32), 4)
 
 
+def test_build_exported_lm_refuses_what_is_not_an_export() -> None:
+    with pytest.raises(LLMError, match=r"build_exported_lm takes the \(module, spec\) pair "
+                                       r"plait.llm.export_causal_lm returns, got str"):
+        build_exported_lm("llama.onnx", "numpy")
+
+
 def test_an_unknown_model_type_is_refused(tmp_path: Any) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bogus-lm"}))
     with pytest.raises(LLMError, match=r"unknown model type 'bogus-lm': plait generates "
@@ -172,7 +179,7 @@ class M:
         generate(plait.load(text, "numpy"), np.zeros((1, 4), np.int64), 2)
 
 
-def test_cli_generates_from_a_saved_executable(lm: Any, llama: Any, tmp_path: Any,
+def test_cli_generates_from_a_saved_executable(lm: Any, hf_ref: Any, tmp_path: Any,
                                                capsys: Any) -> None:
     from plait.cli import main
 
@@ -182,12 +189,12 @@ def test_cli_generates_from_a_saved_executable(lm: Any, llama: Any, tmp_path: An
                  "12", "--print-ids"])
     out = capsys.readouterr().out.strip().splitlines()
     assert code == 0
-    want = hf_greedy(llama, np.array([[3, 1, 4, 1, 5]]), 12)[0, 5:]
+    want = hf_ref("llama", np.array([[3, 1, 4, 1, 5]]), 12)[0, 5:]
     assert out[-1] == " ".join(map(str, want))
 
 
 def test_cli_generates_from_a_model_directory_with_its_tokenizer(
-        llama: Any, tmp_path: Any, capsys: Any) -> None:
+        llama: Any, hf_ref: Any, tmp_path: Any, capsys: Any) -> None:
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     from plait.cli import main
@@ -200,6 +207,6 @@ def test_cli_generates_from_a_model_directory_with_its_tokenizer(
                  "--max-new-tokens", "6", "--print-ids", "--target", "numpy"])
     out = capsys.readouterr().out.strip().splitlines()
     assert code == 0
-    want = hf_greedy(llama, np.array([[3, 1, 4, 1, 5]]), 6)[0]
+    want = hf_ref("llama", np.array([[3, 1, 4, 1, 5]]), 6)[0]
     assert out[-1] == " ".join(map(str, want[5:]))
     assert out[0] == " ".join(f"w{i}" for i in want)   # the prompt, then the streamed text

@@ -19,7 +19,7 @@ from plait.dialects.qnn import nbits
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("onnxruntime")
-from llm_models import hf_greedy, make  # noqa: E402
+from llm_models import hf_greedy  # noqa: E402
 from onnxruntime.capi._pybind_state import (  # noqa: E402
     quantize_matmul_4bits,
     quantize_matmul_8bits,
@@ -46,15 +46,19 @@ def dequantized_copy(model: Any, bits: int, group: int) -> Any:
     return ref
 
 
-def test_int4_generation_equals_the_dequantized_reference() -> None:
-    """int4 in groups of 32 on c (int8 and the other groups: tests/dialects/qnn)."""
-    from plait.llm import build_causal_lm
+def test_int4_generation_equals_the_dequantized_reference(tiny: Any, exported: Any,
+                                                         hf_ref: Any) -> None:
+    """int4 in groups of 32 on c (int8 and the other groups: tests/dialects/qnn).  The
+    export (cache of 48, the last position's logits) is shared with the other files'
+    ``c`` builds (conftest.py)."""
+    from plait.llm import build_exported_lm
 
-    model = make("llama")
+    model = tiny("llama")
     ids = np.random.default_rng(0).integers(0, 256, (1, 5))
     want = hf_greedy(dequantized_copy(model, 4, 32), ids, 24)
-    lm = build_causal_lm(model, plait.Target("c", weight_quant="int4-g32"), max_cache=40)
+    lm = build_exported_lm(exported("llama", max_cache=48, logits="last"),
+                           plait.Target("c", weight_quant="int4-g32"))
     got = plait.generate(lm, ids, 24)
     np.testing.assert_array_equal(got, want)
     # and the float model generates something else: the quantization is in effect
-    assert not np.array_equal(hf_greedy(model, ids, 24), want)
+    assert not np.array_equal(hf_ref("llama", ids, 24), want)
