@@ -321,11 +321,32 @@ static void dw_epilogue(const dw_call* t, float* restrict o, const float* restri
     }
 }
 
-#define DW_TILE(KH_, KW_, SH_, SW_)                                                      \
-    do {                                                                                  \
-        if (t->NB == 2) dw_plane(DW_ACC / 2, 2, KH_, KW_, SH_, SW_, 1, 1, t, f, wo, b, op); \
-        else dw_plane(DW_ACC, 1, KH_, KW_, SH_, SW_, 1, 1, t, f, wo, b, op);            \
-    } while (0)
+/* Each specialization of the tile is a function of its own (as are those of the rows,
+ * the lanes and the channels-last rows below): GCC's register allocation and load CSE
+ * grow faster than the function they run on, and one function holding every unrolled
+ * window took it most of the copy's compile time. */
+#define DW_PLANE_FN(K_, S_, NB_)                                                         \
+    static __attribute__((noinline)) void dw_plane_k##K_##s##S_##n##NB_(                 \
+        const dw_call* t, dw_fill* f, const float* wo, float b, float* op) {            \
+        dw_plane(DW_ACC / NB_, NB_, K_, K_, S_, S_, 1, 1, t, f, wo, b, op);             \
+    }
+DW_PLANE_FN(3, 1, 1) DW_PLANE_FN(3, 1, 2) DW_PLANE_FN(3, 2, 1) DW_PLANE_FN(3, 2, 2)
+DW_PLANE_FN(5, 1, 1) DW_PLANE_FN(5, 1, 2) DW_PLANE_FN(5, 2, 1) DW_PLANE_FN(5, 2, 2)
+DW_PLANE_FN(7, 1, 1) DW_PLANE_FN(7, 1, 2)
+#undef DW_PLANE_FN
+
+/* any window, its sizes read at run time */
+static __attribute__((noinline)) void dw_plane_any(const dw_call* t, dw_fill* f,
+                                                   const float* wo, float b, float* op) {
+    const plait_dwconv2d_desc* d = t->d;
+    if (t->NB == 2)
+        dw_plane(DW_ACC / 2, 2, d->KH, d->KW, d->SH, d->SW, d->DH, d->DW, t, f, wo, b, op);
+    else
+        dw_plane(DW_ACC, 1, d->KH, d->KW, d->SH, d->SW, d->DH, d->DW, t, f, wo, b, op);
+}
+
+#define DW_TILE(K_, S_) \
+    (t->NB == 2 ? dw_plane_k##K_##s##S_##n2 : dw_plane_k##K_##s##S_##n1)(t, f, wo, b, op)
 
 /* output plane o of image n (the group's scratch planes filled through f) */
 static void dw_output(const dw_call* t, int64_t n, int64_t o, dw_fill* f) {
@@ -335,15 +356,12 @@ static void dw_output(const dw_call* t, int64_t n, int64_t o, dw_fill* f) {
     float* op = t->out + (n * d->O + o) * d->OH * d->OW;
     const int64_t K = d->KH, S = d->SH;
     const int plain = d->KH == d->KW && d->SH == d->SW && d->DH == 1 && d->DW == 1;
-    if (plain && K == 3 && S == 1) DW_TILE(3, 3, 1, 1);
-    else if (plain && K == 3 && S == 2) DW_TILE(3, 3, 2, 2);
-    else if (plain && K == 5 && S == 1) DW_TILE(5, 5, 1, 1);
-    else if (plain && K == 5 && S == 2) DW_TILE(5, 5, 2, 2);
-    else if (plain && K == 7 && S == 1) DW_TILE(7, 7, 1, 1);
-    else if (t->NB == 2)
-        dw_plane(DW_ACC / 2, 2, d->KH, d->KW, d->SH, d->SW, d->DH, d->DW, t, f, wo, b, op);
-    else
-        dw_plane(DW_ACC, 1, d->KH, d->KW, d->SH, d->SW, d->DH, d->DW, t, f, wo, b, op);
+    if (plain && K == 3 && S == 1) DW_TILE(3, 1);
+    else if (plain && K == 3 && S == 2) DW_TILE(3, 2);
+    else if (plain && K == 5 && S == 1) DW_TILE(5, 1);
+    else if (plain && K == 5 && S == 2) DW_TILE(5, 2);
+    else if (plain && K == 7 && S == 1) DW_TILE(7, 1);
+    else dw_plane_any(t, f, wo, b, op);
     if (!t->tile_act && (t->res || t->relu || d->act)) {
         float* o0 = op + f->oh_lo * d->OW;
         const int64_t n_out = (f->oh_hi - f->oh_lo) * d->OW;
@@ -663,6 +681,26 @@ dw_ring_plane(const int K, const int S, const dw_call* t, const float* x, const 
     }
 }
 
+/* each specialization of the rows a function of its own (see DW_PLANE_FN) */
+#define DW_ROWS_FN(K_, S_, NB_)                                                          \
+    static __attribute__((noinline)) void dw_rows_k##K_##s##S_##n##NB_(                  \
+        const dw_call* t, const float* x, const float* wo, float b, float* op,          \
+        int64_t oh_lo, int64_t oh_hi) {                                                  \
+        dw_rows_plane(K_, S_, NB_, t, x, wo, b, op, oh_lo, oh_hi);                       \
+    }
+DW_ROWS_FN(3, 1, 1) DW_ROWS_FN(3, 1, 2) DW_ROWS_FN(3, 1, 4)
+DW_ROWS_FN(3, 2, 1) DW_ROWS_FN(3, 2, 2) DW_ROWS_FN(3, 2, 4)
+DW_ROWS_FN(5, 1, 1) DW_ROWS_FN(5, 1, 2) DW_ROWS_FN(5, 2, 1) DW_ROWS_FN(5, 2, 2)
+#undef DW_ROWS_FN
+#define DW_RING_FN(S_)                                                                   \
+    static __attribute__((noinline)) void dw_ring_k3s##S_(                               \
+        const dw_call* t, const float* x, const float* wo, float b, float* op,          \
+        int64_t oh_lo, int64_t oh_hi, float* ring, int64_t RL) {                         \
+        dw_ring_plane(3, S_, t, x, wo, b, op, oh_lo, oh_hi, ring, RL);                   \
+    }
+DW_RING_FN(1) DW_RING_FN(2)
+#undef DW_RING_FN
+
 /* The AVX2 copy's choice among the three depthwise layouts of a 3x3 or 5x5 window of
  * stride 1 or 2 (8 lanes, 16 registers; each layer measured alone, one thread, on an
  * AVX2-only AMD Zen 3: benchmarks/results/journal.md, "MobileNetV2's depthwise layers on
@@ -749,24 +787,24 @@ static void dw_rows_jobs(void* ctx, int64_t lo, int64_t hi) {
         const float b = t->bias ? t->bias[c] : 0.0f;
         float* op = t->out + p * OHW;
         if (ring) {
-            if (d->SH == 2) dw_ring_plane(3, 2, t, x, wo, b, op, oh_lo, oh_hi, ring, RL);
-            else dw_ring_plane(3, 1, t, x, wo, b, op, oh_lo, oh_hi, ring, RL);
+            if (d->SH == 2) dw_ring_k3s2(t, x, wo, b, op, oh_lo, oh_hi, ring, RL);
+            else dw_ring_k3s1(t, x, wo, b, op, oh_lo, oh_hi, ring, RL);
         } else if (d->SH == 2) {
             if (d->KH == 3) {
-                if (nvec >= 4) dw_rows_plane(3, 2, 4, t, x, wo, b, op, oh_lo, oh_hi);
-                else if (nvec >= 2) dw_rows_plane(3, 2, 2, t, x, wo, b, op, oh_lo, oh_hi);
-                else dw_rows_plane(3, 2, 1, t, x, wo, b, op, oh_lo, oh_hi);
+                if (nvec >= 4) dw_rows_k3s2n4(t, x, wo, b, op, oh_lo, oh_hi);
+                else if (nvec >= 2) dw_rows_k3s2n2(t, x, wo, b, op, oh_lo, oh_hi);
+                else dw_rows_k3s2n1(t, x, wo, b, op, oh_lo, oh_hi);
             } else {
-                if (nvec >= 2) dw_rows_plane(5, 2, 2, t, x, wo, b, op, oh_lo, oh_hi);
-                else dw_rows_plane(5, 2, 1, t, x, wo, b, op, oh_lo, oh_hi);
+                if (nvec >= 2) dw_rows_k5s2n2(t, x, wo, b, op, oh_lo, oh_hi);
+                else dw_rows_k5s2n1(t, x, wo, b, op, oh_lo, oh_hi);
             }
         } else if (d->KH == 3) {
-            if (nvec >= 4) dw_rows_plane(3, 1, 4, t, x, wo, b, op, oh_lo, oh_hi);
-            else if (nvec >= 2) dw_rows_plane(3, 1, 2, t, x, wo, b, op, oh_lo, oh_hi);
-            else dw_rows_plane(3, 1, 1, t, x, wo, b, op, oh_lo, oh_hi);
+            if (nvec >= 4) dw_rows_k3s1n4(t, x, wo, b, op, oh_lo, oh_hi);
+            else if (nvec >= 2) dw_rows_k3s1n2(t, x, wo, b, op, oh_lo, oh_hi);
+            else dw_rows_k3s1n1(t, x, wo, b, op, oh_lo, oh_hi);
         } else {
-            if (nvec >= 2) dw_rows_plane(5, 1, 2, t, x, wo, b, op, oh_lo, oh_hi);
-            else dw_rows_plane(5, 1, 1, t, x, wo, b, op, oh_lo, oh_hi);
+            if (nvec >= 2) dw_rows_k5s1n2(t, x, wo, b, op, oh_lo, oh_hi);
+            else dw_rows_k5s1n1(t, x, wo, b, op, oh_lo, oh_hi);
         }
         if (!t->tile_act && (t->res || t->relu || d->act)) {
             float* o0 = op + oh_lo * d->OW;
@@ -871,7 +909,20 @@ dw_cl_rows(const int64_t KH, const int64_t KW, const int64_t SH, const int64_t S
     }
 }
 
-#define DW_CL(KH_, KW_, SH_, SW_) dw_cl_rows(KH_, KW_, SH_, SW_, 1, 1, t, img, wt, bv, ob)
+/* each window's rows a function of its own (see DW_PLANE_FN) */
+#define DW_CL_FN(K_, S_)                                                                 \
+    static __attribute__((noinline)) void dw_cl_k##K_##s##S_(                            \
+        const dw_call* t, const float* img, const float* wt, dw_v bv, float* ob) {       \
+        dw_cl_rows(K_, K_, S_, S_, 1, 1, t, img, wt, bv, ob);                            \
+    }
+DW_CL_FN(3, 1) DW_CL_FN(3, 2) DW_CL_FN(5, 1) DW_CL_FN(5, 2) DW_CL_FN(7, 1)
+#undef DW_CL_FN
+static __attribute__((noinline)) void dw_cl_any(const dw_call* t, const float* img,
+                                                const float* wt, dw_v bv, float* ob) {
+    const plait_dwconv2d_desc* d = t->d;
+    dw_cl_rows(d->KH, d->KW, d->SH, d->SW, d->DH, d->DW, t, img, wt, bv, ob);
+}
+#define DW_CL(K_, S_) dw_cl_k##K_##s##S_(t, img, wt, bv, ob)
 
 /* jobs lo .. hi-1: (image, block of DW_V channels) pairs */
 static void dw_cl_jobs(void* ctx, int64_t lo, int64_t hi) {
@@ -929,12 +980,12 @@ static void dw_cl_jobs(void* ctx, int64_t lo, int64_t hi) {
         if (t->bias)
             for (int64_t i = 0; i < nc; ++i) bv[i] = t->bias[cb + i];
         const int64_t K = d->KH, S = d->SH;
-        if (plain && K == 3 && S == 1) DW_CL(3, 3, 1, 1);
-        else if (plain && K == 3 && S == 2) DW_CL(3, 3, 2, 2);
-        else if (plain && K == 5 && S == 1) DW_CL(5, 5, 1, 1);
-        else if (plain && K == 5 && S == 2) DW_CL(5, 5, 2, 2);
-        else if (plain && K == 7 && S == 1) DW_CL(7, 7, 1, 1);
-        else dw_cl_rows(d->KH, d->KW, d->SH, d->SW, d->DH, d->DW, t, img, wt, bv, ob);
+        if (plain && K == 3 && S == 1) DW_CL(3, 1);
+        else if (plain && K == 3 && S == 2) DW_CL(3, 2);
+        else if (plain && K == 5 && S == 1) DW_CL(5, 1);
+        else if (plain && K == 5 && S == 2) DW_CL(5, 2);
+        else if (plain && K == 7 && S == 1) DW_CL(7, 1);
+        else dw_cl_any(t, img, wt, bv, ob);
         /* the output pixels back into the channels' planes, then the epilogue */
         float* outb = t->out + (n * C + cb) * OHW;
         for (int64_t q0 = 0; q0 < OHW; q0 += DW_V) {
@@ -1149,7 +1200,20 @@ dw_nhwc_rows(const int64_t KH, const int64_t KW, const int64_t SH, const int64_t
     }
 }
 
-#define DW_NHWC(KH_, KW_, SH_, SW_) dw_nhwc_rows(KH_, KW_, SH_, SW_, 1, 1, t, &g, n, oh_lo, oh_hi)
+/* each window's rows a function of its own (see DW_PLANE_FN) */
+#define DW_NHWC_FN(K_, S_)                                                               \
+    static __attribute__((noinline)) void dw_nhwc_k##K_##s##S_(                          \
+        const dw_call* t, const dw_ring* g, int64_t n, int64_t oh_lo, int64_t oh_hi) {   \
+        dw_nhwc_rows(K_, K_, S_, S_, 1, 1, t, g, n, oh_lo, oh_hi);                       \
+    }
+DW_NHWC_FN(3, 1) DW_NHWC_FN(3, 2) DW_NHWC_FN(5, 1) DW_NHWC_FN(5, 2) DW_NHWC_FN(7, 1)
+#undef DW_NHWC_FN
+static __attribute__((noinline)) void dw_nhwc_any(const dw_call* t, const dw_ring* g,
+                                                  int64_t n, int64_t oh_lo, int64_t oh_hi) {
+    const plait_dwconv2d_desc* d = t->d;
+    dw_nhwc_rows(d->KH, d->KW, d->SH, d->SW, d->DH, d->DW, t, g, n, oh_lo, oh_hi);
+}
+#define DW_NHWC(K_, S_) dw_nhwc_k##K_##s##S_(t, &g, n, oh_lo, oh_hi)
 
 /* jobs lo .. hi-1: (image, band of output rows, part of the channels) */
 static void dw_nhwc_jobs(void* ctx, int64_t lo, int64_t hi) {
@@ -1173,12 +1237,12 @@ static void dw_nhwc_jobs(void* ctx, int64_t lo, int64_t hi) {
         g.n = n;
         g.nc = g.c0 + per < d->C ? per : d->C - g.c0;
         const int64_t oh_lo = b * band, oh_hi = oh_lo + band < d->OH ? oh_lo + band : d->OH;
-        if (plain && K == 3 && S == 1) DW_NHWC(3, 3, 1, 1);
-        else if (plain && K == 3 && S == 2) DW_NHWC(3, 3, 2, 2);
-        else if (plain && K == 5 && S == 1) DW_NHWC(5, 5, 1, 1);
-        else if (plain && K == 5 && S == 2) DW_NHWC(5, 5, 2, 2);
-        else if (plain && K == 7 && S == 1) DW_NHWC(7, 7, 1, 1);
-        else dw_nhwc_rows(d->KH, d->KW, d->SH, d->SW, d->DH, d->DW, t, &g, n, oh_lo, oh_hi);
+        if (plain && K == 3 && S == 1) DW_NHWC(3, 1);
+        else if (plain && K == 3 && S == 2) DW_NHWC(3, 2);
+        else if (plain && K == 5 && S == 1) DW_NHWC(5, 1);
+        else if (plain && K == 5 && S == 2) DW_NHWC(5, 2);
+        else if (plain && K == 7 && S == 1) DW_NHWC(7, 1);
+        else dw_nhwc_any(t, &g, n, oh_lo, oh_hi);
     }
 }
 #undef DW_NHWC
