@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -101,16 +102,31 @@ def _inputs(name: str) -> list[np.ndarray]:
     return [rng.integers(0, 500, s).astype(np.int64) for s in TEXT_SIZES]
 
 
-def _check(path: str, name: str, target: str) -> None:
-    mod = from_onnx(path)
+@pytest.fixture(scope="module")
+def imported() -> dict[str, tuple[Any, list]]:
+    """name -> (imported module, [(input, onnxruntime's output)]), filled as the tests
+    ask: each model is imported and run on onnxruntime once, for both targets (a build
+    leaves the module it is given as it was)."""
+    return {}
+
+
+def _imported(cache: dict[str, tuple[Any, list]], path: str, name: str
+              ) -> tuple[Any, list[tuple[np.ndarray, np.ndarray]]]:
+    if name not in cache:
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        key = sess.get_inputs()[0].name
+        runs = [(x, sess.run(None, {key: x})[0]) for x in _inputs(name)]
+        cache[name] = (from_onnx(path), runs)
+    return cache[name]
+
+
+def _check(cache: dict[str, tuple[Any, list]], path: str, name: str, target: str) -> None:
+    mod, runs = _imported(cache, path, name)
     (param,) = mod["main"].params
     assert not all(isinstance(d, int) for d in param.ty.shape)  # the sizes stay open
     vm = VirtualMachine(plait.build(mod, target))  # built once
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    key = sess.get_inputs()[0].name
     shapes = set()
-    for x in _inputs(name):
-        want = sess.run(None, {key: x})[0]
+    for x, want in runs:
         got = vm["main"](x)
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
@@ -119,13 +135,16 @@ def _check(path: str, name: str, target: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "t5_encoder", "vit", "resnet"])
-def test_dynamic_axes_import_and_run_on_numpy(exported: dict[str, str], name: str) -> None:
-    _check(exported[name], name, "numpy")
+def test_dynamic_axes_import_and_run_on_numpy(exported: dict[str, str],
+                                              imported: dict[str, tuple[Any, list]],
+                                              name: str) -> None:
+    _check(imported, exported[name], name, "numpy")
 
 
 @pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "t5_encoder", "vit", "resnet"])
-def test_dynamic_axes_run_natively(exported: dict[str, str], name: str) -> None:
-    _check(exported[name], name, "c")
+def test_dynamic_axes_run_natively(exported: dict[str, str],
+                                   imported: dict[str, tuple[Any, list]], name: str) -> None:
+    _check(imported, exported[name], name, "c")
 
 
 def test_the_sizes_the_model_names_are_symbols_of_the_types(exported: dict[str, str]) -> None:

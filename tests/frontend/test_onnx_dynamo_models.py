@@ -16,6 +16,7 @@ import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -203,13 +204,38 @@ def _feeds(spec: Spec, shape: tuple[int, ...], rng: np.random.Generator) -> dict
     return feeds
 
 
+@pytest.fixture(scope="module")
+def imported(exported: Callable[[str, str], Path]
+             ) -> Callable[[str, str], tuple[Any, list[tuple[dict, np.ndarray]]]]:
+    """(imported module, [(feeds, onnxruntime's output)] at the model's three sizes)
+    of (model, exporter), made once per module and shared by the targets (a build leaves
+    the module it is given as it was)."""
+    cache: dict[tuple[str, str], tuple[Any, list[tuple[dict, np.ndarray]]]] = {}
+
+    def get(name: str, exporter: str) -> tuple[Any, list[tuple[dict, np.ndarray]]]:
+        key = (name, exporter)
+        if key not in cache:
+            path = exported(name, exporter)
+            spec = MODELS[name]
+            sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            rng = np.random.default_rng(0)
+            runs = []
+            for shape in spec.sizes:
+                feeds = _feeds(spec, shape, rng)
+                runs.append((feeds, sess.run(None, feeds)[0]))
+            cache[key] = (from_onnx(str(path)), runs)
+        return cache[key]
+
+    return get
+
+
 @pytest.mark.parametrize("target", ["numpy", "c"])
 @pytest.mark.parametrize("name,exporter", CASES)
 def test_model_runs_at_three_sizes_from_one_build(
-    exported: Callable[[str, str], Path], name: str, exporter: str, target: str
+    imported: Callable[[str, str], tuple[Any, list[tuple[dict, np.ndarray]]]],
+    name: str, exporter: str, target: str
 ) -> None:
-    path = exported(name, exporter)
-    mod = from_onnx(str(path))
+    mod, runs = imported(name, exporter)
     spec = MODELS[name]
     for p in mod["main"].params:
         assert isinstance(p.ty, TensorType) and p.ty.shape is not None
@@ -225,11 +251,7 @@ def test_model_runs_at_three_sizes_from_one_build(
         low = want[spec.axes[last]][0]
         with pytest.raises(VMInputError, match=rf"is 65, outside the range \[{low}, 64\]"):
             vm["main"](*past.values())
-    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    rng = np.random.default_rng(0)
-    for shape in spec.sizes:
-        feeds = _feeds(spec, shape, rng)
-        ref = sess.run(None, feeds)[0]
+    for shape, (feeds, ref) in zip(spec.sizes, runs, strict=True):
         got = np.asarray(vm["main"](*feeds.values()))
         assert got.shape == ref.shape and got.shape[0] == shape[0]
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)

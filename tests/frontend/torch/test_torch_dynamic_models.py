@@ -128,14 +128,21 @@ def _input(case: Case, shape: tuple[int, ...], rng: np.random.Generator) -> np.n
 
 @pytest.fixture(scope="module", params=list(CASES))
 def imported(request: pytest.FixtureRequest) -> tuple[Case, Any, Any]:
-    """(case, eager module, IRModule): exported once with the case's Dims."""
+    """(case, [(input, eager output)] at the case's sizes, IRModule): exported once with
+    the case's Dims; eager PyTorch runs once, for both targets."""
     case = CASES[request.param]
     torch.manual_seed(0)
     model = case.make().eval()
     example = torch.from_numpy(_input(case, case.example, np.random.default_rng(0)))
     with torch.no_grad():
         mod = from_torch(model, (example,), dynamic_shapes=(case.dims,))
-    return case, model, mod
+    rng = np.random.default_rng(1)
+    runs = []
+    for shape in case.sizes:
+        x = _input(case, shape, rng)
+        with torch.no_grad():
+            runs.append((x, model(torch.from_numpy(x))))
+    return case, runs, mod
 
 
 def test_the_dims_stay_symbolic(imported) -> None:  # type: ignore[no-untyped-def]
@@ -147,16 +154,13 @@ def test_the_dims_stay_symbolic(imported) -> None:  # type: ignore[no-untyped-de
 
 @pytest.mark.parametrize("target", ["numpy", "c"])
 def test_one_executable_runs_at_three_sizes(imported, target: str) -> None:  # type: ignore[no-untyped-def]
-    case, model, mod = imported
+    case, runs, mod = imported
     if target not in case.targets:
         pytest.skip(f"{target} is covered by the other models (test time)")
     vm = vm_for(mod, target)
-    rng = np.random.default_rng(1)
     shapes = set()
-    for shape in case.sizes:
-        x = _input(case, shape, rng)
-        with torch.no_grad():
-            want = model(torch.from_numpy(x))
+    assert [x.shape for x, _ in runs] == case.sizes
+    for x, want in runs:
         got = vm["main"](x)
         assert_close(got, want)
         shapes.add(got.shape)

@@ -135,8 +135,10 @@ CASES: dict[str, Case] = {
 
 
 @pytest.fixture(scope="module", params=list(CASES))
-def imported(request: pytest.FixtureRequest) -> tuple[Case, Any, Any]:
-    """(case, eager module, imported IRModule): exported with a dynamic batch."""
+def imported(request: pytest.FixtureRequest
+             ) -> tuple[Case, Any, list[tuple[int, tuple, np.ndarray]]]:
+    """(case, imported IRModule, [(batch, inputs, eager output)] at the case's batch
+    sizes): exported with a dynamic batch; eager PyTorch runs once, for both targets."""
     case = CASES[request.param]
     model = case.make()
     example = case.inputs(2, 0)
@@ -144,7 +146,12 @@ def imported(request: pytest.FixtureRequest) -> tuple[Case, Any, Any]:
     dynamic = tuple({0: batch} for _ in example)
     with torch.no_grad():
         mod = from_torch(model, example, dynamic_shapes=dynamic)
-    return case, model, mod
+    runs = []
+    for b in case.batches:
+        inputs = case.inputs(b, 1 + b)
+        with torch.no_grad():
+            runs.append((b, inputs, model(*inputs).numpy()))
+    return case, mod, runs
 
 
 def _scale_atol(want: np.ndarray) -> float:
@@ -152,16 +159,14 @@ def _scale_atol(want: np.ndarray) -> float:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_matches_eager_at_two_batch_sizes(imported: tuple[Case, Any, Any],
-                                          target: str) -> None:
-    case, model, mod = imported
+def test_matches_eager_at_two_batch_sizes(
+        imported: tuple[Case, Any, list[tuple[int, tuple, np.ndarray]]], target: str) -> None:
+    case, mod, runs = imported
     vm = VirtualMachine(plait.build(mod, target=target))
     main = vm.executable.functions["main"]
     assert main.params[0].shape[0] == "batch"       # the dynamic batch is kept
-    for batch in case.batches:
-        inputs = case.inputs(batch, 1 + batch)
-        with torch.no_grad():
-            want = model(*inputs).numpy()
+    assert [b for b, _, _ in runs] == list(case.batches)
+    for batch, inputs, want in runs:
         got = vm["main"](*inputs)
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_allclose(got, want, rtol=RTOL, atol=_scale_atol(want),
