@@ -75,12 +75,26 @@ typedef int32_t dw_vi __attribute__((vector_size(DW_V * 4)));
 #endif
 #define DW_LOAD(p) (*(const dw_vu*)(p))
 
-/* the first n < DW_V lanes of a vector (plait_vexp.h: masked where the ISA has it) */
+/* the first n < DW_V lanes of a vector (plait_vexp.h: masked where the ISA has it).  In
+ * the baseline copy (lane by lane through memory there) these and the SiLU below are
+ * calls, not inlined into every unrolled tile: that copy runs only on CPUs without AVX2
+ * and took GCC 12 about 18 s to compile with them inlined, 15 s without. */
+#if defined(PLAIT_ISA_BASELINE)
+static __attribute__((noinline)) void dw_load_n(dw_v* v, const float* p, int64_t n) {
+    plait_sv_load_n(v, p, n);
+}
+static __attribute__((noinline)) void dw_store_n(float* p, const dw_v* v, int64_t n) {
+    plait_sv_store_n(p, v, n);
+}
+#define DW_SILU_INLINE __attribute__((noinline))
+#else
 #define dw_load_n plait_sv_load_n
 #define dw_store_n plait_sv_store_n
+#define DW_SILU_INLINE inline __attribute__((always_inline))
+#endif
 
 /* SiLU of a vector (plait_vexp.h) */
-static inline __attribute__((always_inline)) dw_v dw_silu_v(dw_v x) {
+static DW_SILU_INLINE dw_v dw_silu_v(dw_v x) {
     plait_silu_sv(&x);
     return x;
 }
