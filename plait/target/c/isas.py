@@ -7,6 +7,7 @@ Apart from :mod:`.cpu` (which reports the registered kernel families) so that th
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -32,13 +33,10 @@ BUILD_ENV_VAR = "PLAIT_BUILD_ISAS"
 """The environment variable giving the ``c`` target's attribute ``isas`` when a target
 does not set it (``host`` in the test suite)."""
 
-_HOST_SUPPORTED: list[tuple[str, ...]] = []
-
-
+@functools.cache
 def _host_supported() -> tuple[str, ...]:
-    if not _HOST_SUPPORTED:
-        _HOST_SUPPORTED.append(tuple(probe_report()["supported"]))
-    return _HOST_SUPPORTED[0]
+    """The ISAs this CPU runs (probed once per process)."""
+    return tuple(probe_report()["supported"])
 
 
 def isas_choice(spec: Any = None) -> str | tuple[str, ...]:

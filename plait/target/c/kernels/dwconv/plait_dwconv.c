@@ -362,6 +362,20 @@ static __attribute__((noinline)) void dw_plane_any(const dw_call* t, dw_fill* f,
 #define DW_TILE(K_, S_) \
     (t->NB == 2 ? dw_plane_k##K_##s##S_##n2 : dw_plane_k##K_##s##S_##n1)(t, f, wo, b, op)
 
+
+/* the unrolled windows (square, dilation 1: 3x3 and 5x5 of stride 1 or 2, 7x7 of
+ * stride 1) by M(K, S), where ``plain``, ``K`` and ``S`` are in scope; OTHER for any
+ * other window */
+#define DW_EACH_WINDOW(M, OTHER)                                                        \
+    do {                                                                               \
+        if (plain && K == 3 && S == 1) M(3, 1);                                        \
+        else if (plain && K == 3 && S == 2) M(3, 2);                                   \
+        else if (plain && K == 5 && S == 1) M(5, 1);                                   \
+        else if (plain && K == 5 && S == 2) M(5, 2);                                   \
+        else if (plain && K == 7 && S == 1) M(7, 1);                                   \
+        else OTHER;                                                                    \
+    } while (0)
+
 /* output plane o of image n (the group's scratch planes filled through f) */
 static void dw_output(const dw_call* t, int64_t n, int64_t o, dw_fill* f) {
     const plait_dwconv2d_desc* d = t->d;
@@ -370,12 +384,7 @@ static void dw_output(const dw_call* t, int64_t n, int64_t o, dw_fill* f) {
     float* op = t->out + (n * d->O + o) * d->OH * d->OW;
     const int64_t K = d->KH, S = d->SH;
     const int plain = d->KH == d->KW && d->SH == d->SW && d->DH == 1 && d->DW == 1;
-    if (plain && K == 3 && S == 1) DW_TILE(3, 1);
-    else if (plain && K == 3 && S == 2) DW_TILE(3, 2);
-    else if (plain && K == 5 && S == 1) DW_TILE(5, 1);
-    else if (plain && K == 5 && S == 2) DW_TILE(5, 2);
-    else if (plain && K == 7 && S == 1) DW_TILE(7, 1);
-    else dw_plane_any(t, f, wo, b, op);
+    DW_EACH_WINDOW(DW_TILE, dw_plane_any(t, f, wo, b, op));
     if (!t->tile_act && (t->res || t->relu || d->act)) {
         float* o0 = op + f->oh_lo * d->OW;
         const int64_t n_out = (f->oh_hi - f->oh_lo) * d->OW;
@@ -994,12 +1003,7 @@ static void dw_cl_jobs(void* ctx, int64_t lo, int64_t hi) {
         if (t->bias)
             for (int64_t i = 0; i < nc; ++i) bv[i] = t->bias[cb + i];
         const int64_t K = d->KH, S = d->SH;
-        if (plain && K == 3 && S == 1) DW_CL(3, 1);
-        else if (plain && K == 3 && S == 2) DW_CL(3, 2);
-        else if (plain && K == 5 && S == 1) DW_CL(5, 1);
-        else if (plain && K == 5 && S == 2) DW_CL(5, 2);
-        else if (plain && K == 7 && S == 1) DW_CL(7, 1);
-        else dw_cl_any(t, img, wt, bv, ob);
+        DW_EACH_WINDOW(DW_CL, dw_cl_any(t, img, wt, bv, ob));
         /* the output pixels back into the channels' planes, then the epilogue */
         float* outb = t->out + (n * C + cb) * OHW;
         for (int64_t q0 = 0; q0 < OHW; q0 += DW_V) {
@@ -1251,12 +1255,7 @@ static void dw_nhwc_jobs(void* ctx, int64_t lo, int64_t hi) {
         g.n = n;
         g.nc = g.c0 + per < d->C ? per : d->C - g.c0;
         const int64_t oh_lo = b * band, oh_hi = oh_lo + band < d->OH ? oh_lo + band : d->OH;
-        if (plain && K == 3 && S == 1) DW_NHWC(3, 1);
-        else if (plain && K == 3 && S == 2) DW_NHWC(3, 2);
-        else if (plain && K == 5 && S == 1) DW_NHWC(5, 1);
-        else if (plain && K == 5 && S == 2) DW_NHWC(5, 2);
-        else if (plain && K == 7 && S == 1) DW_NHWC(7, 1);
-        else dw_nhwc_any(t, &g, n, oh_lo, oh_hi);
+        DW_EACH_WINDOW(DW_NHWC, dw_nhwc_any(t, &g, n, oh_lo, oh_hi));
     }
 }
 #undef DW_NHWC
